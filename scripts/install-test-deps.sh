@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the real MCP peers the tests use: npm servers and clients into tests/peers/node_modules,
+# Python SDK and PyPI servers into tests/peers/.venv. Idempotent: reinstalls only when the pinned
+# lists change.
+set -euo pipefail
+cd "$(dirname "$0")/../tests/peers"
+
+stamp() { sha256sum "$1" | cut -c1-16; }
+
+if ! command -v npm >/dev/null; then
+  echo "install-test-deps: npm is required (Node 20+)" >&2
+  exit 1
+fi
+if [ ! -f node_modules/.stamp ] || [ "$(cat node_modules/.stamp)" != "$(stamp package.json)" ]; then
+  echo "install-test-deps: npm install" >&2
+  npm install --no-audit --no-fund --loglevel=error >&2
+  stamp package.json > node_modules/.stamp
+fi
+
+if [ ! -f .venv/.stamp ] || [ "$(cat .venv/.stamp)" != "$(stamp requirements.txt)" ]; then
+  echo "install-test-deps: pip install" >&2
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt >&2
+  stamp requirements.txt > .venv/.stamp
+fi

@@ -1,0 +1,1 @@
+//! Description compression levels, each a pure function tool → tool.

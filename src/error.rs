@@ -1,0 +1,137 @@
+//! Runtime errors of the gateway and their JSON-RPC form.
+//!
+//! Every error the gateway answers with has a JSON-RPC code and a stable `error.data.type`
+//! that clients and dashboards can match on; the mapping lives in one exhaustive `match`
+//! ([`Error::to_error_object`]).
+//!
+//! ```
+//! use mcp_budget::error::Error;
+//!
+//! let err = Error::UpstreamUnavailable { upstream: "github".into(), reason: "exited with status 1".into() };
+//! let obj = err.to_error_object();
+//! assert_eq!(obj.kind().as_deref(), Some("mcp_budget.upstream.unavailable"));
+//! ```
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::jsonrpc::{
+    ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+};
+
+/// JSON-RPC code for errors of an upstream (a server error in the implementation-defined range).
+pub const UPSTREAM_ERROR: i64 = -32000;
+/// JSON-RPC code for a request refused because it is too large.
+pub const TOO_LARGE: i64 = -32001;
+
+/// A runtime error that becomes a JSON-RPC error response.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The upstream is not running or cannot be reached.
+    #[error("upstream {upstream:?} is unavailable: {reason}")]
+    UpstreamUnavailable {
+        /// Server id.
+        upstream: String,
+        /// Why.
+        reason: String,
+    },
+    /// The upstream did not answer in time.
+    #[error("upstream {upstream:?} did not answer within {}s", timeout.as_secs_f64())]
+    UpstreamTimeout {
+        /// Server id.
+        upstream: String,
+        /// The timeout that passed.
+        timeout: Duration,
+    },
+    /// The upstream broke the protocol (garbage, a response of the wrong shape).
+    #[error("upstream {upstream:?} broke the protocol: {reason}")]
+    UpstreamProtocol {
+        /// Server id.
+        upstream: String,
+        /// What it did.
+        reason: String,
+    },
+    /// No upstream has a tool, prompt or resource of that name.
+    #[error("unknown {what} {name:?}: it is not in the gateway's catalog (list again to see what exists)")]
+    NotFound {
+        /// `tool`, `prompt`, `resource`.
+        what: &'static str,
+        /// The name asked for.
+        name: String,
+    },
+    /// A method the gateway does not serve.
+    #[error("method {0:?} is not supported by this gateway")]
+    MethodNotFound(String),
+    /// Params of the wrong shape.
+    #[error("invalid params for {method}: {reason}")]
+    InvalidParams {
+        /// The method.
+        method: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A message over the size limit.
+    #[error(
+        "message of {size} bytes exceeds the limit of {limit} bytes (downstream.max_message_bytes)"
+    )]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A request before the session was initialized, or on an unknown session.
+    #[error("{0}")]
+    Session(String),
+    /// The gateway is shutting down.
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+    /// A bug or an unexpected fault inside the gateway.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The JSON-RPC error object for this error, with its stable `data.type`.
+    #[must_use]
+    pub fn to_error_object(&self) -> ErrorObject {
+        let message = self.to_string();
+        let (code, kind, extra) = match self {
+            Self::UpstreamUnavailable { upstream, .. } => (
+                UPSTREAM_ERROR,
+                "mcp_budget.upstream.unavailable",
+                Some(json!({ "upstream": upstream })),
+            ),
+            Self::UpstreamTimeout { upstream, timeout } => (
+                UPSTREAM_ERROR,
+                "mcp_budget.upstream.timeout",
+                Some(json!({ "upstream": upstream, "timeout_ms": timeout.as_millis() })),
+            ),
+            Self::UpstreamProtocol { upstream, .. } => (
+                UPSTREAM_ERROR,
+                "mcp_budget.upstream.protocol",
+                Some(json!({ "upstream": upstream })),
+            ),
+            Self::NotFound { what, name } => (
+                INVALID_PARAMS,
+                "mcp_budget.catalog.not_found",
+                Some(json!({ "what": what, "name": name })),
+            ),
+            Self::MethodNotFound(_) => (METHOD_NOT_FOUND, "mcp_budget.method.not_found", None),
+            Self::InvalidParams { .. } => {
+                (INVALID_PARAMS, "mcp_budget.request.invalid_params", None)
+            }
+            Self::TooLarge { size, limit } => (
+                TOO_LARGE,
+                "mcp_budget.request.too_large",
+                Some(json!({ "size": size, "limit": limit })),
+            ),
+            Self::Session(_) => (INVALID_REQUEST, "mcp_budget.session.invalid", None),
+            Self::ShuttingDown => (UPSTREAM_ERROR, "mcp_budget.gateway.shutting_down", None),
+            Self::Internal(_) => (INTERNAL_ERROR, "mcp_budget.internal", None),
+        };
+        ErrorObject::new(code, message, kind, extra)
+    }
+}

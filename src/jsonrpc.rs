@@ -1,0 +1,421 @@
+//! The lossless JSON-RPC 2.0 envelope.
+//!
+//! A [`Message`] is decoded once at the edge of the gateway. Its `params`, `result` and
+//! `error.data` stay raw JSON ([`RawValue`]) so that what the gateway does not rewrite goes
+//! back out byte for byte; layers that rewrite a payload parse just that payload, into views
+//! that keep unknown fields (`serde_json` with `preserve_order`).
+//!
+//! ```
+//! use mcp_budget::jsonrpc::{Message, Kind};
+//!
+//! let msg = Message::parse(br#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"x":1}}"#)?;
+//! assert_eq!(msg.kind(), Kind::Request);
+//! assert_eq!(msg.method(), Some("tools/list"));
+//! assert_eq!(msg.params.as_ref().map(|p| p.get()), Some(r#"{"x":1}"#));
+//! # Ok::<(), mcp_budget::jsonrpc::DecodeError>(())
+//! ```
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// JSON-RPC error code: invalid JSON was received.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC error code: the JSON sent is not a valid request object.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC error code: the method does not exist or is not available.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC error code: invalid method parameters.
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC error code: internal error.
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// A request id: MCP allows strings and integers; `null` only appears in errors answering
+/// messages whose id could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Id {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    String(String),
+    /// `null`, for errors about unreadable requests.
+    Null,
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Number(n) => write!(f, "{n}"),
+            Self::String(s) => write!(f, "{s:?}"),
+            Self::Null => f.write_str("null"),
+        }
+    }
+}
+
+/// The error object of an error response; `data` is kept raw.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// JSON-RPC error code.
+    pub code: i64,
+    /// Human-readable message.
+    pub message: String,
+    /// Extra data, kept as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Box<RawValue>>,
+}
+
+impl ErrorObject {
+    /// An error with a stable `data.type` and optional extra data fields.
+    ///
+    /// # Panics
+    /// Never: a JSON object always serializes.
+    #[must_use]
+    pub fn new(code: i64, message: impl Into<String>, kind: &str, extra: Option<Value>) -> Self {
+        let mut data = serde_json::Map::new();
+        data.insert("type".into(), Value::String(kind.to_owned()));
+        if let Some(Value::Object(extra)) = extra {
+            data.extend(extra);
+        }
+        let data = serde_json::value::to_raw_value(&data).expect("a JSON object always serializes");
+        Self {
+            code,
+            message: message.into(),
+            data: Some(data),
+        }
+    }
+
+    /// The stable `data.type` of this error, if it has one.
+    #[must_use]
+    pub fn kind(&self) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Data {
+            #[serde(rename = "type")]
+            kind: Option<String>,
+        }
+        let data = self.data.as_ref()?;
+        serde_json::from_str::<Data>(data.get()).ok()?.kind
+    }
+}
+
+/// What a [`Message`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Has an id and a method: expects exactly one response.
+    Request,
+    /// Has a method and no id.
+    Notification,
+    /// Has an id and a result.
+    Response,
+    /// Has an id and an error.
+    Error,
+}
+
+/// One JSON-RPC 2.0 message with raw payloads.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Message {
+    /// Always `"2.0"`.
+    pub jsonrpc: Version,
+    /// The id; `Some(Id::Null)` when the message carried `"id": null`.
+    #[serde(
+        default,
+        deserialize_with = "present_id",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub id: Option<Id>,
+    /// The method of a request or notification.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Parameters, raw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Box<RawValue>>,
+    /// Result of a successful response, raw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Box<RawValue>>,
+    /// Error of a failed response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorObject>,
+}
+
+/// The `jsonrpc` member: only `"2.0"` is accepted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Version;
+
+impl Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("2.0")
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        if v == "2.0" {
+            Ok(Self)
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "jsonrpc must be \"2.0\", got {v:?}"
+            )))
+        }
+    }
+}
+
+fn present_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Id>, D::Error> {
+    Ok(Some(Id::deserialize(d)?))
+}
+
+/// Why bytes could not be decoded into a [`Message`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Not JSON at all (`-32700`).
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// JSON, but not a valid JSON-RPC 2.0 message (`-32600`); the id, if one could be read.
+    #[error("invalid request: {reason}")]
+    Invalid {
+        /// What is wrong.
+        reason: String,
+        /// The id of the message, when it could be read.
+        id: Option<Id>,
+    },
+    /// A JSON array: batches were removed from MCP in 2025-06-18 (`-32600`).
+    #[error(
+        "JSON-RPC batches are not supported by MCP since 2025-06-18; send one message at a time"
+    )]
+    Batch,
+}
+
+impl DecodeError {
+    /// The JSON-RPC error response that answers this failure.
+    #[must_use]
+    pub fn to_response(&self) -> Message {
+        let (code, kind, id) = match self {
+            Self::Parse(_) => (PARSE_ERROR, "mcp_budget.request.parse", None),
+            Self::Invalid { id, .. } => (INVALID_REQUEST, "mcp_budget.request.invalid", id.clone()),
+            Self::Batch => (INVALID_REQUEST, "mcp_budget.request.batch", None),
+        };
+        Message::error(
+            id.unwrap_or(Id::Null),
+            ErrorObject::new(code, self.to_string(), kind, None),
+        )
+    }
+}
+
+impl Message {
+    /// Decodes one message, telling parse errors (`-32700`) from invalid messages (`-32600`).
+    ///
+    /// # Errors
+    /// [`DecodeError`] when the bytes are not JSON, are a batch, or are not a JSON-RPC message.
+    pub fn parse(bytes: &[u8]) -> Result<Self, DecodeError> {
+        match serde_json::from_slice::<Self>(bytes) {
+            Ok(msg) => msg.validate(),
+            Err(err) => Err(classify(bytes, &err)),
+        }
+    }
+
+    fn validate(self) -> Result<Self, DecodeError> {
+        let invalid = |reason: &str, id: Option<Id>| DecodeError::Invalid {
+            reason: reason.to_owned(),
+            id,
+        };
+        match (&self.method, &self.result, &self.error) {
+            (Some(_), None, None) => {
+                if matches!(self.id, Some(Id::Null)) {
+                    return Err(invalid("a request id must be a string or an integer", None));
+                }
+                Ok(self)
+            }
+            (None, Some(_), None) | (None, None, Some(_)) if self.id.is_some() => Ok(self),
+            (None, Some(_), None) | (None, None, Some(_)) => {
+                Err(invalid("a response must carry an id", None))
+            }
+            (None, None, None) => Err(invalid(
+                "a message needs a method (request or notification) or a result or error (response)",
+                self.id,
+            )),
+            _ => Err(invalid(
+                "a message cannot carry more than one of method, result and error",
+                self.id,
+            )),
+        }
+    }
+
+    /// A request.
+    #[must_use]
+    pub fn request(id: Id, method: &str, params: Option<Box<RawValue>>) -> Self {
+        Self {
+            jsonrpc: Version,
+            id: Some(id),
+            method: Some(method.to_owned()),
+            params,
+            result: None,
+            error: None,
+        }
+    }
+
+    /// A notification.
+    #[must_use]
+    pub fn notification(method: &str, params: Option<Box<RawValue>>) -> Self {
+        Self {
+            jsonrpc: Version,
+            id: None,
+            method: Some(method.to_owned()),
+            params,
+            result: None,
+            error: None,
+        }
+    }
+
+    /// A successful response.
+    #[must_use]
+    pub fn response(id: Id, result: Box<RawValue>) -> Self {
+        Self {
+            jsonrpc: Version,
+            id: Some(id),
+            method: None,
+            params: None,
+            result: Some(result),
+            error: None,
+        }
+    }
+
+    /// A successful response from a JSON value.
+    ///
+    /// # Panics
+    /// Never: a [`Value`] always serializes.
+    #[must_use]
+    pub fn response_value(id: Id, result: &Value) -> Self {
+        Self::response(id, to_raw(result))
+    }
+
+    /// An error response.
+    #[must_use]
+    pub fn error(id: Id, error: ErrorObject) -> Self {
+        Self {
+            jsonrpc: Version,
+            id: Some(id),
+            method: None,
+            params: None,
+            result: None,
+            error: Some(error),
+        }
+    }
+
+    /// What kind of message this is.
+    #[must_use]
+    pub fn kind(&self) -> Kind {
+        match (&self.method, &self.id, &self.error) {
+            (Some(_), Some(_), _) => Kind::Request,
+            (Some(_), None, _) => Kind::Notification,
+            (None, _, Some(_)) => Kind::Error,
+            (None, _, None) => Kind::Response,
+        }
+    }
+
+    /// The method, for requests and notifications.
+    #[must_use]
+    pub fn method(&self) -> Option<&str> {
+        self.method.as_deref()
+    }
+
+    /// Parses the params into `T` (missing params parse as `null`).
+    ///
+    /// # Errors
+    /// The serde error when the params do not have the shape of `T`.
+    pub fn params_as<'a, T: Deserialize<'a>>(&'a self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.params.as_ref().map_or("null", |p| p.get()))
+    }
+
+    /// Parses the result into `T`.
+    ///
+    /// # Errors
+    /// The serde error when there is no result or it does not have the shape of `T`.
+    pub fn result_as<'a, T: Deserialize<'a>>(&'a self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.result.as_ref().map_or("null", |p| p.get()))
+    }
+
+    /// Serializes the message as one compact line of JSON (no trailing newline).
+    ///
+    /// # Panics
+    /// Never: every part of a message serializes.
+    #[must_use]
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a message always serializes")
+    }
+}
+
+/// Turns a JSON value into a raw value.
+///
+/// # Panics
+/// Never: a [`Value`] always serializes.
+#[must_use]
+pub fn to_raw(value: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).expect("a JSON value always serializes")
+}
+
+fn classify(bytes: &[u8], err: &serde_json::Error) -> DecodeError {
+    match serde_json::from_slice::<Value>(bytes) {
+        Err(_) => DecodeError::Parse(err.to_string()),
+        Ok(Value::Array(_)) => DecodeError::Batch,
+        Ok(value) => {
+            let id = value
+                .get("id")
+                .and_then(|id| serde_json::from_value::<Id>(id.clone()).ok());
+            DecodeError::Invalid {
+                reason: err.to_string(),
+                id,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_round_trip_keep_bytes() {
+        let raw = br#"{"jsonrpc":"2.0","id":"a","result":{"z":1,"a":{"_meta":{"x":[1,2]}},"unknown":true}}"#;
+        let msg = Message::parse(raw).unwrap();
+        assert_eq!(msg.kind(), Kind::Response);
+        assert_eq!(msg.to_bytes(), raw.to_vec());
+    }
+
+    #[test]
+    fn null_id_is_kept_distinct_from_absent() {
+        let msg =
+            Message::parse(br#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"x"}}"#)
+                .unwrap();
+        assert_eq!(msg.id, Some(Id::Null));
+        let msg =
+            Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert_eq!(msg.kind(), Kind::Notification);
+    }
+
+    #[test]
+    fn errors_are_classified() {
+        assert!(matches!(
+            Message::parse(b"{not json"),
+            Err(DecodeError::Parse(_))
+        ));
+        assert!(matches!(Message::parse(b"[]"), Err(DecodeError::Batch)));
+        let err = Message::parse(br#"{"jsonrpc":"1.0","id":3,"method":"x"}"#).unwrap_err();
+        assert!(matches!(
+            err,
+            DecodeError::Invalid {
+                id: Some(Id::Number(3)),
+                ..
+            }
+        ));
+        let err = Message::parse(br#"{"jsonrpc":"2.0","id":4}"#).unwrap_err();
+        let resp = err.to_response();
+        assert_eq!(resp.id, Some(Id::Number(4)));
+        assert_eq!(
+            resp.error.unwrap().kind().as_deref(),
+            Some("mcp_budget.request.invalid")
+        );
+    }
+}

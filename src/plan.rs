@@ -1,0 +1,1 @@
+//! The planner: catalog + counts + profile + policy → the least lossy exposure that fits.

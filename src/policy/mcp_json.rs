@@ -1,0 +1,85 @@
+//! Import of the `mcpServers` JSON that Claude Desktop and Claude Code users already have.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{validate, ConfigError, Problem, Transport, UpstreamSpec, DEFAULT_TIMEOUT};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct File {
+    mcp_servers: BTreeMap<String, Server>,
+}
+
+// Lenient on purpose: these files carry keys of other tools (`disabled`, `autoApprove`, ...).
+#[derive(Deserialize)]
+struct Server {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    disabled: bool,
+}
+
+pub(super) fn parse(text: &str, origin: &str) -> Result<Vec<UpstreamSpec>, ConfigError> {
+    let file: File = serde_json::from_str(text).map_err(|e| ConfigError::Parse {
+        path: origin.to_owned(),
+        message: format!("not an mcpServers JSON file: {e}"),
+    })?;
+    let mut problems = Vec::new();
+    let mut specs = Vec::new();
+    for (name, server) in file.mcp_servers {
+        if server.disabled {
+            continue;
+        }
+        let path = format!("mcpServers.{name}");
+        let mut problem = |message: String| {
+            problems.push(Problem {
+                path: path.clone(),
+                line: None,
+                message,
+            });
+        };
+        if let Err(message) = validate::check_name(&name) {
+            problem(message);
+        }
+        let transport = match (server.command, server.url) {
+            (Some(command), None) => Transport::Stdio {
+                command,
+                args: server.args,
+                env: server.env,
+                cwd: server.cwd,
+            },
+            (None, Some(url)) => Transport::Http {
+                url,
+                headers: server.headers,
+            },
+            _ => {
+                problem("needs exactly one of \"command\" and \"url\"".into());
+                continue;
+            }
+        };
+        specs.push(UpstreamSpec {
+            name,
+            transport,
+            timeout: DEFAULT_TIMEOUT,
+            volatile: false,
+        });
+    }
+    if problems.is_empty() {
+        Ok(specs)
+    } else {
+        Err(ConfigError::Invalid {
+            path: origin.to_owned(),
+            problems,
+        })
+    }
+}

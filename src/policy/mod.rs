@@ -1,0 +1,296 @@
+//! The policy: what the gateway fronts and how it shapes what hosts see.
+//!
+//! A policy is a TOML file (`version = 1` on top) read into [`raw::RawPolicy`] (unknown keys are
+//! errors) and validated into a [`Policy`] before anything starts; every problem is reported
+//! with its field path and line. Claude Desktop / Claude Code `mcpServers` JSON can be imported
+//! as upstreams with [`Policy::add_mcp_json`].
+//!
+//! ```
+//! use mcp_budget::policy::{Policy, Transport};
+//!
+//! let policy = Policy::from_toml_str(r#"
+//! version = 1
+//! [[upstream]]
+//! name = "time"
+//! command = "mcp-server-time"
+//! args = ["--local-timezone", "UTC"]
+//! "#, "inline.toml")?;
+//! assert_eq!(policy.upstreams[0].name, "time");
+//! assert!(matches!(policy.upstreams[0].transport, Transport::Stdio { .. }));
+//! # Ok::<(), mcp_budget::policy::ConfigError>(())
+//! ```
+
+pub mod budget;
+pub mod discover;
+mod mcp_json;
+pub mod raw;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use budget::BudgetPolicy;
+pub use discover::DiscoverPolicy;
+
+/// Default largest message accepted from a client: 4 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Default per-request upstream timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A validated policy.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Policy {
+    /// How hosts reach the gateway.
+    pub downstream: Downstream,
+    /// Separator between server id and tool name (default `__`).
+    pub separator: String,
+    /// The upstream servers, in policy order.
+    pub upstreams: Vec<UpstreamSpec>,
+    /// `[budget]`.
+    pub budget: BudgetPolicy,
+    /// `[discover]`.
+    pub discover: DiscoverPolicy,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            downstream: Downstream::default(),
+            separator: "__".to_owned(),
+            upstreams: Vec::new(),
+            budget: BudgetPolicy::default(),
+            discover: DiscoverPolicy::default(),
+        }
+    }
+}
+
+/// `[downstream]`, validated.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Downstream {
+    /// Serve over stdio.
+    pub stdio: bool,
+    /// Serve streamable HTTP on this address.
+    pub http: Option<SocketAddr>,
+    /// Origins accepted besides localhost ones.
+    pub allowed_origins: Vec<String>,
+    /// Hosts accepted besides localhost ones.
+    pub allowed_hosts: Vec<String>,
+    /// Largest accepted message.
+    pub max_message_bytes: usize,
+}
+
+impl Default for Downstream {
+    fn default() -> Self {
+        Self {
+            stdio: false,
+            http: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+/// One upstream server.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct UpstreamSpec {
+    /// Server id.
+    pub name: String,
+    /// How to reach it.
+    pub transport: Transport,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Its tools are dynamic (listed after the static ones).
+    pub volatile: bool,
+}
+
+impl UpstreamSpec {
+    /// A stdio upstream with default settings.
+    #[must_use]
+    pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
+        Self {
+            name: name.to_owned(),
+            transport: Transport::Stdio {
+                command: command.to_owned(),
+                args: args.iter().map(|&a| a.to_owned()).collect(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            timeout: DEFAULT_TIMEOUT,
+            volatile: false,
+        }
+    }
+
+    /// A streamable HTTP upstream with default settings.
+    #[must_use]
+    pub fn http(name: &str, url: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            transport: Transport::Http {
+                url: url.to_owned(),
+                headers: BTreeMap::new(),
+            },
+            timeout: DEFAULT_TIMEOUT,
+            volatile: false,
+        }
+    }
+
+    /// Sets the per-request timeout.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// `stdio` or `http`, for logs.
+    #[must_use]
+    pub fn transport_name(&self) -> &'static str {
+        match self.transport {
+            Transport::Stdio { .. } => "stdio",
+            Transport::Http { .. } => "http",
+        }
+    }
+}
+
+/// How an upstream is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Transport {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio {
+        /// Program.
+        command: String,
+        /// Arguments, intact.
+        args: Vec<String>,
+        /// Extra environment.
+        env: BTreeMap<String, String>,
+        /// Working directory.
+        cwd: Option<PathBuf>,
+    },
+    /// A streamable HTTP endpoint.
+    Http {
+        /// The endpoint URL.
+        url: String,
+        /// Extra headers (e.g. `Authorization`).
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One problem found while validating a policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Field path, e.g. `upstream[1].command`.
+    pub path: String,
+    /// 1-based line in the file, when known.
+    pub line: Option<usize>,
+    /// What is wrong, and what to do.
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}: {}: {}", self.path, self.message),
+            None => write!(f, "{}: {}", self.path, self.message),
+        }
+    }
+}
+
+/// Why a policy could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys or wrong types.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The TOML error, with line and column.
+        message: String,
+    },
+    /// The file parsed but has problems.
+    #[error("{path}: {} problem(s):\n{}", problems.len(), problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        /// The file.
+        path: String,
+        /// Every problem found.
+        problems: Vec<Problem>,
+    },
+}
+
+impl Policy {
+    /// Reads and validates a policy file.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem found.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates policy text; `origin` names it in errors.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem found.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let raw: raw::RawPolicy = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        validate::validate(raw, text).map_err(|problems| ConfigError::Invalid {
+            path: origin.to_owned(),
+            problems,
+        })
+    }
+
+    /// Adds the servers of a Claude Desktop / Claude Code `mcpServers` JSON file as upstreams.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when the file cannot be read, is not such a file, or names a server
+    /// that is already an upstream.
+    pub fn add_mcp_json(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let origin = path.display().to_string();
+        let specs = mcp_json::parse(&text, &origin)?;
+        let mut problems = Vec::new();
+        for spec in specs {
+            if self.upstreams.iter().any(|u| u.name == spec.name) {
+                problems.push(Problem {
+                    path: format!("mcpServers.{}", spec.name),
+                    line: None,
+                    message: "an upstream of this name is already defined".into(),
+                });
+            } else {
+                self.upstreams.push(spec);
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid {
+                path: origin,
+                problems,
+            })
+        }
+    }
+}

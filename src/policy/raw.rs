@@ -1,0 +1,90 @@
+//! The policy file's shape, as written in TOML. Validated into [`super::Policy`] by
+//! [`super::validate`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_spanned::Spanned;
+
+/// The whole policy file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct RawPolicy {
+    /// Schema version; must be `1`.
+    pub version: Option<u32>,
+    /// How hosts reach the gateway.
+    #[serde(default)]
+    pub downstream: RawDownstream,
+    /// How upstream names are joined to tool names.
+    #[serde(default)]
+    pub aggregate: RawAggregate,
+    /// The MCP servers behind the gateway.
+    #[serde(default)]
+    pub upstream: Vec<Spanned<RawUpstream>>,
+    /// Token budget: model, threshold, compression.
+    #[serde(default)]
+    pub budget: super::budget::RawBudget,
+    /// Progressive discovery: meta-tools and search.
+    #[serde(default)]
+    pub discover: super::discover::RawDiscover,
+}
+
+/// `[downstream]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct RawDownstream {
+    /// Serve MCP over stdin/stdout. Default: false (the `--stdio` flag also turns it on).
+    #[serde(default)]
+    pub stdio: bool,
+    /// Address for streamable HTTP, e.g. `"127.0.0.1:8931"`. Default: none (the `--http` flag
+    /// also sets it).
+    pub http: Option<String>,
+    /// Origins accepted on HTTP besides localhost ones, e.g. `"https://app.example.com"`.
+    /// Default: none.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Host names accepted in the `Host` header besides `localhost`, `127.0.0.1` and `[::1]`.
+    /// Default: none.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Largest accepted message in bytes. Default: 4 MiB.
+    pub max_message_bytes: Option<usize>,
+}
+
+/// `[aggregate]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct RawAggregate {
+    /// Separator between server id and tool name. Default: `"__"`.
+    pub separator: Option<String>,
+}
+
+/// One `[[upstream]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct RawUpstream {
+    /// Server id: used as the namespace of its tools.
+    pub name: String,
+    /// Command of a stdio server.
+    pub command: Option<String>,
+    /// Arguments, passed intact (flags included).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment for the child.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of the child. Default: the gateway's.
+    pub cwd: Option<PathBuf>,
+    /// URL of a streamable HTTP server.
+    pub url: Option<String>,
+    /// Headers sent to an HTTP server (e.g. `Authorization`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds to wait for an answer to one request. Default: 60.
+    pub timeout_secs: Option<u64>,
+    /// Tools of this upstream change often (per session); they are listed after the static
+    /// ones so caches of the static prefix survive. Default: false.
+    #[serde(default)]
+    pub volatile: bool,
+}

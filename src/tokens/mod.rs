@@ -1,0 +1,1 @@
+//! Token counting of what the host pays for tools, per host rendering.
