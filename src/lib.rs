@@ -21,6 +21,7 @@ pub mod compress;
 pub mod discover;
 pub mod error;
 pub mod jsonrpc;
+pub mod naming;
 pub mod plan;
 pub mod policy;
 pub mod search;

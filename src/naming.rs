@@ -1,0 +1,85 @@
+//! Namespaced tool names: `<server><sep><tool>`, valid for every LLM API.
+//!
+//! LLM APIs accept tool names matching `^[a-zA-Z0-9_-]{1,64}$`; MCP allows more (`.`, up to
+//! 128 characters). A name that does not fit is made to fit deterministically: characters
+//! outside the set become `_`, an over-long name is cut, and either change appends `_` and
+//! eight hex digits of a hash of the original `server/tool`, so two originals never meet on one
+//! name and the same catalog always gets the same names, whatever order it arrived in.
+//!
+//! ```
+//! use mcp_budget::naming::exposed_name;
+//!
+//! assert_eq!(exposed_name("github", "create_issue", "__"), "github__create_issue");
+//! let odd = exposed_name("docs", "search.v2", "__");
+//! assert!(odd.starts_with("docs__search_v2_") && odd.len() == "docs__search_v2_".len() + 8);
+//! ```
+
+/// Longest tool name LLM APIs accept.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// The exposed name of tool `tool` of server `server`.
+#[must_use]
+pub fn exposed_name(server: &str, tool: &str, separator: &str) -> String {
+    let joined = format!("{server}{separator}{tool}");
+    let clean: String = joined
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean == joined && clean.len() <= MAX_NAME_LEN {
+        return clean;
+    }
+    let suffix = format!("_{:08x}", fnv1a(format!("{server}/{tool}").as_bytes()));
+    let keep = MAX_NAME_LEN - suffix.len();
+    // `clean` is ASCII, so byte slicing is on character boundaries.
+    let head = &clean[..clean.len().min(keep)];
+    format!("{head}{suffix}")
+}
+
+/// Whether `name` is a valid LLM API tool name.
+#[must_use]
+pub fn is_valid(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// 32-bit FNV-1a: stable across processes and versions (unlike `std`'s hasher).
+fn fnv1a(bytes: &[u8]) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for &b in bytes {
+        hash ^= u32::from(b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn long_names_are_cut_and_stay_distinct() {
+        let a = exposed_name("server", &"x".repeat(80), "__");
+        let b = exposed_name("server", &format!("{}y", "x".repeat(79)), "__");
+        assert_eq!(a.len(), MAX_NAME_LEN);
+        assert_ne!(a, b);
+    }
+
+    proptest! {
+        #[test]
+        fn always_valid_and_deterministic(server in "[a-z0-9_-]{1,20}", tool in "\\PC{1,100}") {
+            let name = exposed_name(&server, &tool, "__");
+            prop_assert!(is_valid(&name), "{}", name);
+            prop_assert_eq!(name, exposed_name(&server, &tool, "__"));
+        }
+    }
+}
