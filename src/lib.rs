@@ -18,11 +18,17 @@ pub mod catalog;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod compress;
+pub mod context;
 pub mod discover;
+pub mod downstream;
 pub mod error;
+pub mod gateway;
 pub mod jsonrpc;
+pub mod layer;
 pub mod naming;
 pub mod plan;
 pub mod policy;
 pub mod search;
+pub mod stack;
 pub mod tokens;
+pub mod upstream;

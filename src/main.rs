@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 use mcp_budget::cli;
 use mcp_budget::policy::Policy;
 
+mod serve;
+
 /// Exit status for a policy that does not validate (`EX_DATAERR`).
 const EXIT_CONFIG: u8 = 65;
 
@@ -20,6 +22,24 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the gateway.
+    Serve {
+        /// Policy file (TOML).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// mcpServers JSON files (Claude Desktop / Claude Code) whose servers become upstreams.
+        #[arg(long = "mcp-json")]
+        mcp_json: Vec<PathBuf>,
+        /// Serve MCP on stdin/stdout (logs stay on stderr).
+        #[arg(long)]
+        stdio: bool,
+        /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8931); overrides the policy.
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
+        /// Seconds to wait for upstreams before serving anyway.
+        #[arg(long, default_value_t = 30)]
+        ready_timeout_secs: u64,
+    },
     /// Validate policy files (and mcpServers JSON files); exits non-zero on any problem.
     Check {
         /// Policy files.
@@ -38,12 +58,43 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut stdout = std::io::stdout().lock();
     let result = match cli.command {
         Command::Check { files, mcp_json } => return check(&files, &mcp_json),
-        Command::Inspect(args) => cli::inspect::run(&args, &mut stdout),
-        Command::Render(args) => cli::render::run(&args, &mut stdout),
-        Command::Search(args) => cli::search::run(&args, &mut stdout),
+        Command::Serve {
+            policy,
+            mcp_json,
+            stdio,
+            http,
+            ready_timeout_secs,
+        } => {
+            let mut loaded = match policy {
+                Some(path) => match Policy::load(&path) {
+                    Ok(p) => p,
+                    Err(err) => {
+                        eprintln!("{err}");
+                        return ExitCode::from(EXIT_CONFIG);
+                    }
+                },
+                None => Policy::default(),
+            };
+            for file in &mcp_json {
+                if let Err(err) = loaded.add_mcp_json(file) {
+                    eprintln!("{err}");
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+            }
+            if stdio {
+                loaded.downstream.stdio = true;
+            }
+            if http.is_some() {
+                loaded.downstream.http = http;
+            }
+            // Stdout is the protocol in stdio mode: nothing here may hold its lock.
+            serve::run(loaded, std::time::Duration::from_secs(ready_timeout_secs))
+        }
+        Command::Inspect(args) => cli::inspect::run(&args, &mut std::io::stdout().lock()),
+        Command::Render(args) => cli::render::run(&args, &mut std::io::stdout().lock()),
+        Command::Search(args) => cli::search::run(&args, &mut std::io::stdout().lock()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

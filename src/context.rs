@@ -1,0 +1,102 @@
+//! What travels through the tower stack: a message plus who sent it.
+//!
+//! Server→client traffic (progress, logging, sampling / elicitation / roots requests) goes out
+//! through the caller's [`Outbound`] channel, never through globals, so it reaches the client
+//! that caused it.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::jsonrpc::Message;
+
+/// A message from a client, with its caller.
+#[derive(Debug, Clone)]
+pub struct McpRequest {
+    /// The decoded message (request, notification, or a response to a server→client request).
+    pub message: Message,
+    /// Who sent it.
+    pub caller: Caller,
+}
+
+/// The sending side of a client connection: messages to the client outside responses.
+pub type Outbound = mpsc::UnboundedSender<Message>;
+
+/// Who is calling: the session and where its server→client messages go.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The session this message belongs to.
+    pub session: Arc<Session>,
+    /// Where server→client messages caused by this message go (on HTTP, the POST's stream).
+    pub outbound: Outbound,
+}
+
+/// One downstream client session.
+#[derive(Debug)]
+pub struct Session {
+    /// Opaque id (`Mcp-Session-Id` on HTTP, `stdio` for the stdio client).
+    pub id: String,
+    /// Session-wide channel to the client (stdio writer, or the HTTP GET stream).
+    pub notify: Outbound,
+    state: Mutex<SessionState>,
+}
+
+/// What the gateway learned about a session at `initialize`.
+#[derive(Debug, Clone, Default)]
+pub struct SessionState {
+    /// The client's declared capabilities.
+    pub client_capabilities: Value,
+    /// The client's `clientInfo`.
+    pub client_info: Value,
+    /// Negotiated protocol version.
+    pub protocol_version: Option<String>,
+    /// Whether `initialize` was answered.
+    pub initialized: bool,
+}
+
+impl Session {
+    /// A new session whose session-wide messages go to `notify`.
+    #[must_use]
+    pub fn new(id: impl Into<String>, notify: Outbound) -> Self {
+        Self {
+            id: id.into(),
+            notify,
+            state: Mutex::new(SessionState::default()),
+        }
+    }
+
+    /// A copy of the session state.
+    #[must_use]
+    pub fn state(&self) -> SessionState {
+        self.lock().clone()
+    }
+
+    /// Updates the session state.
+    pub fn update(&self, f: impl FnOnce(&mut SessionState)) {
+        f(&mut self.lock());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        // A panic while holding this lock cannot leave the state torn: every update is a
+        // plain field assignment.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether the client declared capability `name` (e.g. `sampling`).
+    #[must_use]
+    pub fn has_capability(&self, name: &str) -> bool {
+        self.lock().client_capabilities.get(name).is_some()
+    }
+}
+
+impl Caller {
+    /// A caller for `session` whose messages go to the session-wide channel.
+    #[must_use]
+    pub fn new(session: Arc<Session>) -> Self {
+        let outbound = session.notify.clone();
+        Self { session, outbound }
+    }
+}

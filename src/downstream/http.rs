@@ -1,0 +1,430 @@
+//! The streamable HTTP downstream (2025-03-26 … 2025-11-25 era).
+//!
+//! `POST` carries one message: `initialize` opens a session (`Mcp-Session-Id`); a request is
+//! answered with JSON, or with an SSE stream when server→client messages (progress, logging,
+//! sampling) come before the answer; notifications and responses get 202. `GET` opens the
+//! session's stream for messages not tied to a request (`list_changed`); `DELETE` ends the
+//! session. `Host` and `Origin` are checked against DNS rebinding: only localhost names and
+//! what the policy allows get through.
+//!
+//! ```no_run
+//! # async fn run(gateway: mcp_budget::gateway::Gateway) {
+//! use mcp_budget::downstream::http::{router, HttpConfig};
+//! let mcp = router(mcp_budget::stack::build(gateway.clone()), gateway, HttpConfig::default());
+//! let app: axum::Router = axum::Router::new().nest_service("/mcp", mcp);
+//! # let _ = app;
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::StreamExt;
+use tower::ServiceExt;
+
+use crate::context::{Caller, McpRequest, Session};
+use crate::error::Error;
+use crate::gateway::Gateway;
+use crate::jsonrpc::{ErrorObject, Id, Kind, Message, INVALID_REQUEST};
+use crate::policy::{Downstream, DEFAULT_MAX_MESSAGE_BYTES};
+use crate::stack::McpService;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Settings of the HTTP downstream.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Origins accepted besides localhost ones.
+    pub allowed_origins: Vec<String>,
+    /// Host names accepted besides localhost ones.
+    pub allowed_hosts: Vec<String>,
+    /// Largest accepted body.
+    pub max_message_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+impl From<&Downstream> for HttpConfig {
+    fn from(d: &Downstream) -> Self {
+        Self {
+            allowed_origins: d.allowed_origins.clone(),
+            allowed_hosts: d.allowed_hosts.clone(),
+            max_message_bytes: d.max_message_bytes,
+        }
+    }
+}
+
+struct Entry {
+    session: Arc<Session>,
+    stream: StreamSlot,
+}
+
+struct AppState {
+    service: McpService,
+    gateway: Gateway,
+    config: HttpConfig,
+    sessions: Mutex<HashMap<String, Entry>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The MCP endpoint as an axum router serving `/`: mount it with
+/// `Router::nest_service("/mcp", ..)`.
+pub fn router(service: McpService, gateway: Gateway, config: HttpConfig) -> Router {
+    let state = Arc::new(AppState {
+        service,
+        gateway,
+        config,
+        sessions: Mutex::new(HashMap::new()),
+    });
+    Router::new()
+        .route("/", post(handle_post).get(handle_get).delete(handle_delete))
+        .with_state(state)
+}
+
+fn json_error(status: StatusCode, id: Id, err: ErrorObject) -> Response {
+    let body = Message::error(id, err).to_bytes();
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn plain_error(status: StatusCode, message: &str, kind: &str) -> Response {
+    json_error(
+        status,
+        Id::Null,
+        ErrorObject::new(INVALID_REQUEST, message, kind, None),
+    )
+}
+
+fn is_local_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']')
+            .next()
+            .map(|h| format!("[{h}]"))
+            .unwrap_or_default()
+    } else {
+        host.split(':').next().unwrap_or_default().to_owned()
+    };
+    matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// DNS-rebinding protection: a foreign `Host` or `Origin` gets 403.
+fn check_origin(headers: &HeaderMap, config: &HttpConfig) -> Result<(), Box<Response>> {
+    let forbidden = |what: &str, value: &str| {
+        plain_error(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "{what} {value:?} is not allowed (downstream.allowed_{}s)",
+                what.to_lowercase()
+            ),
+            "mcp_budget.http.forbidden_origin",
+        )
+    };
+    if let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) {
+        let bare = host.split(':').next().unwrap_or_default();
+        if !is_local_host(host) && !config.allowed_hosts.iter().any(|h| h == host || h == bare) {
+            return Err(Box::new(forbidden("Host", host)));
+        }
+    }
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        let host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .unwrap_or("");
+        if !is_local_host(host) && !config.allowed_origins.iter().any(|o| o == origin) {
+            return Err(Box::new(forbidden("Origin", origin)));
+        }
+    }
+    Ok(())
+}
+
+type StreamSlot = Arc<Mutex<Option<mpsc::UnboundedSender<Message>>>>;
+
+fn session_of(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<(Arc<Session>, StreamSlot), Box<Response>> {
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return Err(Box::new(plain_error(
+            StatusCode::BAD_REQUEST,
+            "missing Mcp-Session-Id header: send initialize first",
+            "mcp_budget.session.missing",
+        )));
+    };
+    let sessions = lock(&state.sessions);
+    match sessions.get(id) {
+        Some(entry) => Ok((entry.session.clone(), entry.stream.clone())),
+        None => Err(Box::new(plain_error(
+            StatusCode::NOT_FOUND,
+            "unknown or expired session: initialize again",
+            "mcp_budget.session.unknown",
+        ))),
+    }
+}
+
+fn sse_event(msg: &Message) -> Bytes {
+    let mut out = b"event: message\ndata: ".to_vec();
+    out.extend_from_slice(&msg.to_bytes());
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+fn sse_response(
+    stream: impl futures::Stream<Item = Bytes> + Send + 'static,
+    session: Option<&str>,
+) -> Response {
+    let body = Body::from_stream(stream.map(Ok::<_, Infallible>));
+    let mut resp = Response::new(body);
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Some(id) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
+        headers.insert(SESSION_HEADER, id);
+    }
+    resp
+}
+
+fn json_response(msg: &Message, session: Option<&str>) -> Response {
+    let mut resp = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        msg.to_bytes(),
+    )
+        .into_response();
+    if let Some(id) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
+        resp.headers_mut().insert(SESSION_HEADER, id);
+    }
+    resp
+}
+
+async fn handle_post(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if let Err(resp) = check_origin(&headers, &state.config) {
+        return *resp;
+    }
+    let limit = state.config.max_message_bytes;
+    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+        let err = Error::TooLarge {
+            size: limit + 1,
+            limit,
+        };
+        return json_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Id::Null,
+            err.to_error_object(),
+        );
+    };
+    let message = match Message::parse(&bytes) {
+        Ok(m) => m,
+        Err(err) => {
+            let resp = err.to_response();
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                resp.to_bytes(),
+            )
+                .into_response();
+        }
+    };
+    let accepts_sse = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+
+    if message.method() == Some("initialize") && message.kind() == Kind::Request {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let (notify_tx, notify_rx) = mpsc::unbounded_channel();
+        let session = Arc::new(Session::new(id.clone(), notify_tx));
+        let stream = Arc::new(Mutex::new(None));
+        tokio::spawn(forward_session(notify_rx, stream.clone()));
+        lock(&state.sessions).insert(
+            id.clone(),
+            Entry {
+                session: session.clone(),
+                stream,
+            },
+        );
+        let request = McpRequest {
+            message,
+            caller: Caller::new(session),
+        };
+        return match state.service.clone().oneshot(request).await {
+            Ok(Some(reply)) => json_response(&reply, Some(&id)),
+            _ => StatusCode::ACCEPTED.into_response(),
+        };
+    }
+
+    let (session, _) = match session_of(&state, &headers) {
+        Ok(s) => s,
+        Err(resp) => return *resp,
+    };
+    if message.kind() != Kind::Request {
+        let request = McpRequest {
+            message,
+            caller: Caller::new(session),
+        };
+        let _ = state.service.clone().oneshot(request).await;
+        return StatusCode::ACCEPTED.into_response();
+    }
+
+    // A request: answer with JSON, unless the server talks to the client before the answer
+    // is ready; then switch to an SSE stream that ends with the answer.
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel();
+    let outbound = if accepts_sse {
+        out_tx
+    } else {
+        session.notify.clone()
+    };
+    let request = McpRequest {
+        message,
+        caller: Caller { session, outbound },
+    };
+    let (done_tx, mut done_rx) = oneshot::channel();
+    let service = state.service.clone();
+    tokio::spawn(async move {
+        let reply = service.oneshot(request).await.ok().flatten();
+        let _ = done_tx.send(reply);
+    });
+    let first = tokio::select! {
+        reply = &mut done_rx => return match reply {
+            Ok(Some(reply)) => json_response(&reply, None),
+            _ => StatusCode::ACCEPTED.into_response(),
+        },
+        first = out_rx.recv() => first,
+    };
+    let (sse_tx, sse_rx) = mpsc::unbounded_channel::<Bytes>();
+    if let Some(first) = first {
+        let _ = sse_tx.send(sse_event(&first));
+    }
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                biased;
+                msg = out_rx.recv() => match msg {
+                    Some(msg) => { let _ = sse_tx.send(sse_event(&msg)); }
+                    None => {
+                        if let Ok(Some(reply)) = done_rx.await { let _ = sse_tx.send(sse_event(&reply)); }
+                        return;
+                    }
+                },
+                reply = &mut done_rx => {
+                    // Flush what came just before the answer, then the answer, then close.
+                    while let Ok(msg) = out_rx.try_recv() { let _ = sse_tx.send(sse_event(&msg)); }
+                    if let Ok(Some(reply)) = reply { let _ = sse_tx.send(sse_event(&reply)); }
+                    return;
+                }
+            }
+        }
+    });
+    sse_response(UnboundedReceiverStream::new(sse_rx), None)
+}
+
+/// Moves session-wide messages to the open GET stream, if any.
+async fn forward_session(mut notify: mpsc::UnboundedReceiver<Message>, stream: StreamSlot) {
+    while let Some(msg) = notify.recv().await {
+        let mut current = lock(&stream);
+        if let Some(tx) = current.as_ref() {
+            if tx.send(msg).is_err() {
+                *current = None;
+            }
+        }
+    }
+}
+
+async fn handle_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Err(resp) = check_origin(&headers, &state.config) {
+        return *resp;
+    }
+    let accepts_sse = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if !accepts_sse {
+        return plain_error(
+            StatusCode::NOT_ACCEPTABLE,
+            "GET opens an SSE stream: send Accept: text/event-stream",
+            "mcp_budget.http.not_acceptable",
+        );
+    }
+    let (_, stream) = match session_of(&state, &headers) {
+        Ok(s) => s,
+        Err(resp) => return *resp,
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    *lock(&stream) = Some(tx);
+    let events = UnboundedReceiverStream::new(rx).map(|m| sse_event(&m));
+    // A comment line first, so clients see the stream open at once.
+    let events =
+        futures::stream::once(async { Bytes::from_static(b": stream open\n\n") }).chain(events);
+    sse_response(events, None)
+}
+
+async fn handle_delete(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Err(resp) = check_origin(&headers, &state.config) {
+        return *resp;
+    }
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return plain_error(
+            StatusCode::BAD_REQUEST,
+            "missing Mcp-Session-Id header",
+            "mcp_budget.session.missing",
+        );
+    };
+    let removed = lock(&state.sessions).remove(id);
+    match removed {
+        Some(_) => {
+            state.gateway.remove_session(id);
+            StatusCode::OK.into_response()
+        }
+        None => plain_error(
+            StatusCode::NOT_FOUND,
+            "unknown or expired session",
+            "mcp_budget.session.unknown",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_hosts_pass_and_foreign_ones_do_not() {
+        for h in [
+            "localhost",
+            "localhost:8931",
+            "127.0.0.1:1",
+            "[::1]:80",
+            "[::1]",
+        ] {
+            assert!(is_local_host(h), "{h}");
+        }
+        for h in ["evil.example.com", "localhost.evil.com:80", "127.0.0.2"] {
+            assert!(!is_local_host(h), "{h}");
+        }
+    }
+}

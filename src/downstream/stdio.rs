@@ -1,0 +1,128 @@
+//! The stdio downstream: newline-delimited JSON-RPC on stdin/stdout.
+//!
+//! Each message is served concurrently; answers and server→client messages share one writer,
+//! so lines never interleave. Unreadable input gets `-32700`/`-32600` and the connection lives
+//! on; a line over the size limit is refused with `mcp_budget.request.too_large`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tower::ServiceExt;
+
+use crate::context::{Caller, McpRequest, Session};
+use crate::error::Error;
+use crate::gateway::Gateway;
+use crate::jsonrpc::{Id, Message};
+use crate::stack::McpService;
+
+/// How long answers in flight may take once the client closed its input.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Serves one client on `input`/`output` until the input closes.
+pub async fn serve<R, W>(
+    service: McpService,
+    gateway: &Gateway,
+    input: R,
+    mut output: W,
+    max_message_bytes: usize,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+    let writer = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            let mut line = msg.to_bytes();
+            line.push(b'\n');
+            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let session = Arc::new(Session::new("stdio", tx.clone()));
+    gateway.register_session(&session);
+    let mut reader = BufReader::new(input);
+    let mut tasks = JoinSet::new();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = match read_line(&mut reader, &mut line, max_message_bytes).await {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(err) => {
+                tracing::warn!(error = %err, "Reading stdin failed");
+                break;
+            }
+        };
+        if n > max_message_bytes {
+            let err = Error::TooLarge {
+                size: n,
+                limit: max_message_bytes,
+            };
+            let _ = tx.send(Message::error(Id::Null, err.to_error_object()));
+            continue;
+        }
+        let text = line.trim_ascii();
+        if text.is_empty() {
+            continue;
+        }
+        match Message::parse(text) {
+            Err(err) => {
+                let _ = tx.send(err.to_response());
+            }
+            Ok(message) => {
+                let request = McpRequest {
+                    message,
+                    caller: Caller::new(session.clone()),
+                };
+                let service = service.clone();
+                let tx = tx.clone();
+                tasks.spawn(async move {
+                    if let Ok(Some(reply)) = service.oneshot(request).await {
+                        let _ = tx.send(reply);
+                    }
+                });
+            }
+        }
+        // Reap finished tasks so the set does not grow with the session.
+        while tasks.try_join_next().is_some() {}
+    }
+    let _ = tokio::time::timeout(DRAIN, async { while tasks.join_next().await.is_some() {} }).await;
+    gateway.remove_session(&session.id);
+    drop(tx);
+    drop(session);
+    // Flush what is queued; senders still held by upstream calls in flight must not keep the
+    // writer alive forever.
+    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+}
+
+/// Reads one line; returns its full length even when only `limit` bytes were kept.
+async fn read_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(total);
+        }
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let len = chunk.len();
+        if total + len <= limit + 1 {
+            line.extend_from_slice(chunk);
+        }
+        total += len;
+        reader.consume(len);
+        if done {
+            return Ok(total.saturating_sub(1));
+        }
+    }
+}

@@ -1,0 +1,849 @@
+//! The aggregator: many upstreams behind one MCP server.
+//!
+//! Tools and prompts of every upstream are listed under namespaced names
+//! (`<server><sep><name>`, see [`crate::naming`]); resources keep their URIs (they are already
+//! global) and are routed by a URI → upstream map built from the lists, with the resource
+//! templates' literal prefixes as fallback. Calls are routed to the right upstream with the
+//! upstream's own name restored; results come back untouched. The catalog is refreshed when an
+//! upstream becomes ready or says `list_changed`; an upstream that goes down keeps its last
+//! known tools (calls to them fail with `mcp_budget.upstream.unavailable`).
+//!
+//! [`Gateway`] is the innermost [`tower::Service`] of the stack (see [`crate::stack`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::{Caller, McpRequest, Session};
+use crate::error::Error;
+use crate::jsonrpc::{to_raw, Id, Kind, Message};
+use crate::naming::exposed_name;
+use crate::policy::Policy;
+use crate::upstream::{Event, Status, Upstream};
+
+/// Protocol versions the gateway speaks downstream (2025 era), newest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// Items per page of the gateway's own lists.
+const PAGE_SIZE: usize = 500;
+
+/// What one upstream contributes to the catalog.
+#[derive(Debug, Clone, Default)]
+struct Contribution {
+    tools: Vec<Value>,
+    prompts: Vec<Value>,
+    resources: Vec<Value>,
+    templates: Vec<Value>,
+}
+
+#[derive(Debug, Default)]
+struct Catalog {
+    per_upstream: Vec<Contribution>,
+    /// Exposed tool name → (upstream, upstream's name).
+    tools: HashMap<String, (usize, String)>,
+    prompts: HashMap<String, (usize, String)>,
+    resources: HashMap<String, usize>,
+}
+
+impl Catalog {
+    fn rebuild_maps(&mut self, separator: &str, names: &[String]) {
+        self.tools.clear();
+        self.prompts.clear();
+        self.resources.clear();
+        for (i, c) in self.per_upstream.iter().enumerate() {
+            for t in &c.tools {
+                if let Some(n) = t.get("name").and_then(Value::as_str) {
+                    self.tools
+                        .insert(exposed_name(&names[i], n, separator), (i, n.to_owned()));
+                }
+            }
+            for p in &c.prompts {
+                if let Some(n) = p.get("name").and_then(Value::as_str) {
+                    self.prompts
+                        .insert(exposed_name(&names[i], n, separator), (i, n.to_owned()));
+                }
+            }
+            for r in &c.resources {
+                if let Some(uri) = r.get("uri").and_then(Value::as_str) {
+                    self.resources.entry(uri.to_owned()).or_insert(i);
+                }
+            }
+        }
+    }
+}
+
+/// The aggregating gateway: upstream pool, catalog and sessions.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("upstreams", &self.inner.upstreams)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    policy: Policy,
+    upstreams: Vec<Upstream>,
+    names: Vec<String>,
+    catalog: RwLock<Catalog>,
+    sessions: Mutex<HashMap<String, Weak<Session>>>,
+    /// (session, client request id) → (upstream, upstream request id), for cancellation.
+    inflight: Mutex<HashMap<(String, Id), (usize, i64)>>,
+    shutdown: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How one upstream looked when the gateway became ready, for the startup summary.
+#[derive(Debug, Clone)]
+pub struct UpstreamSummary {
+    /// Server id.
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: &'static str,
+    /// Health.
+    pub status: Status,
+    /// Negotiated protocol version.
+    pub protocol_version: String,
+    /// Tools, prompts, resources listed.
+    pub counts: (usize, usize, usize),
+}
+
+impl Gateway {
+    /// Starts every upstream of the policy in parallel and returns at once; use
+    /// [`Gateway::wait_ready`] to wait for them.
+    #[must_use]
+    pub fn start(policy: Policy, shutdown: CancellationToken) -> Self {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        // The gateway routes sampling, elicitation and roots requests to its clients, so it
+        // declares them upstream: servers vary their tool lists by these capabilities.
+        let capabilities = json!({
+            "roots": {"listChanged": true},
+            "sampling": {},
+            "elicitation": {"form": {}, "url": {}},
+        });
+        let upstreams: Vec<Upstream> = policy
+            .upstreams
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                Upstream::start(
+                    i,
+                    spec.clone(),
+                    capabilities.clone(),
+                    events_tx.clone(),
+                    shutdown.child_token(),
+                )
+            })
+            .collect();
+        let names = policy.upstreams.iter().map(|u| u.name.clone()).collect();
+        let catalog = Catalog {
+            per_upstream: vec![Contribution::default(); upstreams.len()],
+            ..Catalog::default()
+        };
+        let gateway = Self {
+            inner: Arc::new(Inner {
+                policy,
+                upstreams,
+                names,
+                catalog: RwLock::new(catalog),
+                sessions: Mutex::new(HashMap::new()),
+                inflight: Mutex::new(HashMap::new()),
+                shutdown,
+            }),
+        };
+        tokio::spawn(gateway.clone().watch_events(events_rx));
+        gateway
+    }
+
+    /// Waits until every upstream is ready or down (at most `limit`) and its lists fetched.
+    pub async fn wait_ready(&self, limit: Duration) -> Vec<UpstreamSummary> {
+        let waits = self.inner.upstreams.iter().map(|u| u.wait_ready(limit));
+        futures::future::join_all(waits).await;
+        let refreshes = (0..self.inner.upstreams.len()).map(|i| self.refresh(i, None));
+        futures::future::join_all(refreshes).await;
+        let catalog = self.read_catalog();
+        self.inner
+            .upstreams
+            .iter()
+            .zip(&catalog.per_upstream)
+            .map(|(u, c)| UpstreamSummary {
+                name: u.name().to_owned(),
+                transport: u.spec().transport_name(),
+                status: u.status(),
+                protocol_version: u.info().protocol_version,
+                counts: (c.tools.len(), c.prompts.len(), c.resources.len()),
+            })
+            .collect()
+    }
+
+    /// The upstreams, in policy order.
+    #[must_use]
+    pub fn upstreams(&self) -> &[Upstream] {
+        &self.inner.upstreams
+    }
+
+    /// The policy the gateway runs.
+    #[must_use]
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// Registers a session for broadcasts (`list_changed`).
+    pub fn register_session(&self, session: &Arc<Session>) {
+        let mut sessions = lock(&self.inner.sessions);
+        sessions.retain(|_, s| s.strong_count() > 0);
+        sessions.insert(session.id.clone(), Arc::downgrade(session));
+    }
+
+    /// Forgets a session.
+    pub fn remove_session(&self, id: &str) {
+        lock(&self.inner.sessions).remove(id);
+    }
+
+    /// Stops every upstream (children get SIGTERM, then SIGKILL) and waits until they are gone.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        let stops = self
+            .inner
+            .upstreams
+            .iter()
+            .map(|u| u.stop(Duration::from_secs(5)));
+        futures::future::join_all(stops).await;
+    }
+
+    fn read_catalog(&self) -> std::sync::RwLockReadGuard<'_, Catalog> {
+        self.inner
+            .catalog
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write_catalog(&self) -> std::sync::RwLockWriteGuard<'_, Catalog> {
+        self.inner
+            .catalog
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn watch_events(self, mut events: mpsc::UnboundedReceiver<Event>) {
+        loop {
+            let event = tokio::select! {
+                e = events.recv() => e,
+                () = self.inner.shutdown.cancelled() => None,
+            };
+            let Some(event) = event else { return };
+            match event {
+                Event::Ready(i) => {
+                    let changed = self.refresh(i, None).await;
+                    self.announce(&changed);
+                }
+                Event::ListChanged(i, kind) => {
+                    let changed = self.refresh(i, Some(&kind)).await;
+                    self.announce(&changed);
+                }
+                Event::Down(_) => {}
+                Event::Broadcast(_, msg) => self.broadcast(&msg),
+            }
+        }
+    }
+
+    fn announce(&self, kinds: &[&'static str]) {
+        for kind in kinds {
+            let msg = Message::notification(&format!("notifications/{kind}/list_changed"), None);
+            self.broadcast(&msg);
+        }
+    }
+
+    fn broadcast(&self, msg: &Message) {
+        let sessions: Vec<Arc<Session>> = lock(&self.inner.sessions)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for s in sessions {
+            if s.state().initialized {
+                let _ = s.notify.send(msg.clone());
+            }
+        }
+    }
+
+    /// Fetches the lists of upstream `i` (all, or one kind); returns the kinds that changed.
+    async fn refresh(&self, i: usize, only: Option<&str>) -> Vec<&'static str> {
+        let upstream = &self.inner.upstreams[i];
+        if upstream.status() != Status::Ready {
+            return Vec::new();
+        }
+        let caps = upstream.info().capabilities;
+        let wants = |kind: &str| only.is_none_or(|k| k == kind) && caps.get(kind).is_some();
+        let mut fresh = self.read_catalog().per_upstream[i].clone();
+        let mut changed = Vec::new();
+        if wants("tools") {
+            if let Some(mut tools) = fetch_all(upstream, "tools/list", "tools").await {
+                for tool in &mut tools {
+                    repair_tool(upstream.name(), tool);
+                }
+                if tools != fresh.tools {
+                    changed.push("tools");
+                    fresh.tools = tools;
+                }
+            }
+        }
+        if wants("prompts") {
+            if let Some(prompts) = fetch_all(upstream, "prompts/list", "prompts").await {
+                if prompts != fresh.prompts {
+                    changed.push("prompts");
+                    fresh.prompts = prompts;
+                }
+            }
+        }
+        if wants("resources") {
+            let resources = fetch_all(upstream, "resources/list", "resources").await;
+            let templates =
+                fetch_all(upstream, "resources/templates/list", "resourceTemplates").await;
+            let mut any = false;
+            if let Some(r) = resources {
+                any |= r != fresh.resources;
+                fresh.resources = r;
+            }
+            if let Some(t) = templates {
+                any |= t != fresh.templates;
+                fresh.templates = t;
+            }
+            if any {
+                changed.push("resources");
+            }
+        }
+        if !changed.is_empty() {
+            let mut catalog = self.write_catalog();
+            catalog.per_upstream[i] = fresh;
+            catalog.rebuild_maps(&self.inner.policy.separator, &self.inner.names);
+        }
+        changed
+    }
+
+    /// Every tool of the catalog with its namespaced name, in policy then upstream order.
+    #[must_use]
+    pub fn tools(&self) -> Vec<Value> {
+        let catalog = self.read_catalog();
+        let sep = &self.inner.policy.separator;
+        let mut out = Vec::new();
+        for (i, c) in catalog.per_upstream.iter().enumerate() {
+            for t in &c.tools {
+                out.push(rename(t, &self.inner.names[i], sep));
+            }
+        }
+        out
+    }
+
+    /// The catalog as [`crate::catalog::CatalogTool`]s (upstream names, server ids).
+    #[must_use]
+    pub fn catalog_tools(&self) -> Vec<crate::catalog::CatalogTool> {
+        let catalog = self.read_catalog();
+        let mut out = Vec::new();
+        for (i, c) in catalog.per_upstream.iter().enumerate() {
+            for t in &c.tools {
+                if let Ok(tool) = crate::catalog::CatalogTool::new(&self.inner.names[i], t.clone())
+                {
+                    out.push(tool);
+                }
+            }
+        }
+        out
+    }
+
+    async fn handle(&self, req: McpRequest) -> Option<Message> {
+        let McpRequest { message, caller } = req;
+        match message.kind() {
+            Kind::Request => {
+                let id = message.id.clone().unwrap_or(Id::Null);
+                let result = self.handle_request(&message, &caller).await;
+                Some(match result {
+                    Ok(mut msg) => {
+                        msg.id = Some(id);
+                        msg
+                    }
+                    Err(err) => Message::error(id, err.to_error_object()),
+                })
+            }
+            Kind::Notification => {
+                self.handle_notification(&message, &caller);
+                None
+            }
+            Kind::Response | Kind::Error => {
+                self.handle_client_response(message);
+                None
+            }
+        }
+    }
+
+    async fn handle_request(&self, msg: &Message, caller: &Caller) -> Result<Message, Error> {
+        let method = msg.method().unwrap_or_default();
+        let ok = |v: Value| Ok(Message::response_value(Id::Null, &v));
+        match method {
+            "initialize" => ok(self.initialize(msg, caller)),
+            "ping" => ok(json!({})),
+            "tools/list" => {
+                ok(self.list_page(msg, "tools", |c, i| &c.per_upstream[i].tools, true)?)
+            }
+            "prompts/list" => {
+                ok(self.list_page(msg, "prompts", |c, i| &c.per_upstream[i].prompts, true)?)
+            }
+            "resources/list" => {
+                ok(self.list_page(msg, "resources", |c, i| &c.per_upstream[i].resources, false)?)
+            }
+            "resources/templates/list" => ok(self.list_page(
+                msg,
+                "resourceTemplates",
+                |c, i| &c.per_upstream[i].templates,
+                false,
+            )?),
+            "tools/call" => self.call_named(msg, caller, "tool").await,
+            "prompts/get" => self.call_named(msg, caller, "prompt").await,
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                self.call_by_uri(msg, caller).await
+            }
+            "completion/complete" => self.complete(msg, caller).await,
+            "logging/setLevel" => {
+                for u in &self.inner.upstreams {
+                    if u.status() == Status::Ready && u.info().capabilities.get("logging").is_some()
+                    {
+                        let _ = u.request(method, msg.params.clone(), None).await;
+                    }
+                }
+                ok(json!({}))
+            }
+            other => Err(Error::MethodNotFound(other.to_owned())),
+        }
+    }
+
+    fn initialize(&self, msg: &Message, caller: &Caller) -> Value {
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        let asked = params.get("protocolVersion").and_then(Value::as_str);
+        let version = asked
+            .filter(|v| SUPPORTED_VERSIONS.contains(v))
+            .unwrap_or(SUPPORTED_VERSIONS[0])
+            .to_owned();
+        caller.session.update(|s| {
+            s.client_capabilities = params.get("capabilities").cloned().unwrap_or(json!({}));
+            s.client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
+            s.protocol_version = Some(version.clone());
+            s.initialized = true;
+        });
+        self.register_session(&caller.session);
+        let mut instructions = String::new();
+        for u in &self.inner.upstreams {
+            if let Some(text) = u.info().instructions {
+                instructions.push_str(&format!("## {}\n{}\n\n", u.name(), text.trim()));
+            }
+        }
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": {"listChanged": true},
+                "prompts": {"listChanged": true},
+                "resources": {"listChanged": true, "subscribe": true},
+                "logging": {},
+                "completions": {},
+            },
+            "serverInfo": {"name": "mcp-budget", "version": env!("CARGO_PKG_VERSION")},
+        });
+        if !instructions.is_empty() {
+            result["instructions"] = Value::String(instructions.trim_end().to_owned());
+        }
+        result
+    }
+
+    fn list_page(
+        &self,
+        msg: &Message,
+        key: &str,
+        pick: impl Fn(&Catalog, usize) -> &Vec<Value>,
+        namespaced: bool,
+    ) -> Result<Value, Error> {
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        let offset = match params.get("cursor").and_then(Value::as_str) {
+            None => 0,
+            Some(cursor) => decode_cursor(cursor).ok_or_else(|| Error::InvalidParams {
+                method: msg.method().unwrap_or_default().to_owned(),
+                reason: "unknown cursor; list again from the start".into(),
+            })?,
+        };
+        let catalog = self.read_catalog();
+        let sep = &self.inner.policy.separator;
+        let mut items = Vec::new();
+        for i in 0..catalog.per_upstream.len() {
+            for item in pick(&catalog, i) {
+                items.push(if namespaced {
+                    rename(item, &self.inner.names[i], sep)
+                } else {
+                    item.clone()
+                });
+            }
+        }
+        let end = (offset + PAGE_SIZE).min(items.len());
+        let page: Vec<Value> = items
+            .get(offset.min(items.len())..end)
+            .unwrap_or(&[])
+            .to_vec();
+        let mut result = Map::new();
+        result.insert(key.to_owned(), Value::Array(page));
+        if end < items.len() {
+            result.insert("nextCursor".into(), Value::String(encode_cursor(end)));
+        }
+        Ok(Value::Object(result))
+    }
+
+    async fn call_named(
+        &self,
+        msg: &Message,
+        caller: &Caller,
+        what: &'static str,
+    ) -> Result<Message, Error> {
+        let mut params: Map<String, Value> = msg.params_as().map_err(|e| Error::InvalidParams {
+            method: msg.method().unwrap_or_default().to_owned(),
+            reason: e.to_string(),
+        })?;
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::InvalidParams {
+                method: msg.method().unwrap_or_default().to_owned(),
+                reason: "missing string \"name\"".into(),
+            })?
+            .to_owned();
+        let target = {
+            let catalog = self.read_catalog();
+            let map = if what == "tool" {
+                &catalog.tools
+            } else {
+                &catalog.prompts
+            };
+            map.get(&name).cloned()
+        };
+        let (i, original) = target.ok_or(Error::NotFound { what, name })?;
+        params.insert("name".into(), Value::String(original));
+        self.forward(i, msg, Some(to_raw(&Value::Object(params))), caller)
+            .await
+    }
+
+    async fn call_by_uri(&self, msg: &Message, caller: &Caller) -> Result<Message, Error> {
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        let uri =
+            params
+                .get("uri")
+                .and_then(Value::as_str)
+                .ok_or_else(|| Error::InvalidParams {
+                    method: msg.method().unwrap_or_default().to_owned(),
+                    reason: "missing string \"uri\"".into(),
+                })?;
+        let i = self.route_uri(uri).ok_or_else(|| Error::NotFound {
+            what: "resource",
+            name: uri.to_owned(),
+        })?;
+        self.forward(i, msg, msg.params.clone(), caller).await
+    }
+
+    fn route_uri(&self, uri: &str) -> Option<usize> {
+        let catalog = self.read_catalog();
+        if let Some(&i) = catalog.resources.get(uri) {
+            return Some(i);
+        }
+        // Longest literal prefix of a template wins; then the only upstream with resources.
+        let mut best: Option<(usize, usize)> = None;
+        for (i, c) in catalog.per_upstream.iter().enumerate() {
+            for t in &c.templates {
+                let Some(template) = t.get("uriTemplate").and_then(Value::as_str) else {
+                    continue;
+                };
+                let prefix = template.split('{').next().unwrap_or(template);
+                if uri.starts_with(prefix) && best.is_none_or(|(len, _)| prefix.len() > len) {
+                    best = Some((prefix.len(), i));
+                }
+            }
+        }
+        if let Some((_, i)) = best {
+            return Some(i);
+        }
+        let with_resources: Vec<usize> = self
+            .inner
+            .upstreams
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| u.info().capabilities.get("resources").is_some())
+            .map(|(i, _)| i)
+            .collect();
+        (with_resources.len() == 1).then(|| with_resources[0])
+    }
+
+    async fn complete(&self, msg: &Message, caller: &Caller) -> Result<Message, Error> {
+        let mut params: Map<String, Value> = msg.params_as().map_err(|e| Error::InvalidParams {
+            method: "completion/complete".into(),
+            reason: e.to_string(),
+        })?;
+        let reference = params.get("ref").cloned().unwrap_or(Value::Null);
+        let i = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let name = reference
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let (i, original) =
+                    self.read_catalog()
+                        .prompts
+                        .get(name)
+                        .cloned()
+                        .ok_or_else(|| Error::NotFound {
+                            what: "prompt",
+                            name: name.to_owned(),
+                        })?;
+                if let Some(r) = params.get_mut("ref") {
+                    r["name"] = Value::String(original);
+                }
+                i
+            }
+            Some("ref/resource") => {
+                let uri = reference
+                    .get("uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                self.route_uri(uri).ok_or_else(|| Error::NotFound {
+                    what: "resource",
+                    name: uri.to_owned(),
+                })?
+            }
+            _ => {
+                return Err(Error::InvalidParams {
+                    method: "completion/complete".into(),
+                    reason: "ref.type must be ref/prompt or ref/resource".into(),
+                })
+            }
+        };
+        self.forward(i, msg, Some(to_raw(&Value::Object(params))), caller)
+            .await
+    }
+
+    async fn forward(
+        &self,
+        i: usize,
+        msg: &Message,
+        params: Option<Box<serde_json::value::RawValue>>,
+        caller: &Caller,
+    ) -> Result<Message, Error> {
+        let upstream = &self.inner.upstreams[i];
+        let method = msg.method().unwrap_or_default();
+        let upstream_id = upstream.next_request_id();
+        let key = (
+            caller.session.id.clone(),
+            msg.id.clone().unwrap_or(Id::Null),
+        );
+        lock(&self.inner.inflight).insert(key.clone(), (i, upstream_id));
+        let result = upstream
+            .request_with_id(upstream_id, method, params, Some(caller.outbound.clone()))
+            .await;
+        lock(&self.inner.inflight).remove(&key);
+        result
+    }
+
+    fn handle_notification(&self, msg: &Message, caller: &Caller) {
+        match msg.method().unwrap_or_default() {
+            "notifications/cancelled" => {
+                let params: Value = msg.params_as().unwrap_or(Value::Null);
+                let Some(id) = params
+                    .get("requestId")
+                    .and_then(|v| serde_json::from_value::<Id>(v.clone()).ok())
+                else {
+                    return;
+                };
+                let target = lock(&self.inner.inflight).remove(&(caller.session.id.clone(), id));
+                if let Some((i, upstream_id)) = target {
+                    let reason = params.get("reason").and_then(Value::as_str);
+                    self.inner.upstreams[i].cancel(upstream_id, reason);
+                }
+            }
+            "notifications/roots/list_changed" => {
+                for u in &self.inner.upstreams {
+                    let _ = u.notify(msg.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn handle_client_response(&self, msg: Message) {
+        let Some(Id::String(gateway_id)) = msg.id.clone() else {
+            return;
+        };
+        let index = gateway_id
+            .strip_prefix("mcpb-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|i| i.parse::<usize>().ok());
+        if let Some(upstream) = index.and_then(|i| self.inner.upstreams.get(i)) {
+            if let Err(err) = upstream.answer_server_request(&gateway_id, msg) {
+                tracing::debug!(error = %err, "Client response not delivered");
+            }
+        }
+    }
+}
+
+impl tower::Service<McpRequest> for Gateway {
+    type Response = Option<Message>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Option<Message>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: McpRequest) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { Ok(this.handle(req).await) })
+    }
+}
+
+/// Fetches a whole list, following `nextCursor`. `None` when the upstream failed.
+async fn fetch_all(upstream: &Upstream, method: &str, key: &str) -> Option<Vec<Value>> {
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    // Bounded: a server that keeps returning cursors must not hang the refresh.
+    for _ in 0..1000 {
+        let params = cursor.as_ref().map(|c| to_raw(&json!({ "cursor": c })));
+        let reply = match upstream.request(method, params, None).await {
+            Ok(reply) => reply,
+            Err(err) => {
+                tracing::warn!(upstream = upstream.name(), method, error = %err, "Listing failed");
+                return None;
+            }
+        };
+        if let Some(err) = &reply.error {
+            tracing::warn!(upstream = upstream.name(), method, code = err.code, message = %err.message, "Listing failed");
+            return None;
+        }
+        let mut result: Map<String, Value> = reply.result_as().ok()?;
+        if let Some(Value::Array(page)) = result.remove(key) {
+            items.extend(page.into_iter().filter(Value::is_object));
+        }
+        cursor = result
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            return Some(items);
+        }
+    }
+    Some(items)
+}
+
+/// Makes a tool callable by strict clients: MCP requires `inputSchema` to be an object schema
+/// with `"type": "object"`, and one tool without it makes some clients (the Python SDK) reject
+/// the whole list. Nothing else is touched.
+fn repair_tool(upstream: &str, tool: &mut Value) {
+    let Some(obj) = tool.as_object_mut() else {
+        return;
+    };
+    let name = obj
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    match obj.get_mut("inputSchema") {
+        Some(Value::Object(schema)) => {
+            if schema.get("type").is_none() {
+                tracing::warn!(upstream, tool = %name, "inputSchema without \"type\"; adding \"type\": \"object\"");
+                schema.insert("type".into(), Value::String("object".into()));
+            }
+        }
+        _ => {
+            tracing::warn!(upstream, tool = %name, "Tool without an object inputSchema; using an empty object schema");
+            obj.insert("inputSchema".into(), json!({"type": "object"}));
+        }
+    }
+}
+
+fn rename(item: &Value, server: &str, separator: &str) -> Value {
+    let mut item = item.clone();
+    if let Some(name) = item.get("name").and_then(Value::as_str) {
+        let exposed = exposed_name(server, name, separator);
+        item["name"] = Value::String(exposed);
+    }
+    item
+}
+
+fn encode_cursor(offset: usize) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("mcpb:{offset}"))
+}
+
+fn decode_cursor(cursor: &str) -> Option<usize> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    String::from_utf8(bytes)
+        .ok()?
+        .strip_prefix("mcpb:")?
+        .parse()
+        .ok()
+}
+
+/// Summary lines for the startup log.
+#[must_use]
+pub fn summary_lines(summaries: &[UpstreamSummary]) -> BTreeMap<String, String> {
+    summaries
+        .iter()
+        .map(|s| {
+            let status = match &s.status {
+                Status::Ready => "ready".to_owned(),
+                Status::Starting => "starting".to_owned(),
+                Status::Down(reason) => format!("DOWN ({reason})"),
+            };
+            (
+                s.name.clone(),
+                format!(
+                    "{} {} protocol {} — {} tools, {} prompts, {} resources",
+                    s.transport,
+                    status,
+                    if s.protocol_version.is_empty() {
+                        "-"
+                    } else {
+                        &s.protocol_version
+                    },
+                    s.counts.0,
+                    s.counts.1,
+                    s.counts.2
+                ),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        assert_eq!(decode_cursor(&encode_cursor(500)), Some(500));
+        assert_eq!(decode_cursor("nope"), None);
+    }
+
+    #[test]
+    fn repair_adds_missing_object_type_only() {
+        let mut tool = json!({"name": "t", "inputSchema": {"$schema": "x", "properties": {}}});
+        repair_tool("u", &mut tool);
+        assert_eq!(tool["inputSchema"]["type"], "object");
+        assert_eq!(tool["inputSchema"]["$schema"], "x");
+    }
+}

@@ -1,0 +1,4 @@
+//! The tower layers of the gateway, one module each; [`crate::stack`] orders them.
+
+pub mod recover;
+pub mod trace;

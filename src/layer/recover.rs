@@ -1,0 +1,120 @@
+//! `recover`: every request id is answered exactly once.
+//!
+//! The outermost layer. A request whose inner service panicked, or returned no response,
+//! is answered with an internal error (`mcp_budget.internal`); notifications and client
+//! responses pass through. Nothing here inspects or changes a normal response.
+//!
+//! ```
+//! use mcp_budget::layer::recover::RecoverLayer;
+//! use tower::Layer;
+//! # use mcp_budget::context::McpRequest;
+//! # let inner = tower::service_fn(|_: McpRequest| async { Ok::<_, std::convert::Infallible>(None) });
+//! let service = RecoverLayer.layer(inner);
+//! # let _ = service;
+//! ```
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::FutureExt;
+use tower::{Layer, Service};
+
+use crate::context::McpRequest;
+use crate::error::Error;
+use crate::jsonrpc::{Id, Kind, Message};
+
+/// Layer of [`Recover`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecoverLayer;
+
+impl<S> Layer<S> for RecoverLayer {
+    type Service = Recover<S>;
+    fn layer(&self, inner: S) -> Recover<S> {
+        Recover { inner }
+    }
+}
+
+/// Answers every request exactly once, whatever the inner service does.
+#[derive(Debug, Clone)]
+pub struct Recover<S> {
+    inner: S,
+}
+
+impl<S> Service<McpRequest> for Recover<S>
+where
+    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Option<Message>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Option<Message>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: McpRequest) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let request_id = (req.message.kind() == Kind::Request)
+            .then(|| req.message.id.clone().unwrap_or(Id::Null));
+        let method = req.message.method().unwrap_or_default().to_owned();
+        Box::pin(async move {
+            let outcome = AssertUnwindSafe(inner.call(req)).catch_unwind().await;
+            let Some(id) = request_id else {
+                return Ok(outcome.ok().and_then(Result::ok).flatten());
+            };
+            let fault = match outcome {
+                Ok(Ok(Some(mut response))) => {
+                    response.id = Some(id);
+                    return Ok(Some(response));
+                }
+                Ok(Ok(None)) => format!("{method} produced no response"),
+                Ok(Err(never)) => match never {},
+                Err(_) => format!("{method} failed unexpectedly"),
+            };
+            tracing::error!(method = %method, fault = %fault, "Internal fault answered with an error");
+            Ok(Some(Message::error(
+                id,
+                Error::Internal(fault).to_error_object(),
+            )))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Caller, Session};
+    use std::sync::Arc;
+
+    fn request(method: &str) -> McpRequest {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        McpRequest {
+            message: Message::request(Id::Number(9), method, None),
+            caller: Caller::new(Arc::new(Session::new("s", tx))),
+        }
+    }
+
+    #[tokio::test]
+    async fn panics_and_silence_become_one_error() {
+        let panicking = tower::service_fn(|req: McpRequest| async move {
+            if req.message.method() == Some("boom") {
+                panic!("boom");
+            }
+            Ok::<_, Infallible>(None)
+        });
+        let mut svc = RecoverLayer.layer(panicking);
+        for method in ["boom", "silent"] {
+            let resp = svc.call(request(method)).await.unwrap().unwrap();
+            assert_eq!(resp.id, Some(Id::Number(9)));
+            assert_eq!(
+                resp.error.unwrap().kind().as_deref(),
+                Some("mcp_budget.internal")
+            );
+        }
+    }
+}

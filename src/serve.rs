@@ -1,0 +1,103 @@
+//! `mcp-budget serve`: start upstreams, print the summary, serve until a signal or EOF.
+#![allow(clippy::print_stderr)]
+
+use std::time::Duration;
+
+use mcp_budget::downstream;
+use mcp_budget::gateway::{summary_lines, Gateway};
+use mcp_budget::policy::Policy;
+use mcp_budget::stack;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) fn run(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
+    init_tracing();
+    if !policy.downstream.stdio && policy.downstream.http.is_none() {
+        anyhow::bail!(
+            "nothing to serve: pass --stdio and/or --http ADDR (or set them in [downstream])"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(serve(policy, ready_timeout))
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCP_BUDGET_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
+    let started = tokio::time::Instant::now();
+    let shutdown = CancellationToken::new();
+    let gateway = Gateway::start(policy.clone(), shutdown.clone());
+    let summaries = gateway.wait_ready(ready_timeout).await;
+    eprintln!(
+        "mcp-budget {} — {} upstream(s) in {} ms",
+        env!("CARGO_PKG_VERSION"),
+        summaries.len(),
+        started.elapsed().as_millis()
+    );
+    for (name, line) in summary_lines(&summaries) {
+        eprintln!("  {name:<20} {line}");
+    }
+    let service = stack::build(gateway.clone());
+
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(addr) = policy.downstream.http {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        eprintln!("  listening on http://{}/mcp", listener.local_addr()?);
+        let app = axum::Router::new().nest_service(
+            "/mcp",
+            downstream::http::router(
+                service.clone(),
+                gateway.clone(),
+                (&policy.downstream).into(),
+            ),
+        );
+        let stop = shutdown.clone();
+        tasks.spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+        });
+    }
+    if policy.downstream.stdio {
+        eprintln!("  serving MCP on stdio");
+        let gateway = gateway.clone();
+        let service = service.clone();
+        let limit = policy.downstream.max_message_bytes;
+        let stop = shutdown.clone();
+        tasks.spawn(async move {
+            downstream::stdio::serve(
+                service,
+                &gateway,
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                limit,
+            )
+            .await;
+            // The host closed stdin: that is how stdio clients say goodbye.
+            stop.cancel();
+        });
+    }
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
+        _ = sigterm.recv() => tracing::info!("SIGTERM received; shutting down"),
+        () = shutdown.cancelled() => tracing::info!("Input closed; shutting down"),
+    }
+    shutdown.cancel();
+    gateway.shutdown().await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
+}

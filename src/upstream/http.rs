@@ -1,0 +1,227 @@
+//! Streamable HTTP upstreams (2025-03-26 … 2025-11-25 era).
+//!
+//! `initialize` opens a session (`Mcp-Session-Id`); every message is a POST whose answer is
+//! JSON, an SSE stream (server→client requests and progress on it are routed to the caller of
+//! that POST), or 202 for notifications and responses. A 404 on a session means it expired:
+//! the gateway initializes again, transparently, and resends the message once. Headers from
+//! the policy (e.g. `Authorization`) go on every request; a client's own credentials never do.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::StatusCode;
+
+use super::sse::SseDecoder;
+use super::{handshake, Link, Status, Upstream, PROTOCOL_VERSION};
+use crate::context::Outbound;
+use crate::jsonrpc::{Id, Kind, Message};
+use crate::policy::Transport;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// Delay between attempts to reach an HTTP upstream that is down.
+const RETRY: Duration = Duration::from_secs(2);
+
+/// One streamable HTTP session with an upstream.
+#[derive(Debug)]
+pub(crate) struct HttpLink {
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    session: Mutex<Option<String>>,
+    protocol: Mutex<String>,
+    reinit: tokio::sync::Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Connects (and reconnects) an HTTP upstream.
+pub(crate) async fn connect(upstream: Upstream) {
+    let Transport::Http { url, headers } = &upstream.spec().transport else {
+        return;
+    };
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        if let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            map.insert(k, v);
+        }
+    }
+    let link = Arc::new(HttpLink {
+        client: reqwest::Client::new(),
+        url: url.clone(),
+        headers: map,
+        session: Mutex::new(None),
+        protocol: Mutex::new(PROTOCOL_VERSION.to_owned()),
+        reinit: tokio::sync::Mutex::new(()),
+    });
+    upstream.set_link(Some(Link::Http(link.clone())));
+    loop {
+        let started = tokio::time::Instant::now();
+        match handshake(&upstream).await {
+            Ok(info) => {
+                tracing::info!(upstream = upstream.name(), protocol = %info.protocol_version, ready_ms = started.elapsed().as_millis(), "Upstream ready");
+                *lock(&link.protocol) = info.protocol_version.clone();
+                upstream.set_info(info);
+                upstream.set_status(Status::Ready);
+                return;
+            }
+            Err(err) => {
+                tracing::warn!(upstream = upstream.name(), error = %err, "Upstream is down");
+                upstream.set_status(Status::Down(err.to_string()));
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(RETRY) => {}
+            () = upstream.shutdown_token().cancelled() => return,
+        }
+    }
+}
+
+impl HttpLink {
+    /// Sends `msg` in the background; what comes back is fed to `upstream.incoming`.
+    pub(crate) fn post(
+        self: &Arc<Self>,
+        upstream: Upstream,
+        msg: Message,
+        outbound: Option<Outbound>,
+    ) {
+        let link = self.clone();
+        tokio::spawn(async move {
+            let request_id = match (&msg.id, msg.kind()) {
+                (Some(Id::Number(id)), Kind::Request) => Some(*id),
+                _ => None,
+            };
+            let mut retried = false;
+            loop {
+                match link.send(&upstream, &msg, outbound.as_ref()).await {
+                    Ok(()) => return,
+                    Err(SendError::Expired) if !retried && msg.method() != Some("initialize") => {
+                        retried = true;
+                        if let Err(err) = link.reinitialize(&upstream).await {
+                            if let Some(id) = request_id {
+                                upstream.fail_request(id, &err);
+                            }
+                            return;
+                        }
+                    }
+                    Err(err) => {
+                        if let Some(id) = request_id {
+                            upstream.fail_request(id, &err.to_string());
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    async fn reinitialize(&self, upstream: &Upstream) -> Result<(), String> {
+        let expired = lock(&self.session).clone();
+        let _guard = self.reinit.lock().await;
+        if *lock(&self.session) != expired {
+            return Ok(()); // Someone else already opened a new session.
+        }
+        *lock(&self.session) = None;
+        tracing::info!(
+            upstream = upstream.name(),
+            "Upstream session expired; initializing again"
+        );
+        let info = handshake(upstream).await.map_err(|e| e.to_string())?;
+        upstream.set_info(info);
+        Ok(())
+    }
+
+    async fn send(
+        &self,
+        upstream: &Upstream,
+        msg: &Message,
+        outbound: Option<&Outbound>,
+    ) -> Result<(), SendError> {
+        let mut req = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(msg.to_bytes());
+        let session = lock(&self.session).clone();
+        if let Some(session) = &session {
+            req = req.header(SESSION_HEADER, session);
+        }
+        if msg.method() != Some("initialize") {
+            req = req.header(VERSION_HEADER, lock(&self.protocol).clone());
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| SendError::Other(format!("request failed: {e}")))?;
+        let status = resp.status();
+        if status == StatusCode::NOT_FOUND && session.is_some() {
+            return Err(SendError::Expired);
+        }
+        if let Some(sid) = resp
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+        {
+            *lock(&self.session) = Some(sid.to_owned());
+        }
+        if status == StatusCode::ACCEPTED {
+            return Ok(());
+        }
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if is_sse {
+            let mut decoder = SseDecoder::default();
+            let mut body = resp.bytes_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| SendError::Other(format!("stream broke: {e}")))?;
+                for data in decoder.feed(&chunk) {
+                    Self::deliver(upstream, &data, outbound);
+                }
+            }
+            return Ok(());
+        }
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| SendError::Other(format!("reading the answer failed: {e}")))?;
+        if !status.is_success() && Message::parse(&bytes).is_err() {
+            return Err(SendError::Other(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+            )));
+        }
+        if !bytes.trim_ascii().is_empty() {
+            Self::deliver(upstream, &bytes, outbound);
+        }
+        Ok(())
+    }
+
+    fn deliver(upstream: &Upstream, data: &[u8], outbound: Option<&Outbound>) {
+        match Message::parse(data) {
+            Ok(msg) => upstream.incoming(msg, outbound),
+            Err(err) => {
+                tracing::warn!(upstream = upstream.name(), error = %err, "Unreadable message from upstream ignored");
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SendError {
+    #[error("the upstream session expired")]
+    Expired,
+    #[error("{0}")]
+    Other(String),
+}

@@ -1,0 +1,633 @@
+//! Clients of the MCP servers behind the gateway.
+//!
+//! An [`Upstream`] owns one server: a supervised stdio child ([`stdio`]) or a streamable HTTP
+//! session ([`http`]). Whatever the transport, requests get a fresh upstream-side id (the
+//! client's id is restored on the way back), progress tokens are rewritten per upstream channel
+//! and mapped back, and server→client messages are routed to the caller that caused them.
+//! Anything the server says arrives at [`Upstream::incoming`].
+
+pub mod http;
+mod sse;
+pub mod stdio;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Outbound;
+use crate::error::Error;
+use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind, Message, METHOD_NOT_FOUND};
+use crate::policy::{Transport, UpstreamSpec};
+
+/// The protocol version the gateway asks upstreams for.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// Something an upstream did that the aggregator must know about.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The upstream finished `initialize` and is serving.
+    Ready(usize),
+    /// The upstream went away (crash, exit, unreachable).
+    Down(usize),
+    /// `notifications/<kind>/list_changed` (`tools`, `prompts`, `resources`).
+    ListChanged(usize, String),
+    /// A notification for all clients (e.g. `notifications/resources/updated`).
+    Broadcast(usize, Message),
+}
+
+/// Health of an upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Starting, not yet initialized.
+    Starting,
+    /// Initialized and serving.
+    Ready,
+    /// Not serving, with the reason.
+    Down(String),
+}
+
+/// What `initialize` told us about the server.
+#[derive(Debug, Clone, Default)]
+pub struct ServerInfo {
+    /// Negotiated protocol version.
+    pub protocol_version: String,
+    /// The server's capabilities.
+    pub capabilities: Value,
+    /// `serverInfo`.
+    pub server_info: Value,
+    /// `instructions`, if any.
+    pub instructions: Option<String>,
+}
+
+struct Pending {
+    reply: oneshot::Sender<Message>,
+    outbound: Option<Outbound>,
+    progress: Option<String>,
+}
+
+/// One upstream server, shared by every client of the gateway.
+#[derive(Clone)]
+pub struct Upstream {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("name", &self.inner.spec.name)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) enum Link {
+    Stdio(mpsc::UnboundedSender<Vec<u8>>),
+    Http(Arc<http::HttpLink>),
+}
+
+struct Inner {
+    index: usize,
+    spec: UpstreamSpec,
+    capabilities: Value,
+    link: Mutex<Option<Arc<Link>>>,
+    pending: Mutex<HashMap<i64, Pending>>,
+    progress: Mutex<HashMap<String, (Value, Outbound)>>,
+    server_requests: Mutex<HashMap<String, Id>>,
+    next_id: AtomicI64,
+    status: watch::Sender<Status>,
+    info: Mutex<ServerInfo>,
+    events: mpsc::UnboundedSender<Event>,
+    shutdown: CancellationToken,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The guarded maps are left consistent by every critical section (single inserts and
+    // removes), so a poisoned lock is still safe to use.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Upstream {
+    /// Starts the upstream in the background: a supervised child or an HTTP session. Readiness
+    /// is reported on `events` and by [`Upstream::wait_ready`].
+    #[must_use]
+    pub fn start(
+        index: usize,
+        spec: UpstreamSpec,
+        capabilities: Value,
+        events: mpsc::UnboundedSender<Event>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let (status, _) = watch::channel(Status::Starting);
+        let upstream = Self {
+            inner: Arc::new(Inner {
+                index,
+                spec,
+                capabilities,
+                link: Mutex::new(None),
+                pending: Mutex::new(HashMap::new()),
+                progress: Mutex::new(HashMap::new()),
+                server_requests: Mutex::new(HashMap::new()),
+                next_id: AtomicI64::new(1),
+                status,
+                info: Mutex::new(ServerInfo::default()),
+                events,
+                shutdown,
+                task: Mutex::new(None),
+            }),
+        };
+        let task = match &upstream.inner.spec.transport {
+            Transport::Stdio { .. } => tokio::spawn(stdio::supervise(upstream.clone())),
+            Transport::Http { .. } => tokio::spawn(http::connect(upstream.clone())),
+        };
+        *lock(&upstream.inner.task) = Some(task);
+        upstream
+    }
+
+    /// Stops the upstream and waits (at most `limit`) until its child is gone.
+    pub async fn stop(&self, limit: Duration) {
+        self.inner.shutdown.cancel();
+        let task = lock(&self.inner.task).take();
+        if let Some(task) = task {
+            let _ = tokio::time::timeout(limit, task).await;
+        }
+        self.fail_pending("the gateway is shutting down");
+    }
+
+    /// Server id.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.inner.spec.name
+    }
+
+    /// Position in the policy.
+    #[must_use]
+    pub fn index(&self) -> usize {
+        self.inner.index
+    }
+
+    /// Its policy entry.
+    #[must_use]
+    pub fn spec(&self) -> &UpstreamSpec {
+        &self.inner.spec
+    }
+
+    /// Current health.
+    #[must_use]
+    pub fn status(&self) -> Status {
+        self.inner.status.borrow().clone()
+    }
+
+    /// What `initialize` said.
+    #[must_use]
+    pub fn info(&self) -> ServerInfo {
+        lock(&self.inner.info).clone()
+    }
+
+    /// Waits until the upstream is ready or down (first start), at most `limit`.
+    pub async fn wait_ready(&self, limit: Duration) -> Status {
+        let mut rx = self.inner.status.subscribe();
+        let wait = async {
+            rx.wait_for(|s| *s != Status::Starting)
+                .await
+                .map(|s| s.clone())
+        };
+        match tokio::time::timeout(limit, wait).await {
+            Ok(Ok(status)) => status,
+            _ => self.status(),
+        }
+    }
+
+    pub(crate) fn shutdown_token(&self) -> &CancellationToken {
+        &self.inner.shutdown
+    }
+
+    pub(crate) fn set_link(&self, link: Option<Link>) {
+        *lock(&self.inner.link) = link.map(Arc::new);
+    }
+
+    pub(crate) fn set_status(&self, status: Status) {
+        let event = match &status {
+            Status::Ready => Some(Event::Ready(self.inner.index)),
+            Status::Down(_) => Some(Event::Down(self.inner.index)),
+            Status::Starting => None,
+        };
+        self.inner.status.send_replace(status);
+        if let Some(event) = event {
+            let _ = self.inner.events.send(event);
+        }
+    }
+
+    pub(crate) fn set_info(&self, info: ServerInfo) {
+        *lock(&self.inner.info) = info;
+    }
+
+    /// The `initialize` params the gateway sends upstream.
+    pub(crate) fn initialize_params(&self) -> Value {
+        json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": self.inner.capabilities,
+            "clientInfo": {"name": "mcp-budget", "version": env!("CARGO_PKG_VERSION")},
+        })
+    }
+
+    /// Fails every request in flight (the connection is gone).
+    pub(crate) fn fail_pending(&self, reason: &str) {
+        let drained: Vec<(i64, Pending)> = lock(&self.inner.pending).drain().collect();
+        for (id, pending) in drained {
+            let err = Error::UpstreamUnavailable {
+                upstream: self.name().to_owned(),
+                reason: reason.to_owned(),
+            };
+            let _ = pending
+                .reply
+                .send(Message::error(Id::Number(id), err.to_error_object()));
+        }
+        lock(&self.inner.progress).clear();
+    }
+
+    /// Sends a request and waits for the server's response (result or error), with the
+    /// upstream's timeout. The response's id is the upstream-side id; callers restore theirs.
+    ///
+    /// # Errors
+    /// [`Error::UpstreamUnavailable`] when the upstream is not connected or goes away,
+    /// [`Error::UpstreamTimeout`] when it does not answer in time.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Box<serde_json::value::RawValue>>,
+        outbound: Option<Outbound>,
+    ) -> Result<Message, Error> {
+        let id = self.next_request_id();
+        self.request_inner(id, method, params, outbound, true).await
+    }
+
+    /// Like [`Upstream::request`], with an id taken before from [`Upstream::next_request_id`]
+    /// (so that a cancellation can name it while the request is in flight).
+    ///
+    /// # Errors
+    /// As [`Upstream::request`].
+    pub async fn request_with_id(
+        &self,
+        id: i64,
+        method: &str,
+        params: Option<Box<serde_json::value::RawValue>>,
+        outbound: Option<Outbound>,
+    ) -> Result<Message, Error> {
+        self.request_inner(id, method, params, outbound, true).await
+    }
+
+    /// A fresh upstream-side request id.
+    #[must_use]
+    pub fn next_request_id(&self) -> i64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    async fn request_inner(
+        &self,
+        id: i64,
+        method: &str,
+        mut params: Option<Box<serde_json::value::RawValue>>,
+        outbound: Option<Outbound>,
+        need_ready: bool,
+    ) -> Result<Message, Error> {
+        let link = self.link(need_ready)?;
+        // Rewrite the client's progress token so that two clients' tokens never collide on
+        // this upstream; notifications map back to the client's own token.
+        let mut progress = None;
+        if let (Some(p), Some(out)) = (&params, &outbound) {
+            if p.get().contains("progressToken") {
+                if let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(p.get()) {
+                    let token = obj
+                        .get_mut("_meta")
+                        .and_then(Value::as_object_mut)
+                        .and_then(|m| m.get_mut("progressToken"));
+                    if let Some(token) = token {
+                        let ours = format!("mcpb-{}-{id}", self.inner.index);
+                        let theirs = std::mem::replace(token, Value::String(ours.clone()));
+                        lock(&self.inner.progress).insert(ours.clone(), (theirs, out.clone()));
+                        progress = Some(ours);
+                        params = Some(to_raw(&Value::Object(obj)));
+                    }
+                }
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        lock(&self.inner.pending).insert(
+            id,
+            Pending {
+                reply: tx,
+                outbound: outbound.clone(),
+                progress,
+            },
+        );
+        let msg = Message::request(Id::Number(id), method, params);
+        if let Err(err) = self.send_on(&link, msg, outbound) {
+            self.forget(id);
+            return Err(err);
+        }
+        let timeout = self.inner.spec.timeout;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(_)) => Err(self.unavailable("the connection closed")),
+            Err(_) => {
+                self.forget(id);
+                // Tell the server to stop working on it.
+                let cancel = Message::notification(
+                    "notifications/cancelled",
+                    Some(to_raw(
+                        &json!({"requestId": id, "reason": "timed out in the gateway"}),
+                    )),
+                );
+                let _ = self.send_on(&link, cancel, None);
+                Err(Error::UpstreamTimeout {
+                    upstream: self.name().to_owned(),
+                    timeout,
+                })
+            }
+        }
+    }
+
+    /// The request used during the handshake: does not need the upstream to be ready.
+    pub(crate) async fn handshake_request(
+        &self,
+        method: &str,
+        params: &Value,
+    ) -> Result<Message, Error> {
+        let id = self.next_request_id();
+        self.request_inner(id, method, Some(to_raw(params)), None, false)
+            .await
+    }
+
+    /// Sends a notification (or a response) upstream.
+    ///
+    /// # Errors
+    /// [`Error::UpstreamUnavailable`] when the upstream is not connected.
+    pub fn notify(&self, msg: Message) -> Result<(), Error> {
+        let link = self.link(false)?;
+        self.send_on(&link, msg, None)
+    }
+
+    /// Forwards a client's `notifications/cancelled` for upstream request `id`.
+    pub fn cancel(&self, upstream_id: i64, reason: Option<&str>) {
+        if self.forget(upstream_id) {
+            let mut params = json!({ "requestId": upstream_id });
+            if let Some(reason) = reason {
+                params["reason"] = Value::String(reason.to_owned());
+            }
+            let _ = self.notify(Message::notification(
+                "notifications/cancelled",
+                Some(to_raw(&params)),
+            ));
+        }
+    }
+
+    /// Delivers a client's response to a server→client request the gateway forwarded
+    /// (`gateway_id` is the id the client saw).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when no such request is waiting.
+    pub fn answer_server_request(&self, gateway_id: &str, mut msg: Message) -> Result<(), Error> {
+        let original = lock(&self.inner.server_requests)
+            .remove(gateway_id)
+            .ok_or_else(|| Error::NotFound {
+                what: "server request",
+                name: gateway_id.to_owned(),
+            })?;
+        msg.id = Some(original);
+        self.notify(msg)
+    }
+
+    /// Removes request `id` from the pending table; true when it was there.
+    fn forget(&self, id: i64) -> bool {
+        let removed = lock(&self.inner.pending).remove(&id);
+        if let Some(Pending {
+            progress: Some(token),
+            ..
+        }) = &removed
+        {
+            lock(&self.inner.progress).remove(token);
+        }
+        removed.is_some()
+    }
+
+    fn unavailable(&self, reason: &str) -> Error {
+        Error::UpstreamUnavailable {
+            upstream: self.name().to_owned(),
+            reason: reason.to_owned(),
+        }
+    }
+
+    fn link(&self, need_ready: bool) -> Result<Arc<Link>, Error> {
+        if need_ready {
+            if let Status::Down(reason) = self.status() {
+                return Err(self.unavailable(&reason));
+            }
+            if self.status() == Status::Starting {
+                return Err(self.unavailable("still starting"));
+            }
+        }
+        lock(&self.inner.link)
+            .clone()
+            .ok_or_else(|| self.unavailable("not connected"))
+    }
+
+    fn send_on(
+        &self,
+        link: &Arc<Link>,
+        msg: Message,
+        outbound: Option<Outbound>,
+    ) -> Result<(), Error> {
+        match link.as_ref() {
+            Link::Stdio(writer) => {
+                let mut line = msg.to_bytes();
+                line.push(b'\n');
+                writer
+                    .send(line)
+                    .map_err(|_| self.unavailable("the process is gone"))
+            }
+            Link::Http(http) => {
+                http.post(self.clone(), msg, outbound);
+                Ok(())
+            }
+        }
+    }
+
+    /// Handles one message the server sent. `hint` is where server→client requests go when
+    /// the transport tells (the HTTP response stream of a POST).
+    pub(crate) fn incoming(&self, msg: Message, hint: Option<&Outbound>) {
+        match msg.kind() {
+            Kind::Response | Kind::Error => {
+                let Some(Id::Number(id)) = msg.id else {
+                    tracing::warn!(upstream = self.name(), id = ?msg.id, "Response with an id the gateway never sent; dropped");
+                    return;
+                };
+                let pending = lock(&self.inner.pending).remove(&id);
+                match pending {
+                    Some(p) => {
+                        if let Some(token) = p.progress {
+                            lock(&self.inner.progress).remove(&token);
+                        }
+                        let _ = p.reply.send(msg);
+                    }
+                    None => {
+                        tracing::debug!(upstream = self.name(), id, "Late response dropped");
+                    }
+                }
+            }
+            Kind::Notification => self.incoming_notification(msg, hint),
+            Kind::Request => self.incoming_request(msg, hint),
+        }
+    }
+
+    fn incoming_notification(&self, mut msg: Message, hint: Option<&Outbound>) {
+        let method = msg.method().unwrap_or_default().to_owned();
+        match method.as_str() {
+            "notifications/progress" => {
+                let Ok(Value::Object(mut params)) = msg.params_as::<Value>() else {
+                    return;
+                };
+                let token = params
+                    .get("progressToken")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let route = token.and_then(|t| lock(&self.inner.progress).get(&t).cloned());
+                if let Some((theirs, out)) = route {
+                    params.insert("progressToken".into(), theirs);
+                    msg.params = Some(to_raw(&Value::Object(params)));
+                    let _ = out.send(msg);
+                }
+            }
+            "notifications/tools/list_changed"
+            | "notifications/prompts/list_changed"
+            | "notifications/resources/list_changed" => {
+                let kind = method
+                    .trim_start_matches("notifications/")
+                    .trim_end_matches("/list_changed")
+                    .to_owned();
+                let _ = self
+                    .inner
+                    .events
+                    .send(Event::ListChanged(self.inner.index, kind));
+            }
+            "notifications/message" => {
+                // Logging goes to the client whose call caused it, else to everyone.
+                match hint.cloned().or_else(|| self.recent_outbound()) {
+                    Some(out) => {
+                        let _ = out.send(msg);
+                    }
+                    None => {
+                        let _ = self
+                            .inner
+                            .events
+                            .send(Event::Broadcast(self.inner.index, msg));
+                    }
+                }
+            }
+            "notifications/cancelled" => {
+                // The server gave up on a request it sent us; nothing is waiting on our side
+                // that we could stop, so forward it to whoever holds the request.
+                if let Some(out) = hint.cloned().or_else(|| self.recent_outbound()) {
+                    let _ = out.send(msg);
+                }
+            }
+            _ => {
+                let _ = self
+                    .inner
+                    .events
+                    .send(Event::Broadcast(self.inner.index, msg));
+            }
+        }
+    }
+
+    fn incoming_request(&self, mut msg: Message, hint: Option<&Outbound>) {
+        let Some(original) = msg.id.clone() else {
+            return;
+        };
+        let target = hint.cloned().or_else(|| self.recent_outbound());
+        let Some(out) = target else {
+            let method = msg.method().unwrap_or_default();
+            let err = ErrorObject::new(
+                METHOD_NOT_FOUND,
+                format!("no client of the gateway is waiting on this server, so {method} cannot be answered"),
+                "mcp_budget.route.no_client",
+                None,
+            );
+            let _ = self.notify(Message::error(original, err));
+            return;
+        };
+        let gateway_id = format!(
+            "mcpb-{}-{}",
+            self.inner.index,
+            self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+        );
+        lock(&self.inner.server_requests).insert(gateway_id.clone(), original);
+        msg.id = Some(Id::String(gateway_id));
+        let _ = out.send(msg);
+    }
+
+    /// The outbound channel of the most recent request in flight, for server→client traffic
+    /// the transport cannot attribute.
+    fn recent_outbound(&self) -> Option<Outbound> {
+        let pending = lock(&self.inner.pending);
+        pending
+            .iter()
+            .filter_map(|(id, p)| p.outbound.as_ref().map(|o| (*id, o)))
+            .max_by_key(|(id, _)| *id)
+            .map(|(_, o)| o.clone())
+    }
+}
+
+/// Parses the `initialize` result into [`ServerInfo`].
+pub(crate) fn parse_initialize(name: &str, reply: &Message) -> Result<ServerInfo, Error> {
+    if let Some(err) = &reply.error {
+        return Err(Error::UpstreamProtocol {
+            upstream: name.to_owned(),
+            reason: format!("initialize failed: {} ({})", err.message, err.code),
+        });
+    }
+    let result: Map<String, Value> = reply.result_as().map_err(|e| Error::UpstreamProtocol {
+        upstream: name.to_owned(),
+        reason: format!("initialize result is not an object: {e}"),
+    })?;
+    Ok(ServerInfo {
+        protocol_version: result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        capabilities: result.get("capabilities").cloned().unwrap_or(json!({})),
+        server_info: result.get("serverInfo").cloned().unwrap_or(Value::Null),
+        instructions: result
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    })
+}
+
+/// Runs `initialize` + `notifications/initialized` on a fresh connection.
+pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> {
+    let reply = upstream
+        .handshake_request("initialize", &upstream.initialize_params())
+        .await?;
+    let info = parse_initialize(upstream.name(), &reply)?;
+    upstream.notify(Message::notification("notifications/initialized", None))?;
+    Ok(info)
+}
+
+impl Upstream {
+    /// Fails one request in flight with `reason`.
+    pub(crate) fn fail_request(&self, id: i64, reason: &str) {
+        let pending = lock(&self.inner.pending).remove(&id);
+        if let Some(p) = pending {
+            let err = self.unavailable(reason);
+            let _ = p
+                .reply
+                .send(Message::error(Id::Number(id), err.to_error_object()));
+        }
+    }
+}

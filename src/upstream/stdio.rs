@@ -1,0 +1,193 @@
+//! Stdio upstreams: a child process speaking newline-delimited JSON-RPC.
+//!
+//! The child runs in its own process group, so that everything it starts ends with it. A child
+//! that exits is restarted with capped exponential backoff; its requests in flight fail with
+//! `mcp_budget.upstream.unavailable`. Its stderr goes to the log under the server's name.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use super::{handshake, Link, Status, Upstream};
+use crate::jsonrpc::Message;
+use crate::policy::Transport;
+
+/// First restart delay; doubled after each failure, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// Longest restart delay.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A child that ran this long before exiting resets the backoff.
+const HEALTHY_RUN: Duration = Duration::from_secs(10);
+/// Grace given to a child between SIGTERM and SIGKILL at shutdown.
+const GRACE: Duration = Duration::from_secs(2);
+/// Longest line accepted from a child: bigger is treated as a protocol fault.
+const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// Keeps the child running until shutdown.
+pub(crate) async fn supervise(upstream: Upstream) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let started = tokio::time::Instant::now();
+        let reason = match spawn(&upstream) {
+            Ok(child) => run(&upstream, child).await,
+            Err(err) => format!("cannot start: {err}"),
+        };
+        upstream.set_link(None);
+        upstream.fail_pending(&reason);
+        if upstream.shutdown_token().is_cancelled() {
+            return;
+        }
+        tracing::warn!(upstream = upstream.name(), reason = %reason, retry_in_ms = backoff.as_millis(), "Upstream is down");
+        upstream.set_status(Status::Down(reason));
+        if started.elapsed() >= HEALTHY_RUN {
+            backoff = FIRST_BACKOFF;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = upstream.shutdown_token().cancelled() => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+fn spawn(upstream: &Upstream) -> std::io::Result<Child> {
+    let Transport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = &upstream.spec().transport
+    else {
+        return Err(std::io::Error::other("not a stdio upstream"));
+    };
+    let mut cmd = Command::new(command);
+    cmd.args(args)
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    cmd.spawn()
+}
+
+/// Drives one child until it exits or the gateway shuts down; returns why it stopped.
+async fn run(upstream: &Upstream, mut child: Child) -> String {
+    let name = upstream.name().to_owned();
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return "the child's pipes could not be opened".into();
+    };
+    let pid = child.id();
+
+    let log_name = name.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::info!(upstream = %log_name, "{line}");
+        }
+    });
+
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    upstream.set_link(Some(Link::Stdio(tx)));
+
+    let reader_upstream = upstream.clone();
+    let mut reader = tokio::spawn(async move {
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match (&mut reader)
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .await
+            {
+                Ok(0) => return "the process closed its output".to_owned(),
+                Ok(n) if n > MAX_LINE => return "the process sent an oversized line".to_owned(),
+                Ok(_) => {}
+                Err(err) => return format!("reading its output failed: {err}"),
+            }
+            let text = line.trim_ascii();
+            if text.is_empty() {
+                continue;
+            }
+            match Message::parse(text) {
+                Ok(msg) => reader_upstream.incoming(msg, None),
+                Err(err) => {
+                    // Servers print banners and debug lines on stdout; one bad line must not
+                    // take the upstream down. Requests waiting on it time out.
+                    tracing::warn!(upstream = reader_upstream.name(), error = %err, line = %String::from_utf8_lossy(&text[..text.len().min(200)]), "Non-JSON-RPC line from upstream ignored");
+                }
+            }
+        }
+    });
+
+    let handshake_upstream = upstream.clone();
+    let started = tokio::time::Instant::now();
+    let ready = async move {
+        match handshake(&handshake_upstream).await {
+            Ok(info) => {
+                tracing::info!(
+                    upstream = handshake_upstream.name(),
+                    protocol = %info.protocol_version,
+                    ready_ms = started.elapsed().as_millis(),
+                    "Upstream ready"
+                );
+                handshake_upstream.set_info(info);
+                handshake_upstream.set_status(Status::Ready);
+                std::future::pending::<String>().await
+            }
+            Err(err) => format!("initialize failed: {err}"),
+        }
+    };
+
+    let reason = tokio::select! {
+        reason = &mut reader => reason.unwrap_or_else(|e| format!("reader failed: {e}")),
+        reason = ready => reason,
+        () = upstream.shutdown_token().cancelled() => "the gateway is shutting down".to_owned(),
+    };
+    writer.abort();
+    reader.abort();
+    terminate(&mut child, pid).await;
+    match child.try_wait() {
+        Ok(Some(status)) if !upstream.shutdown_token().is_cancelled() => {
+            format!("{reason} (exit status {status})")
+        }
+        _ => reason,
+    }
+}
+
+/// Ends the child's whole process group: SIGTERM, then SIGKILL after a grace period; reaps it.
+async fn terminate(child: &mut Child, pid: Option<u32>) {
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+
+    let group = pid.and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw);
+    if let Some(group) = group {
+        let _ = killpg(group, Signal::SIGTERM);
+    }
+    if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
+        if let Some(group) = group {
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+        let _ = child.kill().await;
+    }
+    // Stragglers in the group (grandchildren that ignored SIGTERM) go too.
+    if let Some(group) = group {
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+}
