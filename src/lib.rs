@@ -24,5 +24,6 @@ pub mod jsonrpc;
 pub mod naming;
 pub mod plan;
 pub mod policy;
+pub mod profile;
 pub mod search;
 pub mod tokens;
