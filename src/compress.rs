@@ -12,7 +12,7 @@
 //! | level | tool description | parameter descriptions | schema annotations |
 //! |---|---|---|---|
 //! | [`Level::Off`] | as given | as given | as given |
-//! | [`Level::Low`] | all meaning kept; markdown, repeated whitespace, boilerplate openers and `Args:` sections that repeat the schema dropped | cleaned the same way | `$schema`, `$comment`, titles equal to the name dropped |
+//! | [`Level::Low`] | all meaning kept; markdown, repeated whitespace, boilerplate openers and `Args:` sections that repeat the schema dropped | cleaned the same way | `$schema`, `$comment`, titles equal to the tool or property name dropped |
 //! | [`Level::Medium`] | the first paragraph | the first sentence, at most 80 characters | `title`, `examples` dropped too |
 //! | [`Level::High`] | one line (the first sentence, at most 100 characters) | dropped | dropped |
 //! | [`Level::Extreme`] | a few words (at most 6 words, 40 characters) | dropped | dropped |
@@ -167,7 +167,7 @@ pub fn compress_with(
                 }
             }
             "inputSchema" => {
-                out.insert(key.clone(), compress_schema(value, level));
+                out.insert(key.clone(), compress_schema(value, level, name));
             }
             "title" if level > Level::Off && same_words(value.as_str().unwrap_or(""), name) => {}
             _ => {
@@ -308,12 +308,16 @@ fn drops_annotation(key: &str, level: Level) -> bool {
 }
 
 /// Compresses a schema: annotations only, every constraint kept.
-fn compress_schema(schema: &Value, level: Level) -> Value {
+fn compress_schema(schema: &Value, level: Level, name: &str) -> Value {
     let Value::Object(obj) = schema else {
         return schema.clone();
     };
     let mut out = Map::with_capacity(obj.len());
     for (key, value) in obj {
+        if key == "title" && level > Level::Off && same_words(value.as_str().unwrap_or(""), name) {
+            // A title that repeats the property (or tool) name says nothing new.
+            continue;
+        }
         if drops_annotation(key, level) && (key != "title" || value.is_string()) {
             continue;
         }
@@ -329,7 +333,7 @@ fn compress_schema(schema: &Value, level: Level) -> Value {
             k if SCHEMA_MAPS.contains(&k) => match value {
                 Value::Object(map) => Value::Object(
                     map.iter()
-                        .map(|(name, sub)| (name.clone(), compress_schema(sub, level)))
+                        .map(|(prop, sub)| (prop.clone(), compress_schema(sub, level, prop)))
                         .collect(),
                 ),
                 other => other.clone(),
@@ -337,15 +341,15 @@ fn compress_schema(schema: &Value, level: Level) -> Value {
             k if SCHEMA_ARRAYS.contains(&k) && value.is_array() => Value::Array(
                 value
                     .as_array()
-                    .map(|a| a.iter().map(|s| compress_schema(s, level)).collect())
+                    .map(|a| a.iter().map(|s| compress_schema(s, level, "")).collect())
                     .unwrap_or_default(),
             ),
-            k if SUB_SCHEMA.contains(&k) => compress_schema(value, level),
+            k if SUB_SCHEMA.contains(&k) => compress_schema(value, level, ""),
             "dependencies" => match value {
                 // Draft-7 `dependencies`: a map of schemas or arrays of names.
                 Value::Object(map) => Value::Object(
                     map.iter()
-                        .map(|(name, sub)| (name.clone(), compress_schema(sub, level)))
+                        .map(|(prop, sub)| (prop.clone(), compress_schema(sub, level, "")))
                         .collect(),
                 ),
                 other => other.clone(),
