@@ -28,6 +28,15 @@ fn catalog_1000() -> Vec<CatalogTool> {
         .collect()
 }
 
+#[derive(Debug)]
+struct Bytes4;
+
+impl Tokenizer for Bytes4 {
+    fn count(&self, text: &str) -> usize {
+        text.len() / 4
+    }
+}
+
 fn tokenizer(c: &mut Criterion) {
     let text: String = fixtures()
         .iter()
@@ -62,6 +71,28 @@ fn pipeline(c: &mut Criterion) {
         b.iter_batched(
             || Counter::new(&policy.profile),
             |counter| run(&counter),
+            BatchSize::PerIteration,
+        );
+    });
+    // Everything but the BPE (a byte-length tokenizer): rendering, compression, hashing.
+    group.bench_function("cold_without_bpe", |b| {
+        b.iter_batched(
+            || Counter::with_tokenizer(std::sync::Arc::new(Bytes4), "bytes/4", &policy.profile),
+            |counter| run(&counter),
+            BatchSize::PerIteration,
+        );
+    });
+    // The fixtures alone: every tool distinct (the 1,000 above repeat 356 definitions under new
+    // server names, which the segment cache partly shares).
+    let unique = fixtures();
+    group.bench_function("cold_fixtures_unique", |b| {
+        b.iter_batched(
+            || Counter::new(&policy.profile),
+            |counter| {
+                let measured = counter.measure(&unique, &policy, "__", &meta);
+                let p = plan(&unique, &measured, &policy);
+                apply(&p, &unique, &policy, "__", &meta)
+            },
             BatchSize::PerIteration,
         );
     });

@@ -133,6 +133,29 @@ const EXTREME_WORDS: usize = 6;
 /// Most characters kept at [`Level::Extreme`] (for scripts written without spaces).
 const EXTREME_CHARS: usize = 40;
 
+/// Cleaned texts of one tool, shared across levels (cleaning is the costly part of
+/// compression, and every level starts from the same cleaned text).
+#[derive(Debug, Default)]
+pub(crate) struct Memo {
+    cleaned: std::collections::HashMap<(usize, usize, bool, bool), String>,
+}
+
+impl Memo {
+    /// `clean(text, schema, keep_headings)`, computed once per text borrowed from one tool.
+    fn clean(&mut self, text: &str, schema: Option<&Value>, keep_headings: bool) -> String {
+        let key = (
+            text.as_ptr() as usize,
+            text.len(),
+            schema.is_some(),
+            keep_headings,
+        );
+        self.cleaned
+            .entry(key)
+            .or_insert_with(|| clean(text, schema, keep_headings))
+            .clone()
+    }
+}
+
 /// Compresses one MCP tool object to `level`. Pure; the input is not changed.
 #[must_use]
 pub fn compress(tool: &Map<String, Value>, level: Level) -> Map<String, Value> {
@@ -147,6 +170,16 @@ pub fn compress_with(
     level: Level,
     description: Option<&str>,
 ) -> Map<String, Value> {
+    compress_memo(tool, level, description, &mut Memo::default())
+}
+
+/// [`compress_with`] sharing cleaned texts through `memo` (one memo per tool).
+pub(crate) fn compress_memo(
+    tool: &Map<String, Value>,
+    level: Level,
+    description: Option<&str>,
+    memo: &mut Memo,
+) -> Map<String, Value> {
     if level == Level::Off && description.is_none() {
         return tool.clone();
     }
@@ -160,14 +193,14 @@ pub fn compress_with(
                 if let Some(text) = value.as_str().map(|_| text) {
                     out.insert(
                         key.clone(),
-                        Value::String(describe_tool(text, level, schema)),
+                        Value::String(describe_tool(text, level, schema, memo)),
                     );
                 } else {
                     out.insert(key.clone(), value.clone());
                 }
             }
             "inputSchema" => {
-                out.insert(key.clone(), compress_schema(value, level, name));
+                out.insert(key.clone(), compress_schema(value, level, name, memo));
             }
             "title" if level > Level::Off && same_words(value.as_str().unwrap_or(""), name) => {}
             _ => {
@@ -178,7 +211,7 @@ pub fn compress_with(
     if let (Some(text), false) = (description, tool.contains_key("description")) {
         out.insert(
             "description".into(),
-            Value::String(describe_tool(text, level, schema)),
+            Value::String(describe_tool(text, level, schema, memo)),
         );
     }
     out
@@ -199,6 +232,17 @@ pub fn catalog_line_with(
     description: Option<&str>,
 ) -> String {
     let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+    catalog_line_memo(name, tool, level, description, &mut Memo::default())
+}
+
+/// [`catalog_line_with`] for a tool exposed as `name`, sharing cleaned texts through `memo`.
+pub(crate) fn catalog_line_memo(
+    name: &str,
+    tool: &Map<String, Value>,
+    level: Level,
+    description: Option<&str>,
+    memo: &mut Memo,
+) -> String {
     let text = description
         .or_else(|| tool.get("description").and_then(Value::as_str))
         .unwrap_or("");
@@ -226,9 +270,9 @@ pub fn catalog_line_with(
     // One line at every level: the first paragraph is the most a line carries.
     let summary = match level {
         Level::Off => one_line(text),
-        Level::Low => one_line(&describe_tool(text, Level::Low, schema)),
-        Level::Medium => one_line(&describe_tool(text, Level::Medium, schema)),
-        Level::High | Level::Extreme => describe_tool(text, level, schema),
+        Level::Low => one_line(&describe_tool(text, Level::Low, schema, memo)),
+        Level::Medium => one_line(&describe_tool(text, Level::Medium, schema, memo)),
+        Level::High | Level::Extreme => describe_tool(text, level, schema, memo),
     };
     if !summary.is_empty() {
         line.push_str(": ");
@@ -246,26 +290,32 @@ fn required_names(schema: Option<&Value>) -> Vec<&str> {
 }
 
 /// The tool description at `level`.
-fn describe_tool(text: &str, level: Level, schema: Option<&Value>) -> String {
+fn describe_tool(text: &str, level: Level, schema: Option<&Value>, memo: &mut Memo) -> String {
     match level {
         Level::Off => text.to_owned(),
-        Level::Low => clean(text, schema, true),
-        Level::Medium => first_paragraph(&clean(text, schema, false)),
-        Level::High => cut_chars(&first_sentence(&clean(text, schema, false)), HIGH_CHARS),
+        Level::Low => memo.clean(text, schema, true),
+        Level::Medium => first_paragraph(&memo.clean(text, schema, false)),
+        Level::High => cut_chars(
+            &first_sentence(&memo.clean(text, schema, false)),
+            HIGH_CHARS,
+        ),
         Level::Extreme => cut_chars(
-            &first_words(&first_sentence(&clean(text, schema, false)), EXTREME_WORDS),
+            &first_words(
+                &first_sentence(&memo.clean(text, schema, false)),
+                EXTREME_WORDS,
+            ),
             EXTREME_CHARS,
         ),
     }
 }
 
 /// A parameter description at `level` (`None`: dropped).
-fn describe_param(text: &str, level: Level) -> Option<String> {
+fn describe_param(text: &str, level: Level, memo: &mut Memo) -> Option<String> {
     match level {
         Level::Off => Some(text.to_owned()),
-        Level::Low => Some(clean(text, None, true)),
+        Level::Low => Some(memo.clean(text, None, true)),
         Level::Medium => Some(cut_chars(
-            &first_sentence(&clean(text, None, false)),
+            &first_sentence(&memo.clean(text, None, false)),
             MEDIUM_PARAM_CHARS,
         )),
         Level::High | Level::Extreme => None,
@@ -308,7 +358,7 @@ fn drops_annotation(key: &str, level: Level) -> bool {
 }
 
 /// Compresses a schema: annotations only, every constraint kept.
-fn compress_schema(schema: &Value, level: Level, name: &str) -> Value {
+fn compress_schema(schema: &Value, level: Level, name: &str, memo: &mut Memo) -> Value {
     let Value::Object(obj) = schema else {
         return schema.clone();
     };
@@ -324,7 +374,7 @@ fn compress_schema(schema: &Value, level: Level, name: &str) -> Value {
         let kept = match key.as_str() {
             // The root description is rarely shown by hosts, but it is prose like the others.
             "description" => match value.as_str() {
-                Some(text) => match describe_param(text, level) {
+                Some(text) => match describe_param(text, level, memo) {
                     Some(t) => Value::String(t),
                     None => continue,
                 },
@@ -333,7 +383,7 @@ fn compress_schema(schema: &Value, level: Level, name: &str) -> Value {
             k if SCHEMA_MAPS.contains(&k) => match value {
                 Value::Object(map) => Value::Object(
                     map.iter()
-                        .map(|(prop, sub)| (prop.clone(), compress_schema(sub, level, prop)))
+                        .map(|(prop, sub)| (prop.clone(), compress_schema(sub, level, prop, memo)))
                         .collect(),
                 ),
                 other => other.clone(),
@@ -341,15 +391,19 @@ fn compress_schema(schema: &Value, level: Level, name: &str) -> Value {
             k if SCHEMA_ARRAYS.contains(&k) && value.is_array() => Value::Array(
                 value
                     .as_array()
-                    .map(|a| a.iter().map(|s| compress_schema(s, level, "")).collect())
+                    .map(|a| {
+                        a.iter()
+                            .map(|s| compress_schema(s, level, "", memo))
+                            .collect()
+                    })
                     .unwrap_or_default(),
             ),
-            k if SUB_SCHEMA.contains(&k) => compress_schema(value, level, ""),
+            k if SUB_SCHEMA.contains(&k) => compress_schema(value, level, "", memo),
             "dependencies" => match value {
                 // Draft-7 `dependencies`: a map of schemas or arrays of names.
                 Value::Object(map) => Value::Object(
                     map.iter()
-                        .map(|(prop, sub)| (prop.clone(), compress_schema(sub, level, "")))
+                        .map(|(prop, sub)| (prop.clone(), compress_schema(sub, level, "", memo)))
                         .collect(),
                 ),
                 other => other.clone(),

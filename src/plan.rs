@@ -198,25 +198,25 @@ impl Plan {
 }
 
 /// Per-tool facts the ladder needs.
-struct Facts {
+struct Facts<'a> {
+    catalog: &'a [CatalogTool],
     pinned: Vec<bool>,
     min: Vec<Level>,
-    likeness: Vec<usize>,
 }
 
-impl Facts {
-    fn of(catalog: &[CatalogTool], policy: &BudgetPolicy) -> Self {
+impl<'a> Facts<'a> {
+    fn of(catalog: &'a [CatalogTool], policy: &BudgetPolicy) -> Self {
         let rules: Vec<_> = catalog
             .iter()
             .map(|t| policy.rule(&t.server, &t.name))
             .collect();
         Self {
+            catalog,
             pinned: rules.iter().map(|r| r.is_some_and(|r| r.pin)).collect(),
             min: rules
                 .iter()
                 .map(|r| r.and_then(|r| r.min_level).unwrap_or(Level::Off))
                 .collect(),
-            likeness: likeness(catalog),
         }
     }
 
@@ -320,7 +320,7 @@ pub fn plan_with_budget(
 
 struct Planner<'a> {
     measured: &'a Measured,
-    facts: &'a Facts,
+    facts: &'a Facts<'a>,
     budget: Budget,
     list_catalog: bool,
 }
@@ -427,7 +427,9 @@ impl Planner<'_> {
                 (to < from).then(|| (i, self.direct(i, to) - self.direct(i, from)))
             })
             .collect();
-        order.sort_by_key(|&(i, delta)| (std::cmp::Reverse(self.facts.likeness[i]), delta, i));
+        // Only this rung needs name likeness; large catalogs never reach it.
+        let likeness = likeness(self.facts.catalog);
+        order.sort_by_key(|&(i, delta)| (std::cmp::Reverse(likeness[i]), delta, i));
         let mut upgraded = false;
         for (i, delta) in order {
             if tokens + delta > self.budget.tokens {

@@ -1,7 +1,8 @@
 //! [`Counter`]: renders, counts and caches per-tool token costs at every compression level.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
 
@@ -13,8 +14,48 @@ use crate::naming::exposed_name;
 use crate::policy::BudgetPolicy;
 use crate::profile::Profile;
 
-/// Most per-tool entries kept in a counter's cache (a few KiB each at most).
-const CACHE_CAPACITY: u64 = 100_000;
+/// Most per-tool entries kept in a counter's cache (a few dozen bytes each).
+const TOOL_CACHE_CAPACITY: usize = 100_000;
+/// Most text segments whose counts are kept (a dozen bytes each).
+const SEGMENT_CACHE_CAPACITY: usize = 1_000_000;
+
+/// A map that forgets everything when it outgrows its capacity: bounded memory, no eviction
+/// bookkeeping on the hot path, and a full catalog re-counts at most once per overflow.
+#[derive(Debug)]
+struct Bounded<V> {
+    map: HashMap<u64, V>,
+    capacity: usize,
+}
+
+impl<V: Copy> Bounded<V> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            map: HashMap::new(),
+            capacity,
+        }
+    }
+
+    fn get(&self, key: u64) -> Option<V> {
+        self.map.get(&key).copied()
+    }
+
+    fn insert(&mut self, key: u64, value: V) {
+        if self.map.len() >= self.capacity {
+            self.map.clear();
+        }
+        self.map.insert(key, value);
+    }
+}
+
+#[derive(Debug)]
+struct Caches {
+    /// Per tool (definition, exposed name, override): its counts at every level.
+    tools: Bounded<ToolCounts>,
+    /// Per text segment: its uncalibrated token count. Levels and tools share most segments
+    /// (schema lines, parameter names), so a catalog tokenizes little more than its distinct
+    /// text.
+    segments: Bounded<usize>,
+}
 
 /// What one tool costs, in tokens, at each level (indexed by [`Level::index`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,7 +102,7 @@ pub struct Counter {
     overhead_tokens: usize,
     /// Distinguishes counters whose counts differ (encoding, rendering, calibration).
     config_key: u64,
-    cache: moka::sync::Cache<u64, ToolCounts>,
+    caches: Arc<Mutex<Caches>>,
 }
 
 impl std::fmt::Debug for Counter {
@@ -70,7 +111,7 @@ impl std::fmt::Debug for Counter {
             .field("tokenizer", &self.tokenizer)
             .field("rendering", &self.rendering)
             .field("calibration_permille", &self.calibration_permille)
-            .field("cached", &self.cache.entry_count())
+            .field("cached_tools", &self.lock().tools.map.len())
             .finish_non_exhaustive()
     }
 }
@@ -110,7 +151,10 @@ impl Counter {
             calibration_permille: profile.calibration_permille,
             overhead_tokens: profile.overhead_tokens,
             config_key: h.finish(),
-            cache: moka::sync::Cache::new(CACHE_CAPACITY),
+            caches: Arc::new(Mutex::new(Caches {
+                tools: Bounded::new(TOOL_CACHE_CAPACITY),
+                segments: Bounded::new(SEGMENT_CACHE_CAPACITY),
+            })),
         }
     }
 
@@ -143,78 +187,124 @@ impl Counter {
         separator: &str,
         meta: &MetaToolNames,
     ) -> Measured {
+        // One lock per call: counting is pure CPU work, and a caller measures a whole catalog.
+        let mut caches = self.lock();
+        let caches = &mut *caches;
         let tools = catalog
             .iter()
             .map(|tool| {
-                let exposed = exposed_name(&tool.server, &tool.name, separator);
                 let rule = policy.rule(&tool.server, &tool.name);
                 let description = rule.and_then(|r| r.description.as_deref());
-                let key = self.key(&exposed, description, &tool.definition);
-                if let Some(hit) = self.cache.get(&key) {
+                // The exposed name is a function of (server, name, separator): hashing those
+                // spares building it on every warm call.
+                let key = self.key(
+                    [&tool.server, &tool.name, separator],
+                    description,
+                    &tool.definition,
+                );
+                if let Some(hit) = caches.tools.get(key) {
                     return hit;
                 }
-                let counts = self.count_levels(&exposed, description, &tool.definition);
-                self.cache.insert(key, counts);
+                let exposed = exposed_name(&tool.server, &tool.name, separator);
+                let counts = self.count_levels(
+                    &mut caches.segments,
+                    &exposed,
+                    description,
+                    &tool.definition,
+                );
+                caches.tools.insert(key, counts);
                 counts
             })
             .collect();
         let wrapper = self.rendering.wrapper();
+        let segments = &mut caches.segments;
         let overhead = self.overhead_tokens
             + self.rendering.extra_tokens()
             + if wrapper.is_empty() {
                 0
             } else {
-                self.count_text(wrapper)
+                self.count_cached(segments, wrapper)
             };
         let meta = meta_tool_definitions(meta)
             .iter()
             .filter_map(|v| {
                 let obj = v.as_object()?;
                 let name = obj.get("name")?.as_str()?;
-                Some(self.count_tool(name, obj))
+                Some(self.count_cached(segments, &render_tool(self.rendering, name, obj)))
             })
             .sum();
+        let listing_header = self.count_cached(segments, LISTING_HEADER);
         Measured {
             tools,
             overhead,
             meta,
-            listing_header: self.count_text(LISTING_HEADER),
+            listing_header,
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Caches> {
+        // A panic while holding the lock leaves at worst a partly filled cache of correct counts.
+        self.caches.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Calibrated tokens of `text`, counted segment by segment through the cache.
+    fn count_cached(&self, segments: &mut Bounded<usize>, text: &str) -> usize {
+        let mut total = 0;
+        for segment in split_segments(text) {
+            let key = hash_str(segment);
+            total += match segments.get(key) {
+                Some(n) => n,
+                None => {
+                    let n = self.tokenizer.count(segment);
+                    segments.insert(key, n);
+                    n
+                }
+            };
+        }
+        calibrate(total, self.calibration_permille)
     }
 
     fn count_levels(
         &self,
+        segments: &mut Bounded<usize>,
         exposed: &str,
         description: Option<&str>,
         definition: &Map<String, Value>,
     ) -> ToolCounts {
-        let mut named = definition.clone();
-        named.insert("name".into(), Value::String(exposed.to_owned()));
+        let mut memo = compress::Memo::default();
         let mut counts = ToolCounts::default();
         let mut last_text = String::new();
         let mut last_line = String::new();
         for level in Level::ALL {
             let i = level.index();
-            let text = render_tool(
-                self.rendering,
-                exposed,
-                &compress::compress_with(&named, level, description),
-            );
-            // Levels that change nothing (short descriptions) cost no second tokenization.
+            let text = if level == Level::Off && description.is_none() {
+                render_tool(self.rendering, exposed, definition)
+            } else {
+                render_tool(
+                    self.rendering,
+                    exposed,
+                    &compress::compress_memo(definition, level, description, &mut memo),
+                )
+            };
+            // Levels that change nothing (short descriptions) cost no second count.
             counts.direct[i] = if i > 0 && text == last_text {
                 counts.direct[i - 1]
             } else {
-                self.count_text(&text)
+                self.count_cached(segments, &text)
             };
             last_text = text;
-            let line = format!(
-                "\n- {}",
-                compress::catalog_line_with(&named, level, description)
-            );
+            let mut line = String::from("\n- ");
+            line.push_str(&compress::catalog_line_memo(
+                exposed,
+                definition,
+                level,
+                description,
+                &mut memo,
+            ));
             counts.line[i] = if i > 0 && line == last_line {
                 counts.line[i - 1]
             } else {
-                self.count_text(&line)
+                self.count_cached(segments, &line)
             };
             last_line = line;
         }
@@ -223,16 +313,137 @@ impl Counter {
 
     fn key(
         &self,
-        exposed: &str,
+        naming: [&str; 3],
         description: Option<&str>,
         definition: &Map<String, Value>,
     ) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = Fold::default();
         self.config_key.hash(&mut h);
-        exposed.hash(&mut h);
+        naming.hash(&mut h);
         description.hash(&mut h);
         hash_map(definition, &mut h);
         h.finish()
+    }
+}
+
+/// Splits `text` where the o200k and cl100k pre-tokenizers always cut, so that the sum of the
+/// parts' counts is the whole's count: after a run of newlines followed by a non-space, or by
+/// `// ` (TypeScript rendering), and
+/// before a letter that follows `,"` `:"` `{"` or `["` (a JSON key or string value starts; the
+/// punctuation run before it is always one pre-token).
+pub(crate) fn split_segments(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b == b'\n' {
+                let mut j = i;
+                while bytes.get(j) == Some(&b'\n') {
+                    j += 1;
+                }
+                let cut = match bytes.get(j) {
+                    // `,\n// text`: o200k's punctuation pre-token ends after the slashes.
+                    Some(b'/') => {
+                        let mut k = j;
+                        while bytes.get(k) == Some(&b'/') {
+                            k += 1;
+                        }
+                        (bytes.get(k) == Some(&b' ')).then_some(k)
+                    }
+                    // Whitespace after the run may join it (`\n   \n`): no cut.
+                    Some(n) if !n.is_ascii_whitespace() => Some(j),
+                    _ => None,
+                };
+                i = j;
+                if let Some(cut) = cut {
+                    let seg = &text[start..cut];
+                    start = cut;
+                    i = cut;
+                    return Some(seg);
+                }
+                continue;
+            }
+            let json_cut = i >= 2
+                && i > start
+                && b.is_ascii_alphabetic()
+                && bytes[i - 1] == b'"'
+                && matches!(bytes[i - 2], b',' | b':' | b'{' | b'[');
+            i += 1;
+            if json_cut {
+                let seg = &text[start..i - 1];
+                start = i - 1;
+                return Some(seg);
+            }
+        }
+        if start < bytes.len() {
+            let seg = &text[start..];
+            start = bytes.len();
+            return Some(seg);
+        }
+        None
+    })
+}
+
+fn hash_str(text: &str) -> u64 {
+    let mut h = Fold::default();
+    h.write(text.as_bytes());
+    h.write_usize(text.len());
+    h.finish()
+}
+
+/// A fast 64-bit hasher for cache keys (folded 128-bit multiplies, 8 bytes per step): `SipHash`
+/// made most of a warm `measure`. Not collision-resistant against crafted input; a collision
+/// costs a wrong count for one entry, not memory safety.
+#[derive(Default)]
+struct Fold {
+    h: u64,
+}
+
+const FOLD_K1: u64 = 0x9E37_79B9_7F4A_7C15;
+const FOLD_K2: u64 = 0xD6E8_FEB8_6659_FD93;
+
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let r = u128::from(a) * u128::from(b);
+    // The low and high halves folded together: truncation is the point.
+    #[allow(clippy::cast_possible_truncation)]
+    let (lo, hi) = (r as u64, (r >> 64) as u64);
+    lo ^ hi
+}
+
+impl Hasher for Fold {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.step(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.step(u64::from_le_bytes(word) ^ (rest.len() as u64) << 59);
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.step(u64::from(i) | 0x100);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.step(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        fold_mul(self.h ^ FOLD_K2, FOLD_K1)
+    }
+}
+
+impl Fold {
+    fn step(&mut self, word: u64) {
+        self.h = fold_mul(self.h ^ word ^ FOLD_K2, FOLD_K1).wrapping_add(self.h.rotate_left(23));
     }
 }
 
@@ -261,7 +472,11 @@ fn hash_value(value: &Value, h: &mut impl Hasher) {
         }
         Value::Number(n) => {
             h.write_u8(2);
-            n.to_string().hash(h);
+            match (n.as_u64(), n.as_i64(), n.as_f64()) {
+                (Some(u), _, _) => u.hash(h),
+                (None, Some(i), _) => i.hash(h),
+                (None, None, f) => f.unwrap_or_default().to_bits().hash(h),
+            }
         }
         Value::String(s) => {
             h.write_u8(3);
@@ -307,13 +522,35 @@ mod tests {
         let d = m.tools[0].direct;
         assert!(d.windows(2).all(|w| w[0] >= w[1]), "{d:?}");
         assert!(d[0] > d[4]);
-        counter.cache.run_pending_tasks();
-        assert_eq!(counter.cache.entry_count(), 1);
+        assert_eq!(counter.lock().tools.map.len(), 1);
         assert_eq!(
             counter.measure(&catalog, &policy, "__", &MetaToolNames::default()),
             m
         );
         assert!(m.meta > 100 && m.overhead > 9);
+    }
+
+    #[test]
+    fn segments_add_up_to_the_whole() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
+        let tools = crate::catalog::load_saved(&[dir]).unwrap();
+        for encoding in [
+            super::super::Encoding::O200kBase,
+            super::super::Encoding::Cl100kBase,
+        ] {
+            let bpe = Bpe::new(encoding);
+            for tool in tools.iter().step_by(7) {
+                for rendering in [Rendering::OpenAi, Rendering::Anthropic, Rendering::Raw] {
+                    for level in [Level::Off, Level::High] {
+                        let def = compress::compress(&tool.definition, level);
+                        let text = render_tool(rendering, &tool.name, &def);
+                        let parts: usize = split_segments(&text).map(|s| bpe.count(s)).sum();
+                        assert_eq!(split_segments(&text).collect::<String>(), text);
+                        assert_eq!(parts, bpe.count(&text), "{} {rendering} {level}", tool.id());
+                    }
+                }
+            }
+        }
     }
 
     #[test]
