@@ -60,7 +60,7 @@ fn pipeline(c: &mut Criterion) {
         .unwrap();
     let meta = MetaToolNames::default();
     let run = |counter: &Counter| {
-        let measured = counter.measure(&catalog, &policy, "__", &meta);
+        let measured = counter.measure_for_plan(&catalog, &policy, "__", &meta);
         let p = plan(&catalog, &measured, &policy);
         apply(&p, &catalog, &policy, "__", &meta)
     };
@@ -89,7 +89,7 @@ fn pipeline(c: &mut Criterion) {
         b.iter_batched(
             || Counter::new(&policy.profile),
             |counter| {
-                let measured = counter.measure(&unique, &policy, "__", &meta);
+                let measured = counter.measure_for_plan(&unique, &policy, "__", &meta);
                 let p = plan(&unique, &measured, &policy);
                 apply(&p, &unique, &policy, "__", &meta)
             },
@@ -104,7 +104,7 @@ fn pipeline(c: &mut Criterion) {
     full.mode = mcp_budget::plan::ModeChoice::Full;
     group.bench_function("warm_full_listing", |b| {
         b.iter(|| {
-            let measured = warm.measure(&catalog, &full, "__", &meta);
+            let measured = warm.measure_for_plan(&catalog, &full, "__", &meta);
             let p = plan(&catalog, &measured, &full);
             apply(&p, &catalog, &full, "__", &meta)
         });

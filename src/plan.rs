@@ -493,24 +493,31 @@ pub fn apply(
     let mut out = Vec::with_capacity(plan.tools_after);
     let mut lines = String::new();
     for (tool, level) in catalog.iter().zip(&plan.levels) {
+        if level.is_none() && plan.catalog_level.is_none() {
+            // Deferred and not listed: nothing of it is shown.
+            continue;
+        }
         let description = policy
             .rule(&tool.server, &tool.name)
             .and_then(|r| r.description.as_deref());
         let name = exposed_name(&tool.server, &tool.name, separator);
-        match level {
-            Some(level) => {
+        match (level, plan.catalog_level) {
+            (Some(level), _) => {
                 let mut def = compress::compress_with(&tool.definition, *level, description);
                 def.insert("name".into(), Value::String(name));
                 out.push(Value::Object(def));
             }
-            None => {
-                if let Some(c) = plan.catalog_level {
-                    let mut named = tool.definition.clone();
-                    named.insert("name".into(), Value::String(name));
-                    lines.push_str("\n- ");
-                    lines.push_str(&compress::catalog_line_with(&named, c, description));
-                }
+            (None, Some(c)) => {
+                lines.push_str("\n- ");
+                lines.push_str(&compress::catalog_line_memo(
+                    &name,
+                    &tool.definition,
+                    c,
+                    description,
+                    &mut compress::Memo::default(),
+                ));
             }
+            (None, None) => {}
         }
     }
     if plan.meta_tools {
@@ -559,6 +566,7 @@ mod tests {
             overhead: 20,
             meta: 150,
             listing_header: 6,
+            exact: true,
         }
     }
 

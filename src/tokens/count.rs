@@ -49,8 +49,9 @@ impl<V: Copy> Bounded<V> {
 
 #[derive(Debug)]
 struct Caches {
-    /// Per tool (definition, exposed name, override): its counts at every level.
-    tools: Bounded<ToolCounts>,
+    /// Per tool (definition, exposed name, override): its counts, and whether every direct
+    /// level was counted.
+    tools: Bounded<(ToolCounts, bool)>,
     /// Per text segment: its uncalibrated token count. Levels and tools share most segments
     /// (schema lines, parameter names), so a catalog tokenizes little more than its distinct
     /// text.
@@ -78,6 +79,9 @@ pub struct Measured {
     pub meta: usize,
     /// The heading that introduces catalog lines in the search meta-tool's description.
     pub listing_header: usize,
+    /// Direct costs are counted at every level (false: only at `off`, and the other levels
+    /// hold that upper bound; see [`Counter::measure_for_plan`]).
+    pub exact: bool,
 }
 
 impl Measured {
@@ -187,6 +191,35 @@ impl Counter {
         separator: &str,
         meta: &MetaToolNames,
     ) -> Measured {
+        self.measure_levels(catalog, policy, separator, meta, true)
+    }
+
+    /// What [`crate::plan::plan`] needs for `policy`, and no more: when the catalog is over the
+    /// tool cap (and `mode` is not `full`), no direct listing of every tool can be chosen, so
+    /// direct costs are counted at `off` only and reported at every level as that upper bound
+    /// ([`Measured::exact`] is then false); catalog lines are always counted at every level.
+    /// This is the call for a gateway's `tools/list`; use [`Counter::measure`] to report.
+    #[must_use]
+    pub fn measure_for_plan(
+        &self,
+        catalog: &[CatalogTool],
+        policy: &BudgetPolicy,
+        separator: &str,
+        meta: &MetaToolNames,
+    ) -> Measured {
+        let exact = policy.mode == crate::plan::ModeChoice::Full
+            || catalog.len() <= policy.profile.max_tools;
+        self.measure_levels(catalog, policy, separator, meta, exact)
+    }
+
+    fn measure_levels(
+        &self,
+        catalog: &[CatalogTool],
+        policy: &BudgetPolicy,
+        separator: &str,
+        meta: &MetaToolNames,
+        exact: bool,
+    ) -> Measured {
         // One lock per call: counting is pure CPU work, and a caller measures a whole catalog.
         let mut caches = self.lock();
         let caches = &mut *caches;
@@ -202,8 +235,10 @@ impl Counter {
                     description,
                     &tool.definition,
                 );
-                if let Some(hit) = caches.tools.get(key) {
-                    return hit;
+                if let Some((hit, complete)) = caches.tools.get(key) {
+                    if complete || !exact {
+                        return hit;
+                    }
                 }
                 let exposed = exposed_name(&tool.server, &tool.name, separator);
                 let counts = self.count_levels(
@@ -211,8 +246,9 @@ impl Counter {
                     &exposed,
                     description,
                     &tool.definition,
+                    exact,
                 );
-                caches.tools.insert(key, counts);
+                caches.tools.insert(key, (counts, exact));
                 counts
             })
             .collect();
@@ -239,6 +275,7 @@ impl Counter {
             overhead,
             meta,
             listing_header,
+            exact,
         }
     }
 
@@ -270,6 +307,7 @@ impl Counter {
         exposed: &str,
         description: Option<&str>,
         definition: &Map<String, Value>,
+        exact: bool,
     ) -> ToolCounts {
         let mut memo = compress::Memo::default();
         let mut counts = ToolCounts::default();
@@ -277,22 +315,26 @@ impl Counter {
         let mut last_line = String::new();
         for level in Level::ALL {
             let i = level.index();
-            let text = if level == Level::Off && description.is_none() {
-                render_tool(self.rendering, exposed, definition)
+            if i > 0 && !exact {
+                counts.direct[i] = counts.direct[0];
             } else {
-                render_tool(
-                    self.rendering,
-                    exposed,
-                    &compress::compress_memo(definition, level, description, &mut memo),
-                )
-            };
-            // Levels that change nothing (short descriptions) cost no second count.
-            counts.direct[i] = if i > 0 && text == last_text {
-                counts.direct[i - 1]
-            } else {
-                self.count_cached(segments, &text)
-            };
-            last_text = text;
+                let text = if level == Level::Off && description.is_none() {
+                    render_tool(self.rendering, exposed, definition)
+                } else {
+                    render_tool(
+                        self.rendering,
+                        exposed,
+                        &compress::compress_memo(definition, level, description, &mut memo),
+                    )
+                };
+                // Levels that change nothing (short descriptions) cost no second count.
+                counts.direct[i] = if i > 0 && text == last_text {
+                    counts.direct[i - 1]
+                } else {
+                    self.count_cached(segments, &text)
+                };
+                last_text = text;
+            }
             let mut line = String::from("\n- ");
             line.push_str(&compress::catalog_line_memo(
                 exposed,
@@ -321,7 +363,19 @@ impl Counter {
         self.config_key.hash(&mut h);
         naming.hash(&mut h);
         description.hash(&mut h);
-        hash_map(definition, &mut h);
+        match self.rendering {
+            Rendering::Raw => hash_map(definition, &mut h),
+            // These renderings (and catalog lines) read only the description and the input
+            // schema; `outputSchema`, `annotations` and `_meta` cannot change a count.
+            Rendering::OpenAi | Rendering::Anthropic => {
+                for key in ["description", "inputSchema"] {
+                    match definition.get(key) {
+                        Some(v) => hash_value(v, &mut h),
+                        None => h.write_u8(9),
+                    }
+                }
+            }
+        }
         h.finish()
     }
 }
@@ -414,7 +468,19 @@ fn fold_mul(a: u64, b: u64) -> u64 {
 
 impl Hasher for Fold {
     fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
+        // 16 bytes per multiply (wyhash's shape): long descriptions dominate a warm walk.
+        let mut pairs = bytes.chunks_exact(16);
+        for pair in &mut pairs {
+            let (mut a, mut b) = ([0u8; 8], [0u8; 8]);
+            a.copy_from_slice(&pair[..8]);
+            b.copy_from_slice(&pair[8..]);
+            self.h = fold_mul(
+                u64::from_le_bytes(a) ^ self.h ^ FOLD_K1,
+                u64::from_le_bytes(b) ^ FOLD_K2,
+            )
+            .wrapping_add(self.h.rotate_left(29));
+        }
+        let mut chunks = pairs.remainder().chunks_exact(8);
         for chunk in &mut chunks {
             let mut word = [0u8; 8];
             word.copy_from_slice(chunk);
@@ -442,6 +508,20 @@ impl Hasher for Fold {
 }
 
 impl Fold {
+    /// A tagged string; strings of up to 7 bytes (most schema keys and types) take one step.
+    fn str(&mut self, s: &str, tag: u8) {
+        let bytes = s.as_bytes();
+        if let Ok(len @ 0..8) = u8::try_from(bytes.len()) {
+            let mut word = [0u8; 8];
+            word[..bytes.len()].copy_from_slice(bytes);
+            word[7] = len | tag << 4;
+            self.step(u64::from_le_bytes(word));
+        } else {
+            self.step(bytes.len() as u64 | u64::from(tag) << 60 | 1 << 59);
+            self.write(bytes);
+        }
+    }
+
     fn step(&mut self, word: u64) {
         self.h = fold_mul(self.h ^ word ^ FOLD_K2, FOLD_K1).wrapping_add(self.h.rotate_left(23));
     }
@@ -455,44 +535,34 @@ fn calibrate(tokens: usize, permille: usize) -> usize {
     }
 }
 
-fn hash_map(map: &Map<String, Value>, h: &mut impl Hasher) {
-    h.write_usize(map.len());
+fn hash_map(map: &Map<String, Value>, h: &mut Fold) {
+    h.step(map.len() as u64 | 5 << 60);
     for (k, v) in map {
-        k.hash(h);
+        h.str(k, 6);
         hash_value(v, h);
     }
 }
 
-fn hash_value(value: &Value, h: &mut impl Hasher) {
+fn hash_value(value: &Value, h: &mut Fold) {
     match value {
-        Value::Null => h.write_u8(0),
-        Value::Bool(b) => {
-            h.write_u8(1);
-            b.hash(h);
-        }
+        Value::Null => h.step(1 << 60),
+        Value::Bool(b) => h.step(u64::from(*b) | 2 << 60),
         Value::Number(n) => {
-            h.write_u8(2);
+            h.step(3 << 60);
             match (n.as_u64(), n.as_i64(), n.as_f64()) {
-                (Some(u), _, _) => u.hash(h),
-                (None, Some(i), _) => i.hash(h),
-                (None, None, f) => f.unwrap_or_default().to_bits().hash(h),
+                (Some(u), _, _) => h.step(u),
+                (None, Some(i), _) => h.step(u64::from_le_bytes(i.to_le_bytes()) ^ 1 << 63),
+                (None, None, f) => h.step(f.unwrap_or_default().to_bits()),
             }
         }
-        Value::String(s) => {
-            h.write_u8(3);
-            s.hash(h);
-        }
+        Value::String(s) => h.str(s, 7),
         Value::Array(a) => {
-            h.write_u8(4);
-            h.write_usize(a.len());
+            h.step(a.len() as u64 | 4 << 60);
             for v in a {
                 hash_value(v, h);
             }
         }
-        Value::Object(o) => {
-            h.write_u8(5);
-            hash_map(o, h);
-        }
+        Value::Object(o) => hash_map(o, h),
     }
 }
 
@@ -551,6 +621,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn plan_measure_is_enough_for_the_plan_and_upgrades_to_exact() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/toolsets/github.json");
+        let catalog = crate::catalog::load_saved(&[dir]).unwrap();
+        let policy = BudgetPolicy::default()
+            .with_model("claude-haiku-4-5")
+            .unwrap();
+        let names = MetaToolNames::default();
+        let reference = Counter::new(&policy.profile).measure(&catalog, &policy, "__", &names);
+        let counter = Counter::new(&policy.profile);
+        let partial = counter.measure_for_plan(&catalog, &policy, "__", &names);
+        assert!(!partial.exact && reference.exact);
+        assert_eq!(
+            crate::plan::plan(&catalog, &partial, &policy),
+            crate::plan::plan(&catalog, &reference, &policy)
+        );
+        // Upper bounds, never under-counts.
+        for (p, r) in partial.tools.iter().zip(&reference.tools) {
+            assert!(p.direct.iter().zip(&r.direct).all(|(p, r)| p >= r));
+            assert_eq!(p.line, r.line);
+        }
+        // A later complete measure recounts what the partial one skipped.
+        assert_eq!(counter.measure(&catalog, &policy, "__", &names), reference);
     }
 
     #[test]
