@@ -286,6 +286,11 @@ impl Counter {
 
     /// Calibrated tokens of `text`, counted segment by segment through the cache.
     fn count_cached(&self, segments: &mut Bounded<usize>, text: &str) -> usize {
+        calibrate(self.count_raw(segments, text), self.calibration_permille)
+    }
+
+    /// Uncalibrated tokens of `text`, segment by segment through the cache.
+    fn count_raw(&self, segments: &mut Bounded<usize>, text: &str) -> usize {
         let mut total = 0;
         for segment in split_segments(text) {
             let key = hash_str(segment);
@@ -298,7 +303,7 @@ impl Counter {
                 }
             };
         }
-        calibrate(total, self.calibration_permille)
+        total
     }
 
     fn count_levels(
@@ -346,7 +351,14 @@ impl Counter {
             counts.line[i] = if i > 0 && line == last_line {
                 counts.line[i - 1]
             } else {
-                self.count_cached(segments, &line)
+                // `\n- name(params):` | ` summary`: the pre-tokenizer always cuts before the
+                // space after `:` (names hold no `:`), and the summary is shared between levels
+                // and with same-described tools of other servers.
+                let (head, summary) = line.split_at(line.find(": ").map_or(line.len(), |c| c + 1));
+                calibrate(
+                    self.count_raw(segments, head) + self.count_raw(segments, summary),
+                    self.calibration_permille,
+                )
             };
             last_line = line;
         }
@@ -615,7 +627,15 @@ mod tests {
                         let def = compress::compress(&tool.definition, level);
                         let text = render_tool(rendering, &tool.name, &def);
                         let line = compress::catalog_line(&tool.definition, level);
-                        for text in [text, line] {
+                        let (head, summary) =
+                            line.split_at(line.find(": ").map_or(line.len(), |c| c + 1));
+                        assert_eq!(
+                            bpe.count(head) + bpe.count(summary),
+                            bpe.count(&line),
+                            "{}",
+                            tool.id()
+                        );
+                        for text in [text, line.clone()] {
                             let parts: usize = split_segments(&text).map(|s| bpe.count(s)).sum();
                             assert_eq!(split_segments(&text).collect::<String>(), text);
                             assert_eq!(
