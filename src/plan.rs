@@ -710,3 +710,58 @@ mod tests {
         p
     }
 }
+
+#[cfg(test)]
+mod accounting {
+    use super::*;
+    use crate::profile::ProfileOverrides;
+    use crate::tokens::{Counter, Rendering};
+
+    /// The plan's token total is what the applied list really costs, re-counted tool by tool.
+    #[test]
+    fn planned_tokens_match_the_applied_list() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
+        let catalog =
+            crate::catalog::load_saved(&[dir.join("github.json"), dir.join("time.json")]).unwrap();
+        let names = MetaToolNames::default();
+        for rendering in [Rendering::OpenAi, Rendering::Anthropic, Rendering::Raw] {
+            for (mode, level) in [
+                (ModeChoice::Progressive, LevelChoice::Fixed(Level::Medium)),
+                (ModeChoice::Full, LevelChoice::Fixed(Level::High)),
+                (ModeChoice::Auto, LevelChoice::Auto),
+            ] {
+                let mut policy = BudgetPolicy::default()
+                    .with_overrides(ProfileOverrides {
+                        rendering: Some(rendering),
+                        ..ProfileOverrides::default()
+                    })
+                    .unwrap();
+                policy.mode = mode;
+                policy.level = level;
+                let counter = Counter::new(&policy.profile);
+                let measured = counter.measure(&catalog, &policy, "__", &names);
+                let p = plan(&catalog, &measured, &policy);
+                let tools = apply(&p, &catalog, &policy, "__", &names);
+                let recount: usize = measured.overhead
+                    + tools
+                        .iter()
+                        .map(|t| {
+                            let t = t.as_object().unwrap();
+                            counter.count_tool(t["name"].as_str().unwrap(), t)
+                        })
+                        .sum::<usize>();
+                // Full listings are counted exactly. Catalog lines are counted one by one, so a
+                // listing may be over-counted by a token per line (never under-counted).
+                let planned = p.tokens_after;
+                if p.catalog_level.is_none() {
+                    assert_eq!(planned, recount, "{rendering} {mode:?}");
+                } else {
+                    assert!(
+                        recount <= planned && planned * 100 <= recount * 106,
+                        "{rendering} {mode:?}: planned {planned} vs {recount}"
+                    );
+                }
+            }
+        }
+    }
+}
