@@ -28,6 +28,7 @@ pub mod layer;
 pub mod naming;
 pub mod plan;
 pub mod policy;
+pub mod profile;
 pub mod search;
 pub mod stack;
 pub mod tokens;

@@ -1,6 +1,19 @@
-//! `mcp-budget inspect`.
+//! `mcp-budget inspect`: per server and per tool tokens at every level for the model's
+//! rendering, the budget, the plan and the savings.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
+
+use anyhow::Context as _;
+use serde_json::{json, Value};
+
+use crate::catalog::{load_saved, CatalogTool};
+use crate::compress::Level;
+use crate::discover::MetaToolNames;
+use crate::plan::{plan, Plan};
+use crate::policy::{BudgetPolicy, Policy};
+use crate::profile::ProfileOverrides;
+use crate::tokens::{Counter, Measured, Rendering};
 
 /// Arguments of `mcp-budget inspect`.
 #[derive(Debug, clap::Args)]
@@ -8,6 +21,78 @@ pub struct Args {
     /// Saved tools/list results (a file's stem is the server id), or directories of them.
     #[arg(long = "tools", required = true, num_args = 1..)]
     pub tools: Vec<PathBuf>,
+    /// Policy file (its `[budget]` section and separator).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Host model (overrides the policy's), e.g. claude-haiku-4-5, gpt-4o.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Host rendering (overrides the model's): openai, anthropic or raw.
+    #[arg(long)]
+    pub rendering: Option<Rendering>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write to this file instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Output format of `inspect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned text.
+    Table,
+    /// One JSON document.
+    Json,
+    /// One self-contained HTML page with an inline SVG chart.
+    Html,
+}
+
+/// Everything the offline commands share: the catalog, the budget policy, its counts.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) catalog: Vec<CatalogTool>,
+    pub(crate) budget: BudgetPolicy,
+    pub(crate) separator: String,
+    pub(crate) measured: Measured,
+}
+
+/// Loads the catalog and policy and counts every tool at every level.
+pub(crate) fn prepare(
+    tools: &[PathBuf],
+    policy: Option<&PathBuf>,
+    model: Option<&str>,
+    rendering: Option<Rendering>,
+) -> anyhow::Result<Prepared> {
+    let policy = match policy {
+        Some(path) => Policy::load(path)?,
+        None => Policy::default(),
+    };
+    let mut budget = policy.budget.clone();
+    if let Some(model) = model {
+        budget = budget.with_model(model)?;
+    }
+    if let Some(rendering) = rendering {
+        budget = budget.with_overrides(ProfileOverrides {
+            rendering: Some(rendering),
+            ..budget.overrides.clone()
+        })?;
+    }
+    let catalog = load_saved(tools).context("loading --tools")?;
+    let counter = Counter::new(&budget.profile);
+    let measured = counter.measure(
+        &catalog,
+        &budget,
+        &policy.separator,
+        &MetaToolNames::default(),
+    );
+    Ok(Prepared {
+        catalog,
+        budget,
+        separator: policy.separator,
+        measured,
+    })
 }
 
 /// Runs the command, writing to `out`.
@@ -15,11 +100,321 @@ pub struct Args {
 /// # Errors
 /// Any failure, with context.
 pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-    let tools = crate::catalog::load_saved(&args.tools)?;
-    writeln!(
-        out,
-        "{} tools loaded; `inspect` is not built yet",
-        tools.len()
+    let prepared = prepare(
+        &args.tools,
+        args.policy.as_ref(),
+        args.model.as_deref(),
+        args.rendering,
     )?;
-    anyhow::bail!("`mcp-budget inspect` is not implemented yet")
+    let plan = plan(&prepared.catalog, &prepared.measured, &prepared.budget);
+    let report = report(&prepared, &plan);
+    let text = match args.format {
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&report)?;
+            s.push('\n');
+            s
+        }
+        Format::Table => table(&report),
+        Format::Html => html(&report),
+    };
+    match &args.out {
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        None => out.write_all(text.as_bytes())?,
+    }
+    Ok(())
+}
+
+fn per_level(counts: impl Fn(Level) -> usize) -> Value {
+    Value::Object(
+        Level::ALL
+            .into_iter()
+            .map(|l| (l.as_str().to_owned(), json!(counts(l))))
+            .collect(),
+    )
+}
+
+fn percent(part: usize, whole: usize) -> f64 {
+    if whole == 0 {
+        return 0.0;
+    }
+    // Display only: token counts are far below 2^52.
+    #[allow(clippy::cast_precision_loss)]
+    let ratio = part as f64 / whole as f64;
+    (ratio * 1000.0).round() / 10.0
+}
+
+/// The JSON report (the `json` format; the other formats are drawn from it).
+fn report(p: &Prepared, plan: &Plan) -> Value {
+    let m = &p.measured;
+    let profile = &p.budget.profile;
+    let mut servers: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, tool) in p.catalog.iter().enumerate() {
+        match servers.last_mut() {
+            Some((s, idx)) if *s == tool.server => idx.push(i),
+            _ => servers.push((tool.server.clone(), vec![i])),
+        }
+    }
+    let tools: Vec<Value> = p
+        .catalog
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            json!({
+                "id": t.id(),
+                "name": crate::naming::exposed_name(&t.server, &t.name, &p.separator),
+                "tokens": per_level(|l| m.tools[i].direct[l.index()]),
+                "line_tokens": per_level(|l| m.tools[i].line[l.index()]),
+                "plan": plan.levels[i].map_or("deferred", Level::as_str),
+            })
+        })
+        .collect();
+    let servers: Vec<Value> = servers
+        .iter()
+        .map(|(s, idx)| {
+            json!({
+                "server": s,
+                "tools": idx.len(),
+                "tokens": per_level(|l| idx.iter().map(|&i| m.tools[i].direct[l.index()]).sum()),
+            })
+        })
+        .collect();
+    let saved = plan.tokens_before.saturating_sub(plan.tokens_after);
+    json!({
+        "model": p.budget.model,
+        "profile": {
+            "name": profile.name,
+            "context_window": profile.context_window,
+            "tokenizer": profile.encoding.as_str(),
+            "max_tools": profile.max_tools,
+            "overhead_tokens": profile.overhead_tokens,
+            "calibration_permille": profile.calibration_permille,
+            "estimate": profile.estimate,
+        },
+        "rendering": profile.rendering.as_str(),
+        "budget": {
+            "tokens": plan.budget.tokens,
+            "tools": plan.budget.tools,
+            "threshold_percent": f64::from(p.budget.threshold_bp) / 100.0,
+        },
+        "overhead_tokens": m.overhead,
+        "meta_tools_tokens": m.meta,
+        "totals": per_level(|l| if p.catalog.is_empty() { 0 } else { m.total_at(l) }),
+        "servers": servers,
+        "plan": {
+            "mode": plan.rung.mode(),
+            "rung": plan.rung.name(),
+            "level": match plan.rung {
+                crate::plan::Rung::Uniform(l) | crate::plan::Rung::Mixed(l) => Value::from(l.as_str()),
+                crate::plan::Rung::Full => Value::from("off"),
+                _ => Value::Null,
+            },
+            "catalog_level": plan.catalog_level.map(Level::as_str),
+            "meta_tools": plan.meta_tools,
+            "fits": plan.fits,
+            "tokens_before": plan.tokens_before,
+            "exposed_tokens": plan.tokens_after,
+            "saved_tokens": saved,
+            "saved_percent": percent(saved, plan.tokens_before),
+            "listed_tools": plan.tools_after,
+            "exposed_tools": plan.exposed_count(),
+            "deferred_tools": plan.deferred_count(),
+        },
+        "tools": tools,
+    })
+}
+
+fn level_cells(v: &Value) -> String {
+    Level::ALL
+        .iter()
+        .map(|l| format!("{:>8}", v[l.as_str()].to_string()))
+        .collect()
+}
+
+fn table(r: &Value) -> String {
+    let mut s = String::new();
+    let plan = &r["plan"];
+    let est = if r["profile"]["estimate"] == true {
+        " (estimate)"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        s,
+        "model {} | rendering {}{} | budget {} tokens ({}% of {}), {} tools",
+        r["model"].as_str().unwrap_or(""),
+        r["rendering"].as_str().unwrap_or(""),
+        est,
+        r["budget"]["tokens"],
+        r["budget"]["threshold_percent"],
+        r["profile"]["context_window"],
+        r["budget"]["tools"],
+    );
+    let _ = writeln!(
+        s,
+        "plan: {} ({}{}) | {} -> {} tokens (saved {}%) | {} listed, {} deferred{}{}",
+        plan["mode"].as_str().unwrap_or(""),
+        plan["rung"].as_str().unwrap_or(""),
+        plan["level"]
+            .as_str()
+            .map(|l| format!(" {l}"))
+            .unwrap_or_default(),
+        plan["tokens_before"],
+        plan["exposed_tokens"],
+        plan["saved_percent"],
+        plan["exposed_tools"],
+        plan["deferred_tools"],
+        plan["catalog_level"]
+            .as_str()
+            .map(|l| format!(", catalog lines at {l}"))
+            .unwrap_or_default(),
+        if plan["fits"] == true {
+            ""
+        } else {
+            " | DOES NOT FIT"
+        },
+    );
+    let header: String = Level::ALL
+        .iter()
+        .map(|l| format!("{:>8}", l.as_str()))
+        .collect();
+    let _ = writeln!(s, "\n{:<48}{:>6}{header}", "server", "tools");
+    for server in r["servers"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            s,
+            "{:<48}{:>6}{}",
+            server["server"].as_str().unwrap_or(""),
+            server["tools"].to_string(),
+            level_cells(&server["tokens"])
+        );
+    }
+    let tool_count = r["tools"].as_array().map_or(0, Vec::len);
+    let _ = writeln!(
+        s,
+        "{:<48}{:>6}{}",
+        "total (with overhead)",
+        tool_count,
+        level_cells(&r["totals"])
+    );
+    let _ = writeln!(s, "\n{:<48}{:>6}{header}", "tool", "plan");
+    for tool in r["tools"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            s,
+            "{:<48}{:>6}{}",
+            tool["id"].as_str().unwrap_or(""),
+            tool["plan"]
+                .as_str()
+                .map_or("", |p| if p == "deferred" { "-" } else { p }),
+            level_cells(&tool["tokens"])
+        );
+    }
+    s
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const COLORS: [&str; 5] = ["#4e79a7", "#59a14f", "#edc948", "#f28e2b", "#e15759"];
+
+fn html(r: &Value) -> String {
+    let servers: Vec<&Value> = r["servers"].as_array().into_iter().flatten().collect();
+    let max = servers
+        .iter()
+        .filter_map(|s| s["tokens"]["off"].as_u64())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let (label_w, chart_w, bar_h, gap) = (220u64, 600u64, 4u64, 6u64);
+    let row_h = bar_h * 5 + gap;
+    let height = row_h * servers.len() as u64 + 40;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">",
+        label_w + chart_w + 80
+    );
+    for (li, level) in Level::ALL.iter().enumerate() {
+        let x = label_w + li as u64 * 90;
+        let _ = write!(
+            svg,
+            "<rect x=\"{x}\" y=\"4\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"13\">{}</text>",
+            COLORS[li],
+            x + 14,
+            level.as_str()
+        );
+    }
+    for (si, server) in servers.iter().enumerate() {
+        let y0 = 24 + si as u64 * row_h;
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+            label_w - 6,
+            y0 + bar_h * 3,
+            escape(server["server"].as_str().unwrap_or(""))
+        );
+        for (li, level) in Level::ALL.iter().enumerate() {
+            let v = server["tokens"][level.as_str()].as_u64().unwrap_or(0);
+            let w = (v * chart_w / max).max(1);
+            let _ = write!(
+                svg,
+                "<rect x=\"{label_w}\" y=\"{}\" width=\"{w}\" height=\"{bar_h}\" fill=\"{}\"><title>{}: {v} tokens at {}</title></rect>",
+                y0 + li as u64 * bar_h,
+                COLORS[li],
+                escape(server["server"].as_str().unwrap_or("")),
+                level.as_str()
+            );
+        }
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\">{}</text>",
+            label_w + (server["tokens"]["off"].as_u64().unwrap_or(0) * chart_w / max) + 4,
+            y0 + bar_h * 3,
+            server["tokens"]["off"]
+        );
+    }
+    svg.push_str("</svg>");
+    let mut rows = String::new();
+    for tool in r["tools"].as_array().into_iter().flatten() {
+        let _ = write!(
+            rows,
+            "<tr><td>{}</td><td>{}</td>{}</tr>",
+            escape(tool["id"].as_str().unwrap_or("")),
+            tool["plan"].as_str().unwrap_or(""),
+            Level::ALL
+                .iter()
+                .map(|l| format!("<td class=n>{}</td>", tool["tokens"][l.as_str()]))
+                .collect::<String>()
+        );
+    }
+    let head: String = Level::ALL
+        .iter()
+        .map(|l| format!("<th>{}</th>", l.as_str()))
+        .collect();
+    let totals: String = Level::ALL
+        .iter()
+        .map(|l| format!("<td class=n>{}</td>", r["totals"][l.as_str()]))
+        .collect();
+    format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>mcp-budget inspect</title>\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{padding:2px 8px;border-bottom:1px solid #ddd}}.n{{text-align:right}}</style></head><body>\
+         <h1>Tool tokens: {model}</h1><p>Rendering <b>{rendering}</b>; budget <b>{budget}</b> tokens and <b>{tools}</b> tools. \
+         Plan: <b>{mode}</b> ({rung}), {before} → <b>{after}</b> tokens (saved {saved}%), {exposed} listed, {deferred} deferred.</p>\
+         <h2>Tokens per server and level</h2>{svg}\
+         <h2>Whole catalog</h2><table><tr>{head}</tr><tr>{totals}</tr></table>\
+         <h2>Tools</h2><table><tr><th>tool</th><th>plan</th>{head}</tr>{rows}</table></body></html>\n",
+        model = escape(r["model"].as_str().unwrap_or("")),
+        rendering = r["rendering"].as_str().unwrap_or(""),
+        budget = r["budget"]["tokens"],
+        tools = r["budget"]["tools"],
+        mode = r["plan"]["mode"].as_str().unwrap_or(""),
+        rung = r["plan"]["rung"].as_str().unwrap_or(""),
+        before = r["plan"]["tokens_before"],
+        after = r["plan"]["exposed_tokens"],
+        saved = r["plan"]["saved_percent"],
+        exposed = r["plan"]["exposed_tools"],
+        deferred = r["plan"]["deferred_tools"],
+    )
 }

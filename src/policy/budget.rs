@@ -1,20 +1,337 @@
 //! `[budget]`: the model the host runs and the share of its context window tools may use.
+//!
+//! ```toml
+//! [budget]
+//! model = "claude-haiku-4-5"     # default: claude-sonnet-4-5
+//! threshold_percent = 2          # 1 to 5; default 2
+//! level = "auto"                 # or off | low | medium | high | extreme
+//! mode = "auto"                  # or full | progressive
+//! list_catalog = true            # deferred tools' lines in search_tools' description when they fit
+//! # Profile overrides (required for a model without a built-in profile):
+//! # context_window = 200000, tokenizer = "cl100k_base", rendering = "anthropic",
+//! # max_tools = 12, overhead_tokens = 346, calibration = 1.2
+//!
+//! [budget.tools."github/create_issue"]  # or "github/*"
+//! pin = true                     # always listed directly, description never compressed
+//! description = "Open an issue"  # replaces the upstream's description
+//! min_level = "medium"           # compressed at least this much
+//! ```
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
+
+use crate::compress::Level;
+use crate::plan::{Budget, LevelChoice, ModeChoice};
+use crate::profile::{self, Profile, ProfileError, ProfileOverrides};
+
+/// Default share of the context window, in hundredths of a percent (2%).
+pub const DEFAULT_THRESHOLD_BP: u32 = 200;
 
 /// `[budget]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
-pub struct RawBudget {}
+pub struct RawBudget {
+    /// Host model, e.g. `"claude-haiku-4-5"`. Default: `"claude-sonnet-4-5"`.
+    pub model: Option<String>,
+    /// Share of the context window tools may use, 1 to 5 (percent). Default: 2.
+    pub threshold_percent: Option<f64>,
+    /// Compression level: `auto` or a fixed level. Default: `"auto"`.
+    pub level: Option<String>,
+    /// Exposure: `auto`, `full` (every tool listed) or `progressive` (search meta-tools).
+    /// Default: `"auto"`.
+    pub mode: Option<String>,
+    /// List deferred tools' one-line entries in the search meta-tool's description when they
+    /// fit. Default: true.
+    pub list_catalog: Option<bool>,
+    /// Context window override, in tokens. Default: the model's.
+    pub context_window: Option<usize>,
+    /// Tokenizer override: `o200k_base` or `cl100k_base`. Default: the model's.
+    pub tokenizer: Option<String>,
+    /// Rendering override: `openai`, `anthropic` or `raw`. Default: the model's.
+    pub rendering: Option<String>,
+    /// Tool-count cap override. Default: the model's.
+    pub max_tools: Option<usize>,
+    /// Fixed overhead override, in tokens (Anthropic: 346 for tool choice auto, 313 for any).
+    /// Default: the model's.
+    pub overhead_tokens: Option<usize>,
+    /// Multiplier on BPE counts, 0.5 to 3. Default: the model's (1.2 for Claude, else 1).
+    pub calibration: Option<f64>,
+    /// Per-tool rules keyed by `"server/tool"` or `"server/*"`. Default: none.
+    #[serde(default)]
+    pub tools: BTreeMap<String, RawToolRule>,
+}
+
+/// One `[budget.tools."server/tool"]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct RawToolRule {
+    /// Always list directly with the description uncompressed. Default: false.
+    #[serde(default)]
+    pub pin: bool,
+    /// Replaces the upstream's description. Default: none.
+    pub description: Option<String>,
+    /// Compress this tool at least this much. Default: none.
+    pub min_level: Option<String>,
+}
+
+/// A validated per-tool rule.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolRule {
+    /// Always listed directly, description never compressed.
+    pub pin: bool,
+    /// Description override.
+    pub description: Option<String>,
+    /// Least compression applied.
+    pub min_level: Option<Level>,
+}
 
 /// `[budget]` validated.
-#[derive(Debug, Clone, Default)]
-pub struct BudgetPolicy {}
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BudgetPolicy {
+    /// The model name as written (or the default).
+    pub model: String,
+    /// The profile overrides written in the policy.
+    pub overrides: ProfileOverrides,
+    /// The resolved profile.
+    pub profile: Profile,
+    /// Share of the context window, in hundredths of a percent (200 = 2%).
+    pub threshold_bp: u32,
+    /// Compression level choice.
+    pub level: LevelChoice,
+    /// Exposure choice.
+    pub mode: ModeChoice,
+    /// List deferred tools' lines when they fit.
+    pub list_catalog: bool,
+    /// Per-tool rules: `(pattern, rule)`, patterns `server/tool` or `server/*`.
+    pub tools: Vec<(String, ToolRule)>,
+}
+
+impl Default for BudgetPolicy {
+    fn default() -> Self {
+        Self {
+            model: profile::DEFAULT_MODEL.to_owned(),
+            overrides: ProfileOverrides::default(),
+            profile: profile::builtin(profile::DEFAULT_MODEL)
+                .expect("the default model has a built-in profile"),
+            threshold_bp: DEFAULT_THRESHOLD_BP,
+            level: LevelChoice::Auto,
+            mode: ModeChoice::Auto,
+            list_catalog: true,
+            tools: Vec::new(),
+        }
+    }
+}
+
+impl BudgetPolicy {
+    /// The rule for tool `tool` of server `server`: an exact `server/tool` pattern, else the
+    /// longest matching `prefix*` pattern.
+    #[must_use]
+    pub fn rule(&self, server: &str, tool: &str) -> Option<&ToolRule> {
+        if self.tools.is_empty() {
+            return None;
+        }
+        let id = format!("{server}/{tool}");
+        let mut best: Option<(usize, &ToolRule)> = None;
+        for (pattern, rule) in &self.tools {
+            let len = if *pattern == id {
+                usize::MAX
+            } else if let Some(prefix) = pattern.strip_suffix('*') {
+                if id.starts_with(prefix) {
+                    prefix.len()
+                } else {
+                    continue;
+                }
+            } else {
+                continue;
+            };
+            if best.is_none_or(|(l, _)| len > l) {
+                best = Some((len, rule));
+            }
+        }
+        best.map(|(_, r)| r)
+    }
+
+    /// The token and tool-count budget.
+    #[must_use]
+    pub fn budget(&self) -> Budget {
+        Budget {
+            tokens: self.profile.context_window * self.threshold_bp as usize / 10_000,
+            tools: self.profile.max_tools,
+        }
+    }
+
+    /// The same policy for another model (the written overrides still apply).
+    ///
+    /// # Errors
+    /// [`ProfileError`] when the model has no built-in profile and the overrides are missing.
+    pub fn with_model(&self, model: &str) -> Result<Self, ProfileError> {
+        Ok(Self {
+            model: model.to_owned(),
+            profile: profile::resolve(model, &self.overrides)?,
+            ..self.clone()
+        })
+    }
+
+    /// The same policy with other profile overrides.
+    ///
+    /// # Errors
+    /// [`ProfileError`] when the model has no built-in profile and the overrides are missing.
+    pub fn with_overrides(&self, overrides: ProfileOverrides) -> Result<Self, ProfileError> {
+        Ok(Self {
+            profile: profile::resolve(&self.model, &overrides)?,
+            overrides,
+            ..self.clone()
+        })
+    }
+}
 
 impl RawBudget {
     /// Validates the section, pushing problems as `(field path, message)`.
-    #[allow(clippy::unused_self)] // the section has no fields yet
-    pub(crate) fn validate(&self, _problems: &mut Vec<(String, String)>) -> BudgetPolicy {
-        BudgetPolicy {}
+    pub(crate) fn validate(&self, problems: &mut Vec<(String, String)>) -> BudgetPolicy {
+        let mut push =
+            |path: &str, message: String| problems.push((format!("budget.{path}"), message));
+        let mut policy = BudgetPolicy::default();
+        if let Some(pct) = self.threshold_percent {
+            if (1.0..=5.0).contains(&pct) {
+                // In range 1..=5, so the product is a small positive integer.
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let bp = (pct * 100.0).round() as u32;
+                policy.threshold_bp = bp;
+            } else {
+                push(
+                    "threshold_percent",
+                    format!("{pct} is outside 1 to 5 (percent of the context window)"),
+                );
+            }
+        }
+        let mut overrides = ProfileOverrides {
+            context_window: self.context_window,
+            max_tools: self.max_tools,
+            overhead_tokens: self.overhead_tokens,
+            ..ProfileOverrides::default()
+        };
+        if self.context_window == Some(0) {
+            push("context_window", "must be greater than 0".into());
+        }
+        if self.max_tools == Some(0) {
+            push("max_tools", "must be greater than 0".into());
+        }
+        if let Some(t) = &self.tokenizer {
+            match t.parse() {
+                Ok(e) => overrides.encoding = Some(e),
+                Err(e) => push("tokenizer", format!("{e}")),
+            }
+        }
+        if let Some(r) = &self.rendering {
+            match r.parse() {
+                Ok(r) => overrides.rendering = Some(r),
+                Err(e) => push("rendering", format!("{e}")),
+            }
+        }
+        if let Some(c) = self.calibration {
+            if (0.5..=3.0).contains(&c) {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let permille = (c * 1000.0).round() as usize;
+                overrides.calibration_permille = Some(permille);
+            } else {
+                push("calibration", format!("{c} is outside 0.5 to 3"));
+            }
+        }
+        if let Some(level) = &self.level {
+            match level.parse() {
+                Ok(l) => policy.level = l,
+                Err(e) => push("level", format!("{e}")),
+            }
+        }
+        if let Some(mode) = &self.mode {
+            match mode.parse() {
+                Ok(m) => policy.mode = m,
+                Err(e) => push("mode", format!("{e}")),
+            }
+        }
+        policy.list_catalog = self.list_catalog.unwrap_or(true);
+        if let Some(model) = &self.model {
+            policy.model.clone_from(model);
+        }
+        match profile::resolve(&policy.model, &overrides) {
+            Ok(p) => policy.profile = p,
+            Err(e) => push("model", e.to_string()),
+        }
+        policy.overrides = overrides;
+        for (pattern, raw) in &self.tools {
+            let path = format!("tools.{pattern:?}");
+            let valid = pattern
+                .split_once('/')
+                .is_some_and(|(s, t)| !s.is_empty() && !t.is_empty());
+            if !valid {
+                push(&path, "expected \"server/tool\" or \"server/*\"".into());
+            }
+            let min_level = match raw.min_level.as_deref().map(str::parse::<Level>) {
+                None => None,
+                Some(Ok(l)) => Some(l),
+                Some(Err(e)) => {
+                    push(&format!("{path}.min_level"), e.to_string());
+                    None
+                }
+            };
+            if raw.pin && min_level.is_some_and(|l| l > Level::Off) {
+                push(
+                    &path,
+                    "a pinned tool is never compressed; drop pin or min_level".into(),
+                );
+            }
+            policy.tools.push((
+                pattern.clone(),
+                ToolRule {
+                    pin: raw.pin,
+                    description: raw.description.clone(),
+                    min_level,
+                },
+            ));
+        }
+        policy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::{ConfigError, Policy};
+
+    #[test]
+    fn parses_a_full_section() {
+        let p = Policy::from_toml_str(
+            "version = 1\n[budget]\nmodel = \"claude-haiku-4-5\"\nthreshold_percent = 1.5\nlevel = \"medium\"\n\
+             [budget.tools.\"github/*\"]\nmin_level = \"high\"\n[budget.tools.\"github/create_issue\"]\npin = true\n",
+            "t.toml",
+        )
+        .unwrap();
+        let b = &p.budget;
+        assert_eq!(b.budget().tokens, 3000);
+        assert_eq!(b.budget().tools, 12);
+        assert!(b.rule("github", "create_issue").unwrap().pin);
+        assert!(!b.rule("github", "get_me").unwrap().pin);
+        assert!(b.rule("git", "log").is_none());
+    }
+
+    #[test]
+    fn reports_problems_with_paths() {
+        let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(
+            "version = 1\n[budget]\nmodel = \"llama\"\nthreshold_percent = 9\nlevel = \"tiny\"\n",
+            "t.toml",
+        ) else {
+            panic!("expected problems")
+        };
+        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["budget.threshold_percent", "budget.level", "budget.model"]
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        assert!(Policy::from_toml_str("version = 1\n[budget]\nthreshold = 2\n", "t").is_err());
     }
 }

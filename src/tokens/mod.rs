@@ -1,1 +1,43 @@
 //! Token counting of what the host pays for tools, per host rendering.
+//!
+//! Hosts do not send tools to models as MCP JSON: `OpenAI` models see a TypeScript namespace,
+//! Anthropic models see the Messages API `tools` JSON plus a fixed tool-use system prompt. A
+//! [`Counter`] renders each tool the way its [`Rendering`] does and counts the text with a
+//! [`Tokenizer`] (o200k or cl100k BPE, times a calibration factor where the model's tokenizer is
+//! not public). Counts are cached by content hash, so an unchanged catalog costs no
+//! tokenization.
+//!
+//! ```
+//! use mcp_budget::catalog::CatalogTool;
+//! use mcp_budget::discover::MetaToolNames;
+//! use mcp_budget::policy::BudgetPolicy;
+//! use mcp_budget::profile::{resolve, ProfileOverrides};
+//! use mcp_budget::tokens::Counter;
+//! use serde_json::json;
+//!
+//! let profile = resolve("gpt-4o", &ProfileOverrides::default())?;
+//! let counter = Counter::new(&profile);
+//! let tool = CatalogTool::new("time", json!({"name": "now", "description": "Current time",
+//!     "inputSchema": {"type": "object"}}))?;
+//! let measured = counter.measure(&[tool], &BudgetPolicy::default(), "__", &MetaToolNames::default());
+//! assert_eq!(measured.tools[0].direct[0], 13); // "// Current time\ntype time__now = () => any;\n\n"
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod bpe;
+mod count;
+pub(crate) mod openai;
+mod render;
+
+pub use bpe::{Bpe, Encoding, UnknownEncoding};
+pub use count::{Counter, Measured, ToolCounts};
+
+/// The heading that introduces catalog lines in the search meta-tool's description.
+pub const LISTING_HEADER_TEXT: &str = count::LISTING_HEADER;
+pub use render::{render_tool, Rendering, UnknownRendering};
+
+/// Counts tokens of a text.
+pub trait Tokenizer: Send + Sync + std::fmt::Debug {
+    /// Number of tokens of `text`.
+    fn count(&self, text: &str) -> usize;
+}

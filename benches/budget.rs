@@ -1,0 +1,116 @@
+//! Budget core benchmarks: tokenizer throughput, and count + plan + render of 1,000 tools cold
+//! (empty count cache; target ≤ 50 ms) and warm (every count cached; target ≤ 1 ms).
+#![allow(missing_docs, clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use mcp_budget::catalog::{load_saved, CatalogTool};
+use mcp_budget::discover::MetaToolNames;
+use mcp_budget::plan::{apply, plan};
+use mcp_budget::policy::BudgetPolicy;
+use mcp_budget::tokens::{render_tool, Bpe, Counter, Encoding, Rendering, Tokenizer};
+
+fn fixtures() -> Vec<CatalogTool> {
+    load_saved(&[Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets")]).unwrap()
+}
+
+/// 1,000 distinct tools: the fixtures, repeated under renamed servers.
+fn catalog_1000() -> Vec<CatalogTool> {
+    let base = fixtures();
+    (0..1000)
+        .map(|i| {
+            let mut t = base[i % base.len()].clone();
+            t.server = format!("{}{}", t.server, i / base.len());
+            t
+        })
+        .collect()
+}
+
+#[derive(Debug)]
+struct Bytes4;
+
+impl Tokenizer for Bytes4 {
+    fn count(&self, text: &str) -> usize {
+        text.len() / 4
+    }
+}
+
+fn tokenizer(c: &mut Criterion) {
+    let text: String = fixtures()
+        .iter()
+        .map(|t| render_tool(Rendering::OpenAi, &t.name, &t.definition))
+        .collect();
+    let mut group = c.benchmark_group("tokenizer");
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.sample_size(10);
+    for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+        let bpe = Bpe::new(encoding);
+        bpe.count("warm up");
+        group.bench_function(encoding.as_str(), |b| b.iter(|| bpe.count(&text)));
+    }
+    group.finish();
+}
+
+fn pipeline(c: &mut Criterion) {
+    let catalog = catalog_1000();
+    let policy = BudgetPolicy::default()
+        .with_model("claude-sonnet-4-5")
+        .unwrap();
+    let meta = MetaToolNames::default();
+    let run = |counter: &Counter| {
+        let measured = counter.measure_for_plan(&catalog, &policy, "__", &meta);
+        let p = plan(&catalog, &measured, &policy);
+        apply(&p, &catalog, &policy, "__", &meta)
+    };
+    let mut group = c.benchmark_group("count_plan_render_1000");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("cold", |b| {
+        b.iter_batched(
+            || Counter::new(&policy.profile),
+            |counter| run(&counter),
+            BatchSize::PerIteration,
+        );
+    });
+    // Everything but the BPE (a byte-length tokenizer): rendering, compression, hashing.
+    group.bench_function("cold_without_bpe", |b| {
+        b.iter_batched(
+            || Counter::with_tokenizer(std::sync::Arc::new(Bytes4), "bytes/4", &policy.profile),
+            |counter| run(&counter),
+            BatchSize::PerIteration,
+        );
+    });
+    // The fixtures alone: every tool distinct (the 1,000 above repeat 356 definitions under new
+    // server names, which the segment cache partly shares).
+    let unique = fixtures();
+    group.bench_function("cold_fixtures_unique", |b| {
+        b.iter_batched(
+            || Counter::new(&policy.profile),
+            |counter| {
+                let measured = counter.measure_for_plan(&unique, &policy, "__", &meta);
+                let p = plan(&unique, &measured, &policy);
+                apply(&p, &unique, &policy, "__", &meta)
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    let warm = Counter::new(&policy.profile);
+    run(&warm);
+    group.bench_function("warm", |b| b.iter(|| run(&warm)));
+    // Warm, with a plan that lists every tool (the heaviest `apply`).
+    let mut full = policy.clone();
+    full.mode = mcp_budget::plan::ModeChoice::Full;
+    group.bench_function("warm_full_listing", |b| {
+        b.iter(|| {
+            let measured = warm.measure_for_plan(&catalog, &full, "__", &meta);
+            let p = plan(&catalog, &measured, &full);
+            apply(&p, &catalog, &full, "__", &meta)
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, tokenizer, pipeline);
+criterion_main!(benches);

@@ -1,0 +1,227 @@
+//! `inspect` and `render` run as a user would: the built binary on the fixture toolsets.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets")
+}
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let (ok, stdout, stderr) = run(args);
+    assert!(ok, "{stderr}");
+    serde_json::from_str(&stdout).expect("valid JSON")
+}
+
+const LEVELS: [&str; 5] = ["off", "low", "medium", "high", "extreme"];
+
+#[test]
+fn inspect_json_has_the_documented_shape() {
+    let github = fixtures().join("github.json");
+    let r = json_of(&[
+        "inspect",
+        "--tools",
+        github.to_str().unwrap(),
+        "--model",
+        "claude-haiku-4-5",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(r["model"], "claude-haiku-4-5");
+    assert_eq!(r["rendering"], "anthropic");
+    assert_eq!(r["budget"]["tokens"], 4000);
+    assert_eq!(r["budget"]["tools"], 12);
+    for level in LEVELS {
+        assert!(r["totals"][level].as_u64().unwrap() > 0, "{level}");
+    }
+    assert!(r["totals"]["off"].as_u64() > r["totals"]["extreme"].as_u64());
+    let plan = &r["plan"];
+    assert_eq!(plan["mode"], "progressive");
+    assert!(plan["exposed_tokens"].as_u64().unwrap() <= 4000);
+    assert_eq!(plan["exposed_tools"], 0);
+    assert_eq!(plan["deferred_tools"], 117);
+    let tools = r["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 117);
+    assert_eq!(tools[0]["id"], "github/actions_get");
+    for level in LEVELS {
+        assert!(tools[0]["tokens"][level].is_u64());
+    }
+}
+
+#[test]
+fn small_catalog_is_listed_in_full() {
+    let time = fixtures().join("time.json");
+    let r = json_of(&[
+        "inspect",
+        "--tools",
+        time.to_str().unwrap(),
+        "--model",
+        "gpt-4o",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(r["plan"]["mode"], "full");
+    assert_eq!(r["plan"]["rung"], "full");
+    assert_eq!(r["plan"]["deferred_tools"], 0);
+    assert_eq!(r["plan"]["exposed_tokens"], r["totals"]["off"]);
+}
+
+#[test]
+fn render_full_is_the_catalog_namespaced() {
+    let (time, fetch) = (fixtures().join("time.json"), fixtures().join("fetch.json"));
+    let (ok, stdout, stderr) = run(&[
+        "render",
+        "--tools",
+        fetch.to_str().unwrap(),
+        time.to_str().unwrap(),
+        "--model",
+        "gpt-4o",
+    ]);
+    assert!(ok, "{stderr}");
+    // Compact bytes, one line.
+    assert_eq!(stdout.lines().count(), 1);
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<&str> = r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "fetch__fetch",
+            "time__get_current_time",
+            "time__convert_time"
+        ]
+    );
+}
+
+#[test]
+fn render_progressive_lists_catalog_lines_in_search_tool() {
+    let github = fixtures().join("github.json");
+    let r = json_of(&[
+        "render",
+        "--tools",
+        github.to_str().unwrap(),
+        "--mode",
+        "progressive",
+        "--level",
+        "extreme",
+    ]);
+    let tools = r["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["search_tools", "get_tool_schema", "invoke_tool"]);
+    let description = tools[0]["description"].as_str().unwrap();
+    assert!(
+        description.contains("\n- github__create_issue: "),
+        "{description}"
+    );
+    assert_eq!(description.matches("\n- github__").count(), 117);
+}
+
+#[test]
+fn render_fixed_level_keeps_every_constraint() {
+    let github = fixtures().join("github.json");
+    let off = json_of(&[
+        "render",
+        "--tools",
+        github.to_str().unwrap(),
+        "--mode",
+        "full",
+        "--level",
+        "off",
+    ]);
+    let extreme = json_of(&[
+        "render",
+        "--tools",
+        github.to_str().unwrap(),
+        "--mode",
+        "full",
+        "--level",
+        "extreme",
+    ]);
+    let (a, b) = (
+        off["tools"].as_array().unwrap(),
+        extreme["tools"].as_array().unwrap(),
+    );
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(
+            mcp_budget::compress::constraints_of(&x["inputSchema"]),
+            mcp_budget::compress::constraints_of(&y["inputSchema"])
+        );
+    }
+    assert!(extreme.to_string().len() < off.to_string().len());
+}
+
+#[test]
+fn policy_pins_and_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.toml");
+    std::fs::write(
+        &policy,
+        "version = 1\n[budget]\nmodel = \"claude-haiku-4-5\"\n\
+         [budget.tools.\"github/create_issue\"]\npin = true\ndescription = \"Open a GitHub issue.\"\n",
+    )
+    .unwrap();
+    let github = fixtures().join("github.json");
+    let r = json_of(&[
+        "render",
+        "--tools",
+        github.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+    ]);
+    let tools = r["tools"].as_array().unwrap();
+    assert_eq!(tools[0]["name"], "github__create_issue");
+    assert_eq!(tools[0]["description"], "Open a GitHub issue.");
+    assert_eq!(tools.len(), 4);
+}
+
+#[test]
+fn html_is_self_contained() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    let (ok, _, stderr) = run(&[
+        "inspect",
+        "--tools",
+        fixtures().to_str().unwrap(),
+        "--format",
+        "html",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    let html = std::fs::read_to_string(out).unwrap();
+    assert!(html.starts_with("<!doctype html>"));
+    assert!(html.contains("<svg"));
+    assert!(!html.contains("<script") && !html.contains("src=\"http"));
+}
+
+#[test]
+fn unknown_model_is_an_error() {
+    let (ok, _, stderr) = run(&[
+        "inspect",
+        "--tools",
+        fixtures().to_str().unwrap(),
+        "--model",
+        "llama-9",
+    ]);
+    assert!(!ok);
+    assert!(stderr.contains("context_window"), "{stderr}");
+}
