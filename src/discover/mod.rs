@@ -22,7 +22,7 @@
 //!     "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 //! }))?];
 //! let discovery = Discovery::new(tools, "__", &DiscoverPolicy::default());
-//! let found = discovery.search_tools("will it rain tomorrow in Paris", None);
+//! let found = discovery.search_tools("weather in Paris tomorrow", None);
 //! assert_eq!(found["structuredContent"]["tools"][0]["name"], "weather__get_forecast");
 //! match discovery.call("invoke_tool", &json!({"name": "weather__get_forecast", "arguments": {"city": "Paris"}})) {
 //!     Some(MetaCall::Invoke { tool, arguments }) => {

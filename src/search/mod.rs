@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::catalog::CatalogTool;
-use text::{Analysis, Analyzer};
+use text::{Analysis, Analyzer, StemCache};
 
 /// A ranking method.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -160,8 +160,9 @@ impl SearchIndex {
             name_idf: vec![0.0; tools.len()],
             equivalents: HashMap::new(),
         };
+        let mut cache = StemCache::default();
         for (doc, tool) in tools.iter().enumerate() {
-            index.add(doc, tool);
+            index.add(doc, tool, &mut cache);
         }
         if !tools.is_empty() {
             let n = tools.len() as f32;
@@ -200,7 +201,7 @@ impl SearchIndex {
         self.lengths.is_empty()
     }
 
-    fn add(&mut self, doc: usize, tool: &CatalogTool) {
+    fn add(&mut self, doc: usize, tool: &CatalogTool, cache: &mut StemCache) {
         let fields = field_texts(tool);
         let mut counts: HashMap<String, [u16; FIELDS]> = HashMap::new();
         let mut lengths = [0.0; FIELDS];
@@ -212,7 +213,7 @@ impl SearchIndex {
                 Ranker::Bm25 => continue,
             };
             for text in texts {
-                for term in self.analyzer.terms(text) {
+                for term in self.analyzer.terms_cached(text, cache) {
                     let tf = counts.entry(term).or_default();
                     tf[target] = tf[target].saturating_add(1);
                     lengths[target] += 1.0;

@@ -75,6 +75,10 @@ const STOP_WORDS: &[&str] = &[
     "yours", "yourself",
 ];
 
+/// Word → term memo for [`Analyzer::terms_cached`].
+#[derive(Debug, Default)]
+pub(crate) struct StemCache(std::collections::HashMap<String, Option<String>>);
+
 /// Turns text into index terms.
 pub(crate) struct Analyzer {
     stemmer: Stemmer,
@@ -99,6 +103,12 @@ impl Analyzer {
 
     /// The terms of `text`, in order, duplicates kept.
     pub(crate) fn terms(&self, text: &str) -> Vec<String> {
+        self.terms_cached(text, &mut StemCache::default())
+    }
+
+    /// [`Self::terms`], remembering each word's term in `cache` (indexing meets the same words
+    /// again and again; stemming is the costly step).
+    pub(crate) fn terms_cached(&self, text: &str, cache: &mut StemCache) -> Vec<String> {
         let mut out = Vec::new();
         match self.mode {
             Analysis::Plain => {
@@ -120,9 +130,15 @@ impl Analyzer {
                         return;
                     }
                     previous_cjk = None;
-                    if let Some(term) = self.term(word) {
-                        out.push(term);
-                    }
+                    let term = match cache.0.get(word) {
+                        Some(term) => term.clone(),
+                        None => {
+                            let term = self.term(word);
+                            cache.0.insert(word.to_owned(), term.clone());
+                            term
+                        }
+                    };
+                    out.extend(term);
                 });
             }
         }
