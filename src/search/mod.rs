@@ -452,7 +452,7 @@ fn is_value_like(chunk: &str) -> bool {
     let chunk = chunk
         .trim_matches(|c: char| matches!(c, '"' | '\'' | '(' | ')' | ',' | '?' | '!' | ':' | ';'));
     let chunk = chunk.strip_suffix('.').unwrap_or(chunk);
-    if chunk.contains('/') || chunk.contains('\\') || chunk.contains('_') {
+    if chunk.contains('/') || chunk.contains('\\') {
         return true;
     }
     if chunk.len() > 1 && chunk.starts_with(['#', '.', '@', '$', '~']) {

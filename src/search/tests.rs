@@ -170,3 +170,12 @@ proptest! {
         prop_assert_eq!(ids(tools, &a), ids(&shuffled, &b));
     }
 }
+
+#[test]
+fn a_tool_name_typed_as_is_is_found_first() {
+    let (tools, index) = &*FIXTURES;
+    let hits = index.search("create_directory", 3);
+    assert!(ids(tools, &hits)[0].ends_with("/create_directory"));
+    let hits = index.search("filesystem create_directory", 3);
+    assert_eq!(ids(tools, &hits)[0], "filesystem/create_directory");
+}
