@@ -1,6 +1,37 @@
-//! `mcp-budget search`.
+//! `mcp-budget search`: rank saved tools for a query, as `search_tools` would.
+//!
+//! With `--query`, prints a table (or JSON with `--format json`). With `--queries FILE.jsonl`,
+//! reads one JSON object per line with `id` and `query` and prints one JSON line per input line,
+//! `{"id": ..., "results": ["server/tool", ...]}`, for evaluation scripts.
 
+use std::io::BufRead;
 use std::path::PathBuf;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use crate::catalog::{load_saved, CatalogTool};
+use crate::search::{Ranker, SearchIndex};
+
+/// Output format of a single `--query`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A readable table.
+    #[default]
+    Table,
+    /// One JSON object.
+    Json,
+}
+
+/// Ranking method (hidden: for comparing against the baseline).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RankerArg {
+    /// Fielded BM25F with stemming and vocabulary expansion.
+    #[default]
+    Fielded,
+    /// Plain BM25 over name + description + parameters.
+    Bm25,
+}
 
 /// Arguments of `mcp-budget search`.
 #[derive(Debug, clap::Args)]
@@ -8,18 +39,108 @@ pub struct Args {
     /// Saved tools/list results (a file's stem is the server id), or directories of them.
     #[arg(long = "tools", required = true, num_args = 1..)]
     pub tools: Vec<PathBuf>,
+    /// What to look for, in plain words.
+    #[arg(long, conflicts_with = "queries", required_unless_present = "queries")]
+    pub query: Option<String>,
+    /// A JSON-lines file of `{"id": ..., "query": "..."}` objects; prints one JSON line each.
+    #[arg(long)]
+    pub queries: Option<PathBuf>,
+    /// Most results per query.
+    #[arg(long, default_value_t = 5)]
+    pub top_k: usize,
+    /// Output format for `--query`.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Ranking method.
+    #[arg(long, value_enum, default_value_t = RankerArg::Fielded, hide = true)]
+    pub ranker: RankerArg,
+    /// With `--query`: show what each query term contributes to each result.
+    #[arg(long, hide = true)]
+    pub explain: bool,
 }
 
 /// Runs the command, writing to `out`.
 ///
 /// # Errors
-/// Any failure, with context.
+/// Unreadable or malformed tool files or query files, and write failures.
 pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-    let tools = crate::catalog::load_saved(&args.tools)?;
-    writeln!(
-        out,
-        "{} tools loaded; `search` is not built yet",
-        tools.len()
-    )?;
-    anyhow::bail!("`mcp-budget search` is not implemented yet")
+    let tools = load_saved(&args.tools)?;
+    let ranker = match args.ranker {
+        RankerArg::Fielded => Ranker::Fielded,
+        RankerArg::Bm25 => Ranker::Bm25,
+    };
+    let index = SearchIndex::build_with(&tools, ranker);
+    if let Some(path) = &args.queries {
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+            let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let where_ = || format!("{}:{}", path.display(), n + 1);
+            let value: Value = serde_json::from_str(&line).with_context(where_)?;
+            let query = value
+                .get("query")
+                .and_then(Value::as_str)
+                .with_context(|| format!("{}: no string \"query\"", where_()))?;
+            let results: Vec<String> = index
+                .search(query, args.top_k)
+                .iter()
+                .map(|hit| tools[hit.index].id())
+                .collect();
+            let id = value.get("id").cloned().unwrap_or(Value::Null);
+            writeln!(out, "{}", json!({"id": id, "results": results}))?;
+        }
+        return Ok(());
+    }
+    let query = args.query.as_deref().unwrap_or_default();
+    let hits = index.search(query, args.top_k);
+    match args.format {
+        Format::Json => {
+            let results: Vec<Value> = hits
+                .iter()
+                .map(|hit| {
+                    let tool = &tools[hit.index];
+                    json!({"id": tool.id(), "score": hit.score, "description": first_line(tool)})
+                })
+                .collect();
+            writeln!(out, "{}", json!({"query": query, "results": results}))?;
+        }
+        Format::Table => {
+            if hits.is_empty() {
+                writeln!(out, "no tool matches {query:?}")?;
+            }
+            let width = hits
+                .iter()
+                .map(|h| tools[h.index].id().len())
+                .max()
+                .unwrap_or(0);
+            for (rank, hit) in hits.iter().enumerate() {
+                let tool = &tools[hit.index];
+                writeln!(
+                    out,
+                    "{:>2}  {:>6.2}  {:<width$}  {}",
+                    rank + 1,
+                    hit.score,
+                    tool.id(),
+                    first_line(tool)
+                )?;
+                if args.explain {
+                    let parts: Vec<String> = index
+                        .explain(query, hit.index)
+                        .into_iter()
+                        .filter(|(_, score)| *score > 0.0)
+                        .map(|(term, score)| format!("{term}={score:.2}"))
+                        .collect();
+                    writeln!(out, "              {}", parts.join(" "))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn first_line(tool: &CatalogTool) -> String {
+    crate::discover::one_line(tool.description(), 100)
 }

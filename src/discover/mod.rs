@@ -1,0 +1,434 @@
+//! Progressive discovery: the meta-tools (`search_tools`, `get_tool_schema`, `invoke_tool`) that
+//! stand in for deferred tools, and their handlers.
+//!
+//! Their definitions live here because their tokens count against the budget: the planner
+//! measures them like any other tool. [`Discovery`] answers their calls over the deferred tools,
+//! as pure functions: the gateway layer forwards the [`MetaCall::Invoke`] outcome as a normal
+//! `tools/call` to the upstream, so authorization and tracing see a direct call.
+//!
+//! ```
+//! use mcp_budget::catalog::CatalogTool;
+//! use mcp_budget::discover::{meta_tool_definitions, Discovery, MetaCall, MetaToolNames};
+//! use mcp_budget::policy::DiscoverPolicy;
+//! use serde_json::json;
+//!
+//! let defs = meta_tool_definitions(&MetaToolNames::default());
+//! assert_eq!(defs.len(), 3);
+//! assert_eq!(defs[0]["name"], "search_tools");
+//!
+//! let tools = vec![CatalogTool::new("weather", json!({
+//!     "name": "get_forecast",
+//!     "description": "Weather forecast for a city.",
+//!     "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+//! }))?];
+//! let discovery = Discovery::new(tools, "__", &DiscoverPolicy::default());
+//! let found = discovery.search_tools("weather in Paris tomorrow", None);
+//! assert_eq!(found["structuredContent"]["tools"][0]["name"], "weather__get_forecast");
+//! match discovery.call("invoke_tool", &json!({"name": "weather__get_forecast", "arguments": {"city": "Paris"}})) {
+//!     Some(MetaCall::Invoke { tool, arguments }) => {
+//!         assert_eq!((tool.server.as_str(), tool.name.as_str()), ("weather", "get_forecast"));
+//!         assert_eq!(arguments, json!({"city": "Paris"}));
+//!     }
+//!     other => panic!("{other:?}"),
+//! }
+//! # Ok::<(), mcp_budget::catalog::CatalogError>(())
+//! ```
+
+mod arguments;
+
+use std::collections::HashMap;
+
+use serde_json::{json, Map, Value};
+
+pub use arguments::check_arguments;
+
+use crate::catalog::CatalogTool;
+use crate::naming::exposed_name;
+use crate::policy::DiscoverPolicy;
+use crate::search::SearchIndex;
+
+/// Longest one-line description in `search_tools` results, in characters.
+const LINE_CHARS: usize = 160;
+
+/// Names of the three meta-tools; configurable so that chained gateways do not collide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaToolNames {
+    /// Search the deferred tools.
+    pub search: String,
+    /// Read one tool's full definition.
+    pub schema: String,
+    /// Call a deferred tool.
+    pub invoke: String,
+}
+
+impl Default for MetaToolNames {
+    fn default() -> Self {
+        Self {
+            search: "search_tools".into(),
+            schema: "get_tool_schema".into(),
+            invoke: "invoke_tool".into(),
+        }
+    }
+}
+
+/// The MCP tool objects of the meta-tools, in the order they are listed.
+///
+/// Written for the model and kept short (every host prompt pays for them): what each does, when
+/// to use it, and the order of use.
+#[must_use]
+pub fn meta_tool_definitions(names: &MetaToolNames) -> Vec<Value> {
+    vec![
+        json!({
+            "name": names.search,
+            "description": format!("Search tools not listed here. Describe the task in plain words; returns matching tool names, what they do and their parameters (* = required). Then call {} with a name and its arguments (or {} first for the full schema).", names.invoke, names.schema),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "The task, e.g. \"create a GitHub issue\""},
+                    "limit": {"type": "integer", "description": "Most results (default 5)"}
+                },
+                "required": ["query"]
+            }
+        }),
+        json!({
+            "name": names.schema,
+            "description": format!("Full definition (description, input schema) of a tool found with {}.", names.search),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "Tool name from search results"}
+                },
+                "required": ["name"]
+            }
+        }),
+        json!({
+            "name": names.invoke,
+            "description": format!("Call a tool found with {}.", names.search),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "Tool name from search results"},
+                    "arguments": {"type": "object", "description": "The tool's arguments"}
+                },
+                "required": ["name", "arguments"]
+            }
+        }),
+    ]
+}
+
+/// The outcome of a meta-tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetaCall<'a> {
+    /// Answer the call with this `CallToolResult` (a search result, a schema, or an error
+    /// result with `isError: true`).
+    Result(Value),
+    /// The arguments are valid: forward them as a `tools/call` of `tool` (its upstream name, on
+    /// its server) and answer with the upstream's result.
+    Invoke {
+        /// The deferred tool to call.
+        tool: &'a CatalogTool,
+        /// Its arguments, checked against its `inputSchema`.
+        arguments: Value,
+    },
+}
+
+/// The deferred tools and their search index: answers the meta-tools. Rebuild it when the
+/// catalog or the plan changes (building is one pass over the tools).
+#[derive(Debug)]
+pub struct Discovery {
+    tools: Vec<CatalogTool>,
+    exposed: Vec<String>,
+    by_name: HashMap<String, usize>,
+    index: SearchIndex,
+    names: MetaToolNames,
+    default_limit: usize,
+    max_limit: usize,
+}
+
+impl Discovery {
+    /// Indexes the deferred `tools`; `separator` joins server id and tool name into the
+    /// exposed names (as in the policy's `[aggregate]`).
+    #[must_use]
+    pub fn new(tools: Vec<CatalogTool>, separator: &str, policy: &DiscoverPolicy) -> Self {
+        let exposed: Vec<String> = tools
+            .iter()
+            .map(|t| exposed_name(&t.server, &t.name, separator))
+            .collect();
+        let mut by_name = HashMap::with_capacity(tools.len());
+        for (i, name) in exposed.iter().enumerate() {
+            by_name.entry(name.clone()).or_insert(i);
+        }
+        let index = SearchIndex::build(&tools);
+        Self {
+            tools,
+            exposed,
+            by_name,
+            index,
+            names: policy.names.clone(),
+            default_limit: policy.default_limit,
+            max_limit: policy.max_limit,
+        }
+    }
+
+    /// The deferred tools, in the order given.
+    #[must_use]
+    pub fn tools(&self) -> &[CatalogTool] {
+        &self.tools
+    }
+
+    /// The meta-tool names this instance answers to.
+    #[must_use]
+    pub fn names(&self) -> &MetaToolNames {
+        &self.names
+    }
+
+    /// The exposed name of the tool at `index` in [`Self::tools`].
+    #[must_use]
+    pub fn exposed_name(&self, index: usize) -> Option<&str> {
+        self.exposed.get(index).map(String::as_str)
+    }
+
+    /// The deferred tool a name refers to: its exposed name, or `server/tool`, or an upstream
+    /// tool name that only one server has (models sometimes drop the prefix).
+    #[must_use]
+    pub fn find(&self, name: &str) -> Option<(usize, &CatalogTool)> {
+        let name = name.trim();
+        if let Some(&i) = self.by_name.get(name) {
+            return Some((i, &self.tools[i]));
+        }
+        if let Some((server, tool)) = name.split_once('/') {
+            if let Some(i) = self
+                .tools
+                .iter()
+                .position(|t| t.server == server && t.name == tool)
+            {
+                return Some((i, &self.tools[i]));
+            }
+        }
+        let mut same = self
+            .tools
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.name == name);
+        match (same.next(), same.next()) {
+            (Some(only), None) => Some(only),
+            _ => None,
+        }
+    }
+
+    /// Answers a call of meta-tool `tool` with `arguments` (the `params.arguments` of the
+    /// `tools/call`), or `None` when `tool` is not one of the meta-tools.
+    #[must_use]
+    pub fn call(&self, tool: &str, arguments: &Value) -> Option<MetaCall<'_>> {
+        let arg = |key: &str| arguments.get(key);
+        let text = |key: &str| arg(key).and_then(Value::as_str);
+        if tool == self.names.search {
+            let Some(query) = text("query") else {
+                return Some(MetaCall::Result(error_result(format!(
+                    "{} needs a \"query\" string: describe the task in plain words.",
+                    self.names.search
+                ))));
+            };
+            let limit = arg("limit").and_then(Value::as_u64);
+            Some(MetaCall::Result(self.search_tools(query, limit)))
+        } else if tool == self.names.schema {
+            Some(MetaCall::Result(match text("name") {
+                Some(name) => self.get_tool_schema(name),
+                None => error_result(format!(
+                    "{} needs a \"name\" string: a tool name from {} results.",
+                    self.names.schema, self.names.search
+                )),
+            }))
+        } else if tool == self.names.invoke {
+            let Some(name) = text("name") else {
+                return Some(MetaCall::Result(error_result(format!(
+                    "{} needs a \"name\" string: a tool name from {} results.",
+                    self.names.invoke, self.names.search
+                ))));
+            };
+            let arguments = arg("arguments").cloned().unwrap_or(Value::Null);
+            Some(match self.invoke_tool(name, &arguments) {
+                Ok(tool) => MetaCall::Invoke {
+                    tool,
+                    arguments: match arguments {
+                        Value::Null => Value::Object(Map::new()),
+                        other => other,
+                    },
+                },
+                Err(result) => MetaCall::Result(result),
+            })
+        } else {
+            None
+        }
+    }
+
+    /// `search_tools`: the best matching deferred tools for `query` as a `CallToolResult`.
+    /// `limit` defaults to the policy's `default_limit` and is capped at its `max_limit`.
+    #[must_use]
+    pub fn search_tools(&self, query: &str, limit: Option<u64>) -> Value {
+        let limit = limit
+            .and_then(|l| usize::try_from(l).ok())
+            .unwrap_or(self.default_limit)
+            .clamp(1, self.max_limit);
+        let hits = self.index.search(query, limit);
+        let mut lines = Vec::with_capacity(hits.len() + 1);
+        let mut found = Vec::with_capacity(hits.len());
+        for hit in &hits {
+            let tool = &self.tools[hit.index];
+            let name = &self.exposed[hit.index];
+            let description = one_line(tool.description(), LINE_CHARS);
+            let (params, required) = parameters(tool);
+            let shown: Vec<String> = params
+                .iter()
+                .map(|p| {
+                    if required.contains(p) {
+                        format!("{p}*")
+                    } else {
+                        p.clone()
+                    }
+                })
+                .collect();
+            lines.push(format!("- {name}({}): {description}", shown.join(", ")));
+            found.push(json!({
+                "name": name,
+                "description": description,
+                "parameters": params,
+                "required": required,
+            }));
+        }
+        let text = if hits.is_empty() {
+            format!("No tool matches {query:?}. Try other words, e.g. the action and the object (\"list issues\").")
+        } else {
+            format!(
+                "{}\n(* = required) Call {} with a name and its arguments; {} gives the full schema.",
+                lines.join("\n"),
+                self.names.invoke,
+                self.names.schema
+            )
+        };
+        json!({
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": {"query": query, "tools": found}
+        })
+    }
+
+    /// `get_tool_schema`: the tool's definition as its upstream gave it (description,
+    /// `inputSchema`, `outputSchema`, annotations...) under its exposed name, or an error result
+    /// for an unknown name.
+    #[must_use]
+    pub fn get_tool_schema(&self, name: &str) -> Value {
+        let Some((i, tool)) = self.find(name) else {
+            return self.unknown(name);
+        };
+        let mut definition = tool.definition.clone();
+        definition.insert("name".into(), Value::String(self.exposed[i].clone()));
+        definition.remove("_meta");
+        let definition = Value::Object(definition);
+        json!({
+            "content": [{"type": "text", "text": definition.to_string()}],
+            "structuredContent": definition
+        })
+    }
+
+    /// `invoke_tool`: finds the tool and checks `arguments` against its real `inputSchema`.
+    /// `Ok` is the tool to forward the call to; `Err` is an error `CallToolResult`
+    /// (`isError: true`) listing what to fix, or saying the name is unknown.
+    ///
+    /// # Errors
+    /// The error result to answer with, as above.
+    pub fn invoke_tool(&self, name: &str, arguments: &Value) -> Result<&CatalogTool, Value> {
+        let Some((i, tool)) = self.find(name) else {
+            return Err(self.unknown(name));
+        };
+        let empty = Value::Object(Map::new());
+        let arguments = if arguments.is_null() {
+            &empty
+        } else {
+            arguments
+        };
+        let Some(schema) = tool.input_schema() else {
+            return Ok(tool);
+        };
+        match check_arguments(schema, arguments) {
+            Ok(()) => Ok(tool),
+            Err(problems) => Err(error_result(format!(
+                "Invalid arguments for {}:\n- {}\nFix them and call {} again ({} shows the schema).",
+                self.exposed[i],
+                problems.join("\n- "),
+                self.names.invoke,
+                self.names.schema
+            ))),
+        }
+    }
+
+    /// The error result for an unknown tool name, with near names when there are some.
+    fn unknown(&self, name: &str) -> Value {
+        let near: Vec<&str> = self
+            .index
+            .search(name, 3)
+            .iter()
+            .map(|h| self.exposed[h.index].as_str())
+            .collect();
+        let hint = if near.is_empty() {
+            String::new()
+        } else {
+            format!(" Similar names: {}.", near.join(", "))
+        };
+        error_result(format!(
+            "Unknown tool {name:?}.{hint} Use {} to find tools by what they do.",
+            self.names.search
+        ))
+    }
+}
+
+/// A `CallToolResult` with `isError: true`.
+fn error_result(text: impl Into<String>) -> Value {
+    let text: String = text.into();
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+/// Top-level parameter names of a tool (schema order) and the required ones.
+fn parameters(tool: &CatalogTool) -> (Vec<String>, Vec<String>) {
+    let schema = tool.input_schema();
+    let params = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    let required = schema
+        .and_then(|s| s.get("required"))
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    (params, required)
+}
+
+/// The first sentence (or line) of `text`, cut at a word boundary to at most `max` characters
+/// (an ellipsis marks a cut).
+#[must_use]
+pub fn one_line(text: &str, max: usize) -> String {
+    let text = text.trim();
+    let mut end = text.find('\n').unwrap_or(text.len());
+    if let Some(dot) = text[..end].find(". ") {
+        end = dot + 1;
+    }
+    let line = text[..end].trim();
+    if line.chars().count() <= max {
+        return line.to_owned();
+    }
+    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    if let Some(space) = cut.rfind(' ') {
+        if space > max / 2 {
+            cut.truncate(space);
+        }
+    }
+    format!("{}…", cut.trim_end_matches([',', ';', ':', ' ']))
+}
+
+#[cfg(test)]
+mod tests;

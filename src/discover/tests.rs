@@ -1,0 +1,173 @@
+use super::*;
+
+fn discovery() -> Discovery {
+    let tools = vec![
+        CatalogTool::new(
+            "github",
+            json!({
+                "name": "create_issue",
+                "description": "Create a new issue in a GitHub repository.\nMore text.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "owner": {"type": "string"},
+                        "repo": {"type": "string"},
+                        "title": {"type": "string"},
+                        "state": {"type": "string", "enum": ["open", "closed"]}
+                    },
+                    "required": ["owner", "repo", "title"]
+                },
+                "annotations": {"readOnlyHint": false},
+                "_meta": {"x": 1}
+            }),
+        )
+        .unwrap(),
+        CatalogTool::new(
+            "weather",
+            json!({"name": "get_forecast", "description": "Weather forecast for a city.",
+                   "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}),
+        )
+        .unwrap(),
+    ];
+    Discovery::new(tools, "__", &DiscoverPolicy::default())
+}
+
+#[test]
+fn search_lists_names_lines_and_parameters() {
+    let d = discovery();
+    let result = d.search_tools("open an issue on github", None);
+    let first = &result["structuredContent"]["tools"][0];
+    assert_eq!(first["name"], "github__create_issue");
+    assert_eq!(
+        first["description"],
+        "Create a new issue in a GitHub repository."
+    );
+    assert_eq!(first["required"], json!(["owner", "repo", "title"]));
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with(
+        "- github__create_issue(owner*, repo*, title*, state): Create a new issue in a GitHub repository."
+    ), "{text}");
+    assert!(result.get("isError").is_none());
+}
+
+#[test]
+fn search_without_match_says_so() {
+    let d = discovery();
+    let result = d.search_tools("zzzz", None);
+    assert_eq!(result["structuredContent"]["tools"], json!([]));
+    assert!(result["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("No tool matches"));
+}
+
+#[test]
+fn schema_is_the_upstream_definition_under_the_exposed_name() {
+    let d = discovery();
+    let result = d.get_tool_schema("github__create_issue");
+    let def = &result["structuredContent"];
+    assert_eq!(def["name"], "github__create_issue");
+    assert_eq!(
+        def["inputSchema"]["required"],
+        json!(["owner", "repo", "title"])
+    );
+    assert_eq!(def["annotations"], json!({"readOnlyHint": false}));
+    assert!(def.get("_meta").is_none());
+    // Other spellings a model may use.
+    assert_eq!(d.get_tool_schema("github/create_issue"), result);
+    assert_eq!(d.get_tool_schema("create_issue"), result);
+}
+
+#[test]
+fn unknown_names_are_tool_errors_that_point_to_search() {
+    let d = discovery();
+    for result in [
+        d.get_tool_schema("github__create_isue"),
+        d.invoke_tool("nope", &json!({})).unwrap_err(),
+    ] {
+        assert_eq!(result["isError"], true);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("Unknown tool") && text.contains("search_tools"),
+            "{text}"
+        );
+    }
+    let text = d.get_tool_schema("github create issue")["content"][0]["text"].clone();
+    assert!(text
+        .as_str()
+        .unwrap()
+        .contains("Similar names: github__create_issue"));
+}
+
+#[test]
+fn invoke_checks_arguments() {
+    let d = discovery();
+    let ok = d.invoke_tool(
+        "github__create_issue",
+        &json!({"owner": "o", "repo": "r", "title": "t"}),
+    );
+    assert_eq!(ok.unwrap().name, "create_issue");
+    let err = d
+        .invoke_tool(
+            "github__create_issue",
+            &json!({"owner": 1, "repo": "r", "state": "merged"}),
+        )
+        .unwrap_err();
+    assert_eq!(err["isError"], true);
+    let text = err["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("- arguments.title: required property is missing (string)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- arguments.owner: expected string, got integer 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- arguments.state: \"merged\" is not one of [\"open\", \"closed\"]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn call_dispatches_by_meta_tool_name() {
+    let d = discovery();
+    assert!(d.call("other_tool", &json!({})).is_none());
+    match d.call("invoke_tool", &json!({"name": "weather__get_forecast"})) {
+        Some(MetaCall::Invoke { tool, arguments }) => {
+            assert_eq!(tool.id(), "weather/get_forecast");
+            assert_eq!(arguments, json!({}));
+        }
+        other => panic!("{other:?}"),
+    }
+    let Some(MetaCall::Result(r)) = d.call("search_tools", &json!({"limit": 2})) else {
+        panic!()
+    };
+    assert_eq!(r["isError"], true);
+    let Some(MetaCall::Result(r)) =
+        d.call("search_tools", &json!({"query": "forecast", "limit": 1}))
+    else {
+        panic!()
+    };
+    assert_eq!(r["structuredContent"]["tools"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn meta_tool_names_follow_the_policy() {
+    let names = MetaToolNames {
+        search: "a".into(),
+        schema: "b".into(),
+        invoke: "c".into(),
+    };
+    let defs = meta_tool_definitions(&names);
+    let listed: Vec<&str> = defs.iter().map(|d| d["name"].as_str().unwrap()).collect();
+    assert_eq!(listed, ["a", "b", "c"]);
+    assert!(defs[0]["description"].as_str().unwrap().contains("call c"));
+}
+
+#[test]
+fn one_line_cuts_at_sentence_and_word() {
+    assert_eq!(one_line("  First. Second.", 100), "First.");
+    assert_eq!(one_line("line one\nline two", 100), "line one");
+    assert_eq!(one_line("aaaa bbbb cccc dddd", 12), "aaaa bbbb…");
+}

@@ -1,0 +1,521 @@
+//! Search over the catalog: the index and the ranking behind `search_tools`.
+//!
+//! [`SearchIndex::build`] indexes each tool in five fields, each with its own weight: the tool
+//! name (split at `_`, `-` and camel case), its title, the server id, the description, and the
+//! parameters (names, descriptions and enum values, nested ones included). Ranking is BM25F
+//! (per-field length normalisation, one saturation), on Snowball-stemmed terms without stop
+//! words, with CJK text as character unigrams and bigrams. Each query word also looks for its
+//! equivalents in a small generic vocabulary of tool land (`fetch` ~ `get` ~ `retrieve`,
+//! `share` ~ `stock` ~ `ticker`, ...) at a lower weight, and a tool whose name words are
+//! covered by the query gets a bonus. Ties are broken by `server/tool` id, so results are
+//! deterministic. Building is a single pass over the catalog (no training, no model), cheap
+//! enough to redo on every catalog change.
+//!
+//! ```
+//! use mcp_budget::catalog::CatalogTool;
+//! use mcp_budget::search::SearchIndex;
+//! use serde_json::json;
+//!
+//! let tools = vec![
+//!     CatalogTool::new("git", json!({"name": "git_log", "description": "Show the commit logs"}))?,
+//!     CatalogTool::new("weather", json!({"name": "get_forecast", "description": "Weather forecast for a city"}))?,
+//! ];
+//! let index = SearchIndex::build(&tools);
+//! let hits = index.search("what's the temperature tomorrow in Paris", 5);
+//! assert_eq!(tools[hits[0].index].id(), "weather/get_forecast");
+//! # Ok::<(), mcp_budget::catalog::CatalogError>(())
+//! ```
+
+mod synonyms;
+mod text;
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::catalog::CatalogTool;
+use text::{Analysis, Analyzer, StemCache};
+
+/// A ranking method.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ranker {
+    /// Field-weighted BM25F with stemming, vocabulary expansion and name coverage (the default).
+    #[default]
+    Fielded,
+    /// Plain BM25 over name + description + parameters as one bag of lower-cased words: the
+    /// reference the default is measured against.
+    Bm25,
+}
+
+/// One search result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hit {
+    /// Position of the tool in the slice given to [`SearchIndex::build`].
+    pub index: usize,
+    /// Relevance score (higher is better; only comparable within one query).
+    pub score: f32,
+}
+
+/// Index fields.
+const NAME: usize = 0;
+const TITLE: usize = 1;
+const SERVER: usize = 2;
+const DESCRIPTION: usize = 3;
+const PARAMS: usize = 4;
+/// The description's first sentence, which says what the tool does (also in `DESCRIPTION`).
+const LEAD: usize = 5;
+const FIELDS: usize = 6;
+
+/// Tuning of the fielded ranker. Chosen once on general grounds (a name word says more than a
+/// description word; long descriptions must not win by length) and checked on the dev queries.
+#[derive(Clone, Copy, Debug)]
+struct Tuning {
+    weight: [f32; FIELDS],
+    b: [f32; FIELDS],
+    k1: f32,
+    /// Weight of an equivalent word relative to the query's own word.
+    synonym: f32,
+    /// Bonus for a tool whose name words are all found in the query, scaled by the
+    /// idf-weighted share found.
+    name_coverage: f32,
+    /// Weight of words inside argument-like spans of the query (paths, URLs, file names):
+    /// they name what to act on, not what to do.
+    value: f32,
+    /// Exponent of the coordination factor: a score is multiplied by (share of the query's
+    /// weighted terms the tool matches)^coord, so tools that answer more of the query win over
+    /// tools that match one word strongly.
+    coord: f32,
+}
+
+const FIELDED: Tuning = Tuning {
+    weight: [3.0, 2.0, 1.5, 1.0, 0.4, 1.0],
+    b: [0.3, 0.3, 0.3, 0.75, 0.75, 0.5],
+    k1: 1.2,
+    synonym: 0.5,
+    name_coverage: 3.0,
+    value: 0.3,
+    coord: 0.5,
+};
+
+const BM25: Tuning = Tuning {
+    weight: [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    b: [0.75, 0.0, 0.0, 0.0, 0.0, 0.0],
+    k1: 1.2,
+    synonym: 0.0,
+    name_coverage: 0.0,
+    value: 1.0,
+    coord: 0.0,
+};
+
+/// One document's occurrences of one term, per field.
+#[derive(Clone, Copy, Debug)]
+struct Posting {
+    doc: u32,
+    tf: [u16; FIELDS],
+}
+
+/// An index over a catalog; rebuild it when the catalog changes.
+#[derive(Debug)]
+pub struct SearchIndex {
+    ranker: Ranker,
+    tuning: Tuning,
+    analyzer: Analyzer,
+    /// Position of each document in `server/tool` id order, to break ties.
+    tie_rank: Vec<u32>,
+    terms: HashMap<String, u32>,
+    postings: Vec<Vec<Posting>>,
+    lengths: Vec<[f32; FIELDS]>,
+    average: [f32; FIELDS],
+    /// Sum of the idf of the distinct terms of each tool's name.
+    name_idf: Vec<f32>,
+    /// Term → its equivalents (stemmed), from [`synonyms::GROUPS`].
+    equivalents: HashMap<String, Vec<String>>,
+}
+
+impl SearchIndex {
+    /// Indexes `tools` for the default ranker; hits refer to positions in `tools`.
+    #[must_use]
+    pub fn build(tools: &[CatalogTool]) -> Self {
+        Self::build_with(tools, Ranker::default())
+    }
+
+    /// Indexes `tools` for `ranker`.
+    #[must_use]
+    pub fn build_with(tools: &[CatalogTool], ranker: Ranker) -> Self {
+        let (analysis, tuning) = match ranker {
+            Ranker::Fielded => (Analysis::Full, FIELDED),
+            Ranker::Bm25 => (Analysis::Plain, BM25),
+        };
+        let analyzer = Analyzer::new(analysis);
+        let mut index = Self {
+            ranker,
+            tuning,
+            analyzer,
+            tie_rank: tie_ranks(tools),
+            terms: HashMap::new(),
+            postings: Vec::new(),
+            lengths: Vec::with_capacity(tools.len()),
+            average: [0.0; FIELDS],
+            name_idf: vec![0.0; tools.len()],
+            equivalents: HashMap::new(),
+        };
+        let mut cache = StemCache::default();
+        for (doc, tool) in tools.iter().enumerate() {
+            index.add(doc, tool, &mut cache);
+        }
+        if !tools.is_empty() {
+            let n = tools.len() as f32;
+            for f in 0..FIELDS {
+                let total: f32 = index.lengths.iter().map(|l| l[f]).sum();
+                index.average[f] = (total / n).max(1.0);
+            }
+        }
+        for postings in &index.postings {
+            let idf = idf(tools.len(), postings.len());
+            for p in postings.iter().filter(|p| p.tf[NAME] > 0) {
+                index.name_idf[p.doc as usize] += idf;
+            }
+        }
+        if tuning.synonym > 0.0 {
+            index.equivalents = equivalents(&index.analyzer);
+        }
+        index
+    }
+
+    /// The ranker this index was built for.
+    #[must_use]
+    pub fn ranker(&self) -> Ranker {
+        self.ranker
+    }
+
+    /// Number of indexed tools.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    /// Whether the index has no tools.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.lengths.is_empty()
+    }
+
+    fn add(&mut self, doc: usize, tool: &CatalogTool, cache: &mut StemCache) {
+        let fields = field_texts(tool);
+        let mut counts: HashMap<String, [u16; FIELDS]> = HashMap::new();
+        let mut lengths = [0.0; FIELDS];
+        for (f, texts) in fields.iter().enumerate() {
+            // The baseline is one bag of name + description + parameter words.
+            let target = match self.ranker {
+                Ranker::Fielded => f,
+                Ranker::Bm25 if matches!(f, NAME | DESCRIPTION | PARAMS) => NAME,
+                Ranker::Bm25 => continue,
+            };
+            for text in texts {
+                for term in self.analyzer.terms_cached(text, cache) {
+                    let tf = counts.entry(term).or_default();
+                    tf[target] = tf[target].saturating_add(1);
+                    lengths[target] += 1.0;
+                }
+            }
+        }
+        let doc = u32::try_from(doc).expect("fewer than 2^32 tools");
+        let mut sorted: Vec<(String, [u16; FIELDS])> = counts.into_iter().collect();
+        sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (term, tf) in sorted {
+            let next = u32::try_from(self.postings.len()).expect("fewer than 2^32 terms");
+            let id = *self.terms.entry(term).or_insert(next);
+            if id == next {
+                self.postings.push(Vec::new());
+            }
+            self.postings[id as usize].push(Posting { doc, tf });
+        }
+        self.lengths.push(lengths);
+    }
+
+    /// The best `limit` tools for `query`, best first; ties in id order. Tools that share no
+    /// term with the query are not returned.
+    #[must_use]
+    pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
+        if limit == 0 || self.is_empty() {
+            return Vec::new();
+        }
+        let concepts = self.query_terms(query);
+        let query_weight: f32 = concepts.iter().map(|(_, w)| w).sum();
+        let n = self.len();
+        let mut total = vec![0.0f32; n];
+        let mut concept = vec![0.0f32; n];
+        let mut name_hits = vec![0.0f32; n];
+        let mut named = vec![0.0f32; n];
+        let mut matched = vec![0.0f32; n];
+        let mut touched: Vec<u32> = Vec::new();
+        for (term, weight) in &concepts {
+            self.accumulate(term, *weight, &mut concept, &mut named, &mut touched);
+            if let Some(others) = self.equivalents.get(term) {
+                for other in others {
+                    if !concepts.iter().any(|(t, _)| t == other) {
+                        let weight = weight * self.tuning.synonym;
+                        self.accumulate(other, weight, &mut concept, &mut named, &mut touched);
+                    }
+                }
+            }
+            for &doc in &touched {
+                let d = doc as usize;
+                total[d] += concept[d];
+                concept[d] = 0.0;
+                matched[d] += weight;
+                name_hits[d] += named[d];
+                named[d] = 0.0;
+            }
+            touched.clear();
+        }
+        let mut hits: Vec<Hit> = Vec::new();
+        for (doc, &score) in total.iter().enumerate() {
+            if score <= 0.0 {
+                continue;
+            }
+            let mut score = score;
+            if self.tuning.coord > 0.0 {
+                score *= (matched[doc] / query_weight).powf(self.tuning.coord);
+            }
+            if self.tuning.name_coverage > 0.0 && self.name_idf[doc] > 0.0 {
+                let covered = (name_hits[doc] / self.name_idf[doc]).min(1.0);
+                score += self.tuning.name_coverage * covered * covered;
+            }
+            hits.push(Hit { index: doc, score });
+        }
+        let order = |a: &Hit, b: &Hit| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| self.tie_rank[a.index].cmp(&self.tie_rank[b.index]))
+        };
+        if hits.len() > limit {
+            hits.select_nth_unstable_by(limit - 1, order);
+            hits.truncate(limit);
+        }
+        hits.sort_unstable_by(order);
+        hits
+    }
+
+    /// The distinct terms of a query with their weights: 1, or less inside argument-like spans.
+    fn query_terms(&self, query: &str) -> Vec<(String, f32)> {
+        let mut out: Vec<(String, f32)> = Vec::new();
+        for chunk in query.split_whitespace() {
+            let weight = if self.ranker == Ranker::Fielded && is_value_like(chunk) {
+                self.tuning.value
+            } else {
+                1.0
+            };
+            for term in self.analyzer.terms(chunk) {
+                match out.iter_mut().find(|(t, _)| *t == term) {
+                    Some(seen) => seen.1 = seen.1.max(weight),
+                    None => out.push((term, weight)),
+                }
+            }
+        }
+        out
+    }
+
+    /// Per query term, the score it gives tool `doc` (its own word and its equivalents), for
+    /// debugging a ranking.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn explain(&self, query: &str, doc: usize) -> Vec<(String, f32)> {
+        let mut out = Vec::new();
+        let n = self.len();
+        for term in self.analyzer.terms(query) {
+            let mut concept = vec![0.0f32; n];
+            let mut named = vec![0.0f32; n];
+            let mut touched = Vec::new();
+            self.accumulate(&term, 1.0, &mut concept, &mut named, &mut touched);
+            let own = concept[doc];
+            for other in self.equivalents.get(&term).into_iter().flatten() {
+                self.accumulate(
+                    other,
+                    self.tuning.synonym,
+                    &mut concept,
+                    &mut named,
+                    &mut touched,
+                );
+                if concept[doc] > own {
+                    out.push((format!("{term}~{other}"), concept[doc]));
+                    concept[doc] = own;
+                }
+            }
+            out.push((term, own));
+        }
+        out
+    }
+
+    /// Adds `weight` × the BM25F score of `term` into `concept` (keeping the best of a word and
+    /// its equivalents, so a concept counts once), and into `named` the weighted idf of the term
+    /// for documents whose name has it.
+    fn accumulate(
+        &self,
+        term: &str,
+        weight: f32,
+        concept: &mut [f32],
+        named: &mut [f32],
+        touched: &mut Vec<u32>,
+    ) {
+        let Some(&id) = self.terms.get(term) else {
+            return;
+        };
+        let postings = &self.postings[id as usize];
+        let idf = idf(self.len(), postings.len());
+        let t = &self.tuning;
+        for p in postings {
+            let d = p.doc as usize;
+            let mut tf = 0.0;
+            for f in 0..FIELDS {
+                if p.tf[f] > 0 {
+                    let norm = 1.0 - t.b[f] + t.b[f] * self.lengths[d][f] / self.average[f];
+                    tf += t.weight[f] * f32::from(p.tf[f]) / norm;
+                }
+            }
+            let score = weight * idf * tf * (t.k1 + 1.0) / (t.k1 + tf);
+            if concept[d] == 0.0 {
+                touched.push(p.doc);
+            }
+            if score > concept[d] {
+                concept[d] = score;
+            }
+            if p.tf[NAME] > 0 && self.ranker == Ranker::Fielded {
+                // The share of the name this concept covers: the term's idf, discounted like
+                // its score (an equivalent word or an argument value counts less).
+                named[d] = named[d].max(weight * idf);
+            }
+        }
+    }
+}
+
+/// BM25 inverse document frequency (never negative).
+fn idf(docs: usize, df: usize) -> f32 {
+    let (n, df) = (docs as f32, df as f32);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// Each tool's position in `server/tool` id order (then input order).
+fn tie_ranks(tools: &[CatalogTool]) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..tools.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ta, tb) = (&tools[a], &tools[b]);
+        (ta.server.as_str(), ta.name.as_str(), a).cmp(&(tb.server.as_str(), tb.name.as_str(), b))
+    });
+    let mut rank = vec![0u32; tools.len()];
+    for (position, doc) in order.into_iter().enumerate() {
+        rank[doc] = u32::try_from(position).expect("fewer than 2^32 tools");
+    }
+    rank
+}
+
+/// The texts of each field of a tool.
+fn field_texts(tool: &CatalogTool) -> [Vec<&str>; FIELDS] {
+    let mut fields: [Vec<&str>; FIELDS] = Default::default();
+    fields[NAME].push(&tool.name);
+    let def = &tool.definition;
+    if let Some(title) = def.get("title").and_then(Value::as_str) {
+        fields[TITLE].push(title);
+    }
+    if let Some(title) = def
+        .get("annotations")
+        .and_then(|a| a.get("title"))
+        .and_then(Value::as_str)
+    {
+        fields[TITLE].push(title);
+    }
+    fields[SERVER].push(&tool.server);
+    fields[DESCRIPTION].push(tool.description());
+    fields[LEAD].push(lead_sentence(tool.description()));
+    if let Some(schema) = tool.input_schema() {
+        schema_texts(schema, 0, &mut fields[PARAMS]);
+    }
+    fields
+}
+
+/// The first sentence (or line) of a description.
+fn lead_sentence(text: &str) -> &str {
+    let text = text.trim_start();
+    let mut end = text.find('\n').unwrap_or(text.len());
+    for stop in [". ", "。", "! ", "? "] {
+        if let Some(at) = text[..end].find(stop) {
+            end = end.min(at);
+        }
+    }
+    &text[..end]
+}
+
+/// Whether a whitespace-separated chunk of a query looks like an argument value (a path, a
+/// URL, a file name, a CSS selector, a handle) rather than words saying what to do.
+fn is_value_like(chunk: &str) -> bool {
+    let chunk = chunk
+        .trim_matches(|c: char| matches!(c, '"' | '\'' | '(' | ')' | ',' | '?' | '!' | ':' | ';'));
+    let chunk = chunk.strip_suffix('.').unwrap_or(chunk);
+    if chunk.contains('/') || chunk.contains('\\') {
+        return true;
+    }
+    if chunk.len() > 1 && chunk.starts_with(['#', '.', '@', '$', '~']) {
+        return true;
+    }
+    let bytes = chunk.as_bytes();
+    // `name.ext`, `www.example.com`: a dot between alphanumerics.
+    bytes
+        .windows(3)
+        .any(|w| w[1] == b'.' && w[0].is_ascii_alphanumeric() && w[2].is_ascii_alphabetic())
+}
+
+/// Parameter names, descriptions and string enum values of a schema, nested ones included.
+fn schema_texts<'a>(schema: &'a Value, depth: usize, out: &mut Vec<&'a str>) {
+    const MAX_DEPTH: usize = 6;
+    let Value::Object(obj) = schema else {
+        return;
+    };
+    if depth > MAX_DEPTH {
+        return;
+    }
+    if depth > 0 {
+        if let Some(d) = obj.get("description").and_then(Value::as_str) {
+            out.push(d);
+        }
+        if let Some(Value::Array(values)) = obj.get("enum") {
+            out.extend(values.iter().filter_map(Value::as_str));
+        }
+    }
+    if let Some(Value::Object(props)) = obj.get("properties") {
+        for (name, prop) in props {
+            out.push(name);
+            schema_texts(prop, depth + 1, out);
+        }
+    }
+    if let Some(items) = obj.get("items") {
+        schema_texts(items, depth + 1, out);
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(list)) = obj.get(key) {
+            for sub in list {
+                schema_texts(sub, depth + 1, out);
+            }
+        }
+    }
+}
+
+/// Stemmed term → stemmed equivalents.
+fn equivalents(analyzer: &Analyzer) -> HashMap<String, Vec<String>> {
+    let mut map: HashMap<String, Vec<String>> = HashMap::new();
+    for group in synonyms::GROUPS {
+        let stems: Vec<String> = group.iter().filter_map(|w| analyzer.term(w)).collect();
+        for stem in &stems {
+            let entry = map.entry(stem.clone()).or_default();
+            for other in &stems {
+                if other != stem && !entry.contains(other) {
+                    entry.push(other.clone());
+                }
+            }
+        }
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests;

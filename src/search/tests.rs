@@ -1,0 +1,181 @@
+use super::*;
+use proptest::prelude::*;
+use serde_json::json;
+use std::path::Path;
+use std::sync::LazyLock;
+
+/// The fixture catalog and its index, built once for the property tests.
+static FIXTURES: LazyLock<(Vec<CatalogTool>, SearchIndex)> = LazyLock::new(|| {
+    let tools = fixtures();
+    let index = SearchIndex::build(&tools);
+    (tools, index)
+});
+
+fn tool(server: &str, def: Value) -> CatalogTool {
+    CatalogTool::new(server, def).unwrap()
+}
+
+fn fixtures() -> Vec<CatalogTool> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
+    crate::catalog::load_saved(&[dir]).unwrap()
+}
+
+fn ids(tools: &[CatalogTool], hits: &[Hit]) -> Vec<String> {
+    hits.iter().map(|h| tools[h.index].id()).collect()
+}
+
+#[test]
+fn finds_by_name_words_and_equivalents() {
+    let tools = vec![
+        tool(
+            "git",
+            json!({"name": "git_log", "description": "Show the commit logs"}),
+        ),
+        tool(
+            "fs",
+            json!({"name": "list_directory", "description": "List entries"}),
+        ),
+        tool(
+            "fs",
+            json!({"name": "delete_file", "description": "Delete a file"}),
+        ),
+    ];
+    let index = SearchIndex::build(&tools);
+    assert_eq!(index.search("list the directory", 5)[0].index, 1);
+    // `remove` ~ `delete`, `folder` ~ `directory`.
+    assert_eq!(index.search("remove a file", 5)[0].index, 2);
+    assert_eq!(index.search("show the folder", 5)[0].index, 1);
+    assert!(index.search("", 5).is_empty());
+    assert!(index.search("list", 0).is_empty());
+}
+
+#[test]
+fn ties_are_broken_by_id() {
+    let same = |server: &str, name: &str| {
+        tool(server, json!({"name": name, "description": "Do the thing"}))
+    };
+    let tools = vec![
+        same("b", "x"),
+        same("a", "y"),
+        same("a", "x"),
+        same("c", "a"),
+    ];
+    let index = SearchIndex::build(&tools);
+    let hits = index.search("thing", 10);
+    assert_eq!(ids(&tools, &hits), ["a/x", "a/y", "b/x", "c/a"]);
+    assert!(hits.windows(2).all(|w| w[0].score == w[1].score));
+}
+
+#[test]
+fn argument_values_weigh_less_than_words() {
+    let tools = vec![
+        tool(
+            "fs",
+            json!({"name": "list_directory", "description": "List a directory"}),
+        ),
+        tool(
+            "proj",
+            json!({"name": "create_project", "description": "Create a project"}),
+        ),
+    ];
+    let index = SearchIndex::build(&tools);
+    let hits = index.search("list the directory ./my_project/src", 5);
+    assert_eq!(ids(&tools, &hits)[0], "fs/list_directory");
+}
+
+#[test]
+fn chinese_descriptions_match_chinese_queries() {
+    let tools = vec![
+        tool(
+            "rail",
+            json!({"name": "get-tickets", "description": "查询12306余票信息。"}),
+        ),
+        tool(
+            "cook",
+            json!({"name": "recommend", "description": "推荐菜谱"}),
+        ),
+    ];
+    let index = SearchIndex::build(&tools);
+    assert_eq!(ids(&tools, &index.search("余票", 5)), ["rail/get-tickets"]);
+}
+
+#[test]
+fn baseline_ranker_works_on_the_fixtures() {
+    let tools = fixtures();
+    let index = SearchIndex::build_with(&tools, Ranker::Bm25);
+    assert_eq!(index.ranker(), Ranker::Bm25);
+    let hits = index.search("create a directory", 5);
+    assert!(ids(&tools, &hits).contains(&"filesystem/create_directory".to_owned()));
+}
+
+#[test]
+fn fixtures_rank_obvious_queries_first() {
+    let tools = fixtures();
+    let index = SearchIndex::build(&tools);
+    for (query, want) in [
+        ("create a new directory", "create_directory"),
+        ("what time is it in Tokyo", "get_current_time"),
+        ("get the weather forecast for Berlin", "weather"),
+    ] {
+        let hits = index.search(query, 5);
+        let got = ids(&tools, &hits);
+        assert!(got.iter().any(|id| id.contains(want)), "{query}: {got:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    #[test]
+    fn same_query_same_results(query in "[a-z ]{0,40}", limit in 0usize..12) {
+        let (_, index) = &*FIXTURES;
+        let a = index.search(&query, limit);
+        prop_assert!(a.len() <= limit);
+        prop_assert!(a.windows(2).all(|w| w[0].score >= w[1].score));
+        prop_assert_eq!(&a, &index.search(&query, limit));
+    }
+
+    #[test]
+    fn rebuilt_index_answers_the_same(query in "[a-z ]{1,40}") {
+        let (tools, index) = &*FIXTURES;
+        prop_assert_eq!(index.search(&query, 10), SearchIndex::build(tools).search(&query, 10));
+    }
+
+    #[test]
+    fn removed_tool_is_not_found(pick in 0usize..1000) {
+        let mut tools = FIXTURES.0.clone();
+        let removed = tools.remove(pick % tools.len());
+        let index = SearchIndex::build(&tools);
+        let query = format!("{} {}", removed.name, removed.description());
+        for hit in index.search(&query, 50) {
+            prop_assert_ne!(tools[hit.index].id(), removed.id());
+        }
+    }
+
+    #[test]
+    fn input_order_does_not_change_the_ranking(seed in any::<u64>()) {
+        let tools = &FIXTURES.0;
+        let mut shuffled: Vec<CatalogTool> = tools.clone();
+        // Deterministic shuffle from the seed.
+        let mut state = seed | 1;
+        for i in (1..shuffled.len()).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let j = usize::try_from(state % (i as u64 + 1)).unwrap();
+            shuffled.swap(i, j);
+        }
+        let a = FIXTURES.1.search("read a file from disk", 10);
+        let b = SearchIndex::build(&shuffled).search("read a file from disk", 10);
+        prop_assert_eq!(ids(tools, &a), ids(&shuffled, &b));
+    }
+}
+
+#[test]
+fn a_tool_name_typed_as_is_is_found_first() {
+    let (tools, index) = &*FIXTURES;
+    let hits = index.search("create_directory", 3);
+    assert!(ids(tools, &hits)[0].ends_with("/create_directory"));
+    let hits = index.search("filesystem create_directory", 3);
+    assert_eq!(ids(tools, &hits)[0], "filesystem/create_directory");
+}

@@ -1,0 +1,102 @@
+//! `mcp-budget search` end to end, on the fixture toolsets.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets")
+}
+
+fn search(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .arg("search")
+        .arg("--tools")
+        .arg(fixtures())
+        .args(args)
+        .output()
+        .expect("run mcp-budget");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[test]
+fn queries_file_gives_one_json_line_per_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("q.jsonl");
+    std::fs::write(
+        &file,
+        "{\"id\": \"a\", \"query\": \"create a new directory\"}\n\n{\"id\": 7, \"query\": \"what time is it in Tokyo\"}\n",
+    )
+    .unwrap();
+    let out = search(&["--queries", file.to_str().unwrap(), "--top-k", "3"]);
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["id"], "a");
+    assert_eq!(rows[1]["id"], 7);
+    let first: Vec<&str> = rows[0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(first.len(), 3);
+    assert!(
+        first.iter().any(|id| id.ends_with("/create_directory")),
+        "{first:?}"
+    );
+    assert!(first.iter().all(|id| id.contains('/')));
+}
+
+#[test]
+fn single_query_table_and_json() {
+    let table = search(&["--query", "get the weather forecast"]);
+    assert_eq!(table.lines().count(), 5, "{table}");
+    assert!(table.lines().next().unwrap().trim_start().starts_with("1 "));
+    let json: Value = serde_json::from_str(&search(&[
+        "--query",
+        "get the weather forecast",
+        "--format",
+        "json",
+        "--top-k",
+        "2",
+    ]))
+    .unwrap();
+    assert_eq!(json["results"].as_array().unwrap().len(), 2);
+    assert!(json["results"][0]["id"]
+        .as_str()
+        .unwrap()
+        .starts_with("weather/"));
+}
+
+#[test]
+fn baseline_ranker_flag_is_accepted() {
+    let out = search(&[
+        "--query",
+        "create a new directory",
+        "--ranker",
+        "bm25",
+        "--format",
+        "json",
+    ]);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    assert!(!json["results"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn query_or_queries_is_required() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["search", "--tools"])
+        .arg(fixtures())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
