@@ -8,7 +8,7 @@
 //! use mcp_budget::layer::recover::RecoverLayer;
 //! use tower::Layer;
 //! # use mcp_budget::context::McpRequest;
-//! # let inner = tower::service_fn(|_: McpRequest| async { Ok::<_, std::convert::Infallible>(None) });
+//! # let inner = tower::service_fn(|_: McpRequest| async { Ok::<Option<mcp_budget::jsonrpc::Message>, std::convert::Infallible>(None) });
 //! let service = RecoverLayer.layer(inner);
 //! # let _ = service;
 //! ```

@@ -4,7 +4,7 @@
 //! use mcp_budget::layer::trace::TraceLayer;
 //! use tower::Layer;
 //! # use mcp_budget::context::McpRequest;
-//! # let inner = tower::service_fn(|_: McpRequest| async { Ok::<_, std::convert::Infallible>(None) });
+//! # let inner = tower::service_fn(|_: McpRequest| async { Ok::<Option<mcp_budget::jsonrpc::Message>, std::convert::Infallible>(None) });
 //! let service = TraceLayer.layer(inner);
 //! # let _ = service;
 //! ```
