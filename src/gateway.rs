@@ -46,6 +46,9 @@ struct Contribution {
 
 #[derive(Debug, Default)]
 struct Catalog {
+    /// Bumped on every change, so that derived views (plans, search indexes) know when to
+    /// rebuild.
+    version: u64,
     per_upstream: Vec<Contribution>,
     /// Exposed tool name → (upstream, upstream's name).
     tools: HashMap<String, (usize, String)>,
@@ -331,6 +334,7 @@ impl Gateway {
         if !changed.is_empty() {
             let mut catalog = self.write_catalog();
             catalog.per_upstream[i] = fresh;
+            catalog.version += 1;
             catalog.rebuild_maps(&self.inner.policy.separator, &self.inner.names);
         }
         changed
@@ -348,6 +352,12 @@ impl Gateway {
             }
         }
         out
+    }
+
+    /// The catalog's version: changes whenever any upstream's lists change.
+    #[must_use]
+    pub fn catalog_version(&self) -> u64 {
+        self.read_catalog().version
     }
 
     /// The catalog as [`crate::catalog::CatalogTool`]s (upstream names, server ids).

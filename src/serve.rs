@@ -46,7 +46,25 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
     for (name, line) in summary_lines(&summaries) {
         eprintln!("  {name:<20} {line}");
     }
-    let service = stack::build(gateway.clone());
+    let (service, budget) = stack::build_with_budget(gateway.clone());
+    match &budget {
+        Some(budget) => {
+            let s = budget.summary();
+            let model = &policy.budget.model;
+            eprintln!(
+                "  tools: {} → {} listed; tokens {} → {} ({} budget {} at {}%) plan {}",
+                s.tools,
+                s.exposed,
+                s.tokens_before,
+                s.tokens_after,
+                model,
+                s.budget_tokens,
+                f64::from(policy.budget.threshold_bp) / 100.0,
+                s.rung
+            );
+        }
+        None => eprintln!("  budget: off (tool lists pass through)"),
+    }
 
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(addr) = policy.downstream.http {

@@ -15,6 +15,7 @@
 //! ```
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use tower::util::BoxCloneSyncService;
 use tower::ServiceBuilder;
@@ -22,19 +23,34 @@ use tower::ServiceBuilder;
 use crate::context::McpRequest;
 use crate::gateway::Gateway;
 use crate::jsonrpc::Message;
-use crate::layer::{recover::RecoverLayer, trace::TraceLayer};
+use crate::layer::{budget::BudgetLayer, recover::RecoverLayer, trace::TraceLayer};
 
 /// The gateway's message service, as the downstream transports use it.
 pub type McpService = BoxCloneSyncService<McpRequest, Option<Message>, Infallible>;
 
-/// Builds the full stack over `gateway`.
+/// Builds the full stack over `gateway`, with the budget layer when the policy enables it.
 #[must_use]
 pub fn build(gateway: Gateway) -> McpService {
+    build_with_budget(gateway).0
+}
+
+/// [`build`], also returning the budget layer (for its plan summary) when it is in the stack.
+#[must_use]
+pub fn build_with_budget(gateway: Gateway) -> (McpService, Option<BudgetLayer>) {
+    let policy = gateway.policy().clone();
+    let budget = policy
+        .budget
+        .enabled
+        .then(|| BudgetLayer::new(Arc::new(gateway.clone()), &policy));
     let service = ServiceBuilder::new()
         // Outermost: whatever fails below, each request id gets exactly one answer.
         .layer(RecoverLayer)
         // Then a span per message, so every layer below logs with session, method and id.
         .layer(TraceLayer)
+        // The budget answers tools/list from its plan and serves the meta-tools; an
+        // invoke_tool goes on down as an ordinary tools/call, so it sits above everything
+        // that must see real calls (authorization, isolation: later layers go below it).
+        .option_layer(budget.clone())
         .service(gateway);
-    BoxCloneSyncService::new(service)
+    (BoxCloneSyncService::new(service), budget)
 }

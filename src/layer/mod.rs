@@ -1,4 +1,5 @@
 //! The tower layers of the gateway, one module each; [`crate::stack`] orders them.
 
+pub mod budget;
 pub mod recover;
 pub mod trace;

@@ -32,6 +32,9 @@ pub const DEFAULT_THRESHOLD_BP: u32 = 200;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 pub struct RawBudget {
+    /// Apply the budget to `tools/list` in the gateway. `false` passes lists through
+    /// unchanged (only names are namespaced). Default: true.
+    pub enabled: Option<bool>,
     /// Host model, e.g. `"claude-haiku-4-5"`. Default: `"claude-sonnet-4-5"`.
     pub model: Option<String>,
     /// Share of the context window tools may use, 1 to 5 (percent). Default: 2.
@@ -90,6 +93,8 @@ pub struct ToolRule {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct BudgetPolicy {
+    /// Whether the gateway applies the budget to `tools/list`.
+    pub enabled: bool,
     /// The model name as written (or the default).
     pub model: String,
     /// The profile overrides written in the policy.
@@ -111,6 +116,7 @@ pub struct BudgetPolicy {
 impl Default for BudgetPolicy {
     fn default() -> Self {
         Self {
+            enabled: true,
             model: profile::DEFAULT_MODEL.to_owned(),
             overrides: ProfileOverrides::default(),
             profile: profile::builtin(profile::DEFAULT_MODEL)
@@ -252,6 +258,7 @@ impl RawBudget {
             }
         }
         policy.list_catalog = self.list_catalog.unwrap_or(true);
+        policy.enabled = self.enabled.unwrap_or(true);
         if let Some(model) = &self.model {
             policy.model.clone_from(model);
         }

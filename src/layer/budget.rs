@@ -1,0 +1,465 @@
+//! `budget`: fit `tools/list` into the host's token budget, and answer the meta-tools.
+//!
+//! Effect: a `tools/list` is answered from the plan for the current catalog — tools listed at
+//! the compression level the planner chose, deferred tools behind the `search_tools` /
+//! `get_tool_schema` / `invoke_tool` meta-tools when even the most compressed list does not
+//! fit (see [`crate::plan`], [`crate::compress`], [`crate::discover`]). The plan, its list and
+//! the search index are computed once per catalog version, so a warm `tools/list` costs a
+//! copy of cached bytes, and the same catalog always gives the same bytes.
+//!
+//! A `tools/call` of a meta-tool is answered here; `invoke_tool` with valid arguments goes on
+//! down the stack as an ordinary `tools/call` of the real tool, so everything below sees what a
+//! direct call would, and the upstream's result comes back unchanged. Direct calls of deferred
+//! tools by name also pass through. Everything else passes through untouched.
+//!
+//! Policy: `[budget]` (model, threshold, level, mode, per-tool rules; `enabled = false` leaves
+//! the layer out) and `[discover]` (meta-tool names, `never_defer`, search limits).
+//! Tracing: each new plan is logged with `rung`, `tokens_before`, `tokens_after`, `tools`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use mcp_budget::catalog::CatalogTool;
+//! use mcp_budget::layer::budget::{BudgetLayer, CatalogSource};
+//! use mcp_budget::policy::Policy;
+//!
+//! #[derive(Debug)]
+//! struct Fixed(Vec<CatalogTool>);
+//! impl CatalogSource for Fixed {
+//!     fn version(&self) -> u64 { 1 }
+//!     fn tools(&self) -> Vec<CatalogTool> { self.0.clone() }
+//! }
+//!
+//! let layer = BudgetLayer::new(Arc::new(Fixed(Vec::new())), &Policy::default());
+//! let summary = layer.summary();
+//! assert_eq!(summary.tools, 0);
+//! ```
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use serde_json::value::RawValue;
+use serde_json::{json, Map, Value};
+use tower::{Layer, Service};
+
+use crate::catalog::CatalogTool;
+use crate::context::McpRequest;
+use crate::discover::{Discovery, MetaCall};
+use crate::jsonrpc::{to_raw, Id, Kind, Message};
+use crate::naming::exposed_name;
+use crate::plan::{self, Plan};
+use crate::policy::budget::ToolRule;
+use crate::policy::{BudgetPolicy, DiscoverPolicy, Policy};
+use crate::tokens::Counter;
+
+/// Where the layer reads the catalog from (the [`Gateway`](crate::gateway::Gateway), or a
+/// fixed list in tests and embedders).
+pub trait CatalogSource: Send + Sync + std::fmt::Debug + 'static {
+    /// Changes whenever the tools change.
+    fn version(&self) -> u64;
+    /// Every tool, in a stable order.
+    fn tools(&self) -> Vec<CatalogTool>;
+}
+
+impl CatalogSource for crate::gateway::Gateway {
+    fn version(&self) -> u64 {
+        self.catalog_version()
+    }
+    fn tools(&self) -> Vec<CatalogTool> {
+        self.catalog_tools()
+    }
+}
+
+/// Token totals of the current plan, for the startup summary and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanSummary {
+    /// Rung of the ladder (`full`, `uniform:low`, `hybrid`, `search`, …).
+    pub rung: String,
+    /// Tools in the catalog.
+    pub tools: usize,
+    /// Tools listed directly.
+    pub exposed: usize,
+    /// Tokens of the catalog listed in full.
+    pub tokens_before: usize,
+    /// Tokens of what the host sees.
+    pub tokens_after: usize,
+    /// The budget in tokens.
+    pub budget_tokens: usize,
+}
+
+struct Planned {
+    version: u64,
+    plan: Plan,
+    tools: usize,
+    /// The whole `tools/list` result, serialized once.
+    result: Box<RawValue>,
+    discovery: Option<Discovery>,
+}
+
+struct State {
+    source: Arc<dyn CatalogSource>,
+    budget: BudgetPolicy,
+    discover: DiscoverPolicy,
+    separator: String,
+    counter: Counter,
+    current: Mutex<Option<Arc<Planned>>>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("model", &self.budget.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl State {
+    /// The plan for the current catalog, computed at most once per catalog version.
+    fn planned(&self) -> Arc<Planned> {
+        let version = self.source.version();
+        // Held while planning: concurrent lists of a new catalog wait for one computation.
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(p) = current.as_ref().filter(|p| p.version == version) {
+            return p.clone();
+        }
+        let planned = Arc::new(self.compute(version));
+        *current = Some(planned.clone());
+        planned
+    }
+
+    fn compute(&self, version: u64) -> Planned {
+        let catalog = self.source.tools();
+        let policy = self.effective_policy(&catalog);
+        let meta = &self.discover.names;
+        let measured = self
+            .counter
+            .measure_for_plan(&catalog, &policy, &self.separator, meta);
+        let plan = plan::plan(&catalog, &measured, &policy);
+        let tools = plan::apply(&plan, &catalog, &policy, &self.separator, meta);
+        let result = to_raw(&json!({ "tools": tools }));
+        let deferred: Vec<CatalogTool> = catalog
+            .iter()
+            .zip(&plan.levels)
+            .filter(|(_, level)| level.is_none())
+            .map(|(tool, _)| tool.clone())
+            .collect();
+        let discovery = (plan.meta_tools && !deferred.is_empty())
+            .then(|| Discovery::new(deferred, &self.separator, &self.discover));
+        tracing::info!(
+            rung = %plan.rung,
+            tools = catalog.len(),
+            exposed = plan.exposed_count(),
+            tokens_before = plan.tokens_before,
+            tokens_after = plan.tokens_after,
+            budget = plan.budget.tokens,
+            "Tool list planned"
+        );
+        Planned {
+            version,
+            tools: catalog.len(),
+            plan,
+            result,
+            discovery,
+        }
+    }
+
+    /// `[discover] never_defer` patterns become pins for the planner.
+    fn effective_policy(&self, catalog: &[CatalogTool]) -> BudgetPolicy {
+        let mut policy = self.budget.clone();
+        if self.discover.never_defer.is_empty() {
+            return policy;
+        }
+        for tool in catalog {
+            let id = tool.id();
+            let exposed = exposed_name(&tool.server, &tool.name, &self.separator);
+            if self.discover.never_deferred(&id, &exposed) {
+                let mut rule = policy
+                    .rule(&tool.server, &tool.name)
+                    .cloned()
+                    .unwrap_or_else(ToolRule::default);
+                rule.pin = true;
+                policy.tools.insert(0, (id, rule));
+            }
+        }
+        policy
+    }
+}
+
+/// Layer of [`Budget`].
+#[derive(Debug, Clone)]
+pub struct BudgetLayer {
+    state: Arc<State>,
+}
+
+impl BudgetLayer {
+    /// A layer planning the tools of `source` under `policy`'s `[budget]` and `[discover]`.
+    #[must_use]
+    pub fn new(source: Arc<dyn CatalogSource>, policy: &Policy) -> Self {
+        Self {
+            state: Arc::new(State {
+                source,
+                counter: Counter::new(&policy.budget.profile),
+                budget: policy.budget.clone(),
+                discover: policy.discover.clone(),
+                separator: policy.separator.clone(),
+                current: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The current plan's totals (plans the current catalog if needed).
+    #[must_use]
+    pub fn summary(&self) -> PlanSummary {
+        let planned = self.state.planned();
+        PlanSummary {
+            rung: planned.plan.rung.to_string(),
+            tools: planned.tools,
+            exposed: planned.plan.exposed_count(),
+            tokens_before: planned.plan.tokens_before,
+            tokens_after: planned.plan.tokens_after,
+            budget_tokens: planned.plan.budget.tokens,
+        }
+    }
+}
+
+impl<S> Layer<S> for BudgetLayer {
+    type Service = Budget<S>;
+    fn layer(&self, inner: S) -> Budget<S> {
+        Budget {
+            inner,
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// Applies the budget plan to `tools/list` and serves the meta-tools.
+#[derive(Debug, Clone)]
+pub struct Budget<S> {
+    inner: S,
+    state: Arc<State>,
+}
+
+impl<S> Budget<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<Option<Message>, Infallible>> + Send>>;
+
+impl<S> Service<McpRequest> for Budget<S>
+where
+    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Option<Message>;
+    type Error = Infallible;
+    type Future = BoxFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: McpRequest) -> BoxFuture {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        if req.message.kind() != Kind::Request {
+            return Box::pin(inner.call(req));
+        }
+        let id = req.message.id.clone().unwrap_or(Id::Null);
+        match req.message.method() {
+            Some("tools/list") => {
+                let planned = self.state.planned();
+                let reply = Message::response(id, planned.result.clone());
+                Box::pin(async move { Ok(Some(reply)) })
+            }
+            Some("tools/call") => {
+                let Some(rewritten) = self.meta_call(&req.message) else {
+                    return Box::pin(inner.call(req));
+                };
+                match rewritten {
+                    Outcome::Answer(result) => {
+                        let reply = Message::response_value(id, &result);
+                        Box::pin(async move { Ok(Some(reply)) })
+                    }
+                    Outcome::Forward(params) => {
+                        let McpRequest {
+                            mut message,
+                            caller,
+                        } = req;
+                        message.params = Some(params);
+                        Box::pin(inner.call(McpRequest { message, caller }))
+                    }
+                }
+            }
+            _ => Box::pin(inner.call(req)),
+        }
+    }
+}
+
+enum Outcome {
+    Answer(Value),
+    Forward(Box<RawValue>),
+}
+
+impl<S> Budget<S> {
+    /// `Some` when the call is of a meta-tool: its answer, or the real call to forward.
+    fn meta_call(&self, message: &Message) -> Option<Outcome> {
+        #[derive(serde::Deserialize)]
+        struct Call {
+            name: String,
+            #[serde(default)]
+            arguments: Value,
+            #[serde(rename = "_meta")]
+            meta: Option<Value>,
+        }
+        let call: Call = message.params_as().ok()?;
+        let names = &self.state.discover.names;
+        if call.name != names.search && call.name != names.schema && call.name != names.invoke {
+            return None;
+        }
+        let planned = self.state.planned();
+        let discovery = planned.discovery.as_ref()?;
+        match discovery.call(&call.name, &call.arguments)? {
+            MetaCall::Result(result) => Some(Outcome::Answer(result)),
+            MetaCall::Invoke { tool, arguments } => {
+                let mut params = Map::new();
+                params.insert(
+                    "name".into(),
+                    Value::String(exposed_name(
+                        &tool.server,
+                        &tool.name,
+                        &self.state.separator,
+                    )),
+                );
+                params.insert("arguments".into(), arguments);
+                if let Some(meta) = call.meta {
+                    params.insert("_meta".into(), meta);
+                }
+                Some(Outcome::Forward(to_raw(&Value::Object(params))))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Caller, Session};
+    use std::path::Path;
+
+    #[derive(Debug)]
+    struct Fixed(Vec<CatalogTool>);
+    impl CatalogSource for Fixed {
+        fn version(&self) -> u64 {
+            1
+        }
+        fn tools(&self) -> Vec<CatalogTool> {
+            self.0.clone()
+        }
+    }
+
+    fn fixtures() -> Vec<CatalogTool> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
+        crate::catalog::load_saved(&[dir]).unwrap()
+    }
+
+    fn request(id: i64, method: &str, params: &Value) -> McpRequest {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        McpRequest {
+            message: Message::request(Id::Number(id), method, Some(to_raw(params))),
+            caller: Caller::new(Arc::new(Session::new("t", tx))),
+        }
+    }
+
+    /// The inner service echoes the tools/call it receives.
+    fn echo() -> impl Service<
+        McpRequest,
+        Response = Option<Message>,
+        Error = Infallible,
+        Future = impl Future<Output = Result<Option<Message>, Infallible>> + Send,
+    > + Clone
+           + Send
+           + 'static {
+        tower::service_fn(|req: McpRequest| async move {
+            let params: Value = req.message.params_as().unwrap();
+            let id = req.message.id.clone().unwrap();
+            Ok(Some(Message::response_value(
+                id,
+                &json!({"content": [{"type": "text", "text": params.to_string()}]}),
+            )))
+        })
+    }
+
+    #[tokio::test]
+    async fn large_catalog_goes_behind_search_and_invoke_reaches_the_real_tool() {
+        let layer = BudgetLayer::new(Arc::new(Fixed(fixtures())), &Policy::default());
+        let mut svc = layer.layer(echo());
+        let list = svc
+            .call(request(1, "tools/list", &json!({})))
+            .await
+            .unwrap()
+            .unwrap();
+        let tools: Value = list.result_as().unwrap();
+        let names: Vec<&str> = tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"search_tools"), "{names:?}");
+        assert!(names.len() < 20, "{names:?}");
+
+        let found = svc
+            .call(request(2, "tools/call", &json!({"name": "search_tools", "arguments": {"query": "current time in a timezone"}})))
+            .await
+            .unwrap()
+            .unwrap();
+        let text = found.result.unwrap().get().to_owned();
+        assert!(text.contains("time__get_current_time"), "{text}");
+
+        let invoked = svc
+            .call(request(3, "tools/call", &json!({"name": "invoke_tool", "arguments": {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}})))
+            .await
+            .unwrap()
+            .unwrap();
+        let text = invoked.result.unwrap().get().to_owned();
+        assert!(
+            text.contains(r#"\"name\":\"time__get_current_time\""#),
+            "{text}"
+        );
+
+        let bad = svc
+            .call(request(4, "tools/call", &json!({"name": "invoke_tool", "arguments": {"name": "time__get_current_time", "arguments": {"timezone": 3}}})))
+            .await
+            .unwrap()
+            .unwrap();
+        let result: Value = bad.result_as().unwrap();
+        assert_eq!(result["isError"], true, "{result}");
+    }
+
+    #[tokio::test]
+    async fn same_catalog_same_bytes() {
+        let a = BudgetLayer::new(Arc::new(Fixed(fixtures())), &Policy::default());
+        let b = BudgetLayer::new(Arc::new(Fixed(fixtures())), &Policy::default());
+        let la = a
+            .layer(echo())
+            .call(request(1, "tools/list", &json!({})))
+            .await
+            .unwrap()
+            .unwrap();
+        let lb = b
+            .layer(echo())
+            .call(request(1, "tools/list", &json!({})))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(la.to_bytes(), lb.to_bytes());
+    }
+}

@@ -1,0 +1,130 @@
+//! Progressive discovery end to end: the Python MCP SDK (a real client) talks to the gateway
+//! binary over stdio; behind it, real upstreams (`mcp-server-time` from PyPI,
+//! `@modelcontextprotocol/server-everything` from npm, and a small Python-SDK server whose
+//! tool list shrinks). The budget is too small for the catalog, so the client must find,
+//! inspect and invoke tools through the meta-tools.
+//!
+//! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn peers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
+}
+
+#[test]
+fn client_finds_inspects_and_invokes_deferred_tools() {
+    let peers = peers();
+    let python = peers.join(".venv/bin/python");
+    assert!(python.exists(), "run scripts/install-test-deps.sh first");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"version = 1
+
+[budget]
+model = "claude-haiku-4-5"
+# Too small for the catalog: every tool goes behind the meta-tools.
+mode = "progressive"
+list_catalog = false
+
+[[upstream]]
+name = "time"
+command = "{time}"
+args = ["--local-timezone", "UTC"]
+
+[[upstream]]
+name = "everything"
+command = "{everything}"
+
+[[upstream]]
+name = "shrink"
+command = "{python}"
+args = ["{shrink}"]
+"#,
+            time = peers.join(".venv/bin/mcp-server-time").display(),
+            everything = peers
+                .join("node_modules/.bin/mcp-server-everything")
+                .display(),
+            python = python.display(),
+            shrink = peers.join("scripts/shrinking_server.py").display(),
+        ),
+    )
+    .unwrap();
+
+    let output = Command::new("timeout")
+        .arg("120")
+        .arg(&python)
+        .arg(peers.join("scripts/discovery_client.py"))
+        .arg(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["serve", "--stdio", "--policy"])
+        .arg(&policy)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "client failed:\n{stdout}\n{stderr}"
+    );
+    let seen: Value = serde_json::from_str(stdout.trim()).unwrap();
+
+    let listed: Vec<&str> = seen["listed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["search_tools", "get_tool_schema", "invoke_tool"]);
+
+    let search = seen["search"].as_str().unwrap();
+    assert!(search.contains("shrink__forecast_weather"), "{search}");
+    assert_eq!(
+        seen["search"], seen["search_again"],
+        "identical requests, identical results"
+    );
+
+    let schema = seen["schema"].as_str().unwrap();
+    assert!(
+        schema.contains("\"city\"") && schema.contains("inputSchema"),
+        "{schema}"
+    );
+
+    assert_eq!(seen["invoke"]["is_error"], false, "{}", seen["invoke"]);
+    assert!(
+        seen["invoke"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("forecast for Paris: sunny for 2 day(s)"),
+        "{}",
+        seen["invoke"]
+    );
+
+    assert_eq!(seen["invalid"]["is_error"], true, "{}", seen["invalid"]);
+    let invalid = seen["invalid"]["text"].as_str().unwrap();
+    assert!(
+        invalid.contains("city"),
+        "names the missing argument: {invalid}"
+    );
+
+    assert!(seen["converter_before"]
+        .as_str()
+        .unwrap()
+        .contains("shrink__convert_currency"));
+    assert!(
+        !seen["converter_after"]
+            .as_str()
+            .unwrap()
+            .contains("shrink__convert_currency"),
+        "a tool removed upstream is no longer found: {}",
+        seen["converter_after"]
+    );
+    // The gateway exited with its client: nothing it started is left behind.
+    std::thread::sleep(Duration::from_millis(200));
+}
