@@ -1,5 +1,5 @@
 //! Progressive discovery end to end: the Python MCP SDK (a real client) talks to the gateway
-//! binary over stdio; behind it, real upstreams (`mcp-server-time` from PyPI,
+//! binary over stdio; behind it, real upstreams (`mcp-server-time` from `PyPI`,
 //! `@modelcontextprotocol/server-everything` from npm, and a small Python-SDK server whose
 //! tool list shrinks). The budget is too small for the catalog, so the client must find,
 //! inspect and invoke tools through the meta-tools.
