@@ -316,10 +316,16 @@ async fn handle_post(
         },
         first = out_rx.recv() => first,
     };
+    // The channel closes when the request is done without a server→client message: then
+    // the answer is plain JSON.
+    let Some(first) = first else {
+        return match done_rx.await {
+            Ok(Some(reply)) => json_response(&reply, None),
+            _ => StatusCode::ACCEPTED.into_response(),
+        };
+    };
     let (sse_tx, sse_rx) = mpsc::unbounded_channel::<Bytes>();
-    if let Some(first) = first {
-        let _ = sse_tx.send(sse_event(&first));
-    }
+    let _ = sse_tx.send(sse_event(&first));
     tokio::spawn(async move {
         loop {
             tokio::select! {

@@ -133,7 +133,16 @@ impl State {
     }
 
     fn compute(&self, version: u64) -> Planned {
-        let catalog = self.source.tools();
+        let mut catalog = self.source.tools();
+        // Canonical order, whatever order the upstreams answered in: servers in policy order
+        // (the source's order), then tools by name. Same catalog, same bytes.
+        let position: std::collections::HashMap<String, usize> = catalog
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, t)| (t.server.clone(), i))
+            .collect();
+        catalog.sort_by(|a, b| (position[&a.server], &a.name).cmp(&(position[&b.server], &b.name)));
         let policy = self.effective_policy(&catalog);
         let meta = &self.discover.names;
         let measured = self
@@ -445,9 +454,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn same_catalog_same_bytes() {
-        let a = BudgetLayer::new(Arc::new(Fixed(fixtures())), &Policy::default());
-        let b = BudgetLayer::new(Arc::new(Fixed(fixtures())), &Policy::default());
+    async fn same_catalog_same_bytes_whatever_the_upstream_order() {
+        // Every tool listed, so that order shows in the bytes.
+        let mut policy = Policy::default();
+        policy.budget.mode = crate::plan::ModeChoice::Full;
+        let a = BudgetLayer::new(Arc::new(Fixed(fixtures())), &policy);
+        let mut shuffled = fixtures();
+        // Each server's tools in reverse: a different upstream answer order.
+        shuffled.reverse();
+        shuffled.sort_by(|x, y| x.server.cmp(&y.server));
+        assert_ne!(shuffled, fixtures());
+        let b = BudgetLayer::new(Arc::new(Fixed(shuffled)), &policy);
         let la = a
             .layer(echo())
             .call(request(1, "tools/list", &json!({})))
@@ -460,6 +477,7 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+        assert!(la.to_bytes().len() > 100_000, "every tool is listed");
         assert_eq!(la.to_bytes(), lb.to_bytes());
     }
 }
