@@ -7,6 +7,12 @@ cd "$(dirname "$0")/../tests/peers"
 
 stamp() { sha256sum "$1" | cut -c1-16; }
 
+# The rmcp test client's HTTP transport links OpenSSL (native-tls).
+if ! pkg-config --exists openssl 2>/dev/null; then
+  echo "install-test-deps: apt-get install libssl-dev pkg-config" >&2
+  apt-get update -qq >&2 && apt-get install -y -qq libssl-dev pkg-config >&2
+fi
+
 if ! command -v npm >/dev/null; then
   echo "install-test-deps: npm is required (Node 20+)" >&2
   exit 1
