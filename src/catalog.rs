@@ -24,7 +24,8 @@ pub struct CatalogTool {
     pub server: String,
     /// The upstream's own tool name.
     pub name: String,
-    /// The whole tool object as the upstream gave it (unknown keys kept, key order kept).
+    /// The whole tool object as the upstream gave it (unknown keys kept), in canonical key
+    /// order ([`crate::canonical`]).
     pub definition: Map<String, Value>,
 }
 
@@ -66,7 +67,9 @@ impl CatalogTool {
         let no_name = || CatalogError::NoName {
             server: server.to_owned(),
         };
-        let Value::Object(definition) = tool else {
+        // Canonical key order from the start, so that what is counted, planned and listed is
+        // the same bytes whatever key order the upstream used.
+        let Value::Object(definition) = crate::canonical::canonical_tool(&tool) else {
             return Err(no_name());
         };
         let name = definition

@@ -14,6 +14,7 @@
 //! - [`error`]: runtime errors and their JSON-RPC form.
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
+pub mod canonical;
 pub mod catalog;
 #[cfg(feature = "cli")]
 pub mod cli;

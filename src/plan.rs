@@ -505,7 +505,8 @@ pub fn apply(
             (Some(level), _) => {
                 let mut def = compress::compress_with(&tool.definition, *level, description);
                 def.insert("name".into(), Value::String(name));
-                out.push(Value::Object(def));
+                // Same values, same bytes: provider prompt caches depend on it.
+                out.push(crate::canonical::canonical_tool(&Value::Object(def)));
             }
             (None, Some(c)) => {
                 lines.push_str("\n- ");

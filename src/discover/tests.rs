@@ -45,7 +45,7 @@ fn search_lists_names_lines_and_parameters() {
     assert_eq!(first["required"], json!(["owner", "repo", "title"]));
     let text = result["content"][0]["text"].as_str().unwrap();
     assert!(text.starts_with(
-        "- github__create_issue(owner*, repo*, title*, state): Create a new issue in a GitHub repository."
+        "- github__create_issue(owner*, repo*, state, title*): Create a new issue in a GitHub repository."
     ), "{text}");
     assert!(result.get("isError").is_none());
 }
