@@ -61,6 +61,43 @@ pub fn canonical_tool(tool: &Value) -> Value {
     Value::Object(out)
 }
 
+/// [`canonical_tool`], consuming the tool (no copy of its contents).
+#[must_use]
+pub fn into_canonical_tool(tool: Value) -> Value {
+    let Value::Object(mut obj) = tool else {
+        return tool;
+    };
+    let mut out = Map::with_capacity(obj.len());
+    for key in TOOL_KEYS {
+        if let Some(v) = obj.shift_remove(*key) {
+            out.insert((*key).to_owned(), into_canonical_value(v));
+        }
+    }
+    let mut rest: Vec<(String, Value)> = obj.into_iter().collect();
+    rest.sort_by(|a, b| a.0.cmp(&b.0));
+    for (k, v) in rest {
+        out.insert(k, into_canonical_value(v));
+    }
+    Value::Object(out)
+}
+
+fn into_canonical_value(value: Value) -> Value {
+    match value {
+        Value::Object(obj) => {
+            let mut entries: Vec<(String, Value)> = obj.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, into_canonical_value(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(into_canonical_value).collect()),
+        other => other,
+    }
+}
+
 /// Any JSON value with every object's keys in byte order.
 #[must_use]
 pub fn canonical_value(value: &Value) -> Value {
@@ -125,6 +162,8 @@ mod tests {
             let b = serde_json::to_string(&canonical_tool(&shuffled)).unwrap();
             prop_assert_eq!(&a, &b);
             prop_assert_eq!(&canonical_tool(tool), tool);
+            let owned = serde_json::to_string(&into_canonical_tool(shuffled)).unwrap();
+            prop_assert_eq!(&a, &owned);
         }
     }
 }

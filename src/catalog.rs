@@ -69,7 +69,7 @@ impl CatalogTool {
         };
         // Canonical key order from the start, so that what is counted, planned and listed is
         // the same bytes whatever key order the upstream used.
-        let Value::Object(definition) = crate::canonical::canonical_tool(&tool) else {
+        let Value::Object(definition) = crate::canonical::into_canonical_tool(tool) else {
             return Err(no_name());
         };
         let name = definition
