@@ -34,6 +34,7 @@
 //! assert_eq!(summary.tools, 0);
 //! ```
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -45,7 +46,7 @@ use serde_json::{json, Map, Value};
 use tower::{Layer, Service};
 
 use crate::catalog::CatalogTool;
-use crate::context::McpRequest;
+use crate::context::{McpRequest, Session};
 use crate::discover::{Discovery, MetaCall};
 use crate::jsonrpc::{to_raw, Id, Kind, Message};
 use crate::naming::exposed_name;
@@ -93,6 +94,8 @@ struct Planned {
     version: u64,
     plan: Plan,
     tools: usize,
+    /// The listed tools (for sessions with promoted tools).
+    listed: Vec<Value>,
     /// The whole `tools/list` result, serialized once.
     result: Box<RawValue>,
     discovery: Option<Discovery>,
@@ -105,6 +108,9 @@ struct State {
     separator: String,
     counter: Counter,
     current: Mutex<Option<Arc<Planned>>>,
+    /// Per session: exposed names of deferred tools it inspected or used, in that order
+    /// (`[discover] promote_on_use`).
+    promoted: Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl std::fmt::Debug for State {
@@ -151,6 +157,11 @@ impl State {
         let plan = plan::plan(&catalog, &measured, &policy);
         let tools = plan::apply(&plan, &catalog, &policy, &self.separator, meta);
         let result = to_raw(&json!({ "tools": tools }));
+        let listed = if self.discover.promote_on_use {
+            tools
+        } else {
+            Vec::new()
+        };
         let deferred: Vec<CatalogTool> = catalog
             .iter()
             .zip(&plan.levels)
@@ -171,10 +182,56 @@ impl State {
         Planned {
             version,
             tools: catalog.len(),
+            listed,
             plan,
             result,
             discovery,
         }
+    }
+
+    /// The `tools/list` result for a session: the plan's list, then the tools this session
+    /// promoted (appended, so the static prefix keeps its bytes).
+    fn list_for(&self, session: &str) -> Box<RawValue> {
+        let planned = self.planned();
+        let promoted = self
+            .promoted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(session)
+            .cloned()
+            .unwrap_or_default();
+        let Some(discovery) = planned.discovery.as_ref().filter(|_| !promoted.is_empty()) else {
+            return planned.result.clone();
+        };
+        let mut tools = planned.listed.clone();
+        for name in &promoted {
+            if let Some((i, tool)) = discovery.find(name) {
+                let mut def = tool.definition.clone();
+                if let Some(exposed) = discovery.exposed_name(i) {
+                    def.insert("name".into(), Value::String(exposed.to_owned()));
+                }
+                tools.push(crate::canonical::into_canonical_tool(Value::Object(def)));
+            }
+        }
+        to_raw(&json!({ "tools": tools }))
+    }
+
+    /// Promotes a deferred tool for a session and tells the session its list changed.
+    fn promote(&self, session: &Session, exposed: &str) {
+        let mut promoted = self
+            .promoted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let list = promoted.entry(session.id.clone()).or_default();
+        if list.iter().any(|n| n == exposed) {
+            return;
+        }
+        list.push(exposed.to_owned());
+        drop(promoted);
+        let _ = session.notify.send(Message::notification(
+            "notifications/tools/list_changed",
+            None,
+        ));
     }
 
     /// `[discover] never_defer` patterns become pins for the planner.
@@ -217,6 +274,7 @@ impl BudgetLayer {
                 discover: policy.discover.clone(),
                 separator: policy.separator.clone(),
                 current: Mutex::new(None),
+                promoted: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -284,12 +342,11 @@ where
         let id = req.message.id.clone().unwrap_or(Id::Null);
         match req.message.method() {
             Some("tools/list") => {
-                let planned = self.state.planned();
-                let reply = Message::response(id, planned.result.clone());
+                let reply = Message::response(id, self.state.list_for(&req.caller.session.id));
                 Box::pin(async move { Ok(Some(reply)) })
             }
             Some("tools/call") => {
-                let Some(rewritten) = self.meta_call(&req.message) else {
+                let Some(rewritten) = self.meta_call(&req.message, &req.caller.session) else {
                     return Box::pin(inner.call(req));
                 };
                 match rewritten {
@@ -319,7 +376,7 @@ enum Outcome {
 
 impl<S> Budget<S> {
     /// `Some` when the call is of a meta-tool: its answer, or the real call to forward.
-    fn meta_call(&self, message: &Message) -> Option<Outcome> {
+    fn meta_call(&self, message: &Message, session: &Session) -> Option<Outcome> {
         #[derive(serde::Deserialize)]
         struct Call {
             name: String,
@@ -335,7 +392,19 @@ impl<S> Budget<S> {
         }
         let planned = self.state.planned();
         let discovery = planned.discovery.as_ref()?;
-        match discovery.call(&call.name, &call.arguments)? {
+        let outcome = discovery.call(&call.name, &call.arguments)?;
+        if self.state.discover.promote_on_use {
+            let inspected = matches!(&outcome, MetaCall::Result(r) if call.name == names.schema && r.get("isError").is_none());
+            let used = matches!(&outcome, MetaCall::Invoke { .. });
+            let name = call.arguments.get("name").and_then(Value::as_str);
+            if let (true, Some((i, _))) = (inspected || used, name.and_then(|n| discovery.find(n)))
+            {
+                if let Some(exposed) = discovery.exposed_name(i) {
+                    self.state.promote(session, exposed);
+                }
+            }
+        }
+        match outcome {
             MetaCall::Result(result) => Some(Outcome::Answer(result)),
             MetaCall::Invoke { tool, arguments } => {
                 let mut params = Map::new();
@@ -451,6 +520,48 @@ mod tests {
             .unwrap();
         let result: Value = bad.result_as().unwrap();
         assert_eq!(result["isError"], true, "{result}");
+    }
+
+    #[tokio::test]
+    async fn promoted_tools_are_appended_for_that_session_only() {
+        let mut policy = Policy::default();
+        policy.discover.promote_on_use = true;
+        let layer = BudgetLayer::new(Arc::new(Fixed(fixtures())), &policy);
+        let mut svc = layer.layer(echo());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let session = Arc::new(Session::new("promoting", tx));
+        let call = |id, method: &str, params: &Value| McpRequest {
+            message: Message::request(Id::Number(id), method, Some(to_raw(params))),
+            caller: Caller::new(session.clone()),
+        };
+        let before = svc
+            .call(call(1, "tools/list", &json!({})))
+            .await
+            .unwrap()
+            .unwrap();
+        let before = before.result.unwrap().get().to_owned();
+        svc.call(call(2, "tools/call", &json!({"name": "invoke_tool", "arguments": {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}})))
+            .await
+            .unwrap();
+        let note = rx.try_recv().unwrap();
+        assert_eq!(note.method(), Some("notifications/tools/list_changed"));
+        let after = svc
+            .call(call(3, "tools/list", &json!({})))
+            .await
+            .unwrap()
+            .unwrap();
+        let after = after.result.unwrap().get().to_owned();
+        // The static prefix is byte-identical; the promoted tool comes after it.
+        let prefix = before.trim_end_matches("]}");
+        assert!(after.starts_with(prefix), "static prefix changed");
+        assert!(after[prefix.len()..].contains("time__get_current_time"));
+        // Another session still sees the plain list.
+        let other = svc
+            .call(request(4, "tools/list", &json!({})))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(other.result.unwrap().get(), before);
     }
 
     #[tokio::test]
