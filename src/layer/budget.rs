@@ -111,6 +111,8 @@ struct State {
     /// Per session: exposed names of deferred tools it inspected or used, in that order
     /// (`[discover] promote_on_use`).
     promoted: Mutex<HashMap<String, Vec<String>>>,
+    /// Servers whose tools are dynamic (`volatile = true` upstreams).
+    volatile: Vec<String>,
 }
 
 impl std::fmt::Debug for State {
@@ -156,6 +158,7 @@ impl State {
             .measure_for_plan(&catalog, &policy, &self.separator, meta);
         let plan = plan::plan(&catalog, &measured, &policy);
         let tools = plan::apply(&plan, &catalog, &policy, &self.separator, meta);
+        let tools = self.static_before_dynamic(&catalog, tools);
         let result = to_raw(&json!({ "tools": tools }));
         let listed = if self.discover.promote_on_use {
             tools
@@ -234,6 +237,26 @@ impl State {
         ));
     }
 
+    /// Static tools (and the meta-tools) first, then the tools of volatile upstreams, so that
+    /// a change among dynamic tools never touches the bytes of the static prefix.
+    fn static_before_dynamic(&self, catalog: &[CatalogTool], tools: Vec<Value>) -> Vec<Value> {
+        if self.volatile.is_empty() {
+            return tools;
+        }
+        let dynamic: std::collections::HashSet<String> = catalog
+            .iter()
+            .filter(|t| self.volatile.contains(&t.server))
+            .map(|t| exposed_name(&t.server, &t.name, &self.separator))
+            .collect();
+        let (dynamic_tools, mut out): (Vec<Value>, Vec<Value>) = tools.into_iter().partition(|t| {
+            t.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| dynamic.contains(n))
+        });
+        out.extend(dynamic_tools);
+        out
+    }
+
     /// `[discover] never_defer` patterns become pins for the planner.
     fn effective_policy(&self, catalog: &[CatalogTool]) -> BudgetPolicy {
         let mut policy = self.budget.clone();
@@ -275,6 +298,12 @@ impl BudgetLayer {
                 separator: policy.separator.clone(),
                 current: Mutex::new(None),
                 promoted: Mutex::new(HashMap::new()),
+                volatile: policy
+                    .upstreams
+                    .iter()
+                    .filter(|u| u.volatile)
+                    .map(|u| u.name.clone())
+                    .collect(),
             }),
         }
     }
@@ -520,6 +549,37 @@ mod tests {
             .unwrap();
         let result: Value = bad.result_as().unwrap();
         assert_eq!(result["isError"], true, "{result}");
+    }
+
+    #[tokio::test]
+    async fn tools_of_volatile_upstreams_come_after_the_static_prefix() {
+        let mut policy = Policy::from_toml_str(
+            "version = 1\n[[upstream]]\nname = \"github\"\ncommand = \"x\"\nvolatile = true\n",
+            "t.toml",
+        )
+        .unwrap();
+        policy.budget.mode = crate::plan::ModeChoice::Full;
+        let tools: Vec<CatalogTool> = fixtures()
+            .into_iter()
+            .filter(|t| t.server == "github" || t.server == "time")
+            .collect();
+        let layer = BudgetLayer::new(Arc::new(Fixed(tools)), &policy);
+        let list = layer
+            .layer(echo())
+            .call(request(1, "tools/list", &json!({})))
+            .await
+            .unwrap()
+            .unwrap();
+        let list: Value = list.result_as().unwrap();
+        let names: Vec<&str> = list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        // github sorts before time, but it is volatile: time's tools come first.
+        assert!(names[0].starts_with("time__"), "{names:?}");
+        assert!(names.last().unwrap().starts_with("github__"), "{names:?}");
     }
 
     #[tokio::test]
