@@ -1,0 +1,3 @@
+//! MCP protocol facts the gateway reads: eras, `_meta` keys, HTTP header rules.
+
+pub mod modern;

@@ -1,0 +1,333 @@
+//! The 2026-07-28 ("modern", stateless) era: no `initialize`, no session; every request carries
+//! its protocol version, client info and capabilities in `params._meta`; servers answer
+//! `server/discover`; results carry `resultType`, list results `ttlMs` and `cacheScope`; on HTTP
+//! the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers mirror the body.
+//!
+//! Pure functions only: the transports call them.
+//!
+//! ```
+//! use mcp_budget::jsonrpc::Message;
+//! use mcp_budget::mcp::modern::{request_meta, MODERN_VERSION};
+//!
+//! let msg = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#)?;
+//! let meta = request_meta(&msg).expect("a modern request");
+//! assert_eq!(meta.protocol_version, MODERN_VERSION);
+//! # Ok::<(), mcp_budget::jsonrpc::DecodeError>(())
+//! ```
+
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+use crate::jsonrpc::{to_raw, ErrorObject, Message};
+
+/// The stateless protocol revision.
+pub const MODERN_VERSION: &str = "2026-07-28";
+/// Modern versions this gateway speaks.
+pub const MODERN_VERSIONS: &[&str] = &[MODERN_VERSION];
+/// `_meta` key of the request's protocol version.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key of the client's capabilities.
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key of the client's info.
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `_meta` key of the server's info in a `server/discover` result.
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// Error code: HTTP headers do not match the body, or a required one is missing.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// Error code: the request needs a client capability it did not declare.
+pub const MISSING_CAPABILITY: i64 = -32021;
+/// Error code: the requested protocol version is not supported.
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// How long a client may cache a list result (milliseconds).
+pub const LIST_TTL_MS: u64 = 60_000;
+
+/// What a modern request says about its client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestMeta {
+    /// `io.modelcontextprotocol/protocolVersion`.
+    pub protocol_version: String,
+    /// `io.modelcontextprotocol/clientCapabilities` (`{}` when absent).
+    pub client_capabilities: Value,
+    /// `io.modelcontextprotocol/clientInfo` (`null` when absent).
+    pub client_info: Value,
+}
+
+/// The modern `_meta` of a request, or `None` for a 2025-era message.
+#[must_use]
+pub fn request_meta(msg: &Message) -> Option<RequestMeta> {
+    let params = msg.params.as_ref()?;
+    // Cheap test first: most 2025-era traffic never pays for a parse.
+    if !params.get().contains(META_PROTOCOL_VERSION) {
+        return None;
+    }
+    let params: Value = serde_json::from_str(params.get()).ok()?;
+    let meta = params.get("_meta")?.as_object()?;
+    Some(RequestMeta {
+        protocol_version: meta.get(META_PROTOCOL_VERSION)?.as_str()?.to_owned(),
+        client_capabilities: meta
+            .get(META_CLIENT_CAPABILITIES)
+            .cloned()
+            .unwrap_or_else(|| json!({})),
+        client_info: meta.get(META_CLIENT_INFO).cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// The `-32022` error for a version the gateway does not speak.
+#[must_use]
+pub fn unsupported_version(requested: &str) -> ErrorObject {
+    ErrorObject::new(
+        UNSUPPORTED_VERSION,
+        format!(
+            "protocol version {requested:?} is not supported; supported: {}",
+            MODERN_VERSIONS.join(", ")
+        ),
+        "mcp_budget.protocol.unsupported_version",
+        Some(json!({"supported": MODERN_VERSIONS, "requested": requested})),
+    )
+}
+
+/// A `-32020` header error.
+#[must_use]
+pub fn header_mismatch(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(
+        HEADER_MISMATCH,
+        message,
+        "mcp_budget.protocol.header_mismatch",
+        None,
+    )
+}
+
+/// The mirrored headers of a modern HTTP request, as received.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MirroredHeaders<'a> {
+    /// `MCP-Protocol-Version`.
+    pub protocol_version: Option<&'a str>,
+    /// `Mcp-Method`.
+    pub method: Option<&'a str>,
+    /// `Mcp-Name`.
+    pub name: Option<&'a str>,
+}
+
+/// Decodes a header value that may use the `=?base64?…?=` sentinel.
+///
+/// # Errors
+/// A description when the sentinel holds invalid base64 or invalid UTF-8.
+pub fn decode_header_value(value: &str) -> Result<String, String> {
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(b64) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| format!("invalid base64 in header value: {e}"))?;
+            String::from_utf8(bytes).map_err(|_| "base64 header value is not UTF-8".to_owned())
+        }
+        None => Ok(value.to_owned()),
+    }
+}
+
+/// The name a request targets (`params.name` of `tools/call` / `prompts/get`, `params.uri` of
+/// resource methods), which `Mcp-Name` must mirror.
+#[must_use]
+pub fn target_name(method: &str, params: &Value) -> Option<String> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+        _ => return None,
+    };
+    params.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Checks the mirrored headers of a modern request against its body.
+///
+/// # Errors
+/// The `-32020` error object naming what is missing or differs.
+pub fn check_headers(
+    msg: &Message,
+    meta: &RequestMeta,
+    headers: MirroredHeaders<'_>,
+) -> Result<(), ErrorObject> {
+    if let Some(v) = headers.protocol_version {
+        if v != meta.protocol_version {
+            return Err(header_mismatch(format!(
+                "MCP-Protocol-Version header {v:?} differs from _meta protocolVersion {:?}",
+                meta.protocol_version
+            )));
+        }
+    }
+    let method = msg.method().unwrap_or_default();
+    match headers.method {
+        None => return Err(header_mismatch("missing Mcp-Method header")),
+        Some(h) if h != method => {
+            return Err(header_mismatch(format!(
+                "Mcp-Method header {h:?} differs from the body's method {method:?}"
+            )))
+        }
+        Some(_) => {}
+    }
+    let params: Value = msg.params_as().unwrap_or(Value::Null);
+    if let Some(target) = target_name(method, &params) {
+        let Some(raw) = headers.name else {
+            return Err(header_mismatch(format!(
+                "missing Mcp-Name header (the body names {target:?})"
+            )));
+        };
+        let name = decode_header_value(raw).map_err(header_mismatch)?;
+        if name != target {
+            return Err(header_mismatch(format!(
+                "Mcp-Name header {name:?} differs from the body's {target:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a method's result is a list (gets `ttlMs` and `cacheScope`).
+#[must_use]
+pub fn is_list_method(method: &str) -> bool {
+    matches!(
+        method,
+        "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list"
+    )
+}
+
+/// Adds the modern result fields: `resultType` (unless the result has one), and for lists
+/// `ttlMs` and `cacheScope` (`private` when what the caller sees depends on who it is).
+#[must_use]
+pub fn decorate_result(
+    method: &str,
+    result: &serde_json::value::RawValue,
+    private: bool,
+) -> Box<serde_json::value::RawValue> {
+    let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(result.get()) else {
+        return result.to_owned();
+    };
+    obj.entry("resultType")
+        .or_insert_with(|| Value::String("complete".into()));
+    if is_list_method(method) {
+        obj.entry("ttlMs").or_insert_with(|| json!(LIST_TTL_MS));
+        obj.entry("cacheScope")
+            .or_insert_with(|| Value::String(if private { "private" } else { "public" }.into()));
+    }
+    to_raw(&Value::Object(obj))
+}
+
+/// Removes the modern-only fields from a result for a 2025-era client.
+#[must_use]
+pub fn strip_modern_fields(
+    result: &serde_json::value::RawValue,
+) -> Box<serde_json::value::RawValue> {
+    if !result.get().contains("resultType") {
+        return result.to_owned();
+    }
+    let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(result.get()) else {
+        return result.to_owned();
+    };
+    for key in ["resultType", "ttlMs", "cacheScope"] {
+        obj.shift_remove(key);
+    }
+    to_raw(&Value::Object(obj))
+}
+
+/// The `server/discover` result.
+#[must_use]
+pub fn discover_result(
+    capabilities: &Value,
+    server_info: &Value,
+    instructions: Option<&str>,
+) -> Value {
+    let mut result = Map::new();
+    result.insert("resultType".into(), json!("complete"));
+    result.insert("supportedVersions".into(), json!(MODERN_VERSIONS));
+    result.insert("capabilities".into(), capabilities.clone());
+    result.insert("serverInfo".into(), server_info.clone());
+    if let Some(text) = instructions {
+        result.insert("instructions".into(), json!(text));
+    }
+    result.insert("_meta".into(), json!({ META_SERVER_INFO: server_info }));
+    Value::Object(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn modern(method: &str, params: &Value) -> (Message, RequestMeta) {
+        let mut params = params.clone();
+        params["_meta"] = json!({META_PROTOCOL_VERSION: MODERN_VERSION});
+        let msg = Message::request(crate::jsonrpc::Id::Number(1), method, Some(to_raw(&params)));
+        let meta = request_meta(&msg).unwrap();
+        (msg, meta)
+    }
+
+    #[test]
+    fn headers_must_mirror_the_body() {
+        let (msg, meta) = modern("tools/call", &json!({"name": "café"}));
+        let ok = MirroredHeaders {
+            protocol_version: Some(MODERN_VERSION),
+            method: Some("tools/call"),
+            name: Some("=?base64?Y2Fmw6k=?="),
+        };
+        assert!(check_headers(&msg, &meta, ok).is_ok());
+        for bad in [
+            MirroredHeaders { method: None, ..ok },
+            MirroredHeaders {
+                method: Some("tools/list"),
+                ..ok
+            },
+            MirroredHeaders { name: None, ..ok },
+            MirroredHeaders {
+                name: Some("cafe"),
+                ..ok
+            },
+            MirroredHeaders {
+                name: Some("=?base64?!!?="),
+                ..ok
+            },
+            MirroredHeaders {
+                protocol_version: Some("2025-11-25"),
+                ..ok
+            },
+        ] {
+            assert_eq!(
+                check_headers(&msg, &meta, bad).unwrap_err().code,
+                HEADER_MISMATCH
+            );
+        }
+    }
+
+    #[test]
+    fn legacy_messages_have_no_modern_meta() {
+        let msg = Message::request(
+            crate::jsonrpc::Id::Number(1),
+            "tools/list",
+            Some(to_raw(&json!({"_meta": {"progressToken": 1}}))),
+        );
+        assert!(request_meta(&msg).is_none());
+    }
+
+    #[test]
+    fn list_results_get_cache_hints_and_lose_them_for_legacy() {
+        let raw = to_raw(&json!({"tools": []}));
+        let modern = decorate_result("tools/list", &raw, true);
+        let v: Value = serde_json::from_str(modern.get()).unwrap();
+        assert_eq!(v["resultType"], "complete");
+        assert_eq!(v["cacheScope"], "private");
+        assert_eq!(v["ttlMs"], LIST_TTL_MS);
+        assert_eq!(strip_modern_fields(&modern).get(), r#"{"tools":[]}"#);
+        let call = decorate_result("tools/call", &to_raw(&json!({"content": []})), false);
+        assert!(!call.get().contains("ttlMs"));
+    }
+
+    #[test]
+    fn unsupported_version_lists_what_is_supported() {
+        let err = unsupported_version("2099-01-01");
+        assert_eq!(err.code, UNSUPPORTED_VERSION);
+        let data: Value = serde_json::from_str(err.data.unwrap().get()).unwrap();
+        assert_eq!(data["supported"], json!([MODERN_VERSION]));
+        assert_eq!(data["requested"], "2099-01-01");
+    }
+}
