@@ -19,7 +19,12 @@ pub(crate) fn run(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()>
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(serve(policy, ready_timeout))
+    let result = runtime.block_on(serve(policy, ready_timeout));
+    // Tokio reads stdin on a blocking thread stuck in read(2) until the host writes or closes
+    // the pipe; dropping the runtime would wait for it forever (a SIGTERM'd gateway whose host
+    // keeps stdin open never exited). Everything that matters is stopped by now.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    result
 }
 
 fn init_tracing() {
