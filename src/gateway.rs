@@ -535,10 +535,39 @@ impl Gateway {
             };
             map.get(&name).cloned()
         };
-        let (i, original) = target.ok_or(Error::NotFound { what, name })?;
+        let Some((i, original)) = target else {
+            return Err(self
+                .down_owner(&name)
+                .unwrap_or(Error::NotFound { what, name }));
+        };
         params.insert("name".into(), Value::String(original));
         self.forward(i, msg, Some(to_raw(&Value::Object(params))), caller)
             .await
+    }
+
+    /// For a name that is not in the catalog but carries the namespace of an upstream that is
+    /// not serving (it never started, or crashed before listing): that upstream is unavailable.
+    /// Saying "unknown tool" would send the model looking for another tool when the real
+    /// answer is "try again later".
+    fn down_owner(&self, name: &str) -> Option<Error> {
+        let sep = &self.inner.policy.separator;
+        self.inner.upstreams.iter().find_map(|u| {
+            let owned = name
+                .strip_prefix(u.name())
+                .is_some_and(|rest| rest.starts_with(sep.as_str()));
+            match u.status() {
+                Status::Ready => None,
+                Status::Down(reason) if owned => Some(Error::UpstreamUnavailable {
+                    upstream: u.name().to_owned(),
+                    reason,
+                }),
+                Status::Starting if owned => Some(Error::UpstreamUnavailable {
+                    upstream: u.name().to_owned(),
+                    reason: "still starting".into(),
+                }),
+                _ => None,
+            }
+        })
     }
 
     async fn call_by_uri(&self, msg: &Message, caller: &Caller) -> Result<Message, Error> {
