@@ -304,7 +304,10 @@ impl Gateway {
             .arg("--ready-timeout-secs")
             .arg("20")
             .env("MCPB_IT_TAG", &tag)
-            .env("MCP_BUDGET_LOG", "info")
+            .env(
+                "MCP_BUDGET_LOG",
+                std::env::var("IT_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .env("NO_COLOR", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -1,10 +1,12 @@
 //! server-everything as a streamable HTTP upstream.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use crate::harness::{
-    assert_no_leftovers, everything_http, gateway_stdio_args, new_tag, policy, python_client,
-    tool_names, TagGuard, Up,
+    assert_no_leftovers, everything_http, gateway_stdio_args, kill_tagged, new_tag, policy,
+    python_client, tool_names, Gateway, Mode, TagGuard, Up,
 };
 
 /// List + call through the gateway to an `url` upstream; a long-running tool's progress
@@ -58,4 +60,39 @@ async fn http_upstream_lists_calls_streams_progress_and_routes_sampling() {
 
     drop(server);
     assert_no_leftovers(&tag).await;
+}
+
+/// What an HTTP server says outside any request travels on the session's GET stream: the
+/// gateway holds it, so server-everything's simulated logging (sent every 5 s, tied to no
+/// request) reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_upstream_messages_outside_requests_reach_the_client() {
+    let tag = new_tag("http-get-stream");
+    let (server, url) = everything_http(&tag).await;
+    let mut gw = Gateway::start("http-get-stream", Mode::Stdio, &[Up::http("web", &url)]).await;
+    let c = gw.client();
+    c.initialize().await;
+    // The server drops messages below the session's level, and its levels are random.
+    let level = c
+        .request("logging/setLevel", json!({"level": "debug"}))
+        .await;
+    assert!(level.get("result").is_some(), "{level}");
+    let r = c
+        .call_tool("web__toggle-simulated-logging", json!({}))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    let logs = |c: &crate::harness::RawClient| {
+        c.seen
+            .iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .count()
+    };
+    while logs(c) < 2 && tokio::time::Instant::now() < deadline {
+        c.next(Duration::from_millis(200)).await;
+    }
+    assert_eq!(logs(c), 2, "log notifications seen: {:#?}", c.seen);
+    gw.stop_and_check().await;
+    drop(server);
+    kill_tagged(&tag);
 }
