@@ -14,3 +14,4 @@ mod clients;
 mod faults;
 mod http_upstream;
 mod legacy_servers;
+mod routing;

@@ -4,9 +4,10 @@ usage: py_client.py stdio <command> [args...]
        py_client.py http <url>
 env:   MODE  = legacy | auto (default legacy)
        PLAN  = JSON {"calls": [{"name": str, "args": {...}, "progress": bool}],
-                     "sampling": bool}
+                     "sampling": bool, "elicit": {form content to accept with}}
 Prints one JSON object on stdout: protocol, server, tools (name + inputSchema), calls (each with
-result or error, and the progress notifications seen), sampling (requests the callback got).
+result or error, and the progress notifications seen), sampling and elicitation (requests the
+callbacks got).
 """
 import asyncio
 import json
@@ -37,9 +38,17 @@ async def main() -> None:
             stop_reason="endTurn",
         )
 
+    elicited = []
+
+    async def elicitation(_ctx, params):
+        elicited.append(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        return types.ElicitResult(action="accept", content=plan["elicit"])
+
     kwargs = {"mode": os.environ.get("MODE", "legacy")}
     if plan.get("sampling"):
         kwargs["sampling_callback"] = sampling
+    if plan.get("elicit") is not None:
+        kwargs["elicitation_callback"] = elicitation
     out = {}
     async with Client(target, **kwargs) as client:
         out["protocol"] = client.protocol_version
@@ -76,6 +85,7 @@ async def main() -> None:
             calls.append(entry)
         out["calls"] = calls
         out["sampling"] = sampled
+        out["elicitation"] = elicited
     print(json.dumps(out), flush=True)
 
 
