@@ -12,6 +12,7 @@ mod harness;
 
 mod clients;
 mod faults;
+mod http_downstream;
 mod http_upstream;
 mod legacy_servers;
 mod routing;
