@@ -442,7 +442,9 @@ impl Gateway {
             s.client_capabilities = params.get("capabilities").cloned().unwrap_or(json!({}));
             s.client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
             s.protocol_version = Some(version.clone());
-            s.initialized = true;
+            // `initialized` waits for `notifications/initialized`: until then the client may
+            // not even have this result, and broadcasts (`list_changed`) must not reach it.
+            s.initialized = false;
         });
         self.register_session(&caller.session);
         let mut instructions = String::new();
@@ -704,6 +706,7 @@ impl Gateway {
                     self.inner.upstreams[i].cancel(upstream_id, reason);
                 }
             }
+            "notifications/initialized" => caller.session.update(|s| s.initialized = true),
             "notifications/roots/list_changed" => {
                 for u in &self.inner.upstreams {
                     let _ = u.notify(msg.clone());
