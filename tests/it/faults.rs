@@ -161,7 +161,7 @@ async fn garbage_lines_from_an_upstream_are_ignored() {
     let list = c.request("tools/list", json!({})).await;
     assert_eq!(
         list["result"]["tools"].as_array().unwrap().len(),
-        3,
+        4,
         "{list}"
     );
     for i in 0..3 {
@@ -307,4 +307,38 @@ async fn sigterm_with_calls_in_flight_exits_promptly_without_leftovers() {
         );
     }
     c.assert_answered_once(&[slow, hang]);
+}
+
+/// `list_changed` goes only to sessions that finished the handshake (sent
+/// `notifications/initialized`): never before the client has the `initialize` result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changed_waits_for_notifications_initialized() {
+    let mut gw = Gateway::start("list-changed", Mode::Stdio, &[Up::fake("fake", "hang")]).await;
+    let c = gw.client();
+    c.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "it-raw", "version": "0"}}),
+    )
+    .await;
+    let is_list_changed = |m: &Value| m["method"] == "notifications/tools/list_changed";
+    c.call_tool("fake__grow", json!({})).await;
+    c.drain(Duration::from_millis(500)).await;
+    assert!(!c.seen.iter().any(is_list_changed), "{:#?}", c.seen);
+
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    c.call_tool("fake__grow", json!({})).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !c.seen.iter().any(is_list_changed) && tokio::time::Instant::now() < deadline {
+        c.next(Duration::from_millis(100)).await;
+    }
+    assert!(c.seen.iter().any(is_list_changed), "{:#?}", c.seen);
+    let list = c.request("tools/list", json!({})).await;
+    assert_eq!(
+        list["result"]["tools"].as_array().unwrap().len(),
+        6,
+        "{list}"
+    );
+    gw.stop_and_check().await;
 }

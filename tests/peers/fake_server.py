@@ -6,6 +6,7 @@ Tools:
   hang       never answered (the gateway must time out, or pass on a client's cancel)
   cancelled  returns the request ids this server received `notifications/cancelled` for
   echo       returns its "message" argument
+  grow       adds a tool `extra_<n>` and sends notifications/tools/list_changed before answering
 In `garbage` mode every answer is preceded by lines that are not JSON-RPC (a banner, broken JSON,
 a JSON array, an object without "jsonrpc", a response to an id nobody sent).
 """
@@ -34,6 +35,7 @@ TOOLS = [
         ("hang", "Never answers.", {}),
         ("cancelled", "Request ids whose cancellation this server received.", {}),
         ("echo", "Echoes the message.", {"message": {"type": "string"}}),
+        ("grow", "Adds a tool and says so.", {}),
     ]
 ]
 
@@ -61,6 +63,10 @@ for line in sys.stdin:
         args = msg["params"].get("arguments") or {}
         if name == "hang":
             continue
+        if name == "grow":
+            n = len(TOOLS)
+            TOOLS.append({"name": f"extra_{n}", "inputSchema": {"type": "object"}})
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         text = json.dumps(cancelled) if name == "cancelled" else str(args.get("message"))
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
     elif method == "ping":
