@@ -34,6 +34,8 @@ fn check_report(report: &Value) {
         );
     }
     assert_eq!(report["server"]["name"], "mcp-budget");
+    // Also in auto mode: the `server/discover` probe got -32601 and the client fell back.
+    assert_eq!(report["protocol"], "2025-11-25", "{report}");
     let calls = report["calls"].as_array().unwrap();
     assert_eq!(
         calls[0]["result"]["content"][0]["text"], "Echo: hello through the gateway",
@@ -159,4 +161,30 @@ async fn inspector_cli_over_stdio_lists_and_calls() {
     .await;
     inspector_checks(&list, &call);
     assert_no_leftovers(&tag).await;
+}
+
+/// Two Python clients at once over HTTP, both asking for progress on the same upstream: both
+/// pick the same progress token (their request id), the gateway keeps them apart upstream
+/// and each client gets exactly its own three notifications.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_http_clients_get_their_own_progress() {
+    let gw = Gateway::start("progress-two", Mode::Http, &[Up::everything("everything")]).await;
+    let plan = |steps: u64| {
+        json!({"calls": [{"name": "everything__trigger-long-running-operation",
+                          "args": {"duration": 1, "steps": steps}, "progress": true}]})
+    };
+    let (plan3, plan4) = (plan(3), plan(4));
+    let target = ["http", gw.url()];
+    let (a, b) = tokio::join!(
+        python_client(&gw.tag, "legacy", &target, &plan3),
+        python_client(&gw.tag, "legacy", &target, &plan4),
+    );
+    for (report, steps) in [(a, 3.0), (b, 4.0)] {
+        let call = &report["calls"][0];
+        assert_eq!(call["result"]["isError"], false, "{report}");
+        let progress = call["progress"].as_array().unwrap();
+        assert_eq!(progress.len() as f64, steps, "{report}");
+        assert!(progress.iter().all(|p| p["total"] == steps), "{report}");
+    }
+    gw.stop_and_check().await;
 }
