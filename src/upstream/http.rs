@@ -239,6 +239,23 @@ impl HttpLink {
         if status == StatusCode::NOT_FOUND && session.is_some() {
             return Err(SendError::Expired);
         }
+        if status == StatusCode::BAD_REQUEST && session.is_some() {
+            // The TypeScript SDK's example servers (server-everything among them) answer an
+            // unknown session with 400 "No valid session ID provided" instead of 404: after
+            // a server restart that is an expired session too.
+            // An error that names one of our requests is an answer, not a session problem.
+            let bytes = resp.bytes().await.unwrap_or_default();
+            let reply = Message::parse(&bytes).ok();
+            if let Some(reply) = reply.filter(|r| matches!(r.id, Some(Id::Number(_)))) {
+                upstream.incoming(reply, outbound);
+                return Ok(());
+            }
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(500)]);
+            if text.to_ascii_lowercase().contains("session") {
+                return Err(SendError::Expired);
+            }
+            return Err(SendError::Other(format!("HTTP {status}: {text}")));
+        }
         if let Some(sid) = resp
             .headers()
             .get(SESSION_HEADER)
