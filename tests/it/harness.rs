@@ -648,7 +648,11 @@ pub fn tool_names(report: &Value) -> Vec<String> {
 
 /// Starts server-everything in streamable HTTP mode on a free localhost port; killed on drop.
 pub async fn everything_http(tag: &str) -> (Child, String) {
-    let port = free_port();
+    everything_http_on(tag, free_port()).await
+}
+
+/// server-everything in streamable HTTP mode on `port`; killed on drop.
+pub async fn everything_http_on(tag: &str, port: u16) -> (Child, String) {
     let mut cmd = Command::new(node_bin("mcp-server-everything"));
     cmd.arg("streamableHttp")
         .env("PORT", port.to_string())

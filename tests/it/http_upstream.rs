@@ -96,3 +96,45 @@ async fn http_upstream_messages_outside_requests_reach_the_client() {
     drop(server);
     kill_tagged(&tag);
 }
+
+/// The HTTP server dies during a call: that call fails as unavailable, at once. A new server
+/// comes up on the same address (it knows nothing of the old session): the gateway opens a new
+/// session by itself and serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_upstream_restarted_mid_call_recovers_with_a_new_session() {
+    let tag = new_tag("http-restart");
+    let port = crate::harness::free_port();
+    let (mut server, url) = crate::harness::everything_http_on(&tag, port).await;
+    let mut gw = Gateway::start("http-restart", Mode::Stdio, &[Up::http("web", &url)]).await;
+    let c = gw.client();
+    c.initialize().await;
+    let slow = c
+        .start_request(
+            "tools/call",
+            json!({"name": "web__trigger-long-running-operation",
+                   "arguments": {"duration": 20, "steps": 2}}),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.kill().await.unwrap();
+    let failed = c.response(&slow, Duration::from_secs(10)).await;
+    assert_eq!(
+        crate::harness::error_type(&failed),
+        "mcp_budget.upstream.unavailable",
+        "{failed}"
+    );
+    let down = c
+        .call_tool("web__echo", json!({"message": "anyone?"}))
+        .await;
+    assert_eq!(
+        crate::harness::error_type(&down),
+        "mcp_budget.upstream.unavailable",
+        "{down}"
+    );
+
+    let (_server, _) = crate::harness::everything_http_on(&tag, port).await;
+    let back = c.call_tool("web__echo", json!({"message": "back"})).await;
+    assert_eq!(back["result"]["content"][0]["text"], "Echo: back", "{back}");
+    gw.stop_and_check().await;
+    kill_tagged(&tag);
+}
