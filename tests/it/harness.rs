@@ -573,19 +573,7 @@ pub fn first_text(resp: &Value) -> &str {
 
 /// Runs `tests/peers/py_client.py` (Python `mcp` 2.x) and returns its JSON report.
 pub async fn python_client(tag: &str, mode: &str, target: &[&str], plan: &Value) -> Value {
-    let mut cmd = Command::new(venv_bin("python"));
-    cmd.arg(peer_file("py_client.py"))
-        .args(target)
-        .env("MODE", mode)
-        .env("PLAN", plan.to_string())
-        .env("MCPB_IT_TAG", tag)
-        .env("MCP_BUDGET_LOG", "warn")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("the Python client finishes in time")
-        .expect("the Python client runs");
+    let out = python_client_output(tag, mode, target, plan).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -595,6 +583,28 @@ pub async fn python_client(tag: &str, mode: &str, target: &[&str], plan: &Value)
     );
     let last = stdout.lines().last().unwrap_or_default();
     serde_json::from_str(last).unwrap_or_else(|e| panic!("bad report ({e}): {stdout}\n{stderr}"))
+}
+
+/// Runs `tests/peers/py_client.py` and returns what it printed, whether it succeeded or not.
+pub async fn python_client_output(
+    tag: &str,
+    mode: &str,
+    target: &[&str],
+    plan: &Value,
+) -> std::process::Output {
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(peer_file("py_client.py"))
+        .args(target)
+        .env("MODE", mode)
+        .env("PLAN", plan.to_string())
+        .env("MCPB_IT_TAG", tag)
+        .env("MCP_BUDGET_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("the Python client finishes in time")
+        .expect("the Python client runs")
 }
 
 /// Runs the MCP Inspector CLI (v1) with these arguments; returns (success, stdout, stderr).

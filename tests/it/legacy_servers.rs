@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 
 use crate::harness::{
-    assert_no_leftovers, gateway_stdio_args, new_tag, node_bin, policy, python_client, tool_names,
-    Gateway, Mode, TagGuard, Up,
+    assert_no_leftovers, gateway_stdio_args, new_tag, node_bin, policy, python_client,
+    python_client_output, tool_names, Gateway, Mode, TagGuard, Up,
 };
 
 fn github() -> Up {
@@ -67,5 +67,22 @@ async fn server_gitlab_schemas_are_repaired_for_the_python_client() {
         names.iter().filter(|n| n.starts_with("github__")).count(),
         26
     );
+
+    // Without the gateway the same client refuses gitlab's whole list.
+    let direct = python_client_output(
+        &tag,
+        "legacy",
+        &[
+            "stdio",
+            "env",
+            "GITLAB_PERSONAL_ACCESS_TOKEN=dummy",
+            &node_bin("mcp-server-gitlab"),
+        ],
+        &json!({}),
+    )
+    .await;
+    assert!(!direct.status.success());
+    let stderr = String::from_utf8_lossy(&direct.stderr);
+    assert!(stderr.contains("inputSchema.type"), "{stderr}");
     assert_no_leftovers(&tag).await;
 }
