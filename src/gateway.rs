@@ -452,7 +452,9 @@ impl Gateway {
             s.client_capabilities = params.get("capabilities").cloned().unwrap_or(json!({}));
             s.client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
             s.protocol_version = Some(version.clone());
-            s.initialized = true;
+            // `initialized` waits for `notifications/initialized`: until then the client may
+            // not even have this result, and broadcasts (`list_changed`) must not reach it.
+            s.initialized = false;
         });
         self.register_session(&caller.session);
         let mut instructions = String::new();
@@ -545,10 +547,39 @@ impl Gateway {
             };
             map.get(&name).cloned()
         };
-        let (i, original) = target.ok_or(Error::NotFound { what, name })?;
+        let Some((i, original)) = target else {
+            return Err(self
+                .down_owner(&name)
+                .unwrap_or(Error::NotFound { what, name }));
+        };
         params.insert("name".into(), Value::String(original));
         self.forward(i, msg, Some(to_raw(&Value::Object(params))), caller)
             .await
+    }
+
+    /// For a name that is not in the catalog but carries the namespace of an upstream that is
+    /// not serving (it never started, or crashed before listing): that upstream is unavailable.
+    /// Saying "unknown tool" would send the model looking for another tool when the real
+    /// answer is "try again later".
+    fn down_owner(&self, name: &str) -> Option<Error> {
+        let sep = &self.inner.policy.separator;
+        self.inner.upstreams.iter().find_map(|u| {
+            let owned = name
+                .strip_prefix(u.name())
+                .is_some_and(|rest| rest.starts_with(sep.as_str()));
+            match u.status() {
+                Status::Ready => None,
+                Status::Down(reason) if owned => Some(Error::UpstreamUnavailable {
+                    upstream: u.name().to_owned(),
+                    reason,
+                }),
+                Status::Starting if owned => Some(Error::UpstreamUnavailable {
+                    upstream: u.name().to_owned(),
+                    reason: "still starting".into(),
+                }),
+                _ => None,
+            }
+        })
     }
 
     async fn call_by_uri(&self, msg: &Message, caller: &Caller) -> Result<Message, Error> {
@@ -685,6 +716,7 @@ impl Gateway {
                     self.inner.upstreams[i].cancel(upstream_id, reason);
                 }
             }
+            "notifications/initialized" => caller.session.update(|s| s.initialized = true),
             "notifications/roots/list_changed" => {
                 for u in &self.inner.upstreams {
                     let _ = u.notify(msg.clone());

@@ -20,7 +20,12 @@ pub(crate) fn run(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()>
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(serve(policy, ready_timeout))
+    let result = runtime.block_on(serve(policy, ready_timeout));
+    // Tokio reads stdin on a blocking thread stuck in read(2) until the host writes or closes
+    // the pipe; dropping the runtime would wait for it forever (a SIGTERM'd gateway whose host
+    // keeps stdin open never exited). Everything that matters is stopped by now.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    result
 }
 
 fn init_tracing() {
@@ -29,6 +34,8 @@ fn init_tracing() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Hosts capture stderr into log files: colour codes only on a terminal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
 }

@@ -2,9 +2,12 @@
 //!
 //! Each message is served concurrently; answers and server→client messages share one writer,
 //! so lines never interleave. Unreadable input gets `-32700`/`-32600` and the connection lives
-//! on; a line over the size limit is refused with `mcp_budget.request.too_large`.
+//! on; a line over the size limit is refused with `mcp_budget.request.too_large`. A request
+//! the client cancelled (`notifications/cancelled`) gets no answer, as MCP asks: the cancel
+//! goes upstream and whatever comes back for it is dropped.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -15,7 +18,7 @@ use tower::ServiceExt;
 use crate::context::{Caller, McpRequest, Session};
 use crate::error::Error;
 use crate::gateway::Gateway;
-use crate::jsonrpc::{Id, Message};
+use crate::jsonrpc::{Id, Kind, Message};
 use crate::stack::McpService;
 
 /// How long answers in flight may take once the client closed its input.
@@ -46,6 +49,8 @@ pub async fn serve<R, W>(
     gateway.register_session(&session);
     let mut reader = BufReader::new(input);
     let mut tasks = JoinSet::new();
+    // Requests in flight → whether the client cancelled them.
+    let inflight: Arc<Mutex<HashMap<Id, bool>>> = Arc::default();
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -74,6 +79,18 @@ pub async fn serve<R, W>(
                 let _ = tx.send(err.to_response());
             }
             Ok(message) => {
+                let request_id = match message.kind() {
+                    Kind::Request => message.id.clone(),
+                    _ => None,
+                };
+                if let Some(id) = &request_id {
+                    lock(&inflight).insert(id.clone(), false);
+                } else if let Some(id) = cancelled_id(&message) {
+                    if let Some(flag) = lock(&inflight).get_mut(&id) {
+                        *flag = true;
+                    }
+                }
+                let inflight = inflight.clone();
                 let request = McpRequest {
                     message,
                     caller: Caller::new(session.clone()),
@@ -81,8 +98,18 @@ pub async fn serve<R, W>(
                 let service = service.clone();
                 let tx = tx.clone();
                 tasks.spawn(async move {
-                    if let Ok(Some(reply)) = service.oneshot(request).await {
-                        let _ = tx.send(reply);
+                    let reply = service.oneshot(request).await;
+                    let cancelled = request_id
+                        .and_then(|id| lock(&inflight).remove(&id))
+                        .unwrap_or(false);
+                    match reply {
+                        Ok(Some(reply)) if cancelled => {
+                            tracing::debug!(id = ?reply.id, "Answer to a cancelled request dropped");
+                        }
+                        Ok(Some(reply)) => {
+                            let _ = tx.send(reply);
+                        }
+                        _ => {}
                     }
                 });
             }
@@ -97,6 +124,20 @@ pub async fn serve<R, W>(
     // Flush what is queued; senders still held by upstream calls in flight must not keep the
     // writer alive forever.
     let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Single inserts and removes: a poisoned map is still consistent.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The request a `notifications/cancelled` names.
+fn cancelled_id(message: &Message) -> Option<Id> {
+    if message.method() != Some("notifications/cancelled") {
+        return None;
+    }
+    let params: serde_json::Value = message.params_as().ok()?;
+    serde_json::from_value(params.get("requestId")?.clone()).ok()
 }
 
 /// Reads one line; returns its full length even when only `limit` bytes were kept.

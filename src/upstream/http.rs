@@ -70,6 +70,7 @@ pub(crate) async fn connect(upstream: Upstream) {
                 *lock(&link.protocol) = info.protocol_version.clone();
                 upstream.set_info(info);
                 upstream.set_status(Status::Ready);
+                link.listen(upstream).await;
                 return;
             }
             Err(err) => {
@@ -122,6 +123,78 @@ impl HttpLink {
         });
     }
 
+    /// Holds the session's GET stream until shutdown: what the server says outside any
+    /// request (`list_changed`, `resources/updated`, logging, `roots/list` and other
+    /// server→client requests) travels only there, and is lost when nobody listens.
+    /// Reopened after it ends (the session may have been renewed meanwhile); a server without
+    /// one (405) is left alone.
+    async fn listen(&self, upstream: Upstream) {
+        let stop = upstream.shutdown_token().clone();
+        loop {
+            let opened = tokio::time::Instant::now();
+            let outcome = tokio::select! {
+                outcome = self.listen_once(&upstream) => outcome,
+                () = stop.cancelled() => return,
+            };
+            match outcome {
+                Ok(()) => {}
+                Err(status) if status == StatusCode::METHOD_NOT_ALLOWED => {
+                    tracing::debug!(upstream = upstream.name(), "Upstream has no GET stream");
+                    return;
+                }
+                Err(status) => {
+                    tracing::debug!(upstream = upstream.name(), %status, "GET stream refused");
+                }
+            }
+            // Do not spin on a server that closes the stream at once.
+            let pause = if opened.elapsed() < RETRY {
+                RETRY
+            } else {
+                Duration::ZERO
+            };
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    async fn listen_once(&self, upstream: &Upstream) -> Result<(), StatusCode> {
+        let mut req = self
+            .client
+            .get(&self.url)
+            .headers(self.headers.clone())
+            .header(ACCEPT, "text/event-stream")
+            .header(VERSION_HEADER, lock(&self.protocol).clone());
+        if let Some(session) = lock(&self.session).clone() {
+            req = req.header(SESSION_HEADER, session);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !resp.status().is_success() || !is_sse {
+            return Err(resp.status());
+        }
+        tracing::debug!(upstream = upstream.name(), "GET stream open");
+        let mut decoder = SseDecoder::default();
+        let mut body = resp.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let Ok(chunk) = chunk else { break };
+            for data in decoder.feed(&chunk) {
+                tracing::debug!(upstream = upstream.name(), "GET stream event");
+                Self::deliver(upstream, &data, None);
+            }
+        }
+        tracing::debug!(upstream = upstream.name(), "GET stream closed");
+        Ok(())
+    }
+
     async fn reinitialize(&self, upstream: &Upstream) -> Result<(), String> {
         let expired = lock(&self.session).clone();
         let _guard = self.reinit.lock().await;
@@ -165,6 +238,23 @@ impl HttpLink {
         let status = resp.status();
         if status == StatusCode::NOT_FOUND && session.is_some() {
             return Err(SendError::Expired);
+        }
+        if status == StatusCode::BAD_REQUEST && session.is_some() {
+            // The TypeScript SDK's example servers (server-everything among them) answer an
+            // unknown session with 400 "No valid session ID provided" instead of 404: after
+            // a server restart that is an expired session too.
+            // An error that names one of our requests is an answer, not a session problem.
+            let bytes = resp.bytes().await.unwrap_or_default();
+            let reply = Message::parse(&bytes).ok();
+            if let Some(reply) = reply.filter(|r| matches!(r.id, Some(Id::Number(_)))) {
+                upstream.incoming(reply, outbound);
+                return Ok(());
+            }
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(500)]);
+            if text.to_ascii_lowercase().contains("session") {
+                return Err(SendError::Expired);
+            }
+            return Err(SendError::Other(format!("HTTP {status}: {text}")));
         }
         if let Some(sid) = resp
             .headers()

@@ -24,6 +24,10 @@ use crate::error::Error;
 use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind, Message, METHOD_NOT_FOUND};
 use crate::policy::{Transport, UpstreamSpec};
 
+/// JSON-RPC code of the answer to a request the client cancelled (as LSP's
+/// `RequestCancelled`; MCP defines none because it expects no answer at all).
+pub const REQUEST_CANCELLED: i64 = -32800;
+
 /// The protocol version the gateway asks upstreams for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 
@@ -372,9 +376,25 @@ impl Upstream {
         self.send_on(&link, msg, None)
     }
 
-    /// Forwards a client's `notifications/cancelled` for upstream request `id`.
+    /// Forwards a client's `notifications/cancelled` for upstream request `id`; the caller
+    /// waiting on it gets a `mcp_budget.request.cancelled` error (the stdio downstream drops
+    /// it; on HTTP it ends the request's stream).
     pub fn cancel(&self, upstream_id: i64, reason: Option<&str>) {
-        if self.forget(upstream_id) {
+        let pending = lock(&self.inner.pending).remove(&upstream_id);
+        if let Some(p) = pending {
+            if let Some(token) = &p.progress {
+                lock(&self.inner.progress).remove(token);
+            }
+            let err = ErrorObject::new(
+                REQUEST_CANCELLED,
+                format!(
+                    "the request was cancelled by the client: {}",
+                    reason.unwrap_or("no reason given")
+                ),
+                "mcp_budget.request.cancelled",
+                None,
+            );
+            let _ = p.reply.send(Message::error(Id::Number(upstream_id), err));
             let mut params = json!({ "requestId": upstream_id });
             if let Some(reason) = reason {
                 params["reason"] = Value::String(reason.to_owned());

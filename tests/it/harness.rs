@@ -1,0 +1,690 @@
+//! What every integration test needs: paths to the real peers, a policy file, the gateway
+//! binary under a kill-on-drop guard, a raw JSON-RPC client on its stdio, the Python and
+//! Inspector clients, and a leftover-process check.
+//!
+//! Every process a test starts carries the environment variable `MCPB_IT_TAG=<unique>` (children
+//! inherit it), so the test can find all of them in `/proc` — the gateway's upstreams and their
+//! own children included — and check that none survives.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+/// Upper bound for any single wait in the tests.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn peers() -> PathBuf {
+    root().join("tests/peers")
+}
+
+fn must_exist(path: &Path) -> String {
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/install-test-deps.sh first",
+        path.display()
+    );
+    path.to_string_lossy().into_owned()
+}
+
+/// A binary of the npm peers (`tests/peers/node_modules/.bin`).
+pub fn node_bin(name: &str) -> String {
+    must_exist(&peers().join("node_modules/.bin").join(name))
+}
+
+/// A binary of the Python venv (`tests/peers/.venv/bin`).
+pub fn venv_bin(name: &str) -> String {
+    must_exist(&peers().join(".venv/bin").join(name))
+}
+
+/// A file of `tests/peers` (helper scripts).
+pub fn peer_file(name: &str) -> String {
+    must_exist(&peers().join(name))
+}
+
+/// A port nobody listens on right now (bound then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A unique tag for the processes of one test.
+pub fn new_tag(test: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{test}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// TOML string literal.
+fn q(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+/// One `[[upstream]]` of a policy.
+#[derive(Debug, Clone)]
+pub struct Up {
+    name: String,
+    command: Option<String>,
+    url: Option<String>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    timeout_secs: u64,
+}
+
+impl Up {
+    pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
+        Self {
+            name: name.into(),
+            command: Some(command.into()),
+            url: None,
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            env: Vec::new(),
+            timeout_secs: 30,
+        }
+    }
+
+    pub fn http(name: &str, url: &str) -> Self {
+        Self {
+            name: name.into(),
+            command: None,
+            url: Some(url.into()),
+            args: Vec::new(),
+            env: Vec::new(),
+            timeout_secs: 30,
+        }
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    pub fn timeout(mut self, secs: u64) -> Self {
+        self.timeout_secs = secs;
+        self
+    }
+
+    /// server-everything over stdio.
+    pub fn everything(name: &str) -> Self {
+        Self::stdio(name, &node_bin("mcp-server-everything"), &[])
+    }
+
+    /// `mcp-server-time` (`PyPI`) over stdio.
+    pub fn time(name: &str) -> Self {
+        Self::stdio(
+            name,
+            &venv_bin("mcp-server-time"),
+            &["--local-timezone", "UTC"],
+        )
+    }
+
+    /// `tests/peers/fake_server.py` in one of its modes.
+    pub fn fake(name: &str, mode: &str) -> Self {
+        Self::stdio(
+            name,
+            &venv_bin("python"),
+            &[&peer_file("fake_server.py"), mode],
+        )
+    }
+
+    fn toml(&self) -> String {
+        let mut s = format!("[[upstream]]\nname = {}\n", q(&self.name));
+        if let Some(c) = &self.command {
+            s += &format!("command = {}\n", q(c));
+        }
+        if let Some(u) = &self.url {
+            s += &format!("url = {}\n", q(u));
+        }
+        if !self.args.is_empty() {
+            let args: Vec<String> = self.args.iter().map(|a| q(a)).collect();
+            s += &format!("args = [{}]\n", args.join(", "));
+        }
+        s += &format!("timeout_secs = {}\n", self.timeout_secs);
+        if !self.env.is_empty() {
+            s += "[upstream.env]\n";
+            for (k, v) in &self.env {
+                s += &format!("{k} = {}\n", q(v));
+            }
+        }
+        s
+    }
+}
+
+/// Writes a policy with these upstreams (and `extra` TOML for `[downstream]`) into `dir`.
+pub fn policy(dir: &Path, downstream: &str, ups: &[Up]) -> PathBuf {
+    let mut text = format!("version = 1\n\n[downstream]\n{downstream}\n\n");
+    for u in ups {
+        text += &u.toml();
+        text += "\n";
+    }
+    let path = dir.join("policy.toml");
+    std::fs::write(&path, text).expect("policy written");
+    path
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+/// Pids of live (not zombie) processes whose environment holds `MCPB_IT_TAG=<tag>`.
+pub fn tagged_pids(tag: &str) -> Vec<i32> {
+    let needle = format!("MCPB_IT_TAG={tag}");
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let tagged = environ.split(|&b| b == 0).any(|kv| kv == needle.as_bytes());
+        if tagged && !is_zombie(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+/// The command line of `pid`, NUL-separated args joined with spaces.
+pub fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Waits (up to 10 s) until no tagged process is left; panics listing the survivors.
+pub async fn assert_no_leftovers(tag: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = tagged_pids(tag);
+        if left.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let list: Vec<String> = left
+                .iter()
+                .map(|p| format!("{p}: {}", cmdline(*p)))
+                .collect();
+            kill_tagged(tag);
+            panic!("processes survived the gateway:\n{}", list.join("\n"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// SIGKILLs every tagged process (cleanup after a failed test).
+pub fn kill_tagged(tag: &str) {
+    for pid in tagged_pids(tag) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Kills every tagged process when dropped, so that a failing test leaves nothing behind.
+#[derive(Debug)]
+pub struct TagGuard(pub String);
+
+impl Drop for TagGuard {
+    fn drop(&mut self) {
+        kill_tagged(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The gateway
+
+/// How the gateway serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Stdio,
+    Http,
+}
+
+/// The gateway binary, running; killed on drop.
+#[derive(Debug)]
+pub struct Gateway {
+    pub child: Child,
+    pub tag: String,
+    /// `http://ADDR/mcp` when serving HTTP.
+    pub url: Option<String>,
+    pub stderr: Arc<Mutex<String>>,
+    pub stdio: Option<RawClient>,
+    _dir: tempfile::TempDir,
+    _guard: TagGuard,
+}
+
+impl Gateway {
+    /// Starts `mcp-budget serve` with these upstreams and waits for its startup summary.
+    pub async fn start(test: &str, mode: Mode, ups: &[Up]) -> Self {
+        Self::start_with(test, mode, "", ups).await
+    }
+
+    pub async fn start_with(test: &str, mode: Mode, downstream: &str, ups: &[Up]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let policy = policy(dir.path(), downstream, ups);
+        let tag = new_tag(test);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
+        cmd.arg("serve")
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--ready-timeout-secs")
+            .arg("20")
+            .env("MCPB_IT_TAG", &tag)
+            .env(
+                "MCP_BUDGET_LOG",
+                std::env::var("IT_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        match mode {
+            Mode::Stdio => {
+                cmd.arg("--stdio");
+            }
+            Mode::Http => {
+                cmd.arg("--http").arg("127.0.0.1:0");
+            }
+        }
+        let mut child = cmd.spawn().expect("the gateway starts");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<String>();
+        let err = child.stderr.take().expect("piped");
+        let log = stderr.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(err).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if std::env::var_os("IT_LOG").is_some() {
+                    eprintln!("[gw] {line}");
+                }
+                if let Some(rest) = line.trim().strip_prefix("listening on ") {
+                    let _ = ready_tx.send(rest.to_owned());
+                } else if line.trim() == "serving MCP on stdio" {
+                    let _ = ready_tx.send(String::new());
+                }
+                let mut log = log.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let stdio = (mode == Mode::Stdio).then(|| {
+            RawClient::new(
+                child.stdin.take().expect("piped"),
+                child.stdout.take().expect("piped"),
+            )
+        });
+        let ready = tokio::time::timeout(WAIT, ready_rx.recv()).await;
+        let url = match ready {
+            Ok(Some(url)) => (!url.is_empty()).then_some(url),
+            _ => panic!(
+                "the gateway did not come up; stderr:\n{}",
+                stderr.lock().unwrap()
+            ),
+        };
+        Self {
+            child,
+            _guard: TagGuard(tag.clone()),
+            tag,
+            url,
+            stderr,
+            stdio,
+            _dir: dir,
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        self.url.as_deref().expect("serving HTTP")
+    }
+
+    pub fn client(&mut self) -> &mut RawClient {
+        self.stdio.as_mut().expect("serving stdio")
+    }
+
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id().expect("running")).expect("pid fits")
+    }
+
+    pub fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Live processes started by the gateway (its upstreams and their children).
+    pub fn children(&self) -> Vec<i32> {
+        let me = self.child.id().and_then(|p| i32::try_from(p).ok());
+        tagged_pids(&self.tag)
+            .into_iter()
+            .filter(|p| Some(*p) != me)
+            .collect()
+    }
+
+    /// Sends SIGTERM and waits for the exit; returns how long it took.
+    pub async fn terminate(&mut self) -> Duration {
+        let started = std::time::Instant::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.pid()),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("signal sent");
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("the gateway exits after SIGTERM")
+            .expect("wait works");
+        started.elapsed()
+    }
+
+    /// Ends the gateway (SIGTERM) and checks that none of its children survived.
+    pub async fn stop_and_check(mut self) {
+        self.terminate().await;
+        assert_no_leftovers(&self.tag).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw JSON-RPC client on the gateway's stdio
+
+/// Newline-delimited JSON-RPC over a child's stdin/stdout. Every line received is kept, so a
+/// test can check that each request id was answered exactly once.
+#[derive(Debug)]
+pub struct RawClient {
+    stdin: ChildStdin,
+    rx: mpsc::UnboundedReceiver<Value>,
+    /// Everything received, in order.
+    pub seen: Vec<Value>,
+    next_id: i64,
+}
+
+impl RawClient {
+    pub fn new(stdin: ChildStdin, stdout: tokio::process::ChildStdout) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("gateway wrote a non-JSON line ({e}): {line}"));
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            stdin,
+            rx,
+            seen: Vec::new(),
+            next_id: 1000,
+        }
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).await.expect("stdin open");
+        self.stdin.flush().await.expect("stdin open");
+    }
+
+    pub async fn send(&mut self, msg: &Value) {
+        let mut line = serde_json::to_vec(msg).expect("serializes");
+        line.push(b'\n');
+        self.send_raw(&line).await;
+    }
+
+    /// Sends a request with a fresh id; returns the id.
+    pub async fn start_request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = json!(self.next_id);
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
+    /// The next message, within `limit`.
+    pub async fn next(&mut self, limit: Duration) -> Option<Value> {
+        let msg = tokio::time::timeout(limit, self.rx.recv()).await.ok()??;
+        self.seen.push(msg.clone());
+        Some(msg)
+    }
+
+    /// Waits for the answer (result or error) to request `id`.
+    pub async fn response(&mut self, id: &Value, limit: Duration) -> Value {
+        if let Some(found) = self.seen.iter().find(|m| is_answer_to(m, id)) {
+            return found.clone();
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next(left).await {
+                Some(m) if is_answer_to(&m, id) => return m,
+                Some(_) => {}
+                None => panic!("no answer to {id} within {limit:?}; seen: {:#?}", self.seen),
+            }
+        }
+    }
+
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.start_request(method, params).await;
+        self.response(&id, WAIT).await
+    }
+
+    pub async fn initialize(&mut self) -> Value {
+        let r = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "it-raw", "version": "0"}}),
+            )
+            .await;
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        r
+    }
+
+    pub async fn call_tool(&mut self, name: &str, args: Value) -> Value {
+        self.request("tools/call", json!({"name": name, "arguments": args}))
+            .await
+    }
+
+    /// Collects everything that arrives within `quiet`.
+    pub async fn drain(&mut self, quiet: Duration) {
+        while self.next(quiet).await.is_some() {}
+    }
+
+    /// How many answers each id got.
+    pub fn answer_counts(&self) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for m in &self.seen {
+            if m.get("method").is_none() && (m.get("result").is_some() || m.get("error").is_some())
+            {
+                *counts.entry(m["id"].to_string()).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+
+    /// Asserts that every id in `ids` got exactly one answer and no id got two.
+    pub fn assert_answered_once(&self, ids: &[Value]) {
+        let counts = self.answer_counts();
+        for id in ids {
+            assert_eq!(
+                counts.get(&id.to_string()).copied().unwrap_or(0),
+                1,
+                "answers to id {id}; seen: {:#?}",
+                self.seen
+            );
+        }
+        // Unreadable messages are answered with id null, one each: only real ids must be unique.
+        for (id, n) in counts.iter().filter(|(id, _)| id.as_str() != "null") {
+            assert_eq!(*n, 1, "id {id} answered {n} times");
+        }
+    }
+}
+
+fn is_answer_to(m: &Value, id: &Value) -> bool {
+    m.get("method").is_none() && m.get("id") == Some(id)
+}
+
+/// `error.data.type` of an error response.
+pub fn error_type(resp: &Value) -> &str {
+    resp["error"]["data"]["type"].as_str().unwrap_or_else(|| {
+        panic!("not an error with data.type: {resp}");
+    })
+}
+
+/// Text of the first content block of a tools/call result.
+pub fn first_text(resp: &Value) -> &str {
+    resp["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text content in {resp}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real clients
+
+/// Runs `tests/peers/py_client.py` (Python `mcp` 2.x) and returns its JSON report.
+pub async fn python_client(tag: &str, mode: &str, target: &[&str], plan: &Value) -> Value {
+    let out = python_client_output(tag, mode, target, plan).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "python client failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("bad report ({e}): {stdout}\n{stderr}"))
+}
+
+/// Runs `tests/peers/py_client.py` and returns what it printed, whether it succeeded or not.
+pub async fn python_client_output(
+    tag: &str,
+    mode: &str,
+    target: &[&str],
+    plan: &Value,
+) -> std::process::Output {
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(peer_file("py_client.py"))
+        .args(target)
+        .env("MODE", mode)
+        .env("PLAN", plan.to_string())
+        .env("MCPB_IT_TAG", tag)
+        .env("MCP_BUDGET_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("the Python client finishes in time")
+        .expect("the Python client runs")
+}
+
+/// Runs the MCP Inspector CLI (v1) with these arguments; returns (success, stdout, stderr).
+pub async fn inspector(tag: &str, args: &[&str]) -> (bool, String, String) {
+    // It reads "../package.json" relative to its working directory (TEST-EQUIPMENT §3.1).
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("package.json"), "{}").expect("written");
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).expect("created");
+    let mut cmd = Command::new("node");
+    cmd.arg(peer_file(
+        "node_modules/@modelcontextprotocol/inspector-cli/build/index.js",
+    ))
+    .args(args)
+    .current_dir(&run)
+    .env("MCPB_IT_TAG", tag)
+    .env("MCP_BUDGET_LOG", "warn")
+    .stdin(Stdio::null())
+    .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("the inspector finishes in time")
+        .expect("the inspector runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The gateway command line for a client that starts it over stdio.
+pub fn gateway_stdio_args(policy: &Path) -> Vec<String> {
+    vec![
+        env!("CARGO_BIN_EXE_mcp-budget").to_owned(),
+        "serve".into(),
+        "--policy".into(),
+        policy.to_string_lossy().into_owned(),
+        "--stdio".into(),
+    ]
+}
+
+/// Tool names of a Python client report.
+pub fn tool_names(report: &Value) -> Vec<String> {
+    report["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name").to_owned())
+        .collect()
+}
+
+/// Starts server-everything in streamable HTTP mode on a free localhost port; killed on drop.
+pub async fn everything_http(tag: &str) -> (Child, String) {
+    everything_http_on(tag, free_port()).await
+}
+
+/// server-everything in streamable HTTP mode on `port`; killed on drop.
+pub async fn everything_http_on(tag: &str, port: u16) -> (Child, String) {
+    let mut cmd = Command::new(node_bin("mcp-server-everything"));
+    cmd.arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .env(
+            "NODE_OPTIONS",
+            format!("--require {}", peer_file("bind-localhost.cjs")),
+        )
+        .env("MCPB_IT_TAG", tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let child = cmd.spawn().expect("server-everything starts");
+    let ready = tokio::time::timeout(WAIT, async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(ready.is_ok(), "server-everything HTTP did not start");
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}

@@ -1,0 +1,18 @@
+//! Integration tests against real third-party MCP peers: the gateway binary between the Python
+//! `mcp` 2.x SDK / the MCP Inspector CLI and server-everything, mcp-server-time, server-github,
+//! server-gitlab, plus fault injection (a misbehaving stdio server in `tests/peers`).
+//!
+//! The peers are installed by `scripts/install-test-deps.sh`; every process a test starts is
+//! tagged and checked for leftovers (see [`harness`]).
+// Test helpers live in private modules: `pub` there is for sibling modules only; logs of the
+// gateway go to stderr when IT_LOG is set.
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::print_stderr)]
+
+mod harness;
+
+mod clients;
+mod faults;
+mod http_downstream;
+mod http_upstream;
+mod legacy_servers;
+mod routing;

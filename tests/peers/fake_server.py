@@ -1,0 +1,75 @@
+"""A deliberately misbehaving stdio MCP server for the gateway's fault tests (plain Python, no SDK).
+
+usage: fake_server.py hang | garbage
+
+Tools:
+  hang       never answered (the gateway must time out, or pass on a client's cancel)
+  cancelled  returns the request ids this server received `notifications/cancelled` for
+  echo       returns its "message" argument
+  grow       adds a tool `extra_<n>` and sends notifications/tools/list_changed before answering
+In `garbage` mode every answer is preceded by lines that are not JSON-RPC (a banner, broken JSON,
+a JSON array, an object without "jsonrpc", a response to an id nobody sent).
+"""
+import json
+import sys
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "hang"
+cancelled = []
+
+
+def send(obj):
+    if MODE == "garbage":
+        sys.stdout.write("this is not JSON at all\n")
+        sys.stdout.write('{"jsonrpc": "2.0", "id": 1, "result": \n')
+        sys.stdout.write("[1, 2, 3]\n")
+        sys.stdout.write('{"hello": "world"}\n')
+        sys.stdout.write('{"jsonrpc": "2.0", "id": 987654, "result": {}}\n')
+        sys.stdout.write("\n")
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+TOOLS = [
+    {"name": n, "description": d, "inputSchema": {"type": "object", "properties": p}}
+    for n, d, p in [
+        ("hang", "Never answers.", {}),
+        ("cancelled", "Request ids whose cancellation this server received.", {}),
+        ("echo", "Echoes the message.", {"message": {"type": "string"}}),
+        ("grow", "Adds a tool and says so.", {}),
+    ]
+]
+
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        continue
+    msg = json.loads(line)
+    method, mid = msg.get("method"), msg.get("id")
+    if method == "notifications/cancelled":
+        cancelled.append(msg["params"]["requestId"])
+        print(f"cancelled {msg['params']}", file=sys.stderr, flush=True)
+        continue
+    if mid is None or method is None:
+        continue
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {
+            "protocolVersion": msg["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": f"fake-{MODE}", "version": "0"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
+    elif method == "tools/call":
+        name = msg["params"]["name"]
+        args = msg["params"].get("arguments") or {}
+        if name == "hang":
+            continue
+        if name == "grow":
+            n = len(TOOLS)
+            TOOLS.append({"name": f"extra_{n}", "inputSchema": {"type": "object"}})
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        text = json.dumps(cancelled) if name == "cancelled" else str(args.get("message"))
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+    elif method == "ping":
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "Method not found"}})
