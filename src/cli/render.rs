@@ -95,8 +95,8 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
                 .map(anthropic::tool_from_mcp)
                 .collect();
             let mut request = serde_json::json!({ "model": prepared.budget.model, "tools": tools });
-            let mut options = RewriteOptions::default();
-            options.counter = Some(Counter::new(&prepared.budget.profile));
+            let options =
+                RewriteOptions::default().with_counter(Counter::new(&prepared.budget.profile));
             let _ = anthropic::rewrite(&mut request, &options);
             serde_json::json!({ "tools": request["tools"] })
         }

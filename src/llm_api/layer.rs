@@ -28,8 +28,7 @@
 //!     let bytes = axum::body::to_bytes(req.into_body(), 1 << 20).await?;
 //!     Ok::<_, axum::Error>(http::Response::new(Body::from(bytes)))
 //! });
-//! let mut options = RewriteOptions::default();
-//! options.classes = ToolClasses::dynamic_names(["note"]);
+//! let options = RewriteOptions::default().with_classes(ToolClasses::dynamic_names(["note"]));
 //! let gateway = LlmCacheLayer::new(options).body_limit(8 << 20).layer(provider);
 //!
 //! let body = r#"{"model":"claude-sonnet-4-5","max_tokens":1e3,"tools":[

@@ -33,8 +33,7 @@
 //!     {"input_schema": {"type": "object"}, "name": "search"},
 //!     {"name": "fetch", "input_schema": {"type": "object"}},
 //! ], "messages": [{"role": "user", "content": "hi"}]});
-//! let mut options = RewriteOptions::default();
-//! options.classes = ToolClasses::dynamic_names(["session_note"]);
+//! let options = RewriteOptions::default().with_classes(ToolClasses::dynamic_names(["session_note"]));
 //! let outcome = anthropic::rewrite(&mut body, &options);
 //! let names: Vec<&str> = body["tools"].as_array().unwrap().iter()
 //!     .map(|t| t["name"].as_str().unwrap()).collect();
@@ -129,15 +128,16 @@ impl ToolClasses {
     }
 }
 
-/// How a request's tools are rewritten. Build it with [`Default`] and set the fields.
+/// How a request's tools are rewritten: [`Default`], then the `with_*` methods.
 ///
 /// ```
 /// use mcp_budget::compress::Level;
-/// use mcp_budget::llm_api::{CacheTtl, RewriteOptions};
+/// use mcp_budget::llm_api::{CacheTtl, RewriteOptions, ToolClasses};
 ///
-/// let mut options = RewriteOptions::default();
-/// options.compress = Some(Level::Low);
-/// options.ttl = Some(CacheTtl::OneHour);
+/// let options = RewriteOptions::default()
+///     .with_classes(ToolClasses::dynamic_names(["note"]))
+///     .with_compress(Level::Low)
+///     .with_ttl(CacheTtl::OneHour);
 /// assert!(options.counter.is_none()); // chars/4 estimate
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -158,6 +158,43 @@ pub struct RewriteOptions {
     /// default (5 minutes), unless a later breakpoint of the request asks for one hour (the API
     /// wants longer TTLs first, so the added one then asks for one hour too).
     pub ttl: Option<CacheTtl>,
+}
+
+impl RewriteOptions {
+    /// With `classes` as [`RewriteOptions::classes`].
+    #[must_use]
+    pub fn with_classes(mut self, classes: ToolClasses) -> Self {
+        self.classes = classes;
+        self
+    }
+
+    /// With `level` as [`RewriteOptions::compress`].
+    #[must_use]
+    pub fn with_compress(mut self, level: Level) -> Self {
+        self.compress = Some(level);
+        self
+    }
+
+    /// With `counter` as [`RewriteOptions::counter`].
+    #[must_use]
+    pub fn with_counter(mut self, counter: Counter) -> Self {
+        self.counter = Some(counter);
+        self
+    }
+
+    /// With `tokens` as [`RewriteOptions::min_cache_tokens`].
+    #[must_use]
+    pub fn with_min_cache_tokens(mut self, tokens: usize) -> Self {
+        self.min_cache_tokens = Some(tokens);
+        self
+    }
+
+    /// With `ttl` as [`RewriteOptions::ttl`].
+    #[must_use]
+    pub fn with_ttl(mut self, ttl: CacheTtl) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
 }
 
 /// TTL of an Anthropic cache breakpoint.
