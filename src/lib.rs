@@ -26,6 +26,7 @@ pub mod error;
 pub mod gateway;
 pub mod jsonrpc;
 pub mod layer;
+pub mod llm_api;
 pub mod mcp;
 pub mod naming;
 pub mod plan;

@@ -1,10 +1,33 @@
-//! `mcp-budget render`: the `tools/list` result a host would receive.
+//! `mcp-budget render`: the `tools/list` result a host would receive, or the same tools as an
+//! LLM API request's `tools` (`--format anthropic|openai|openai-responses`, see
+//! [`crate::llm_api`]).
 
 use std::path::PathBuf;
 
+use serde_json::Value;
+
 use crate::discover::MetaToolNames;
+use crate::llm_api::{anthropic, openai, RewriteOptions};
 use crate::plan::{apply, plan, LevelChoice, ModeChoice};
-use crate::tokens::Rendering;
+use crate::tokens::{Counter, Rendering};
+
+/// The shape `render` writes the tools in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// An MCP `tools/list` result: `{"tools": [...]}` as a host receives it.
+    #[default]
+    Mcp,
+    /// The `tools` of an Anthropic Messages API request (`name`, `description`,
+    /// `input_schema`), in canonical order, with `cache_control` on the last tool when the tools
+    /// reach the model's minimum cacheable length.
+    Anthropic,
+    /// The `tools` of an `OpenAI` Chat Completions request (`{"type": "function", "function":
+    /// {...}}`), in canonical order.
+    Openai,
+    /// The `tools` of an `OpenAI` Responses request (`{"type": "function", "name", ...}`), in
+    /// canonical order.
+    OpenaiResponses,
+}
 
 /// Arguments of `mcp-budget render`.
 #[derive(Debug, clap::Args)]
@@ -29,6 +52,10 @@ pub struct Args {
     /// (auto).
     #[arg(long)]
     pub mode: Option<ModeChoice>,
+    /// Output shape: mcp (a tools/list result), anthropic (Messages API tools, with a cache
+    /// breakpoint), openai (Chat Completions tools) or openai-responses (Responses tools).
+    #[arg(long, value_enum, default_value_t = Format::Mcp)]
+    pub format: Format,
     /// Indent the JSON (the default is the compact bytes a host receives).
     #[arg(long)]
     pub pretty: bool,
@@ -59,7 +86,36 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
         &prepared.separator,
         &MetaToolNames::default(),
     );
-    let result = serde_json::json!({ "tools": tools });
+    let result = match args.format {
+        Format::Mcp => serde_json::json!({ "tools": tools }),
+        Format::Anthropic => {
+            let tools: Vec<Value> = tools
+                .iter()
+                .filter_map(Value::as_object)
+                .map(anthropic::tool_from_mcp)
+                .collect();
+            let mut request = serde_json::json!({ "model": prepared.budget.model, "tools": tools });
+            let options =
+                RewriteOptions::default().with_counter(Counter::new(&prepared.budget.profile));
+            let _ = anthropic::rewrite(&mut request, &options);
+            serde_json::json!({ "tools": request["tools"] })
+        }
+        Format::Openai | Format::OpenaiResponses => {
+            let convert = if args.format == Format::Openai {
+                openai::chat_tool_from_mcp
+            } else {
+                openai::responses_tool_from_mcp
+            };
+            let tools: Vec<Value> = tools
+                .iter()
+                .filter_map(Value::as_object)
+                .map(convert)
+                .collect();
+            let mut request = serde_json::json!({ "tools": tools });
+            let _ = openai::rewrite(&mut request, &RewriteOptions::default());
+            request
+        }
+    };
     if args.pretty {
         serde_json::to_writer_pretty(&mut *out, &result)?;
     } else {
