@@ -166,9 +166,13 @@ impl Up {
     }
 }
 
-/// Writes a policy with these upstreams (and `extra` TOML for `[downstream]`) into `dir`.
+/// Writes a policy with these upstreams (and `extra` TOML for `[downstream]`) into `dir`, with
+/// the budget off.
 pub fn policy(dir: &Path, downstream: &str, ups: &[Up]) -> PathBuf {
-    let mut text = format!("version = 1\n\n[downstream]\n{downstream}\n\n");
+    // These tests are about the traffic path: lists pass through unplanned (the budget layer
+    // has its own tests, tests/discovery_e2e.rs among them).
+    let mut text =
+        format!("version = 1\n\n[budget]\nenabled = false\n\n[downstream]\n{downstream}\n\n");
     for u in ups {
         text += &u.toml();
         text += "\n";
