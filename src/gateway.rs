@@ -457,6 +457,15 @@ impl Gateway {
             s.initialized = false;
         });
         self.register_session(&caller.session);
+        let caps = params.get("capabilities");
+        let answers_servers = ["roots", "sampling", "elicitation"]
+            .iter()
+            .any(|c| caps.and_then(|caps| caps.get(c)).is_some());
+        if answers_servers {
+            for u in &self.inner.upstreams {
+                u.set_fallback(caller.session.notify.clone());
+            }
+        }
         let mut instructions = String::new();
         for u in &self.inner.upstreams {
             if let Some(text) = u.info().instructions {
@@ -716,7 +725,17 @@ impl Gateway {
                     self.inner.upstreams[i].cancel(upstream_id, reason);
                 }
             }
-            "notifications/initialized" => caller.session.update(|s| s.initialized = true),
+            "notifications/initialized" => {
+                caller.session.update(|s| s.initialized = true);
+                // Upstreams asked for roots while no client could answer (and got none): a
+                // client that has roots is here now, so let them ask again.
+                if caller.session.has_capability("roots") {
+                    let changed = Message::notification("notifications/roots/list_changed", None);
+                    for u in &self.inner.upstreams {
+                        let _ = u.notify(changed.clone());
+                    }
+                }
+            }
             "notifications/roots/list_changed" => {
                 for u in &self.inner.upstreams {
                     let _ = u.notify(msg.clone());

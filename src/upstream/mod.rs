@@ -107,6 +107,7 @@ struct Inner {
     events: mpsc::UnboundedSender<Event>,
     shutdown: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    fallback: Mutex<Option<Outbound>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -142,6 +143,7 @@ impl Upstream {
                 events,
                 shutdown,
                 task: Mutex::new(None),
+                fallback: Mutex::new(None),
             }),
         };
         let task = match &upstream.inner.spec.transport {
@@ -568,9 +570,18 @@ impl Upstream {
         let Some(original) = msg.id.clone() else {
             return;
         };
-        let target = hint.cloned().or_else(|| self.recent_outbound());
+        let target = hint
+            .cloned()
+            .or_else(|| self.recent_outbound())
+            .or_else(|| self.fallback_outbound());
         let Some(out) = target else {
             let method = msg.method().unwrap_or_default();
+            if method == "roots/list" {
+                // No client to ask: no roots is the truthful answer, and servers handle it
+                // better than an error. They ask again after roots/list_changed.
+                let _ = self.notify(Message::response_value(original, &json!({"roots": []})));
+                return;
+            }
             let err = ErrorObject::new(
                 METHOD_NOT_FOUND,
                 format!("no client of the gateway is waiting on this server, so {method} cannot be answered"),
@@ -588,6 +599,20 @@ impl Upstream {
         lock(&self.inner.server_requests).insert(gateway_id.clone(), original);
         msg.id = Some(Id::String(gateway_id));
         let _ = out.send(msg);
+    }
+
+    /// Where server→client requests go when no call is in flight: the session-wide channel of
+    /// the latest client that can answer them (set by the gateway at `initialize`).
+    pub fn set_fallback(&self, outbound: Outbound) {
+        *lock(&self.inner.fallback) = Some(outbound);
+    }
+
+    fn fallback_outbound(&self) -> Option<Outbound> {
+        let mut fallback = lock(&self.inner.fallback);
+        if fallback.as_ref().is_some_and(mpsc::UnboundedSender::is_closed) {
+            *fallback = None;
+        }
+        fallback.clone()
     }
 
     /// The outbound channel of the most recent request in flight, for server→client traffic
