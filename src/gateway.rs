@@ -300,10 +300,13 @@ impl Gateway {
                 for tool in &mut tools {
                     repair_tool(upstream.name(), tool);
                 }
-                if tools != fresh.tools {
+                // With the budget on, hosts see a canonical order: an upstream that only
+                // reordered its tools changed nothing they see, so nothing is announced.
+                let order_matters = !self.inner.policy.budget.enabled;
+                if !same_items(&tools, &fresh.tools, order_matters) {
                     changed.push("tools");
-                    fresh.tools = tools;
                 }
+                fresh.tools = tools;
             }
         }
         if wants("prompts") {
@@ -809,6 +812,20 @@ async fn fetch_all(upstream: &Upstream, method: &str, key: &str) -> Option<Vec<V
     Some(items)
 }
 
+/// Whether two lists hold the same items (in the same order when `order_matters`). Object key
+/// order never matters (`serde_json` maps compare as maps).
+fn same_items(a: &[Value], b: &[Value], order_matters: bool) -> bool {
+    if order_matters || a.len() != b.len() {
+        return a == b;
+    }
+    let key = |v: &Value| v.get("name").map(ToString::to_string).unwrap_or_default();
+    let mut a: Vec<&Value> = a.iter().collect();
+    let mut b: Vec<&Value> = b.iter().collect();
+    a.sort_by_key(|v| key(v));
+    b.sort_by_key(|v| key(v));
+    a == b
+}
+
 /// Makes a tool callable by strict clients: MCP requires `inputSchema` to be an object schema
 /// with `"type": "object"`, and one tool without it makes some clients (the Python SDK) reject
 /// the whole list. Nothing else is touched.
@@ -893,6 +910,19 @@ pub fn summary_lines(summaries: &[UpstreamSummary]) -> BTreeMap<String, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reorders_are_quiet_only_when_order_is_not_shown() {
+        let a = vec![json!({"name": "x", "d": 1}), json!({"name": "y"})];
+        let b = vec![json!({"name": "y"}), json!({"d": 1, "name": "x"})];
+        assert!(same_items(&a, &b, false));
+        assert!(!same_items(&a, &b, true));
+        assert!(!same_items(
+            &a,
+            &[json!({"name": "x", "d": 2}), json!({"name": "y"})],
+            false
+        ));
+    }
 
     #[test]
     fn cursors_round_trip_and_reject_garbage() {

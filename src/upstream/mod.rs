@@ -609,7 +609,10 @@ impl Upstream {
 
     fn fallback_outbound(&self) -> Option<Outbound> {
         let mut fallback = lock(&self.inner.fallback);
-        if fallback.as_ref().is_some_and(mpsc::UnboundedSender::is_closed) {
+        if fallback
+            .as_ref()
+            .is_some_and(mpsc::UnboundedSender::is_closed)
+        {
             *fallback = None;
         }
         fallback.clone()

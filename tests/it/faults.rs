@@ -6,14 +6,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{cmdline, error_type, first_text, Gateway, Mode, Up, WAIT};
+use crate::harness::{child_matching, error_type, first_text, Gateway, Mode, Up, WAIT};
 
 /// The pid of the gateway child whose command line contains `needle`.
-fn child_matching(gw: &Gateway, needle: &str) -> Option<i32> {
-    gw.children()
-        .into_iter()
-        .find(|p| cmdline(*p).contains(needle))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_that_exits_at_start_is_unavailable_while_others_serve() {

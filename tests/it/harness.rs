@@ -171,8 +171,13 @@ impl Up {
 pub fn policy(dir: &Path, downstream: &str, ups: &[Up]) -> PathBuf {
     // These tests are about the traffic path: lists pass through unplanned (the budget layer
     // has its own tests, tests/discovery_e2e.rs among them).
-    let mut text =
-        format!("version = 1\n\n[budget]\nenabled = false\n\n[downstream]\n{downstream}\n\n");
+    // A test that wants the budget writes its own `[budget]` section after `[downstream]`'s keys.
+    let budget = if downstream.contains("[budget]") {
+        ""
+    } else {
+        "[budget]\nenabled = false\n\n"
+    };
+    let mut text = format!("version = 1\n\n{budget}[downstream]\n{downstream}\n\n");
     for u in ups {
         text += &u.toml();
         text += "\n";
@@ -566,6 +571,13 @@ pub fn error_type(resp: &Value) -> &str {
 }
 
 /// Text of the first content block of a tools/call result.
+/// The pid of the gateway's child whose command line contains `needle`.
+pub fn child_matching(gw: &Gateway, needle: &str) -> Option<i32> {
+    gw.children()
+        .into_iter()
+        .find(|p| cmdline(*p).contains(needle))
+}
+
 pub fn first_text(resp: &Value) -> &str {
     resp["result"]["content"][0]["text"]
         .as_str()

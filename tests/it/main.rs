@@ -10,6 +10,7 @@
 
 mod harness;
 
+mod cache;
 mod clients;
 mod faults;
 mod http_downstream;
