@@ -409,6 +409,12 @@ impl Gateway {
         let ok = |v: Value| Ok(Message::response_value(Id::Null, &v));
         match method {
             "initialize" => ok(self.initialize(msg, caller)),
+            // The 2026-07-28 era's stateless handshake: what `initialize` would say.
+            "server/discover" => ok(crate::mcp::modern::discover_result(
+                &capabilities(),
+                &server_info(),
+                self.instructions().as_deref(),
+            )),
             "ping" => ok(json!({})),
             "tools/list" => {
                 ok(self.list_page(msg, "tools", |c, i| &c.per_upstream[i].tools, true)?)
@@ -469,27 +475,26 @@ impl Gateway {
                 u.set_fallback(caller.session.notify.clone());
             }
         }
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities(),
+            "serverInfo": server_info(),
+        });
+        if let Some(instructions) = self.instructions() {
+            result["instructions"] = Value::String(instructions);
+        }
+        result
+    }
+
+    /// The upstreams' instructions, each under its server's name.
+    fn instructions(&self) -> Option<String> {
         let mut instructions = String::new();
         for u in &self.inner.upstreams {
             if let Some(text) = u.info().instructions {
                 instructions.push_str(&format!("## {}\n{}\n\n", u.name(), text.trim()));
             }
         }
-        let mut result = json!({
-            "protocolVersion": version,
-            "capabilities": {
-                "tools": {"listChanged": true},
-                "prompts": {"listChanged": true},
-                "resources": {"listChanged": true, "subscribe": true},
-                "logging": {},
-                "completions": {},
-            },
-            "serverInfo": {"name": "mcp-budget", "version": env!("CARGO_PKG_VERSION")},
-        });
-        if !instructions.is_empty() {
-            result["instructions"] = Value::String(instructions.trim_end().to_owned());
-        }
-        result
+        (!instructions.is_empty()).then(|| instructions.trim_end().to_owned())
     }
 
     fn list_page(
@@ -810,6 +815,21 @@ async fn fetch_all(upstream: &Upstream, method: &str, key: &str) -> Option<Vec<V
         }
     }
     Some(items)
+}
+
+/// What the gateway offers its clients.
+fn capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": true},
+        "prompts": {"listChanged": true},
+        "resources": {"listChanged": true, "subscribe": true},
+        "logging": {},
+        "completions": {},
+    })
+}
+
+fn server_info() -> Value {
+    json!({"name": "mcp-budget", "version": env!("CARGO_PKG_VERSION")})
 }
 
 /// Whether two lists hold the same items (in the same order when `order_matters`). Object key

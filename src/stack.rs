@@ -23,7 +23,7 @@ use tower::ServiceBuilder;
 use crate::context::McpRequest;
 use crate::gateway::Gateway;
 use crate::jsonrpc::Message;
-use crate::layer::{budget::BudgetLayer, recover::RecoverLayer, trace::TraceLayer};
+use crate::layer::{budget::BudgetLayer, era::EraLayer, recover::RecoverLayer, trace::TraceLayer};
 
 /// The gateway's message service, as the downstream transports use it.
 pub type McpService = BoxCloneSyncService<McpRequest, Option<Message>, Infallible>;
@@ -47,6 +47,9 @@ pub fn build_with_budget(gateway: Gateway) -> (McpService, Option<BudgetLayer>) 
         .layer(RecoverLayer)
         // Then a span per message, so every layer below logs with session, method and id.
         .layer(TraceLayer)
+        // Modern (2026-07-28) requests: version check and result fields around everything
+        // that answers, the budget's lists included.
+        .layer(EraLayer::new(policy.budget.enabled && policy.discover.promote_on_use))
         // The budget answers tools/list from its plan and serves the meta-tools; an
         // invoke_tool goes on down as an ordinary tools/call, so it sits above everything
         // that must see real calls (authorization, isolation: later layers go below it).

@@ -35,6 +35,7 @@ use crate::context::{Caller, McpRequest, Session};
 use crate::error::Error;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message, INVALID_REQUEST};
+use crate::mcp::modern;
 use crate::policy::{Downstream, DEFAULT_MAX_MESSAGE_BYTES};
 use crate::stack::McpService;
 
@@ -180,6 +181,43 @@ fn session_of(
     }
 }
 
+/// A 2026-07-28 request (its `_meta` names a protocol version, or a notification sent with a
+/// modern `MCP-Protocol-Version` header) is served without a session: the mirrored headers are
+/// checked against the body, and it gets a session of its own that ends with it.
+fn modern_session(
+    message: &Message,
+    headers: &HeaderMap,
+) -> Option<Result<Arc<Session>, Box<Response>>> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let version_header = header("mcp-protocol-version");
+    let meta = modern::request_meta(message);
+    let is_modern = meta.is_some()
+        || (message.kind() != Kind::Request
+            && version_header.is_some_and(|v| modern::MODERN_VERSIONS.contains(&v)));
+    if !is_modern || headers.contains_key(SESSION_HEADER) {
+        return None;
+    }
+    if let Some(meta) = &meta {
+        let id = message.id.clone().unwrap_or(Id::Null);
+        if !modern::MODERN_VERSIONS.contains(&meta.protocol_version.as_str()) {
+            let err = modern::unsupported_version(&meta.protocol_version);
+            return Some(Err(Box::new(json_error(StatusCode::BAD_REQUEST, id, err))));
+        }
+        let mirrored = modern::MirroredHeaders {
+            protocol_version: version_header,
+            method: header("mcp-method"),
+            name: header("mcp-name"),
+        };
+        if let Err(err) = modern::check_headers(message, meta, mirrored) {
+            return Some(Err(Box::new(json_error(StatusCode::BAD_REQUEST, id, err))));
+        }
+    }
+    // Nothing outlives the request: session-wide messages have nowhere to go.
+    let (notify, _) = mpsc::unbounded_channel();
+    let id = format!("modern-{}", uuid::Uuid::new_v4().simple());
+    Some(Ok(Arc::new(Session::new(id, notify))))
+}
+
 fn sse_event(msg: &Message) -> Bytes {
     let mut out = b"event: message\ndata: ".to_vec();
     out.extend_from_slice(&msg.to_bytes());
@@ -278,9 +316,13 @@ async fn handle_post(
         };
     }
 
-    let (session, _) = match session_of(&state, &headers) {
-        Ok(s) => s,
-        Err(resp) => return *resp,
+    let session = match modern_session(&message, &headers) {
+        Some(Ok(session)) => session,
+        Some(Err(resp)) => return *resp,
+        None => match session_of(&state, &headers) {
+            Ok((session, _)) => session,
+            Err(resp) => return *resp,
+        },
     };
     if message.kind() != Kind::Request {
         let request = McpRequest {

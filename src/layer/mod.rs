@@ -1,5 +1,6 @@
 //! The tower layers of the gateway, one module each; [`crate::stack`] orders them.
 
 pub mod budget;
+pub mod era;
 pub mod recover;
 pub mod trace;

@@ -302,6 +302,14 @@ impl Upstream {
         need_ready: bool,
     ) -> Result<Message, Error> {
         let link = self.link(need_ready)?;
+        // The gateway speaks the 2025 era upstream: a modern client's envelope keys
+        // (`io.modelcontextprotocol/*` in `_meta`) would make an upstream that knows both eras
+        // refuse the request on this connection, so they stay in the gateway.
+        if let Some(p) = &params {
+            if p.get().contains(MODERN_META_PREFIX) {
+                params = Some(strip_modern_meta(p));
+            }
+        }
         // Rewrite the client's progress token so that two clients' tokens never collide on
         // this upstream; notifications map back to the client's own token.
         let mut progress = None;
@@ -628,6 +636,24 @@ impl Upstream {
             .max_by_key(|(id, _)| *id)
             .map(|(_, o)| o.clone())
     }
+}
+
+/// Prefix of the 2026-07-28 envelope keys in `_meta`.
+const MODERN_META_PREFIX: &str = "io.modelcontextprotocol/";
+
+/// `params` without the modern envelope keys in `_meta` (and without `_meta` if nothing else
+/// was in it).
+fn strip_modern_meta(params: &serde_json::value::RawValue) -> Box<serde_json::value::RawValue> {
+    let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(params.get()) else {
+        return params.to_owned();
+    };
+    if let Some(Value::Object(meta)) = obj.get_mut("_meta") {
+        meta.retain(|k, _| !k.starts_with(MODERN_META_PREFIX));
+        if meta.is_empty() {
+            obj.shift_remove("_meta");
+        }
+    }
+    to_raw(&Value::Object(obj))
 }
 
 /// Parses the `initialize` result into [`ServerInfo`].

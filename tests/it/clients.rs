@@ -20,7 +20,7 @@ fn plan() -> Value {
 }
 
 /// Both upstreams listed under their namespaces, both called, real results back.
-fn check_report(report: &Value) {
+fn check_report(report: &Value, mode: &str) {
     let names = tool_names(report);
     for expected in [
         "everything__echo",
@@ -34,8 +34,14 @@ fn check_report(report: &Value) {
         );
     }
     assert_eq!(report["server"]["name"], "mcp-budget");
-    // Also in auto mode: the `server/discover` probe got -32601 and the client fell back.
-    assert_eq!(report["protocol"], "2025-11-25", "{report}");
+    // Legacy mode opens a 2025 session; auto mode's `server/discover` probe is answered, so the
+    // client speaks 2026-07-28 (stateless) to the gateway, which speaks 2025 to the upstreams.
+    let expected = if mode == "auto" {
+        "2026-07-28"
+    } else {
+        "2025-11-25"
+    };
+    assert_eq!(report["protocol"], expected, "{report}");
     let calls = report["calls"].as_array().unwrap();
     assert_eq!(
         calls[0]["result"]["content"][0]["text"], "Echo: hello through the gateway",
@@ -61,7 +67,7 @@ async fn python_over_stdio(mode: &str) {
     let mut target = vec!["stdio"];
     target.extend(args.iter().map(String::as_str));
     let report = python_client(&tag, mode, &target, &plan()).await;
-    check_report(&report);
+    check_report(&report, mode);
     // The client closed the gateway's stdin: the gateway and both upstreams are gone.
     assert_no_leftovers(&tag).await;
 }
@@ -71,17 +77,17 @@ async fn python_stdio_legacy_lists_and_calls_both_upstreams() {
     python_over_stdio("legacy").await;
 }
 
-/// `mode="auto"` probes `server/discover` first; the gateway answers -32601 and the client
-/// falls back to `initialize` (TEST-EQUIPMENT §5.1).
+/// `mode="auto"` probes `server/discover` first; the gateway answers it, and the client uses
+/// the 2026-07-28 era (per-request `_meta`, no session) while the upstreams stay on 2025.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_stdio_auto_mode_falls_back_to_initialize() {
+async fn python_stdio_auto_mode_speaks_2026_07_28() {
     python_over_stdio("auto").await;
 }
 
 async fn python_over_http(mode: &str) {
     let gw = Gateway::start(&format!("py-http-{mode}"), Mode::Http, &upstreams()).await;
     let report = python_client(&gw.tag, mode, &["http", gw.url()], &plan()).await;
-    check_report(&report);
+    check_report(&report, mode);
     gw.stop_and_check().await;
 }
 
@@ -91,7 +97,7 @@ async fn python_http_legacy_lists_and_calls_both_upstreams() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_http_auto_mode_falls_back_to_initialize() {
+async fn python_http_auto_mode_speaks_2026_07_28() {
     python_over_http("auto").await;
 }
 

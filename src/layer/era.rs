@@ -1,0 +1,173 @@
+//! `era`: serves 2026-07-28 (stateless) requests next to 2025-era sessions, per request.
+//!
+//! A request whose `params._meta` carries `io.modelcontextprotocol/protocolVersion` is modern:
+//! an unsupported version is answered with `-32022` (and the supported list), and the result of
+//! anything else gets the modern fields — `resultType`, and for lists `ttlMs` and `cacheScope`
+//! (`private` when what a caller sees depends on who it is: promoted tools). `server/discover`
+//! is answered by the gateway. 2025-era requests pass through untouched, and never see the
+//! modern fields.
+//!
+//! ```
+//! use mcp_budget::layer::era::EraLayer;
+//! use tower::Layer;
+//! # use mcp_budget::context::McpRequest;
+//! # let inner = tower::service_fn(|_: McpRequest| async { Ok::<Option<mcp_budget::jsonrpc::Message>, std::convert::Infallible>(None) });
+//! let service = EraLayer::new(false).layer(inner);
+//! # let _ = service;
+//! ```
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tower::{Layer, Service};
+
+use crate::context::McpRequest;
+use crate::jsonrpc::{Id, Kind, Message};
+use crate::mcp::modern::{self, MODERN_VERSIONS};
+
+/// Layer of [`Era`].
+#[derive(Debug, Clone, Copy)]
+pub struct EraLayer {
+    private_lists: bool,
+}
+
+impl EraLayer {
+    /// `private_lists`: list results depend on the caller (they get `cacheScope: private`).
+    #[must_use]
+    pub fn new(private_lists: bool) -> Self {
+        Self { private_lists }
+    }
+}
+
+impl<S> Layer<S> for EraLayer {
+    type Service = Era<S>;
+    fn layer(&self, inner: S) -> Era<S> {
+        Era {
+            inner,
+            private_lists: self.private_lists,
+        }
+    }
+}
+
+/// Adds the modern era's rules to modern requests.
+#[derive(Debug, Clone)]
+pub struct Era<S> {
+    inner: S,
+    private_lists: bool,
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<Option<Message>, Infallible>> + Send>>;
+
+impl<S> Service<McpRequest> for Era<S>
+where
+    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Option<Message>;
+    type Error = Infallible;
+    type Future = BoxFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: McpRequest) -> BoxFuture {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let meta = (req.message.kind() == Kind::Request)
+            .then(|| modern::request_meta(&req.message))
+            .flatten();
+        let Some(meta) = meta else {
+            return Box::pin(inner.call(req));
+        };
+        let id = req.message.id.clone().unwrap_or(Id::Null);
+        if !MODERN_VERSIONS.contains(&meta.protocol_version.as_str()) {
+            let reply = Message::error(id, modern::unsupported_version(&meta.protocol_version));
+            return Box::pin(async move { Ok(Some(reply)) });
+        }
+        // A modern request is its own session: what it declares is what it has.
+        req.caller.session.update(|s| {
+            s.client_capabilities = meta.client_capabilities.clone();
+            s.client_info = meta.client_info.clone();
+            s.protocol_version = Some(meta.protocol_version.clone());
+        });
+        let method = req.message.method().unwrap_or_default().to_owned();
+        let private = self.private_lists;
+        Box::pin(async move {
+            let mut reply = inner.call(req).await?;
+            if let Some(msg) = reply.as_mut() {
+                if let Some(result) = msg.result.take() {
+                    msg.result = Some(modern::decorate_result(&method, &result, private));
+                }
+            }
+            Ok(reply)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{Caller, Session};
+    use crate::jsonrpc::to_raw;
+    use serde_json::{json, Value};
+    use std::sync::Arc;
+
+    fn call(params: &Value, method: &str) -> McpRequest {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        McpRequest {
+            message: Message::request(Id::Number(1), method, Some(to_raw(params))),
+            caller: Caller::new(Arc::new(Session::new("s", tx))),
+        }
+    }
+
+    fn inner() -> impl Service<
+        McpRequest,
+        Response = Option<Message>,
+        Error = Infallible,
+        Future = impl Future<Output = Result<Option<Message>, Infallible>> + Send,
+    > + Clone
+           + Send
+           + 'static {
+        tower::service_fn(|req: McpRequest| async move {
+            Ok(Some(Message::response_value(
+                req.message.id.clone().unwrap(),
+                &json!({"tools": []}),
+            )))
+        })
+    }
+
+    #[tokio::test]
+    async fn modern_lists_get_cache_hints_and_legacy_ones_do_not() {
+        let mut svc = EraLayer::new(false).layer(inner());
+        let modern = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}});
+        let reply = svc
+            .call(call(&modern, "tools/list"))
+            .await
+            .unwrap()
+            .unwrap();
+        let result: Value = reply.result_as().unwrap();
+        assert_eq!(result["resultType"], "complete");
+        assert_eq!(result["cacheScope"], "public");
+        let reply = svc
+            .call(call(&json!({}), "tools/list"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(reply.result.unwrap().get(), r#"{"tools":[]}"#);
+    }
+
+    #[tokio::test]
+    async fn unknown_modern_version_is_refused_with_the_supported_list() {
+        let mut svc = EraLayer::new(false).layer(inner());
+        let params = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}});
+        let reply = svc
+            .call(call(&params, "tools/list"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(reply.error.unwrap().code, modern::UNSUPPORTED_VERSION);
+    }
+}
