@@ -70,6 +70,12 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
                 f64::from(policy.budget.threshold_bp) / 100.0,
                 s.rung
             );
+            for server in &s.per_server {
+                eprintln!(
+                    "    {:<18} tokens {} → {} ({} of {} tools listed)",
+                    server.server, server.before, server.after, server.exposed, server.tools
+                );
+            }
         }
         None => eprintln!("  budget: off (tool lists pass through)"),
     }

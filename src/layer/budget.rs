@@ -73,9 +73,27 @@ impl CatalogSource for crate::gateway::Gateway {
     }
 }
 
+/// One server's share of the plan: its tools listed in full before, and what stays listed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerTokens {
+    /// Server id.
+    pub server: String,
+    /// Its tools.
+    pub tools: usize,
+    /// Of them, listed directly.
+    pub exposed: usize,
+    /// Tokens of its tools listed uncompressed.
+    pub before: usize,
+    /// Tokens of its tools as listed by the plan (deferred tools cost their share of the
+    /// meta-tools, counted in the total only).
+    pub after: usize,
+}
+
 /// Token totals of the current plan, for the startup summary and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanSummary {
+    /// Per server, in listing order.
+    pub per_server: Vec<ServerTokens>,
     /// Rung of the ladder (`full`, `uniform:low`, `hybrid`, `search`, …).
     pub rung: String,
     /// Tools in the catalog.
@@ -92,6 +110,7 @@ pub struct PlanSummary {
 
 struct Planned {
     version: u64,
+    per_server: Vec<ServerTokens>,
     plan: Plan,
     tools: usize,
     /// The listed tools (for sessions with promoted tools).
@@ -157,6 +176,23 @@ impl State {
             .counter
             .measure_for_plan(&catalog, &policy, &self.separator, meta);
         let plan = plan::plan(&catalog, &measured, &policy);
+        let mut per_server: Vec<ServerTokens> = Vec::new();
+        for ((tool, counts), level) in catalog.iter().zip(&measured.tools).zip(&plan.levels) {
+            if per_server.last().is_none_or(|s| s.server != tool.server) {
+                per_server.push(ServerTokens {
+                    server: tool.server.clone(),
+                    ..ServerTokens::default()
+                });
+            }
+            if let Some(entry) = per_server.last_mut() {
+                entry.tools += 1;
+                entry.before += counts.direct[0];
+                if let Some(level) = level {
+                    entry.exposed += 1;
+                    entry.after += counts.direct[level.index()];
+                }
+            }
+        }
         let tools = plan::apply(&plan, &catalog, &policy, &self.separator, meta);
         let tools = self.static_before_dynamic(&catalog, tools);
         let result = to_raw(&json!({ "tools": tools }));
@@ -184,6 +220,7 @@ impl State {
         );
         Planned {
             version,
+            per_server,
             tools: catalog.len(),
             listed,
             plan,
@@ -313,6 +350,7 @@ impl BudgetLayer {
     pub fn summary(&self) -> PlanSummary {
         let planned = self.state.planned();
         PlanSummary {
+            per_server: planned.per_server.clone(),
             rung: planned.plan.rung.to_string(),
             tools: planned.tools,
             exposed: planned.plan.exposed_count(),
