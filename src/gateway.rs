@@ -105,6 +105,9 @@ struct Inner {
     sessions: Mutex<HashMap<String, Weak<Session>>>,
     /// (session, client request id) → (upstream, upstream request id), for cancellation.
     inflight: Mutex<HashMap<(String, Id), (usize, i64)>>,
+    /// What hosts see of the tools (set by the budget layer) and its last fingerprint.
+    #[allow(clippy::type_complexity)]
+    tools_view: Mutex<Option<(Arc<dyn Fn() -> u64 + Send + Sync>, u64)>>,
     shutdown: CancellationToken,
 }
 
@@ -167,6 +170,7 @@ impl Gateway {
                 catalog: RwLock::new(catalog),
                 sessions: Mutex::new(HashMap::new()),
                 inflight: Mutex::new(HashMap::new()),
+                tools_view: Mutex::new(None),
                 shutdown,
             }),
         };
@@ -266,8 +270,33 @@ impl Gateway {
         }
     }
 
+    /// Lets a layer that rewrites `tools/list` say what hosts see: `view` returns a fingerprint
+    /// of the list it would answer now, and a tools change that leaves it equal is not
+    /// announced (a quiet list keeps hosts from listing, and their caches, undisturbed).
+    pub fn set_tools_view(&self, view: Arc<dyn Fn() -> u64 + Send + Sync>) {
+        let fingerprint = view();
+        *lock(&self.inner.tools_view) = Some((view, fingerprint));
+    }
+
+    /// Whether what hosts see of the tools changed since the last check (always true without a
+    /// view).
+    fn tools_view_changed(&self) -> bool {
+        let mut guard = lock(&self.inner.tools_view);
+        let Some((view, last)) = guard.as_mut() else {
+            return true;
+        };
+        let now = view();
+        let changed = now != *last;
+        *last = now;
+        changed
+    }
+
     fn announce(&self, kinds: &[&'static str]) {
         for kind in kinds {
+            if *kind == "tools" && !self.tools_view_changed() {
+                tracing::debug!("Upstream tools changed, but not what hosts see; not announced");
+                continue;
+            }
             let msg = Message::notification(&format!("notifications/{kind}/list_changed"), None);
             self.broadcast(&msg);
         }

@@ -42,6 +42,11 @@ pub fn build_with_budget(gateway: Gateway) -> (McpService, Option<BudgetLayer>) 
         .budget
         .enabled
         .then(|| BudgetLayer::new(Arc::new(gateway.clone()), &policy));
+    if let Some(layer) = &budget {
+        // Hosts see the plan's list: announce list_changed only when its bytes change.
+        let layer = layer.clone();
+        gateway.set_tools_view(Arc::new(move || layer.fingerprint()));
+    }
     let service = ServiceBuilder::new()
         // Outermost: whatever fails below, each request id gets exactly one answer.
         .layer(RecoverLayer)

@@ -63,6 +63,8 @@ args = ["{shrink}"]
         .arg(&python)
         .arg(peers.join("scripts/discovery_client.py"))
         .arg(env!("CARGO_BIN_EXE_mcp-budget"))
+        // The gateway inherits the client's stderr: its debug log shows what it announced.
+        .env("MCP_BUDGET_LOG", "info,mcp_budget::gateway=debug")
         .args(["serve", "--stdio", "--policy"])
         .arg(&policy)
         .output()
@@ -124,6 +126,12 @@ args = ["{shrink}"]
             .contains("shrink__convert_currency"),
         "a tool removed upstream is no longer found: {}",
         seen["converter_after"]
+    );
+    // Only the meta-tools are listed, so a deferred tool leaving changed nothing the host
+    // sees: no list_changed reached it (quiet lists keep its prompt cache).
+    assert!(
+        stderr.contains("not what hosts see; not announced"),
+        "{stderr}"
     );
     // The gateway exited with its client: nothing it started is left behind.
     std::thread::sleep(Duration::from_millis(200));

@@ -345,6 +345,17 @@ impl BudgetLayer {
         }
     }
 
+    /// A fingerprint of the `tools/list` a session without promoted tools gets now (plans the
+    /// current catalog if needed): equal fingerprints, equal bytes.
+    #[must_use]
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let planned = self.state.planned();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        planned.result.get().hash(&mut hasher);
+        hasher.finish()
+    }
+
     /// The current plan's totals (plans the current catalog if needed).
     #[must_use]
     pub fn summary(&self) -> PlanSummary {
