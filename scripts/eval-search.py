@@ -11,12 +11,16 @@ hit strictly when its gold id is in the top k, leniently when the gold id or any
 (0 when absent). Two tables: per query (a query is hit when any of its slots is; this is how
 the reference plain-BM25 figures were computed) and per slot (micro-average over gold tools).
 
-Usage: scripts/eval-search.py [--data DIR] [--queries FILE] [--misses] [--no-build]
+With --folds, the per-query table is also printed for each half of a 2-fold split of the queries
+(by `sha256(id)`, even / odd): a change should help, or not hurt, on both halves.
+
+Usage: scripts/eval-search.py [--data DIR] [--queries FILE] [--misses] [--folds] [--no-build]
 Defaults: DIR = ../shared/data relative to the repository, FILE = DIR/retrieval-dev.jsonl.
 """
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import subprocess
@@ -76,6 +80,11 @@ def evaluate(rows, results, unit):
     return table
 
 
+def fold(row):
+    """The half (0 or 1) of the 2-fold split a query falls in."""
+    return int(hashlib.sha256(row["id"].encode("utf-8")).hexdigest()[:8], 16) % 2
+
+
 def fmt(cell):
     n = cell[3] or 1
     return f"{cell[0] / n:.2f} {cell[1] / n:.2f} {cell[2] / n:.2f}"
@@ -86,6 +95,7 @@ def main():
     parser.add_argument("--data", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--queries")
     parser.add_argument("--misses", action="store_true", help="print the slots missed at 5 (default ranker)")
+    parser.add_argument("--folds", action="store_true", help="also score each half of a 2-fold split")
     parser.add_argument("--no-build", action="store_true")
     args = parser.parse_args()
 
@@ -103,9 +113,14 @@ def main():
         rows = [json.loads(line) for line in f if line.strip()]
     results = {r: run_cli(binary, toolsets, queries, r) for r in ("bm25", "fielded")}
     print(f"{len(rows)} queries, catalog {toolsets}")
-    for unit, title in (("query", "per query (hit = any gold tool found; the reference BM25 figures)"),
-                        ("slot", "per gold tool (each gold tool a slot, micro-average)")):
-        tables = {r: evaluate(rows, results[r], unit) for r in results}
+    views = [(rows, "query", "per query (hit = any gold tool found; the reference BM25 figures)"),
+             (rows, "slot", "per gold tool (each gold tool a slot, micro-average)")]
+    if args.folds:
+        for half in (0, 1):
+            part = [r for r in rows if fold(r) == half]
+            views.append((part, "query", f"fold {half} of 2 ({len(part)} queries), per query"))
+    for subset, unit, title in views:
+        tables = {r: evaluate(subset, results[r], unit) for r in results}
         sources = sorted(s for s in tables["fielded"] if s != "overall") + ["overall"]
         print(f"\n{title}; columns: hit@1 hit@5 MRR@{TOP}")
         header = (f"{'source':26} {'n':>4} | {'bm25 strict':14} | {'bm25 lenient':14} | "

@@ -89,7 +89,7 @@ struct Tuning {
 }
 
 const FIELDED: Tuning = Tuning {
-    weight: [3.0, 2.0, 1.5, 1.0, 0.4, 1.0],
+    weight: [3.0, 2.0, 1.5, 0.8, 0.4, 1.0],
     b: [0.3, 0.3, 0.3, 0.75, 0.75, 0.5],
     k1: 1.2,
     synonym: 0.5,

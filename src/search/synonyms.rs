@@ -158,9 +158,7 @@ pub(crate) const GROUPS: &[&[&str]] = &[
         "travel",
     ],
     &["near", "nearby", "around", "close", "vicinity"],
-    &[
-        "time", "date", "clock", "timezone", "today", "now", "current",
-    ],
+    &["time", "date", "clock", "timezone", "today", "now"],
     &[
         "current", "latest", "recent", "newest", "live", "realtime", "today",
     ],

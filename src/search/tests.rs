@@ -179,3 +179,22 @@ fn a_tool_name_typed_as_is_is_found_first() {
     let hits = index.search("filesystem create_directory", 3);
     assert_eq!(ids(tools, &hits)[0], "filesystem/create_directory");
 }
+
+#[test]
+fn current_means_now_not_a_date() {
+    // "current" asks for the latest value; it is not an equivalent of "date", so a tool taking a
+    // date must not win on it.
+    let tools = vec![
+        tool(
+            "quotes",
+            json!({"name": "get_price_by_date", "description": "Get the stock price on a given date."}),
+        ),
+        tool(
+            "market",
+            json!({"name": "get_stock_quote", "description": "Get the stock price, with the current value and change."}),
+        ),
+    ];
+    let index = SearchIndex::build(&tools);
+    let hits = index.search("What is the current share price of Acme?", 5);
+    assert_eq!(ids(&tools, &hits)[0], "market/get_stock_quote");
+}
