@@ -13,23 +13,14 @@ use crate::discover::MetaToolNames;
 use crate::plan::{plan, Plan};
 use crate::policy::{BudgetPolicy, Policy};
 use crate::profile::ProfileOverrides;
-use crate::tokens::{Counter, Measured, Rendering};
+use crate::tokens::{Counter, Measured};
 
 /// Arguments of `mcp-budget inspect`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Saved tools/list results (a file's stem is the server id), or directories of them.
-    #[arg(long = "tools", required = true, num_args = 1..)]
-    pub tools: Vec<PathBuf>,
-    /// Policy file (its `[budget]` section and separator).
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// Host model (overrides the policy's), e.g. claude-haiku-4-5, gpt-4o.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Host rendering (overrides the model's): openai, anthropic or raw.
-    #[arg(long)]
-    pub rendering: Option<Rendering>,
+    /// The catalog, the policy and the host.
+    #[command(flatten)]
+    pub catalog: super::CatalogArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -59,13 +50,9 @@ pub(crate) struct Prepared {
 }
 
 /// Loads the catalog and policy and counts every tool at every level.
-pub(crate) fn prepare(
-    tools: &[PathBuf],
-    policy: Option<&PathBuf>,
-    model: Option<&str>,
-    rendering: Option<Rendering>,
-) -> anyhow::Result<Prepared> {
-    let policy = match policy {
+pub(crate) fn prepare(args: &super::CatalogArgs) -> anyhow::Result<Prepared> {
+    let (tools, model, rendering) = (&args.tools, args.model.as_deref(), args.rendering);
+    let policy = match &args.policy {
         Some(path) => Policy::load(path)?,
         None => Policy::default(),
     };
@@ -100,12 +87,7 @@ pub(crate) fn prepare(
 /// # Errors
 /// Any failure, with context.
 pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-    let prepared = prepare(
-        &args.tools,
-        args.policy.as_ref(),
-        args.model.as_deref(),
-        args.rendering,
-    )?;
+    let prepared = prepare(&args.catalog)?;
     let plan = plan(&prepared.catalog, &prepared.measured, &prepared.budget);
     let report = report(&prepared, &plan);
     let text = match args.format {

@@ -1,6 +1,27 @@
 //! The offline commands (`inspect`, `render`, `search`) that work on saved `tools/list` results.
 //! Built with the default `cli` feature.
 
+use std::path::PathBuf;
+
+use crate::tokens::Rendering;
+
 pub mod inspect;
 pub mod render;
 pub mod search;
+
+/// What `inspect` and `render` read: saved tool lists, a policy, the host.
+#[derive(Debug, clap::Args)]
+pub struct CatalogArgs {
+    /// Saved tools/list results (a file's stem is the server id), or directories of them.
+    #[arg(long = "tools", required = true, num_args = 1..)]
+    pub tools: Vec<PathBuf>,
+    /// Policy file (its `[budget]` section and separator).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Host model (overrides the policy's), e.g. claude-haiku-4-5, gpt-4o.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Host rendering (overrides the model's): openai, anthropic or raw.
+    #[arg(long)]
+    pub rendering: Option<Rendering>,
+}

@@ -2,14 +2,12 @@
 //! LLM API request's `tools` (`--format anthropic|openai|openai-responses`, see
 //! [`crate::llm_api`]).
 
-use std::path::PathBuf;
-
 use serde_json::Value;
 
 use crate::discover::MetaToolNames;
 use crate::llm_api::{anthropic, openai, RewriteOptions};
 use crate::plan::{apply, plan, LevelChoice, ModeChoice};
-use crate::tokens::{Counter, Rendering};
+use crate::tokens::Counter;
 
 /// The shape `render` writes the tools in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -32,18 +30,9 @@ pub enum Format {
 /// Arguments of `mcp-budget render`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Saved tools/list results (a file's stem is the server id), or directories of them.
-    #[arg(long = "tools", required = true, num_args = 1..)]
-    pub tools: Vec<PathBuf>,
-    /// Policy file (its `[budget]` section and separator).
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// Host model (overrides the policy's), e.g. claude-haiku-4-5, gpt-4o.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Host rendering (overrides the model's): openai, anthropic or raw.
-    #[arg(long)]
-    pub rendering: Option<Rendering>,
+    /// The catalog, the policy and the host.
+    #[command(flatten)]
+    pub catalog: super::CatalogArgs,
     /// Compression level: off, low, medium, high, extreme, or auto (the planner's choice).
     /// Default: the policy's (auto).
     #[arg(long)]
@@ -66,12 +55,7 @@ pub struct Args {
 /// # Errors
 /// Any failure, with context.
 pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-    let mut prepared = super::inspect::prepare(
-        &args.tools,
-        args.policy.as_ref(),
-        args.model.as_deref(),
-        args.rendering,
-    )?;
+    let mut prepared = super::inspect::prepare(&args.catalog)?;
     if let Some(level) = args.level {
         prepared.budget.level = level;
     }
