@@ -302,10 +302,15 @@ impl Upstream {
         need_ready: bool,
     ) -> Result<Message, Error> {
         let link = self.link(need_ready)?;
+        // Both rewrites below only touch `_meta`: params that cannot name it (no `_meta`, and no
+        // escape that could spell it) skip both scans.
+        let maybe_meta = params
+            .as_ref()
+            .is_some_and(|p| p.get().contains('\\') || p.get().contains("_meta"));
         // The gateway speaks the 2025 era upstream: a modern client's envelope keys
         // (`io.modelcontextprotocol/*` in `_meta`) would make an upstream that knows both eras
         // refuse the request on this connection, so they stay in the gateway.
-        if let Some(p) = &params {
+        if let Some(p) = params.as_ref().filter(|_| maybe_meta) {
             if p.get().contains(MODERN_META_PREFIX) {
                 params = Some(strip_modern_meta(p));
             }
@@ -313,7 +318,7 @@ impl Upstream {
         // Rewrite the client's progress token so that two clients' tokens never collide on
         // this upstream; notifications map back to the client's own token.
         let mut progress = None;
-        if let (Some(p), Some(out)) = (&params, &outbound) {
+        if let (Some(p), Some(out), true) = (&params, &outbound, maybe_meta) {
             if p.get().contains("progressToken") {
                 if let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(p.get()) {
                     let token = obj
