@@ -112,8 +112,18 @@ impl HttpLink {
         msg: Message,
         outbound: Option<Outbound>,
     ) {
+        tokio::spawn(self.post_future(upstream, msg, outbound));
+    }
+
+    /// What [`HttpLink::post`] runs: sends `msg`; what comes back is fed to `upstream.incoming`.
+    pub(crate) fn post_future(
+        self: &Arc<Self>,
+        upstream: Upstream,
+        msg: Message,
+        outbound: Option<Outbound>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let link = self.clone();
-        tokio::spawn(async move {
+        async move {
             let request_id = match (&msg.id, msg.kind()) {
                 (Some(Id::Number(id)), Kind::Request) => Some(*id),
                 _ => None,
@@ -139,7 +149,7 @@ impl HttpLink {
                     }
                 }
             }
-        });
+        }
     }
 
     /// Holds the session's GET stream until shutdown: what the server says outside any
