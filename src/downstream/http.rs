@@ -258,9 +258,11 @@ fn json_response(msg: &Message, session: Option<&str>) -> Response {
 
 async fn handle_post(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
+    // The request taken apart rather than a `HeaderMap` extractor, which clones the headers.
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
     if let Err(resp) = check_origin(&headers, &state.config) {
         return *resp;
     }
