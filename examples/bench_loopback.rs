@@ -116,7 +116,11 @@ fn stdio_upstream(name: &str, delay_ms: u64) -> String {
 }
 
 fn gateway(policy: &Path, extra: &[&str], stdio: bool) -> Command {
-    let mut cmd = Command::new(gateway_bin());
+    gateway_at(&gateway_bin(), policy, extra, stdio)
+}
+
+fn gateway_at(bin: &Path, policy: &Path, extra: &[&str], stdio: bool) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.arg("serve").arg("--policy").arg(policy).args(extra);
     cmd.env(
         "MCP_BUDGET_LOG",
@@ -395,6 +399,29 @@ fn latency(args: &[String], dir: &Path) {
             Box::new(HttpClient::new(&gw_url, "echo__echo")),
         ),
     ];
+    // `BENCH_GATEWAY_BASE=path`: a second gateway binary (say, the build before a change),
+    // measured in the same interleaved rounds.
+    let mut base_procs = Vec::new();
+    if let Some(base) = std::env::var_os("BENCH_GATEWAY_BASE").map(PathBuf::from) {
+        let (mut gw_stdio, _, _) = start(
+            gateway_at(&base, &stdio_policy, &["--stdio"], true),
+            "serving MCP on stdio",
+        );
+        let (gw_http, gw_url, _) = start(
+            gateway_at(&base, &http_policy, &["--http", "127.0.0.1:0"], false),
+            "listening on ",
+        );
+        clients.push((
+            "stdio via base",
+            Box::new(StdioClient::new(&mut gw_stdio, "echo__echo")),
+        ));
+        clients.push((
+            "http via base",
+            Box::new(HttpClient::new(&gw_url, "echo__echo")),
+        ));
+        base_procs.push(gw_stdio);
+        base_procs.push(gw_http);
+    }
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); clients.len()];
     let mut id = 1;
     // Warm-up, then interleaved rounds so that noise on the shared cores hits every target.
@@ -430,7 +457,11 @@ fn latency(args: &[String], dir: &Path) {
         println!("{name:<20} {p50:>8.4} {p90:>8.4} {p99:>8.4}{note}");
         stats.push((p50, p99));
     }
-    for (label, d, v) in [("stdio", 0, 1), ("http", 2, 3)] {
+    let mut pairs = vec![("stdio", 0, 1), ("http", 2, 3)];
+    if stats.len() == 6 {
+        pairs.extend([("stdio, base", 0, 4), ("http, base", 2, 5)]);
+    }
+    for (label, d, v) in pairs {
         println!(
             "added by the gateway ({label}): p50 {:+.4} ms, p99 {:+.4} ms",
             stats[v].0 - stats[d].0,
@@ -456,11 +487,23 @@ fn throughput(args: &[String], dir: &Path) {
         gateway(&http_policy, &["--http", "127.0.0.1:0"], false),
         "listening on ",
     );
+    let mut targets = vec![
+        ("http direct", echo_url, "echo"),
+        ("http via gateway", gw_url, "echo__echo"),
+    ];
+    // `BENCH_GATEWAY_BASE=path`: a second gateway binary, measured after the first.
+    let mut base_procs = Vec::new();
+    if let Some(base) = std::env::var_os("BENCH_GATEWAY_BASE").map(PathBuf::from) {
+        let (gw, url, _) = start(
+            gateway_at(&base, &http_policy, &["--http", "127.0.0.1:0"], false),
+            "listening on ",
+        );
+        base_procs.push(gw);
+        targets.push(("http via base", url, "echo__echo"));
+    }
     println!("tools/call throughput over HTTP, {clients} keep-alive clients, {secs} s each");
-    for (name, url, tool) in [
-        ("http direct", &echo_url, "echo"),
-        ("http via gateway", &gw_url, "echo__echo"),
-    ] {
+    for (name, url, tool) in &targets {
+        let tool: &'static str = tool;
         let done = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let threads: Vec<_> = (0..clients)

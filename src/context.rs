@@ -100,3 +100,43 @@ impl Caller {
         Self { session, outbound }
     }
 }
+
+/// A future that is finished even when whoever awaits it stops: dropped before completion, it
+/// moves to a task of its own. Lets a caller drive work inline (no spawn, no task switch on the
+/// hot path) without ever abandoning it halfway.
+pub(crate) struct RunToEnd<F: std::future::Future + Send + 'static>(Option<std::pin::Pin<Box<F>>>);
+
+impl<F: std::future::Future + Send + 'static> RunToEnd<F> {
+    /// Wraps `future`.
+    pub(crate) fn new(future: F) -> Self {
+        Self(Some(Box::pin(future)))
+    }
+}
+
+impl<F: std::future::Future + Send + 'static> std::future::Future for RunToEnd<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let Some(future) = self.0.as_mut() else {
+            panic!("RunToEnd polled after completion");
+        };
+        let out = std::task::ready!(future.as_mut().poll(cx));
+        self.0 = None;
+        std::task::Poll::Ready(out)
+    }
+}
+
+impl<F: std::future::Future + Send + 'static> Drop for RunToEnd<F> {
+    fn drop(&mut self) {
+        if let Some(future) = self.0.take() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = future.await;
+                });
+            }
+        }
+    }
+}

@@ -151,14 +151,23 @@ impl Serialize for Version {
 
 impl<'de> Deserialize<'de> for Version {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        if v == "2.0" {
-            Ok(Self)
-        } else {
-            Err(serde::de::Error::custom(format!(
-                "jsonrpc must be \"2.0\", got {v:?}"
-            )))
+        // A visitor rather than `Cow<str>` (which always allocates): this runs for every
+        // message.
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Version;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Version, E> {
+                if v == "2.0" {
+                    Ok(Version)
+                } else {
+                    Err(E::custom(format!("jsonrpc must be \"2.0\", got {v:?}")))
+                }
+            }
         }
+        d.deserialize_str(V)
     }
 }
 
@@ -402,6 +411,19 @@ mod tests {
             Err(DecodeError::Parse(_))
         ));
         assert!(matches!(Message::parse(b"[]"), Err(DecodeError::Batch)));
+        for (bad, reason) in [
+            (
+                r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#,
+                "jsonrpc must be \"2.0\", got \"1.0\"",
+            ),
+            (
+                r#"{"jsonrpc":2,"id":3,"method":"x"}"#,
+                "invalid type: integer `2`, expected a string",
+            ),
+        ] {
+            let err = Message::parse(bad.as_bytes()).unwrap_err();
+            assert!(err.to_string().contains(reason), "{err}");
+        }
         let err = Message::parse(br#"{"jsonrpc":"1.0","id":3,"method":"x"}"#).unwrap_err();
         assert!(matches!(
             err,

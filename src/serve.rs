@@ -111,14 +111,8 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
         let limit = policy.downstream.max_message_bytes;
         let stop = shutdown.clone();
         tasks.spawn(async move {
-            downstream::stdio::serve(
-                service,
-                &gateway,
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-                limit,
-            )
-            .await;
+            let (input, output) = stdio_streams();
+            downstream::stdio::serve(service, &gateway, input, output, limit).await;
             // The host closed stdin: that is how stdio clients say goodbye.
             stop.cancel();
         });
@@ -137,4 +131,42 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
     })
     .await;
     Ok(())
+}
+
+type Input = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type Output = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+/// stdin and stdout of the stdio downstream. Pipes (what hosts give their servers) are read and
+/// written through the runtime's event loop: tokio's own stdin/stdout hand every read and every
+/// write to a blocking thread, two thread switches per message. Anything else (a terminal, a
+/// file), and a stdout that is the same pipe as stderr (non-blocking mode would reach the log
+/// writer too), keeps tokio's.
+fn stdio_streams() -> (Input, Output) {
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    use tokio::net::unix::pipe;
+
+    // A duplicate of the descriptor, if it is a pipe; with its (device, inode).
+    let pipe_of = |fd: std::os::fd::BorrowedFd<'_>| -> Option<(OwnedFd, (u64, u64))> {
+        let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
+        let meta = file.metadata().ok()?;
+        meta.file_type()
+            .is_fifo()
+            .then(|| (OwnedFd::from(file), (meta.dev(), meta.ino())))
+    };
+    let input: Input = match pipe_of(std::io::stdin().as_fd())
+        .and_then(|(fd, _)| pipe::Receiver::from_owned_fd(fd).ok())
+    {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdin()),
+    };
+    let stderr = pipe_of(std::io::stderr().as_fd()).map(|(_, id)| id);
+    let output: Output = match pipe_of(std::io::stdout().as_fd())
+        .filter(|(_, id)| Some(*id) != stderr)
+        .and_then(|(fd, _)| pipe::Sender::from_owned_fd(fd).ok())
+    {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
 }

@@ -26,12 +26,12 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 use tower::ServiceExt;
 
-use crate::context::{Caller, McpRequest, Session};
+use crate::context::{Caller, McpRequest, RunToEnd, Session};
 use crate::error::Error;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message, INVALID_REQUEST};
@@ -258,9 +258,11 @@ fn json_response(msg: &Message, session: Option<&str>) -> Response {
 
 async fn handle_post(
     State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
+    // The request taken apart rather than a `HeaderMap` extractor, which clones the headers.
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
     if let Err(resp) = check_origin(&headers, &state.config) {
         return *resp;
     }
@@ -345,23 +347,23 @@ async fn handle_post(
         message,
         caller: Caller { session, outbound },
     };
-    let (done_tx, mut done_rx) = oneshot::channel();
-    let service = state.service.clone();
-    tokio::spawn(async move {
-        let reply = service.oneshot(request).await.ok().flatten();
-        let _ = done_tx.send(reply);
-    });
+    // Driven right here (no task of its own on the way to a JSON answer); if this handler is
+    // dropped first, the call still runs to its end.
+    let mut call = RunToEnd::new(state.service.clone().oneshot(request));
+    // Server→client messages first: a request that sent some before its answer gets them all,
+    // on an SSE stream that ends with the answer.
     let first = tokio::select! {
-        reply = &mut done_rx => return match reply {
+        biased;
+        first = out_rx.recv() => first,
+        reply = &mut call => return match reply {
             Ok(Some(reply)) => json_response(&reply, None),
             _ => StatusCode::ACCEPTED.into_response(),
         },
-        first = out_rx.recv() => first,
     };
-    // The channel closes when the request is done without a server→client message: then
-    // the answer is plain JSON.
+    // The channel closes when the request is done without a server→client message (or
+    // `outbound` is the session's channel): then the answer is plain JSON.
     let Some(first) = first else {
-        return match done_rx.await {
+        return match call.await {
             Ok(Some(reply)) => json_response(&reply, None),
             _ => StatusCode::ACCEPTED.into_response(),
         };
@@ -375,11 +377,11 @@ async fn handle_post(
                 msg = out_rx.recv() => match msg {
                     Some(msg) => { let _ = sse_tx.send(sse_event(&msg)); }
                     None => {
-                        if let Ok(Some(reply)) = done_rx.await { let _ = sse_tx.send(sse_event(&reply)); }
+                        if let Ok(Some(reply)) = call.await { let _ = sse_tx.send(sse_event(&reply)); }
                         return;
                     }
                 },
-                reply = &mut done_rx => {
+                reply = &mut call => {
                     // Flush what came just before the answer, then the answer, then close.
                     while let Ok(msg) = out_rx.try_recv() { let _ = sse_tx.send(sse_event(&msg)); }
                     if let Ok(Some(reply)) = reply { let _ = sse_tx.send(sse_event(&reply)); }

@@ -37,10 +37,16 @@ pub async fn serve<R, W>(
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let writer = tokio::spawn(async move {
+        // Whatever is queued goes out in one write and one flush.
+        let mut buf = Vec::new();
         while let Some(msg) = rx.recv().await {
-            let mut line = msg.to_bytes();
-            line.push(b'\n');
-            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+            buf.clear();
+            push_line(&mut buf, &msg);
+            while buf.len() < WRITE_BATCH {
+                let Ok(msg) = rx.try_recv() else { break };
+                push_line(&mut buf, &msg);
+            }
+            if output.write_all(&buf).await.is_err() || output.flush().await.is_err() {
                 break;
             }
         }
@@ -124,6 +130,15 @@ pub async fn serve<R, W>(
     // Flush what is queued; senders still held by upstream calls in flight must not keep the
     // writer alive forever.
     let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+}
+
+/// Queued messages are written together up to about this many bytes.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// Appends `msg` as one line of JSON.
+fn push_line(buf: &mut Vec<u8>, msg: &Message) {
+    serde_json::to_writer(&mut *buf, msg).expect("a message always serializes");
+    buf.push(b'\n');
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

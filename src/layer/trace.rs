@@ -59,23 +59,26 @@ where
     fn call(&mut self, req: McpRequest) -> Self::Future {
         use futures::FutureExt;
         let method = req.message.method().unwrap_or("(response)");
-        let name = if method == "tools/call" || method == "prompts/get" {
-            req.message
-                .params_as::<Named<'_>>()
-                .ok()
-                .and_then(|n| n.name)
-                .unwrap_or_default()
-                .to_owned()
-        } else {
-            String::new()
-        };
         let span = tracing::info_span!(
             "mcp",
             session = %req.caller.session.id,
             method = %method,
             id = ?req.message.id,
-            name = %name,
+            name = tracing::field::Empty,
         );
+        // The tool or prompt name costs a parse of the params: only when the span is on.
+        if !span.is_disabled() {
+            let name = if method == "tools/call" || method == "prompts/get" {
+                req.message
+                    .params_as::<Named<'_>>()
+                    .ok()
+                    .and_then(|n| n.name)
+                    .unwrap_or_default()
+            } else {
+                ""
+            };
+            span.record("name", tracing::field::display(name));
+        }
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let log: fn(&Result<Option<Message>, S::Error>) = |result| {

@@ -29,9 +29,17 @@ const RETRY: Duration = Duration::from_secs(2);
 pub(crate) struct HttpLink {
     client: reqwest::Client,
     url: String,
+    /// `url`, parsed once (reqwest parses a string URL on every request).
+    parsed_url: Option<reqwest::Url>,
     headers: HeaderMap,
+    /// `headers` plus the fixed headers of a POST, built once.
+    post_headers: HeaderMap,
     session: Mutex<Option<String>>,
+    /// `session` as a header value, so that each POST clones a refcount, not a string.
+    session_header: Mutex<Option<HeaderValue>>,
     protocol: Mutex<String>,
+    /// `protocol` as a header value.
+    protocol_header: Mutex<Option<HeaderValue>>,
     reinit: tokio::sync::Mutex<()>,
 }
 
@@ -53,12 +61,23 @@ pub(crate) async fn connect(upstream: Upstream) {
             map.insert(k, v);
         }
     }
+    // As `RequestBuilder::header` does: appended, after the policy's own.
+    let mut post_headers = map.clone();
+    post_headers.append(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    post_headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let link = Arc::new(HttpLink {
         client: reqwest::Client::new(),
         url: url.clone(),
+        parsed_url: reqwest::Url::parse(url).ok(),
         headers: map,
+        post_headers,
         session: Mutex::new(None),
+        session_header: Mutex::new(None),
         protocol: Mutex::new(PROTOCOL_VERSION.to_owned()),
+        protocol_header: Mutex::new(HeaderValue::from_str(PROTOCOL_VERSION).ok()),
         reinit: tokio::sync::Mutex::new(()),
     });
     upstream.set_link(Some(Link::Http(link.clone())));
@@ -67,7 +86,7 @@ pub(crate) async fn connect(upstream: Upstream) {
         match handshake(&upstream).await {
             Ok(info) => {
                 tracing::info!(upstream = upstream.name(), protocol = %info.protocol_version, ready_ms = started.elapsed().as_millis(), "Upstream ready");
-                *lock(&link.protocol) = info.protocol_version.clone();
+                link.set_protocol(&info.protocol_version);
                 upstream.set_info(info);
                 upstream.set_status(Status::Ready);
                 link.listen(upstream).await;
@@ -93,8 +112,18 @@ impl HttpLink {
         msg: Message,
         outbound: Option<Outbound>,
     ) {
+        tokio::spawn(self.post_future(upstream, msg, outbound));
+    }
+
+    /// What [`HttpLink::post`] runs: sends `msg`; what comes back is fed to `upstream.incoming`.
+    pub(crate) fn post_future(
+        self: &Arc<Self>,
+        upstream: Upstream,
+        msg: Message,
+        outbound: Option<Outbound>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let link = self.clone();
-        tokio::spawn(async move {
+        async move {
             let request_id = match (&msg.id, msg.kind()) {
                 (Some(Id::Number(id)), Kind::Request) => Some(*id),
                 _ => None,
@@ -120,7 +149,7 @@ impl HttpLink {
                     }
                 }
             }
-        });
+        }
     }
 
     /// Holds the session's GET stream until shutdown: what the server says outside any
@@ -201,7 +230,7 @@ impl HttpLink {
         if *lock(&self.session) != expired {
             return Ok(()); // Someone else already opened a new session.
         }
-        *lock(&self.session) = None;
+        self.set_session(None);
         tracing::info!(
             upstream = upstream.name(),
             "Upstream session expired; initializing again"
@@ -211,12 +240,48 @@ impl HttpLink {
         Ok(())
     }
 
-    async fn send(
-        &self,
-        upstream: &Upstream,
-        msg: &Message,
-        outbound: Option<&Outbound>,
-    ) -> Result<(), SendError> {
+    fn set_session(&self, session: Option<&str>) {
+        let mut current = lock(&self.session);
+        if current.as_deref() != session {
+            *current = session.map(str::to_owned);
+            *lock(&self.session_header) = session.and_then(|s| HeaderValue::from_str(s).ok());
+        }
+    }
+
+    fn set_protocol(&self, version: &str) {
+        version.clone_into(&mut lock(&self.protocol));
+        *lock(&self.protocol_header) = HeaderValue::from_str(version).ok();
+    }
+
+    /// The POST carrying `msg`, built from parts made once (parsed URL, fixed headers, session
+    /// and version header values); the same request as [`HttpLink::post_request_slow`] builds.
+    fn post_request(&self, msg: &Message) -> Result<reqwest::Request, SendError> {
+        let wants_version = msg.method() != Some("initialize");
+        let session = lock(&self.session_header).clone();
+        let version = lock(&self.protocol_header).clone();
+        let has_session = lock(&self.session).is_some();
+        let (Some(url), true, true) = (
+            &self.parsed_url,
+            session.is_some() == has_session,
+            version.is_some() || !wants_version,
+        ) else {
+            return self.post_request_slow(msg);
+        };
+        let mut req = reqwest::Request::new(reqwest::Method::POST, url.clone());
+        let headers = req.headers_mut();
+        *headers = self.post_headers.clone();
+        if let Some(session) = session {
+            headers.append(HeaderName::from_static(SESSION_HEADER), session);
+        }
+        if let (Some(version), true) = (version, wants_version) {
+            headers.append(HeaderName::from_static(VERSION_HEADER), version);
+        }
+        *req.body_mut() = Some(msg.to_bytes().into());
+        Ok(req)
+    }
+
+    /// The POST carrying `msg`, built from strings (reqwest validates them).
+    fn post_request_slow(&self, msg: &Message) -> Result<reqwest::Request, SendError> {
         let mut req = self
             .client
             .post(&self.url)
@@ -224,15 +289,27 @@ impl HttpLink {
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
             .body(msg.to_bytes());
-        let session = lock(&self.session).clone();
-        if let Some(session) = &session {
+        if let Some(session) = lock(&self.session).clone() {
             req = req.header(SESSION_HEADER, session);
         }
         if msg.method() != Some("initialize") {
             req = req.header(VERSION_HEADER, lock(&self.protocol).clone());
         }
-        let resp = req
-            .send()
+        req.build()
+            .map_err(|e| SendError::Other(format!("request failed: {e}")))
+    }
+
+    async fn send(
+        &self,
+        upstream: &Upstream,
+        msg: &Message,
+        outbound: Option<&Outbound>,
+    ) -> Result<(), SendError> {
+        let session = lock(&self.session).clone();
+        let req = self.post_request(msg)?;
+        let resp = self
+            .client
+            .execute(req)
             .await
             .map_err(|e| SendError::Other(format!("request failed: {e}")))?;
         let status = resp.status();
@@ -261,7 +338,7 @@ impl HttpLink {
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
         {
-            *lock(&self.session) = Some(sid.to_owned());
+            self.set_session(Some(sid));
         }
         if status == StatusCode::ACCEPTED {
             return Ok(());

@@ -19,7 +19,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Outbound;
+use crate::context::{Outbound, RunToEnd};
 use crate::error::Error;
 use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind, Message, METHOD_NOT_FOUND};
 use crate::policy::{Transport, UpstreamSpec};
@@ -89,7 +89,7 @@ impl std::fmt::Debug for Upstream {
 }
 
 pub(crate) enum Link {
-    Stdio(mpsc::UnboundedSender<Vec<u8>>),
+    Stdio(mpsc::UnboundedSender<Message>),
     Http(Arc<http::HttpLink>),
 }
 
@@ -302,10 +302,15 @@ impl Upstream {
         need_ready: bool,
     ) -> Result<Message, Error> {
         let link = self.link(need_ready)?;
+        // Both rewrites below only touch `_meta`: params that cannot name it (no `_meta`, and no
+        // escape that could spell it) skip both scans.
+        let maybe_meta = params
+            .as_ref()
+            .is_some_and(|p| p.get().contains('\\') || p.get().contains("_meta"));
         // The gateway speaks the 2025 era upstream: a modern client's envelope keys
         // (`io.modelcontextprotocol/*` in `_meta`) would make an upstream that knows both eras
         // refuse the request on this connection, so they stay in the gateway.
-        if let Some(p) = &params {
+        if let Some(p) = params.as_ref().filter(|_| maybe_meta) {
             if p.get().contains(MODERN_META_PREFIX) {
                 params = Some(strip_modern_meta(p));
             }
@@ -313,7 +318,7 @@ impl Upstream {
         // Rewrite the client's progress token so that two clients' tokens never collide on
         // this upstream; notifications map back to the client's own token.
         let mut progress = None;
-        if let (Some(p), Some(out)) = (&params, &outbound) {
+        if let (Some(p), Some(out), true) = (&params, &outbound, maybe_meta) {
             if p.get().contains("progressToken") {
                 if let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(p.get()) {
                     let token = obj
@@ -340,12 +345,32 @@ impl Upstream {
             },
         );
         let msg = Message::request(Id::Number(id), method, params);
-        if let Err(err) = self.send_on(&link, msg, outbound) {
-            self.forget(id);
-            return Err(err);
-        }
+        // On HTTP the POST is driven by this very future until the answer is in (no task of
+        // its own on the way); whatever it still has to do then (the rest of an SSE stream),
+        // or after a timeout, it finishes on its own task, as a spawned POST would.
+        let post = match link.as_ref() {
+            Link::Http(http) => Some(RunToEnd::new(http.post_future(self.clone(), msg, outbound))),
+            Link::Stdio(_) => {
+                if let Err(err) = self.send_on(&link, msg, outbound) {
+                    self.forget(id);
+                    return Err(err);
+                }
+                None
+            }
+        };
+        let reply = async move {
+            let mut rx = rx;
+            if let Some(mut post) = post {
+                tokio::select! {
+                    biased;
+                    reply = &mut rx => return reply,
+                    () = &mut post => {}
+                }
+            }
+            rx.await
+        };
         let timeout = self.inner.spec.timeout;
-        match tokio::time::timeout(timeout, rx).await {
+        match tokio::time::timeout(timeout, reply).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(_)) => Err(self.unavailable("the connection closed")),
             Err(_) => {
@@ -473,13 +498,9 @@ impl Upstream {
         outbound: Option<Outbound>,
     ) -> Result<(), Error> {
         match link.as_ref() {
-            Link::Stdio(writer) => {
-                let mut line = msg.to_bytes();
-                line.push(b'\n');
-                writer
-                    .send(line)
-                    .map_err(|_| self.unavailable("the process is gone"))
-            }
+            Link::Stdio(writer) => writer
+                .send(msg)
+                .map_err(|_| self.unavailable("the process is gone")),
             Link::Http(http) => {
                 http.post(self.clone(), msg, outbound);
                 Ok(())

@@ -26,6 +26,15 @@ const GRACE: Duration = Duration::from_secs(2);
 /// Longest line accepted from a child: bigger is treated as a protocol fault.
 const MAX_LINE: usize = 64 * 1024 * 1024;
 
+/// Queued messages are written together up to about this many bytes.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// Appends `msg` as one line of JSON.
+fn push_line(buf: &mut Vec<u8>, msg: &Message) {
+    serde_json::to_writer(&mut *buf, msg).expect("a message always serializes");
+    buf.push(b'\n');
+}
+
 /// Keeps the child running until shutdown.
 pub(crate) async fn supervise(upstream: Upstream) {
     let mut backoff = FIRST_BACKOFF;
@@ -95,10 +104,18 @@ async fn run(upstream: &Upstream, mut child: Child) -> String {
         }
     });
 
-    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
     let writer = tokio::spawn(async move {
-        while let Some(line) = rx.recv().await {
-            if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+        // Whatever is queued goes out in one write and one flush.
+        let mut buf = Vec::new();
+        while let Some(msg) = rx.recv().await {
+            buf.clear();
+            push_line(&mut buf, &msg);
+            while buf.len() < WRITE_BATCH {
+                let Ok(msg) = rx.try_recv() else { break };
+                push_line(&mut buf, &msg);
+            }
+            if stdin.write_all(&buf).await.is_err() || stdin.flush().await.is_err() {
                 break;
             }
         }
