@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tower::ServiceExt;
@@ -29,28 +29,14 @@ pub async fn serve<R, W>(
     service: McpService,
     gateway: &Gateway,
     input: R,
-    mut output: W,
+    output: W,
     max_message_bytes: usize,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-    let writer = tokio::spawn(async move {
-        // Whatever is queued goes out in one write and one flush.
-        let mut buf = Vec::new();
-        while let Some(msg) = rx.recv().await {
-            buf.clear();
-            push_line(&mut buf, &msg);
-            while buf.len() < WRITE_BATCH {
-                let Ok(msg) = rx.try_recv() else { break };
-                push_line(&mut buf, &msg);
-            }
-            if output.write_all(&buf).await.is_err() || output.flush().await.is_err() {
-                break;
-            }
-        }
-    });
+    let (tx, rx) = mpsc::unbounded_channel::<Message>();
+    let writer = tokio::spawn(crate::jsonrpc::write_lines(rx, output));
     let session = Arc::new(Session::new("stdio", tx.clone()));
     gateway.register_session(&session);
     let mut reader = BufReader::new(input);
@@ -130,15 +116,6 @@ pub async fn serve<R, W>(
     // Flush what is queued; senders still held by upstream calls in flight must not keep the
     // writer alive forever.
     let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
-}
-
-/// Queued messages are written together up to about this many bytes.
-const WRITE_BATCH: usize = 64 * 1024;
-
-/// Appends `msg` as one line of JSON.
-fn push_line(buf: &mut Vec<u8>, msg: &Message) {
-    serde_json::to_writer(&mut *buf, msg).expect("a message always serializes");
-    buf.push(b'\n');
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -7,7 +7,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
@@ -25,15 +25,6 @@ const HEALTHY_RUN: Duration = Duration::from_secs(10);
 const GRACE: Duration = Duration::from_secs(2);
 /// Longest line accepted from a child: bigger is treated as a protocol fault.
 const MAX_LINE: usize = 64 * 1024 * 1024;
-
-/// Queued messages are written together up to about this many bytes.
-const WRITE_BATCH: usize = 64 * 1024;
-
-/// Appends `msg` as one line of JSON.
-fn push_line(buf: &mut Vec<u8>, msg: &Message) {
-    serde_json::to_writer(&mut *buf, msg).expect("a message always serializes");
-    buf.push(b'\n');
-}
 
 /// Keeps the child running until shutdown.
 pub(crate) async fn supervise(upstream: Upstream) {
@@ -89,7 +80,7 @@ fn spawn(upstream: &Upstream) -> std::io::Result<Child> {
 /// Drives one child until it exits or the gateway shuts down; returns why it stopped.
 async fn run(upstream: &Upstream, mut child: Child) -> String {
     let name = upstream.name().to_owned();
-    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+    let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         return "the child's pipes could not be opened".into();
@@ -104,22 +95,8 @@ async fn run(upstream: &Upstream, mut child: Child) -> String {
         }
     });
 
-    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-    let writer = tokio::spawn(async move {
-        // Whatever is queued goes out in one write and one flush.
-        let mut buf = Vec::new();
-        while let Some(msg) = rx.recv().await {
-            buf.clear();
-            push_line(&mut buf, &msg);
-            while buf.len() < WRITE_BATCH {
-                let Ok(msg) = rx.try_recv() else { break };
-                push_line(&mut buf, &msg);
-            }
-            if stdin.write_all(&buf).await.is_err() || stdin.flush().await.is_err() {
-                break;
-            }
-        }
-    });
+    let (tx, rx) = mpsc::unbounded_channel::<Message>();
+    let writer = tokio::spawn(crate::jsonrpc::write_lines(rx, stdin));
     upstream.set_link(Some(Link::Stdio(tx)));
 
     let reader_upstream = upstream.clone();
