@@ -11,6 +11,11 @@ use tokio::sync::mpsc;
 
 use crate::jsonrpc::Message;
 
+/// The future every message service of the stack returns (boxed where a layer rewrites).
+pub type McpFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Option<Message>, std::convert::Infallible>> + Send>,
+>;
+
 /// A message from a client, with its caller.
 #[derive(Debug, Clone)]
 pub struct McpRequest {

@@ -12,8 +12,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -824,7 +822,7 @@ impl Gateway {
 impl tower::Service<McpRequest> for Gateway {
     type Response = Option<Message>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Option<Message>, Infallible>> + Send>>;
+    type Future = crate::context::McpFuture;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))

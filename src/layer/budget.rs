@@ -36,8 +36,6 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -396,7 +394,7 @@ impl<S> Budget<S> {
     }
 }
 
-type BoxFuture = Pin<Box<dyn Future<Output = Result<Option<Message>, Infallible>> + Send>>;
+type BoxFuture = crate::context::McpFuture;
 
 impl<S> Service<McpRequest> for Budget<S>
 where
@@ -539,7 +537,7 @@ mod tests {
         McpRequest,
         Response = Option<Message>,
         Error = Infallible,
-        Future = impl Future<Output = Result<Option<Message>, Infallible>> + Send,
+        Future = impl std::future::Future<Output = Result<Option<Message>, Infallible>> + Send,
     > + Clone
            + Send
            + 'static {

@@ -17,8 +17,6 @@
 //! ```
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tower::{Layer, Service};
@@ -58,7 +56,7 @@ pub struct Era<S> {
     private_lists: bool,
 }
 
-type BoxFuture = Pin<Box<dyn Future<Output = Result<Option<Message>, Infallible>> + Send>>;
+type BoxFuture = crate::context::McpFuture;
 
 impl<S> Service<McpRequest> for Era<S>
 where
@@ -127,7 +125,7 @@ mod tests {
         McpRequest,
         Response = Option<Message>,
         Error = Infallible,
-        Future = impl Future<Output = Result<Option<Message>, Infallible>> + Send,
+        Future = impl std::future::Future<Output = Result<Option<Message>, Infallible>> + Send,
     > + Clone
            + Send
            + 'static {

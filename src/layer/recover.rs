@@ -14,9 +14,7 @@
 //! ```
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::FutureExt;
@@ -50,7 +48,7 @@ where
 {
     type Response = Option<Message>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Option<Message>, Infallible>> + Send>>;
+    type Future = crate::context::McpFuture;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)

@@ -286,19 +286,7 @@ pub fn breakpoints(body: &Value) -> usize {
 /// ```
 #[must_use]
 pub fn tool_from_mcp(tool: &Map<String, Value>) -> Value {
-    let mut out = Map::new();
-    if let Some(name) = tool.get("name") {
-        out.insert("name".into(), name.clone());
-    }
-    if let Some(description) = tool.get("description") {
-        out.insert("description".into(), description.clone());
-    }
-    out.insert(
-        "input_schema".into(),
-        tool.get("inputSchema")
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
-    );
+    let out = super::function_from_mcp(tool, "input_schema");
     crate::canonical::into_canonical_tool(Value::Object(out))
 }
 

@@ -297,6 +297,26 @@ pub(crate) fn order(
     (out, static_len)
 }
 
+/// An MCP tool as an LLM API function: its `name`, `description`, and its `inputSchema` under
+/// `schema_key` (`input_schema` for Anthropic, `parameters` for `OpenAI`; an empty object schema
+/// when it has none).
+pub(crate) fn function_from_mcp(tool: &Map<String, Value>, schema_key: &str) -> Map<String, Value> {
+    let mut out = Map::new();
+    if let Some(name) = tool.get("name") {
+        out.insert("name".into(), name.clone());
+    }
+    if let Some(description) = tool.get("description") {
+        out.insert("description".into(), description.clone());
+    }
+    out.insert(
+        schema_key.into(),
+        tool.get("inputSchema")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+    );
+    out
+}
+
 /// Compresses a client-defined tool's description and schema (`schema_key` holds its input
 /// schema) through [`crate::compress`], which works on MCP tool objects.
 pub(crate) fn compress_tool(tool: &mut Map<String, Value>, level: Level, schema_key: &str) {

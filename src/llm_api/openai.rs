@@ -135,20 +135,7 @@ pub fn responses_tool_from_mcp(tool: &Map<String, Value>) -> Value {
 }
 
 fn function_of(tool: &Map<String, Value>) -> Value {
-    let mut out = Map::new();
-    if let Some(name) = tool.get("name") {
-        out.insert("name".into(), name.clone());
-    }
-    if let Some(description) = tool.get("description") {
-        out.insert("description".into(), description.clone());
-    }
-    out.insert(
-        "parameters".into(),
-        tool.get("inputSchema")
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
-    );
-    Value::Object(out)
+    Value::Object(super::function_from_mcp(tool, "parameters"))
 }
 
 #[cfg(test)]
