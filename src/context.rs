@@ -95,6 +95,21 @@ impl Session {
     pub fn has_capability(&self, name: &str) -> bool {
         self.lock().client_capabilities.get(name).is_some()
     }
+
+    /// The client's declared capabilities.
+    #[must_use]
+    pub fn capabilities(&self) -> Value {
+        self.lock().client_capabilities.clone()
+    }
+
+    /// Whether the client speaks the 2026-07-28 era (no `initialize`; input via MRTR).
+    #[must_use]
+    pub fn is_modern(&self) -> bool {
+        self.lock()
+            .protocol_version
+            .as_deref()
+            .is_some_and(|v| crate::mcp::modern::MODERN_VERSIONS.contains(&v))
+    }
 }
 
 impl Caller {

@@ -85,6 +85,17 @@ pub enum Error {
     /// A request before the session was initialized, or on an unknown session.
     #[error("{0}")]
     Session(String),
+    /// An upstream needs input from the client (sampling, elicitation, roots) that the client
+    /// cannot give: it did not declare the capability, or it answered with an error.
+    #[error("upstream {upstream:?} needs input from the client: {reason}")]
+    ClientInput {
+        /// Server id.
+        upstream: String,
+        /// What is missing.
+        reason: String,
+        /// The capability the client did not declare, if that is the reason.
+        missing_capability: Option<String>,
+    },
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
@@ -129,6 +140,20 @@ impl Error {
                 Some(json!({ "size": size, "limit": limit })),
             ),
             Self::Session(_) => (INVALID_REQUEST, "mcp_budget.session.invalid", None),
+            Self::ClientInput {
+                upstream,
+                missing_capability: Some(capability),
+                ..
+            } => (
+                crate::mcp::modern::MISSING_CAPABILITY,
+                "mcp_budget.client.missing_capability",
+                Some(json!({ "upstream": upstream, "requiredCapabilities": [capability] })),
+            ),
+            Self::ClientInput { upstream, .. } => (
+                UPSTREAM_ERROR,
+                "mcp_budget.client.input_failed",
+                Some(json!({ "upstream": upstream })),
+            ),
             Self::ShuttingDown => (UPSTREAM_ERROR, "mcp_budget.gateway.shutting_down", None),
             Self::Internal(_) => (INTERNAL_ERROR, "mcp_budget.internal", None),
         };

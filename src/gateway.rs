@@ -10,8 +10,11 @@
 //!
 //! [`Gateway`] is the innermost [`tower::Service`] of the stack (see [`crate::stack`]).
 
+mod eras;
+
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -103,6 +106,16 @@ struct Inner {
     sessions: Mutex<HashMap<String, Weak<Session>>>,
     /// (session, client request id) → (upstream, upstream request id), for cancellation.
     inflight: Mutex<HashMap<(String, Id), (usize, i64)>>,
+    /// Calls of modern clients to 2025-era upstreams waiting for the client's retry, by the
+    /// `requestState` handed out.
+    parked: Mutex<HashMap<String, eras::Parked>>,
+    /// Server→client requests the gateway sent for a modern upstream, by id.
+    shim: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Message>>>,
+    shim_next: AtomicU64,
+    /// Task id → the upstream that created it.
+    tasks: Mutex<HashMap<String, usize>>,
+    /// Open `subscriptions/listen` streams of modern clients.
+    listeners: Mutex<Vec<eras::Listener>>,
     /// What hosts see of the tools (set by the budget layer) and its last fingerprint.
     #[allow(clippy::type_complexity)]
     tools_view: Mutex<Option<(Arc<dyn Fn() -> u64 + Send + Sync>, u64)>>,
@@ -168,6 +181,11 @@ impl Gateway {
                 catalog: RwLock::new(catalog),
                 sessions: Mutex::new(HashMap::new()),
                 inflight: Mutex::new(HashMap::new()),
+                parked: Mutex::new(HashMap::new()),
+                shim: Mutex::new(HashMap::new()),
+                shim_next: AtomicU64::new(1),
+                tasks: Mutex::new(HashMap::new()),
+                listeners: Mutex::new(Vec::new()),
                 tools_view: Mutex::new(None),
                 shutdown,
             }),
@@ -263,7 +281,10 @@ impl Gateway {
                     self.announce(&changed);
                 }
                 Event::Down(_) => {}
-                Event::Broadcast(_, msg) => self.broadcast(&msg),
+                Event::Broadcast(_, msg) => {
+                    self.broadcast(&msg);
+                    self.notify_listeners(&msg);
+                }
             }
         }
     }
@@ -297,6 +318,7 @@ impl Gateway {
             }
             let msg = Message::notification(&format!("notifications/{kind}/list_changed"), None);
             self.broadcast(&msg);
+            self.notify_listeners(&msg);
         }
     }
 
@@ -464,6 +486,10 @@ impl Gateway {
                 self.call_by_uri(msg, caller).await
             }
             "completion/complete" => self.complete(msg, caller).await,
+            "subscriptions/listen" => self.listen(msg, caller).await,
+            "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" => {
+                self.route_task(msg, caller).await
+            }
             "logging/setLevel" => {
                 for u in &self.inner.upstreams {
                     if u.status() == Status::Ready && u.info().capabilities.get("logging").is_some()
@@ -759,11 +785,25 @@ impl Gateway {
             caller.session.id.clone(),
             msg.id.clone().unwrap_or(Id::Null),
         );
+        // Only a request that asked for a task (2025-11-25) or went to a modern upstream can
+        // create one.
+        let may_create_task = upstream.is_modern()
+            || params
+                .as_ref()
+                .is_some_and(|p| p.get().contains("\"task\""));
         lock(&self.inner.inflight).insert(key.clone(), (i, upstream_id));
-        let result = upstream
-            .request_with_id(upstream_id, method, params, Some(caller.outbound.clone()))
-            .await;
+        let result = if upstream.is_modern() || caller.session.is_modern() {
+            self.forward_across(i, msg, params, caller, upstream_id)
+                .await
+        } else {
+            upstream
+                .request_with_id(upstream_id, method, params, Some(caller.outbound.clone()))
+                .await
+        };
         lock(&self.inner.inflight).remove(&key);
+        if let (Ok(reply), true) = (&result, may_create_task) {
+            self.note_task(i, reply);
+        }
         result
     }
 
@@ -789,13 +829,14 @@ impl Gateway {
                 // client that has roots is here now, so let them ask again.
                 if caller.session.has_capability("roots") {
                     let changed = Message::notification("notifications/roots/list_changed", None);
-                    for u in &self.inner.upstreams {
+                    for u in self.legacy_upstreams() {
                         let _ = u.notify(changed.clone());
                     }
                 }
             }
             "notifications/roots/list_changed" => {
-                for u in &self.inner.upstreams {
+                // Modern upstreams ask for roots within each call (MRTR): nothing to tell.
+                for u in self.legacy_upstreams() {
                     let _ = u.notify(msg.clone());
                 }
             }
@@ -803,10 +844,20 @@ impl Gateway {
         }
     }
 
+    fn legacy_upstreams(&self) -> impl Iterator<Item = &Upstream> {
+        self.inner.upstreams.iter().filter(|u| !u.is_modern())
+    }
+
     fn handle_client_response(&self, msg: Message) {
         let Some(Id::String(gateway_id)) = msg.id.clone() else {
             return;
         };
+        if gateway_id.starts_with(eras::SHIM_PREFIX) {
+            if !self.answer_shim(&gateway_id, msg) {
+                tracing::debug!(id = %gateway_id, "Client response to no waiting request");
+            }
+            return;
+        }
         let index = gateway_id
             .strip_prefix("mcpb-")
             .and_then(|rest| rest.split('-').next())

@@ -40,6 +40,8 @@ use crate::policy::{Downstream, DEFAULT_MAX_MESSAGE_BYTES};
 use crate::stack::McpService;
 
 const SESSION_HEADER: &str = "mcp-session-id";
+/// Prefix of the ids of the one-request sessions of 2026-07-28 requests.
+const MODERN_SESSION_PREFIX: &str = "modern-";
 
 /// Settings of the HTTP downstream.
 #[derive(Debug, Clone)]
@@ -214,7 +216,7 @@ fn modern_session(
     }
     // Nothing outlives the request: session-wide messages have nowhere to go.
     let (notify, _) = mpsc::unbounded_channel();
-    let id = format!("modern-{}", uuid::Uuid::new_v4().simple());
+    let id = format!("{MODERN_SESSION_PREFIX}{}", uuid::Uuid::new_v4().simple());
     Some(Ok(Arc::new(Session::new(id, notify))))
 }
 
@@ -343,6 +345,7 @@ async fn handle_post(
     } else {
         session.notify.clone()
     };
+    let mut cancel_on_close = CancelOnClose::new(&state.service, &session, &message);
     let request = McpRequest {
         message,
         caller: Caller { session, outbound },
@@ -355,15 +358,20 @@ async fn handle_post(
     let first = tokio::select! {
         biased;
         first = out_rx.recv() => first,
-        reply = &mut call => return match reply {
-            Ok(Some(reply)) => json_response(&reply, None),
-            _ => StatusCode::ACCEPTED.into_response(),
+        reply = &mut call => {
+            cancel_on_close.disarm();
+            return match reply {
+                Ok(Some(reply)) => json_response(&reply, None),
+                _ => StatusCode::ACCEPTED.into_response(),
+            };
         },
     };
     // The channel closes when the request is done without a server→client message (or
     // `outbound` is the session's channel): then the answer is plain JSON.
     let Some(first) = first else {
-        return match call.await {
+        let reply = call.await;
+        cancel_on_close.disarm();
+        return match reply {
             Ok(Some(reply)) => json_response(&reply, None),
             _ => StatusCode::ACCEPTED.into_response(),
         };
@@ -378,6 +386,7 @@ async fn handle_post(
                     Some(msg) => { let _ = sse_tx.send(sse_event(&msg)); }
                     None => {
                         if let Ok(Some(reply)) = call.await { let _ = sse_tx.send(sse_event(&reply)); }
+                        cancel_on_close.disarm();
                         return;
                     }
                 },
@@ -385,12 +394,59 @@ async fn handle_post(
                     // Flush what came just before the answer, then the answer, then close.
                     while let Ok(msg) = out_rx.try_recv() { let _ = sse_tx.send(sse_event(&msg)); }
                     if let Ok(Some(reply)) = reply { let _ = sse_tx.send(sse_event(&reply)); }
+                    cancel_on_close.disarm();
                     return;
                 }
+                // The client closed the stream: the call goes on (2025 era: disconnecting is not
+                // cancelling) or is cancelled (2026-07-28), and messages for it go nowhere.
+                () = sse_tx.closed() => return,
             }
         }
     });
     sse_response(UnboundedReceiverStream::new(sse_rx), None)
+}
+
+/// For a 2026-07-28 request, where closing the response stream is how a client cancels:
+/// dropped before [`CancelOnClose::disarm`], it tells the gateway the request was cancelled.
+struct CancelOnClose {
+    service: Option<McpService>,
+    session: Arc<Session>,
+    id: Id,
+}
+
+impl CancelOnClose {
+    fn new(service: &McpService, session: &Arc<Session>, message: &Message) -> Self {
+        let modern = session.id.starts_with(MODERN_SESSION_PREFIX);
+        Self {
+            service: modern.then(|| service.clone()),
+            session: session.clone(),
+            id: message.id.clone().unwrap_or(Id::Null),
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.service = None;
+    }
+}
+
+impl Drop for CancelOnClose {
+    fn drop(&mut self) {
+        let Some(service) = self.service.take() else {
+            return;
+        };
+        let params = serde_json::json!({
+            "requestId": self.id,
+            "reason": "the client closed the response stream",
+        });
+        let request = McpRequest {
+            message: Message::notification(
+                "notifications/cancelled",
+                Some(crate::jsonrpc::to_raw(&params)),
+            ),
+            caller: Caller::new(self.session.clone()),
+        };
+        tokio::spawn(service.oneshot(request));
+    }
 }
 
 /// Moves session-wide messages to the open GET stream, if any.

@@ -72,6 +72,7 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<Vec<UpstreamSpec>, Confi
             transport,
             timeout: DEFAULT_TIMEOUT,
             volatile: false,
+            protocol: super::UpstreamProtocol::Auto,
         });
     }
     if problems.is_empty() {

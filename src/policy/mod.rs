@@ -107,6 +107,22 @@ pub struct UpstreamSpec {
     pub timeout: Duration,
     /// Its tools are dynamic (listed after the static ones).
     pub volatile: bool,
+    /// Which protocol era to speak to it.
+    pub protocol: UpstreamProtocol,
+}
+
+/// Which protocol era the gateway speaks to an upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum UpstreamProtocol {
+    /// Probe with `server/discover` (2026-07-28); fall back to `initialize` (2025-11-25) when
+    /// the server answers with an error. The outcome is kept for restarts.
+    #[default]
+    Auto,
+    /// 2026-07-28 only (stateless; `server/discover`, no `initialize`).
+    Modern,
+    /// 2025-11-25 and earlier only (`initialize`, sessions); no probe.
+    Legacy,
 }
 
 impl UpstreamSpec {
@@ -123,6 +139,7 @@ impl UpstreamSpec {
             },
             timeout: DEFAULT_TIMEOUT,
             volatile: false,
+            protocol: UpstreamProtocol::Auto,
         }
     }
 
@@ -137,6 +154,7 @@ impl UpstreamSpec {
             },
             timeout: DEFAULT_TIMEOUT,
             volatile: false,
+            protocol: UpstreamProtocol::Auto,
         }
     }
 
@@ -144,6 +162,13 @@ impl UpstreamSpec {
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets the protocol era spoken to it.
+    #[must_use]
+    pub fn with_protocol(mut self, protocol: UpstreamProtocol) -> Self {
+        self.protocol = protocol;
         self
     }
 

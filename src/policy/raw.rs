@@ -87,4 +87,7 @@ pub struct RawUpstream {
     /// ones so caches of the static prefix survive. Default: false.
     #[serde(default)]
     pub volatile: bool,
+    /// Protocol era spoken to it: `auto` (default: probe 2026-07-28 first, fall back to
+    /// `initialize`), `2026-07-28` or `2025-11-25`.
+    pub protocol: Option<String>,
 }

@@ -108,6 +108,19 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             Some(secs) => Duration::from_secs(secs),
             None => super::DEFAULT_TIMEOUT,
         };
+        let protocol = match up.protocol.as_deref() {
+            None | Some("auto") => super::UpstreamProtocol::Auto,
+            Some("2026-07-28" | "modern") => super::UpstreamProtocol::Modern,
+            Some("2025-11-25" | "legacy") => super::UpstreamProtocol::Legacy,
+            Some(other) => {
+                push(
+                    path("protocol"),
+                    line,
+                    format!("{other:?} is not one of \"auto\", \"2026-07-28\", \"2025-11-25\""),
+                );
+                super::UpstreamProtocol::Auto
+            }
+        };
         let transport = match (up.command, up.url) {
             (Some(command), None) => {
                 if !up.headers.is_empty() {
@@ -179,6 +192,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             transport,
             timeout,
             volatile: up.volatile,
+            protocol,
         });
     }
 

@@ -89,7 +89,12 @@ pub(crate) async fn connect(upstream: Upstream) {
                 link.set_protocol(&info.protocol_version);
                 upstream.set_info(info);
                 upstream.set_status(Status::Ready);
-                link.listen(upstream).await;
+                if upstream.is_modern() {
+                    // No GET stream in 2026-07-28: `subscriptions/listen` instead.
+                    upstream.listen_modern().await;
+                } else {
+                    link.listen(upstream).await;
+                }
                 return;
             }
             Err(err) => {
@@ -256,6 +261,9 @@ impl HttpLink {
     /// The POST carrying `msg`, built from parts made once (parsed URL, fixed headers, session
     /// and version header values); the same request as [`HttpLink::post_request_slow`] builds.
     fn post_request(&self, msg: &Message) -> Result<reqwest::Request, SendError> {
+        if let Some(mirrored) = crate::mcp::bridge::http_headers(msg) {
+            return self.modern_request(msg, &mirrored);
+        }
         let wants_version = msg.method() != Some("initialize");
         let session = lock(&self.session_header).clone();
         let version = lock(&self.protocol_header).clone();
@@ -278,6 +286,24 @@ impl HttpLink {
         }
         *req.body_mut() = Some(msg.to_bytes().into());
         Ok(req)
+    }
+
+    /// The POST of a 2026-07-28 request: no session, the mirrored headers instead.
+    fn modern_request(
+        &self,
+        msg: &Message,
+        mirrored: &[(&'static str, String)],
+    ) -> Result<reqwest::Request, SendError> {
+        let mut req = self
+            .client
+            .post(&self.url)
+            .headers(self.post_headers.clone())
+            .body(msg.to_bytes());
+        for (name, value) in mirrored {
+            req = req.header(*name, value);
+        }
+        req.build()
+            .map_err(|e| SendError::Other(format!("request failed: {e}")))
     }
 
     /// The POST carrying `msg`, built from strings (reqwest validates them).
@@ -305,7 +331,12 @@ impl HttpLink {
         msg: &Message,
         outbound: Option<&Outbound>,
     ) -> Result<(), SendError> {
-        let session = lock(&self.session).clone();
+        let modern = crate::mcp::modern::request_meta(msg).is_some();
+        let session = if modern {
+            None
+        } else {
+            lock(&self.session).clone()
+        };
         let req = self.post_request(msg)?;
         let resp = self
             .client
@@ -332,6 +363,33 @@ impl HttpLink {
                 return Err(SendError::Expired);
             }
             return Err(SendError::Other(format!("HTTP {status}: {text}")));
+        }
+        if modern && status.is_client_error() {
+            // A modern request refused: a JSON-RPC error (400/404 bodies carry one) is the
+            // answer; anything else (a 2025-era server's 4xx page) becomes one, so that the
+            // era probe falls back to `initialize` instead of waiting.
+            let bytes = resp.bytes().await.unwrap_or_default();
+            let id = msg.id.clone().unwrap_or(Id::Null);
+            let reply = match Message::parse(&bytes) {
+                Ok(mut reply) if reply.error.is_some() => {
+                    reply.id = Some(id);
+                    reply
+                }
+                _ => {
+                    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+                    Message::error(
+                        id,
+                        crate::jsonrpc::ErrorObject::new(
+                            crate::jsonrpc::INVALID_REQUEST,
+                            format!("the upstream refused the request: HTTP {status}: {text}"),
+                            "mcp_budget.upstream.protocol",
+                            None,
+                        ),
+                    )
+                }
+            };
+            upstream.incoming(reply, outbound);
+            return Ok(());
         }
         if let Some(sid) = resp
             .headers()

@@ -11,7 +11,7 @@ mod sse;
 pub mod stdio;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -22,14 +22,48 @@ use tokio_util::sync::CancellationToken;
 use crate::context::{Outbound, RunToEnd};
 use crate::error::Error;
 use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind, Message, METHOD_NOT_FOUND};
-use crate::policy::{Transport, UpstreamSpec};
+use crate::mcp::bridge;
+use crate::mcp::modern::MODERN_VERSION;
+use crate::policy::{Transport, UpstreamProtocol, UpstreamSpec};
 
 /// JSON-RPC code of the answer to a request the client cancelled (as LSP's
 /// `RequestCancelled`; MCP defines none because it expects no answer at all).
 pub const REQUEST_CANCELLED: i64 = -32800;
 
-/// The protocol version the gateway asks upstreams for.
+/// The protocol version the gateway asks 2025-era upstreams for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// Longest wait for the answer to the `server/discover` probe of a server of unknown era; a
+/// server that says nothing in that time is asked `initialize` instead.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The protocol era an upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// Not known yet (before the first handshake).
+    Unknown,
+    /// 2025-11-25 and before: `initialize`, sessions, server→client requests.
+    Legacy,
+    /// 2026-07-28: stateless, `_meta` envelope on every request, MRTR.
+    Modern,
+}
+
+impl Era {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Self::Legacy,
+            2 => Self::Modern,
+            _ => Self::Unknown,
+        }
+    }
+    fn to_u8(self) -> u8 {
+        match self {
+            Self::Unknown => 0,
+            Self::Legacy => 1,
+            Self::Modern => 2,
+        }
+    }
+}
 
 /// Something an upstream did that the aggregator must know about.
 #[derive(Debug, Clone)]
@@ -72,6 +106,9 @@ struct Pending {
     reply: oneshot::Sender<Message>,
     outbound: Option<Outbound>,
     progress: Option<String>,
+    /// Ends the request's HTTP exchange: on a modern HTTP upstream, closing the response
+    /// stream is how a request is cancelled.
+    abort: Option<CancellationToken>,
 }
 
 /// One upstream server, shared by every client of the gateway.
@@ -102,6 +139,7 @@ struct Inner {
     progress: Mutex<HashMap<String, (Value, Outbound)>>,
     server_requests: Mutex<HashMap<String, Id>>,
     next_id: AtomicI64,
+    era: AtomicU8,
     status: watch::Sender<Status>,
     info: Mutex<ServerInfo>,
     events: mpsc::UnboundedSender<Event>,
@@ -128,6 +166,11 @@ impl Upstream {
         shutdown: CancellationToken,
     ) -> Self {
         let (status, _) = watch::channel(Status::Starting);
+        let era = match spec.protocol {
+            UpstreamProtocol::Modern => Era::Modern,
+            UpstreamProtocol::Legacy => Era::Legacy,
+            _ => Era::Unknown,
+        };
         let upstream = Self {
             inner: Arc::new(Inner {
                 index,
@@ -138,6 +181,7 @@ impl Upstream {
                 progress: Mutex::new(HashMap::new()),
                 server_requests: Mutex::new(HashMap::new()),
                 next_id: AtomicI64::new(1),
+                era: AtomicU8::new(era.to_u8()),
                 status,
                 info: Mutex::new(ServerInfo::default()),
                 events,
@@ -188,7 +232,23 @@ impl Upstream {
         self.inner.status.borrow().clone()
     }
 
-    /// What `initialize` said.
+    /// The protocol era it speaks ([`Era::Unknown`] until the first handshake).
+    #[must_use]
+    pub fn era(&self) -> Era {
+        Era::from_u8(self.inner.era.load(Ordering::Relaxed))
+    }
+
+    /// Whether it speaks 2026-07-28.
+    #[must_use]
+    pub fn is_modern(&self) -> bool {
+        self.era() == Era::Modern
+    }
+
+    fn set_era(&self, era: Era) {
+        self.inner.era.store(era.to_u8(), Ordering::Relaxed);
+    }
+
+    /// What the handshake (`initialize` or `server/discover`) said.
     #[must_use]
     pub fn info(&self) -> ServerInfo {
         lock(&self.inner.info).clone()
@@ -237,8 +297,15 @@ impl Upstream {
         json!({
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": self.inner.capabilities,
-            "clientInfo": {"name": "mcp-budget", "version": env!("CARGO_PKG_VERSION")},
+            "clientInfo": client_info(),
         })
+    }
+
+    /// The capabilities the gateway declares upstream for its own requests (lists): everything
+    /// it can route to some client.
+    #[must_use]
+    pub fn gateway_capabilities(&self) -> &Value {
+        &self.inner.capabilities
     }
 
     /// Fails every request in flight (the connection is gone).
@@ -287,6 +354,28 @@ impl Upstream {
         self.request_inner(id, method, params, outbound, true).await
     }
 
+    /// Like [`Upstream::request_with_id`], on behalf of a client whose declared capabilities
+    /// are `capabilities`: a modern upstream is told them (it only asks for input the client
+    /// can give); a 2025-era upstream knows the gateway's from `initialize`.
+    ///
+    /// # Errors
+    /// As [`Upstream::request`].
+    pub async fn request_for(
+        &self,
+        id: i64,
+        method: &str,
+        params: Option<Box<serde_json::value::RawValue>>,
+        outbound: Option<Outbound>,
+        capabilities: &Value,
+    ) -> Result<Message, Error> {
+        let call = Call {
+            need_ready: true,
+            capabilities: Some(capabilities),
+            timeout: Some(self.inner.spec.timeout),
+        };
+        self.request_full(id, method, params, outbound, call).await
+    }
+
     /// A fresh upstream-side request id.
     #[must_use]
     pub fn next_request_id(&self) -> i64 {
@@ -297,20 +386,37 @@ impl Upstream {
         &self,
         id: i64,
         method: &str,
-        mut params: Option<Box<serde_json::value::RawValue>>,
+        params: Option<Box<serde_json::value::RawValue>>,
         outbound: Option<Outbound>,
         need_ready: bool,
     ) -> Result<Message, Error> {
-        let link = self.link(need_ready)?;
+        let call = Call {
+            need_ready,
+            capabilities: None,
+            timeout: Some(self.inner.spec.timeout),
+        };
+        self.request_full(id, method, params, outbound, call).await
+    }
+
+    async fn request_full(
+        &self,
+        id: i64,
+        method: &str,
+        mut params: Option<Box<serde_json::value::RawValue>>,
+        outbound: Option<Outbound>,
+        call: Call<'_>,
+    ) -> Result<Message, Error> {
+        let link = self.link(call.need_ready)?;
+        let era = self.era();
         // Both rewrites below only touch `_meta`: params that cannot name it (no `_meta`, and no
         // escape that could spell it) skip both scans.
         let maybe_meta = params
             .as_ref()
             .is_some_and(|p| p.get().contains('\\') || p.get().contains("_meta"));
-        // The gateway speaks the 2025 era upstream: a modern client's envelope keys
-        // (`io.modelcontextprotocol/*` in `_meta`) would make an upstream that knows both eras
-        // refuse the request on this connection, so they stay in the gateway.
-        if let Some(p) = params.as_ref().filter(|_| maybe_meta) {
+        // A 2025-era upstream must not see a modern client's envelope keys
+        // (`io.modelcontextprotocol/*` in `_meta`): an upstream that knows both eras refuses
+        // them on its 2025 connection. A modern upstream gets the gateway's own envelope below.
+        if let Some(p) = params.as_ref().filter(|_| maybe_meta && era == Era::Legacy) {
             if p.get().contains(MODERN_META_PREFIX) {
                 params = Some(strip_modern_meta(p));
             }
@@ -335,6 +441,26 @@ impl Upstream {
                 }
             }
         }
+        if era == Era::Modern {
+            let value: Option<Value> = params
+                .as_ref()
+                .and_then(|p| serde_json::from_str(p.get()).ok());
+            // Capabilities are an object on the wire, even when a client declared none.
+            let empty = json!({});
+            let caps = match call.capabilities {
+                Some(caps) if caps.is_object() => caps,
+                Some(_) => &empty,
+                None => &self.inner.capabilities,
+            };
+            params = Some(to_raw(&bridge::with_envelope(
+                value.as_ref(),
+                MODERN_VERSION,
+                &client_info(),
+                caps,
+            )));
+        }
+        let abort = (era == Era::Modern && matches!(link.as_ref(), Link::Http(_)))
+            .then(CancellationToken::new);
         let (tx, rx) = oneshot::channel();
         lock(&self.inner.pending).insert(
             id,
@@ -342,6 +468,7 @@ impl Upstream {
                 reply: tx,
                 outbound: outbound.clone(),
                 progress,
+                abort: abort.clone(),
             },
         );
         let msg = Message::request(Id::Number(id), method, params);
@@ -349,10 +476,19 @@ impl Upstream {
         // its own on the way); whatever it still has to do then (the rest of an SSE stream),
         // or after a timeout, it finishes on its own task, as a spawned POST would.
         let post = match link.as_ref() {
-            Link::Http(http) => Some(RunToEnd::new(http.post_future(self.clone(), msg, outbound))),
+            Link::Http(http) => {
+                let post = http.post_future(self.clone(), msg, outbound);
+                let abort = abort.clone().unwrap_or_default();
+                Some(RunToEnd::new(async move {
+                    tokio::select! {
+                        () = post => {}
+                        () = abort.cancelled() => {}
+                    }
+                }))
+            }
             Link::Stdio(_) => {
                 if let Err(err) = self.send_on(&link, msg, outbound) {
-                    self.forget(id);
+                    let _ = self.forget(id);
                     return Err(err);
                 }
                 None
@@ -369,20 +505,27 @@ impl Upstream {
             }
             rx.await
         };
-        let timeout = self.inner.spec.timeout;
+        let Some(timeout) = call.timeout else {
+            return reply
+                .await
+                .map_err(|_| self.unavailable("the connection closed"));
+        };
         match tokio::time::timeout(timeout, reply).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(_)) => Err(self.unavailable("the connection closed")),
             Err(_) => {
-                self.forget(id);
                 // Tell the server to stop working on it.
-                let cancel = Message::notification(
-                    "notifications/cancelled",
-                    Some(to_raw(
-                        &json!({"requestId": id, "reason": "timed out in the gateway"}),
-                    )),
-                );
-                let _ = self.send_on(&link, cancel, None);
+                if let Some(abort) = self.forget(id) {
+                    abort.cancel();
+                } else {
+                    let cancel = Message::notification(
+                        "notifications/cancelled",
+                        Some(to_raw(
+                            &json!({"requestId": id, "reason": "timed out in the gateway"}),
+                        )),
+                    );
+                    let _ = self.send_on(&link, cancel, None);
+                }
                 Err(Error::UpstreamTimeout {
                     upstream: self.name().to_owned(),
                     timeout,
@@ -402,6 +545,86 @@ impl Upstream {
             .await
     }
 
+    /// Keeps a `subscriptions/listen` request open on a modern upstream, so that its
+    /// `list_changed` notifications reach the gateway (a modern server sends them nowhere
+    /// else). Re-opened when it ends; after a gap the catalog is refreshed, since changes may
+    /// have been missed. Returns at shutdown, or at once when the server announces no list
+    /// changes.
+    pub(crate) async fn listen_modern(&self) {
+        let caps = self.info().capabilities;
+        let changes = |kind: &str| {
+            caps.get(kind)
+                .and_then(|c| c.get("listChanged"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        };
+        let filter = json!({
+            "notifications": {
+                "toolsListChanged": changes("tools"),
+                "promptsListChanged": changes("prompts"),
+                "resourcesListChanged": changes("resources"),
+            }
+        });
+        if !["tools", "prompts", "resources"].iter().any(|k| changes(k)) {
+            return;
+        }
+        let stop = self.inner.shutdown.clone();
+        let mut first = true;
+        loop {
+            if !first {
+                for kind in ["tools", "prompts", "resources"] {
+                    let _ = self
+                        .inner
+                        .events
+                        .send(Event::ListChanged(self.inner.index, kind.to_owned()));
+                }
+            }
+            first = false;
+            let opened = tokio::time::Instant::now();
+            let id = self.next_request_id();
+            let call = Call {
+                need_ready: false,
+                capabilities: None,
+                timeout: None,
+            };
+            let listen = self.request_full(
+                id,
+                "subscriptions/listen",
+                Some(to_raw(&filter)),
+                None,
+                call,
+            );
+            let outcome = tokio::select! {
+                outcome = listen => outcome,
+                () = stop.cancelled() => return,
+            };
+            match outcome {
+                Ok(reply)
+                    if reply
+                        .error
+                        .as_ref()
+                        .is_some_and(|e| e.code == METHOD_NOT_FOUND) =>
+                {
+                    tracing::debug!(
+                        upstream = self.name(),
+                        "Upstream has no subscriptions/listen"
+                    );
+                    return;
+                }
+                Ok(_) => tracing::debug!(upstream = self.name(), "subscriptions/listen ended"),
+                Err(err) => {
+                    tracing::debug!(upstream = self.name(), error = %err, "subscriptions/listen failed");
+                }
+            }
+            // Do not spin on a server that ends the stream at once.
+            let pause = Duration::from_secs(2).saturating_sub(opened.elapsed());
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
     /// Sends a notification (or a response) upstream.
     ///
     /// # Errors
@@ -417,6 +640,7 @@ impl Upstream {
     pub fn cancel(&self, upstream_id: i64, reason: Option<&str>) {
         let pending = lock(&self.inner.pending).remove(&upstream_id);
         if let Some(p) = pending {
+            let abort = p.abort.clone();
             if let Some(token) = &p.progress {
                 lock(&self.inner.progress).remove(token);
             }
@@ -430,6 +654,11 @@ impl Upstream {
                 None,
             );
             let _ = p.reply.send(Message::error(Id::Number(upstream_id), err));
+            if let Some(abort) = abort {
+                // Modern HTTP: closing the response stream is the cancellation.
+                abort.cancel();
+                return;
+            }
             let mut params = json!({ "requestId": upstream_id });
             if let Some(reason) = reason {
                 params["reason"] = Value::String(reason.to_owned());
@@ -457,17 +686,13 @@ impl Upstream {
         self.notify(msg)
     }
 
-    /// Removes request `id` from the pending table; true when it was there.
-    fn forget(&self, id: i64) -> bool {
-        let removed = lock(&self.inner.pending).remove(&id);
-        if let Some(Pending {
-            progress: Some(token),
-            ..
-        }) = &removed
-        {
+    /// Removes request `id` from the pending table; returns its abort token, if it has one.
+    fn forget(&self, id: i64) -> Option<CancellationToken> {
+        let removed = lock(&self.inner.pending).remove(&id)?;
+        if let Some(token) = &removed.progress {
             lock(&self.inner.progress).remove(token);
         }
-        removed.is_some()
+        removed.abort
     }
 
     fn unavailable(&self, reason: &str) -> Error {
@@ -578,6 +803,9 @@ impl Upstream {
                             .send(Event::Broadcast(self.inner.index, msg));
                     }
                 }
+            }
+            "notifications/subscriptions/acknowledged" => {
+                tracing::debug!(upstream = self.name(), "subscriptions/listen acknowledged");
             }
             "notifications/cancelled" => {
                 // The server gave up on a request it sent us; nothing is waiting on our side
@@ -704,14 +932,103 @@ pub(crate) fn parse_initialize(name: &str, reply: &Message) -> Result<ServerInfo
     })
 }
 
-/// Runs `initialize` + `notifications/initialized` on a fresh connection.
+/// The gateway as an MCP client.
+fn client_info() -> Value {
+    json!({"name": "mcp-budget", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// What a request needs besides its message.
+struct Call<'a> {
+    /// Refuse unless the upstream is ready (everything but the handshake).
+    need_ready: bool,
+    /// The client capabilities to declare to a modern upstream (default: the gateway's).
+    capabilities: Option<&'a Value>,
+    /// How long to wait for the answer (`None`: as long as it takes).
+    timeout: Option<Duration>,
+}
+
+/// Opens a fresh connection in the upstream's era: `server/discover` for a modern server,
+/// `initialize` + `notifications/initialized` for a 2025-era one. An upstream of unknown era
+/// is probed with `server/discover` first; a JSON-RPC error (or a non-modern answer, or
+/// silence for [`PROBE_TIMEOUT`]) means 2025 era — a transport failure means neither, and the
+/// connection fails as it would have. The era found is kept for reconnections.
 pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> {
+    match upstream.era() {
+        Era::Legacy => return initialize(upstream).await,
+        Era::Modern => {
+            let reply = upstream
+                .handshake_request("server/discover", &json!({}))
+                .await?;
+            return parse_discover(upstream.name(), &reply).ok_or_else(|| {
+                Error::UpstreamProtocol {
+                    upstream: upstream.name().to_owned(),
+                    reason: format!(
+                        "server/discover did not offer {MODERN_VERSION} (the policy says protocol = \"{MODERN_VERSION}\")"
+                    ),
+                }
+            });
+        }
+        Era::Unknown => {}
+    }
+    let probe = bridge::with_envelope(
+        None,
+        MODERN_VERSION,
+        &client_info(),
+        &upstream.inner.capabilities,
+    );
+    let id = upstream.next_request_id();
+    let call = Call {
+        need_ready: false,
+        capabilities: None,
+        timeout: Some(PROBE_TIMEOUT.min(upstream.spec().timeout)),
+    };
+    let outcome = upstream
+        .request_full(id, "server/discover", Some(to_raw(&probe)), None, call)
+        .await;
+    match outcome {
+        Ok(reply) => {
+            if let Some(info) = parse_discover(upstream.name(), &reply) {
+                upstream.set_era(Era::Modern);
+                return Ok(info);
+            }
+            tracing::debug!(
+                upstream = upstream.name(),
+                "server/discover refused; speaking 2025-11-25"
+            );
+        }
+        Err(Error::UpstreamTimeout { .. }) => {
+            tracing::warn!(
+                upstream = upstream.name(),
+                "No answer to server/discover; trying initialize"
+            );
+        }
+        Err(err) => return Err(err),
+    }
+    upstream.set_era(Era::Legacy);
+    initialize(upstream).await
+}
+
+async fn initialize(upstream: &Upstream) -> Result<ServerInfo, Error> {
     let reply = upstream
         .handshake_request("initialize", &upstream.initialize_params())
         .await?;
     let info = parse_initialize(upstream.name(), &reply)?;
     upstream.notify(Message::notification("notifications/initialized", None))?;
     Ok(info)
+}
+
+/// [`ServerInfo`] from a `server/discover` reply, when it speaks 2026-07-28.
+fn parse_discover(name: &str, reply: &Message) -> Option<ServerInfo> {
+    let result: Value = reply.result_as().ok()?;
+    let (capabilities, server_info, instructions) =
+        bridge::parse_discover(&result, MODERN_VERSION)?;
+    tracing::debug!(upstream = name, "server/discover: speaks {MODERN_VERSION}");
+    Some(ServerInfo {
+        protocol_version: MODERN_VERSION.to_owned(),
+        capabilities,
+        server_info,
+        instructions,
+    })
 }
 
 impl Upstream {

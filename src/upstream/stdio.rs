@@ -143,6 +143,9 @@ async fn run(upstream: &Upstream, mut child: Child) -> String {
                 );
                 handshake_upstream.set_info(info);
                 handshake_upstream.set_status(Status::Ready);
+                if handshake_upstream.is_modern() {
+                    handshake_upstream.listen_modern().await;
+                }
                 std::future::pending::<String>().await
             }
             Err(err) => format!("initialize failed: {err}"),

@@ -1,0 +1,520 @@
+//! Calls between clients and upstreams of different protocol eras.
+//!
+//! | client ↓ / upstream → | 2025-11-25 | 2026-07-28 |
+//! |---|---|---|
+//! | **2025-11-25** | as is | the upstream's `input_required` results are turned into real server→client requests ([`Gateway::ask_client`]), and the call is retried with the answers; modern result fields are removed |
+//! | **2026-07-28** | the upstream's server→client requests park the call and become an `input_required` result ([`Gateway::drive`]); the client's retry (`requestState` of the gateway) resumes it | as is (the upstream's own `requestState` passes through) |
+//!
+//! Also here: `subscriptions/listen` for modern clients ([`Gateway::listen`]) and the routing
+//! of task requests to the upstream that created the task.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{lock, Gateway};
+use crate::context::{Caller, Outbound};
+use crate::error::Error;
+use crate::jsonrpc::{to_raw, Id, Kind, Message};
+use crate::mcp::bridge;
+use crate::upstream::Upstream;
+
+/// Prefix of the `requestState` the gateway hands out for calls it parked.
+const STATE_PREFIX: &str = "mcpb1.";
+/// Prefix of the ids of server→client requests the gateway itself sends (MRTR shim).
+pub(super) const SHIM_PREFIX: &str = "mcpb-shim-";
+/// How long a parked call waits for the client's retry.
+const PARK_TTL: Duration = Duration::from_secs(300);
+/// Most rounds of `input_required` answered for one 2025-era client call.
+const MAX_ROUNDS: usize = 16;
+/// `_meta` key naming the `subscriptions/listen` request a notification belongs to.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// A call to a 2025-era upstream, waiting for a modern client to answer what the upstream
+/// asked.
+pub(super) struct Parked {
+    upstream: usize,
+    upstream_id: i64,
+    call: tokio::task::JoinHandle<Result<Message, Error>>,
+    messages: mpsc::UnboundedReceiver<Message>,
+    /// Keys of the server requests the client was asked (their gateway ids).
+    asked: Vec<String>,
+    since: Instant,
+}
+
+/// A modern client's `subscriptions/listen` stream.
+pub(super) struct Listener {
+    outbound: Outbound,
+    subscription: Value,
+    kinds: Vec<String>,
+    resources: Vec<String>,
+}
+
+impl Gateway {
+    /// Sends a request of client `caller` to upstream `i` in the upstream's era, and brings
+    /// the answer back in the client's.
+    pub(super) async fn forward_across(
+        &self,
+        i: usize,
+        msg: &Message,
+        params: Option<Box<serde_json::value::RawValue>>,
+        caller: &Caller,
+        upstream_id: i64,
+    ) -> Result<Message, Error> {
+        let upstream = &self.inner.upstreams[i];
+        let method = msg.method().unwrap_or_default().to_owned();
+        let client_modern = caller.session.is_modern();
+        if client_modern {
+            let value: Option<Value> = params
+                .as_ref()
+                .and_then(|p| serde_json::from_str(p.get()).ok());
+            if let Some(state) = value
+                .as_ref()
+                .and_then(|v| bridge::retry_fields(v).1)
+                .filter(|s| s.starts_with(STATE_PREFIX))
+            {
+                let responses = value
+                    .as_ref()
+                    .and_then(|v| bridge::retry_fields(v).0.cloned())
+                    .unwrap_or_default();
+                return self.resume(state, responses, msg, caller).await;
+            }
+            if !upstream.is_modern() {
+                return self
+                    .park_call(i, &method, params, caller, upstream_id, msg)
+                    .await;
+            }
+        }
+        let caps = caller.session.capabilities();
+        let reply = upstream
+            .request_for(
+                upstream_id,
+                &method,
+                params.clone(),
+                Some(caller.outbound.clone()),
+                &caps,
+            )
+            .await?;
+        if client_modern || !upstream.is_modern() {
+            return Ok(reply);
+        }
+        self.answer_for_legacy(i, msg, params, caller, reply, &caps)
+            .await
+    }
+
+    /// A modern upstream's reply, for a 2025-era client: `input_required` rounds are answered
+    /// by asking the client with real requests, then retried; modern fields go.
+    async fn answer_for_legacy(
+        &self,
+        i: usize,
+        msg: &Message,
+        params: Option<Box<serde_json::value::RawValue>>,
+        caller: &Caller,
+        mut reply: Message,
+        caps: &Value,
+    ) -> Result<Message, Error> {
+        let upstream = &self.inner.upstreams[i];
+        let method = msg.method().unwrap_or_default().to_owned();
+        let original: Value = params
+            .as_ref()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_else(|| json!({}));
+        for _ in 0..MAX_ROUNDS {
+            let asked = reply
+                .result
+                .as_ref()
+                .filter(|r| r.get().contains(bridge::INPUT_REQUIRED))
+                .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+                .and_then(|r| bridge::input_required(&r));
+            let Some(asked) = asked else {
+                if let Some(result) = reply.result.take() {
+                    reply.result = Some(crate::mcp::modern::strip_modern_fields(&result));
+                }
+                return Ok(reply);
+            };
+            let mut responses = Map::new();
+            for (key, input_method, input_params) in asked.requests {
+                let answer = self
+                    .ask_client(upstream, caller, &input_method, input_params)
+                    .await?;
+                responses.insert(key, answer);
+            }
+            let retry =
+                bridge::with_input_responses(&original, responses, asked.request_state.as_deref());
+            let id = upstream.next_request_id();
+            self.track(caller, msg, i, id);
+            reply = upstream
+                .request_for(
+                    id,
+                    &method,
+                    Some(to_raw(&retry)),
+                    Some(caller.outbound.clone()),
+                    caps,
+                )
+                .await?;
+        }
+        Err(Error::UpstreamProtocol {
+            upstream: upstream.name().to_owned(),
+            reason: format!("asked for client input more than {MAX_ROUNDS} times in one call"),
+        })
+    }
+
+    /// Asks a 2025-era client what a modern upstream wants to know, with a real
+    /// server→client request on the caller's stream; returns the client's result.
+    async fn ask_client(
+        &self,
+        upstream: &Upstream,
+        caller: &Caller,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Error> {
+        let input_error = |reason: String, missing: Option<&str>| Error::ClientInput {
+            upstream: upstream.name().to_owned(),
+            reason,
+            missing_capability: missing.map(str::to_owned),
+        };
+        match bridge::capability_for(method) {
+            Some(cap) if !caller.session.has_capability(cap) => {
+                return Err(input_error(
+                    format!("{method}, and the client did not declare the {cap:?} capability"),
+                    Some(cap),
+                ))
+            }
+            Some(_) => {}
+            None => {
+                return Err(input_error(
+                    format!("{method}, which the gateway cannot relay"),
+                    None,
+                ))
+            }
+        }
+        let n = self.inner.shim_next.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{SHIM_PREFIX}{n}");
+        let (tx, rx) = oneshot::channel();
+        lock(&self.inner.shim).insert(id.clone(), tx);
+        let request = Message::request(Id::String(id.clone()), method, Some(to_raw(&params)));
+        if caller.outbound.send(request).is_err() {
+            lock(&self.inner.shim).remove(&id);
+            return Err(input_error("the client is gone".into(), None));
+        }
+        let answer = tokio::time::timeout(upstream.spec().timeout, rx).await;
+        lock(&self.inner.shim).remove(&id);
+        match answer {
+            Ok(Ok(reply)) => match (reply.result, reply.error) {
+                (Some(result), _) => serde_json::from_str(result.get()).map_err(|e| {
+                    input_error(format!("the client's answer is not JSON: {e}"), None)
+                }),
+                (None, Some(err)) => Err(input_error(
+                    format!(
+                        "the client refused {method}: {} ({})",
+                        err.message, err.code
+                    ),
+                    None,
+                )),
+                (None, None) => Err(input_error("the client's answer is empty".into(), None)),
+            },
+            Ok(Err(_)) => Err(input_error("the client is gone".into(), None)),
+            Err(_) => Err(input_error(
+                format!("the client did not answer {method} in time"),
+                None,
+            )),
+        }
+    }
+
+    /// A client's answer to a request of [`Gateway::ask_client`]; false when none waits.
+    pub(super) fn answer_shim(&self, id: &str, msg: Message) -> bool {
+        match lock(&self.inner.shim).remove(id) {
+            Some(tx) => tx.send(msg).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Starts a modern client's call on a 2025-era upstream on a task of its own, so that it
+    /// can wait (parked) while the client answers what the upstream asks in the middle.
+    async fn park_call(
+        &self,
+        i: usize,
+        method: &str,
+        params: Option<Box<serde_json::value::RawValue>>,
+        caller: &Caller,
+        upstream_id: i64,
+        msg: &Message,
+    ) -> Result<Message, Error> {
+        let upstream = self.inner.upstreams[i].clone();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let method = method.to_owned();
+        let call = tokio::spawn(async move {
+            upstream
+                .request_with_id(upstream_id, &method, params, Some(tx))
+                .await
+        });
+        let parked = Parked {
+            upstream: i,
+            upstream_id,
+            call,
+            messages: rx,
+            asked: Vec::new(),
+            since: Instant::now(),
+        };
+        self.drive(parked, caller, msg).await
+    }
+
+    /// Waits for a parked call: its answer, or the next server→client requests, which park
+    /// it again and become an `input_required` result. Notifications go to the caller.
+    async fn drive(
+        &self,
+        mut parked: Parked,
+        caller: &Caller,
+        msg: &Message,
+    ) -> Result<Message, Error> {
+        self.track(caller, msg, parked.upstream, parked.upstream_id);
+        let upstream_name = self.inner.upstreams[parked.upstream].name().to_owned();
+        let finished = |joined: Result<Result<Message, Error>, tokio::task::JoinError>| {
+            joined.unwrap_or_else(|e| {
+                Err(Error::Internal(format!(
+                    "a call to {upstream_name} failed: {e}"
+                )))
+            })
+        };
+        loop {
+            tokio::select! {
+                biased;
+                incoming = parked.messages.recv() => match incoming {
+                    Some(m) if m.kind() == Kind::Request => {
+                        let mut asked = vec![m];
+                        while let Ok(m) = parked.messages.try_recv() {
+                            if m.kind() == Kind::Request {
+                                asked.push(m);
+                            } else {
+                                let _ = caller.outbound.send(m);
+                            }
+                        }
+                        return Ok(self.park(parked, asked));
+                    }
+                    Some(m) => {
+                        let _ = caller.outbound.send(m);
+                    }
+                    None => return finished((&mut parked.call).await),
+                },
+                joined = &mut parked.call => return finished(joined),
+            }
+        }
+    }
+
+    /// Keeps `parked` for the client's retry; the `input_required` result asking `asked`.
+    fn park(&self, mut parked: Parked, asked: Vec<Message>) -> Message {
+        let requests: Vec<(String, String, Value)> = asked
+            .into_iter()
+            .filter_map(|m| {
+                let Some(Id::String(key)) = m.id.clone() else {
+                    return None;
+                };
+                let params: Value = m.params_as().unwrap_or_else(|_| json!({}));
+                Some((key, m.method().unwrap_or_default().to_owned(), params))
+            })
+            .collect();
+        parked.asked = requests.iter().map(|(k, _, _)| k.clone()).collect();
+        parked.since = Instant::now();
+        let state = format!("{STATE_PREFIX}{}", uuid::Uuid::new_v4().simple());
+        let expired: Vec<Parked> = {
+            let mut table = lock(&self.inner.parked);
+            let stale: Vec<String> = table
+                .iter()
+                .filter(|(_, p)| p.since.elapsed() > PARK_TTL)
+                .map(|(k, _)| k.clone())
+                .collect();
+            let expired = stale.iter().filter_map(|k| table.remove(k)).collect();
+            table.insert(state.clone(), parked);
+            expired
+        };
+        for p in expired {
+            self.inner.upstreams[p.upstream]
+                .cancel(p.upstream_id, Some("the client never retried"));
+            p.call.abort();
+        }
+        Message::response_value(Id::Null, &bridge::input_required_result(&requests, &state))
+    }
+
+    /// A modern client's retry of a parked call: the answers go to the upstream, and the call
+    /// goes on.
+    async fn resume(
+        &self,
+        state: &str,
+        responses: Map<String, Value>,
+        msg: &Message,
+        caller: &Caller,
+    ) -> Result<Message, Error> {
+        let parked = lock(&self.inner.parked).remove(state);
+        let Some(parked) = parked else {
+            return Err(Error::InvalidParams {
+                method: msg.method().unwrap_or_default().to_owned(),
+                reason: "requestState is unknown or expired; call again without it".into(),
+            });
+        };
+        let upstream = &self.inner.upstreams[parked.upstream];
+        for key in &parked.asked {
+            let answer = match responses.get(key) {
+                Some(result) => Message::response_value(Id::String(key.clone()), result),
+                None => Message::error(
+                    Id::String(key.clone()),
+                    crate::jsonrpc::ErrorObject::new(
+                        crate::jsonrpc::INVALID_PARAMS,
+                        "the client gave no answer to this request",
+                        "mcp_budget.client.no_answer",
+                        None,
+                    ),
+                ),
+            };
+            if let Err(err) = upstream.answer_server_request(key, answer) {
+                tracing::debug!(error = %err, "Answer to a parked call not delivered");
+            }
+        }
+        self.drive(parked, caller, msg).await
+    }
+
+    /// Notes that client request `msg` of `caller` is upstream `i`'s request `id` now (for
+    /// cancellation).
+    fn track(&self, caller: &Caller, msg: &Message, i: usize, id: i64) {
+        let key = (
+            caller.session.id.clone(),
+            msg.id.clone().unwrap_or(Id::Null),
+        );
+        lock(&self.inner.inflight).insert(key, (i, id));
+    }
+
+    /// `subscriptions/listen` of a modern client: acknowledged at once, then the stream
+    /// carries the `list_changed` (and `resources/updated`) notifications it asked for,
+    /// until the client closes it or the gateway shuts down.
+    pub(super) async fn listen(&self, msg: &Message, caller: &Caller) -> Result<Message, Error> {
+        let params: Value = msg.params_as().unwrap_or_else(|_| json!({}));
+        let asked = params
+            .get("notifications")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let mut honoured = Map::new();
+        let mut kinds = Vec::new();
+        for (key, kind) in [
+            ("toolsListChanged", "tools"),
+            ("promptsListChanged", "prompts"),
+            ("resourcesListChanged", "resources"),
+        ] {
+            if asked.get(key).and_then(Value::as_bool) == Some(true) {
+                honoured.insert(key.into(), json!(true));
+                kinds.push(kind.to_owned());
+            }
+        }
+        let resources: Vec<String> = asked
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !resources.is_empty() {
+            honoured.insert("resourceSubscriptions".into(), json!(resources));
+        }
+        let subscription =
+            serde_json::to_value(msg.id.clone().unwrap_or(Id::Null)).unwrap_or(Value::Null);
+        let ack = Message::notification(
+            "notifications/subscriptions/acknowledged",
+            Some(to_raw(&json!({
+                "notifications": honoured,
+                "_meta": { SUBSCRIPTION_ID: subscription },
+            }))),
+        );
+        let _ = caller.outbound.send(ack);
+        lock(&self.inner.listeners).push(Listener {
+            outbound: caller.outbound.clone(),
+            subscription: subscription.clone(),
+            kinds,
+            resources,
+        });
+        tokio::select! {
+            () = caller.outbound.closed() => {}
+            () = self.inner.shutdown.cancelled() => {}
+        }
+        lock(&self.inner.listeners).retain(|l| !l.outbound.is_closed());
+        Ok(Message::response_value(
+            Id::Null,
+            &json!({ "_meta": { SUBSCRIPTION_ID: subscription } }),
+        ))
+    }
+
+    /// Sends `msg` (a `list_changed` or `resources/updated` notification) to the listen
+    /// streams that asked for it, tagged with their subscription.
+    pub(super) fn notify_listeners(&self, msg: &Message) {
+        let method = msg.method().unwrap_or_default();
+        let kind = method
+            .strip_prefix("notifications/")
+            .and_then(|m| m.strip_suffix("/list_changed"));
+        let uri = (method == "notifications/resources/updated")
+            .then(|| msg.params_as::<Value>().ok())
+            .flatten()
+            .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned));
+        let mut listeners = lock(&self.inner.listeners);
+        listeners.retain(|l| !l.outbound.is_closed());
+        for l in listeners.iter() {
+            let wanted = match (&kind, &uri) {
+                (Some(kind), _) => l.kinds.iter().any(|k| k == kind),
+                (None, Some(uri)) => l.resources.iter().any(|r| r == uri),
+                (None, None) => false,
+            };
+            if !wanted {
+                continue;
+            }
+            let mut params: Map<String, Value> = msg.params_as().unwrap_or_default();
+            let meta = params
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(meta) = meta {
+                meta.insert(SUBSCRIPTION_ID.into(), l.subscription.clone());
+            }
+            let _ = l.outbound.send(Message::notification(
+                method,
+                Some(to_raw(&Value::Object(params))),
+            ));
+        }
+    }
+
+    /// Remembers which upstream created the task a result names.
+    pub(super) fn note_task(&self, i: usize, reply: &Message) {
+        let Some(result) = reply.result.as_ref().filter(|r| r.get().contains("taskId")) else {
+            return;
+        };
+        let Ok(value) = serde_json::from_str::<Value>(result.get()) else {
+            return;
+        };
+        if let Some(task) = bridge::created_task_id(&value) {
+            lock(&self.inner.tasks).insert(task, i);
+        }
+    }
+
+    /// `tasks/*` requests go to the upstream that created the task.
+    pub(super) async fn route_task(
+        &self,
+        msg: &Message,
+        caller: &Caller,
+    ) -> Result<Message, Error> {
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        let task = params
+            .get("taskId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::InvalidParams {
+                method: msg.method().unwrap_or_default().to_owned(),
+                reason: "missing string \"taskId\"".into(),
+            })?;
+        let i = lock(&self.inner.tasks)
+            .get(task)
+            .copied()
+            .ok_or_else(|| Error::NotFound {
+                what: "task",
+                name: task.to_owned(),
+            })?;
+        self.forward(i, msg, msg.params.clone(), caller).await
+    }
+}
