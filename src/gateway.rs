@@ -460,7 +460,7 @@ impl Gateway {
             "initialize" => ok(self.initialize(msg, caller)),
             // The 2026-07-28 era's stateless handshake: what `initialize` would say.
             "server/discover" => ok(crate::mcp::modern::discover_result(
-                &capabilities(),
+                &self.capabilities(),
                 &server_info(),
                 self.instructions().as_deref(),
             )),
@@ -490,6 +490,7 @@ impl Gateway {
             "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" => {
                 self.route_task(msg, caller).await
             }
+            "tasks/list" => self.list_tasks(msg, caller).await,
             "logging/setLevel" => {
                 for u in &self.inner.upstreams {
                     if u.status() == Status::Ready && u.info().capabilities.get("logging").is_some()
@@ -530,13 +531,29 @@ impl Gateway {
         }
         let mut result = json!({
             "protocolVersion": version,
-            "capabilities": capabilities(),
+            "capabilities": self.capabilities(),
             "serverInfo": server_info(),
         });
         if let Some(instructions) = self.instructions() {
             result["instructions"] = Value::String(instructions);
         }
         result
+    }
+
+    /// What the gateway offers its clients: its own capabilities, plus the tasks its
+    /// upstreams support (task requests are routed to the upstream that created the task).
+    fn capabilities(&self) -> Value {
+        let mut caps = capabilities();
+        let mut tasks = Map::new();
+        for u in &self.inner.upstreams {
+            if let Some(Value::Object(t)) = u.info().capabilities.get("tasks") {
+                merge_objects(&mut tasks, t);
+            }
+        }
+        if !tasks.is_empty() {
+            caps["tasks"] = Value::Object(tasks);
+        }
+        caps
     }
 
     /// The upstreams' instructions, each under its server's name.
@@ -1009,6 +1026,19 @@ fn capabilities() -> Value {
 
 fn server_info() -> Value {
     json!({"name": "mcp-budget", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// Adds what `from` has to `into`, recursively for objects on both sides.
+fn merge_objects(into: &mut Map<String, Value>, from: &Map<String, Value>) {
+    for (k, v) in from {
+        match (into.get_mut(k), v) {
+            (Some(Value::Object(a)), Value::Object(b)) => merge_objects(a, b),
+            (Some(_), _) => {}
+            (None, v) => {
+                into.insert(k.clone(), v.clone());
+            }
+        }
+    }
 }
 
 /// Whether two lists hold the same items (in the same order when `order_matters`). Object key

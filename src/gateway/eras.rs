@@ -517,4 +517,36 @@ impl Gateway {
             })?;
         self.forward(i, msg, msg.params.clone(), caller).await
     }
+
+    /// `tasks/list`: the tasks of every upstream that lists them (no paging across
+    /// upstreams: each upstream's first page).
+    pub(super) async fn list_tasks(
+        &self,
+        msg: &Message,
+        caller: &Caller,
+    ) -> Result<Message, Error> {
+        let mut all = Vec::new();
+        for (i, u) in self.inner.upstreams.iter().enumerate() {
+            let lists = u
+                .info()
+                .capabilities
+                .get("tasks")
+                .and_then(|t| t.get("list"))
+                .is_some();
+            if !lists || u.status() != crate::upstream::Status::Ready {
+                continue;
+            }
+            let reply = self.forward(i, msg, None, caller).await?;
+            let result: Value = reply.result_as().unwrap_or(Value::Null);
+            if let Some(Value::Array(tasks)) = result.get("tasks") {
+                for task in tasks {
+                    if let Some(id) = task.get("taskId").and_then(Value::as_str) {
+                        lock(&self.inner.tasks).insert(id.to_owned(), i);
+                    }
+                    all.push(task.clone());
+                }
+            }
+        }
+        Ok(Message::response_value(Id::Null, &json!({ "tasks": all })))
+    }
 }

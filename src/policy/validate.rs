@@ -284,6 +284,25 @@ mod tests {
     }
 
     #[test]
+    fn upstream_protocol_is_auto_by_default_and_checked() {
+        let text = "version = 1\n[[upstream]]\nname = \"a\"\ncommand = \"c\"\n[[upstream]]\nname = \"b\"\ncommand = \"c\"\nprotocol = \"2025-11-25\"\n";
+        let policy = Policy::from_toml_str(text, "t.toml").unwrap();
+        assert_eq!(
+            policy.upstreams[0].protocol,
+            super::super::UpstreamProtocol::Auto
+        );
+        assert_eq!(
+            policy.upstreams[1].protocol,
+            super::super::UpstreamProtocol::Legacy
+        );
+        let bad = text.replace("2025-11-25", "2024-01-01");
+        let err = Policy::from_toml_str(&bad, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("upstream[1].protocol"), "{err}");
+    }
+
+    #[test]
     fn missing_version_is_reported() {
         let err = Policy::from_toml_str("", "t.toml").unwrap_err().to_string();
         assert!(err.contains("version = 1"), "{err}");

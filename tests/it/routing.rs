@@ -69,3 +69,63 @@ async fn sampling_and_elicitation_reach_an_http_client() {
     check(&report);
     gw.stop_and_check().await;
 }
+
+/// Tasks (2025-11-25): server-everything's `simulate-research-query` runs as a task; the
+/// gateway offers the upstream's `tasks` capability, and `tasks/get`, `tasks/list` and
+/// `tasks/result` reach the upstream that created the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_requests_reach_the_upstream_that_created_the_task() {
+    let mut gw = Gateway::start(
+        "tasks",
+        Mode::Stdio,
+        &[Up::time("time"), Up::everything("everything")],
+    )
+    .await;
+    let init = gw.client().initialize().await;
+    assert!(
+        init["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object(),
+        "{init}"
+    );
+    let created = gw
+        .client()
+        .request(
+            "tools/call",
+            json!({"name": "everything__simulate-research-query",
+                   "arguments": {"topic": "gateways"}, "task": {"ttl": 60000}}),
+        )
+        .await;
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task created: {created}"))
+        .to_owned();
+    let got = gw
+        .client()
+        .request("tasks/get", json!({"taskId": task}))
+        .await;
+    assert_eq!(got["result"]["taskId"], task.as_str(), "{got}");
+    let listed = gw.client().request("tasks/list", json!({})).await;
+    let ids: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    assert!(ids.contains(&task.as_str()), "{listed}");
+    let result = gw
+        .client()
+        .request("tasks/result", json!({"taskId": task}))
+        .await;
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("Research Report: gateways"), "{result}");
+    let unknown = gw
+        .client()
+        .request("tasks/get", json!({"taskId": "no-such-task"}))
+        .await;
+    assert_eq!(
+        unknown["error"]["data"]["type"], "mcp_budget.catalog.not_found",
+        "{unknown}"
+    );
+    gw.stop_and_check().await;
+}
