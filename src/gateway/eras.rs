@@ -283,6 +283,9 @@ impl Gateway {
                 biased;
                 incoming = parked.messages.recv() => match incoming {
                     Some(m) if m.kind() == Kind::Request => {
+                        if let Some(err) = self.refuse_unanswerable(&parked, &m, caller) {
+                            return Err(err);
+                        }
                         let mut asked = vec![m];
                         while let Ok(m) = parked.messages.try_recv() {
                             if m.kind() == Kind::Request {
@@ -301,6 +304,43 @@ impl Gateway {
                 joined = &mut parked.call => return finished(joined),
             }
         }
+    }
+
+    /// A server→client request the modern client cannot answer (it did not declare the
+    /// capability): the upstream gets an error for it and the call is cancelled; the client
+    /// gets `-32021`, as a modern server would answer.
+    fn refuse_unanswerable(
+        &self,
+        parked: &Parked,
+        asked: &Message,
+        caller: &Caller,
+    ) -> Option<Error> {
+        let method = asked.method().unwrap_or_default();
+        let cap = bridge::capability_for(method)?;
+        if caller.session.has_capability(cap) {
+            return None;
+        }
+        let upstream = &self.inner.upstreams[parked.upstream];
+        if let Some(Id::String(key)) = &asked.id {
+            let refusal = crate::jsonrpc::ErrorObject::new(
+                crate::jsonrpc::METHOD_NOT_FOUND,
+                format!("the client did not declare the {cap:?} capability"),
+                "mcp_budget.client.missing_capability",
+                None,
+            );
+            let _ = upstream
+                .answer_server_request(key, Message::error(Id::String(key.clone()), refusal));
+        }
+        upstream.cancel(
+            parked.upstream_id,
+            Some("the client cannot answer what the call needs"),
+        );
+        parked.call.abort();
+        Some(Error::ClientInput {
+            upstream: upstream.name().to_owned(),
+            reason: format!("{method}, and the client did not declare the {cap:?} capability"),
+            missing_capability: Some(cap.to_owned()),
+        })
     }
 
     /// Keeps `parked` for the client's retry; the `input_required` result asking `asked`.
