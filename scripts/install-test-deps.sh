@@ -2,7 +2,8 @@
 # Installs the real MCP peers the tests use: npm servers and clients into tests/peers/node_modules,
 # Python SDK and PyPI servers into tests/peers/.venv, and the MCP conformance suite with the Node 22
 # it needs (npm package `node`) plus the TypeScript SDK of our fixture server into
-# tests/peers/conformance/node_modules. Idempotent: reinstalls only when the pinned lists change.
+# tests/peers/conformance/node_modules, and the 0.2.0-alpha suite (2026-07-28) into
+# tests/peers/conformance-next/node_modules. Idempotent: reinstalls only when the pinned lists change.
 set -euo pipefail
 cd "$(dirname "$0")/../tests/peers"
 
@@ -32,6 +33,16 @@ if [ ! -f conformance/node_modules/.stamp ] ||
   (cd conformance && npm install --no-audit --no-fund --loglevel=error >&2)
   conformance/node_modules/.bin/node --version >/dev/null
   stamp conformance/package.json > conformance/node_modules/.stamp
+fi
+
+# The 0.2.0-alpha suite (MCP 2026-07-28 scenarios) in a project of its own: it pins another
+# conformance version than the one above. Its fixture server is Python (tests/peers/.venv).
+if [ ! -f conformance-next/node_modules/.stamp ] ||
+  [ "$(cat conformance-next/node_modules/.stamp)" != "$(stamp conformance-next/package.json)" ]; then
+  echo "install-test-deps: npm install (conformance 0.2.0-alpha suite, node 22)" >&2
+  (cd conformance-next && npm install --no-audit --no-fund --loglevel=error >&2)
+  conformance-next/node_modules/.bin/node --version >/dev/null
+  stamp conformance-next/package.json > conformance-next/node_modules/.stamp
 fi
 
 if [ ! -f .venv/.stamp ] || [ "$(cat .venv/.stamp)" != "$(stamp requirements.txt)" ]; then

@@ -183,41 +183,99 @@ fn session_of(
     }
 }
 
-/// A 2026-07-28 request (its `_meta` names a protocol version, or a notification sent with a
-/// modern `MCP-Protocol-Version` header) is served without a session: the mirrored headers are
-/// checked against the body, and it gets a session of its own that ends with it.
+/// Whether the request speaks the 2026-07-28 era on HTTP: no `Mcp-Session-Id`, and its
+/// `MCP-Protocol-Version` header names a version no `initialize` handshake negotiates (unknown
+/// values included, so that they get a structured rejection), or its `_meta` names a protocol
+/// version.
+fn is_modern(message: &Message, headers: &HeaderMap) -> bool {
+    if headers.contains_key(SESSION_HEADER) {
+        return false;
+    }
+    let by_header = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| !crate::gateway::SUPPORTED_VERSIONS.contains(&v));
+    by_header || (message.kind() == Kind::Request && modern::request_meta(message).is_some())
+}
+
+/// A modern JSON-RPC error as its HTTP response (status from [`modern::http_status`]).
+fn modern_error(id: Id, err: ErrorObject) -> Box<Response> {
+    let status = StatusCode::from_u16(modern::http_status(err.code)).unwrap_or(StatusCode::OK);
+    Box::new(json_error(status, id, err))
+}
+
+/// A 2026-07-28 request (see [`is_modern`]) is served without a session, after the checks of
+/// the modern HTTP transport, first failure wins (the order of the Python SDK's ladder):
+/// a routing header sent twice or a header that differs from the body → `-32020`; a `_meta`
+/// envelope without protocol version or client capabilities → `-32602`; an unsupported
+/// version → `-32022` (all HTTP 400); a method 2026-07-28 removed → `-32601` (HTTP 404).
+/// A modern notification is checked for its version only. It gets a session of its own that
+/// ends with it.
 fn modern_session(
     message: &Message,
     headers: &HeaderMap,
 ) -> Option<Result<Arc<Session>, Box<Response>>> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let version_header = header("mcp-protocol-version");
-    let meta = modern::request_meta(message);
-    let is_modern = meta.is_some()
-        || (message.kind() != Kind::Request
-            && version_header.is_some_and(|v| modern::MODERN_VERSIONS.contains(&v)));
-    if !is_modern || headers.contains_key(SESSION_HEADER) {
+    if !is_modern(message, headers) {
         return None;
     }
-    if let Some(meta) = &meta {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let version_header = header("mcp-protocol-version");
+    if message.kind() == Kind::Request {
         let id = message.id.clone().unwrap_or(Id::Null);
-        if !modern::MODERN_VERSIONS.contains(&meta.protocol_version.as_str()) {
-            let err = modern::unsupported_version(&meta.protocol_version);
-            return Some(Err(Box::new(json_error(StatusCode::BAD_REQUEST, id, err))));
+        if let Err(err) = check_modern_request(message, headers) {
+            return Some(Err(modern_error(id, err)));
         }
-        let mirrored = modern::MirroredHeaders {
-            protocol_version: version_header,
-            method: header("mcp-method"),
-            name: header("mcp-name"),
-        };
-        if let Err(err) = modern::check_headers(message, meta, mirrored) {
-            return Some(Err(Box::new(json_error(StatusCode::BAD_REQUEST, id, err))));
+    } else if let Some(v) = version_header {
+        if !modern::MODERN_VERSIONS.contains(&v) {
+            return Some(Err(modern_error(Id::Null, modern::unsupported_version(v))));
         }
     }
     // Nothing outlives the request: session-wide messages have nowhere to go.
     let (notify, _) = mpsc::unbounded_channel();
     let id = format!("{MODERN_SESSION_PREFIX}{}", uuid::Uuid::new_v4().simple());
     Some(Ok(Arc::new(Session::new(id, notify))))
+}
+
+/// The checks of [`modern_session`] for a request.
+fn check_modern_request(message: &Message, headers: &HeaderMap) -> Result<(), ErrorObject> {
+    for name in ["mcp-protocol-version", "mcp-method", "mcp-name"] {
+        if headers.get_all(name).iter().nth(1).is_some() {
+            return Err(modern::header_mismatch(format!(
+                "{name} header appears more than once"
+            )));
+        }
+    }
+    modern::check_envelope(message)?;
+    let meta = modern::request_meta(message)
+        .ok_or_else(|| modern::header_mismatch("no protocol version in _meta"))?;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let mirrored = modern::MirroredHeaders {
+        protocol_version: header("mcp-protocol-version"),
+        method: header("mcp-method"),
+        name: header("mcp-name"),
+    };
+    modern::check_headers(message, &meta, mirrored)?;
+    if !modern::MODERN_VERSIONS.contains(&meta.protocol_version.as_str()) {
+        return Err(modern::unsupported_version(&meta.protocol_version));
+    }
+    let method = message.method().unwrap_or_default();
+    if modern::REMOVED_METHODS.contains(&method) {
+        return Err(modern::removed_method(method));
+    }
+    Ok(())
+}
+
+/// `GET` and `DELETE` have no meaning without a session: for modern (2026-07-28) traffic they
+/// get 405 with `Allow: POST`, as in the Python SDK. 2025-era sessions keep both.
+fn modern_non_post(headers: &HeaderMap) -> Option<Response> {
+    let version = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())?;
+    if headers.contains_key(SESSION_HEADER) || crate::gateway::SUPPORTED_VERSIONS.contains(&version)
+    {
+        return None;
+    }
+    Some((StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response())
 }
 
 fn sse_event(msg: &Message) -> Bytes {
@@ -465,6 +523,9 @@ async fn handle_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
     if let Err(resp) = check_origin(&headers, &state.config) {
         return *resp;
     }
+    if let Some(resp) = modern_non_post(&headers) {
+        return resp;
+    }
     let accepts_sse = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -492,6 +553,9 @@ async fn handle_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
 async fn handle_delete(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     if let Err(resp) = check_origin(&headers, &state.config) {
         return *resp;
+    }
+    if let Some(resp) = modern_non_post(&headers) {
+        return resp;
     }
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return plain_error(

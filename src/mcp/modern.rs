@@ -18,7 +18,7 @@
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use crate::jsonrpc::{to_raw, ErrorObject, Message};
+use crate::jsonrpc::{to_raw, ErrorObject, Message, INVALID_PARAMS, METHOD_NOT_FOUND};
 
 /// The stateless protocol revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
@@ -39,6 +39,23 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub const MISSING_CAPABILITY: i64 = -32021;
 /// Error code: the requested protocol version is not supported.
 pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// Methods of the 2025 era that 2026-07-28 removed: a modern request for one is answered
+/// `-32601` (HTTP 404), never served as if a session existed.
+pub const REMOVED_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// Methods whose `params` field `Mcp-Name` mirrors, with that field.
+pub const NAME_BEARING_METHODS: &[(&str, &str)] = &[
+    ("tools/call", "name"),
+    ("prompts/get", "name"),
+    ("resources/read", "uri"),
+];
 
 /// How long a client may cache a list result (milliseconds).
 pub const LIST_TTL_MS: u64 = 60_000;
@@ -72,6 +89,72 @@ pub fn request_meta(msg: &Message) -> Option<RequestMeta> {
             .unwrap_or_else(|| json!({})),
         client_info: meta.get(META_CLIENT_INFO).cloned().unwrap_or(Value::Null),
     })
+}
+
+/// Checks the per-request envelope of a modern request: `params._meta` must be an object that
+/// carries `io.modelcontextprotocol/protocolVersion` (a string) and
+/// `io.modelcontextprotocol/clientCapabilities`; `clientInfo` is optional (a SHOULD).
+///
+/// # Errors
+/// The `-32602` error naming what is missing.
+pub fn check_envelope(msg: &Message) -> Result<(), ErrorObject> {
+    let invalid = |message: String| {
+        Err(ErrorObject::new(
+            INVALID_PARAMS,
+            message,
+            "mcp_budget.protocol.invalid_envelope",
+            None,
+        ))
+    };
+    let params: Value = msg.params_as().unwrap_or(Value::Null);
+    let Some(meta) = params.get("_meta").and_then(Value::as_object) else {
+        return invalid(format!(
+            "params._meta must be an object carrying {META_PROTOCOL_VERSION:?} and \
+             {META_CLIENT_CAPABILITIES:?}"
+        ));
+    };
+    let missing: Vec<&str> = [META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES]
+        .into_iter()
+        .filter(|k| !meta.contains_key(*k))
+        .collect();
+    if !missing.is_empty() {
+        return invalid(format!(
+            "params._meta lacks the required key(s) {}",
+            missing.join(", ")
+        ));
+    }
+    if !meta[META_PROTOCOL_VERSION].is_string() {
+        return invalid(format!("{META_PROTOCOL_VERSION} must be a string"));
+    }
+    Ok(())
+}
+
+/// The `-32601` error for a method that 2026-07-28 removed (see [`REMOVED_METHODS`]).
+#[must_use]
+pub fn removed_method(method: &str) -> ErrorObject {
+    ErrorObject::new(
+        METHOD_NOT_FOUND,
+        format!("method {method:?} does not exist in protocol version {MODERN_VERSION}"),
+        "mcp_budget.method.not_found",
+        None,
+    )
+}
+
+/// The HTTP status of a modern JSON-RPC error reply (2026-07-28 transport rules, as the
+/// Python SDK's `ERROR_CODE_HTTP_STATUS`): `-32601` is 404; parse, request, params, header,
+/// capability and version errors are 400; anything else is 200.
+#[must_use]
+pub fn http_status(code: i64) -> u16 {
+    match code {
+        METHOD_NOT_FOUND => 404,
+        crate::jsonrpc::PARSE_ERROR
+        | crate::jsonrpc::INVALID_REQUEST
+        | INVALID_PARAMS
+        | HEADER_MISMATCH
+        | MISSING_CAPABILITY
+        | UNSUPPORTED_VERSION => 400,
+        _ => 200,
+    }
 }
 
 /// The `-32022` error for a version the gateway does not speak.
@@ -130,18 +213,16 @@ pub fn decode_header_value(value: &str) -> Result<String, String> {
 }
 
 /// The name a request targets (`params.name` of `tools/call` / `prompts/get`, `params.uri` of
-/// resource methods), which `Mcp-Name` must mirror.
+/// `resources/read`), which `Mcp-Name` must mirror.
 #[must_use]
 pub fn target_name(method: &str, params: &Value) -> Option<String> {
-    let key = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
-        _ => return None,
-    };
-    params.get(key).and_then(Value::as_str).map(str::to_owned)
+    let (_, key) = NAME_BEARING_METHODS.iter().find(|(m, _)| *m == method)?;
+    params.get(*key).and_then(Value::as_str).map(str::to_owned)
 }
 
-/// Checks the mirrored headers of a modern request against its body.
+/// Checks the mirrored headers of a modern request against its body: `MCP-Protocol-Version`
+/// must be present and equal the envelope's version, `Mcp-Method` the body's method, and for
+/// the [`NAME_BEARING_METHODS`] `Mcp-Name` (plain or `=?base64?…?=`) the named field.
 ///
 /// # Errors
 /// The `-32020` error object naming what is missing or differs.
@@ -150,13 +231,15 @@ pub fn check_headers(
     meta: &RequestMeta,
     headers: MirroredHeaders<'_>,
 ) -> Result<(), ErrorObject> {
-    if let Some(v) = headers.protocol_version {
-        if v != meta.protocol_version {
+    match headers.protocol_version {
+        None => return Err(header_mismatch("missing MCP-Protocol-Version header")),
+        Some(v) if v != meta.protocol_version => {
             return Err(header_mismatch(format!(
                 "MCP-Protocol-Version header {v:?} differs from _meta protocolVersion {:?}",
                 meta.protocol_version
-            )));
+            )))
         }
+        Some(_) => {}
     }
     let method = msg.method().unwrap_or_default();
     match headers.method {
@@ -185,17 +268,23 @@ pub fn check_headers(
     Ok(())
 }
 
-/// Whether a method's result is a list (gets `ttlMs` and `cacheScope`).
+/// Whether a method's result is cacheable and must carry `ttlMs` and `cacheScope` (the lists,
+/// and `resources/read`).
 #[must_use]
-pub fn is_list_method(method: &str) -> bool {
+pub fn is_cacheable_method(method: &str) -> bool {
     matches!(
         method,
-        "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list"
+        "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
     )
 }
 
-/// Adds the modern result fields: `resultType` (unless the result has one), and for lists
-/// `ttlMs` and `cacheScope` (`private` when what the caller sees depends on who it is).
+/// Adds the modern result fields: `resultType` (unless the result has one), and for cacheable
+/// results ([`is_cacheable_method`]) `ttlMs` and `cacheScope` (`private` when what the caller sees
+/// depends on who it is). An `input_required` result is interim and gets no cache hints.
 #[must_use]
 pub fn decorate_result(
     method: &str,
@@ -205,9 +294,10 @@ pub fn decorate_result(
     let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(result.get()) else {
         return result.to_owned();
     };
-    obj.entry("resultType")
+    let result_type = obj
+        .entry("resultType")
         .or_insert_with(|| Value::String("complete".into()));
-    if is_list_method(method) {
+    if is_cacheable_method(method) && result_type == "complete" {
         obj.entry("ttlMs").or_insert_with(|| json!(LIST_TTL_MS));
         obj.entry("cacheScope")
             .or_insert_with(|| Value::String(if private { "private" } else { "public" }.into()));
@@ -291,12 +381,67 @@ mod tests {
                 protocol_version: Some("2025-11-25"),
                 ..ok
             },
+            MirroredHeaders {
+                protocol_version: None,
+                ..ok
+            },
         ] {
             assert_eq!(
                 check_headers(&msg, &meta, bad).unwrap_err().code,
                 HEADER_MISMATCH
             );
         }
+    }
+
+    #[test]
+    fn the_envelope_needs_version_and_capabilities_but_not_client_info() {
+        let request = |params: Value| {
+            Message::request(
+                crate::jsonrpc::Id::Number(1),
+                "tools/list",
+                Some(to_raw(&params)),
+            )
+        };
+        let full = json!({"_meta": {
+            META_PROTOCOL_VERSION: MODERN_VERSION,
+            META_CLIENT_CAPABILITIES: {},
+        }});
+        assert!(check_envelope(&request(full)).is_ok());
+        for bad in [
+            json!({}),
+            json!({"_meta": {META_CLIENT_CAPABILITIES: {}}}),
+            json!({"_meta": {META_PROTOCOL_VERSION: MODERN_VERSION}}),
+            json!({"_meta": {META_PROTOCOL_VERSION: 7, META_CLIENT_CAPABILITIES: {}}}),
+        ] {
+            assert_eq!(
+                check_envelope(&request(bad)).unwrap_err().code,
+                INVALID_PARAMS
+            );
+        }
+    }
+
+    #[test]
+    fn error_codes_map_to_the_transport_statuses() {
+        assert_eq!(http_status(METHOD_NOT_FOUND), 404);
+        for code in [
+            HEADER_MISMATCH,
+            MISSING_CAPABILITY,
+            UNSUPPORTED_VERSION,
+            INVALID_PARAMS,
+        ] {
+            assert_eq!(http_status(code), 400);
+        }
+        assert_eq!(http_status(-32603), 200);
+        assert_eq!(removed_method("ping").code, METHOD_NOT_FOUND);
+    }
+
+    #[test]
+    fn resource_reads_are_cacheable_and_input_required_results_are_not() {
+        let read = decorate_result("resources/read", &to_raw(&json!({"contents": []})), false);
+        assert!(read.get().contains("\"ttlMs\""));
+        let interim = to_raw(&json!({"resultType": "input_required", "inputRequests": {}}));
+        let interim = decorate_result("resources/read", &interim, false);
+        assert!(!interim.get().contains("ttlMs"));
     }
 
     #[test]

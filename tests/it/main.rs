@@ -16,4 +16,5 @@ mod faults;
 mod http_downstream;
 mod http_upstream;
 mod legacy_servers;
+mod modern_http;
 mod routing;
