@@ -125,11 +125,14 @@ impl Error {
                 "mcp_budget.upstream.protocol",
                 Some(json!({ "upstream": upstream })),
             ),
-            Self::NotFound { what, name } => (
-                INVALID_PARAMS,
-                "mcp_budget.catalog.not_found",
-                Some(json!({ "what": what, "name": name })),
-            ),
+            Self::NotFound { what, name } => {
+                let mut data = json!({ "what": what, "name": name });
+                if *what == "resource" {
+                    // As servers answer an unknown resource (2026-07-28 SHOULD).
+                    data["uri"] = json!(name);
+                }
+                (INVALID_PARAMS, "mcp_budget.catalog.not_found", Some(data))
+            }
             Self::MethodNotFound(_) => (METHOD_NOT_FOUND, "mcp_budget.method.not_found", None),
             Self::InvalidParams { .. } => {
                 (INVALID_PARAMS, "mcp_budget.request.invalid_params", None)
@@ -147,7 +150,7 @@ impl Error {
             } => (
                 crate::mcp::modern::MISSING_CAPABILITY,
                 "mcp_budget.client.missing_capability",
-                Some(json!({ "upstream": upstream, "requiredCapabilities": [capability] })),
+                Some(json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } })),
             ),
             Self::ClientInput { upstream, .. } => (
                 UPSTREAM_ERROR,

@@ -41,150 +41,15 @@ struct KnownGap {
     reason: &'static str,
 }
 
-/// Upstream-era translation: the gateway speaks 2025-11-25 (`initialize`) to the fixture, so
-/// the fixture's `InputRequiredResult`s are answers to a 2025 request, which the SDK refuses
-/// (`-32603 Handler returned an invalid result`); a 2026-07-28 upstream would return them as
-/// they are, and the gateway would have to pass them (and the retry's `inputResponses` /
-/// `requestState`) through. `src/upstream/*`.
-const MRTR: &str = "upstream era: input_required needs a 2026-07-28 upstream (src/upstream)";
-
 /// The gaps, identical over both upstream transports (the gateway's side of the HTTP
 /// downstream and its upstream era handling do not depend on the upstream transport).
-const KNOWN_GAPS: &[KnownGap] = &[
-    KnownGap {
-        scenario: "input-required-result-basic-elicitation",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "input-required-result-basic-sampling",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "input-required-result-basic-list-roots",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "input-required-result-request-state",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "input-required-result-multiple-input-requests",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "input-required-result-multi-round",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "input-required-result-missing-input-response",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "input-required-result-non-tool-request",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "input-required-result-result-type",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "input-required-result-tampered-state",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "input-required-result-capability-check",
-        check: None,
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-server-rejects-undeclared-capability"),
-        reason:
-            "upstream era: the gateway declares sampling/elicitation/roots on its 2025 upstream \
-                 session, so test_missing_capability runs and returns input_required, refused by \
-                 the SDK at 2025 (-32603) instead of -32021 for the modern caller (src/upstream)",
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-missing-capability-http-400"),
-        reason: "follows from the previous gap; also handle_post (src/downstream/http.rs) sends \
-                 every stack reply with HTTP 200, while -32021 needs 400",
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-http-server-no-independent-requests-on-stream"),
-        reason: MRTR,
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-http-server-method-not-found-404"),
-        reason: "handle_post (src/downstream/http.rs, hot path) answers the gateway's -32601 for \
-                 `unknown/method` with HTTP 200; 2026-07-28 wants 404 (modern::http_status)",
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-http-server-method-not-found-404-initialize"),
-        reason: "handle_post (src/downstream/http.rs, hot path) opens a 2025 session for any \
-                 `initialize` before the modern checks run: a modern initialize gets HTTP 200 \
-                 and a result instead of 404 + -32601",
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-server-no-log-without-loglevel"),
-        reason: "the gateway sets the upstream log level and forwards notifications/message to a \
-                 modern request that did not opt in with _meta io.modelcontextprotocol/logLevel \
-                 (src/gateway.rs / src/layer/era.rs should drop them)",
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-server-sends-subscription-ack"),
-        reason: "src/gateway.rs handle_request has no subscriptions/listen (-32601) although \
-                 server/discover advertises listChanged",
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-server-tags-subscription-id"),
-        reason: "no subscriptions/listen in src/gateway.rs",
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-server-honors-notification-filter"),
-        reason: "no subscriptions/listen in src/gateway.rs",
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-server-sends-prompts-list-changed-on-subscription"),
-        reason: "no subscriptions/listen in src/gateway.rs (a WARNING through the gateway)",
-    },
-    KnownGap {
-        scenario: "server-stateless",
-        check: Some("sep-2575-server-sends-tools-list-changed-on-subscription"),
-        reason: "no subscriptions/listen in src/gateway.rs (a WARNING through the gateway)",
-    },
-    KnownGap {
-        scenario: "http-custom-header-server-validation",
-        check: None,
-        reason: "the gateway neither checks Mcp-Param-* headers against the tool's x-mcp-header \
+const KNOWN_GAPS: &[KnownGap] = &[KnownGap {
+    scenario: "http-custom-header-server-validation",
+    check: None,
+    reason: "the gateway neither checks Mcp-Param-* headers against the tool's x-mcp-header \
                  annotations nor forwards them upstream (needs the catalog's inputSchema in the \
                  HTTP downstream, src/downstream/http.rs handle_post)",
-    },
-    KnownGap {
-        scenario: "sep-2164-resource-not-found",
-        check: Some("sep-2164-data-uri"),
-        reason: "the gateway's own not-found error (src/error.rs / src/gateway.rs call_by_uri) \
-                 has data {type, what, name} where the spec SHOULDs data.uri (a WARNING)",
-    },
-];
+}];
 
 const SPEC_VERSION: &str = "2026-07-28";
 /// Deadline of one suite run (the whole 2026-07-28 suite takes ~6 s here).

@@ -303,6 +303,17 @@ fn sse_response(
     resp
 }
 
+/// The JSON answer to a request: for a 2026-07-28 request an error has the HTTP status the
+/// modern transport gives its code (404 for `-32601`, 400 for request errors).
+fn answer(reply: &Message, modern: bool) -> Response {
+    let mut resp = json_response(reply, None);
+    if let (true, Some(err)) = (modern, &reply.error) {
+        *resp.status_mut() =
+            StatusCode::from_u16(modern::http_status(err.code)).unwrap_or(StatusCode::OK);
+    }
+    resp
+}
+
 fn json_response(msg: &Message, session: Option<&str>) -> Response {
     let mut resp = (
         StatusCode::OK,
@@ -355,7 +366,14 @@ async fn handle_post(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
 
-    if message.method() == Some("initialize") && message.kind() == Kind::Request {
+    // A modern request is checked first: a 2026-07-28 `initialize` is a removed method (404),
+    // not a new 2025 session.
+    let modern = match modern_session(&message, &headers) {
+        Some(Err(resp)) => return *resp,
+        other => other.map(Result::ok).flatten(),
+    };
+    if modern.is_none() && message.method() == Some("initialize") && message.kind() == Kind::Request
+    {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let (notify_tx, notify_rx) = mpsc::unbounded_channel();
         let session = Arc::new(Session::new(id.clone(), notify_tx));
@@ -378,9 +396,9 @@ async fn handle_post(
         };
     }
 
-    let session = match modern_session(&message, &headers) {
-        Some(Ok(session)) => session,
-        Some(Err(resp)) => return *resp,
+    let is_modern = modern.is_some();
+    let session = match modern {
+        Some(session) => session,
         None => match session_of(&state, &headers) {
             Ok((session, _)) => session,
             Err(resp) => return *resp,
@@ -419,7 +437,7 @@ async fn handle_post(
         reply = &mut call => {
             cancel_on_close.disarm();
             return match reply {
-                Ok(Some(reply)) => json_response(&reply, None),
+                Ok(Some(reply)) => answer(&reply, is_modern),
                 _ => StatusCode::ACCEPTED.into_response(),
             };
         },
@@ -430,7 +448,7 @@ async fn handle_post(
         let reply = call.await;
         cancel_on_close.disarm();
         return match reply {
-            Ok(Some(reply)) => json_response(&reply, None),
+            Ok(Some(reply)) => answer(&reply, is_modern),
             _ => StatusCode::ACCEPTED.into_response(),
         };
     };

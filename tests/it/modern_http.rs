@@ -531,13 +531,10 @@ async fn modern_discover_lists_and_calls_carry_the_modern_result_fields() {
     gw.stop_and_check().await;
 }
 
-/// Gap (hot path, `handle_post` in src/downstream/http.rs): errors produced inside the stack
-/// reach a modern client with HTTP 200, where 2026-07-28 maps `-32601` to 404 and `-32602` to
-/// 400 (`modern::http_status`). Request → expected → actual:
-/// `unknown/method` → 404 + -32601 → 200 + -32601; `tools/call` of an unknown tool →
-/// 400 + -32602 → 200 + -32602.
+/// Errors produced inside the stack reach a modern client with the HTTP status 2026-07-28 gives
+/// their code (`modern::http_status`): `unknown/method` → 404 + -32601; `tools/call` of an
+/// unknown tool → 400 + -32602.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "gap: handle_post sends stack replies to modern requests with HTTP 200 (hot path, not modern_session)"]
 async fn modern_errors_from_the_stack_get_their_http_status() {
     let (gw, m) = start("modern-status").await;
     let unknown = request(1, "unknown/method", json!({}));
@@ -559,11 +556,9 @@ async fn modern_errors_from_the_stack_get_their_http_status() {
     gw.stop_and_check().await;
 }
 
-/// Gap (hot path, `handle_post`): a modern `initialize` (2026-07-28 headers and `_meta`) is
-/// served as a 2025 handshake (200, a session id) before the modern checks run; 2026-07-28
-/// removed `initialize`: 404 + -32601.
+/// A modern `initialize` (2026-07-28 headers and `_meta`) is a removed method: 404 + -32601,
+/// not a 2025 handshake.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "gap: handle_post opens a 2025 session for any initialize before modern_session runs"]
 async fn modern_initialize_is_a_removed_method() {
     let (gw, m) = start("modern-init").await;
     let init = request(1, "initialize", json!({}));
@@ -577,14 +572,10 @@ async fn modern_initialize_is_a_removed_method() {
     gw.stop_and_check().await;
 }
 
-/// Gap (src/gateway.rs / src/upstream, server→client requests): a modern `tools/call` whose
-/// upstream asks for sampling, from a client that declared no `sampling` capability. Expected:
-/// 400 + -32021 with `data.requiredCapabilities = {"sampling": {}}`. Actual: the gateway writes
-/// the upstream's `sampling/createMessage` request onto the POST's SSE stream (modern clients
-/// have no back-channel) and the call ends with -32000 `mcp_budget.upstream.timeout` after the
-/// upstream timeout.
+/// A modern `tools/call` whose 2025-era upstream asks for sampling, from a client that declared
+/// no `sampling` capability: 400 + -32021 with `data.requiredCapabilities = {"sampling": {}}`,
+/// as a modern server would answer (the gateway refuses the upstream's request and cancels it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "gap: server→client requests of modern calls are sent down instead of -32021 (src/gateway.rs, src/upstream)"]
 async fn modern_call_needing_an_undeclared_capability_gets_32021() {
     let gw = Gateway::start("modern-caps", Mode::Http, &[Up::everything("e").timeout(5)]).await;
     let m = Modern {
