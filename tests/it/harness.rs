@@ -143,6 +143,16 @@ impl Up {
         )
     }
 
+    /// `tests/peers/era_server.py` over stdio in one era: `modern` (2026-07-28 only),
+    /// `legacy` (2025-11-25 only) or `dual`.
+    pub fn era_server(name: &str, era: &str) -> Self {
+        Self::stdio(
+            name,
+            &venv_bin("python"),
+            &[&peer_file("era_server.py"), "--stdio", "--era", era],
+        )
+    }
+
     fn toml(&self) -> String {
         let mut s = format!("[[upstream]]\nname = {}\n", q(&self.name));
         if let Some(c) = &self.command {
@@ -703,4 +713,124 @@ pub async fn everything_http_on(tag: &str, port: u16) -> (Child, String) {
     .await;
     assert!(ready.is_ok(), "server-everything HTTP did not start");
     (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The era fixture and its client (tests/it/eras.rs)
+
+/// `tests/peers/era_server.py --http` on a free localhost port, with its stderr kept (it logs
+/// the era of every request); killed on drop.
+#[derive(Debug)]
+pub struct EraHttp {
+    /// Killed on drop.
+    _child: Child,
+    pub url: String,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+impl EraHttp {
+    pub fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+/// Starts the era fixture over streamable HTTP in `era` and waits until it listens.
+pub async fn era_server_http(tag: &str, era: &str) -> EraHttp {
+    let port = free_port();
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(peer_file("era_server.py"))
+        .args(["--http", &port.to_string(), "--era", era])
+        .env("MCPB_IT_TAG", tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("the era fixture starts");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<String>();
+    let err = child.stderr.take().expect("piped");
+    let log = stderr.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(err).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if std::env::var_os("IT_LOG").is_some() {
+                eprintln!("[era] {line}");
+            }
+            if let Some(rest) = line.trim().strip_prefix("listening on ") {
+                let _ = ready_tx.send(rest.to_owned());
+            }
+            let mut log = log.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    let Ok(Some(url)) = tokio::time::timeout(WAIT, ready_rx.recv()).await else {
+        panic!(
+            "the era fixture did not come up; stderr:\n{}",
+            stderr.lock().unwrap()
+        );
+    };
+    EraHttp {
+        _child: child,
+        url,
+        stderr,
+    }
+}
+
+/// Waits (up to `limit`) until `log()` contains `needle`.
+pub async fn log_shows(log: impl Fn() -> String, needle: &str, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if log().contains(needle) {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The protocol version the gateway's startup summary reports for upstream `name`
+/// (`  <name>  <transport> ready protocol <version> — …`).
+pub fn summary_protocol(log: &str, name: &str) -> Option<String> {
+    log.lines().find_map(|line| {
+        let rest = line.trim().strip_prefix(name)?;
+        if !rest.starts_with(char::is_whitespace) {
+            return None;
+        }
+        let version = rest.split(" ready protocol ").nth(1)?;
+        version.split_whitespace().next().map(str::to_owned)
+    })
+}
+
+/// Runs `tests/peers/era_client.py` (Python `mcp` 2.x) in `mode` (`auto` = the SDK default,
+/// 2026-07-28 when offered; `legacy`); returns its JSON report and its stderr (which holds the
+/// gateway's log when the client started the gateway over stdio).
+pub async fn era_client(tag: &str, mode: &str, target: &[&str], plan: &Value) -> (Value, String) {
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(peer_file("era_client.py"))
+        .args(target)
+        .env("MODE", mode)
+        .env("PLAN", plan.to_string())
+        .env("MCPB_IT_TAG", tag)
+        .env("MCP_BUDGET_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("the Python client finishes in time")
+        .expect("the Python client runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "python client failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    let report = serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("bad report ({e}): {stdout}\n{stderr}"));
+    (report, stderr)
 }

@@ -12,6 +12,7 @@ mod harness;
 
 mod cache;
 mod clients;
+mod eras;
 mod faults;
 mod http_downstream;
 mod http_upstream;
