@@ -150,7 +150,9 @@ impl Error {
             } => (
                 crate::mcp::modern::MISSING_CAPABILITY,
                 "mcp_budget.client.missing_capability",
-                Some(json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } })),
+                Some(
+                    json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } }),
+                ),
             ),
             Self::ClientInput { upstream, .. } => (
                 UPSTREAM_ERROR,

@@ -499,7 +499,6 @@ async fn asks(lifecycle: Lifecycle, up: Upstream, transport: Transport) {
 // rmcp default lifecycle (`initialize`) over stdio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn rmcp_init_stdio_modern_core() {
     core(Lifecycle::Initialize, Upstream::Modern, Transport::Stdio).await;
 }
@@ -530,7 +529,6 @@ async fn rmcp_init_stdio_time_core() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn rmcp_init_stdio_modern_asks() {
     asks(Lifecycle::Initialize, Upstream::Modern, Transport::Stdio).await;
 }
@@ -549,49 +547,41 @@ async fn rmcp_init_stdio_dual_asks() {
 // rmcp `ClientLifecycleMode::Auto` (`server/discover`, 2026-07-28) over stdio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects; then the 2026-07-28-only upstream is DOWN"]
 async fn rmcp_auto_stdio_modern_core() {
     core(Lifecycle::Discover, Upstream::Modern, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects"]
 async fn rmcp_auto_stdio_legacy_core() {
     core(Lifecycle::Discover, Upstream::Legacy, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects"]
 async fn rmcp_auto_stdio_dual_core() {
     core(Lifecycle::Discover, Upstream::Dual, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects"]
 async fn rmcp_auto_stdio_everything_core() {
     core(Lifecycle::Discover, Upstream::Everything, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects"]
 async fn rmcp_auto_stdio_time_core() {
     core(Lifecycle::Discover, Upstream::Time, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects; then the 2026-07-28-only upstream is DOWN"]
 async fn rmcp_auto_stdio_modern_asks() {
     asks(Lifecycle::Discover, Upstream::Modern, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects; then MRTR translation is missing for elicitation/sampling/roots"]
 async fn rmcp_auto_stdio_legacy_asks() {
     asks(Lifecycle::Discover, Upstream::Legacy, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects; then MRTR translation is missing for elicitation/sampling/roots"]
 async fn rmcp_auto_stdio_dual_asks() {
     asks(Lifecycle::Discover, Upstream::Dual, Transport::Stdio).await;
 }
@@ -600,7 +590,6 @@ async fn rmcp_auto_stdio_dual_asks() {
 // Both lifecycles over HTTP (client → gateway HTTP → upstream HTTP)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn rmcp_init_http_modern_core() {
     core(Lifecycle::Initialize, Upstream::Modern, Transport::Http).await;
 }
@@ -616,25 +605,21 @@ async fn rmcp_init_http_dual_core() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects; then the 2026-07-28-only upstream is DOWN"]
 async fn rmcp_auto_http_modern_core() {
     core(Lifecycle::Discover, Upstream::Modern, Transport::Http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects"]
 async fn rmcp_auto_http_legacy_core() {
     core(Lifecycle::Discover, Upstream::Legacy, Transport::Http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects"]
 async fn rmcp_auto_http_dual_core() {
     core(Lifecycle::Discover, Upstream::Dual, Transport::Http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway's `server/discover` result lacks the required `ttlMs` and `cacheScope`: rmcp 3.11 rejects it (ExpectedInitResult) and never connects; then MRTR translation is missing for elicitation/sampling/roots"]
 async fn rmcp_auto_http_dual_asks() {
     asks(Lifecycle::Discover, Upstream::Dual, Transport::Http).await;
 }

@@ -370,7 +370,7 @@ async fn handle_post(
     // not a new 2025 session.
     let modern = match modern_session(&message, &headers) {
         Some(Err(resp)) => return *resp,
-        other => other.map(Result::ok).flatten(),
+        other => other.and_then(Result::ok),
     };
     if modern.is_none() && message.method() == Some("initialize") && message.kind() == Kind::Request
     {

@@ -283,6 +283,9 @@ impl Gateway {
                 biased;
                 incoming = parked.messages.recv() => match incoming {
                     Some(m) if m.kind() == Kind::Request => {
+                        if self.no_roots(&parked, &m, caller) {
+                            continue;
+                        }
                         if let Some(err) = self.refuse_unanswerable(&parked, &m, caller) {
                             return Err(err);
                         }
@@ -304,6 +307,19 @@ impl Gateway {
                 joined = &mut parked.call => return finished(joined),
             }
         }
+    }
+
+    /// A `roots/list` for a client without roots: answered "no roots" on the spot (servers
+    /// also ask it outside any call, and the call must not fail for that). True when handled.
+    fn no_roots(&self, parked: &Parked, asked: &Message, caller: &Caller) -> bool {
+        if asked.method() != Some("roots/list") || caller.session.has_capability("roots") {
+            return false;
+        }
+        if let Some(Id::String(key)) = &asked.id {
+            let none = Message::response_value(Id::String(key.clone()), &json!({"roots": []}));
+            let _ = self.inner.upstreams[parked.upstream].answer_server_request(key, none);
+        }
+        true
     }
 
     /// A server→client request the modern client cannot answer (it did not declare the

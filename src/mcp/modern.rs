@@ -337,6 +337,10 @@ pub fn discover_result(
     if let Some(text) = instructions {
         result.insert("instructions".into(), json!(text));
     }
+    // A cacheable result (2026-07-28): what the gateway offers changes only with its
+    // upstreams, and is the same for every caller.
+    result.insert("ttlMs".into(), json!(LIST_TTL_MS));
+    result.insert("cacheScope".into(), json!("public"));
     result.insert("_meta".into(), json!({ META_SERVER_INFO: server_info }));
     Value::Object(result)
 }

@@ -485,7 +485,6 @@ async fn third_party_era(up: Up, name: &str, expected: &str) {
 // Python default (2026-07-28) client, stdio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn py_modern_stdio_modern_core() {
     core(PY_MODERN, Upstream::Modern, Transport::Stdio).await;
 }
@@ -511,43 +510,36 @@ async fn py_modern_stdio_time_core() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn py_modern_stdio_modern_asks() {
     asks(PY_MODERN, Upstream::Modern, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: no MRTR translation: the upstream's elicitation/create reaches a 2026-07-28 client as -32601 instead of an `input_required` result"]
 async fn py_modern_stdio_legacy_asks() {
     asks(PY_MODERN, Upstream::Legacy, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: no MRTR translation: the upstream's elicitation/create reaches a 2026-07-28 client as -32601 instead of an `input_required` result"]
 async fn py_modern_stdio_dual_asks() {
     asks(PY_MODERN, Upstream::Dual, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: no MRTR translation: the upstream's elicitation/create reaches a 2026-07-28 client as -32601 instead of an `input_required` result"]
 async fn py_modern_stdio_everything_asks() {
     asks(PY_MODERN, Upstream::Everything, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn py_modern_stdio_modern_list_changed() {
     list_changed(PY_MODERN, Upstream::Modern, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: `subscriptions/listen` is not served (-32601), so a 2026-07-28 client never hears of the new tool"]
 async fn py_modern_stdio_legacy_list_changed() {
     list_changed(PY_MODERN, Upstream::Legacy, Transport::Stdio).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: `subscriptions/listen` is not served (-32601), so a 2026-07-28 client never hears of the new tool"]
 async fn py_modern_stdio_dual_list_changed() {
     list_changed(PY_MODERN, Upstream::Dual, Transport::Stdio).await;
 }
@@ -556,7 +548,6 @@ async fn py_modern_stdio_dual_list_changed() {
 // Python legacy (2025-11-25) client, stdio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn py_legacy_stdio_modern_core() {
     core(PY_LEGACY, Upstream::Modern, Transport::Stdio).await;
 }
@@ -582,7 +573,6 @@ async fn py_legacy_stdio_time_core() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn py_legacy_stdio_modern_asks() {
     asks(PY_LEGACY, Upstream::Modern, Transport::Stdio).await;
 }
@@ -603,7 +593,6 @@ async fn py_legacy_stdio_everything_asks() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn py_legacy_stdio_modern_list_changed() {
     list_changed(PY_LEGACY, Upstream::Modern, Transport::Stdio).await;
 }
@@ -622,19 +611,16 @@ async fn py_legacy_stdio_dual_list_changed() {
 // Both Python modes over HTTP (client → gateway HTTP → upstream HTTP)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn py_modern_http_modern_core() {
     core(PY_MODERN, Upstream::Modern, Transport::Http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: a 2026-07-28 HTTP client cancels by closing its POST's response stream; the gateway does not cancel the upstream call"]
 async fn py_modern_http_legacy_core() {
     core(PY_MODERN, Upstream::Legacy, Transport::Http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: a 2026-07-28 HTTP client cancels by closing its POST's response stream; the gateway does not cancel the upstream call"]
 async fn py_modern_http_dual_core() {
     core(PY_MODERN, Upstream::Dual, Transport::Http).await;
 }
@@ -645,31 +631,26 @@ async fn py_modern_http_everything_core() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn py_modern_http_modern_asks() {
     asks(PY_MODERN, Upstream::Modern, Transport::Http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: no MRTR translation: the upstream's elicitation/create reaches a 2026-07-28 client as -32601 instead of an `input_required` result"]
 async fn py_modern_http_legacy_asks() {
     asks(PY_MODERN, Upstream::Legacy, Transport::Http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: no MRTR translation: the upstream's elicitation/create reaches a 2026-07-28 client as -32601 instead of an `input_required` result"]
 async fn py_modern_http_dual_asks() {
     asks(PY_MODERN, Upstream::Dual, Transport::Http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: `subscriptions/listen` is not served (-32601), so a 2026-07-28 client never hears of the new tool"]
 async fn py_modern_http_dual_list_changed() {
     list_changed(PY_MODERN, Upstream::Dual, Transport::Http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn py_legacy_http_modern_core() {
     core(PY_LEGACY, Upstream::Modern, Transport::Http).await;
 }
@@ -690,7 +671,6 @@ async fn py_legacy_http_everything_core() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn py_legacy_http_modern_asks() {
     asks(PY_LEGACY, Upstream::Modern, Transport::Http).await;
 }
@@ -714,13 +694,11 @@ async fn py_legacy_http_dual_list_changed() {
 // The era the gateway speaks upstream
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn upstream_era_stdio_modern_is_2026() {
     upstream_era("modern", Transport::Stdio, MODERN).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: no `server/discover` probe upstream: the gateway speaks 2025-11-25 to an upstream that offers 2026-07-28"]
 async fn upstream_era_stdio_dual_is_2026() {
     upstream_era("dual", Transport::Stdio, MODERN).await;
 }
@@ -731,13 +709,11 @@ async fn upstream_era_stdio_legacy_is_2025() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: the gateway opens every upstream with `initialize`; a 2026-07-28-only upstream refuses it (-32022) and stays DOWN"]
 async fn upstream_era_http_modern_is_2026() {
     upstream_era("modern", Transport::Http, MODERN).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: no `server/discover` probe upstream: the gateway speaks 2025-11-25 to an upstream that offers 2026-07-28"]
 async fn upstream_era_http_dual_is_2026() {
     upstream_era("dual", Transport::Http, MODERN).await;
 }
@@ -749,7 +725,6 @@ async fn upstream_era_http_legacy_is_2025() {
 
 /// mcp-server-time 2026.10.19 answers `server/discover` with `["2026-07-28"]`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 3: no `server/discover` probe upstream: the gateway speaks 2025-11-25 to an upstream that offers 2026-07-28"]
 async fn upstream_era_time_is_2026() {
     third_party_era(Up::time("time"), "time", MODERN).await;
 }

@@ -3,6 +3,7 @@
 `retire_converter` removes `convert_currency` and sends notifications/tools/list_changed,
 so a test can check that a gateway stops offering a tool that disappeared upstream."""
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 server = MCPServer("shrinking")
 
@@ -23,7 +24,11 @@ def convert_currency(amount: float, from_currency: str, to_currency: str) -> str
 async def retire_converter(ctx: Context) -> str:
     """Remove the currency converter from this server."""
     server.remove_tool("convert_currency")
-    await ctx.session.send_tool_list_changed()
+    # 2026-07-28 announces on the subscriptions/listen bus, 2025 on the session.
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        await ctx.notify_tools_changed()
+    else:
+        await ctx.session.send_tool_list_changed()
     return "convert_currency removed"
 
 
