@@ -55,6 +55,9 @@ struct Catalog {
     tools: HashMap<String, (usize, String)>,
     prompts: HashMap<String, (usize, String)>,
     resources: HashMap<String, usize>,
+    /// Exposed tool name → its properties mirrored in `Mcp-Param-*` headers (tools that
+    /// mark some only).
+    param_marks: HashMap<String, Vec<crate::mcp::params::Marked>>,
 }
 
 impl Catalog {
@@ -62,11 +65,19 @@ impl Catalog {
         self.tools.clear();
         self.prompts.clear();
         self.resources.clear();
+        self.param_marks.clear();
         for (i, c) in self.per_upstream.iter().enumerate() {
             for t in &c.tools {
                 if let Some(n) = t.get("name").and_then(Value::as_str) {
-                    self.tools
-                        .insert(exposed_name(&names[i], n, separator), (i, n.to_owned()));
+                    let exposed = exposed_name(&names[i], n, separator);
+                    let marks = t
+                        .get("inputSchema")
+                        .map(crate::mcp::params::marked)
+                        .unwrap_or_default();
+                    if !marks.is_empty() {
+                        self.param_marks.insert(exposed.clone(), marks);
+                    }
+                    self.tools.insert(exposed, (i, n.to_owned()));
                 }
             }
             for p in &c.prompts {
@@ -349,6 +360,7 @@ impl Gateway {
                 for tool in &mut tools {
                     repair_tool(upstream.name(), tool);
                 }
+                upstream.set_param_marks(&tools);
                 // With the budget on, hosts see a canonical order: an upstream that only
                 // reordered its tools changed nothing they see, so nothing is announced.
                 let order_matters = !self.inner.policy.budget.enabled;
@@ -554,6 +566,17 @@ impl Gateway {
             caps["tasks"] = Value::Object(tasks);
         }
         caps
+    }
+
+    /// The properties of tool `exposed` that a 2026-07-28 HTTP `tools/call` mirrors in
+    /// `Mcp-Param-*` headers (empty for most tools).
+    #[must_use]
+    pub fn param_marks(&self, exposed: &str) -> Vec<crate::mcp::params::Marked> {
+        self.read_catalog()
+            .param_marks
+            .get(exposed)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The upstreams' instructions, each under its server's name.

@@ -265,6 +265,31 @@ fn check_modern_request(message: &Message, headers: &HeaderMap) -> Result<(), Er
     Ok(())
 }
 
+/// The `Mcp-Param-*` headers of a modern `tools/call` against its arguments, for the tools
+/// whose schema marks properties with `x-mcp-header`.
+fn check_param_headers(
+    gateway: &Gateway,
+    message: &Message,
+    headers: &HeaderMap,
+) -> Result<(), ErrorObject> {
+    let params: serde_json::Value = message.params_as().unwrap_or_default();
+    let Some(name) = params.get("name").and_then(serde_json::Value::as_str) else {
+        return Ok(());
+    };
+    let marks = gateway.param_marks(name);
+    if marks.is_empty() {
+        return Ok(());
+    }
+    let arguments = params.get("arguments").cloned().unwrap_or_default();
+    crate::mcp::params::check_param_headers(&marks, &arguments, |header| {
+        headers
+            .get_all(header)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect()
+    })
+}
+
 /// `GET` and `DELETE` have no meaning without a session: for modern (2026-07-28) traffic they
 /// get 405 with `Allow: POST`, as in the Python SDK. 2025-era sessions keep both.
 fn modern_non_post(headers: &HeaderMap) -> Option<Response> {
@@ -396,6 +421,12 @@ async fn handle_post(
         };
     }
 
+    if modern.is_some() && message.method() == Some("tools/call") {
+        if let Err(err) = check_param_headers(&state.gateway, &message, &headers) {
+            let id = message.id.clone().unwrap_or(Id::Null);
+            return *modern_error(id, err);
+        }
+    }
     let is_modern = modern.is_some();
     let session = match modern {
         Some(session) => session,

@@ -241,7 +241,9 @@ pub fn http_headers(msg: &crate::jsonrpc::Message) -> Option<Vec<(&'static str, 
     Some(headers)
 }
 
-fn header_value(value: &str) -> String {
+/// A header value: as is when plain visible ASCII, else `=?base64?…?=`.
+#[must_use]
+pub fn header_value(value: &str) -> String {
     use base64::Engine as _;
     let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
         && value.trim() == value

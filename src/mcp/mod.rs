@@ -3,3 +3,4 @@
 
 pub mod bridge;
 pub mod modern;
+pub mod params;

@@ -261,9 +261,6 @@ impl HttpLink {
     /// The POST carrying `msg`, built from parts made once (parsed URL, fixed headers, session
     /// and version header values); the same request as [`HttpLink::post_request_slow`] builds.
     fn post_request(&self, msg: &Message) -> Result<reqwest::Request, SendError> {
-        if let Some(mirrored) = crate::mcp::bridge::http_headers(msg) {
-            return self.modern_request(msg, &mirrored);
-        }
         let wants_version = msg.method() != Some("initialize");
         let session = lock(&self.session_header).clone();
         let version = lock(&self.protocol_header).clone();
@@ -288,19 +285,23 @@ impl HttpLink {
         Ok(req)
     }
 
-    /// The POST of a 2026-07-28 request: no session, the mirrored headers instead.
+    /// The POST of a 2026-07-28 request: no session, the mirrored headers instead (the
+    /// method and target, and the arguments the tool marks for `Mcp-Param-*`).
     fn modern_request(
         &self,
         msg: &Message,
-        mirrored: &[(&'static str, String)],
+        upstream: &Upstream,
     ) -> Result<reqwest::Request, SendError> {
         let mut req = self
             .client
             .post(&self.url)
             .headers(self.post_headers.clone())
             .body(msg.to_bytes());
-        for (name, value) in mirrored {
-            req = req.header(*name, value);
+        for (name, value) in crate::mcp::bridge::http_headers(msg).unwrap_or_default() {
+            req = req.header(name, value);
+        }
+        for (name, value) in upstream.param_headers(msg) {
+            req = req.header(name, value);
         }
         req.build()
             .map_err(|e| SendError::Other(format!("request failed: {e}")))
@@ -337,7 +338,11 @@ impl HttpLink {
         } else {
             lock(&self.session).clone()
         };
-        let req = self.post_request(msg)?;
+        let req = if modern {
+            self.modern_request(msg, upstream)?
+        } else {
+            self.post_request(msg)?
+        };
         let resp = self
             .client
             .execute(req)

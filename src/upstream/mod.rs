@@ -146,6 +146,9 @@ struct Inner {
     shutdown: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     fallback: Mutex<Option<Outbound>>,
+    /// Tool name → properties its `tools/call` mirrors in `Mcp-Param-*` headers (2026-07-28
+    /// HTTP; tools that mark some only).
+    param_marks: Mutex<HashMap<String, Vec<crate::mcp::params::Marked>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -188,6 +191,7 @@ impl Upstream {
                 shutdown,
                 task: Mutex::new(None),
                 fallback: Mutex::new(None),
+                param_marks: Mutex::new(HashMap::new()),
             }),
         };
         let task = match &upstream.inner.spec.transport {
@@ -856,6 +860,41 @@ impl Upstream {
         lock(&self.inner.server_requests).insert(gateway_id.clone(), original);
         msg.id = Some(Id::String(gateway_id));
         let _ = out.send(msg);
+    }
+
+    /// Notes which properties of its tools (`tools/list` items) are mirrored in headers.
+    pub(crate) fn set_param_marks(&self, tools: &[Value]) {
+        let marks = tools
+            .iter()
+            .filter_map(|t| {
+                let name = t.get("name")?.as_str()?;
+                let marks = crate::mcp::params::marked(t.get("inputSchema")?);
+                (!marks.is_empty()).then(|| (name.to_owned(), marks))
+            })
+            .collect();
+        *lock(&self.inner.param_marks) = marks;
+    }
+
+    /// The `Mcp-Param-*` headers of a `tools/call` to this upstream (none for other methods,
+    /// or tools that mark no property).
+    pub(crate) fn param_headers(&self, msg: &Message) -> Vec<(String, String)> {
+        if msg.method() != Some("tools/call") {
+            return Vec::new();
+        }
+        let marks = lock(&self.inner.param_marks);
+        if marks.is_empty() {
+            return Vec::new();
+        }
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        let Some(found) = params
+            .get("name")
+            .and_then(Value::as_str)
+            .and_then(|n| marks.get(n))
+        else {
+            return Vec::new();
+        };
+        let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+        crate::mcp::params::param_headers(found, &arguments)
     }
 
     /// Where server→client requests go when no call is in flight: the session-wide channel of
