@@ -270,6 +270,21 @@ impl Gateway {
         msg: &Message,
     ) -> Result<Message, Error> {
         self.track(caller, msg, parked.upstream, parked.upstream_id);
+        // Modern clients get log notifications only when the request asked for them.
+        let request: Value = msg.params_as().unwrap_or(Value::Null);
+        let relay = |m: Message| {
+            if m.method() == Some("notifications/message") {
+                let level = m
+                    .params_as::<Value>()
+                    .ok()
+                    .and_then(|p| p.get("level").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_default();
+                if !bridge::wants_log(&request, &level) {
+                    return;
+                }
+            }
+            let _ = caller.outbound.send(m);
+        };
         let upstream_name = self.inner.upstreams[parked.upstream].name().to_owned();
         let finished = |joined: Result<Result<Message, Error>, tokio::task::JoinError>| {
             joined.unwrap_or_else(|e| {
@@ -294,14 +309,12 @@ impl Gateway {
                             if m.kind() == Kind::Request {
                                 asked.push(m);
                             } else {
-                                let _ = caller.outbound.send(m);
+                                relay(m);
                             }
                         }
                         return Ok(self.park(parked, asked));
                     }
-                    Some(m) => {
-                        let _ = caller.outbound.send(m);
-                    }
+                    Some(m) => relay(m),
                     None => return finished((&mut parked.call).await),
                 },
                 joined = &mut parked.call => return finished(joined),

@@ -81,8 +81,22 @@ where
             return Box::pin(inner.call(req));
         };
         let id = req.message.id.clone().unwrap_or(Id::Null);
-        if !MODERN_VERSIONS.contains(&meta.protocol_version.as_str()) {
-            let reply = Message::error(id, modern::unsupported_version(&meta.protocol_version));
+        // The transport-independent rules (HTTP checks them first, with their statuses):
+        // a whole envelope, a served version, no method the era removed.
+        let method = req.message.method().unwrap_or_default();
+        let refused = modern::check_envelope(&req.message)
+            .err()
+            .or_else(|| {
+                (!MODERN_VERSIONS.contains(&meta.protocol_version.as_str()))
+                    .then(|| modern::unsupported_version(&meta.protocol_version))
+            })
+            .or_else(|| {
+                modern::REMOVED_METHODS
+                    .contains(&method)
+                    .then(|| modern::removed_method(method))
+            });
+        if let Some(err) = refused {
+            let reply = Message::error(id, err);
             return Box::pin(async move { Ok(Some(reply)) });
         }
         // A modern request is its own session: what it declares is what it has.
@@ -140,7 +154,8 @@ mod tests {
     #[tokio::test]
     async fn modern_lists_get_cache_hints_and_legacy_ones_do_not() {
         let mut svc = EraLayer::new(false).layer(inner());
-        let modern = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}});
+        let modern = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                      "io.modelcontextprotocol/clientCapabilities": {}}});
         let reply = svc
             .call(call(&modern, "tools/list"))
             .await
@@ -160,12 +175,29 @@ mod tests {
     #[tokio::test]
     async fn unknown_modern_version_is_refused_with_the_supported_list() {
         let mut svc = EraLayer::new(false).layer(inner());
-        let params = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}});
+        let params = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01",
+                                      "io.modelcontextprotocol/clientCapabilities": {}}});
         let reply = svc
             .call(call(&params, "tools/list"))
             .await
             .unwrap()
             .unwrap();
         assert_eq!(reply.error.unwrap().code, modern::UNSUPPORTED_VERSION);
+    }
+
+    #[tokio::test]
+    async fn incomplete_envelopes_and_removed_methods_are_refused_on_any_transport() {
+        let mut svc = EraLayer::new(false).layer(inner());
+        let partial = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}});
+        let reply = svc
+            .call(call(&partial, "tools/list"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(reply.error.unwrap().code, crate::jsonrpc::INVALID_PARAMS);
+        let whole = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                     "io.modelcontextprotocol/clientCapabilities": {}}});
+        let reply = svc.call(call(&whole, "ping")).await.unwrap().unwrap();
+        assert_eq!(reply.error.unwrap().code, crate::jsonrpc::METHOD_NOT_FOUND);
     }
 }

@@ -38,8 +38,9 @@ pub const ENVELOPE_PREFIX: &str = "io.modelcontextprotocol/";
 /// `resultType` of a result that asks the client for input first.
 pub const INPUT_REQUIRED: &str = "input_required";
 
-/// `params` with the modern envelope in `_meta` (replacing any envelope keys already there;
-/// other `_meta` keys, such as `progressToken`, stay).
+/// `params` with the modern envelope in `_meta` (replacing the protocol version, client info
+/// and client capabilities already there; other `_meta` keys, such as `progressToken` or the
+/// log level, stay).
 #[must_use]
 pub fn with_envelope(
     params: Option<&Value>,
@@ -58,7 +59,7 @@ pub fn with_envelope(
         *meta = Value::Object(Map::new());
     }
     if let Value::Object(meta) = meta {
-        meta.retain(|k, _| !k.starts_with(ENVELOPE_PREFIX));
+        // Other modern keys (the log level a request opts in to) stay.
         meta.insert(META_PROTOCOL_VERSION.into(), json!(protocol_version));
         meta.insert(META_CLIENT_INFO.into(), client_info.clone());
         meta.insert(META_CLIENT_CAPABILITIES.into(), client_capabilities.clone());
@@ -167,6 +168,35 @@ pub fn retry_fields(params: &Value) -> (Option<&Map<String, Value>>, Option<&str
     )
 }
 
+/// `_meta` key by which a modern request opts in to log notifications, at a minimum level.
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// Whether a `notifications/message` of level `level` goes to a modern request whose params
+/// are `params`: only when it asked for logs (`_meta` log level) at that level or below.
+#[must_use]
+pub fn wants_log(params: &Value, level: &str) -> bool {
+    const LEVELS: [&str; 8] = [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+    let rank = |l: &str| LEVELS.iter().position(|x| *x == l);
+    let asked = params
+        .get("_meta")
+        .and_then(|m| m.get(META_LOG_LEVEL))
+        .and_then(Value::as_str);
+    match (asked.and_then(rank), rank(level)) {
+        (Some(min), Some(level)) => level >= min,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
 /// The client capability a server→client request needs (`sampling`, `elicitation`, `roots`).
 #[must_use]
 pub fn capability_for(method: &str) -> Option<&'static str> {
@@ -266,6 +296,7 @@ mod tests {
     fn envelope_replaces_old_keys_and_keeps_the_rest() {
         let params = json!({"name": "x", "_meta": {
             "progressToken": 7,
+            "io.modelcontextprotocol/logLevel": "info",
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientInfo": {"name": "client"},
         }});
@@ -277,6 +308,7 @@ mod tests {
         );
         assert_eq!(out["name"], "x");
         assert_eq!(out["_meta"]["progressToken"], 7);
+        assert_eq!(out["_meta"][META_LOG_LEVEL], "info");
         assert_eq!(out["_meta"][META_CLIENT_INFO]["name"], "gw");
         assert_eq!(
             out["_meta"][META_CLIENT_CAPABILITIES],
@@ -336,6 +368,15 @@ mod tests {
         assert_eq!(state, Some("new"));
         let retry = with_input_responses(&json!({"requestState": "old"}), Map::new(), None);
         assert!(retry.get("requestState").is_none());
+    }
+
+    #[test]
+    fn logs_need_an_opt_in_at_a_level() {
+        let asked = json!({"_meta": {META_LOG_LEVEL: "warning"}});
+        assert!(wants_log(&asked, "error"));
+        assert!(wants_log(&asked, "warning"));
+        assert!(!wants_log(&asked, "info"));
+        assert!(!wants_log(&json!({}), "emergency"));
     }
 
     #[test]
