@@ -33,9 +33,10 @@ pub const REQUEST_CANCELLED: i64 = -32800;
 /// The protocol version the gateway asks 2025-era upstreams for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 
-/// Longest wait for the answer to the `server/discover` probe of a server of unknown era; a
-/// server that says nothing in that time is asked `initialize` instead.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Shortest wait for the answer to the `server/discover` probe of a server of unknown era (the
+/// upstream's own timeout when longer): a server that says nothing in that time is asked
+/// `initialize` instead. Generous, since a server that is slow to start answers late.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The protocol era an upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -994,19 +995,7 @@ struct Call<'a> {
 pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> {
     match upstream.era() {
         Era::Legacy => return initialize(upstream).await,
-        Era::Modern => {
-            let reply = upstream
-                .handshake_request("server/discover", &json!({}))
-                .await?;
-            return parse_discover(upstream.name(), &reply).ok_or_else(|| {
-                Error::UpstreamProtocol {
-                    upstream: upstream.name().to_owned(),
-                    reason: format!(
-                        "server/discover did not offer {MODERN_VERSION} (the policy says protocol = \"{MODERN_VERSION}\")"
-                    ),
-                }
-            });
-        }
+        Era::Modern => return discover(upstream).await,
         Era::Unknown => {}
     }
     let probe = bridge::with_envelope(
@@ -1019,7 +1008,7 @@ pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> 
     let call = Call {
         need_ready: false,
         capabilities: None,
-        timeout: Some(PROBE_TIMEOUT.min(upstream.spec().timeout)),
+        timeout: Some(PROBE_TIMEOUT.max(upstream.spec().timeout)),
     };
     let outcome = upstream
         .request_full(id, "server/discover", Some(to_raw(&probe)), None, call)
@@ -1043,14 +1032,49 @@ pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> 
         }
         Err(err) => return Err(err),
     }
-    upstream.set_era(Era::Legacy);
-    initialize(upstream).await
+    let info = initialize(upstream).await?;
+    // Kept only once it worked: a connection that failed says nothing about the server.
+    if upstream.era() == Era::Unknown {
+        upstream.set_era(Era::Legacy);
+    }
+    Ok(info)
+}
+
+async fn discover(upstream: &Upstream) -> Result<ServerInfo, Error> {
+    let reply = upstream
+        .handshake_request("server/discover", &json!({}))
+        .await?;
+    parse_discover(upstream.name(), &reply).ok_or_else(|| Error::UpstreamProtocol {
+        upstream: upstream.name().to_owned(),
+        reason: format!("server/discover did not offer {MODERN_VERSION}"),
+    })
 }
 
 async fn initialize(upstream: &Upstream) -> Result<ServerInfo, Error> {
     let reply = upstream
         .handshake_request("initialize", &upstream.initialize_params())
         .await?;
+    // A server that refuses `initialize` for 2026-07-28 (a late answer to the probe may have
+    // put its connection in that era) is modern after all.
+    let modern_only = reply.error.as_ref().is_some_and(|e| {
+        e.code == crate::mcp::modern::UNSUPPORTED_VERSION
+            && e.data.as_ref().is_some_and(|d| {
+                serde_json::from_str::<Value>(d.get())
+                    .ok()
+                    .as_ref()
+                    .and_then(|d| d.get("supported"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|v| v.iter().any(|v| v.as_str() == Some(MODERN_VERSION)))
+            })
+    });
+    if modern_only && upstream.spec().protocol != UpstreamProtocol::Legacy {
+        tracing::info!(
+            upstream = upstream.name(),
+            "initialize refused for {MODERN_VERSION}; speaking {MODERN_VERSION}"
+        );
+        upstream.set_era(Era::Modern);
+        return discover(upstream).await;
+    }
     let info = parse_initialize(upstream.name(), &reply)?;
     upstream.notify(Message::notification("notifications/initialized", None))?;
     Ok(info)
