@@ -26,19 +26,16 @@ use rmcp::model::{
     Implementation, ListRootsResult, ProgressNotificationParam, ProtocolVersion, Root,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{IntoTransport, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::Notify;
 
 use harness::{
-    assert_no_leftovers, era_server_http, everything_http, gateway_stdio_args, log_shows, new_tag,
-    policy, EraHttp, Gateway, Mode, TagGuard, Up,
+    assert_no_leftovers, era_upstream, gateway_stdio_args, log_shows, new_tag, policy, EraHttp,
+    Gateway, Mode, TagGuard, Transport, Upstream, LEGACY, MODERN,
 };
-
-const MODERN: &str = "2026-07-28";
-const LEGACY: &str = "2025-11-25";
 
 /// How the rmcp client opens the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,32 +54,6 @@ impl Lifecycle {
             Self::Discover => MODERN,
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Upstream {
-    Modern,
-    Legacy,
-    Dual,
-    Everything,
-    Time,
-}
-
-impl Upstream {
-    fn era_flag(self) -> &'static str {
-        match self {
-            Self::Modern => "modern",
-            Self::Legacy => "legacy",
-            Self::Dual => "dual",
-            Self::Everything | Self::Time => unreachable!("not the era fixture"),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Transport {
-    Stdio,
-    Http,
 }
 
 /// What the client's callbacks saw.
@@ -165,8 +136,12 @@ impl ClientHandler for EraClient {
 
 type Client = RunningService<RoleClient, EraClient>;
 
-async fn connect_http(lifecycle: Lifecycle, url: &str, handler: EraClient) -> Client {
-    let transport = StreamableHttpClientTransport::from_uri(url);
+/// Connects `handler` over `transport` in `lifecycle`.
+async fn connect<T, E, A>(lifecycle: Lifecycle, transport: T, handler: EraClient) -> Client
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let connect = async {
         match lifecycle {
             Lifecycle::Initialize => rmcp::ServiceExt::serve(handler, transport).await,
@@ -212,6 +187,16 @@ async fn call(client: &Client, name: &str, args: Value) -> Result<String, String
     Ok(text.join("\n"))
 }
 
+/// `echo` answers with a text that holds `message`.
+async fn assert_echoes(s: &Setup, echo: &str, message: &str) {
+    let got = call(&s.client, echo, json!({"message": message})).await;
+    assert!(
+        got.as_deref().is_ok_and(|t| t.contains(message)),
+        "{got:?}\n{}",
+        s.log()
+    );
+}
+
 /// A gateway in front of one upstream, and the rmcp client connected to it.
 struct Setup {
     client: Client,
@@ -255,25 +240,8 @@ async fn setup(lifecycle: Lifecycle, up: Upstream, transport: Transport) -> Setu
     let dir = tempfile::tempdir().unwrap();
     let handler = EraClient::default();
     let log = Arc::new(Mutex::new(String::new()));
-    let (mut fixture, mut everything) = (None, None);
-    let upstream = match (up, transport) {
-        (Upstream::Time, _) => Up::time("time"),
-        (Upstream::Everything, Transport::Stdio) => Up::everything("everything"),
-        (Upstream::Everything, Transport::Http) => {
-            let (child, url) = everything_http(&tag).await;
-            everything = Some(child);
-            Up::http("everything", &url)
-        }
-        (_, Transport::Stdio) => Up::era_server("era", up.era_flag()),
-        (_, Transport::Http) => {
-            let f = era_server_http(&tag, up.era_flag()).await;
-            let u = Up::http("era", &f.url);
-            fixture = Some(f);
-            u
-        }
-    }
-    .timeout(10);
-    match transport {
+    let (upstream, fixture, everything) = era_upstream(up, transport, &tag).await;
+    let (client, gateway) = match transport {
         Transport::Stdio => {
             let policy = policy(dir.path(), "", &[upstream]);
             let args = gateway_stdio_args(&policy);
@@ -296,51 +264,28 @@ async fn setup(lifecycle: Lifecycle, up: Upstream, transport: Transport) -> Setu
                     log.push('\n');
                 }
             });
-            let connect = async {
-                match lifecycle {
-                    Lifecycle::Initialize => {
-                        rmcp::ServiceExt::serve(handler.clone(), transport).await
-                    }
-                    Lifecycle::Discover => {
-                        handler
-                            .clone()
-                            .serve_with_lifecycle(transport, auto())
-                            .await
-                    }
-                }
-            };
-            let client = tokio::time::timeout(Duration::from_secs(30), connect)
-                .await
-                .unwrap()
-                .unwrap();
-            Setup {
-                client,
-                handler,
-                log,
-                gateway: None,
-                fixture,
-                _everything: everything,
-                tag,
-                _guard: guard,
-                _dir: dir,
-            }
+            (connect(lifecycle, transport, handler.clone()).await, None)
         }
         Transport::Http => {
-            let gw = Gateway::start(&format!("rmcp-eras-{up:?}"), Mode::Http, &[upstream]).await;
-            let client = connect_http(lifecycle, gw.url(), handler.clone()).await;
             // The gateway carries its own tag; the upstream fixture carries ours.
-            Setup {
-                client,
-                handler,
-                log,
-                gateway: Some(gw),
-                fixture,
-                _everything: everything,
-                tag,
-                _guard: guard,
-                _dir: dir,
-            }
+            let gw = Gateway::start(&format!("rmcp-eras-{up:?}"), Mode::Http, &[upstream]).await;
+            let transport = StreamableHttpClientTransport::from_uri(gw.url());
+            (
+                connect(lifecycle, transport, handler.clone()).await,
+                Some(gw),
+            )
         }
+    };
+    Setup {
+        client,
+        handler,
+        log,
+        gateway,
+        fixture,
+        _everything: everything,
+        tag,
+        _guard: guard,
+        _dir: dir,
     }
 }
 
@@ -397,12 +342,7 @@ async fn core(lifecycle: Lifecycle, up: Upstream, transport: Transport) {
             s.log()
         );
     }
-    let first = call(c, echo, json!({"message": "hi from rmcp"})).await;
-    assert!(
-        first.as_deref().is_ok_and(|t| t.contains("hi from rmcp")),
-        "{first:?}\n{}",
-        s.log()
-    );
+    assert_echoes(&s, echo, "hi from rmcp").await;
 
     // Progress: every notification, with the total, reaches the handler.
     s.handler.seen.lock().unwrap().progress.clear();
@@ -450,12 +390,7 @@ async fn core(lifecycle: Lifecycle, up: Upstream, transport: Transport) {
             s.log()
         );
     }
-    let after = call(c, echo, json!({"message": "after cancel"})).await;
-    assert!(
-        after.as_deref().is_ok_and(|t| t.contains("after cancel")),
-        "{after:?}\n{}",
-        s.log()
-    );
+    assert_echoes(&s, echo, "after cancel").await;
     s.finish().await;
 }
 

@@ -26,61 +26,15 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::harness::{
-    assert_no_leftovers, era_client, era_server_http, everything_http, gateway_stdio_args,
-    log_shows, new_tag, node_bin, policy, summary_protocol, EraHttp, Gateway, Mode, TagGuard, Up,
+    assert_no_leftovers, era_client, era_server_http, era_upstream, gateway_stdio_args, log_shows,
+    new_tag, node_bin, policy, summary_protocol, EraHttp, Gateway, Mode, TagGuard, Transport, Up,
+    Upstream, LEGACY, MODERN,
 };
-
-const MODERN: &str = "2026-07-28";
-const LEGACY: &str = "2025-11-25";
 
 /// The Python SDK's default mode: `server/discover`, then 2026-07-28.
 const PY_MODERN: &str = "auto";
 /// `Client(..., mode="legacy")`: the 2025-11-25 `initialize` handshake.
 const PY_LEGACY: &str = "legacy";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Upstream {
-    /// `era_server.py --era modern`
-    Modern,
-    /// `era_server.py --era legacy`
-    Legacy,
-    /// `era_server.py --era dual`
-    Dual,
-    /// server-everything (legacy only)
-    Everything,
-    /// mcp-server-time (dual)
-    Time,
-}
-
-impl Upstream {
-    /// The upstream's name in the policy (tools are `<name>__<tool>`).
-    fn name(self) -> &'static str {
-        match self {
-            Self::Modern | Self::Legacy | Self::Dual => "era",
-            Self::Everything => "everything",
-            Self::Time => "time",
-        }
-    }
-
-    fn era_flag(self) -> &'static str {
-        match self {
-            Self::Modern => "modern",
-            Self::Legacy => "legacy",
-            Self::Dual => "dual",
-            Self::Everything | Self::Time => unreachable!("not the era fixture"),
-        }
-    }
-
-    fn is_fixture(self) -> bool {
-        matches!(self, Self::Modern | Self::Legacy | Self::Dual)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    Stdio,
-    Http,
-}
 
 /// What one client run left behind: its report and everything logged on the way (the gateway's
 /// log, which holds its stdio upstreams' stderr, plus an HTTP fixture's own stderr).
@@ -96,12 +50,9 @@ async fn run(mode: &str, up: Upstream, transport: Transport, plan: &Value) -> Ru
             let tag = new_tag(&format!("eras-stdio-{mode}-{up:?}"));
             let _guard = TagGuard(tag.clone());
             let dir = tempfile::tempdir().unwrap();
-            let upstream = match up {
-                Upstream::Everything => Up::everything("everything"),
-                Upstream::Time => Up::time("time"),
-                _ => Up::era_server("era", up.era_flag()),
-            };
-            let policy = policy(dir.path(), "", &[upstream.timeout(10)]);
+            // Over stdio no HTTP server is started.
+            let (upstream, _, _) = era_upstream(up, transport, &tag).await;
+            let policy = policy(dir.path(), "", &[upstream]);
             let args = gateway_stdio_args(&policy);
             let mut target = vec!["stdio"];
             target.extend(args.iter().map(String::as_str));
@@ -113,28 +64,9 @@ async fn run(mode: &str, up: Upstream, transport: Transport, plan: &Value) -> Ru
         Transport::Http => {
             let tag = new_tag(&format!("eras-http-up-{up:?}"));
             let _guard = TagGuard(tag.clone());
-            let mut fixture: Option<EraHttp> = None;
-            let mut everything = None;
-            let upstream = match up {
-                Upstream::Everything => {
-                    let (child, url) = everything_http(&tag).await;
-                    everything = Some(child);
-                    Up::http("everything", &url)
-                }
-                Upstream::Time => Up::time("time"),
-                _ => {
-                    let f = era_server_http(&tag, up.era_flag()).await;
-                    let upstream = Up::http("era", &f.url);
-                    fixture = Some(f);
-                    upstream
-                }
-            };
-            let gw = Gateway::start(
-                &format!("eras-http-{mode}-{up:?}"),
-                Mode::Http,
-                &[upstream.timeout(10)],
-            )
-            .await;
+            let (upstream, fixture, everything) = era_upstream(up, transport, &tag).await;
+            let gw =
+                Gateway::start(&format!("eras-http-{mode}-{up:?}"), Mode::Http, &[upstream]).await;
             let (report, client_log) = era_client(&gw.tag, mode, &["http", gw.url()], plan).await;
             let mut log = gw.log() + &client_log;
             if let Some(f) = &fixture {

@@ -341,24 +341,11 @@ impl Gateway {
             }
         }
         let mut child = cmd.spawn().expect("the gateway starts");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<String>();
-        let err = child.stderr.take().expect("piped");
-        let log = stderr.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(err).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if std::env::var_os("IT_LOG").is_some() {
-                    eprintln!("[gw] {line}");
-                }
-                if let Some(rest) = line.trim().strip_prefix("listening on ") {
-                    let _ = ready_tx.send(rest.to_owned());
-                } else if line.trim() == "serving MCP on stdio" {
-                    let _ = ready_tx.send(String::new());
-                }
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
+        let (stderr, mut ready_rx) = drain_stderr(&mut child, "gw", |line| {
+            let line = line.trim();
+            match line.strip_prefix("listening on ") {
+                Some(rest) => Some(rest.to_owned()),
+                None => (line == "serving MCP on stdio").then(String::new),
             }
         });
         let stdio = (mode == Mode::Stdio).then(|| {
@@ -594,21 +581,55 @@ pub fn first_text(resp: &Value) -> &str {
         .unwrap_or_else(|| panic!("no text content in {resp}"))
 }
 
+/// Keeps `child`'s (piped) stderr in the returned log, echoed as `[name] line` when `IT_LOG` is
+/// set, and sends what `ready` makes of a line, when it makes something, on the returned channel.
+fn drain_stderr(
+    child: &mut Child,
+    name: &'static str,
+    ready: fn(&str) -> Option<String>,
+) -> (Arc<Mutex<String>>, mpsc::UnboundedReceiver<String>) {
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let (ready_tx, ready_rx) = mpsc::unbounded_channel::<String>();
+    let err = child.stderr.take().expect("piped");
+    let log = stderr.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(err).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if std::env::var_os("IT_LOG").is_some() {
+                eprintln!("[{name}] {line}");
+            }
+            if let Some(rest) = ready(&line) {
+                let _ = ready_tx.send(rest);
+            }
+            let mut log = log.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    (stderr, ready_rx)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Real clients
 
 /// Runs `tests/peers/py_client.py` (Python `mcp` 2.x) and returns its JSON report.
 pub async fn python_client(tag: &str, mode: &str, target: &[&str], plan: &Value) -> Value {
-    let out = python_client_output(tag, mode, target, plan).await;
+    report(&python_client_output(tag, mode, target, plan).await).0
+}
+
+/// The JSON report a Python client printed last, and its stderr; panics when the client failed.
+fn report(out: &std::process::Output) -> (Value, String) {
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
         "python client failed ({}):\n{stderr}\n{stdout}",
         out.status
     );
     let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("bad report ({e}): {stdout}\n{stderr}"))
+    let report = serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("bad report ({e}): {stdout}\n{stderr}"));
+    (report, stderr)
 }
 
 /// Runs `tests/peers/py_client.py` and returns what it printed, whether it succeeded or not.
@@ -618,13 +639,27 @@ pub async fn python_client_output(
     target: &[&str],
     plan: &Value,
 ) -> std::process::Output {
+    let env = [("MCP_BUDGET_LOG", "warn")];
+    py_script_output("py_client.py", tag, mode, target, plan, &env).await
+}
+
+/// Runs the Python client `script` (in `tests/peers`) with `MODE`, `PLAN`, the tag and `env`;
+/// what it printed, whether it succeeded or not.
+async fn py_script_output(
+    script: &str,
+    tag: &str,
+    mode: &str,
+    target: &[&str],
+    plan: &Value,
+    env: &[(&str, &str)],
+) -> std::process::Output {
     let mut cmd = Command::new(venv_bin("python"));
-    cmd.arg(peer_file("py_client.py"))
+    cmd.arg(peer_file(script))
         .args(target)
         .env("MODE", mode)
         .env("PLAN", plan.to_string())
         .env("MCPB_IT_TAG", tag)
-        .env("MCP_BUDGET_LOG", "warn")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .kill_on_drop(true);
     tokio::time::timeout(Duration::from_secs(60), cmd.output())
@@ -746,23 +781,8 @@ pub async fn era_server_http(tag: &str, era: &str) -> EraHttp {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     let mut child = cmd.spawn().expect("the era fixture starts");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<String>();
-    let err = child.stderr.take().expect("piped");
-    let log = stderr.clone();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(err).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if std::env::var_os("IT_LOG").is_some() {
-                eprintln!("[era] {line}");
-            }
-            if let Some(rest) = line.trim().strip_prefix("listening on ") {
-                let _ = ready_tx.send(rest.to_owned());
-            }
-            let mut log = log.lock().unwrap();
-            log.push_str(&line);
-            log.push('\n');
-        }
+    let (stderr, mut ready_rx) = drain_stderr(&mut child, "era", |line| {
+        line.trim().strip_prefix("listening on ").map(str::to_owned)
     });
     let Ok(Some(url)) = tokio::time::timeout(WAIT, ready_rx.recv()).await else {
         panic!(
@@ -775,6 +795,88 @@ pub async fn era_server_http(tag: &str, era: &str) -> EraHttp {
         url,
         stderr,
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The era matrix (tests/it/eras.rs, tests/rmcp_eras.rs)
+
+/// The protocol era of `server/discover` and per-request `_meta`.
+pub const MODERN: &str = "2026-07-28";
+/// The era of the `initialize` handshake.
+pub const LEGACY: &str = "2025-11-25";
+
+/// The upstream behind the gateway in one cell of the era matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upstream {
+    /// `era_server.py --era modern`
+    Modern,
+    /// `era_server.py --era legacy`
+    Legacy,
+    /// `era_server.py --era dual`
+    Dual,
+    /// server-everything (legacy only)
+    Everything,
+    /// mcp-server-time (dual)
+    Time,
+}
+
+impl Upstream {
+    /// The upstream's name in the policy (tools are `<name>__<tool>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Modern | Self::Legacy | Self::Dual => "era",
+            Self::Everything => "everything",
+            Self::Time => "time",
+        }
+    }
+
+    pub fn era_flag(self) -> &'static str {
+        match self {
+            Self::Modern => "modern",
+            Self::Legacy => "legacy",
+            Self::Dual => "dual",
+            Self::Everything | Self::Time => unreachable!("not the era fixture"),
+        }
+    }
+
+    pub fn is_fixture(self) -> bool {
+        matches!(self, Self::Modern | Self::Legacy | Self::Dual)
+    }
+}
+
+/// Client → gateway and gateway → upstream, in one cell of the era matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Stdio,
+    Http,
+}
+
+/// `up` as the gateway's upstream (timeout 10 s) over `transport`, and the HTTP server it needs,
+/// started under `tag`: the era fixture or server-everything, both killed on drop
+/// (mcp-server-time always runs over stdio).
+pub async fn era_upstream(
+    up: Upstream,
+    transport: Transport,
+    tag: &str,
+) -> (Up, Option<EraHttp>, Option<Child>) {
+    let (mut fixture, mut everything) = (None, None);
+    let upstream = match (up, transport) {
+        (Upstream::Time, _) => Up::time("time"),
+        (Upstream::Everything, Transport::Stdio) => Up::everything("everything"),
+        (Upstream::Everything, Transport::Http) => {
+            let (child, url) = everything_http(tag).await;
+            everything = Some(child);
+            Up::http("everything", &url)
+        }
+        (_, Transport::Stdio) => Up::era_server("era", up.era_flag()),
+        (_, Transport::Http) => {
+            let f = era_server_http(tag, up.era_flag()).await;
+            let u = Up::http("era", &f.url);
+            fixture = Some(f);
+            u
+        }
+    };
+    (upstream.timeout(10), fixture, everything)
 }
 
 /// Waits (up to `limit`) until `log()` contains `needle`.
@@ -808,29 +910,6 @@ pub fn summary_protocol(log: &str, name: &str) -> Option<String> {
 /// 2026-07-28 when offered; `legacy`); returns its JSON report and its stderr (which holds the
 /// gateway's log when the client started the gateway over stdio).
 pub async fn era_client(tag: &str, mode: &str, target: &[&str], plan: &Value) -> (Value, String) {
-    let mut cmd = Command::new(venv_bin("python"));
-    cmd.arg(peer_file("era_client.py"))
-        .args(target)
-        .env("MODE", mode)
-        .env("PLAN", plan.to_string())
-        .env("MCPB_IT_TAG", tag)
-        .env("MCP_BUDGET_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("the Python client finishes in time")
-        .expect("the Python client runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        out.status.success(),
-        "python client failed ({}):\n{stderr}\n{stdout}",
-        out.status
-    );
-    let last = stdout.lines().last().unwrap_or_default();
-    let report = serde_json::from_str(last)
-        .unwrap_or_else(|e| panic!("bad report ({e}): {stdout}\n{stderr}"));
-    (report, stderr)
+    let env = [("MCP_BUDGET_LOG", "info"), ("NO_COLOR", "1")];
+    report(&py_script_output("era_client.py", tag, mode, target, plan, &env).await)
 }

@@ -138,6 +138,24 @@ impl Modern {
         self.assert_serving(what).await;
         r.body
     }
+
+    /// `body` with `headers` is refused as a header mismatch: 400 + -32020.
+    async fn mismatched(&self, what: &str, body: &Value, headers: &[(&str, String)]) {
+        self.refused(what, body, headers, (400, -32020, MISMATCH))
+            .await;
+    }
+}
+
+impl Reply {
+    /// The reply is an error with this HTTP status and JSON-RPC code.
+    fn assert_error(&self, status: u16, code: i64) {
+        assert_eq!(
+            (self.status, self.body["error"]["code"].as_i64()),
+            (status, Some(code)),
+            "{}",
+            self.body
+        );
+    }
 }
 
 fn with(
@@ -175,49 +193,27 @@ async fn modern_headers_must_mirror_the_body() {
 
     let list = request(1, "tools/list", json!({}));
     let h = mirrored(&list);
-    m.refused(
-        "Mcp-Method differs",
-        &list,
-        &with(&h, "mcp-method", Some("prompts/list")),
-        (400, -32020, MISMATCH),
-    )
-    .await;
-    m.refused(
-        "Mcp-Method missing",
-        &list,
-        &with(&h, "mcp-method", None),
-        (400, -32020, MISMATCH),
-    )
-    .await;
-    m.refused(
-        "Mcp-Method in another case",
-        &list,
-        &with(&h, "mcp-method", Some("Tools/List")),
-        (400, -32020, MISMATCH),
-    )
-    .await;
-    m.refused(
-        "MCP-Protocol-Version missing",
-        &list,
-        &with(&h, "mcp-protocol-version", None),
-        (400, -32020, MISMATCH),
-    )
-    .await;
+    for (what, name, value) in [
+        ("Mcp-Method differs", "mcp-method", Some("prompts/list")),
+        ("Mcp-Method missing", "mcp-method", None),
+        (
+            "Mcp-Method in another case",
+            "mcp-method",
+            Some("Tools/List"),
+        ),
+        ("MCP-Protocol-Version missing", "mcp-protocol-version", None),
+    ] {
+        m.mismatched(what, &list, &with(&h, name, value)).await;
+    }
     // The header rung comes before the version rung: a client that disagrees with itself is told
     // so, not that the body's version is unsupported (SDK ladder; conformance
     // sep-2575-http-server-header-mismatch-400).
     let mut v999 = list.clone();
     v999["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
-    m.refused(
-        "MCP-Protocol-Version differs from _meta",
-        &v999,
-        &h,
-        (400, -32020, MISMATCH),
-    )
-    .await;
-    let dup = [h.clone(), vec![("mcp-method", "tools/list".to_owned())]].concat();
-    m.refused("Mcp-Method twice", &list, &dup, (400, -32020, MISMATCH))
+    m.mismatched("MCP-Protocol-Version differs from _meta", &v999, &h)
         .await;
+    let dup = [h.clone(), vec![("mcp-method", "tools/list".to_owned())]].concat();
+    m.mismatched("Mcp-Method twice", &list, &dup).await;
 
     let call = request(
         2,
@@ -225,44 +221,27 @@ async fn modern_headers_must_mirror_the_body() {
         json!({"name": "e__echo", "arguments": {"message": "hi"}}),
     );
     let ch = mirrored(&call);
-    m.refused(
-        "Mcp-Name differs",
-        &call,
-        &with(&ch, "mcp-name", Some("e__other")),
-        (400, -32020, MISMATCH),
-    )
-    .await;
-    m.refused(
-        "Mcp-Name missing",
-        &call,
-        &with(&ch, "mcp-name", None),
-        (400, -32020, MISMATCH),
-    )
-    .await;
-    m.refused(
-        "Mcp-Name bad base64",
-        &call,
-        &with(&ch, "mcp-name", Some("=?base64?ZV9fZWNobw?=")),
-        (400, -32020, MISMATCH),
-    )
-    .await;
-    m.refused(
-        "Mcp-Name base64 of another name",
-        &call,
-        &with(&ch, "mcp-name", Some("=?base64?ZV9fb3RoZXI=?=")),
-        (400, -32020, MISMATCH),
-    )
-    .await;
+    for (what, value) in [
+        ("Mcp-Name differs", Some("e__other")),
+        ("Mcp-Name missing", None),
+        ("Mcp-Name bad base64", Some("=?base64?ZV9fZWNobw?=")),
+        (
+            "Mcp-Name base64 of another name",
+            Some("=?base64?ZV9fb3RoZXI=?="),
+        ),
+    ] {
+        m.mismatched(what, &call, &with(&ch, "mcp-name", value))
+            .await;
+    }
     let read = request(
         3,
         "resources/read",
         json!({"uri": "demo://resource/static/document/architecture.md"}),
     );
-    m.refused(
+    m.mismatched(
         "Mcp-Name differs from uri",
         &read,
         &with(&mirrored(&read), "mcp-name", Some("demo://x")),
-        (400, -32020, MISMATCH),
     )
     .await;
 
@@ -388,12 +367,7 @@ async fn modern_envelope_version_and_removed_methods_are_refused() {
     let r = m
         .post(&note, &[("mcp-protocol-version", "v999.0.0".to_owned())])
         .await;
-    assert_eq!(
-        (r.status, r.body["error"]["code"].as_i64()),
-        (400, Some(-32022)),
-        "{}",
-        r.body
-    );
+    r.assert_error(400, -32022);
     m.assert_serving("notifications").await;
 
     // DNS rebinding: a foreign Host or Origin gets 403 before any modern rule.
@@ -539,20 +513,10 @@ async fn modern_errors_from_the_stack_get_their_http_status() {
     let (gw, m) = start("modern-status").await;
     let unknown = request(1, "unknown/method", json!({}));
     let r = m.good(&unknown).await;
-    assert_eq!(
-        (r.status, r.body["error"]["code"].as_i64()),
-        (404, Some(-32601)),
-        "{}",
-        r.body
-    );
+    r.assert_error(404, -32601);
     let call = request(2, "tools/call", json!({"name": "e__nope", "arguments": {}}));
     let r = m.good(&call).await;
-    assert_eq!(
-        (r.status, r.body["error"]["code"].as_i64()),
-        (400, Some(-32602)),
-        "{}",
-        r.body
-    );
+    r.assert_error(400, -32602);
     gw.stop_and_check().await;
 }
 
@@ -563,12 +527,7 @@ async fn modern_initialize_is_a_removed_method() {
     let (gw, m) = start("modern-init").await;
     let init = request(1, "initialize", json!({}));
     let r = m.good(&init).await;
-    assert_eq!(
-        (r.status, r.body["error"]["code"].as_i64()),
-        (404, Some(-32601)),
-        "{}",
-        r.body
-    );
+    r.assert_error(404, -32601);
     gw.stop_and_check().await;
 }
 
@@ -588,12 +547,7 @@ async fn modern_call_needing_an_undeclared_capability_gets_32021() {
         json!({"name": "e__trigger-sampling-request", "arguments": {"prompt": "hi"}}),
     );
     let r = m.good(&call).await;
-    assert_eq!(
-        (r.status, r.body["error"]["code"].as_i64()),
-        (400, Some(-32021)),
-        "{}",
-        r.body
-    );
+    r.assert_error(400, -32021);
     assert!(
         r.body["error"]["data"]["requiredCapabilities"]["sampling"].is_object(),
         "{}",
