@@ -1,0 +1,393 @@
+//! The HTTP client of one upstream: hyper's HTTP/1.1 connections, driven by the caller.
+//!
+//! A pooled client (reqwest, hyper-util) runs each connection on a task of its own and hands it
+//! every request through a channel, and the answer back through another: two task hops per
+//! message, each usually a thread wake-up, which on a loopback call cost several times what the
+//! rest of the gateway does. Here the task that awaits an answer polls the connection itself
+//! while it waits for the response head and reads the body; once the body has ended the
+//! connection goes back to a small idle pool for the next message. A connection the server
+//! closed while idle is noticed when it is taken out (or, racing, by hyper before anything was
+//! written), and the message goes out on a fresh one.
+//!
+//! HTTPS upstreams (feature `tls`) go through reqwest with rustls.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::HOST;
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::Full;
+use hyper::body::{Body as _, Incoming};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// Idle connections kept per upstream; more are closed when they come back.
+const MAX_IDLE: usize = 64;
+/// Attempts on a pooled connection that turned out to be closed before the message went out.
+const MAX_STALE: usize = 4;
+
+type Connection = http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
+
+/// A client bound to one upstream URL.
+#[derive(Debug)]
+pub(super) struct Client {
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Plain(Arc<Pool>),
+    #[cfg(feature = "tls")]
+    Tls(reqwest::Client, reqwest::Url),
+}
+
+/// An answer: status, headers, and a body read with [`Body::chunk`].
+#[derive(Debug)]
+pub(super) struct Response {
+    pub(super) status: StatusCode,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Body,
+}
+
+/// The body of a [`Response`].
+#[derive(Debug)]
+pub(super) enum Body {
+    Plain(PlainBody),
+    #[cfg(feature = "tls")]
+    Tls(reqwest::Response),
+}
+
+impl Client {
+    /// A client for `url` (`http://`, or `https://` with the `tls` feature).
+    pub(super) fn new(url: &str) -> Result<Self, String> {
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            #[cfg(feature = "tls")]
+            Some("https") => {
+                let parsed = reqwest::Url::parse(url)
+                    .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
+                return Ok(Self {
+                    inner: Inner::Tls(reqwest::Client::new(), parsed),
+                });
+            }
+            #[cfg(not(feature = "tls"))]
+            Some("https") => {
+                return Err(format!(
+                    "HTTPS upstream {url:?} needs mcp-budget built with the `tls` feature"
+                ))
+            }
+            _ => return Err(format!("upstream URL {url:?} is not http:// or https://")),
+        }
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("upstream URL {url:?} has no host"))?;
+        let host = authority.host();
+        let port = authority.port_u16().unwrap_or(80);
+        // Bracketed IPv6 literals connect without them.
+        let connect_host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let host_header = HeaderValue::from_str(authority.as_str())
+            .map_err(|e| format!("invalid upstream host {url:?}: {e}"))?;
+        let path = uri
+            .path_and_query()
+            .map_or("/", http::uri::PathAndQuery::as_str);
+        let target: Uri = path
+            .parse()
+            .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
+        Ok(Self {
+            inner: Inner::Plain(Arc::new(Pool {
+                host: connect_host,
+                port,
+                host_header,
+                target,
+                idle: Mutex::new(Vec::new()),
+            })),
+        })
+    }
+
+    /// Sends one request and waits for the response head.
+    pub(super) async fn send(
+        &self,
+        method: Method,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response, String> {
+        match &self.inner {
+            Inner::Plain(pool) => send_plain(pool, method, headers, body).await,
+            #[cfg(feature = "tls")]
+            Inner::Tls(client, url) => {
+                let mut req = reqwest::Request::new(method, url.clone());
+                *req.headers_mut() = headers;
+                if !body.is_empty() {
+                    *req.body_mut() = Some(body.into());
+                }
+                let resp = client
+                    .execute(req)
+                    .await
+                    .map_err(|e| format!("request failed: {e}"))?;
+                Ok(Response {
+                    status: resp.status(),
+                    headers: resp.headers().clone(),
+                    body: Body::Tls(resp),
+                })
+            }
+        }
+    }
+}
+
+impl Body {
+    /// The next piece of the body; `None` at its end.
+    pub(super) async fn chunk(&mut self) -> Option<Result<Bytes, String>> {
+        match self {
+            Self::Plain(body) => poll_fn(|cx| body.poll_chunk(cx)).await,
+            #[cfg(feature = "tls")]
+            Self::Tls(resp) => resp
+                .chunk()
+                .await
+                .transpose()
+                .map(|r| r.map_err(|e| e.to_string())),
+        }
+    }
+
+    /// The whole body.
+    pub(super) async fn bytes(&mut self) -> Result<Bytes, String> {
+        let mut first = None;
+        let mut rest = Vec::new();
+        while let Some(chunk) = self.chunk().await {
+            let chunk = chunk?;
+            match &first {
+                None => first = Some(chunk),
+                Some(head) => {
+                    if rest.is_empty() {
+                        rest.extend_from_slice(head);
+                    }
+                    rest.extend_from_slice(&chunk);
+                }
+            }
+        }
+        Ok(if rest.is_empty() {
+            first.unwrap_or_default()
+        } else {
+            Bytes::from(rest)
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Pool {
+    host: String,
+    port: u16,
+    host_header: HeaderValue,
+    /// The request target (path and query): HTTP/1.1 origin form.
+    target: Uri,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl Pool {
+    fn checkout(&self) -> Option<Conn> {
+        loop {
+            let mut conn = self
+                .idle
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pop()?;
+            // One look at the socket: an EOF or error that arrived while it sat idle ends it.
+            let waker = futures::task::noop_waker();
+            conn.poll_io(&mut Context::from_waker(&waker));
+            if conn.is_open() {
+                return Some(conn);
+            }
+        }
+    }
+
+    fn checkin(&self, conn: Conn) {
+        if !conn.is_open() {
+            return;
+        }
+        let mut idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, String> {
+        let tcp = TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| {
+                format!(
+                    "request failed: connect to {}:{}: {e}",
+                    self.host, self.port
+                )
+            })?;
+        // Messages are single small writes: do not let them wait for ACKs.
+        let _ = tcp.set_nodelay(true);
+        let (sender, conn) = http1::handshake(TokioIo::new(tcp))
+            .await
+            .map_err(|e| format!("request failed: {e}"))?;
+        Ok(Conn {
+            sender,
+            conn: Some(Box::pin(conn)),
+        })
+    }
+}
+
+/// One HTTP/1.1 connection: hyper's request handle and the connection it polls.
+struct Conn {
+    sender: http1::SendRequest<Full<Bytes>>,
+    /// `None` once the connection ended (dropping it fails whatever was queued on it).
+    conn: Option<Pin<Box<Connection>>>,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("open", &self.is_open())
+            .finish()
+    }
+}
+
+impl Conn {
+    /// Lets hyper read and write; forgets the connection once it has ended.
+    fn poll_io(&mut self, cx: &mut Context<'_>) {
+        if let Some(conn) = self.conn.as_mut() {
+            if let Poll::Ready(result) = conn.as_mut().poll(cx) {
+                if let Err(err) = result {
+                    tracing::debug!(error = %err, "Upstream connection ended");
+                }
+                self.conn = None;
+            }
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        self.conn.is_some() && !self.sender.is_closed()
+    }
+}
+
+async fn send_plain(
+    pool: &Arc<Pool>,
+    method: Method,
+    mut headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, String> {
+    if !headers.contains_key(HOST) {
+        headers.insert(HOST, pool.host_header.clone());
+    }
+    let mut req = Request::new(Full::new(body));
+    *req.method_mut() = method;
+    *req.uri_mut() = pool.target.clone();
+    *req.headers_mut() = headers;
+    let mut stale = 0;
+    loop {
+        let (mut conn, pooled) = match pool.checkout() {
+            Some(conn) => (conn, true),
+            None => (pool.connect().await?, false),
+        };
+        let ready = poll_fn(|cx| {
+            conn.poll_io(cx);
+            conn.sender.poll_ready(cx)
+        })
+        .await;
+        if let Err(err) = ready {
+            if pooled && stale < MAX_STALE {
+                stale += 1;
+                continue;
+            }
+            return Err(format!("request failed: {err}"));
+        }
+        let mut sent = std::pin::pin!(conn.sender.try_send_request(req));
+        let head = poll_fn(|cx| {
+            conn.poll_io(cx);
+            sent.as_mut().poll(cx)
+        })
+        .await;
+        match head {
+            Ok(resp) => {
+                let (parts, incoming) = resp.into_parts();
+                return Ok(Response {
+                    status: parts.status,
+                    headers: parts.headers,
+                    body: Body::Plain(PlainBody {
+                        incoming,
+                        conn: Some(conn),
+                        pool: pool.clone(),
+                    }),
+                });
+            }
+            Err(mut err) => match err.take_message() {
+                // Nothing was written: the pooled connection had been closed; try another.
+                Some(unsent) if pooled && stale < MAX_STALE => {
+                    stale += 1;
+                    req = unsent;
+                }
+                _ => return Err(format!("request failed: {}", err.error())),
+            },
+        }
+    }
+}
+
+/// A response body that drives its connection while it is read, and returns the connection to
+/// the pool at its end.
+pub(super) struct PlainBody {
+    incoming: Incoming,
+    conn: Option<Conn>,
+    pool: Arc<Pool>,
+}
+
+impl std::fmt::Debug for PlainBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainBody").finish_non_exhaustive()
+    }
+}
+
+impl PlainBody {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, String>>> {
+        loop {
+            if let Some(conn) = self.conn.as_mut() {
+                conn.poll_io(cx);
+            }
+            match std::task::ready!(Pin::new(&mut self.incoming).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Poll::Ready(Some(Ok(data)));
+                    }
+                    // Trailers: nothing the gateway reads.
+                }
+                Some(Err(err)) => {
+                    self.conn = None;
+                    return Poll::Ready(Some(Err(err.to_string())));
+                }
+                None => {
+                    if let Some(conn) = self.conn.take() {
+                        self.pool.checkin(conn);
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for PlainBody {
+    fn drop(&mut self) {
+        // A body nobody read (202, empty answers) leaves the connection reusable; one dropped
+        // mid-stream does not, and closes with it.
+        if let Some(conn) = self.conn.take() {
+            if self.incoming.is_end_stream() {
+                self.pool.checkin(conn);
+            }
+        }
+    }
+}
