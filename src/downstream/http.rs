@@ -91,6 +91,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The MCP endpoint as an axum router serving `/`: mount it with
 /// `Router::nest_service("/mcp", ..)`.
 pub fn router(service: McpService, gateway: Gateway, config: HttpConfig) -> Router {
+    router_at("/", service, gateway, config)
+}
+
+/// The MCP endpoint as an axum router serving `path` (say `/mcp`): for a router of its own (or
+/// merged), one step less per request than a nested [`router`], which strips the prefix from
+/// every request's URI.
+pub fn router_at(path: &str, service: McpService, gateway: Gateway, config: HttpConfig) -> Router {
     let state = Arc::new(AppState {
         service,
         gateway,
@@ -98,7 +105,10 @@ pub fn router(service: McpService, gateway: Gateway, config: HttpConfig) -> Rout
         sessions: Mutex::new(HashMap::new()),
     });
     Router::new()
-        .route("/", post(handle_post).get(handle_get).delete(handle_delete))
+        .route(
+            path,
+            post(handle_post).get(handle_get).delete(handle_delete),
+        )
         .with_state(state)
 }
 
