@@ -347,12 +347,20 @@ async fn handle_post(
 
     // A request: answer with JSON, unless the server talks to the client before the answer
     // is ready; then switch to an SSE stream that ends with the answer.
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel();
-    let outbound = if accepts_sse {
-        out_tx
-    } else {
-        session.notify.clone()
-    };
+    if !accepts_sse {
+        // JSON only: server→client messages go to the session's stream, the answer here.
+        let outbound = session.notify.clone();
+        let request = McpRequest {
+            message,
+            caller: Caller { session, outbound },
+        };
+        // Run to its end even if this handler is dropped first.
+        return match RunToEnd::new(state.service.clone().oneshot(request)).await {
+            Ok(Some(reply)) => json_response(&reply, None),
+            _ => StatusCode::ACCEPTED.into_response(),
+        };
+    }
+    let (outbound, mut out_rx) = mpsc::unbounded_channel();
     let request = McpRequest {
         message,
         caller: Caller { session, outbound },
@@ -370,8 +378,8 @@ async fn handle_post(
             _ => StatusCode::ACCEPTED.into_response(),
         },
     };
-    // The channel closes when the request is done without a server→client message (or
-    // `outbound` is the session's channel): then the answer is plain JSON.
+    // The channel closes when the request is done without a server→client message: then the
+    // answer is plain JSON.
     let Some(first) = first else {
         return match call.await {
             Ok(Some(reply)) => json_response(&reply, None),
