@@ -193,20 +193,13 @@ struct Pool {
 }
 
 impl Pool {
+    /// The most recently used idle connection. Whether the server closed it meanwhile shows when
+    /// it is polled again (before the message is written: see [`send_plain`]).
     fn checkout(&self) -> Option<Conn> {
-        loop {
-            let mut conn = self
-                .idle
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .pop()?;
-            // One look at the socket: an EOF or error that arrived while it sat idle ends it.
-            let waker = futures::task::noop_waker();
-            conn.poll_io(&mut Context::from_waker(&waker));
-            if conn.is_open() {
-                return Some(conn);
-            }
-        }
+        self.idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop()
     }
 
     fn checkin(&self, conn: Conn) {
@@ -295,6 +288,8 @@ async fn send_plain(
             Some(conn) => (conn, true),
             None => (pool.connect().await?, false),
         };
+        // Polling the connection first lets hyper see an EOF or error that arrived while it sat
+        // idle: the message then goes out on another one.
         let ready = poll_fn(|cx| {
             conn.poll_io(cx);
             conn.sender.poll_ready(cx)
@@ -355,10 +350,17 @@ impl std::fmt::Debug for PlainBody {
 impl PlainBody {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, String>>> {
         loop {
-            if let Some(conn) = self.conn.as_mut() {
-                conn.poll_io(cx);
+            // The body first: hyper reads body bytes only once the body asks for them, and
+            // the connection polled right after hands them over in this same pass (polled the
+            // other way round, the ask would cost a wake-up and a second pass of the task).
+            let mut frame = Pin::new(&mut self.incoming).poll_frame(cx);
+            if frame.is_pending() {
+                if let Some(conn) = self.conn.as_mut() {
+                    conn.poll_io(cx);
+                }
+                frame = Pin::new(&mut self.incoming).poll_frame(cx);
             }
-            match std::task::ready!(Pin::new(&mut self.incoming).poll_frame(cx)) {
+            match std::task::ready!(frame) {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         return Poll::Ready(Some(Ok(data)));
@@ -389,5 +391,93 @@ impl Drop for PlainBody {
                 self.pool.checkin(conn);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server answering `{}` to each POST of a 2-byte body; with `keep_alive` false it closes
+    /// each connection after one answer without saying so (as a keep-alive timeout does).
+    /// Returns its URL and a count of connections.
+    async fn server(keep_alive: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    loop {
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n");
+                        match end {
+                            Some(at) if buf.len() >= at + 4 + 2 => {
+                                let head = String::from_utf8_lossy(&buf[..at]).to_lowercase();
+                                assert!(head.starts_with("post /mcp http/1.1\r\n"), "{head}");
+                                assert!(head.contains("\r\nhost: 127.0.0.1:"), "{head}");
+                                buf.drain(..at + 4 + 2);
+                                tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+                                    .await
+                                    .unwrap();
+                                if !keep_alive {
+                                    return;
+                                }
+                            }
+                            _ => {
+                                let n = tcp.read(&mut chunk).await.unwrap_or(0);
+                                if n == 0 {
+                                    return;
+                                }
+                                buf.extend_from_slice(&chunk[..n]);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    async fn three_calls(url: &str) {
+        let client = Client::new(url).unwrap();
+        for _ in 0..3 {
+            let mut resp = client
+                .send(Method::POST, HeaderMap::new(), Bytes::from_static(b"{}"))
+                .await
+                .unwrap();
+            assert_eq!(resp.status, StatusCode::OK);
+            assert_eq!(&resp.body.bytes().await.unwrap()[..], b"{}");
+            // Let a server's FIN arrive.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_reused() {
+        let (url, accepted) = server(true).await;
+        three_calls(&url).await;
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_while_idle_is_replaced() {
+        let (url, accepted) = server(false).await;
+        three_calls(&url).await;
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn urls_without_a_client() {
+        assert!(Client::new("ftp://x/mcp").is_err());
+        assert!(Client::new("not a url").is_err());
+        #[cfg(not(feature = "tls"))]
+        assert!(Client::new("https://example.com/mcp")
+            .unwrap_err()
+            .contains("tls"));
     }
 }
