@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::HOST;
+use http::header::{AUTHORIZATION, HOST};
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::Full;
 use hyper::body::{Body as _, Incoming};
@@ -95,8 +95,22 @@ impl Client {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
-        let host_header = HeaderValue::from_str(authority.as_str())
+        let (userinfo, host_port) = match authority.as_str().rsplit_once('@') {
+            Some((userinfo, host_port)) => (Some(userinfo), host_port),
+            None => (None, authority.as_str()),
+        };
+        let host_header = HeaderValue::from_str(host_port)
             .map_err(|e| format!("invalid upstream host {url:?}: {e}"))?;
+        // Credentials in the URL become Basic authorization, as they did through reqwest.
+        let basic_auth = userinfo
+            .map(|userinfo| {
+                use base64::Engine as _;
+                let token = base64::engine::general_purpose::STANDARD
+                    .encode(percent_decode(userinfo.as_bytes()));
+                HeaderValue::from_str(&format!("Basic {token}"))
+            })
+            .transpose()
+            .map_err(|e| format!("invalid upstream credentials {url:?}: {e}"))?;
         let path = uri
             .path_and_query()
             .map_or("/", http::uri::PathAndQuery::as_str);
@@ -108,6 +122,7 @@ impl Client {
                 host: connect_host,
                 port,
                 host_header,
+                basic_auth,
                 target,
                 idle: Mutex::new(Vec::new()),
             })),
@@ -187,6 +202,8 @@ struct Pool {
     host: String,
     port: u16,
     host_header: HeaderValue,
+    /// `Authorization` from the URL's `user:password@`, if any.
+    basic_auth: Option<HeaderValue>,
     /// The request target (path and query): HTTP/1.1 origin form.
     target: Uri,
     idle: Mutex<Vec<Conn>>,
@@ -278,6 +295,11 @@ async fn send_plain(
     if !headers.contains_key(HOST) {
         headers.insert(HOST, pool.host_header.clone());
     }
+    if let Some(auth) = &pool.basic_auth {
+        if !headers.contains_key(AUTHORIZATION) {
+            headers.insert(AUTHORIZATION, auth.clone());
+        }
+    }
     let mut req = Request::new(Full::new(body));
     *req.method_mut() = method;
     *req.uri_mut() = pool.target.clone();
@@ -331,6 +353,29 @@ async fn send_plain(
             },
         }
     }
+}
+
+/// `%XX` escapes decoded (a URL's `user:password`).
+fn percent_decode(bytes: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| Some((hex(*bytes.get(i + 1)?)?, hex(*bytes.get(i + 2)?)?)))
+            .flatten();
+        match escaped {
+            Some((hi, lo)) => {
+                out.push(u8::try_from(hi * 16 + lo).expect("two hex digits fit a byte"));
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// A response body that drives its connection while it is read, and returns the connection to
@@ -469,6 +514,19 @@ mod tests {
         let (url, accepted) = server(false).await;
         three_calls(&url).await;
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    #[allow(irrefutable_let_patterns)] // Without `tls` there is one kind of client.
+    fn credentials_in_the_url_become_basic_authorization() {
+        let client = Client::new("http://me:p%40ss@127.0.0.1:1/mcp").unwrap();
+        let Inner::Plain(pool) = &client.inner else {
+            panic!("plain HTTP")
+        };
+        assert_eq!(pool.host_header, "127.0.0.1:1");
+        // base64("me:p@ss")
+        assert_eq!(pool.basic_auth.as_ref().unwrap(), "Basic bWU6cEBzcw==");
+        assert_eq!(percent_decode(b"a%2"), b"a%2");
     }
 
     #[test]
