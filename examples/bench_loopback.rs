@@ -8,7 +8,12 @@
 //! bench_loopback throughput [--clients 32] [--secs 5]     tools/call/s over the HTTP downstream
 //! bench_loopback startup    [--runs 3]                    time to ready with 4 upstreams that
 //!                                                         start in 100/200/300/400 ms
+//! bench_loopback profile    [--calls 1000] [--stdio]      N sequential calls through one gateway
+//!                                                         (HTTP, or stdio), for a profiler
 //! ```
+//!
+//! `profile` starts the gateway under the command in `BENCH_WRAP` (say `valgrind
+//! --tool=callgrind --callgrind-out-file=F`) and stops it with SIGTERM after the calls.
 //!
 //! `BENCH_JSON_ONLY=1`: HTTP clients send `Accept: application/json` only.
 //!
@@ -566,6 +571,64 @@ fn startup(args: &[String], dir: &Path) {
     }
 }
 
+/// N calls through one gateway started under `BENCH_WRAP`, then a clean stop (profilers write
+/// their output at exit).
+fn profile(args: &[String], dir: &Path) {
+    let calls = arg(args, "--calls", 1000);
+    let stdio = args.iter().any(|a| a == "--stdio");
+    let wrap = std::env::var("BENCH_WRAP").unwrap_or_default();
+    let words: Vec<&str> = wrap.split_whitespace().collect();
+    let with_wrapper = |gw: Command| -> Command {
+        let Some((first, rest)) = words.split_first() else {
+            return gw;
+        };
+        let mut cmd = Command::new(first);
+        cmd.args(rest).arg(gw.get_program()).args(gw.get_args());
+        for (k, v) in gw.get_envs() {
+            if let Some(v) = v {
+                cmd.env(k, v);
+            }
+        }
+        cmd
+    };
+    let mut echo_http = Command::new(echo());
+    echo_http
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null());
+    let (_echo_http, echo_url, _) = start(echo_http, "listening on ");
+    let (mut gw, mut client): (Proc, Box<dyn Client>) = if stdio {
+        let policy = write_policy(dir, "stdio.toml", &stdio_upstream("echo", 0));
+        let mut cmd = with_wrapper(gateway(&policy, &["--stdio"], true));
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        let (mut gw, _, _) = start(cmd, "serving MCP on stdio");
+        let client = StdioClient::new(&mut gw, "echo__echo");
+        (gw, Box::new(client))
+    } else {
+        let policy = write_policy(
+            dir,
+            "http.toml",
+            &format!("[[upstream]]\nname = \"echo\"\nurl = \"{echo_url}\"\n"),
+        );
+        let mut cmd = with_wrapper(gateway(&policy, &["--http", "127.0.0.1:0"], false));
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        let (gw, url, _) = start(cmd, "listening on ");
+        (gw, Box::new(HttpClient::new(&url, "echo__echo")))
+    };
+    let t = Instant::now();
+    for id in 1..=calls {
+        client.call(id);
+    }
+    println!("{calls} calls in {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    drop(client);
+    if let Ok(pid) = i32::try_from(gw.0.id()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    let _ = gw.0.wait();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let dir = std::env::temp_dir().join(format!("mcp-budget-bench-{}", std::process::id()));
@@ -574,7 +637,8 @@ fn main() {
         Some("latency") => latency(&args, &dir),
         Some("throughput") => throughput(&args, &dir),
         Some("startup") => startup(&args, &dir),
-        _ => eprintln!("usage: bench_loopback latency|throughput|startup [options]"),
+        Some("profile") => profile(&args, &dir),
+        _ => eprintln!("usage: bench_loopback latency|throughput|startup|profile [options]"),
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

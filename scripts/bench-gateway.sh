@@ -3,6 +3,8 @@
 #   latency    tools/call p50/p90/p99, direct vs through the gateway, stdio and HTTP, interleaved
 #   throughput tools/call/s over the HTTP downstream, 32 keep-alive clients
 #   startup    time to ready with 4 stdio upstreams that start in 100/200/300/400 ms
+#   callgrind  instructions per tools/call in the gateway process, HTTP and stdio (valgrind):
+#              (a run with 1100 calls - a run with 100 calls) / 1000
 # The upstream is examples/bench_echo.rs (one `echo` tool, answered in microseconds), the client
 # examples/bench_loopback.rs. Then the in-process criterion bench (benches/gateway.rs).
 # Usage: scripts/bench-gateway.sh [latency|throughput|startup|criterion ...]   (default: all)
@@ -23,6 +25,19 @@ for w in "${what[@]}"; do
     latency) run latency --calls "${CALLS:-2000}" --rounds "${ROUNDS:-5}" ;;
     throughput) run throughput --clients "${CLIENTS:-32}" --secs "${SECS:-5}" ;;
     startup) run startup --runs "${RUNS:-3}" ;;
+    callgrind)
+      out=$(mktemp -d)
+      for t in http stdio; do
+        flag=(); [ "$t" = stdio ] && flag=(--stdio)
+        for n in 100 1100; do
+          BENCH_WRAP="valgrind --tool=callgrind --callgrind-out-file=$out/$t.$n" \
+            run profile --calls "$n" "${flag[@]}" >/dev/null
+        done
+        a=$(grep -m1 '^summary:' "$out/$t.100" | cut -d' ' -f2)
+        b=$(grep -m1 '^summary:' "$out/$t.1100" | cut -d' ' -f2)
+        echo "callgrind $t: $(( (b - a) / 1000 )) instructions per tools/call (gateway process)"
+      done
+      rm -rf "$out" ;;
     criterion) cargo bench --quiet --bench gateway -- --warm-up-time 1 --measurement-time 3 ;;
     *) echo "unknown benchmark: $w" >&2; exit 2 ;;
   esac

@@ -84,13 +84,11 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
     if let Some(addr) = policy.downstream.http {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         eprintln!("  listening on http://{}/mcp", listener.local_addr()?);
-        let app = axum::Router::new().nest_service(
+        let app = downstream::http::router_at(
             "/mcp",
-            downstream::http::router(
-                service.clone(),
-                gateway.clone(),
-                (&policy.downstream).into(),
-            ),
+            service.clone(),
+            gateway.clone(),
+            (&policy.downstream).into(),
         );
         let stop = shutdown.clone();
         tasks.spawn(async move {

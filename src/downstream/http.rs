@@ -93,6 +93,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The MCP endpoint as an axum router serving `/`: mount it with
 /// `Router::nest_service("/mcp", ..)`.
 pub fn router(service: McpService, gateway: Gateway, config: HttpConfig) -> Router {
+    router_at("/", service, gateway, config)
+}
+
+/// The MCP endpoint as an axum router serving `path` (say `/mcp`): for a router of its own (or
+/// merged), one step less per request than a nested [`router`], which strips the prefix from
+/// every request's URI.
+pub fn router_at(path: &str, service: McpService, gateway: Gateway, config: HttpConfig) -> Router {
     let state = Arc::new(AppState {
         service,
         gateway,
@@ -100,7 +107,10 @@ pub fn router(service: McpService, gateway: Gateway, config: HttpConfig) -> Rout
         sessions: Mutex::new(HashMap::new()),
     });
     Router::new()
-        .route("/", post(handle_post).get(handle_get).delete(handle_delete))
+        .route(
+            path,
+            post(handle_post).get(handle_get).delete(handle_delete),
+        )
         .with_state(state)
 }
 
@@ -446,13 +456,23 @@ async fn handle_post(
 
     // A request: answer with JSON, unless the server talks to the client before the answer
     // is ready; then switch to an SSE stream that ends with the answer.
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel();
-    let outbound = if accepts_sse {
-        out_tx
-    } else {
-        session.notify.clone()
-    };
     let mut cancel_on_close = CancelOnClose::new(&state.service, &session, &message);
+    if !accepts_sse {
+        // JSON only: server→client messages go to the session's stream, the answer here.
+        let outbound = session.notify.clone();
+        let request = McpRequest {
+            message,
+            caller: Caller { session, outbound },
+        };
+        // Run to its end even if this handler is dropped first.
+        let reply = RunToEnd::new(state.service.clone().oneshot(request)).await;
+        cancel_on_close.disarm();
+        return match reply {
+            Ok(Some(reply)) => answer(&reply, is_modern),
+            _ => StatusCode::ACCEPTED.into_response(),
+        };
+    }
+    let (outbound, mut out_rx) = mpsc::unbounded_channel();
     let request = McpRequest {
         message,
         caller: Caller { session, outbound },
@@ -473,8 +493,8 @@ async fn handle_post(
             };
         },
     };
-    // The channel closes when the request is done without a server→client message (or
-    // `outbound` is the session's channel): then the answer is plain JSON.
+    // The channel closes when the request is done without a server→client message: then the
+    // answer is plain JSON.
     let Some(first) = first else {
         let reply = call.await;
         cancel_on_close.disarm();

@@ -461,11 +461,21 @@ impl<S> Budget<S> {
             #[serde(rename = "_meta")]
             meta: Option<Value>,
         }
-        let call: Call = message.params_as().ok()?;
+        #[derive(serde::Deserialize)]
+        struct Name<'a> {
+            #[serde(borrow)]
+            name: std::borrow::Cow<'a, str>,
+        }
         let names = &self.state.discover.names;
-        if call.name != names.search && call.name != names.schema && call.name != names.invoke {
+        let is_meta =
+            |name: &str| name == names.search || name == names.schema || name == names.invoke;
+        // Most calls are of real tools: their name alone says so, without building the
+        // arguments as a `Value`.
+        let name: Name<'_> = message.params_as().ok()?;
+        if !is_meta(&name.name) {
             return None;
         }
+        let call: Call = message.params_as().ok()?;
         let planned = self.state.planned();
         let discovery = planned.discovery.as_ref()?;
         let outcome = discovery.call(&call.name, &call.arguments)?;

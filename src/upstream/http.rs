@@ -6,13 +6,16 @@
 //! the gateway initializes again, transparently, and resends the message once. Headers from
 //! the policy (e.g. `Authorization`) go on every request; a client's own credentials never do.
 
+mod client;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
-use reqwest::StatusCode;
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use http::{Method, StatusCode};
 
+use self::client::Client;
 use super::sse::SseDecoder;
 use super::{handshake, Link, Status, Upstream, PROTOCOL_VERSION};
 use crate::context::Outbound;
@@ -27,10 +30,8 @@ const RETRY: Duration = Duration::from_secs(2);
 /// One streamable HTTP session with an upstream.
 #[derive(Debug)]
 pub(crate) struct HttpLink {
-    client: reqwest::Client,
-    url: String,
-    /// `url`, parsed once (reqwest parses a string URL on every request).
-    parsed_url: Option<reqwest::Url>,
+    /// The client for `url`, or why there is none (an invalid or unsupported URL).
+    client: Result<Client, String>,
     headers: HeaderMap,
     /// `headers` plus the fixed headers of a POST, built once.
     post_headers: HeaderMap,
@@ -61,7 +62,7 @@ pub(crate) async fn connect(upstream: Upstream) {
             map.insert(k, v);
         }
     }
-    // As `RequestBuilder::header` does: appended, after the policy's own.
+    // Appended, after the policy's own.
     let mut post_headers = map.clone();
     post_headers.append(
         ACCEPT,
@@ -69,9 +70,7 @@ pub(crate) async fn connect(upstream: Upstream) {
     );
     post_headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let link = Arc::new(HttpLink {
-        client: reqwest::Client::new(),
-        url: url.clone(),
-        parsed_url: reqwest::Url::parse(url).ok(),
+        client: Client::new(url),
         headers: map,
         post_headers,
         session: Mutex::new(None),
@@ -194,31 +193,28 @@ impl HttpLink {
     }
 
     async fn listen_once(&self, upstream: &Upstream) -> Result<(), StatusCode> {
-        let mut req = self
+        let client = self
             .client
-            .get(&self.url)
-            .headers(self.headers.clone())
-            .header(ACCEPT, "text/event-stream")
-            .header(VERSION_HEADER, lock(&self.protocol).clone());
-        if let Some(session) = lock(&self.session).clone() {
-            req = req.header(SESSION_HEADER, session);
+            .as_ref()
+            .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+        let mut headers = self.headers.clone();
+        headers.append(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        if let Some(version) = lock(&self.protocol_header).clone() {
+            headers.append(HeaderName::from_static(VERSION_HEADER), version);
         }
-        let resp = req
-            .send()
+        if let Some(session) = lock(&self.session_header).clone() {
+            headers.append(HeaderName::from_static(SESSION_HEADER), session);
+        }
+        let mut resp = client
+            .send(Method::GET, headers, Bytes::new())
             .await
             .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if !resp.status().is_success() || !is_sse {
-            return Err(resp.status());
+        if !resp.status.is_success() || !is_sse(&resp.headers) {
+            return Err(resp.status);
         }
         tracing::debug!(upstream = upstream.name(), "GET stream open");
         let mut decoder = SseDecoder::default();
-        let mut body = resp.bytes_stream();
-        while let Some(chunk) = body.next().await {
+        while let Some(chunk) = resp.body.chunk().await {
             let Ok(chunk) = chunk else { break };
             for data in decoder.feed(&chunk) {
                 tracing::debug!(upstream = upstream.name(), "GET stream event");
@@ -258,72 +254,45 @@ impl HttpLink {
         *lock(&self.protocol_header) = HeaderValue::from_str(version).ok();
     }
 
-    /// The POST carrying `msg`, built from parts made once (parsed URL, fixed headers, session
-    /// and version header values); the same request as [`HttpLink::post_request_slow`] builds.
-    fn post_request(&self, msg: &Message) -> Result<reqwest::Request, SendError> {
-        let wants_version = msg.method() != Some("initialize");
-        let session = lock(&self.session_header).clone();
-        let version = lock(&self.protocol_header).clone();
-        let has_session = lock(&self.session).is_some();
-        let (Some(url), true, true) = (
-            &self.parsed_url,
-            session.is_some() == has_session,
-            version.is_some() || !wants_version,
-        ) else {
-            return self.post_request_slow(msg);
-        };
-        let mut req = reqwest::Request::new(reqwest::Method::POST, url.clone());
-        let headers = req.headers_mut();
-        *headers = self.post_headers.clone();
-        if let Some(session) = session {
+    /// The headers of the POST carrying `msg`: built once (policy headers, `Accept`,
+    /// `Content-Type`) plus the session and version header values.
+    fn post_headers(&self, msg: &Message) -> Result<HeaderMap, SendError> {
+        let mut headers = self.post_headers.clone();
+        if lock(&self.session).is_some() {
+            let session = lock(&self.session_header).clone().ok_or_else(|| {
+                SendError::Other("request failed: the session id is not a valid header".into())
+            })?;
             headers.append(HeaderName::from_static(SESSION_HEADER), session);
         }
-        if let (Some(version), true) = (version, wants_version) {
+        if msg.method() != Some("initialize") {
+            let version = lock(&self.protocol_header).clone().ok_or_else(|| {
+                SendError::Other(
+                    "request failed: the protocol version is not a valid header".into(),
+                )
+            })?;
             headers.append(HeaderName::from_static(VERSION_HEADER), version);
         }
-        *req.body_mut() = Some(msg.to_bytes().into());
-        Ok(req)
+        Ok(headers)
     }
 
-    /// The POST of a 2026-07-28 request: no session, the mirrored headers instead (the
-    /// method and target, and the arguments the tool marks for `Mcp-Param-*`).
-    fn modern_request(
-        &self,
-        msg: &Message,
-        upstream: &Upstream,
-    ) -> Result<reqwest::Request, SendError> {
-        let mut req = self
-            .client
-            .post(&self.url)
-            .headers(self.post_headers.clone())
-            .body(msg.to_bytes());
-        for (name, value) in crate::mcp::bridge::http_headers(msg).unwrap_or_default() {
-            req = req.header(name, value);
+    /// The headers of the POST of a 2026-07-28 request: no session, the mirrored headers
+    /// instead (method, target, and the arguments the tool marks for `Mcp-Param-*`).
+    fn modern_headers(&self, msg: &Message, upstream: &Upstream) -> Result<HeaderMap, SendError> {
+        let mut headers = self.post_headers.clone();
+        let mirrored = crate::mcp::bridge::http_headers(msg).unwrap_or_default();
+        let mirrored = mirrored.into_iter().map(|(n, v)| (n.to_owned(), v));
+        for (name, value) in mirrored.chain(upstream.param_headers(msg)) {
+            let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(&value),
+            ) else {
+                return Err(SendError::Other(format!(
+                    "request failed: {name} is not a valid header"
+                )));
+            };
+            headers.append(name, value);
         }
-        for (name, value) in upstream.param_headers(msg) {
-            req = req.header(name, value);
-        }
-        req.build()
-            .map_err(|e| SendError::Other(format!("request failed: {e}")))
-    }
-
-    /// The POST carrying `msg`, built from strings (reqwest validates them).
-    fn post_request_slow(&self, msg: &Message) -> Result<reqwest::Request, SendError> {
-        let mut req = self
-            .client
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(msg.to_bytes());
-        if let Some(session) = lock(&self.session).clone() {
-            req = req.header(SESSION_HEADER, session);
-        }
-        if msg.method() != Some("initialize") {
-            req = req.header(VERSION_HEADER, lock(&self.protocol).clone());
-        }
-        req.build()
-            .map_err(|e| SendError::Other(format!("request failed: {e}")))
+        Ok(headers)
     }
 
     async fn send(
@@ -332,23 +301,26 @@ impl HttpLink {
         msg: &Message,
         outbound: Option<&Outbound>,
     ) -> Result<(), SendError> {
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|e| SendError::Other(e.clone()))?;
         let modern = crate::mcp::modern::request_meta(msg).is_some();
         let session = if modern {
             None
         } else {
             lock(&self.session).clone()
         };
-        let req = if modern {
-            self.modern_request(msg, upstream)?
+        let headers = if modern {
+            self.modern_headers(msg, upstream)?
         } else {
-            self.post_request(msg)?
+            self.post_headers(msg)?
         };
-        let resp = self
-            .client
-            .execute(req)
+        let mut resp = client
+            .send(Method::POST, headers, Bytes::from(msg.to_bytes()))
             .await
-            .map_err(|e| SendError::Other(format!("request failed: {e}")))?;
-        let status = resp.status();
+            .map_err(SendError::Other)?;
+        let status = resp.status;
         if status == StatusCode::NOT_FOUND && session.is_some() {
             return Err(SendError::Expired);
         }
@@ -357,7 +329,7 @@ impl HttpLink {
             // unknown session with 400 "No valid session ID provided" instead of 404: after
             // a server restart that is an expired session too.
             // An error that names one of our requests is an answer, not a session problem.
-            let bytes = resp.bytes().await.unwrap_or_default();
+            let bytes = resp.body.bytes().await.unwrap_or_default();
             let reply = Message::parse(&bytes).ok();
             if let Some(reply) = reply.filter(|r| matches!(r.id, Some(Id::Number(_)))) {
                 upstream.incoming(reply, outbound);
@@ -373,7 +345,7 @@ impl HttpLink {
             // A modern request refused: a JSON-RPC error (400/404 bodies carry one) is the
             // answer; anything else (a 2025-era server's 4xx page) becomes one, so that the
             // era probe falls back to `initialize` instead of waiting.
-            let bytes = resp.bytes().await.unwrap_or_default();
+            let bytes = resp.body.bytes().await.unwrap_or_default();
             let id = msg.id.clone().unwrap_or(Id::Null);
             let reply = match Message::parse(&bytes) {
                 Ok(mut reply) if reply.error.is_some() => {
@@ -397,24 +369,15 @@ impl HttpLink {
             return Ok(());
         }
         if let Some(sid) = resp
-            .headers()
+            .headers
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
         {
             self.set_session(Some(sid));
         }
-        if status == StatusCode::ACCEPTED {
-            return Ok(());
-        }
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if is_sse {
+        if is_sse(&resp.headers) && status != StatusCode::ACCEPTED {
             let mut decoder = SseDecoder::default();
-            let mut body = resp.bytes_stream();
-            while let Some(chunk) = body.next().await {
+            while let Some(chunk) = resp.body.chunk().await {
                 let chunk = chunk.map_err(|e| SendError::Other(format!("stream broke: {e}")))?;
                 for data in decoder.feed(&chunk) {
                     Self::deliver(upstream, &data, outbound);
@@ -422,10 +385,15 @@ impl HttpLink {
             }
             return Ok(());
         }
+        // Read to its end even when empty (202), so that the connection can carry the next one.
         let bytes = resp
+            .body
             .bytes()
             .await
             .map_err(|e| SendError::Other(format!("reading the answer failed: {e}")))?;
+        if status == StatusCode::ACCEPTED {
+            return Ok(());
+        }
         if !status.is_success() && Message::parse(&bytes).is_err() {
             return Err(SendError::Other(format!(
                 "HTTP {status}: {}",
@@ -446,6 +414,13 @@ impl HttpLink {
             }
         }
     }
+}
+
+fn is_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,541 @@
+//! The HTTP client of one upstream: hyper's HTTP/1.1 connections, driven by the caller.
+//!
+//! A pooled client (reqwest, hyper-util) runs each connection on a task of its own and hands it
+//! every request through a channel, and the answer back through another: two task hops per
+//! message, each usually a thread wake-up, which on a loopback call cost several times what the
+//! rest of the gateway does. Here the task that awaits an answer polls the connection itself
+//! while it waits for the response head and reads the body; once the body has ended the
+//! connection goes back to a small idle pool for the next message. A connection the server
+//! closed while idle is noticed when it is taken out (or, racing, by hyper before anything was
+//! written), and the message goes out on a fresh one.
+//!
+//! HTTPS upstreams (feature `tls`) go through reqwest with rustls.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, HOST};
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::Full;
+use hyper::body::{Body as _, Incoming};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// Idle connections kept per upstream; more are closed when they come back.
+const MAX_IDLE: usize = 64;
+/// Attempts on a pooled connection that turned out to be closed before the message went out.
+const MAX_STALE: usize = 4;
+
+type Connection = http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
+
+/// A client bound to one upstream URL.
+#[derive(Debug)]
+pub(super) struct Client {
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Plain(Arc<Pool>),
+    #[cfg(feature = "tls")]
+    Tls(reqwest::Client, reqwest::Url),
+}
+
+/// An answer: status, headers, and a body read with [`Body::chunk`].
+#[derive(Debug)]
+pub(super) struct Response {
+    pub(super) status: StatusCode,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Body,
+}
+
+/// The body of a [`Response`].
+#[derive(Debug)]
+pub(super) enum Body {
+    Plain(PlainBody),
+    #[cfg(feature = "tls")]
+    Tls(reqwest::Response),
+}
+
+impl Client {
+    /// A client for `url` (`http://`, or `https://` with the `tls` feature).
+    pub(super) fn new(url: &str) -> Result<Self, String> {
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            #[cfg(feature = "tls")]
+            Some("https") => {
+                let parsed = reqwest::Url::parse(url)
+                    .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
+                return Ok(Self {
+                    inner: Inner::Tls(reqwest::Client::new(), parsed),
+                });
+            }
+            #[cfg(not(feature = "tls"))]
+            Some("https") => {
+                return Err(format!(
+                    "HTTPS upstream {url:?} needs mcp-budget built with the `tls` feature"
+                ))
+            }
+            _ => return Err(format!("upstream URL {url:?} is not http:// or https://")),
+        }
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("upstream URL {url:?} has no host"))?;
+        let host = authority.host();
+        let port = authority.port_u16().unwrap_or(80);
+        // Bracketed IPv6 literals connect without them.
+        let connect_host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let (userinfo, host_port) = match authority.as_str().rsplit_once('@') {
+            Some((userinfo, host_port)) => (Some(userinfo), host_port),
+            None => (None, authority.as_str()),
+        };
+        let host_header = HeaderValue::from_str(host_port)
+            .map_err(|e| format!("invalid upstream host {url:?}: {e}"))?;
+        // Credentials in the URL become Basic authorization, as they did through reqwest.
+        let basic_auth = userinfo
+            .map(|userinfo| {
+                use base64::Engine as _;
+                let token = base64::engine::general_purpose::STANDARD
+                    .encode(percent_decode(userinfo.as_bytes()));
+                HeaderValue::from_str(&format!("Basic {token}"))
+            })
+            .transpose()
+            .map_err(|e| format!("invalid upstream credentials {url:?}: {e}"))?;
+        let path = uri
+            .path_and_query()
+            .map_or("/", http::uri::PathAndQuery::as_str);
+        let target: Uri = path
+            .parse()
+            .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
+        Ok(Self {
+            inner: Inner::Plain(Arc::new(Pool {
+                host: connect_host,
+                port,
+                host_header,
+                basic_auth,
+                target,
+                idle: Mutex::new(Vec::new()),
+            })),
+        })
+    }
+
+    /// Sends one request and waits for the response head.
+    pub(super) async fn send(
+        &self,
+        method: Method,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response, String> {
+        match &self.inner {
+            Inner::Plain(pool) => send_plain(pool, method, headers, body).await,
+            #[cfg(feature = "tls")]
+            Inner::Tls(client, url) => {
+                let mut req = reqwest::Request::new(method, url.clone());
+                *req.headers_mut() = headers;
+                if !body.is_empty() {
+                    *req.body_mut() = Some(body.into());
+                }
+                let resp = client
+                    .execute(req)
+                    .await
+                    .map_err(|e| format!("request failed: {e}"))?;
+                Ok(Response {
+                    status: resp.status(),
+                    headers: resp.headers().clone(),
+                    body: Body::Tls(resp),
+                })
+            }
+        }
+    }
+}
+
+impl Body {
+    /// The next piece of the body; `None` at its end.
+    pub(super) async fn chunk(&mut self) -> Option<Result<Bytes, String>> {
+        match self {
+            Self::Plain(body) => poll_fn(|cx| body.poll_chunk(cx)).await,
+            #[cfg(feature = "tls")]
+            Self::Tls(resp) => resp
+                .chunk()
+                .await
+                .transpose()
+                .map(|r| r.map_err(|e| e.to_string())),
+        }
+    }
+
+    /// The whole body.
+    pub(super) async fn bytes(&mut self) -> Result<Bytes, String> {
+        let mut first = None;
+        let mut rest = Vec::new();
+        while let Some(chunk) = self.chunk().await {
+            let chunk = chunk?;
+            match &first {
+                None => first = Some(chunk),
+                Some(head) => {
+                    if rest.is_empty() {
+                        rest.extend_from_slice(head);
+                    }
+                    rest.extend_from_slice(&chunk);
+                }
+            }
+        }
+        Ok(if rest.is_empty() {
+            first.unwrap_or_default()
+        } else {
+            Bytes::from(rest)
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Pool {
+    host: String,
+    port: u16,
+    host_header: HeaderValue,
+    /// `Authorization` from the URL's `user:password@`, if any.
+    basic_auth: Option<HeaderValue>,
+    /// The request target (path and query): HTTP/1.1 origin form.
+    target: Uri,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl Pool {
+    /// The most recently used idle connection. Whether the server closed it meanwhile shows when
+    /// it is polled again (before the message is written: see [`send_plain`]).
+    fn checkout(&self) -> Option<Conn> {
+        self.idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop()
+    }
+
+    fn checkin(&self, conn: Conn) {
+        if !conn.is_open() {
+            return;
+        }
+        let mut idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, String> {
+        let tcp = TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| {
+                format!(
+                    "request failed: connect to {}:{}: {e}",
+                    self.host, self.port
+                )
+            })?;
+        // Messages are single small writes: do not let them wait for ACKs.
+        let _ = tcp.set_nodelay(true);
+        let (sender, conn) = http1::handshake(TokioIo::new(tcp))
+            .await
+            .map_err(|e| format!("request failed: {e}"))?;
+        Ok(Conn {
+            sender,
+            conn: Some(Box::pin(conn)),
+        })
+    }
+}
+
+/// One HTTP/1.1 connection: hyper's request handle and the connection it polls.
+struct Conn {
+    sender: http1::SendRequest<Full<Bytes>>,
+    /// `None` once the connection ended (dropping it fails whatever was queued on it).
+    conn: Option<Pin<Box<Connection>>>,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("open", &self.is_open())
+            .finish()
+    }
+}
+
+impl Conn {
+    /// Lets hyper read and write; forgets the connection once it has ended.
+    fn poll_io(&mut self, cx: &mut Context<'_>) {
+        if let Some(conn) = self.conn.as_mut() {
+            if let Poll::Ready(result) = conn.as_mut().poll(cx) {
+                if let Err(err) = result {
+                    tracing::debug!(error = %err, "Upstream connection ended");
+                }
+                self.conn = None;
+            }
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        self.conn.is_some() && !self.sender.is_closed()
+    }
+}
+
+async fn send_plain(
+    pool: &Arc<Pool>,
+    method: Method,
+    mut headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, String> {
+    if !headers.contains_key(HOST) {
+        headers.insert(HOST, pool.host_header.clone());
+    }
+    if let Some(auth) = &pool.basic_auth {
+        if !headers.contains_key(AUTHORIZATION) {
+            headers.insert(AUTHORIZATION, auth.clone());
+        }
+    }
+    let mut req = Request::new(Full::new(body));
+    *req.method_mut() = method;
+    *req.uri_mut() = pool.target.clone();
+    *req.headers_mut() = headers;
+    let mut stale = 0;
+    loop {
+        let (mut conn, pooled) = match pool.checkout() {
+            Some(conn) => (conn, true),
+            None => (pool.connect().await?, false),
+        };
+        // Polling the connection first lets hyper see an EOF or error that arrived while it sat
+        // idle: the message then goes out on another one.
+        let ready = poll_fn(|cx| {
+            conn.poll_io(cx);
+            conn.sender.poll_ready(cx)
+        })
+        .await;
+        if let Err(err) = ready {
+            if pooled && stale < MAX_STALE {
+                stale += 1;
+                continue;
+            }
+            return Err(format!("request failed: {err}"));
+        }
+        let mut sent = std::pin::pin!(conn.sender.try_send_request(req));
+        let head = poll_fn(|cx| {
+            conn.poll_io(cx);
+            sent.as_mut().poll(cx)
+        })
+        .await;
+        match head {
+            Ok(resp) => {
+                let (parts, incoming) = resp.into_parts();
+                return Ok(Response {
+                    status: parts.status,
+                    headers: parts.headers,
+                    body: Body::Plain(PlainBody {
+                        incoming,
+                        conn: Some(conn),
+                        pool: pool.clone(),
+                    }),
+                });
+            }
+            Err(mut err) => match err.take_message() {
+                // Nothing was written: the pooled connection had been closed; try another.
+                Some(unsent) if pooled && stale < MAX_STALE => {
+                    stale += 1;
+                    req = unsent;
+                }
+                _ => return Err(format!("request failed: {}", err.error())),
+            },
+        }
+    }
+}
+
+/// `%XX` escapes decoded (a URL's `user:password`).
+fn percent_decode(bytes: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| Some((hex(*bytes.get(i + 1)?)?, hex(*bytes.get(i + 2)?)?)))
+            .flatten();
+        match escaped {
+            Some((hi, lo)) => {
+                out.push(u8::try_from(hi * 16 + lo).expect("two hex digits fit a byte"));
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// A response body that drives its connection while it is read, and returns the connection to
+/// the pool at its end.
+pub(super) struct PlainBody {
+    incoming: Incoming,
+    conn: Option<Conn>,
+    pool: Arc<Pool>,
+}
+
+impl std::fmt::Debug for PlainBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainBody").finish_non_exhaustive()
+    }
+}
+
+impl PlainBody {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, String>>> {
+        loop {
+            // The body first: hyper reads body bytes only once the body asks for them, and
+            // the connection polled right after hands them over in this same pass (polled the
+            // other way round, the ask would cost a wake-up and a second pass of the task).
+            let mut frame = Pin::new(&mut self.incoming).poll_frame(cx);
+            if frame.is_pending() {
+                if let Some(conn) = self.conn.as_mut() {
+                    conn.poll_io(cx);
+                }
+                frame = Pin::new(&mut self.incoming).poll_frame(cx);
+            }
+            match std::task::ready!(frame) {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Poll::Ready(Some(Ok(data)));
+                    }
+                    // Trailers: nothing the gateway reads.
+                }
+                Some(Err(err)) => {
+                    self.conn = None;
+                    return Poll::Ready(Some(Err(err.to_string())));
+                }
+                None => {
+                    if let Some(conn) = self.conn.take() {
+                        self.pool.checkin(conn);
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for PlainBody {
+    fn drop(&mut self) {
+        // A body nobody read (202, empty answers) leaves the connection reusable; one dropped
+        // mid-stream does not, and closes with it.
+        if let Some(conn) = self.conn.take() {
+            if self.incoming.is_end_stream() {
+                self.pool.checkin(conn);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server answering `{}` to each POST of a 2-byte body; with `keep_alive` false it closes
+    /// each connection after one answer without saying so (as a keep-alive timeout does).
+    /// Returns its URL and a count of connections.
+    async fn server(keep_alive: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    loop {
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n");
+                        match end {
+                            Some(at) if buf.len() >= at + 4 + 2 => {
+                                let head = String::from_utf8_lossy(&buf[..at]).to_lowercase();
+                                assert!(head.starts_with("post /mcp http/1.1\r\n"), "{head}");
+                                assert!(head.contains("\r\nhost: 127.0.0.1:"), "{head}");
+                                buf.drain(..at + 4 + 2);
+                                tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+                                    .await
+                                    .unwrap();
+                                if !keep_alive {
+                                    return;
+                                }
+                            }
+                            _ => {
+                                let n = tcp.read(&mut chunk).await.unwrap_or(0);
+                                if n == 0 {
+                                    return;
+                                }
+                                buf.extend_from_slice(&chunk[..n]);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    async fn three_calls(url: &str) {
+        let client = Client::new(url).unwrap();
+        for _ in 0..3 {
+            let mut resp = client
+                .send(Method::POST, HeaderMap::new(), Bytes::from_static(b"{}"))
+                .await
+                .unwrap();
+            assert_eq!(resp.status, StatusCode::OK);
+            assert_eq!(&resp.body.bytes().await.unwrap()[..], b"{}");
+            // Let a server's FIN arrive.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_reused() {
+        let (url, accepted) = server(true).await;
+        three_calls(&url).await;
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_closed_while_idle_is_replaced() {
+        let (url, accepted) = server(false).await;
+        three_calls(&url).await;
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    #[allow(irrefutable_let_patterns)] // Without `tls` there is one kind of client.
+    fn credentials_in_the_url_become_basic_authorization() {
+        let client = Client::new("http://me:p%40ss@127.0.0.1:1/mcp").unwrap();
+        let Inner::Plain(pool) = &client.inner else {
+            panic!("plain HTTP")
+        };
+        assert_eq!(pool.host_header, "127.0.0.1:1");
+        // base64("me:p@ss")
+        assert_eq!(pool.basic_auth.as_ref().unwrap(), "Basic bWU6cEBzcw==");
+        assert_eq!(percent_decode(b"a%2"), b"a%2");
+    }
+
+    #[test]
+    fn urls_without_a_client() {
+        assert!(Client::new("ftp://x/mcp").is_err());
+        assert!(Client::new("not a url").is_err());
+        #[cfg(not(feature = "tls"))]
+        assert!(Client::new("https://example.com/mcp")
+            .unwrap_err()
+            .contains("tls"));
+    }
+}
