@@ -58,6 +58,9 @@ pub struct SessionState {
     pub protocol_version: Option<String>,
     /// Whether `initialize` was answered.
     pub initialized: bool,
+    /// The log level a 2025-era client set (`logging/setLevel`); modern upstreams get it with
+    /// each request instead.
+    pub log_level: Option<String>,
 }
 
 impl Session {

@@ -504,7 +504,14 @@ impl Gateway {
             }
             "tasks/list" => self.list_tasks(msg, caller).await,
             "logging/setLevel" => {
-                for u in &self.inner.upstreams {
+                let level = msg
+                    .params_as::<Value>()
+                    .ok()
+                    .and_then(|p| p.get("level").and_then(Value::as_str).map(str::to_owned));
+                caller.session.update(|s| s.log_level = level);
+                // 2026-07-28 has no session level: each modern request names its own (`_meta`,
+                // added from the session's level by `forward_across`).
+                for u in self.legacy_upstreams() {
                     if u.status() == Status::Ready && u.info().capabilities.get("logging").is_some()
                     {
                         let _ = u.request(method, msg.params.clone(), None).await;

@@ -52,6 +52,23 @@ pub(super) struct Listener {
     resources: Vec<String>,
 }
 
+/// `params` with the log level a 2025-era session set, as a modern request names it.
+fn with_log_level(
+    params: Option<&serde_json::value::RawValue>,
+    level: &str,
+) -> Box<serde_json::value::RawValue> {
+    let mut value: Value = params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_else(|| json!({}));
+    if let Some(obj) = value.as_object_mut() {
+        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(bridge::META_LOG_LEVEL.into(), json!(level));
+        }
+    }
+    to_raw(&value)
+}
+
 impl Gateway {
     /// Sends a request of client `caller` to upstream `i` in the upstream's era, and brings
     /// the answer back in the client's.
@@ -88,6 +105,10 @@ impl Gateway {
             }
         }
         let caps = caller.session.capabilities();
+        let params = match caller.session.state().log_level {
+            Some(level) if !client_modern => Some(with_log_level(params.as_deref(), &level)),
+            _ => params,
+        };
         let reply = upstream
             .request_for(
                 upstream_id,

@@ -129,3 +129,42 @@ async fn task_requests_reach_the_upstream_that_created_the_task() {
     );
     gw.stop_and_check().await;
 }
+
+/// A 2025-era client's `logging/setLevel` reaches a 2026-07-28 upstream (which has no session
+/// level) as the `_meta` log level of each of the client's requests: the tool's log
+/// notifications come back; without a level none do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_clients_log_level_reaches_a_modern_upstream() {
+    let fixture = crate::harness::peers().join("conformance-next/fixture_server.py");
+    let python = crate::harness::venv_bin("python");
+    let up = Up::stdio("f", &python, &[fixture.to_str().unwrap(), "--stdio"]);
+    let mut gw = Gateway::start("log-level", Mode::Stdio, &[up]).await;
+    assert!(gw.log().contains("protocol 2026-07-28"), "{}", gw.log());
+    gw.client().initialize().await;
+    let logs = |seen: &[Value]| {
+        seen.iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .count()
+    };
+    let quiet = gw
+        .client()
+        .call_tool("f__test_tool_with_logging", json!({}))
+        .await;
+    assert!(quiet["result"].is_object(), "{quiet}");
+    assert_eq!(logs(&gw.client().seen), 0, "{:?}", gw.client().seen);
+    let set = gw
+        .client()
+        .request("logging/setLevel", json!({"level": "info"}))
+        .await;
+    assert!(set["result"].is_object(), "{set}");
+    let loud = gw
+        .client()
+        .call_tool("f__test_tool_with_logging", json!({}))
+        .await;
+    assert!(loud["result"].is_object(), "{loud}");
+    gw.client()
+        .drain(std::time::Duration::from_millis(200))
+        .await;
+    assert_eq!(logs(&gw.client().seen), 3, "{:?}", gw.client().seen);
+    gw.stop_and_check().await;
+}
