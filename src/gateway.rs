@@ -494,9 +494,8 @@ impl Gateway {
             )?),
             "tools/call" => self.call_named(msg, caller, "tool").await,
             "prompts/get" => self.call_named(msg, caller, "prompt").await,
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                self.call_by_uri(msg, caller).await
-            }
+            "resources/subscribe" | "resources/unsubscribe" => self.subscribe(msg, caller).await,
+            "resources/read" => self.call_by_uri(msg, caller).await,
             "completion/complete" => self.complete(msg, caller).await,
             "subscriptions/listen" => self.listen(msg, caller).await,
             "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" => {

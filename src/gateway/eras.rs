@@ -508,6 +508,7 @@ impl Gateway {
         if !resources.is_empty() {
             honoured.insert("resourceSubscriptions".into(), json!(resources));
         }
+        self.watch_for_listener(&resources);
         let subscription =
             serde_json::to_value(msg.id.clone().unwrap_or(Id::Null)).unwrap_or(Value::Null);
         let ack = Message::notification(
@@ -638,5 +639,48 @@ impl Gateway {
             }
         }
         Ok(Message::response_value(Id::Null, &json!({ "tasks": all })))
+    }
+
+    /// `resources/subscribe` / `unsubscribe` of a 2025-era client: forwarded to a 2025
+    /// upstream; for a modern upstream (which has no such method) the resource joins or leaves
+    /// the gateway's `subscriptions/listen` on it.
+    pub(super) async fn subscribe(&self, msg: &Message, caller: &Caller) -> Result<Message, Error> {
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        let uri = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match self.route_uri(uri) {
+            Some(i) if self.inner.upstreams[i].is_modern() => {
+                let on = msg.method() == Some("resources/subscribe");
+                self.inner.upstreams[i].watch_resource(uri, on);
+                Ok(Message::response_value(Id::Null, &json!({})))
+            }
+            _ => self.call_by_uri(msg, caller).await,
+        }
+    }
+
+    /// What a modern client's `subscriptions/listen` asks about resources, arranged upstream:
+    /// `resources/subscribe` on a 2025 upstream, the listen filter of a modern one.
+    fn watch_for_listener(&self, uris: &[String]) {
+        for uri in uris {
+            let Some(i) = self.route_uri(uri) else {
+                continue;
+            };
+            let upstream = self.inner.upstreams[i].clone();
+            if upstream.is_modern() {
+                upstream.watch_resource(uri, true);
+                continue;
+            }
+            let params = to_raw(&json!({ "uri": uri }));
+            tokio::spawn(async move {
+                if let Err(err) = upstream
+                    .request("resources/subscribe", Some(params), None)
+                    .await
+                {
+                    tracing::debug!(error = %err, "resources/subscribe for a listener failed");
+                }
+            });
+        }
     }
 }

@@ -150,6 +150,10 @@ struct Inner {
     /// Tool name → properties its `tools/call` mirrors in `Mcp-Param-*` headers (2026-07-28
     /// HTTP; tools that mark some only).
     param_marks: Mutex<HashMap<String, Vec<crate::mcp::params::Marked>>>,
+    /// Resources whose `notifications/resources/updated` the gateway's clients want from a
+    /// modern upstream (its `subscriptions/listen` asks for them), and a nudge when they change.
+    watched: Mutex<std::collections::BTreeSet<String>>,
+    watch_changed: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -193,6 +197,8 @@ impl Upstream {
                 task: Mutex::new(None),
                 fallback: Mutex::new(None),
                 param_marks: Mutex::new(HashMap::new()),
+                watched: Mutex::new(std::collections::BTreeSet::new()),
+                watch_changed: tokio::sync::Notify::new(),
             }),
         };
         let task = match &upstream.inner.spec.transport {
@@ -550,11 +556,27 @@ impl Upstream {
             .await
     }
 
+    /// Starts or stops watching resource `uri` of a modern upstream (`resources/subscribe`
+    /// of the 2025 era becomes part of the gateway's `subscriptions/listen`).
+    pub(crate) fn watch_resource(&self, uri: &str, on: bool) {
+        let changed = {
+            let mut watched = lock(&self.inner.watched);
+            if on {
+                watched.insert(uri.to_owned())
+            } else {
+                watched.remove(uri)
+            }
+        };
+        if changed {
+            self.inner.watch_changed.notify_one();
+        }
+    }
+
     /// Keeps a `subscriptions/listen` request open on a modern upstream, so that its
-    /// `list_changed` notifications reach the gateway (a modern server sends them nowhere
-    /// else). Re-opened when it ends; after a gap the catalog is refreshed, since changes may
-    /// have been missed. Returns at shutdown, or at once when the server announces no list
-    /// changes.
+    /// `list_changed` notifications (and `resources/updated` of the watched resources) reach
+    /// the gateway (a modern server sends them nowhere else). Re-opened when it ends, and when
+    /// the watched resources change; after a gap the catalog is refreshed, since changes may
+    /// have been missed. Returns at shutdown, or when the server has no `subscriptions/listen`.
     pub(crate) async fn listen_modern(&self) {
         let caps = self.info().capabilities;
         let changes = |kind: &str| {
@@ -563,20 +585,19 @@ impl Upstream {
                 .and_then(Value::as_bool)
                 .unwrap_or(false)
         };
-        let filter = json!({
-            "notifications": {
-                "toolsListChanged": changes("tools"),
-                "promptsListChanged": changes("prompts"),
-                "resourcesListChanged": changes("resources"),
-            }
-        });
-        if !["tools", "prompts", "resources"].iter().any(|k| changes(k)) {
-            return;
-        }
+        let lists = ["tools", "prompts", "resources"].iter().any(|k| changes(k));
         let stop = self.inner.shutdown.clone();
-        let mut first = true;
+        let mut gap = false;
         loop {
-            if !first {
+            let resources: Vec<String> = lock(&self.inner.watched).iter().cloned().collect();
+            if !lists && resources.is_empty() {
+                // Nothing to listen for until a client watches a resource.
+                tokio::select! {
+                    () = self.inner.watch_changed.notified() => continue,
+                    () = stop.cancelled() => return,
+                }
+            }
+            if gap {
                 for kind in ["tools", "prompts", "resources"] {
                     let _ = self
                         .inner
@@ -584,7 +605,14 @@ impl Upstream {
                         .send(Event::ListChanged(self.inner.index, kind.to_owned()));
                 }
             }
-            first = false;
+            let mut notifications = json!({
+                "toolsListChanged": changes("tools"),
+                "promptsListChanged": changes("prompts"),
+                "resourcesListChanged": changes("resources"),
+            });
+            if !resources.is_empty() {
+                notifications["resourceSubscriptions"] = json!(resources);
+            }
             let opened = tokio::time::Instant::now();
             let id = self.next_request_id();
             let call = Call {
@@ -595,14 +623,22 @@ impl Upstream {
             let listen = self.request_full(
                 id,
                 "subscriptions/listen",
-                Some(to_raw(&filter)),
+                Some(to_raw(&json!({ "notifications": notifications }))),
                 None,
                 call,
             );
             let outcome = tokio::select! {
-                outcome = listen => outcome,
+                outcome = listen => Some(outcome),
+                () = self.inner.watch_changed.notified() => None,
                 () = stop.cancelled() => return,
             };
+            let Some(outcome) = outcome else {
+                // The watched resources changed: the same stream with the new set.
+                self.cancel(id, Some("listening again with other resources"));
+                gap = false;
+                continue;
+            };
+            gap = true;
             match outcome {
                 Ok(reply)
                     if reply

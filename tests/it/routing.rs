@@ -168,3 +168,41 @@ async fn a_legacy_clients_log_level_reaches_a_modern_upstream() {
     assert_eq!(logs(&gw.client().seen), 3, "{:?}", gw.client().seen);
     gw.stop_and_check().await;
 }
+
+/// `resources/subscribe` of a 2025-era client on a 2026-07-28 upstream (which has no such
+/// method) becomes part of the gateway's `subscriptions/listen` there; the upstream's
+/// `notifications/resources/updated` reaches the client. (Against a 2025 upstream it is
+/// forwarded: the conformance suite's `resources-subscribe` scenario covers that.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_subscriptions_reach_a_modern_upstream() {
+    for era in ["modern", "dual"] {
+        let mut gw = Gateway::start(
+            &format!("subscribe-{era}"),
+            Mode::Stdio,
+            &[Up::era_server("era", era)],
+        )
+        .await;
+        gw.client().initialize().await;
+        let sub = gw
+            .client()
+            .request("resources/subscribe", json!({"uri": "era://static"}))
+            .await;
+        assert!(sub["result"].is_object(), "{era}: {sub}");
+        // The upstream's listen is re-opened with the resource: give it a moment.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let touched = gw
+            .client()
+            .call_tool("era__touch", json!({"uri": "era://static"}))
+            .await;
+        assert!(touched["result"].is_object(), "{era}: {touched}");
+        gw.client()
+            .drain(std::time::Duration::from_millis(500))
+            .await;
+        let updated = gw.client().seen.iter().any(|m| {
+            m["method"] == "notifications/resources/updated" && m["params"]["uri"] == "era://static"
+        });
+        let log = gw.log();
+        assert!(updated, "{era}: {:?}\n{log}", gw.client().seen);
+        gw.stop_and_check().await;
+    }
+}

@@ -14,6 +14,7 @@ usage: era_server.py [--stdio | --http PORT] [--era modern|legacy|dual]
 
 Tools: echo(message), add(a, b), slow(seconds, steps) with progress notifications, ask_user
 (question) through elicitation, ask_model(prompt) through sampling, list_roots() through roots,
+touch(uri) which announces `notifications/resources/updated` for `uri`,
 add_tool_later() which adds the tool `later` and announces it (notifications/tools/list_changed
 on 2025, the subscriptions/listen bus on 2026). A prompt `greet(name)`, a static resource
 `era://static` and a template `era://item/{id}`.
@@ -169,6 +170,16 @@ async def add_tool_later(ctx: Context) -> str:
     else:
         await ctx.session.send_tool_list_changed()
     return "added later"
+
+
+@server.tool()
+async def touch(uri: str, ctx: Context) -> str:
+    """Announce that resource `uri` changed (to its subscribers)."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        await ctx.notify_resource_updated(uri)
+    else:
+        await ctx.session.send_resource_updated(uri)
+    return f"touched {uri}"
 
 
 @server.prompt()
