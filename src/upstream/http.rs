@@ -42,6 +42,9 @@ pub(crate) struct HttpLink {
     /// `protocol` as a header value.
     protocol_header: Mutex<Option<HeaderValue>>,
     reinit: tokio::sync::Mutex<()>,
+    /// A message could not reach the server at all (refused, reset) while it was ready: the
+    /// connection loop checks whether the server is gone.
+    suspect: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -78,6 +81,7 @@ pub(crate) async fn connect(upstream: Upstream) {
         protocol: Mutex::new(PROTOCOL_VERSION.to_owned()),
         protocol_header: Mutex::new(HeaderValue::from_str(PROTOCOL_VERSION).ok()),
         reinit: tokio::sync::Mutex::new(()),
+        suspect: tokio::sync::Notify::new(),
     });
     upstream.set_link(Some(Link::Http(link.clone())));
     loop {
@@ -88,13 +92,15 @@ pub(crate) async fn connect(upstream: Upstream) {
                 link.set_protocol(&info.protocol_version);
                 upstream.set_info(info);
                 upstream.set_status(Status::Ready);
-                if upstream.is_modern() {
-                    // No GET stream in 2026-07-28: `subscriptions/listen` instead.
-                    upstream.listen_modern().await;
-                } else {
-                    link.listen(upstream).await;
+                if !link.serve(&upstream).await {
+                    return; // Shutdown.
                 }
-                return;
+                // The server is gone: down until a new handshake works (a 2025 server gets a new
+                // session), instead of failing its calls one by one while looking ready.
+                tracing::warn!(upstream = upstream.name(), "Upstream connection lost");
+                upstream.set_status(Status::Down("the connection was lost".into()));
+                upstream.fail_pending("the connection was lost");
+                link.set_session(None);
             }
             Err(err) => {
                 tracing::warn!(upstream = upstream.name(), error = %err, "Upstream is down");
@@ -109,6 +115,49 @@ pub(crate) async fn connect(upstream: Upstream) {
 }
 
 impl HttpLink {
+    /// Listens to a ready server (the GET stream, or `subscriptions/listen` for a modern one)
+    /// until shutdown (false) or until the server is found gone (true): its stream cannot be
+    /// reopened, or a message could not reach it and a `ping` cannot either.
+    async fn serve(&self, upstream: &Upstream) -> bool {
+        let stop = upstream.shutdown_token().clone();
+        let listen = async {
+            if upstream.is_modern() {
+                // No GET stream in 2026-07-28: `subscriptions/listen` instead.
+                upstream.listen_modern().await;
+                std::future::pending::<bool>().await
+            } else {
+                self.listen(upstream).await
+            }
+        };
+        tokio::pin!(listen);
+        loop {
+            tokio::select! {
+                lost = &mut listen => return lost,
+                () = self.suspect.notified() => {
+                    if self.gone(upstream).await {
+                        return true;
+                    }
+                }
+                () = stop.cancelled() => return false,
+            }
+        }
+    }
+
+    /// Whether the server is unreachable: a `ping` gets no answer at all (any answer, even an
+    /// error, means it is there).
+    async fn gone(&self, upstream: &Upstream) -> bool {
+        let params = serde_json::json!({});
+        let ping = upstream.handshake_request("ping", &params);
+        match tokio::time::timeout(RETRY * 2, ping).await {
+            Ok(Ok(reply)) => reply.error.as_ref().is_some_and(|e| {
+                e.data
+                    .as_ref()
+                    .is_some_and(|d| d.get().contains("mcp_budget.upstream.unavailable"))
+            }),
+            Ok(Err(_)) | Err(_) => true,
+        }
+    }
+
     /// Sends `msg` in the background; what comes back is fed to `upstream.incoming`.
     pub(crate) fn post(
         self: &Arc<Self>,
@@ -146,6 +195,11 @@ impl HttpLink {
                         }
                     }
                     Err(err) => {
+                        if let (SendError::Unreachable(_), Status::Ready) =
+                            (&err, upstream.status())
+                        {
+                            link.suspect.notify_one();
+                        }
                         if let Some(id) = request_id {
                             upstream.fail_request(id, &err.to_string());
                         }
@@ -161,22 +215,28 @@ impl HttpLink {
     /// server→client requests) travels only there, and is lost when nobody listens.
     /// Reopened after it ends (the session may have been renewed meanwhile); a server without
     /// one (405) is left alone.
-    async fn listen(&self, upstream: Upstream) {
+    async fn listen(&self, upstream: &Upstream) -> bool {
         let stop = upstream.shutdown_token().clone();
         loop {
             let opened = tokio::time::Instant::now();
             let outcome = tokio::select! {
-                outcome = self.listen_once(&upstream) => outcome,
-                () = stop.cancelled() => return,
+                outcome = self.listen_once(upstream) => outcome,
+                () = stop.cancelled() => return false,
             };
             match outcome {
                 Ok(()) => {}
-                Err(status) if status == StatusCode::METHOD_NOT_ALLOWED => {
+                Err(Some(status)) if status == StatusCode::METHOD_NOT_ALLOWED => {
                     tracing::debug!(upstream = upstream.name(), "Upstream has no GET stream");
-                    return;
+                    // Nothing to hold; `serve` still notices a server that goes away.
+                    stop.cancelled().await;
+                    return false;
                 }
-                Err(status) => {
+                Err(Some(status)) => {
                     tracing::debug!(upstream = upstream.name(), %status, "GET stream refused");
+                }
+                Err(None) => {
+                    // Not even a connection: the server is gone.
+                    return true;
                 }
             }
             // Do not spin on a server that closes the stream at once.
@@ -187,16 +247,18 @@ impl HttpLink {
             };
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
-                () = stop.cancelled() => return,
+                () = stop.cancelled() => return false,
             }
         }
     }
 
-    async fn listen_once(&self, upstream: &Upstream) -> Result<(), StatusCode> {
+    /// One GET stream: `Err(Some(status))` when refused, `Err(None)` when the server cannot
+    /// be reached.
+    async fn listen_once(&self, upstream: &Upstream) -> Result<(), Option<StatusCode>> {
         let client = self
             .client
             .as_ref()
-            .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+            .map_err(|_| Some(StatusCode::SERVICE_UNAVAILABLE))?;
         let mut headers = self.headers.clone();
         headers.append(ACCEPT, HeaderValue::from_static("text/event-stream"));
         if let Some(version) = lock(&self.protocol_header).clone() {
@@ -208,9 +270,9 @@ impl HttpLink {
         let mut resp = client
             .send(Method::GET, headers, Bytes::new())
             .await
-            .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+            .map_err(|_| None)?;
         if !resp.status.is_success() || !is_sse(&resp.headers) {
-            return Err(resp.status);
+            return Err(Some(resp.status));
         }
         tracing::debug!(upstream = upstream.name(), "GET stream open");
         let mut decoder = SseDecoder::default();
@@ -319,7 +381,7 @@ impl HttpLink {
         let mut resp = client
             .send(Method::POST, headers, Bytes::from(msg.to_bytes()))
             .await
-            .map_err(SendError::Other)?;
+            .map_err(SendError::Unreachable)?;
         let status = resp.status;
         if status == StatusCode::NOT_FOUND && session.is_some() {
             return Err(SendError::Expired);
@@ -427,6 +489,9 @@ fn is_sse(headers: &HeaderMap) -> bool {
 enum SendError {
     #[error("the upstream session expired")]
     Expired,
+    /// The message did not reach the server (connection refused or reset).
+    #[error("{0}")]
+    Unreachable(String),
     #[error("{0}")]
     Other(String),
 }

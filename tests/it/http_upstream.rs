@@ -132,9 +132,33 @@ async fn http_upstream_restarted_mid_call_recovers_with_a_new_session() {
         "{down}"
     );
 
+    // Not "ready" while gone: the gateway notices and says so (instead of failing calls one
+    // by one while the upstream looks healthy).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !gw.log().contains("Upstream connection lost") {
+        assert!(tokio::time::Instant::now() < deadline, "{}", gw.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let c = gw.client();
+    let gone = c.call_tool("web__echo", json!({"message": "gone?"})).await;
+    assert!(
+        gone["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the connection was lost")),
+        "{gone}"
+    );
+
     let (_server, _) = crate::harness::everything_http_on(&tag, port).await;
-    let back = c.call_tool("web__echo", json!({"message": "back"})).await;
-    assert_eq!(back["result"]["content"][0]["text"], "Echo: back", "{back}");
+    // Back once a new handshake works (retried every 2 s).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let back = c.call_tool("web__echo", json!({"message": "back"})).await;
+        if back["result"]["content"][0]["text"] == "Echo: back" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{back}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     gw.stop_and_check().await;
     kill_tagged(&tag);
 }
