@@ -127,7 +127,9 @@ struct State {
     current: Mutex<Option<Arc<Planned>>>,
     /// Per session: exposed names of deferred tools it inspected or used, in that order
     /// (`[discover] promote_on_use`).
-    promoted: Mutex<HashMap<String, Vec<String>>>,
+    /// Session id → (the session, while it lives; the tools it promoted). Entries of sessions
+    /// that ended are dropped at the next promotion.
+    promoted: Mutex<HashMap<String, (std::sync::Weak<Session>, Vec<String>)>>,
     /// Servers whose tools are dynamic (`volatile = true` upstreams).
     volatile: Vec<String>,
 }
@@ -236,7 +238,7 @@ impl State {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(session)
-            .cloned()
+            .map(|(_, names)| names.clone())
             .unwrap_or_default();
         let Some(discovery) = planned.discovery.as_ref().filter(|_| !promoted.is_empty()) else {
             return planned.result.clone();
@@ -254,13 +256,20 @@ impl State {
         to_raw(&json!({ "tools": tools }))
     }
 
-    /// Promotes a deferred tool for a session and tells the session its list changed.
-    fn promote(&self, session: &Session, exposed: &str) {
+    /// Promotes a deferred tool for a session and tells the session its list changed. Not for
+    /// a 2026-07-28 request, whose session ends with it (the next list is another session's).
+    fn promote(&self, session: &Arc<Session>, exposed: &str) {
+        if session.is_modern() {
+            return;
+        }
         let mut promoted = self
             .promoted
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let list = promoted.entry(session.id.clone()).or_default();
+        promoted.retain(|_, (alive, _)| alive.strong_count() > 0);
+        let (_, list) = promoted
+            .entry(session.id.clone())
+            .or_insert_with(|| (Arc::downgrade(session), Vec::new()));
         if list.iter().any(|n| n == exposed) {
             return;
         }
@@ -452,7 +461,7 @@ enum Outcome {
 
 impl<S> Budget<S> {
     /// `Some` when the call is of a meta-tool: its answer, or the real call to forward.
-    fn meta_call(&self, message: &Message, session: &Session) -> Option<Outcome> {
+    fn meta_call(&self, message: &Message, session: &Arc<Session>) -> Option<Outcome> {
         #[derive(serde::Deserialize)]
         struct Call {
             name: String,
@@ -679,6 +688,35 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(other.result.unwrap().get(), before);
+    }
+
+    #[tokio::test]
+    async fn promotions_of_ended_sessions_are_forgotten_and_modern_requests_promote_nothing() {
+        let mut policy = Policy::default();
+        policy.discover.promote_on_use = true;
+        let layer = BudgetLayer::new(Arc::new(Fixed(fixtures())), &policy);
+        let mut svc = layer.layer(echo());
+        let invoke = json!({"name": "invoke_tool", "arguments": {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}});
+        for n in 0..3 {
+            let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+            let session = Arc::new(Session::new(format!("s{n}"), tx));
+            let req = McpRequest {
+                message: Message::request(Id::Number(n), "tools/call", Some(to_raw(&invoke))),
+                caller: Caller::new(session),
+            };
+            svc.call(req).await.unwrap();
+        }
+        // Each promotion dropped the entries of the sessions that ended before it.
+        assert_eq!(layer.state.promoted.lock().unwrap().len(), 1);
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let modern = Arc::new(Session::new("modern", tx));
+        modern.update(|s| s.protocol_version = Some("2026-07-28".into()));
+        let req = McpRequest {
+            message: Message::request(Id::Number(9), "tools/call", Some(to_raw(&invoke))),
+            caller: Caller::new(modern),
+        };
+        svc.call(req).await.unwrap();
+        assert!(!layer.state.promoted.lock().unwrap().contains_key("modern"));
     }
 
     #[tokio::test]
