@@ -129,7 +129,7 @@ struct State {
     /// (`[discover] promote_on_use`).
     /// Session id → (the session, while it lives; the tools it promoted). Entries of sessions
     /// that ended are dropped at the next promotion.
-    promoted: Mutex<HashMap<String, (std::sync::Weak<Session>, Vec<String>)>>,
+    promoted: Mutex<HashMap<String, Promoted>>,
     /// Servers whose tools are dynamic (`volatile = true` upstreams).
     volatile: Vec<String>,
 }
@@ -322,6 +322,9 @@ impl State {
         policy
     }
 }
+
+/// A session (while it lives) and the tools it promoted.
+type Promoted = (std::sync::Weak<Session>, Vec<String>);
 
 /// Layer of [`Budget`].
 #[derive(Debug, Clone)]
