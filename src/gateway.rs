@@ -127,6 +127,10 @@ struct Inner {
     tasks: Mutex<HashMap<String, usize>>,
     /// Open `subscriptions/listen` streams of modern clients.
     listeners: Mutex<Vec<eras::Listener>>,
+    /// Per upstream: one refresh at a time (they run on tasks of their own), and how many
+    /// full refreshes finished (what `wait_ready` waits for).
+    refreshing: Vec<tokio::sync::Mutex<()>>,
+    refreshed: Vec<tokio::sync::watch::Sender<u64>>,
     /// What hosts see of the tools (set by the budget layer) and its last fingerprint.
     #[allow(clippy::type_complexity)]
     tools_view: Mutex<Option<(Arc<dyn Fn() -> u64 + Send + Sync>, u64)>>,
@@ -180,6 +184,7 @@ impl Gateway {
             })
             .collect();
         let names = policy.upstreams.iter().map(|u| u.name.clone()).collect();
+        let count = upstreams.len();
         let catalog = Catalog {
             per_upstream: vec![Contribution::default(); upstreams.len()],
             ..Catalog::default()
@@ -197,6 +202,10 @@ impl Gateway {
                 shim_next: AtomicU64::new(1),
                 tasks: Mutex::new(HashMap::new()),
                 listeners: Mutex::new(Vec::new()),
+                refreshing: (0..count).map(|_| tokio::sync::Mutex::new(())).collect(),
+                refreshed: (0..count)
+                    .map(|_| tokio::sync::watch::channel(0).0)
+                    .collect(),
                 tools_view: Mutex::new(None),
                 shutdown,
             }),
@@ -207,10 +216,22 @@ impl Gateway {
 
     /// Waits until every upstream is ready or down (at most `limit`) and its lists fetched.
     pub async fn wait_ready(&self, limit: Duration) -> Vec<UpstreamSummary> {
+        let started = tokio::time::Instant::now();
         let waits = self.inner.upstreams.iter().map(|u| u.wait_ready(limit));
         futures::future::join_all(waits).await;
-        let refreshes = (0..self.inner.upstreams.len()).map(|i| self.refresh(i, None));
-        futures::future::join_all(refreshes).await;
+        // The lists are fetched once, by the refresh each upstream's readiness starts.
+        let fetched = self
+            .inner
+            .upstreams
+            .iter()
+            .zip(&self.inner.refreshed)
+            .filter(|(u, _)| u.status() == Status::Ready)
+            .map(|(_, done)| async move {
+                let mut done = done.subscribe();
+                let _ = done.wait_for(|n| *n > 0).await;
+            });
+        let left = limit.saturating_sub(started.elapsed());
+        let _ = tokio::time::timeout(left, futures::future::join_all(fetched)).await;
         let catalog = self.read_catalog();
         self.inner
             .upstreams
@@ -283,13 +304,21 @@ impl Gateway {
             };
             let Some(event) = event else { return };
             match event {
+                // Refreshes run on tasks of their own, so that upstreams are fetched in
+                // parallel (one at a time per upstream).
                 Event::Ready(i) => {
-                    let changed = self.refresh(i, None).await;
-                    self.announce(&changed);
+                    let this = self.clone();
+                    tokio::spawn(async move {
+                        let changed = this.refresh(i, None).await;
+                        this.announce(&changed);
+                    });
                 }
                 Event::ListChanged(i, kind) => {
-                    let changed = self.refresh(i, Some(&kind)).await;
-                    self.announce(&changed);
+                    let this = self.clone();
+                    tokio::spawn(async move {
+                        let changed = this.refresh(i, Some(&kind)).await;
+                        this.announce(&changed);
+                    });
                 }
                 Event::Down(_) => {}
                 Event::Broadcast(_, msg) => {
@@ -347,6 +376,15 @@ impl Gateway {
 
     /// Fetches the lists of upstream `i` (all, or one kind); returns the kinds that changed.
     async fn refresh(&self, i: usize, only: Option<&str>) -> Vec<&'static str> {
+        let _one_at_a_time = self.inner.refreshing[i].lock().await;
+        let changed = self.fetch_lists(i, only).await;
+        if only.is_none() {
+            self.inner.refreshed[i].send_modify(|n| *n += 1);
+        }
+        changed
+    }
+
+    async fn fetch_lists(&self, i: usize, only: Option<&str>) -> Vec<&'static str> {
         let upstream = &self.inner.upstreams[i];
         if upstream.status() != Status::Ready {
             return Vec::new();
