@@ -312,13 +312,6 @@ impl Upstream {
         })
     }
 
-    /// The capabilities the gateway declares upstream for its own requests (lists): everything
-    /// it can route to some client.
-    #[must_use]
-    pub fn gateway_capabilities(&self) -> &Value {
-        &self.inner.capabilities
-    }
-
     /// Fails every request in flight (the connection is gone).
     pub(crate) fn fail_pending(&self, reason: &str) {
         let drained: Vec<(i64, Pending)> = lock(&self.inner.pending).drain().collect();
@@ -428,8 +421,13 @@ impl Upstream {
         // (`io.modelcontextprotocol/*` in `_meta`): an upstream that knows both eras refuses
         // them on its 2025 connection. A modern upstream gets the gateway's own envelope below.
         if let Some(p) = params.as_ref().filter(|_| maybe_meta && era == Era::Legacy) {
-            if p.get().contains(MODERN_META_PREFIX) {
-                params = Some(strip_modern_meta(p));
+            if p.get().contains(bridge::ENVELOPE_PREFIX) {
+                let stripped = serde_json::from_str(p.get())
+                    .ok()
+                    .and_then(|v: Value| bridge::without_envelope(&v));
+                if let Some(stripped) = stripped {
+                    params = Some(to_raw(&stripped));
+                }
             }
         }
         // Rewrite the client's progress token so that two clients' tokens never collide on
@@ -525,18 +523,8 @@ impl Upstream {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(_)) => Err(self.unavailable("the connection closed")),
             Err(_) => {
-                // Tell the server to stop working on it.
-                if let Some(abort) = self.forget(id) {
-                    abort.cancel();
-                } else {
-                    let cancel = Message::notification(
-                        "notifications/cancelled",
-                        Some(to_raw(
-                            &json!({"requestId": id, "reason": "timed out in the gateway"}),
-                        )),
-                    );
-                    let _ = self.send_on(&link, cancel, None);
-                }
+                let abort = self.forget(id).and_then(|p| p.abort);
+                self.stop_request(id, abort, Some("timed out in the gateway"));
                 Err(Error::UpstreamTimeout {
                     upstream: self.name().to_owned(),
                     timeout,
@@ -679,12 +667,7 @@ impl Upstream {
     /// waiting on it gets a `mcp_budget.request.cancelled` error (the stdio downstream drops
     /// it; on HTTP it ends the request's stream).
     pub fn cancel(&self, upstream_id: i64, reason: Option<&str>) {
-        let pending = lock(&self.inner.pending).remove(&upstream_id);
-        if let Some(p) = pending {
-            let abort = p.abort.clone();
-            if let Some(token) = &p.progress {
-                lock(&self.inner.progress).remove(token);
-            }
+        if let Some(p) = self.forget(upstream_id) {
             let err = ErrorObject::new(
                 REQUEST_CANCELLED,
                 format!(
@@ -695,20 +678,25 @@ impl Upstream {
                 None,
             );
             let _ = p.reply.send(Message::error(Id::Number(upstream_id), err));
-            if let Some(abort) = abort {
-                // Modern HTTP: closing the response stream is the cancellation.
-                abort.cancel();
-                return;
-            }
-            let mut params = json!({ "requestId": upstream_id });
-            if let Some(reason) = reason {
-                params["reason"] = Value::String(reason.to_owned());
-            }
-            let _ = self.notify(Message::notification(
-                "notifications/cancelled",
-                Some(to_raw(&params)),
-            ));
+            self.stop_request(upstream_id, p.abort, reason);
         }
+    }
+
+    /// Tells the server to stop working on request `id`: closes its response stream when it
+    /// has one to close (modern HTTP: that is the cancellation), else `notifications/cancelled`.
+    fn stop_request(&self, id: i64, abort: Option<CancellationToken>, reason: Option<&str>) {
+        if let Some(abort) = abort {
+            abort.cancel();
+            return;
+        }
+        let mut params = json!({ "requestId": id });
+        if let Some(reason) = reason {
+            params["reason"] = Value::String(reason.to_owned());
+        }
+        let _ = self.notify(Message::notification(
+            "notifications/cancelled",
+            Some(to_raw(&params)),
+        ));
     }
 
     /// Delivers a client's response to a server→client request the gateway forwarded
@@ -727,13 +715,13 @@ impl Upstream {
         self.notify(msg)
     }
 
-    /// Removes request `id` from the pending table; returns its abort token, if it has one.
-    fn forget(&self, id: i64) -> Option<CancellationToken> {
+    /// Removes request `id` (and its progress route) from the pending tables.
+    fn forget(&self, id: i64) -> Option<Pending> {
         let removed = lock(&self.inner.pending).remove(&id)?;
         if let Some(token) = &removed.progress {
             lock(&self.inner.progress).remove(token);
         }
-        removed.abort
+        Some(removed)
     }
 
     fn unavailable(&self, reason: &str) -> Error {
@@ -961,24 +949,6 @@ impl Upstream {
             .max_by_key(|(id, _)| *id)
             .map(|(_, o)| o.clone())
     }
-}
-
-/// Prefix of the 2026-07-28 envelope keys in `_meta`.
-const MODERN_META_PREFIX: &str = "io.modelcontextprotocol/";
-
-/// `params` without the modern envelope keys in `_meta` (and without `_meta` if nothing else
-/// was in it).
-fn strip_modern_meta(params: &serde_json::value::RawValue) -> Box<serde_json::value::RawValue> {
-    let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(params.get()) else {
-        return params.to_owned();
-    };
-    if let Some(Value::Object(meta)) = obj.get_mut("_meta") {
-        meta.retain(|k, _| !k.starts_with(MODERN_META_PREFIX));
-        if meta.is_empty() {
-            obj.shift_remove("_meta");
-        }
-    }
-    to_raw(&Value::Object(obj))
 }
 
 /// Parses the `initialize` result into [`ServerInfo`].
