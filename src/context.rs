@@ -99,12 +99,6 @@ impl Session {
         self.lock().client_capabilities.get(name).is_some()
     }
 
-    /// The client's declared capabilities.
-    #[must_use]
-    pub fn capabilities(&self) -> Value {
-        self.lock().client_capabilities.clone()
-    }
-
     /// Whether the client speaks the 2026-07-28 era (no `initialize`; input via MRTR).
     #[must_use]
     pub fn is_modern(&self) -> bool {

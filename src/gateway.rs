@@ -547,7 +547,7 @@ impl Gateway {
                     .and_then(|p| p.get("level").and_then(Value::as_str).map(str::to_owned));
                 caller.session.update(|s| s.log_level = level);
                 // 2026-07-28 has no session level: each modern request names its own (`_meta`,
-                // added from the session's level by `forward_across`).
+                // added from the session's level by `Upstream::request_for`).
                 for u in self.legacy_upstreams() {
                     if u.status() == Status::Ready && u.info().capabilities.get("logging").is_some()
                     {

@@ -52,21 +52,15 @@ pub(super) struct Listener {
     resources: Vec<String>,
 }
 
-/// `params` with the log level a 2025-era session set, as a modern request names it.
-fn with_log_level(
-    params: Option<&serde_json::value::RawValue>,
-    level: &str,
-) -> Box<serde_json::value::RawValue> {
-    let mut value: Value = params
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or_else(|| json!({}));
-    if let Some(obj) = value.as_object_mut() {
-        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
-        if let Some(meta) = meta.as_object_mut() {
-            meta.insert(bridge::META_LOG_LEVEL.into(), json!(level));
-        }
-    }
-    to_raw(&value)
+/// The error (`-32021` to a modern client) when server→client request `method` of `upstream`
+/// needs a capability that the client did not declare.
+fn undeclared(upstream: &Upstream, method: &str, caller: &Caller) -> Option<Error> {
+    let cap = bridge::capability_for(method)?;
+    (!caller.session.has_capability(cap)).then(|| Error::ClientInput {
+        upstream: upstream.name().to_owned(),
+        reason: format!("{method}, and the client did not declare the {cap:?} capability"),
+        missing_capability: Some(cap.to_owned()),
+    })
 }
 
 impl Gateway {
@@ -87,15 +81,11 @@ impl Gateway {
             let value: Option<Value> = params
                 .as_ref()
                 .and_then(|p| serde_json::from_str(p.get()).ok());
-            if let Some(state) = value
+            let (responses, state) = value
                 .as_ref()
-                .and_then(|v| bridge::retry_fields(v).1)
-                .filter(|s| s.starts_with(STATE_PREFIX))
-            {
-                let responses = value
-                    .as_ref()
-                    .and_then(|v| bridge::retry_fields(v).0.cloned())
-                    .unwrap_or_default();
+                .map_or((None, None), |v| bridge::retry_fields(v));
+            if let Some(state) = state.filter(|s| s.starts_with(STATE_PREFIX)) {
+                let responses = responses.cloned().unwrap_or_default();
                 return self.resume(state, responses, msg, caller).await;
             }
             if !upstream.is_modern() {
@@ -104,24 +94,20 @@ impl Gateway {
                     .await;
             }
         }
-        let caps = caller.session.capabilities();
-        let params = match caller.session.state().log_level {
-            Some(level) if !client_modern => Some(with_log_level(params.as_deref(), &level)),
-            _ => params,
-        };
+        let client = caller.session.state();
         let reply = upstream
             .request_for(
                 upstream_id,
                 &method,
                 params.clone(),
                 Some(caller.outbound.clone()),
-                &caps,
+                &client,
             )
             .await?;
         if client_modern || !upstream.is_modern() {
             return Ok(reply);
         }
-        self.answer_for_legacy(i, msg, params, caller, reply, &caps)
+        self.answer_for_legacy(i, msg, params, caller, reply, &client)
             .await
     }
 
@@ -134,7 +120,7 @@ impl Gateway {
         params: Option<Box<serde_json::value::RawValue>>,
         caller: &Caller,
         mut reply: Message,
-        caps: &Value,
+        client: &crate::context::SessionState,
     ) -> Result<Message, Error> {
         let upstream = &self.inner.upstreams[i];
         let method = msg.method().unwrap_or_default().to_owned();
@@ -172,7 +158,7 @@ impl Gateway {
                     &method,
                     Some(to_raw(&retry)),
                     Some(caller.outbound.clone()),
-                    caps,
+                    client,
                 )
                 .await?;
         }
@@ -196,20 +182,14 @@ impl Gateway {
             reason,
             missing_capability: missing.map(str::to_owned),
         };
-        match bridge::capability_for(method) {
-            Some(cap) if !caller.session.has_capability(cap) => {
-                return Err(input_error(
-                    format!("{method}, and the client did not declare the {cap:?} capability"),
-                    Some(cap),
-                ))
-            }
-            Some(_) => {}
-            None => {
-                return Err(input_error(
-                    format!("{method}, which the gateway cannot relay"),
-                    None,
-                ))
-            }
+        if let Some(err) = undeclared(upstream, method, caller) {
+            return Err(err);
+        }
+        if bridge::capability_for(method).is_none() {
+            return Err(input_error(
+                format!("{method}, which the gateway cannot relay"),
+                None,
+            ));
         }
         let n = self.inner.shim_next.fetch_add(1, Ordering::Relaxed);
         let id = format!("{SHIM_PREFIX}{n}");
@@ -366,12 +346,9 @@ impl Gateway {
         caller: &Caller,
     ) -> Option<Error> {
         let method = asked.method().unwrap_or_default();
-        let cap = bridge::capability_for(method)?;
-        if caller.session.has_capability(cap) {
-            return None;
-        }
         let upstream = &self.inner.upstreams[parked.upstream];
-        if let Some(Id::String(key)) = &asked.id {
+        let err = undeclared(upstream, method, caller)?;
+        if let (Some(Id::String(key)), Some(cap)) = (&asked.id, bridge::capability_for(method)) {
             let refusal = crate::jsonrpc::ErrorObject::new(
                 crate::jsonrpc::METHOD_NOT_FOUND,
                 format!("the client did not declare the {cap:?} capability"),
@@ -386,11 +363,7 @@ impl Gateway {
             Some("the client cannot answer what the call needs"),
         );
         parked.call.abort();
-        Some(Error::ClientInput {
-            upstream: upstream.name().to_owned(),
-            reason: format!("{method}, and the client did not declare the {cap:?} capability"),
-            missing_capability: Some(cap.to_owned()),
-        })
+        Some(err)
     }
 
     /// Keeps `parked` for the client's retry; the `input_required` result asking `asked`.
@@ -559,12 +532,7 @@ impl Gateway {
                 continue;
             }
             let mut params: Map<String, Value> = msg.params_as().unwrap_or_default();
-            let meta = params
-                .entry("_meta")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(meta) = meta {
-                meta.insert(SUBSCRIPTION_ID.into(), l.subscription.clone());
-            }
+            bridge::set_meta(&mut params, SUBSCRIPTION_ID, l.subscription.clone());
             let _ = l.outbound.send(Message::notification(
                 method,
                 Some(to_raw(&Value::Object(params))),

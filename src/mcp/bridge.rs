@@ -52,6 +52,19 @@ pub fn with_envelope(
         Some(Value::Object(obj)) => obj.clone(),
         _ => Map::new(),
     };
+    // Other modern keys (the log level a request opts in to) stay.
+    set_meta(&mut obj, META_PROTOCOL_VERSION, json!(protocol_version));
+    set_meta(&mut obj, META_CLIENT_INFO, client_info.clone());
+    set_meta(
+        &mut obj,
+        META_CLIENT_CAPABILITIES,
+        client_capabilities.clone(),
+    );
+    Value::Object(obj)
+}
+
+/// Sets `_meta[key]` of request or notification params `obj` (making `_meta` an object first).
+pub fn set_meta(obj: &mut Map<String, Value>, key: &str, value: Value) {
     let meta = obj
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -59,12 +72,8 @@ pub fn with_envelope(
         *meta = Value::Object(Map::new());
     }
     if let Value::Object(meta) = meta {
-        // Other modern keys (the log level a request opts in to) stay.
-        meta.insert(META_PROTOCOL_VERSION.into(), json!(protocol_version));
-        meta.insert(META_CLIENT_INFO.into(), client_info.clone());
-        meta.insert(META_CLIENT_CAPABILITIES.into(), client_capabilities.clone());
+        meta.insert(key.to_owned(), value);
     }
-    Value::Object(obj)
 }
 
 /// `params` without the modern envelope keys (and without `_meta` if nothing else was in it).

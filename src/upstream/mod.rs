@@ -358,9 +358,10 @@ impl Upstream {
         self.request_inner(id, method, params, outbound, true).await
     }
 
-    /// Like [`Upstream::request_with_id`], on behalf of a client whose declared capabilities
-    /// are `capabilities`: a modern upstream is told them (it only asks for input the client
-    /// can give); a 2025-era upstream knows the gateway's from `initialize`.
+    /// Like [`Upstream::request_with_id`], on behalf of the client whose session is `client`:
+    /// a modern upstream is told its declared capabilities (it only asks for input the client
+    /// can give) and the log level a 2025-era client set (it has no session to keep it); a
+    /// 2025-era upstream knows the gateway's capabilities and level from the session.
     ///
     /// # Errors
     /// As [`Upstream::request`].
@@ -370,11 +371,12 @@ impl Upstream {
         method: &str,
         params: Option<Box<serde_json::value::RawValue>>,
         outbound: Option<Outbound>,
-        capabilities: &Value,
+        client: &crate::context::SessionState,
     ) -> Result<Message, Error> {
         let call = Call {
             need_ready: true,
-            capabilities: Some(capabilities),
+            capabilities: Some(&client.client_capabilities),
+            log_level: client.log_level.as_deref(),
             timeout: Some(self.inner.spec.timeout),
         };
         self.request_full(id, method, params, outbound, call).await
@@ -397,6 +399,7 @@ impl Upstream {
         let call = Call {
             need_ready,
             capabilities: None,
+            log_level: None,
             timeout: Some(self.inner.spec.timeout),
         };
         self.request_full(id, method, params, outbound, call).await
@@ -461,12 +464,12 @@ impl Upstream {
                 Some(_) => &empty,
                 None => &self.inner.capabilities,
             };
-            params = Some(to_raw(&bridge::with_envelope(
-                value.as_ref(),
-                MODERN_VERSION,
-                &client_info(),
-                caps,
-            )));
+            let mut enveloped =
+                bridge::with_envelope(value.as_ref(), MODERN_VERSION, &client_info(), caps);
+            if let (Some(level), Value::Object(obj)) = (call.log_level, &mut enveloped) {
+                bridge::set_meta(obj, bridge::META_LOG_LEVEL, json!(level));
+            }
+            params = Some(to_raw(&enveloped));
         }
         let abort = (era == Era::Modern && matches!(link.as_ref(), Link::Http(_)))
             .then(CancellationToken::new);
@@ -606,6 +609,7 @@ impl Upstream {
             let call = Call {
                 need_ready: false,
                 capabilities: None,
+                log_level: None,
                 timeout: None,
             };
             let listen = self.request_full(
@@ -989,6 +993,8 @@ struct Call<'a> {
     need_ready: bool,
     /// The client capabilities to declare to a modern upstream (default: the gateway's).
     capabilities: Option<&'a Value>,
+    /// The log level to ask a modern upstream for (a 2025-era client's `logging/setLevel`).
+    log_level: Option<&'a str>,
     /// How long to wait for the answer (`None`: as long as it takes).
     timeout: Option<Duration>,
 }
@@ -1014,6 +1020,7 @@ pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> 
     let call = Call {
         need_ready: false,
         capabilities: None,
+        log_level: None,
         timeout: Some(PROBE_TIMEOUT.max(upstream.spec().timeout)),
     };
     let outcome = upstream
