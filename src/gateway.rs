@@ -40,6 +40,8 @@ const PAGE_SIZE: usize = 500;
 #[derive(Debug, Clone, Default)]
 struct Contribution {
     tools: Vec<Value>,
+    /// Tool name → its properties mirrored in `Mcp-Param-*` headers (tools marking some).
+    param_marks: HashMap<String, Vec<crate::mcp::params::Marked>>,
     prompts: Vec<Value>,
     resources: Vec<Value>,
     templates: Vec<Value>,
@@ -70,12 +72,8 @@ impl Catalog {
             for t in &c.tools {
                 if let Some(n) = t.get("name").and_then(Value::as_str) {
                     let exposed = exposed_name(&names[i], n, separator);
-                    let marks = t
-                        .get("inputSchema")
-                        .map(crate::mcp::params::marked)
-                        .unwrap_or_default();
-                    if !marks.is_empty() {
-                        self.param_marks.insert(exposed.clone(), marks);
+                    if let Some(marks) = c.param_marks.get(n) {
+                        self.param_marks.insert(exposed.clone(), marks.clone());
                     }
                     self.tools.insert(exposed, (i, n.to_owned()));
                 }
@@ -398,7 +396,9 @@ impl Gateway {
                 for tool in &mut tools {
                     repair_tool(upstream.name(), tool);
                 }
-                upstream.set_param_marks(&tools);
+                let marks = crate::mcp::params::marked_tools(&tools);
+                upstream.set_param_marks(marks.clone());
+                fresh.param_marks = marks;
                 // With the budget on, hosts see a canonical order: an upstream that only
                 // reordered its tools changed nothing they see, so nothing is announced.
                 let order_matters = !self.inner.policy.budget.enabled;

@@ -40,8 +40,6 @@ use crate::policy::{Downstream, DEFAULT_MAX_MESSAGE_BYTES};
 use crate::stack::McpService;
 
 const SESSION_HEADER: &str = "mcp-session-id";
-/// Prefix of the ids of the one-request sessions of 2026-07-28 requests.
-const MODERN_SESSION_PREFIX: &str = "modern-";
 
 /// Settings of the HTTP downstream.
 #[derive(Debug, Clone)]
@@ -208,10 +206,14 @@ fn is_modern(message: &Message, headers: &HeaderMap) -> bool {
     by_header || (message.kind() == Kind::Request && modern::request_meta(message).is_some())
 }
 
-/// A modern JSON-RPC error as its HTTP response (status from [`modern::http_status`]).
+/// The HTTP status of a modern JSON-RPC error code ([`modern::http_status`]).
+fn modern_status(code: i64) -> StatusCode {
+    StatusCode::from_u16(modern::http_status(code)).unwrap_or(StatusCode::OK)
+}
+
+/// A modern JSON-RPC error as its HTTP response.
 fn modern_error(id: Id, err: ErrorObject) -> Box<Response> {
-    let status = StatusCode::from_u16(modern::http_status(err.code)).unwrap_or(StatusCode::OK);
-    Box::new(json_error(status, id, err))
+    Box::new(json_error(modern_status(err.code), id, err))
 }
 
 /// A 2026-07-28 request (see [`is_modern`]) is served without a session, after the checks of
@@ -242,7 +244,7 @@ fn modern_session(
     }
     // Nothing outlives the request: session-wide messages have nowhere to go.
     let (notify, _) = mpsc::unbounded_channel();
-    let id = format!("{MODERN_SESSION_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    let id = format!("modern-{}", uuid::Uuid::new_v4().simple());
     Some(Ok(Arc::new(Session::new(id, notify))))
 }
 
@@ -343,8 +345,7 @@ fn sse_response(
 fn answer(reply: &Message, modern: bool) -> Response {
     let mut resp = json_response(reply, None);
     if let (true, Some(err)) = (modern, &reply.error) {
-        *resp.status_mut() =
-            StatusCode::from_u16(modern::http_status(err.code)).unwrap_or(StatusCode::OK);
+        *resp.status_mut() = modern_status(err.code);
     }
     resp
 }
@@ -456,7 +457,7 @@ async fn handle_post(
 
     // A request: answer with JSON, unless the server talks to the client before the answer
     // is ready; then switch to an SSE stream that ends with the answer.
-    let mut cancel_on_close = CancelOnClose::new(&state.service, &session, &message);
+    let mut cancel_on_close = CancelOnClose::new(&state.service, &session, &message, is_modern);
     if !accepts_sse {
         // JSON only: server→client messages go to the session's stream, the answer here.
         let outbound = session.notify.clone();
@@ -542,8 +543,7 @@ struct CancelOnClose {
 }
 
 impl CancelOnClose {
-    fn new(service: &McpService, session: &Arc<Session>, message: &Message) -> Self {
-        let modern = session.id.starts_with(MODERN_SESSION_PREFIX);
+    fn new(service: &McpService, session: &Arc<Session>, message: &Message, modern: bool) -> Self {
         Self {
             service: modern.then(|| service.clone()),
             session: session.clone(),

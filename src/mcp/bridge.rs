@@ -271,30 +271,13 @@ pub fn http_headers(msg: &crate::jsonrpc::Message) -> Option<Vec<(&'static str, 
     let method = msg.method()?;
     let mut headers = vec![
         ("mcp-protocol-version", meta.protocol_version),
-        ("mcp-method", header_value(method)),
+        ("mcp-method", super::modern::encode_header_value(method)),
     ];
     let params: Value = msg.params_as().unwrap_or(Value::Null);
     if let Some(name) = super::modern::target_name(method, &params) {
-        headers.push(("mcp-name", header_value(&name)));
+        headers.push(("mcp-name", super::modern::encode_header_value(&name)));
     }
     Some(headers)
-}
-
-/// A header value: as is when plain visible ASCII, else `=?base64?…?=`.
-#[must_use]
-pub fn header_value(value: &str) -> String {
-    use base64::Engine as _;
-    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && value.trim() == value
-        && !value.starts_with("=?");
-    if plain {
-        value.to_owned()
-    } else {
-        format!(
-            "=?base64?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(value)
-        )
-    }
 }
 
 #[cfg(test)]

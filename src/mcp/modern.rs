@@ -193,6 +193,23 @@ pub struct MirroredHeaders<'a> {
     pub name: Option<&'a str>,
 }
 
+/// A header value as sent: as is when plain visible ASCII, else `=?base64?…?=` (what
+/// [`decode_header_value`] reads).
+#[must_use]
+pub fn encode_header_value(value: &str) -> String {
+    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && value.trim() == value
+        && !value.starts_with("=?");
+    if plain {
+        value.to_owned()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        )
+    }
+}
+
 /// Decodes a header value that may use the `=?base64?…?=` sentinel.
 ///
 /// # Errors

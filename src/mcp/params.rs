@@ -58,6 +58,19 @@ pub fn marked(schema: &Value) -> Vec<Marked> {
     found
 }
 
+/// Tool name → its marked properties, for the tools (`tools/list` items) that mark some.
+#[must_use]
+pub fn marked_tools(tools: &[Value]) -> std::collections::HashMap<String, Vec<Marked>> {
+    tools
+        .iter()
+        .filter_map(|t| {
+            let name = t.get("name")?.as_str()?;
+            let marks = marked(t.get("inputSchema")?);
+            (!marks.is_empty()).then(|| (name.to_owned(), marks))
+        })
+        .collect()
+}
+
 /// Collects markings along pure `properties` chains; `Err` on an invalid one.
 fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Vec<Marked>) -> Result<(), ()> {
     let Some(obj) = schema.as_object() else {
@@ -117,7 +130,7 @@ pub fn param_headers(marks: &[Marked], arguments: &Value) -> Vec<(String, String
             let rendered = render(value_at(arguments, &m.path)?)?;
             Some((
                 format!("{PARAM_HEADER_PREFIX}{}", m.token).to_ascii_lowercase(),
-                super::bridge::header_value(&rendered),
+                super::modern::encode_header_value(&rendered),
             ))
         })
         .collect()

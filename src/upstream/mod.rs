@@ -891,16 +891,9 @@ impl Upstream {
         let _ = out.send(msg);
     }
 
-    /// Notes which properties of its tools (`tools/list` items) are mirrored in headers.
-    pub(crate) fn set_param_marks(&self, tools: &[Value]) {
-        let marks = tools
-            .iter()
-            .filter_map(|t| {
-                let name = t.get("name")?.as_str()?;
-                let marks = crate::mcp::params::marked(t.get("inputSchema")?);
-                (!marks.is_empty()).then(|| (name.to_owned(), marks))
-            })
-            .collect();
+    /// Notes which properties of its tools are mirrored in headers (see
+    /// [`crate::mcp::params::marked_tools`]).
+    pub(crate) fn set_param_marks(&self, marks: HashMap<String, Vec<crate::mcp::params::Marked>>) {
         *lock(&self.inner.param_marks) = marks;
     }
 
