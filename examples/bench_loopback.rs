@@ -15,7 +15,10 @@
 //! `profile` starts the gateway under the command in `BENCH_WRAP` (say `valgrind
 //! --tool=callgrind --callgrind-out-file=F`) and stops it with SIGTERM after the calls.
 //!
-//! `BENCH_JSON_ONLY=1`: HTTP clients send `Accept: application/json` only.
+//! `BENCH_JSON_ONLY=1`: HTTP clients send `Accept: application/json` only. `BENCH_MIXED=1` adds
+//! the mixed paths to `latency` (stdio client → HTTP upstream, HTTP client → stdio upstream).
+//! `BENCH_GW_PREFIX="taskset -c 0"` runs every gateway under that command (placement
+//! experiments; `taskset -c 0 scripts/bench-gateway.sh latency` pins everything instead).
 //!
 //! Binaries are found next to this one (`target/release/examples/bench_echo`,
 //! `target/release/mcp-budget`); override with `BENCH_ECHO` / `BENCH_GATEWAY`.
@@ -125,7 +128,17 @@ fn gateway(policy: &Path, extra: &[&str], stdio: bool) -> Command {
 }
 
 fn gateway_at(bin: &Path, policy: &Path, extra: &[&str], stdio: bool) -> Command {
-    let mut cmd = Command::new(bin);
+    // `BENCH_GW_PREFIX="taskset -c 1"`: a command the gateway runs under (placement experiments).
+    let prefix = std::env::var("BENCH_GW_PREFIX").unwrap_or_default();
+    let mut words = prefix.split_whitespace();
+    let mut cmd = match words.next() {
+        Some(first) => {
+            let mut cmd = Command::new(first);
+            cmd.args(words).arg(bin);
+            cmd
+        }
+        None => Command::new(bin),
+    };
     cmd.arg("serve").arg("--policy").arg(policy).args(extra);
     cmd.env(
         "MCP_BUDGET_LOG",
@@ -427,6 +440,28 @@ fn latency(args: &[String], dir: &Path) {
         base_procs.push(gw_stdio);
         base_procs.push(gw_http);
     }
+    // `BENCH_MIXED=1`: the two mixed paths (HTTP client → stdio upstream, stdio client → HTTP
+    // upstream), to tell which side of an HTTP hop costs what.
+    if std::env::var_os("BENCH_MIXED").is_some_and(|v| v == "1") {
+        let (mut gw_s2h, _, _) = start(
+            gateway(&http_policy, &["--stdio"], true),
+            "serving MCP on stdio",
+        );
+        let (gw_h2s, h2s_url, _) = start(
+            gateway(&stdio_policy, &["--http", "127.0.0.1:0"], false),
+            "listening on ",
+        );
+        clients.push((
+            "stdio→http upstream",
+            Box::new(StdioClient::new(&mut gw_s2h, "echo__echo")),
+        ));
+        clients.push((
+            "http→stdio upstream",
+            Box::new(HttpClient::new(&h2s_url, "echo__echo")),
+        ));
+        base_procs.push(gw_s2h);
+        base_procs.push(gw_h2s);
+    }
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); clients.len()];
     let mut id = 1;
     // Warm-up, then interleaved rounds so that noise on the shared cores hits every target.
@@ -462,11 +497,17 @@ fn latency(args: &[String], dir: &Path) {
         println!("{name:<20} {p50:>8.4} {p90:>8.4} {p99:>8.4}{note}");
         stats.push((p50, p99));
     }
-    let mut pairs = vec![("stdio", 0, 1), ("http", 2, 3)];
-    if stats.len() == 6 {
-        pairs.extend([("stdio, base", 0, 4), ("http, base", 2, 5)]);
-    }
+    let at = |name: &str| clients.iter().position(|(n, _)| *n == name);
+    let pairs = [
+        ("stdio", "stdio direct", "stdio via gateway"),
+        ("http", "http direct", "http via gateway"),
+        ("stdio, base", "stdio direct", "stdio via base"),
+        ("http, base", "http direct", "http via base"),
+    ];
     for (label, d, v) in pairs {
+        let (Some(d), Some(v)) = (at(d), at(v)) else {
+            continue;
+        };
         println!(
             "added by the gateway ({label}): p50 {:+.4} ms, p99 {:+.4} ms",
             stats[v].0 - stats[d].0,

@@ -10,6 +10,9 @@ use mcp_budget::policy::Policy;
 
 mod serve;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Exit status for a policy that does not validate (`EX_DATAERR`).
 const EXIT_CONFIG: u8 = 65;
 
