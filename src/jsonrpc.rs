@@ -17,6 +17,9 @@
 
 use std::fmt;
 
+mod id_scan;
+pub use id_scan::IdScanner;
+
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;

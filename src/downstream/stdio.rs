@@ -2,7 +2,8 @@
 //!
 //! Each message is served concurrently; answers and server→client messages share one writer,
 //! so lines never interleave. Unreadable input gets `-32700`/`-32600` and the connection lives
-//! on; a line over the size limit is refused with `mcp_budget.request.too_large`. A request
+//! on; a line over the size limit is refused with `mcp_budget.request.too_large` (with the line's
+//! id, found by [`IdScanner`] as the line is discarded, so the client is not left waiting). A request
 //! the client cancelled (`notifications/cancelled`) gets no answer, as MCP asks: the cancel
 //! goes upstream and whatever comes back for it is dropped.
 
@@ -18,7 +19,7 @@ use tower::ServiceExt;
 use crate::context::{Caller, McpRequest, Session};
 use crate::error::Error;
 use crate::gateway::Gateway;
-use crate::jsonrpc::{Id, Kind, Message};
+use crate::jsonrpc::{Id, IdScanner, Kind, Message};
 use crate::stack::McpService;
 
 /// How long answers in flight may take once the client closed its input.
@@ -46,21 +47,24 @@ pub async fn serve<R, W>(
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = match read_line(&mut reader, &mut line, max_message_bytes).await {
-            Ok(0) => break,
-            Ok(n) => n,
+        match read_line(&mut reader, &mut line, max_message_bytes).await {
+            Ok(Line::End) => break,
+            Ok(Line::Kept) => {}
+            Ok(Line::TooLarge { size, id }) => {
+                let err = Error::TooLarge {
+                    size,
+                    limit: max_message_bytes,
+                };
+                let _ = tx.send(Message::error(
+                    id.unwrap_or(Id::Null),
+                    err.to_error_object(),
+                ));
+                continue;
+            }
             Err(err) => {
                 tracing::warn!(error = %err, "Reading stdin failed");
                 break;
             }
-        };
-        if n > max_message_bytes {
-            let err = Error::TooLarge {
-                size: n,
-                limit: max_message_bytes,
-            };
-            let _ = tx.send(Message::error(Id::Null, err.to_error_object()));
-            continue;
         }
         let text = line.trim_ascii();
         if text.is_empty() {
@@ -132,30 +136,135 @@ fn cancelled_id(message: &Message) -> Option<Id> {
     serde_json::from_value(params.get("requestId")?.clone()).ok()
 }
 
-/// Reads one line; returns its full length even when only `limit` bytes were kept.
+/// What [`read_line`] read.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// The input ended (a last line without a newline is still [`Line::Kept`]).
+    End,
+    /// A line within the limit, in the buffer.
+    Kept,
+    /// A line over the limit, discarded as it was read; `id` is its top-level id if it had one.
+    TooLarge { size: usize, id: Option<Id> },
+}
+
+/// Reads one line into `line` (newline included) if it is at most `limit` bytes; a longer one
+/// is read to its end without being kept, scanning for the id its error should carry.
 async fn read_line<R: AsyncRead + Unpin>(
     reader: &mut BufReader<R>,
     line: &mut Vec<u8>,
     limit: usize,
-) -> std::io::Result<usize> {
+) -> std::io::Result<Line> {
     let mut total = 0;
+    let mut scan: Option<IdScanner> = None;
     loop {
         let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(total);
-        }
-        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..=i], true),
-            None => (buf, false),
+        // (bytes of this line in `buf`, whether they end it, with a newline or at the end)
+        let (len, newline, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true, true),
+            None => (buf.len(), false, buf.is_empty()),
         };
-        let len = chunk.len();
-        if total + len <= limit + 1 {
-            line.extend_from_slice(chunk);
+        let chunk = &buf[..len];
+        match scan.as_mut() {
+            Some(scan) => scan.feed(chunk),
+            None if total + len <= limit + 1 => line.extend_from_slice(chunk),
+            None => {
+                let mut s = IdScanner::default();
+                s.feed(line);
+                s.feed(chunk);
+                line.clear();
+                scan = Some(s);
+            }
         }
         total += len;
         reader.consume(len);
         if done {
-            return Ok(total.saturating_sub(1));
+            let size = total - usize::from(newline);
+            if total == 0 {
+                return Ok(Line::End);
+            }
+            if size <= limit {
+                return Ok(Line::Kept);
+            }
+            let scan = scan.unwrap_or_else(|| {
+                // A last line without a newline, one byte over: kept whole.
+                let mut s = IdScanner::default();
+                s.feed(line);
+                s
+            });
+            return Ok(Line::TooLarge {
+                size,
+                id: scan.id(),
+            });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads every line of `input` through a buffer of `chunk` bytes.
+    async fn lines(input: &[u8], chunk: usize, limit: usize) -> Vec<(Line, Vec<u8>)> {
+        let mut reader = BufReader::with_capacity(chunk, input);
+        let mut out = Vec::new();
+        loop {
+            let mut line = Vec::new();
+            let got = read_line(&mut reader, &mut line, limit).await.unwrap();
+            if got == Line::End {
+                return out;
+            }
+            out.push((got, line));
+        }
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_refused_with_their_id_and_short_ones_kept() {
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","method":"x","params":{{"s":"{}"}},"id":7}}"#,
+            "a".repeat(100)
+        );
+        let input = format!(
+            "{{\"id\":1}}\n{big}\n{{\"id\":2}}\n{}\n{big}",
+            "b".repeat(40)
+        );
+        for chunk in [1, 3, 16, 4096] {
+            let got = lines(input.as_bytes(), chunk, 40).await;
+            let size = big.len();
+            assert_eq!(
+                got,
+                vec![
+                    (Line::Kept, b"{\"id\":1}\n".to_vec()),
+                    (
+                        Line::TooLarge {
+                            size,
+                            id: Some(Id::Number(7))
+                        },
+                        Vec::new()
+                    ),
+                    (Line::Kept, b"{\"id\":2}\n".to_vec()),
+                    (Line::Kept, format!("{}\n", "b".repeat(40)).into_bytes()),
+                    (
+                        Line::TooLarge {
+                            size,
+                            id: Some(Id::Number(7))
+                        },
+                        Vec::new()
+                    ),
+                ],
+                "chunk {chunk}"
+            );
+        }
+        // A last line without a newline, exactly one byte over the limit.
+        let got = lines(br#"{"id":"z","p":"xx"}"#, 4, 18).await;
+        assert_eq!(
+            got,
+            vec![(
+                Line::TooLarge {
+                    size: 19,
+                    id: Some(Id::String("z".into()))
+                },
+                br#"{"id":"z","p":"xx"}"#.to_vec()
+            )]
+        );
     }
 }

@@ -101,6 +101,44 @@ async fn python_http_auto_mode_speaks_2026_07_28() {
     python_over_http("auto").await;
 }
 
+/// A call over `downstream.max_message_bytes` reaches the Python client as an error for that
+/// very call (not a timeout: the gateway names the discarded line's id), and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_stdio_oversized_call_gets_its_own_error() {
+    let tag = new_tag("py-stdio-huge");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy(
+        dir.path(),
+        "max_message_bytes = 8192",
+        &[Up::everything("everything")],
+    );
+    let args = gateway_stdio_args(&policy);
+    let mut target = vec!["stdio"];
+    target.extend(args.iter().map(String::as_str));
+    let plan = json!({"calls": [
+        {"name": "everything__echo", "args": {"message": "x".repeat(20_000)}, "timeout": 20},
+        {"name": "everything__echo", "args": {"message": "still here"}},
+    ]});
+    let report = python_client(&tag, "legacy", &target, &plan).await;
+    let calls = report["calls"].as_array().unwrap();
+    assert_eq!(
+        calls[0]["error"]["data"]["type"], "mcp_budget.request.too_large",
+        "{report}"
+    );
+    assert!(
+        calls[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("8192")),
+        "{report}"
+    );
+    assert_eq!(
+        calls[1]["result"]["content"][0]["text"], "Echo: still here",
+        "{report}"
+    );
+    assert_no_leftovers(&tag).await;
+}
+
 fn inspector_checks(list: &(bool, String, String), call: &(bool, String, String)) {
     assert!(list.0, "tools/list failed: {}\n{}", list.1, list.2);
     let tools: Value = serde_json::from_str(&list.1).unwrap();

@@ -209,6 +209,8 @@ async fn client_garbage_batch_huge_and_unknown_get_errors_and_the_connection_liv
         "mcp_budget.request.too_large",
         "{too_large}"
     );
+    // The line was discarded unread, yet the error names the request it answers.
+    assert_eq!(too_large["id"], 79, "{too_large}");
 
     let unknown = c.request("no/such/method", json!({})).await;
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");

@@ -3,7 +3,7 @@
 usage: py_client.py stdio <command> [args...]
        py_client.py http <url>
 env:   MODE  = legacy | auto (default legacy)
-       PLAN  = JSON {"calls": [{"name": str, "args": {...}, "progress": bool}],
+       PLAN  = JSON {"calls": [{"name": str, "args": {...}, "progress": bool, "timeout": s}],
                      "sampling": bool, "elicit": {form content to accept with}}
 Prints one JSON object on stdout: protocol, server, tools (name + inputSchema), calls (each with
 result or error, and the progress notifications seen), sampling and elicitation (requests the
@@ -76,6 +76,7 @@ async def main() -> None:
                 res = await client.call_tool(
                     call["name"],
                     call.get("args", {}),
+                    read_timeout_seconds=call.get("timeout"),
                     progress_callback=on_progress if call.get("progress") else None,
                 )
                 entry["result"] = res.model_dump(mode="json", by_alias=True, exclude_none=True)
