@@ -417,50 +417,36 @@ fn latency(args: &[String], dir: &Path) {
             Box::new(HttpClient::new(&gw_url, "echo__echo")),
         ),
     ];
-    // `BENCH_GATEWAY_BASE=path`: a second gateway binary (say, the build before a change),
-    // measured in the same interleaved rounds.
-    let mut base_procs = Vec::new();
-    if let Some(base) = std::env::var_os("BENCH_GATEWAY_BASE").map(PathBuf::from) {
-        let (mut gw_stdio, _, _) = start(
-            gateway_at(&base, &stdio_policy, &["--stdio"], true),
-            "serving MCP on stdio",
-        );
-        let (gw_http, gw_url, _) = start(
-            gateway_at(&base, &http_policy, &["--http", "127.0.0.1:0"], false),
-            "listening on ",
-        );
+    // A gateway serving stdio and one serving HTTP, with their clients, under these labels.
+    let mut procs = Vec::new();
+    let mut add_pair = |labels: [&'static str; 2], stdio: Command, http: Command| {
+        let (mut gw_stdio, _, _) = start(stdio, "serving MCP on stdio");
+        let (gw_http, url, _) = start(http, "listening on ");
         clients.push((
-            "stdio via base",
+            labels[0],
             Box::new(StdioClient::new(&mut gw_stdio, "echo__echo")),
         ));
-        clients.push((
-            "http via base",
-            Box::new(HttpClient::new(&gw_url, "echo__echo")),
-        ));
-        base_procs.push(gw_stdio);
-        base_procs.push(gw_http);
+        clients.push((labels[1], Box::new(HttpClient::new(&url, "echo__echo"))));
+        procs.push(gw_stdio);
+        procs.push(gw_http);
+    };
+    // `BENCH_GATEWAY_BASE=path`: a second gateway binary (say, the build before a change),
+    // measured in the same interleaved rounds.
+    if let Some(base) = std::env::var_os("BENCH_GATEWAY_BASE").map(PathBuf::from) {
+        add_pair(
+            ["stdio via base", "http via base"],
+            gateway_at(&base, &stdio_policy, &["--stdio"], true),
+            gateway_at(&base, &http_policy, &["--http", "127.0.0.1:0"], false),
+        );
     }
-    // `BENCH_MIXED=1`: the two mixed paths (HTTP client → stdio upstream, stdio client → HTTP
+    // `BENCH_MIXED=1`: the two mixed paths (stdio client → HTTP upstream, HTTP client → stdio
     // upstream), to tell which side of an HTTP hop costs what.
     if std::env::var_os("BENCH_MIXED").is_some_and(|v| v == "1") {
-        let (mut gw_s2h, _, _) = start(
+        add_pair(
+            ["stdio→http upstream", "http→stdio upstream"],
             gateway(&http_policy, &["--stdio"], true),
-            "serving MCP on stdio",
-        );
-        let (gw_h2s, h2s_url, _) = start(
             gateway(&stdio_policy, &["--http", "127.0.0.1:0"], false),
-            "listening on ",
         );
-        clients.push((
-            "stdio→http upstream",
-            Box::new(StdioClient::new(&mut gw_s2h, "echo__echo")),
-        ));
-        clients.push((
-            "http→stdio upstream",
-            Box::new(HttpClient::new(&h2s_url, "echo__echo")),
-        ));
-        base_procs.push(gw_s2h);
-        base_procs.push(gw_h2s);
     }
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); clients.len()];
     let mut id = 1;
