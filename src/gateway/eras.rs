@@ -9,7 +9,8 @@
 //! of task requests to the upstream that created the task.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -41,7 +42,6 @@ pub(super) struct Parked {
     messages: mpsc::UnboundedReceiver<Message>,
     /// Keys of the server requests the client was asked (their gateway ids).
     asked: Vec<String>,
-    since: Instant,
 }
 
 /// A modern client's `subscriptions/listen` stream.
@@ -257,7 +257,6 @@ impl Gateway {
             call,
             messages: rx,
             asked: Vec::new(),
-            since: Instant::now(),
         };
         self.drive(parked, caller, msg).await
     }
@@ -379,24 +378,26 @@ impl Gateway {
             })
             .collect();
         parked.asked = requests.iter().map(|(k, _, _)| k.clone()).collect();
-        parked.since = Instant::now();
         let state = format!("{STATE_PREFIX}{}", uuid::Uuid::new_v4().simple());
-        let expired: Vec<Parked> = {
-            let mut table = lock(&self.inner.parked);
-            let stale: Vec<String> = table
-                .iter()
-                .filter(|(_, p)| p.since.elapsed() > PARK_TTL)
-                .map(|(k, _)| k.clone())
-                .collect();
-            let expired = stale.iter().filter_map(|k| table.remove(k)).collect();
-            table.insert(state.clone(), parked);
-            expired
-        };
-        for p in expired {
-            self.inner.upstreams[p.upstream]
-                .cancel(p.upstream_id, Some("the client never retried"));
-            p.call.abort();
-        }
+        lock(&self.inner.parked).insert(state.clone(), parked);
+        // A client that never retries: the call is cancelled upstream after the TTL.
+        let gateway = Arc::downgrade(&self.inner);
+        let key = state.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(PARK_TTL).await;
+            let Some(inner) = gateway.upgrade() else {
+                return;
+            };
+            let expired = lock(&inner.parked).remove(&key);
+            if let Some(p) = expired {
+                tracing::debug!(
+                    upstream = inner.upstreams[p.upstream].name(),
+                    "Parked call expired"
+                );
+                inner.upstreams[p.upstream].cancel(p.upstream_id, Some("the client never retried"));
+                p.call.abort();
+            }
+        });
         Message::response_value(Id::Null, &bridge::input_required_result(&requests, &state))
     }
 

@@ -103,7 +103,8 @@ pub struct UpstreamSpec {
     pub name: String,
     /// How to reach it.
     pub transport: Transport,
-    /// Per-request timeout.
+    /// How long a request may go without a sign of life (an answer, progress for it, a
+    /// server→client request to its client) before it fails with a timeout.
     pub timeout: Duration,
     /// Its tools are dynamic (listed after the static ones).
     pub volatile: bool,

@@ -107,6 +107,11 @@ struct Pending {
     reply: oneshot::Sender<Message>,
     outbound: Option<Outbound>,
     progress: Option<String>,
+    /// When it was sent.
+    sent: tokio::time::Instant,
+    /// The last sign that the request is being worked on (a progress notification for it, a
+    /// server→client request to its client, that client's answer): the timeout counts from it.
+    alive: Option<tokio::time::Instant>,
     /// Ends the request's HTTP exchange: on a modern HTTP upstream, closing the response
     /// stream is how a request is cancelled.
     abort: Option<CancellationToken>,
@@ -137,8 +142,11 @@ struct Inner {
     capabilities: Value,
     link: Mutex<Option<Arc<Link>>>,
     pending: Mutex<HashMap<i64, Pending>>,
-    progress: Mutex<HashMap<String, (Value, Outbound)>>,
-    server_requests: Mutex<HashMap<String, Id>>,
+    /// Progress token the upstream sees → (the client's token, its channel, the request id).
+    progress: Mutex<HashMap<String, (Value, Outbound, i64)>>,
+    /// Gateway id of a server→client request → the server's id, the client channel asked, and
+    /// when.
+    server_requests: Mutex<HashMap<String, (Id, Outbound, tokio::time::Instant)>>,
     next_id: AtomicI64,
     era: AtomicU8,
     status: watch::Sender<Status>,
@@ -325,6 +333,8 @@ impl Upstream {
                 .send(Message::error(Id::Number(id), err.to_error_object()));
         }
         lock(&self.inner.progress).clear();
+        // What the old connection asked of clients cannot be answered on a new one.
+        lock(&self.inner.server_requests).clear();
     }
 
     /// Sends a request and waits for the server's response (result or error), with the
@@ -446,7 +456,7 @@ impl Upstream {
                     if let Some(token) = token {
                         let ours = format!("mcpb-{}-{id}", self.inner.index);
                         let theirs = std::mem::replace(token, Value::String(ours.clone()));
-                        lock(&self.inner.progress).insert(ours.clone(), (theirs, out.clone()));
+                        lock(&self.inner.progress).insert(ours.clone(), (theirs, out.clone(), id));
                         progress = Some(ours);
                         params = Some(to_raw(&Value::Object(obj)));
                     }
@@ -480,6 +490,8 @@ impl Upstream {
                 reply: tx,
                 outbound: outbound.clone(),
                 progress,
+                sent: tokio::time::Instant::now(),
+                alive: None,
                 abort: abort.clone(),
             },
         );
@@ -522,16 +534,54 @@ impl Upstream {
                 .await
                 .map_err(|_| self.unavailable("the connection closed"));
         };
-        match tokio::time::timeout(timeout, reply).await {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(_)) => Err(self.unavailable("the connection closed")),
-            Err(_) => {
-                let abort = self.forget(id).and_then(|p| p.abort);
-                self.stop_request(id, abort, Some("timed out in the gateway"));
-                Err(Error::UpstreamTimeout {
-                    upstream: self.name().to_owned(),
-                    timeout,
-                })
+        // The timeout is for silence: progress or input asked of the client restart it.
+        let mut reply = std::pin::pin!(reply);
+        let mut deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, &mut reply).await {
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(_)) => return Err(self.unavailable("the connection closed")),
+                Err(_) => {
+                    if let Some(later) = self.still_working(id, timeout) {
+                        deadline = later;
+                        continue;
+                    }
+                    let abort = self.forget(id).and_then(|p| p.abort);
+                    self.stop_request(id, abort, Some("timed out in the gateway"));
+                    return Err(Error::UpstreamTimeout {
+                        upstream: self.name().to_owned(),
+                        timeout,
+                    });
+                }
+            }
+        }
+    }
+
+    /// When request `id`, silent for `timeout`, may still be waited for: the new deadline if
+    /// its client has a server→client request of this upstream to answer that came after the
+    /// request (the server waits on the client, maybe on a person), or if it showed signs of
+    /// work since.
+    fn still_working(&self, id: i64, timeout: Duration) -> Option<tokio::time::Instant> {
+        let now = tokio::time::Instant::now();
+        let pending = lock(&self.inner.pending);
+        let p = pending.get(&id)?;
+        if let Some(out) = &p.outbound {
+            let asked = lock(&self.inner.server_requests)
+                .values()
+                .any(|(_, to, at)| *at >= p.sent && to.same_channel(out) && !to.is_closed());
+            if asked {
+                return Some(now + timeout);
+            }
+        }
+        p.alive.map(|t| t + timeout).filter(|&d| d > now)
+    }
+
+    /// Notes a sign of work for the requests of the client on `out`.
+    fn touch_client(&self, out: &Outbound) {
+        let now = tokio::time::Instant::now();
+        for p in lock(&self.inner.pending).values_mut() {
+            if p.outbound.as_ref().is_some_and(|o| o.same_channel(out)) {
+                p.alive = Some(now);
             }
         }
     }
@@ -709,12 +759,13 @@ impl Upstream {
     /// # Errors
     /// [`Error::NotFound`] when no such request is waiting.
     pub fn answer_server_request(&self, gateway_id: &str, mut msg: Message) -> Result<(), Error> {
-        let original = lock(&self.inner.server_requests)
+        let (original, asked, _) = lock(&self.inner.server_requests)
             .remove(gateway_id)
             .ok_or_else(|| Error::NotFound {
                 what: "server request",
                 name: gateway_id.to_owned(),
             })?;
+        self.touch_client(&asked);
         msg.id = Some(original);
         self.notify(msg)
     }
@@ -805,7 +856,10 @@ impl Upstream {
                     .and_then(Value::as_str)
                     .map(str::to_owned);
                 let route = token.and_then(|t| lock(&self.inner.progress).get(&t).cloned());
-                if let Some((theirs, out)) = route {
+                if let Some((theirs, out, id)) = route {
+                    if let Some(p) = lock(&self.inner.pending).get_mut(&id) {
+                        p.alive = Some(tokio::time::Instant::now());
+                    }
                     params.insert("progressToken".into(), theirs);
                     msg.params = Some(to_raw(&Value::Object(params)));
                     let _ = out.send(msg);
@@ -886,7 +940,14 @@ impl Upstream {
             self.inner.index,
             self.inner.next_id.fetch_add(1, Ordering::Relaxed)
         );
-        lock(&self.inner.server_requests).insert(gateway_id.clone(), original);
+        {
+            let mut asked = lock(&self.inner.server_requests);
+            // Requests to clients that have gone will never be answered.
+            asked.retain(|_, (_, to, _)| !to.is_closed());
+            let now = tokio::time::Instant::now();
+            asked.insert(gateway_id.clone(), (original, out.clone(), now));
+        }
+        self.touch_client(&out);
         msg.id = Some(Id::String(gateway_id));
         let _ = out.send(msg);
     }

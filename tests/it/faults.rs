@@ -151,6 +151,105 @@ async fn upstream_past_its_timeout_gets_a_timeout_error_and_a_cancel() {
     gw.stop_and_check().await;
 }
 
+/// The upstream timeout is for silence: a real server's long operation that reports progress
+/// (server-everything, 5 s with a 2 s timeout) is answered, the same operation without a
+/// progress token (so the server says nothing meanwhile) still times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_restarts_the_upstream_timeout() {
+    let mut gw = Gateway::start(
+        "timeout-progress",
+        Mode::Stdio,
+        &[Up::everything("everything").timeout(2)],
+    )
+    .await;
+    let c = gw.client();
+    c.initialize().await;
+    let started = std::time::Instant::now();
+    let id = c
+        .start_request(
+            "tools/call",
+            json!({"name": "everything__trigger-long-running-operation",
+                   "arguments": {"duration": 5, "steps": 10},
+                   "_meta": {"progressToken": "long-1"}}),
+        )
+        .await;
+    let r = c.response(&id, Duration::from_secs(20)).await;
+    assert!(
+        first_text(&r).contains("Long running operation completed"),
+        "{r}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(5));
+    let progress = c
+        .seen
+        .iter()
+        .filter(|m| m["params"]["progressToken"] == "long-1")
+        .count();
+    assert_eq!(progress, 10, "{:#?}", c.seen);
+
+    let started = std::time::Instant::now();
+    let silent = c
+        .call_tool(
+            "everything__trigger-long-running-operation",
+            json!({"duration": 5, "steps": 10}),
+        )
+        .await;
+    assert_eq!(
+        error_type(&silent),
+        "mcp_budget.upstream.timeout",
+        "{silent}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(4));
+    gw.stop_and_check().await;
+}
+
+/// While the server waits on the client (an elicitation a person answers), the upstream
+/// timeout does not run: the answer after 3 s (timeout 2 s) completes the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_answer_to_an_elicitation_does_not_time_the_call_out() {
+    let mut gw = Gateway::start(
+        "timeout-elicit",
+        Mode::Stdio,
+        &[Up::everything("everything").timeout(2)],
+    )
+    .await;
+    let c = gw.client();
+    c.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+               "clientInfo": {"name": "it-raw", "version": "0"}}),
+    )
+    .await;
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let id = c
+        .start_request(
+            "tools/call",
+            json!({"name": "everything__trigger-elicitation-request", "arguments": {}}),
+        )
+        .await;
+    let asked = loop {
+        let m = c.next(WAIT).await.expect("an elicitation/create request");
+        if m["method"] == "elicitation/create" {
+            break m;
+        }
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": asked["id"],
+                   "result": {"action": "accept", "content": {"name": "Ada", "check": true}}}))
+        .await;
+    let r = c.response(&id, Duration::from_secs(10)).await;
+    assert!(r.get("result").is_some(), "{r}");
+    assert!(
+        r["result"]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["text"].as_str().is_some_and(|t| t.contains("Ada"))),
+        "{r}"
+    );
+    gw.stop_and_check().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_lines_from_an_upstream_are_ignored() {
     let mut gw = Gateway::start("garbage-up", Mode::Stdio, &[Up::fake("noisy", "garbage")]).await;
