@@ -26,6 +26,9 @@ use crate::upstream::Upstream;
 const STATE_PREFIX: &str = "mcpb1.";
 /// Prefix of the ids of server→client requests the gateway itself sends (MRTR shim).
 pub(super) const SHIM_PREFIX: &str = "mcpb-shim-";
+/// Empty upstream pages `tasks/list` reads through before answering an empty page.
+const MAX_EMPTY_TASK_PAGES: usize = 32;
+
 /// How long a parked call waits for the client's retry.
 const PARK_TTL: Duration = Duration::from_secs(300);
 /// Most rounds of `input_required` answered for one 2025-era client call.
@@ -578,36 +581,91 @@ impl Gateway {
         self.forward(i, msg, msg.params.clone(), caller).await
     }
 
-    /// `tasks/list`: the tasks of every upstream that lists them (no paging across
-    /// upstreams: each upstream's first page).
+    /// `tasks/list`: the tasks of every upstream that lists them, one upstream page per page
+    /// of the gateway's; the gateway's cursor names the upstream and its cursor. An upstream
+    /// that fails is skipped (logged), the others still list.
     pub(super) async fn list_tasks(
         &self,
         msg: &Message,
         caller: &Caller,
     ) -> Result<Message, Error> {
-        let mut all = Vec::new();
-        for (i, u) in self.inner.upstreams.iter().enumerate() {
-            let lists = u
-                .info()
-                .capabilities
-                .get("tasks")
-                .and_then(|t| t.get("list"))
-                .is_some();
-            if !lists || u.status() != crate::upstream::Status::Ready {
-                continue;
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        let (mut at, mut cursor) = match params.get("cursor").and_then(Value::as_str) {
+            None => (0, None),
+            Some(c) => decode_task_cursor(c).ok_or_else(|| Error::InvalidParams {
+                method: "tasks/list".into(),
+                reason: "unknown cursor; list again from the start".into(),
+            })?,
+        };
+        let listing: Vec<usize> = (self.inner.upstreams.iter().enumerate())
+            .filter(|(_, u)| {
+                u.status() == crate::upstream::Status::Ready
+                    && u.info()
+                        .capabilities
+                        .get("tasks")
+                        .and_then(|t| t.get("list"))
+                        .is_some()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        // Bounded: upstreams that keep answering empty pages with cursors must not spin.
+        for _ in 0..MAX_EMPTY_TASK_PAGES {
+            let Some(&i) = listing.iter().find(|&&i| i >= at) else {
+                break;
+            };
+            if i != at {
+                cursor = None;
             }
-            let reply = self.forward(i, msg, None, caller).await?;
-            let result: Value = reply.result_as().unwrap_or(Value::Null);
-            if let Some(Value::Array(tasks)) = result.get("tasks") {
-                for task in tasks {
-                    if let Some(id) = task.get("taskId").and_then(Value::as_str) {
-                        lock(&self.inner.tasks).insert(id.to_owned(), i);
-                    }
-                    all.push(task.clone());
+            let mut asked = params.as_object().cloned().unwrap_or_default();
+            asked.remove("cursor");
+            if let Some(c) = cursor.take() {
+                asked.insert("cursor".into(), Value::String(c));
+            }
+            let page = self
+                .forward(i, msg, Some(to_raw(&Value::Object(asked))), caller)
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|reply| match reply.kind() {
+                    Kind::Response => reply.result_as::<Value>().map_err(|e| e.to_string()),
+                    _ => Err(String::from_utf8_lossy(&reply.to_bytes()).into_owned()),
+                });
+            let (tasks, next) = match page {
+                Ok(result) => {
+                    let tasks = result.get("tasks").and_then(Value::as_array).cloned();
+                    let next = result
+                        .get("nextCursor")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    (tasks.unwrap_or_default(), next)
+                }
+                Err(err) => {
+                    let name = self.inner.upstreams[i].name();
+                    tracing::warn!(upstream = name, error = %err, "tasks/list failed; its tasks are left out");
+                    (Vec::new(), None)
+                }
+            };
+            for task in &tasks {
+                if let Some(id) = task.get("taskId").and_then(Value::as_str) {
+                    lock(&self.inner.tasks).insert(id.to_owned(), i);
                 }
             }
+            // Where the next page starts: this upstream's next page, or the next upstream.
+            let (next_at, next_cursor) = match next {
+                Some(c) => (i, Some(c)),
+                None => (i + 1, None),
+            };
+            let more = next_cursor.is_some() || listing.iter().any(|&j| j > i);
+            if tasks.is_empty() && more {
+                (at, cursor) = (next_at, next_cursor);
+                continue;
+            }
+            let mut result = json!({ "tasks": tasks });
+            if more {
+                result["nextCursor"] = json!(encode_task_cursor(next_at, next_cursor.as_deref()));
+            }
+            return Ok(Message::response_value(Id::Null, &result));
         }
-        Ok(Message::response_value(Id::Null, &json!({ "tasks": all })))
+        Ok(Message::response_value(Id::Null, &json!({ "tasks": [] })))
     }
 
     /// `resources/subscribe` / `unsubscribe` of a 2025-era client: forwarded to a 2025
@@ -651,5 +709,46 @@ impl Gateway {
                 }
             });
         }
+    }
+}
+
+/// The gateway's `tasks/list` cursor: upstream `at`, and that upstream's own cursor if any.
+fn encode_task_cursor(at: usize, cursor: Option<&str>) -> String {
+    use base64::Engine;
+    let text = format!("mcpb-tasks:{at}:{}", cursor.unwrap_or_default());
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
+}
+
+fn decode_task_cursor(cursor: &str) -> Option<(usize, Option<String>)> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (at, theirs) = text.strip_prefix("mcpb-tasks:")?.split_once(':')?;
+    let theirs = (!theirs.is_empty()).then(|| theirs.to_owned());
+    Some((at.parse().ok()?, theirs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+
+    #[test]
+    fn task_cursors_round_trip_and_reject_garbage() {
+        let c = encode_task_cursor(3, Some("their:cursor"));
+        assert_eq!(
+            decode_task_cursor(&c),
+            Some((3, Some("their:cursor".into())))
+        );
+        assert_eq!(
+            decode_task_cursor(&encode_task_cursor(1, None)),
+            Some((1, None))
+        );
+        assert_eq!(decode_task_cursor("not-ours"), None);
+        // The other lists' cursors are not task cursors.
+        let other = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("mcpb:40");
+        assert_eq!(decode_task_cursor(&other), None);
     }
 }

@@ -130,6 +130,62 @@ async fn task_requests_reach_the_upstream_that_created_the_task() {
     gw.stop_and_check().await;
 }
 
+/// `tasks/list` pages through every upstream that lists tasks (one upstream page per gateway
+/// page, the gateway's cursor naming the upstream): two server-everything instances, a task
+/// on each, both found by following `nextCursor`; a cursor the gateway did not make is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_list_pages_through_every_upstream() {
+    let mut gw = Gateway::start(
+        "tasks-pages",
+        Mode::Stdio,
+        &[Up::everything("one"), Up::everything("two")],
+    )
+    .await;
+    let c = gw.client();
+    c.initialize().await;
+    let mut created = Vec::new();
+    for server in ["one", "two"] {
+        let r = c
+            .request(
+                "tools/call",
+                json!({"name": format!("{server}__simulate-research-query"),
+                       "arguments": {"topic": server}, "task": {"ttl": 60000}}),
+            )
+            .await;
+        let id = r["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r}"));
+        created.push(id.to_owned());
+    }
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    let mut params = json!({});
+    loop {
+        let page = c.request("tasks/list", params.clone()).await;
+        pages += 1;
+        let tasks = page["result"]["tasks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{page}"));
+        seen.extend(
+            tasks
+                .iter()
+                .filter_map(|t| t["taskId"].as_str().map(str::to_owned)),
+        );
+        match page["result"]["nextCursor"].as_str() {
+            Some(next) => params = json!({"cursor": next}),
+            None => break,
+        }
+        assert!(pages < 10, "{page}");
+    }
+    for id in &created {
+        assert!(seen.contains(id), "{id} not in {seen:?}");
+    }
+    assert!(pages >= 2, "one page per upstream, got {pages}");
+    let bad = c.request("tasks/list", json!({"cursor": "not-ours"})).await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    gw.stop_and_check().await;
+}
+
 /// A 2025-era client's `logging/setLevel` reaches a 2026-07-28 upstream (which has no session
 /// level) as the `_meta` log level of each of the client's requests: the tool's log
 /// notifications come back; without a level none do.
