@@ -26,6 +26,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 /// Delay between attempts to reach an HTTP upstream that is down.
 const RETRY: Duration = Duration::from_secs(2);
+/// Why an upstream whose server went away is down.
+const LOST: &str = "the connection was lost";
 
 /// One streamable HTTP session with an upstream.
 #[derive(Debug)]
@@ -84,6 +86,8 @@ pub(crate) async fn connect(upstream: Upstream) {
         suspect: tokio::sync::Notify::new(),
     });
     upstream.set_link(Some(Link::Http(link.clone())));
+    // Set once a ready server was lost: later failed handshakes still say so.
+    let mut lost = false;
     loop {
         let started = tokio::time::Instant::now();
         match handshake(&upstream).await {
@@ -97,14 +101,20 @@ pub(crate) async fn connect(upstream: Upstream) {
                 }
                 // The server is gone: down until a new handshake works (a 2025 server gets a new
                 // session), instead of failing its calls one by one while looking ready.
-                tracing::warn!(upstream = upstream.name(), "Upstream connection lost");
-                upstream.set_status(Status::Down("the connection was lost".into()));
-                upstream.fail_pending("the connection was lost");
+                lost = true;
+                upstream.set_status(Status::Down(LOST.into()));
+                upstream.fail_pending(LOST);
                 link.set_session(None);
+                tracing::warn!(upstream = upstream.name(), "Upstream connection lost");
             }
             Err(err) => {
                 tracing::warn!(upstream = upstream.name(), error = %err, "Upstream is down");
-                upstream.set_status(Status::Down(err.to_string()));
+                let reason = if lost {
+                    format!("{LOST}; reconnecting failed: {err}")
+                } else {
+                    err.to_string()
+                };
+                upstream.set_status(Status::Down(reason));
             }
         }
         tokio::select! {
