@@ -509,19 +509,20 @@ fn throughput(args: &[String], dir: &Path) {
     echo_http
         .args(["--http", "127.0.0.1:0"])
         .stdin(Stdio::null());
-    let (_echo_http, echo_url, _) = start(echo_http, "listening on ");
+    let (echo_http, echo_url, _) = start(echo_http, "listening on ");
     let http_policy = write_policy(
         dir,
         "http.toml",
         &format!("[[upstream]]\nname = \"echo\"\nurl = \"{echo_url}\"\n"),
     );
-    let (_gw_http, gw_url, _) = start(
+    let (gw_http, gw_url, _) = start(
         gateway(&http_policy, &["--http", "127.0.0.1:0"], false),
         "listening on ",
     );
+    // (label, url, tool, the serving process whose peak memory is reported)
     let mut targets = vec![
-        ("http direct", echo_url, "echo"),
-        ("http via gateway", gw_url, "echo__echo"),
+        ("http direct", echo_url, "echo", echo_http.0.id()),
+        ("http via gateway", gw_url, "echo__echo", gw_http.0.id()),
     ];
     // `BENCH_GATEWAY_BASE=path`: a second gateway binary, measured after the first.
     let mut base_procs = Vec::new();
@@ -530,11 +531,11 @@ fn throughput(args: &[String], dir: &Path) {
             gateway_at(&base, &http_policy, &["--http", "127.0.0.1:0"], false),
             "listening on ",
         );
+        targets.push(("http via base", url, "echo__echo", gw.0.id()));
         base_procs.push(gw);
-        targets.push(("http via base", url, "echo__echo"));
     }
     println!("tools/call throughput over HTTP, {clients} keep-alive clients, {secs} s each");
-    for (name, url, tool) in &targets {
+    for (name, url, tool, pid) in &targets {
         let tool: &'static str = tool;
         let done = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -563,8 +564,22 @@ fn throughput(args: &[String], dir: &Path) {
         }
         #[allow(clippy::cast_precision_loss)]
         let rate = (n1 - n0) as f64 / t1.as_secs_f64();
-        println!("{name:<20} {rate:>10.0} calls/s");
+        println!(
+            "{name:<20} {rate:>10.0} calls/s   peak RSS {}",
+            peak_rss(*pid)
+        );
     }
+}
+
+/// `VmHWM` (peak resident memory) of process `pid`, as /proc tells it.
+fn peak_rss(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().to_owned()))
+        })
+        .unwrap_or_else(|| "?".into())
 }
 
 fn startup(args: &[String], dir: &Path) {
