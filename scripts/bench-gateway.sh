@@ -5,6 +5,8 @@
 #   startup    time to ready with 4 stdio upstreams that start in 100/200/300/400 ms
 #   callgrind  instructions per tools/call in the gateway process, HTTP and stdio (valgrind):
 #              (a run with 1100 calls - a run with 100 calls) / 1000
+#   wakeup     no gateway: a Python client and bench_echo on one CPU vs two (what a cross-CPU
+#              wake-up costs on this machine)
 # The upstream is examples/bench_echo.rs (one `echo` tool, answered in microseconds), the client
 # examples/bench_loopback.rs. Then the in-process criterion bench (benches/gateway.rs).
 # Usage: scripts/bench-gateway.sh [latency|throughput|startup|criterion ...]   (default: all)
@@ -38,6 +40,23 @@ for w in "${what[@]}"; do
         echo "callgrind $t: $(( (b - a) / 1000 )) instructions per tools/call (gateway process)"
       done
       rm -rf "$out" ;;
+    wakeup)
+      # No gateway: a Python client and bench_echo over loopback HTTP, on one CPU and on two.
+      # The difference is what this machine charges per cross-CPU wake-up (on an idle VM, the
+      # price of waking a halted vCPU); any added-latency figure on two CPUs includes it.
+      for cpus in "0 0" "0 1" "any any"; do
+        set -- $cpus
+        client=(); server=()
+        [ "$1" != any ] && client=(taskset -c "$1")
+        [ "$2" != any ] && server=(taskset -c "$2")
+        log=$(mktemp)
+        "${server[@]}" "$CARGO_TARGET_DIR/release/examples/bench_echo" --http 127.0.0.1:0 2>"$log" >/dev/null &
+        echo_pid=$!
+        for _ in $(seq 50); do grep -q listening "$log" && break; sleep 0.1; done
+        port=$(grep -o '127.0.0.1:[0-9]*' "$log" | cut -d: -f2)
+        echo "client on CPU $1, bench_echo on CPU $2: $("${client[@]}" python3 scripts/wakeup-client.py "$port")"
+        kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true; rm -f "$log"
+      done ;;
     criterion) cargo bench --quiet --bench gateway -- --warm-up-time 1 --measurement-time 3 ;;
     *) echo "unknown benchmark: $w" >&2; exit 2 ;;
   esac
