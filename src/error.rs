@@ -37,8 +37,11 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// The upstream did not answer in time.
-    #[error("upstream {upstream:?} did not answer within {}s", timeout.as_secs_f64())]
+    /// The upstream went silent on a request for longer than its timeout.
+    #[error(
+        "upstream {upstream:?} did not answer within {}s (no answer, progress or question for the client in that time; timeout_secs)",
+        timeout.as_secs_f64()
+    )]
     UpstreamTimeout {
         /// Server id.
         upstream: String,
