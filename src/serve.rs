@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use mcp_budget::downstream;
 use mcp_budget::gateway::{summary_lines, Gateway};
 use mcp_budget::policy::Policy;
@@ -91,16 +90,7 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
             (&policy.downstream).into(),
         );
         let stop = shutdown.clone();
-        tasks.spawn(async move {
-            // Answers are small writes (SSE events especially): without TCP_NODELAY they wait
-            // for delayed ACKs (~40 ms on Linux).
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await;
-        });
+        tasks.spawn(downstream::http::serve(listener, app, stop));
     }
     if policy.downstream.stdio {
         eprintln!("  serving MCP on stdio");

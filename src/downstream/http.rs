@@ -16,6 +16,9 @@
 //! # }
 //! ```
 
+mod listen;
+pub use listen::{serve, HEADER_READ_TIMEOUT};
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
