@@ -1157,19 +1157,25 @@ fn rename(item: &Value, server: &str, separator: &str) -> Value {
     item
 }
 
-fn encode_cursor(offset: usize) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("mcpb:{offset}"))
+/// An opaque cursor carrying `text` (each kind of list tags its own).
+fn seal_cursor(text: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
 }
 
-fn decode_cursor(cursor: &str) -> Option<usize> {
+/// The text a cursor of [`seal_cursor`] carries; `None` for one the gateway did not make.
+fn open_cursor(cursor: &str) -> Option<String> {
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
         .ok()?;
-    String::from_utf8(bytes)
-        .ok()?
-        .strip_prefix("mcpb:")?
-        .parse()
-        .ok()
+    String::from_utf8(bytes).ok()
+}
+
+fn encode_cursor(offset: usize) -> String {
+    seal_cursor(&format!("mcpb:{offset}"))
+}
+
+fn decode_cursor(cursor: &str) -> Option<usize> {
+    open_cursor(cursor)?.strip_prefix("mcpb:")?.parse().ok()
 }
 
 /// Summary lines for the startup log.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{lock, Gateway};
+use super::{lock, open_cursor, seal_cursor, Gateway};
 use crate::context::{Caller, Outbound};
 use crate::error::Error;
 use crate::jsonrpc::{to_raw, Id, Kind, Message};
@@ -714,17 +714,11 @@ impl Gateway {
 
 /// The gateway's `tasks/list` cursor: upstream `at`, and that upstream's own cursor if any.
 fn encode_task_cursor(at: usize, cursor: Option<&str>) -> String {
-    use base64::Engine;
-    let text = format!("mcpb-tasks:{at}:{}", cursor.unwrap_or_default());
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
+    seal_cursor(&format!("mcpb-tasks:{at}:{}", cursor.unwrap_or_default()))
 }
 
 fn decode_task_cursor(cursor: &str) -> Option<(usize, Option<String>)> {
-    use base64::Engine;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .ok()?;
-    let text = String::from_utf8(bytes).ok()?;
+    let text = open_cursor(cursor)?;
     let (at, theirs) = text.strip_prefix("mcpb-tasks:")?.split_once(':')?;
     let theirs = (!theirs.is_empty()).then(|| theirs.to_owned());
     Some((at.parse().ok()?, theirs))
@@ -733,7 +727,6 @@ fn decode_task_cursor(cursor: &str) -> Option<(usize, Option<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use base64::Engine;
 
     #[test]
     fn task_cursors_round_trip_and_reject_garbage() {
@@ -748,7 +741,6 @@ mod tests {
         );
         assert_eq!(decode_task_cursor("not-ours"), None);
         // The other lists' cursors are not task cursors.
-        let other = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("mcpb:40");
-        assert_eq!(decode_task_cursor(&other), None);
+        assert_eq!(decode_task_cursor(&super::super::encode_cursor(40)), None);
     }
 }
