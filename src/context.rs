@@ -25,8 +25,67 @@ pub struct McpRequest {
     pub caller: Caller,
 }
 
-/// The sending side of a client connection: messages to the client outside responses.
-pub type Outbound = mpsc::UnboundedSender<Message>;
+/// The sending side of a client connection: messages to the client outside responses, tagged
+/// with the session they belong to, so that whatever answers them can be checked against it.
+#[derive(Debug, Clone)]
+pub struct Outbound {
+    tx: mpsc::UnboundedSender<Message>,
+    session: Arc<str>,
+}
+
+/// The client of an [`Outbound`] channel is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the client is gone")]
+pub struct ClientGone;
+
+impl Outbound {
+    /// A channel to a client of session `session`.
+    #[must_use]
+    pub fn new(session: impl Into<Arc<str>>, tx: mpsc::UnboundedSender<Message>) -> Self {
+        Self {
+            tx,
+            session: session.into(),
+        }
+    }
+
+    /// A new channel to a client of session `session`, and its receiving end.
+    #[must_use]
+    pub fn channel(session: impl Into<Arc<str>>) -> (Self, mpsc::UnboundedReceiver<Message>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self::new(session, tx), rx)
+    }
+
+    /// Sends `msg` to the client.
+    ///
+    /// # Errors
+    /// [`ClientGone`] when the client is gone (the message is dropped).
+    pub fn send(&self, msg: Message) -> Result<(), ClientGone> {
+        self.tx.send(msg).map_err(|_| ClientGone)
+    }
+
+    /// Whether the client is gone.
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Completes when the client is gone.
+    pub async fn closed(&self) {
+        self.tx.closed().await;
+    }
+
+    /// Whether both send to the same channel.
+    #[must_use]
+    pub fn same_channel(&self, other: &Self) -> bool {
+        self.tx.same_channel(&other.tx)
+    }
+
+    /// The session whose client this channel reaches.
+    #[must_use]
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+}
 
 /// Who is calling: the session and where its server→client messages go.
 #[derive(Debug, Clone)]
@@ -66,10 +125,11 @@ pub struct SessionState {
 impl Session {
     /// A new session whose session-wide messages go to `notify`.
     #[must_use]
-    pub fn new(id: impl Into<String>, notify: Outbound) -> Self {
+    pub fn new(id: impl Into<String>, notify: mpsc::UnboundedSender<Message>) -> Self {
+        let id = id.into();
         Self {
-            id: id.into(),
-            notify,
+            notify: Outbound::new(id.as_str(), notify),
+            id,
             state: Mutex::new(SessionState::default()),
         }
     }
@@ -115,6 +175,14 @@ impl Caller {
     pub fn new(session: Arc<Session>) -> Self {
         let outbound = session.notify.clone();
         Self { session, outbound }
+    }
+
+    /// A caller for `session` whose messages go to a channel of their own (on HTTP, the
+    /// response stream of one POST), and that channel's receiving end.
+    #[must_use]
+    pub fn with_channel(session: Arc<Session>) -> (Self, mpsc::UnboundedReceiver<Message>) {
+        let (outbound, rx) = Outbound::channel(session.id.as_str());
+        (Self { session, outbound }, rx)
     }
 }
 

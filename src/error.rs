@@ -99,6 +99,27 @@ pub enum Error {
         /// The capability the client did not declare, if that is the reason.
         missing_capability: Option<String>,
     },
+    /// A client's answer to a server→client request that is not waiting for an answer from
+    /// that client: none was sent with that id, it was answered already, or it was sent to
+    /// another session.
+    #[error("no request with id {id:?} is waiting for an answer from this session; the answer was not delivered")]
+    UnknownRequest {
+        /// The id the answer named.
+        id: String,
+    },
+    /// A server→client request of a shared upstream that no client may be asked: no client
+    /// has a request in flight to it, or several do and the request names none of them.
+    #[error("{method} from upstream {upstream:?} cannot be answered: {reason}")]
+    Unroutable {
+        /// Server id.
+        upstream: String,
+        /// The request's method.
+        method: String,
+        /// Why, with the fix.
+        reason: String,
+        /// Several clients could own it (else: none).
+        ambiguous: bool,
+    },
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
@@ -160,6 +181,24 @@ impl Error {
             Self::ClientInput { upstream, .. } => (
                 UPSTREAM_ERROR,
                 "mcp_budget.client.input_failed",
+                Some(json!({ "upstream": upstream })),
+            ),
+            Self::UnknownRequest { id } => (
+                INVALID_REQUEST,
+                "mcp_budget.route.unknown_request",
+                Some(json!({ "id": id })),
+            ),
+            Self::Unroutable {
+                upstream,
+                ambiguous,
+                ..
+            } => (
+                METHOD_NOT_FOUND,
+                if *ambiguous {
+                    "mcp_budget.route.ambiguous"
+                } else {
+                    "mcp_budget.route.no_client"
+                },
                 Some(json!({ "upstream": upstream })),
             ),
             Self::ShuttingDown => (UPSTREAM_ERROR, "mcp_budget.gateway.shutting_down", None),

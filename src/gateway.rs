@@ -14,7 +14,6 @@ mod eras;
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -24,7 +23,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{Caller, McpRequest, Session};
+use crate::context::{Caller, McpRequest, Session, SessionState};
 use crate::error::Error;
 use crate::jsonrpc::{to_raw, Id, Kind, Message};
 use crate::naming::exposed_name;
@@ -118,11 +117,15 @@ struct Inner {
     /// Calls of modern clients to 2025-era upstreams waiting for the client's retry, by the
     /// `requestState` handed out.
     parked: Mutex<HashMap<String, eras::Parked>>,
-    /// Server→client requests the gateway sent for a modern upstream, by id.
-    shim: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Message>>>,
-    shim_next: AtomicU64,
-    /// Task id → the upstream that created it.
-    tasks: Mutex<HashMap<String, usize>>,
+    /// Server→client requests the gateway sent for a modern upstream, by (unguessable) id:
+    /// the session asked, and where its answer goes.
+    #[allow(clippy::type_complexity)]
+    shim: Mutex<HashMap<String, (String, tokio::sync::oneshot::Sender<Message>)>>,
+    /// Task id → the upstream that created it, and the 2025-era session whose request did
+    /// (`None` for a sessionless modern caller); only that session may see the task.
+    tasks: Mutex<HashMap<String, (usize, Option<String>)>>,
+    /// Resource URI → the sessions subscribed to it (`resources/subscribe`).
+    subscribers: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
     /// Open `subscriptions/listen` streams of modern clients.
     listeners: Mutex<Vec<eras::Listener>>,
     /// Per upstream: one refresh at a time (they run on tasks of their own), and how many
@@ -197,8 +200,8 @@ impl Gateway {
                 inflight: Mutex::new(HashMap::new()),
                 parked: Mutex::new(HashMap::new()),
                 shim: Mutex::new(HashMap::new()),
-                shim_next: AtomicU64::new(1),
                 tasks: Mutex::new(HashMap::new()),
+                subscribers: Mutex::new(HashMap::new()),
                 listeners: Mutex::new(Vec::new()),
                 refreshing: (0..count).map(|_| tokio::sync::Mutex::new(())).collect(),
                 refreshed: (0..count)
@@ -264,9 +267,13 @@ impl Gateway {
         sessions.insert(session.id.clone(), Arc::downgrade(session));
     }
 
-    /// Forgets a session.
+    /// Forgets a session (and its resource subscriptions).
     pub fn remove_session(&self, id: &str) {
         lock(&self.inner.sessions).remove(id);
+        lock(&self.inner.subscribers).retain(|_, sessions| {
+            sessions.remove(id);
+            !sessions.is_empty()
+        });
     }
 
     /// Stops every upstream (children get SIGTERM, then SIGKILL) and waits until they are gone.
@@ -320,9 +327,10 @@ impl Gateway {
                 }
                 Event::Down(_) => {}
                 Event::Broadcast(_, msg) => {
-                    self.broadcast(&msg);
+                    self.resource_updated(&msg);
                     self.notify_listeners(&msg);
                 }
+                Event::Log(_, msg) => self.log_for_all(&msg),
             }
         }
     }
@@ -361,15 +369,52 @@ impl Gateway {
     }
 
     fn broadcast(&self, msg: &Message) {
+        self.send_to_sessions(msg, |_, _| true);
+    }
+
+    /// Sends `msg` to every initialized session that `wants` it.
+    fn send_to_sessions(&self, msg: &Message, wants: impl Fn(&Session, &SessionState) -> bool) {
         let sessions: Vec<Arc<Session>> = lock(&self.inner.sessions)
             .values()
             .filter_map(Weak::upgrade)
             .collect();
         for s in sessions {
-            if s.state().initialized {
+            let state = s.state();
+            if state.initialized && wants(&s, &state) {
                 let _ = s.notify.send(msg.clone());
             }
         }
+    }
+
+    /// A log message of no client's call: to the sessions that asked for its level with
+    /// `logging/setLevel` (a session that asked for none gets no upstream-wide logs: they may
+    /// tell of other clients' work).
+    fn log_for_all(&self, msg: &Message) {
+        let level = msg
+            .params_as::<Value>()
+            .ok()
+            .and_then(|p| p.get("level").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_default();
+        self.send_to_sessions(msg, |_, state| {
+            state
+                .log_level
+                .as_deref()
+                .is_some_and(|wanted| crate::upstream::route::level_wanted(wanted, &level))
+        });
+    }
+
+    /// `notifications/resources/updated`: to the sessions subscribed to the resource.
+    fn resource_updated(&self, msg: &Message) {
+        let uri = msg
+            .params_as::<Value>()
+            .ok()
+            .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_default();
+        let subscribed = lock(&self.inner.subscribers)
+            .get(&uri)
+            .cloned()
+            .unwrap_or_default();
+        self.send_to_sessions(msg, |s, _| subscribed.contains(&s.id));
     }
 
     /// Fetches the lists of upstream `i` (all, or one kind); returns the kinds that changed.
@@ -496,10 +541,7 @@ impl Gateway {
                 self.handle_notification(&message, &caller);
                 None
             }
-            Kind::Response | Kind::Error => {
-                self.handle_client_response(message);
-                None
-            }
+            Kind::Response | Kind::Error => self.handle_client_response(message, &caller),
         }
     }
 
@@ -576,15 +618,6 @@ impl Gateway {
             s.initialized = false;
         });
         self.register_session(&caller.session);
-        let caps = params.get("capabilities");
-        let answers_servers = ["roots", "sampling", "elicitation"]
-            .iter()
-            .any(|c| caps.and_then(|caps| caps.get(c)).is_some());
-        if answers_servers {
-            for u in &self.inner.upstreams {
-                u.set_fallback(caller.session.notify.clone());
-            }
-        }
         let mut result = json!({
             "protocolVersion": version,
             "capabilities": self.capabilities(),
@@ -886,7 +919,7 @@ impl Gateway {
         };
         lock(&self.inner.inflight).remove(&key);
         if let (Ok(reply), true) = (&result, may_create_task) {
-            self.note_task(i, reply);
+            self.note_task(i, reply, caller);
         }
         result
     }
@@ -909,14 +942,6 @@ impl Gateway {
             }
             "notifications/initialized" => {
                 caller.session.update(|s| s.initialized = true);
-                // Upstreams asked for roots while no client could answer (and got none): a
-                // client that has roots is here now, so let them ask again.
-                if caller.session.has_capability("roots") {
-                    let changed = Message::notification("notifications/roots/list_changed", None);
-                    for u in self.legacy_upstreams() {
-                        let _ = u.notify(changed.clone());
-                    }
-                }
             }
             "notifications/roots/list_changed" => {
                 // Modern upstreams ask for roots within each call (MRTR): nothing to tell.
@@ -932,25 +957,30 @@ impl Gateway {
         self.inner.upstreams.iter().filter(|u| !u.is_modern())
     }
 
-    fn handle_client_response(&self, msg: Message) {
-        let Some(Id::String(gateway_id)) = msg.id.clone() else {
-            return;
+    /// A client's answer to a server→client request: delivered only if that request waits for
+    /// an answer from this very session; anything else (a guessed id, another session's
+    /// request, a second answer) is refused with an error (HTTP answers it with 400) and logged.
+    fn handle_client_response(&self, msg: Message, caller: &Caller) -> Option<Message> {
+        let session = caller.session.id.as_str();
+        let gateway_id = match &msg.id {
+            Some(Id::String(id)) => id.clone(),
+            other => other.as_ref().map(ToString::to_string).unwrap_or_default(),
         };
-        if gateway_id.starts_with(eras::SHIM_PREFIX) {
-            if !self.answer_shim(&gateway_id, msg) {
-                tracing::debug!(id = %gateway_id, "Client response to no waiting request");
+        let delivered = if gateway_id.starts_with(eras::SHIM_PREFIX) {
+            self.answer_shim(&gateway_id, msg, session)
+        } else {
+            let index = gateway_id
+                .strip_prefix("mcpb-")
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|i| i.parse::<usize>().ok());
+            match index.and_then(|i| self.inner.upstreams.get(i)) {
+                Some(upstream) => upstream.answer_from(&gateway_id, msg, session),
+                None => Err(Error::UnknownRequest { id: gateway_id }),
             }
-            return;
-        }
-        let index = gateway_id
-            .strip_prefix("mcpb-")
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|i| i.parse::<usize>().ok());
-        if let Some(upstream) = index.and_then(|i| self.inner.upstreams.get(i)) {
-            if let Err(err) = upstream.answer_server_request(&gateway_id, msg) {
-                tracing::debug!(error = %err, "Client response not delivered");
-            }
-        }
+        };
+        let err = delivered.err()?;
+        tracing::warn!(session, error = %err, "Client answer refused");
+        Some(Message::error(Id::Null, err.to_error_object()))
     }
 }
 

@@ -454,8 +454,16 @@ async fn handle_post(
             message,
             caller: Caller::new(session),
         };
-        let _ = state.service.clone().oneshot(request).await;
-        return StatusCode::ACCEPTED.into_response();
+        // A refused client answer (to no request waiting for this session) comes back as an
+        // error without id: the spec's "cannot accept the input" is a 4xx with it.
+        return match state.service.clone().oneshot(request).await {
+            Ok(Some(refusal)) => {
+                let mut resp = json_response(&refusal, None);
+                *resp.status_mut() = StatusCode::BAD_REQUEST;
+                resp
+            }
+            _ => StatusCode::ACCEPTED.into_response(),
+        };
     }
 
     // A request: answer with JSON, unless the server talks to the client before the answer
@@ -476,11 +484,8 @@ async fn handle_post(
             _ => StatusCode::ACCEPTED.into_response(),
         };
     }
-    let (outbound, mut out_rx) = mpsc::unbounded_channel();
-    let request = McpRequest {
-        message,
-        caller: Caller { session, outbound },
-    };
+    let (caller, mut out_rx) = Caller::with_channel(session);
+    let request = McpRequest { message, caller };
     // Driven right here (no task of its own on the way to a JSON answer); if this handler is
     // dropped first, the call still runs to its end.
     let mut call = RunToEnd::new(state.service.clone().oneshot(request));

@@ -8,7 +8,6 @@
 //! Also here: `subscriptions/listen` for modern clients ([`Gateway::listen`]) and the routing
 //! of task requests to the upstream that created the task.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -194,10 +193,10 @@ impl Gateway {
                 None,
             ));
         }
-        let n = self.inner.shim_next.fetch_add(1, Ordering::Relaxed);
-        let id = format!("{SHIM_PREFIX}{n}");
+        // Unguessable, so that no other session can answer in this client's place.
+        let id = format!("{SHIM_PREFIX}{}", uuid::Uuid::new_v4().simple());
         let (tx, rx) = oneshot::channel();
-        lock(&self.inner.shim).insert(id.clone(), tx);
+        lock(&self.inner.shim).insert(id.clone(), (caller.session.id.clone(), tx));
         let request = Message::request(Id::String(id.clone()), method, Some(to_raw(&params)));
         if caller.outbound.send(request).is_err() {
             lock(&self.inner.shim).remove(&id);
@@ -227,11 +226,19 @@ impl Gateway {
         }
     }
 
-    /// A client's answer to a request of [`Gateway::ask_client`]; false when none waits.
-    pub(super) fn answer_shim(&self, id: &str, msg: Message) -> bool {
-        match lock(&self.inner.shim).remove(id) {
-            Some(tx) => tx.send(msg).is_ok(),
-            None => false,
+    /// A client's answer to a request of [`Gateway::ask_client`], taken only from the session
+    /// that was asked, once.
+    pub(super) fn answer_shim(&self, id: &str, msg: Message, session: &str) -> Result<(), Error> {
+        let waiting = {
+            let mut shim = lock(&self.inner.shim);
+            match shim.get(id) {
+                Some((asked, _)) if asked == session => shim.remove(id),
+                _ => None,
+            }
+        };
+        match waiting.map(|(_, tx)| tx.send(msg).is_ok()) {
+            Some(true) => Ok(()),
+            _ => Err(Error::UnknownRequest { id: id.to_owned() }),
         }
     }
 
@@ -247,7 +254,7 @@ impl Gateway {
         msg: &Message,
     ) -> Result<Message, Error> {
         let upstream = self.inner.upstreams[i].clone();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = Outbound::channel(caller.session.id.as_str());
         let method = method.to_owned();
         let call = tokio::spawn(async move {
             upstream
@@ -544,8 +551,8 @@ impl Gateway {
         }
     }
 
-    /// Remembers which upstream created the task a result names.
-    pub(super) fn note_task(&self, i: usize, reply: &Message) {
+    /// Remembers which upstream created the task a result names, for which caller.
+    pub(super) fn note_task(&self, i: usize, reply: &Message, caller: &Caller) {
         let Some(result) = reply.result.as_ref().filter(|r| r.get().contains("taskId")) else {
             return;
         };
@@ -553,7 +560,7 @@ impl Gateway {
             return;
         };
         if let Some(task) = bridge::created_task_id(&value) {
-            lock(&self.inner.tasks).insert(task, i);
+            lock(&self.inner.tasks).insert(task, (i, task_owner(caller)));
         }
     }
 
@@ -571,9 +578,12 @@ impl Gateway {
                 method: msg.method().unwrap_or_default().to_owned(),
                 reason: "missing string \"taskId\"".into(),
             })?;
+        // Another caller's task is as unknown as a task that never was.
+        let owner = task_owner(caller);
         let i = lock(&self.inner.tasks)
             .get(task)
-            .copied()
+            .filter(|(_, of)| *of == owner)
+            .map(|(i, _)| *i)
             .ok_or_else(|| Error::NotFound {
                 what: "task",
                 name: task.to_owned(),
@@ -644,11 +654,20 @@ impl Gateway {
                     (Vec::new(), None)
                 }
             };
-            for task in &tasks {
-                if let Some(id) = task.get("taskId").and_then(Value::as_str) {
-                    lock(&self.inner.tasks).insert(id.to_owned(), i);
-                }
-            }
+            // A shared upstream lists every client's tasks: only the caller's own are shown.
+            let owner = task_owner(caller);
+            let tasks: Vec<Value> = {
+                let known = lock(&self.inner.tasks);
+                tasks
+                    .into_iter()
+                    .filter(|task| {
+                        task.get("taskId")
+                            .and_then(Value::as_str)
+                            .and_then(|id| known.get(id))
+                            .is_some_and(|(at, of)| *at == i && *of == owner)
+                    })
+                    .collect()
+            };
             // Where the next page starts: this upstream's next page, or the next upstream.
             let (next_at, next_cursor) = match next {
                 Some(c) => (i, Some(c)),
@@ -676,15 +695,38 @@ impl Gateway {
         let uri = params
             .get("uri")
             .and_then(Value::as_str)
-            .unwrap_or_default();
-        match self.route_uri(uri) {
+            .unwrap_or_default()
+            .to_owned();
+        let on = msg.method() == Some("resources/subscribe");
+        let session = caller.session.id.clone();
+        // The upstream is shared: it stops sending updates only when no session wants them.
+        let others_left = {
+            let subscribers = lock(&self.inner.subscribers);
+            subscribers
+                .get(&uri)
+                .is_some_and(|s| s.iter().any(|other| *other != session))
+        };
+        let done = Message::response_value(Id::Null, &json!({}));
+        let reply = match self.route_uri(&uri) {
+            _ if !on && others_left => done,
             Some(i) if self.inner.upstreams[i].is_modern() => {
-                let on = msg.method() == Some("resources/subscribe");
-                self.inner.upstreams[i].watch_resource(uri, on);
-                Ok(Message::response_value(Id::Null, &json!({})))
+                self.inner.upstreams[i].watch_resource(&uri, on);
+                done
             }
-            _ => self.call_by_uri(msg, caller).await,
+            _ => self.call_by_uri(msg, caller).await?,
+        };
+        if reply.error.is_none() {
+            let mut subscribers = lock(&self.inner.subscribers);
+            if on {
+                subscribers.entry(uri).or_default().insert(session);
+            } else if let Some(sessions) = subscribers.get_mut(&uri) {
+                sessions.remove(&session);
+                if sessions.is_empty() {
+                    subscribers.remove(&uri);
+                }
+            }
         }
+        Ok(reply)
     }
 
     /// What a modern client's `subscriptions/listen` asks about resources, arranged upstream:
@@ -710,6 +752,12 @@ impl Gateway {
             });
         }
     }
+}
+
+/// Whose tasks `caller` may see: its 2025-era session's, or (a sessionless modern caller)
+/// those of no session.
+fn task_owner(caller: &Caller) -> Option<String> {
+    (!caller.session.is_modern()).then(|| caller.session.id.clone())
 }
 
 /// The gateway's `tasks/list` cursor: upstream `at`, and that upstream's own cursor if any.

@@ -110,6 +110,9 @@ pub struct UpstreamSpec {
     pub volatile: bool,
     /// Which protocol era to speak to it.
     pub protocol: UpstreamProtocol,
+    /// Roots the gateway answers this upstream's `roots/list` with itself, as MCP `Root`
+    /// objects (`{"uri": "file:///...", "name"?: "..."}`); `None` when the policy declares none.
+    pub roots: Option<Vec<serde_json::Value>>,
 }
 
 /// Which protocol era the gateway speaks to an upstream.
@@ -141,6 +144,7 @@ impl UpstreamSpec {
             timeout: DEFAULT_TIMEOUT,
             volatile: false,
             protocol: UpstreamProtocol::Auto,
+            roots: None,
         }
     }
 
@@ -156,6 +160,7 @@ impl UpstreamSpec {
             timeout: DEFAULT_TIMEOUT,
             volatile: false,
             protocol: UpstreamProtocol::Auto,
+            roots: None,
         }
     }
 

@@ -193,6 +193,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             timeout,
             volatile: up.volatile,
             protocol,
+            roots: None,
         });
     }
 

@@ -7,11 +7,12 @@
 //! Anything the server says arrives at [`Upstream::incoming`].
 
 pub mod http;
+pub mod route;
 mod sse;
 pub mod stdio;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -75,8 +76,12 @@ pub enum Event {
     Down(usize),
     /// `notifications/<kind>/list_changed` (`tools`, `prompts`, `resources`).
     ListChanged(usize, String),
-    /// A notification for all clients (e.g. `notifications/resources/updated`).
+    /// A notification for every client that may see it (`notifications/resources/updated`:
+    /// the sessions subscribed to the resource).
     Broadcast(usize, Message),
+    /// A log message that belongs to no client request (`notifications/message` with no call
+    /// in flight): for the sessions that asked for its level (`logging/setLevel`).
+    Log(usize, Message),
 }
 
 /// Health of an upstream.
@@ -144,9 +149,12 @@ struct Inner {
     pending: Mutex<HashMap<i64, Pending>>,
     /// Progress token the upstream sees → (the client's token, its channel, the request id).
     progress: Mutex<HashMap<String, (Value, Outbound, i64)>>,
-    /// Gateway id of a server→client request → the server's id, the client channel asked, and
-    /// when.
+    /// Gateway id of a server→client request (unguessable) → the server's id, the client
+    /// channel asked (its session is the only one whose answer is taken), and when.
     server_requests: Mutex<HashMap<String, (Id, Outbound, tokio::time::Instant)>>,
+    /// Server→client messages that reached no client because their owner was ambiguous or
+    /// missing (see [`route`]).
+    unrouted: AtomicU64,
     next_id: AtomicI64,
     era: AtomicU8,
     status: watch::Sender<Status>,
@@ -154,7 +162,6 @@ struct Inner {
     events: mpsc::UnboundedSender<Event>,
     shutdown: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    fallback: Mutex<Option<Outbound>>,
     /// Tool name → properties its `tools/call` mirrors in `Mcp-Param-*` headers (2026-07-28
     /// HTTP; tools that mark some only).
     param_marks: Mutex<HashMap<String, Vec<crate::mcp::params::Marked>>>,
@@ -196,6 +203,7 @@ impl Upstream {
                 pending: Mutex::new(HashMap::new()),
                 progress: Mutex::new(HashMap::new()),
                 server_requests: Mutex::new(HashMap::new()),
+                unrouted: AtomicU64::new(0),
                 next_id: AtomicI64::new(1),
                 era: AtomicU8::new(era.to_u8()),
                 status,
@@ -203,7 +211,6 @@ impl Upstream {
                 events,
                 shutdown,
                 task: Mutex::new(None),
-                fallback: Mutex::new(None),
                 param_marks: Mutex::new(HashMap::new()),
                 watched: Mutex::new(std::collections::BTreeSet::new()),
                 watch_changed: tokio::sync::Notify::new(),
@@ -753,21 +760,52 @@ impl Upstream {
         ));
     }
 
-    /// Delivers a client's response to a server→client request the gateway forwarded
-    /// (`gateway_id` is the id the client saw).
+    /// Delivers the gateway's own answer to a server→client request it forwarded
+    /// (`gateway_id` is the id the client saw), whichever client was asked.
     ///
     /// # Errors
     /// [`Error::NotFound`] when no such request is waiting.
-    pub fn answer_server_request(&self, gateway_id: &str, mut msg: Message) -> Result<(), Error> {
-        let (original, asked, _) = lock(&self.inner.server_requests)
-            .remove(gateway_id)
-            .ok_or_else(|| Error::NotFound {
-                what: "server request",
-                name: gateway_id.to_owned(),
-            })?;
+    pub fn answer_server_request(&self, gateway_id: &str, msg: Message) -> Result<(), Error> {
+        self.answer(gateway_id, msg, None)
+    }
+
+    /// Delivers a client's response to a server→client request the gateway forwarded: taken
+    /// only from the session the request was sent to, and only once.
+    ///
+    /// # Errors
+    /// [`Error::UnknownRequest`] when no request with that id waits for an answer from
+    /// `session` (none was sent, it was answered already, or it was sent to another session).
+    pub fn answer_from(&self, gateway_id: &str, msg: Message, session: &str) -> Result<(), Error> {
+        self.answer(gateway_id, msg, Some(session))
+    }
+
+    fn answer(&self, gateway_id: &str, mut msg: Message, from: Option<&str>) -> Result<(), Error> {
+        let taken = {
+            let mut asked = lock(&self.inner.server_requests);
+            let ours = asked
+                .get(gateway_id)
+                .is_some_and(|(_, to, _)| from.is_none_or(|s| to.session() == s));
+            if ours {
+                asked.remove(gateway_id)
+            } else {
+                None
+            }
+        };
+        let Some((original, asked, _)) = taken else {
+            return Err(Error::UnknownRequest {
+                id: gateway_id.to_owned(),
+            });
+        };
         self.touch_client(&asked);
         msg.id = Some(original);
         self.notify(msg)
+    }
+
+    /// How many server→client messages reached no client so far (owner ambiguous or
+    /// missing): requests were refused, notifications dropped.
+    #[must_use]
+    pub fn unrouted(&self) -> u64 {
+        self.inner.unrouted.load(Ordering::Relaxed)
     }
 
     /// Removes request `id` (and its progress route) from the pending tables.
@@ -877,36 +915,84 @@ impl Upstream {
                     .events
                     .send(Event::ListChanged(self.inner.index, kind));
             }
-            "notifications/message" => {
-                // Logging goes to the client whose call caused it, else to everyone.
-                match hint.cloned().or_else(|| self.recent_outbound()) {
-                    Some(out) => {
-                        let _ = out.send(msg);
-                    }
-                    None => {
-                        let _ = self
-                            .inner
-                            .events
-                            .send(Event::Broadcast(self.inner.index, msg));
-                    }
-                }
-            }
-            "notifications/subscriptions/acknowledged" => {
-                tracing::debug!(upstream = self.name(), "subscriptions/listen acknowledged");
-            }
-            "notifications/cancelled" => {
-                // The server gave up on a request it sent us; nothing is waiting on our side
-                // that we could stop, so forward it to whoever holds the request.
-                if let Some(out) = hint.cloned().or_else(|| self.recent_outbound()) {
-                    let _ = out.send(msg);
-                }
-            }
-            _ => {
+            "notifications/resources/updated" => {
                 let _ = self
                     .inner
                     .events
                     .send(Event::Broadcast(self.inner.index, msg));
             }
+            "notifications/subscriptions/acknowledged" => {
+                tracing::debug!(upstream = self.name(), "subscriptions/listen acknowledged");
+            }
+            "notifications/cancelled" => self.server_cancelled(msg),
+            // Logs, and whatever else a server says: to the client whose call it belongs to.
+            // A log of no call goes to the sessions that asked for its level; anything else
+            // that cannot be attributed reaches nobody.
+            _ => match self.owner(&msg, hint) {
+                route::Owner::Client(out) => {
+                    let _ = out.send(msg);
+                }
+                route::Owner::Nobody if method == "notifications/message" => {
+                    let _ = self.inner.events.send(Event::Log(self.inner.index, msg));
+                }
+                owner => {
+                    self.inner.unrouted.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(
+                        upstream = self.name(),
+                        method,
+                        ?owner,
+                        "Notification of no certain client dropped"
+                    );
+                }
+            },
+        }
+    }
+
+    /// The client a server→client message belongs to (see [`route`]).
+    fn owner(&self, msg: &Message, hint: Option<&Outbound>) -> route::Owner<Outbound> {
+        let named = msg
+            .params
+            .as_ref()
+            .filter(|p| p.get().contains("progressToken"))
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|p| {
+                let token = route::named_token(&p)?;
+                lock(&self.inner.progress)
+                    .get(token)
+                    .map(|(_, out, _)| out.clone())
+            });
+        let pending = lock(&self.inner.pending);
+        let in_flight = pending.iter().filter_map(|(id, p)| {
+            let out = p.outbound.as_ref()?;
+            Some((*id, out.session(), out))
+        });
+        route::owner(hint, named.as_ref(), in_flight).map_client(Outbound::clone)
+    }
+
+    /// The server gave up on a request it sent a client: the client that holds it is told,
+    /// under the id it knows.
+    fn server_cancelled(&self, mut msg: Message) {
+        let Ok(Value::Object(mut params)) = msg.params_as::<Value>() else {
+            return;
+        };
+        let Some(theirs) = params
+            .get("requestId")
+            .and_then(|v| serde_json::from_value::<Id>(v.clone()).ok())
+        else {
+            return;
+        };
+        let held = {
+            let mut asked = lock(&self.inner.server_requests);
+            let key = asked
+                .iter()
+                .find(|(_, (original, _, _))| *original == theirs)
+                .map(|(key, _)| key.clone());
+            key.and_then(|key| asked.remove(&key).map(|(_, out, _)| (key, out)))
+        };
+        if let Some((key, out)) = held {
+            params.insert("requestId".into(), Value::String(key));
+            msg.params = Some(to_raw(&Value::Object(params)));
+            let _ = out.send(msg);
         }
     }
 
@@ -914,31 +1000,34 @@ impl Upstream {
         let Some(original) = msg.id.clone() else {
             return;
         };
-        let target = hint
-            .cloned()
-            .or_else(|| self.recent_outbound())
-            .or_else(|| self.fallback_outbound());
-        let Some(out) = target else {
-            let method = msg.method().unwrap_or_default();
-            if method == "roots/list" {
-                // No client to ask: no roots is the truthful answer, and servers handle it
-                // better than an error. They ask again after roots/list_changed.
+        let method = msg.method().unwrap_or_default().to_owned();
+        // What the gateway answers itself: a liveness check, and roots the policy declares.
+        if method == "ping" {
+            let _ = self.notify(Message::response_value(original, &json!({})));
+            return;
+        }
+        if let (true, Some(roots)) = (method == "roots/list", self.inner.spec.roots.as_ref()) {
+            let _ = self.notify(Message::response_value(original, &json!({ "roots": roots })));
+            return;
+        }
+        let out = match self.owner(&msg, hint) {
+            route::Owner::Client(out) => out,
+            route::Owner::Nobody if method == "roots/list" => {
+                // No client is calling: no roots is the truthful answer (declared roots would
+                // have been given above), and servers handle it better than an error.
                 let _ = self.notify(Message::response_value(original, &json!({"roots": []})));
                 return;
             }
-            let err = ErrorObject::new(
-                METHOD_NOT_FOUND,
-                format!("no client of the gateway is waiting on this server, so {method} cannot be answered"),
-                "mcp_budget.route.no_client",
-                None,
-            );
-            let _ = self.notify(Message::error(original, err));
-            return;
+            owner => {
+                self.refuse_unroutable(original, &method, &owner);
+                return;
+            }
         };
+        // Unguessable, so that no other session can answer in this client's place.
         let gateway_id = format!(
             "mcpb-{}-{}",
             self.inner.index,
-            self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+            uuid::Uuid::new_v4().simple()
         );
         {
             let mut asked = lock(&self.inner.server_requests);
@@ -950,6 +1039,35 @@ impl Upstream {
         self.touch_client(&out);
         msg.id = Some(Id::String(gateway_id));
         let _ = out.send(msg);
+    }
+
+    /// Answers a server→client request that no client may be asked with an error that says
+    /// why and what fixes it; logged and counted.
+    fn refuse_unroutable(&self, original: Id, method: &str, owner: &route::Owner<Outbound>) {
+        self.inner.unrouted.fetch_add(1, Ordering::Relaxed);
+        let (reason, ambiguous) = match owner {
+            route::Owner::Ambiguous(n) => (
+                format!(
+                    "{n} clients have requests in flight to this shared server and the request \
+                     names none of them (no progress token of theirs), so the gateway does not \
+                     guess whose it is; declare the server's roots in the policy \
+                     ([[upstream]] roots) or give each client its own server"
+                ),
+                true,
+            ),
+            _ => (
+                "no client of the gateway has a request in flight to this server".to_owned(),
+                false,
+            ),
+        };
+        let err = Error::Unroutable {
+            upstream: self.name().to_owned(),
+            method: method.to_owned(),
+            reason,
+            ambiguous,
+        };
+        tracing::warn!(upstream = self.name(), method, error = %err, "Server request refused");
+        let _ = self.notify(Message::error(original, err.to_error_object()));
     }
 
     /// Notes which properties of its tools are mirrored in headers (see
@@ -978,34 +1096,6 @@ impl Upstream {
         };
         let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
         crate::mcp::params::param_headers(found, &arguments)
-    }
-
-    /// Where server→client requests go when no call is in flight: the session-wide channel of
-    /// the latest client that can answer them (set by the gateway at `initialize`).
-    pub fn set_fallback(&self, outbound: Outbound) {
-        *lock(&self.inner.fallback) = Some(outbound);
-    }
-
-    fn fallback_outbound(&self) -> Option<Outbound> {
-        let mut fallback = lock(&self.inner.fallback);
-        if fallback
-            .as_ref()
-            .is_some_and(mpsc::UnboundedSender::is_closed)
-        {
-            *fallback = None;
-        }
-        fallback.clone()
-    }
-
-    /// The outbound channel of the most recent request in flight, for server→client traffic
-    /// the transport cannot attribute.
-    fn recent_outbound(&self) -> Option<Outbound> {
-        let pending = lock(&self.inner.pending);
-        pending
-            .iter()
-            .filter_map(|(id, p)| p.outbound.as_ref().map(|o| (*id, o)))
-            .max_by_key(|(id, _)| *id)
-            .map(|(_, o)| o.clone())
     }
 }
 
