@@ -16,6 +16,7 @@ mod eras;
 mod faults;
 mod http_downstream;
 mod http_upstream;
+mod isolation;
 mod legacy_servers;
 mod modern_http;
 mod routing;
