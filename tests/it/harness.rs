@@ -2,9 +2,11 @@
 //! binary under a kill-on-drop guard, a raw JSON-RPC client on its stdio, the Python and
 //! Inspector clients, and a leftover-process check.
 //!
-//! Every process a test starts carries the environment variable `MCPB_IT_TAG=<unique>` (children
-//! inherit it), so the test can find all of them in `/proc` — the gateway's upstreams and their
-//! own children included — and check that none survives.
+//! Every process a test starts carries the environment variable `MCPB_IT_TAG=<unique>`, so the
+//! test can find all of them in `/proc` — the gateway's upstreams and their own children
+//! included — and check that none survives. Ordinary children inherit it; the gateway's stdio
+//! upstreams get it in their policy `env` ([`policy`] writes it), so the checks do not depend on
+//! the gateway passing its own environment on.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -153,7 +155,8 @@ impl Up {
         )
     }
 
-    fn toml(&self) -> String {
+    /// The `[[upstream]]` table; a stdio upstream carries `tag` in its `env`.
+    fn toml(&self, tag: &str) -> String {
         let mut s = format!("[[upstream]]\nname = {}\n", q(&self.name));
         if let Some(c) = &self.command {
             s += &format!("command = {}\n", q(c));
@@ -166,8 +169,9 @@ impl Up {
             s += &format!("args = [{}]\n", args.join(", "));
         }
         s += &format!("timeout_secs = {}\n", self.timeout_secs);
-        if !self.env.is_empty() {
+        if self.command.is_some() {
             s += "[upstream.env]\n";
+            s += &format!("MCPB_IT_TAG = {}\n", q(tag));
             for (k, v) in &self.env {
                 s += &format!("{k} = {}\n", q(v));
             }
@@ -177,8 +181,9 @@ impl Up {
 }
 
 /// Writes a policy with these upstreams (and `extra` TOML for `[downstream]`) into `dir`, with
-/// the budget off.
-pub fn policy(dir: &Path, downstream: &str, ups: &[Up]) -> PathBuf {
+/// the budget off. Stdio upstreams get `MCPB_IT_TAG=<tag>` in their `env`: a child that does not
+/// inherit the gateway's environment still carries it, so the leftover checks see it.
+pub fn policy(dir: &Path, tag: &str, downstream: &str, ups: &[Up]) -> PathBuf {
     // These tests are about the traffic path: lists pass through unplanned (the budget layer
     // has its own tests, tests/discovery_e2e.rs among them).
     // A test that wants the budget writes its own `[budget]` section after `[downstream]`'s keys.
@@ -189,7 +194,7 @@ pub fn policy(dir: &Path, downstream: &str, ups: &[Up]) -> PathBuf {
     };
     let mut text = format!("version = 1\n\n{budget}[downstream]\n{downstream}\n\n");
     for u in ups {
-        text += &u.toml();
+        text += &u.toml(tag);
         text += "\n";
     }
     let path = dir.join("policy.toml");
@@ -314,8 +319,8 @@ impl Gateway {
 
     pub async fn start_with(test: &str, mode: Mode, downstream: &str, ups: &[Up]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let policy = policy(dir.path(), downstream, ups);
         let tag = new_tag(test);
+        let policy = policy(dir.path(), &tag, downstream, ups);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
         cmd.arg("serve")
             .arg("--policy")
