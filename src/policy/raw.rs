@@ -71,9 +71,13 @@ pub struct RawUpstream {
     /// Arguments, passed intact (flags included).
     #[serde(default)]
     pub args: Vec<String>,
-    /// Extra environment for the child.
+    /// Environment variables set for the child, on top of what it inherits. Default: none.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Give the child the gateway's whole environment (`env` on top). Default: false: the child
+    /// gets only a small base (`PATH`, `HOME`, locale, ...; see `upstream::stdio`) plus `env`.
+    #[serde(default)]
+    pub inherit_env: bool,
     /// Working directory of the child. Default: the gateway's.
     pub cwd: Option<PathBuf>,
     /// URL of a streamable HTTP server.

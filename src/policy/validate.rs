@@ -137,15 +137,16 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                     command,
                     args: up.args,
                     env: up.env,
+                    inherit_env: up.inherit_env,
                     cwd: up.cwd,
                 }
             }
             (None, Some(url)) => {
-                if !up.args.is_empty() || !up.env.is_empty() || up.cwd.is_some() {
+                if !up.args.is_empty() || !up.env.is_empty() || up.inherit_env || up.cwd.is_some() {
                     push(
                         path("url"),
                         line,
-                        "args, env and cwd apply to command upstreams only".into(),
+                        "args, env, inherit_env and cwd apply to command upstreams only".into(),
                     );
                 }
                 match url.parse::<http::Uri>() {
@@ -306,5 +307,39 @@ mod tests {
     fn missing_version_is_reported() {
         let err = Policy::from_toml_str("", "t.toml").unwrap_err().to_string();
         assert!(err.contains("version = 1"), "{err}");
+    }
+
+    fn upstream(extra: &str) -> String {
+        format!("version = 1\n[[upstream]]\nname = \"a\"\ncommand = \"c\"\n{extra}\n")
+    }
+
+    fn problems(text: &str) -> Vec<String> {
+        match Policy::from_toml_str(text, "t.toml") {
+            Err(ConfigError::Invalid { problems, .. }) => {
+                problems.iter().map(ToString::to_string).collect()
+            }
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn inherit_env_is_off_by_default_and_for_command_upstreams_only() {
+        let stdio = |text: &str| {
+            let policy = Policy::from_toml_str(text, "t.toml").unwrap();
+            match &policy.upstreams[0].transport {
+                super::super::Transport::Stdio { inherit_env, .. } => *inherit_env,
+                super::super::Transport::Http { .. } => panic!("not stdio"),
+            }
+        };
+        assert!(!stdio(&upstream("")));
+        assert!(stdio(&upstream("inherit_env = true")));
+        let url = "version = 1\n[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\ninherit_env = true\n";
+        let shown = problems(url);
+        assert!(
+            shown
+                .iter()
+                .any(|p| p.starts_with("line 2: upstream[0].url: args, env, inherit_env and cwd")),
+            "{shown:#?}"
+        );
     }
 }

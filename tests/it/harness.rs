@@ -5,8 +5,7 @@
 //! Every process a test starts carries the environment variable `MCPB_IT_TAG=<unique>`, so the
 //! test can find all of them in `/proc` — the gateway's upstreams and their own children
 //! included — and check that none survives. Ordinary children inherit it; the gateway's stdio
-//! upstreams get it in their policy `env` ([`policy`] writes it), so the checks do not depend on
-//! the gateway passing its own environment on.
+//! upstreams get a clean environment, so [`policy`] writes the tag into each one's `env`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -86,6 +85,7 @@ pub struct Up {
     url: Option<String>,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    inherit_env: bool,
     timeout_secs: u64,
 }
 
@@ -97,6 +97,7 @@ impl Up {
             url: None,
             args: args.iter().map(|s| (*s).to_owned()).collect(),
             env: Vec::new(),
+            inherit_env: false,
             timeout_secs: 30,
         }
     }
@@ -108,12 +109,19 @@ impl Up {
             url: Some(url.into()),
             args: Vec::new(),
             env: Vec::new(),
+            inherit_env: false,
             timeout_secs: 30,
         }
     }
 
     pub fn env(mut self, k: &str, v: &str) -> Self {
         self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// `inherit_env = true`: the child gets the gateway's whole environment.
+    pub fn inherit_env(mut self) -> Self {
+        self.inherit_env = true;
         self
     }
 
@@ -169,6 +177,9 @@ impl Up {
             s += &format!("args = [{}]\n", args.join(", "));
         }
         s += &format!("timeout_secs = {}\n", self.timeout_secs);
+        if self.inherit_env {
+            s += "inherit_env = true\n";
+        }
         if self.command.is_some() {
             s += "[upstream.env]\n";
             s += &format!("MCPB_IT_TAG = {}\n", q(tag));
@@ -181,8 +192,8 @@ impl Up {
 }
 
 /// Writes a policy with these upstreams (and `extra` TOML for `[downstream]`) into `dir`, with
-/// the budget off. Stdio upstreams get `MCPB_IT_TAG=<tag>` in their `env`: a child that does not
-/// inherit the gateway's environment still carries it, so the leftover checks see it.
+/// the budget off. Stdio upstreams get `MCPB_IT_TAG=<tag>` in their `env`: they do not inherit
+/// the gateway's environment, and without the tag the leftover checks could not see them.
 pub fn policy(dir: &Path, tag: &str, downstream: &str, ups: &[Up]) -> PathBuf {
     // These tests are about the traffic path: lists pass through unplanned (the budget layer
     // has its own tests, tests/discovery_e2e.rs among them).
@@ -318,6 +329,18 @@ impl Gateway {
     }
 
     pub async fn start_with(test: &str, mode: Mode, downstream: &str, ups: &[Up]) -> Self {
+        Self::start_with_env(test, mode, downstream, ups, &[]).await
+    }
+
+    /// Starts the gateway with `env` added to its own environment (after the harness's own
+    /// `MCP_BUDGET_LOG`, which it may override).
+    pub async fn start_with_env(
+        test: &str,
+        mode: Mode,
+        downstream: &str,
+        ups: &[Up],
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let tag = new_tag(test);
         let policy = policy(dir.path(), &tag, downstream, ups);
@@ -333,6 +356,7 @@ impl Gateway {
                 std::env::var("IT_LOG").unwrap_or_else(|_| "info".into()),
             )
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
