@@ -53,9 +53,17 @@ fn check_command_reports_problems_with_lines_and_fails() {
 }
 
 #[test]
-fn example_policy_declares_inherit_env() {
+fn example_policy_declares_roots_and_inherit_env() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/local-servers.toml");
     let policy = Policy::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let files = policy.upstreams.iter().find(|u| u.name == "files").unwrap();
+    assert_eq!(
+        files.roots,
+        Some(vec![
+            serde_json::json!({"uri": "file:///srv/data"}),
+            serde_json::json!({"uri": "file:///srv/shared", "name": "Shared"}),
+        ])
+    );
     let inherits: Vec<(&str, bool)> = policy
         .upstreams
         .iter()
@@ -94,4 +102,5 @@ fn imported_servers_keep_their_env_and_do_not_inherit() {
         env.get("GITHUB_PERSONAL_ACCESS_TOKEN").map(String::as_str),
         Some("t")
     );
+    assert_eq!(policy.upstreams[0].roots, None);
 }

@@ -80,6 +80,7 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<Vec<UpstreamSpec>, Confi
             timeout: DEFAULT_TIMEOUT,
             volatile: false,
             protocol: super::UpstreamProtocol::Auto,
+            roots: None,
         });
     }
     if problems.is_empty() {

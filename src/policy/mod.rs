@@ -110,6 +110,9 @@ pub struct UpstreamSpec {
     pub volatile: bool,
     /// Which protocol era to speak to it.
     pub protocol: UpstreamProtocol,
+    /// Roots the gateway answers this upstream's `roots/list` with itself, as MCP `Root`
+    /// objects (`{"uri": "file:///...", "name"?: "..."}`); `None` when the policy declares none.
+    pub roots: Option<Vec<serde_json::Value>>,
 }
 
 /// Which protocol era the gateway speaks to an upstream.
@@ -142,6 +145,7 @@ impl UpstreamSpec {
             timeout: DEFAULT_TIMEOUT,
             volatile: false,
             protocol: UpstreamProtocol::Auto,
+            roots: None,
         }
     }
 
@@ -157,6 +161,7 @@ impl UpstreamSpec {
             timeout: DEFAULT_TIMEOUT,
             volatile: false,
             protocol: UpstreamProtocol::Auto,
+            roots: None,
         }
     }
 

@@ -94,4 +94,8 @@ pub struct RawUpstream {
     /// Protocol era spoken to it: `auto` (default: probe 2026-07-28 first, fall back to
     /// `initialize`), `2026-07-28` or `2025-11-25`.
     pub protocol: Option<String>,
+    /// Roots the gateway answers `roots/list` with for this upstream itself: `file://` URIs, as
+    /// strings or `{ uri = "...", name = "..." }` tables. Kept as TOML values so that validation
+    /// can name the exact entry and field of each problem. Default: not declared.
+    pub roots: Option<Vec<toml::Value>>,
 }
