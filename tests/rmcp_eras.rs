@@ -243,7 +243,7 @@ async fn setup(lifecycle: Lifecycle, up: Upstream, transport: Transport) -> Setu
     let (upstream, fixture, everything) = era_upstream(up, transport, &tag).await;
     let (client, gateway) = match transport {
         Transport::Stdio => {
-            let policy = policy(dir.path(), "", &[upstream]);
+            let policy = policy(dir.path(), &tag, "", &[upstream]);
             let args = gateway_stdio_args(&policy);
             let mut cmd = tokio::process::Command::new(&args[0]);
             cmd.args(&args[1..])

@@ -1,4 +1,10 @@
 //! Import of the `mcpServers` JSON that Claude Desktop and Claude Code users already have.
+//!
+//! An imported stdio server gets a clean environment, as a `[[upstream]]` without `inherit_env`
+//! does: the small base plus the entry's `env`. That is what the official SDKs' stdio clients,
+//! which hosts build on, give a server (their default environment with `env` on top), so an
+//! entry written for them works here, and the gateway's own secrets stay out of servers imported
+//! from a file written for another tool.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -56,6 +62,7 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<Vec<UpstreamSpec>, Confi
                 command,
                 args: server.args,
                 env: server.env,
+                inherit_env: false,
                 cwd: server.cwd,
             },
             (None, Some(url)) => Transport::Http {

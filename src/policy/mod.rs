@@ -139,6 +139,7 @@ impl UpstreamSpec {
                 command: command.to_owned(),
                 args: args.iter().map(|&a| a.to_owned()).collect(),
                 env: BTreeMap::new(),
+                inherit_env: false,
                 cwd: None,
             },
             timeout: DEFAULT_TIMEOUT,
@@ -198,8 +199,11 @@ pub enum Transport {
         command: String,
         /// Arguments, intact.
         args: Vec<String>,
-        /// Extra environment.
+        /// Variables set for the child, on top of what it inherits.
         env: BTreeMap<String, String>,
+        /// The child inherits the gateway's whole environment; when false it gets only a small
+        /// base (`PATH`, `HOME`, locale, ...) plus `env`.
+        inherit_env: bool,
         /// Working directory.
         cwd: Option<PathBuf>,
     },

@@ -71,9 +71,13 @@ pub struct RawUpstream {
     /// Arguments, passed intact (flags included).
     #[serde(default)]
     pub args: Vec<String>,
-    /// Extra environment for the child.
+    /// Environment variables set for the child, on top of what it inherits. Default: none.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Give the child the gateway's whole environment (`env` on top). Default: false: the child
+    /// gets only a small base (`PATH`, `HOME`, locale, ...; see `upstream::stdio`) plus `env`.
+    #[serde(default)]
+    pub inherit_env: bool,
     /// Working directory of the child. Default: the gateway's.
     pub cwd: Option<PathBuf>,
     /// URL of a streamable HTTP server.
@@ -90,4 +94,8 @@ pub struct RawUpstream {
     /// Protocol era spoken to it: `auto` (default: probe 2026-07-28 first, fall back to
     /// `initialize`), `2026-07-28` or `2025-11-25`.
     pub protocol: Option<String>,
+    /// Roots the gateway answers `roots/list` with for this upstream itself: `file://` URIs, as
+    /// strings or `{ uri = "...", name = "..." }` tables. Kept as TOML values so that validation
+    /// can name the exact entry and field of each problem. Default: not declared.
+    pub roots: Option<Vec<toml::Value>>,
 }

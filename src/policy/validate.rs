@@ -4,6 +4,8 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use serde_json::Value;
+
 use super::raw::RawPolicy;
 use super::{Downstream, Policy, Problem, Transport, UpstreamSpec, DEFAULT_MAX_MESSAGE_BYTES};
 
@@ -121,6 +123,13 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                 super::UpstreamProtocol::Auto
             }
         };
+        let roots = up.roots.map(|raw| {
+            let (roots, root_problems) = check_roots(raw, &path("roots"));
+            for (at, message) in root_problems {
+                push(at, line, message);
+            }
+            roots
+        });
         let transport = match (up.command, up.url) {
             (Some(command), None) => {
                 if !up.headers.is_empty() {
@@ -137,15 +146,16 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                     command,
                     args: up.args,
                     env: up.env,
+                    inherit_env: up.inherit_env,
                     cwd: up.cwd,
                 }
             }
             (None, Some(url)) => {
-                if !up.args.is_empty() || !up.env.is_empty() || up.cwd.is_some() {
+                if !up.args.is_empty() || !up.env.is_empty() || up.inherit_env || up.cwd.is_some() {
                     push(
                         path("url"),
                         line,
-                        "args, env and cwd apply to command upstreams only".into(),
+                        "args, env, inherit_env and cwd apply to command upstreams only".into(),
                     );
                 }
                 match url.parse::<http::Uri>() {
@@ -193,7 +203,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             timeout,
             volatile: up.volatile,
             protocol,
-            roots: None,
+            roots,
         });
     }
 
@@ -235,6 +245,112 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
         return Err(format!(
             "{name:?} may use only A-Z a-z 0-9 _ - (it prefixes tool names sent to LLM APIs)"
         ));
+    }
+    Ok(())
+}
+
+/// `roots` entries (`"file:///..."` or `{ uri = "file:///...", name = "..." }`) as MCP `Root`
+/// objects, and every problem with the path of its entry (`<path>[i]`, `<path>[i].uri`, ...).
+fn check_roots(raw: Vec<toml::Value>, path: &str) -> (Vec<Value>, Vec<(String, String)>) {
+    let mut roots = Vec::new();
+    let mut problems = Vec::new();
+    for (i, entry) in raw.into_iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        let (uri, uri_at, name) = match entry {
+            toml::Value::String(uri) => (Some(uri), at, None),
+            toml::Value::Table(mut table) => {
+                let uri_at = format!("{at}.uri");
+                let uri = match table.remove("uri") {
+                    Some(toml::Value::String(uri)) => Some(uri),
+                    Some(other) => {
+                        let kind = other.type_str();
+                        problems.push((uri_at.clone(), format!("must be a string, not {kind}")));
+                        None
+                    }
+                    None => {
+                        let message = "missing; a root needs a URI such as file:///srv/data";
+                        problems.push((uri_at.clone(), message.into()));
+                        None
+                    }
+                };
+                let name = match table.remove("name") {
+                    Some(toml::Value::String(name)) => Some(name),
+                    Some(other) => {
+                        let kind = other.type_str();
+                        problems.push((
+                            format!("{at}.name"),
+                            format!("must be a string, not {kind}"),
+                        ));
+                        None
+                    }
+                    None => None,
+                };
+                for key in table.keys() {
+                    let message = "unknown key; a root table has only `uri` and `name`";
+                    problems.push((format!("{at}.{key}"), message.into()));
+                }
+                (uri, uri_at, name)
+            }
+            other => {
+                let kind = other.type_str();
+                let message = format!(
+                    "must be a URI string or a {{ uri = \"...\", name = \"...\" }} table, not {kind}"
+                );
+                problems.push((at, message));
+                continue;
+            }
+        };
+        let Some(uri) = uri else { continue };
+        if let Err(message) = check_file_uri(&uri) {
+            problems.push((uri_at, message));
+            continue;
+        }
+        let mut root = serde_json::Map::new();
+        root.insert("uri".into(), Value::String(uri));
+        if let Some(name) = name {
+            root.insert("name".into(), Value::String(name));
+        }
+        roots.push(Value::Object(root));
+    }
+    (roots, problems)
+}
+
+/// MCP roots are `file://` URIs (RFC 8089): an optional host, then an absolute path. Spaces,
+/// controls and the characters a URI path cannot hold must be percent-encoded; a query or a
+/// fragment means nothing for a root. Non-ASCII is accepted as written (an IRI).
+fn check_file_uri(uri: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        format!("{uri:?} is not a file URI such as file:///srv/data: {why} (MCP roots are file:// URIs)")
+    };
+    let rest = uri
+        .strip_prefix("file://")
+        .ok_or_else(|| bad("it must start with file://"))?;
+    let slash = rest
+        .find('/')
+        .ok_or_else(|| bad("the path must be absolute"))?;
+    let (host, path) = rest.split_at(slash);
+    if !host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+    {
+        return Err(bad("the host may only be a name (no user, no port)"));
+    }
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '%' => {
+                let hex = (chars.next(), chars.next());
+                if !matches!(hex, (Some(a), Some(b)) if a.is_ascii_hexdigit() && b.is_ascii_hexdigit())
+                {
+                    return Err(bad("a % must start an escape such as %20"));
+                }
+            }
+            '?' | '#' => return Err(bad("a root has no query or fragment")),
+            c if c.is_ascii_control() || " \"<>\\^`{|}".contains(c) => {
+                return Err(bad(&format!("{c:?} must be percent-encoded")));
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -307,5 +423,116 @@ mod tests {
     fn missing_version_is_reported() {
         let err = Policy::from_toml_str("", "t.toml").unwrap_err().to_string();
         assert!(err.contains("version = 1"), "{err}");
+    }
+
+    fn upstream(extra: &str) -> String {
+        format!("version = 1\n[[upstream]]\nname = \"a\"\ncommand = \"c\"\n{extra}\n")
+    }
+
+    fn problems(text: &str) -> Vec<String> {
+        match Policy::from_toml_str(text, "t.toml") {
+            Err(ConfigError::Invalid { problems, .. }) => {
+                problems.iter().map(ToString::to_string).collect()
+            }
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn roots_are_absent_empty_or_mcp_root_objects() {
+        let policy = Policy::from_toml_str(&upstream(""), "t.toml").unwrap();
+        assert_eq!(policy.upstreams[0].roots, None);
+        let policy = Policy::from_toml_str(&upstream("roots = []"), "t.toml").unwrap();
+        assert_eq!(policy.upstreams[0].roots, Some(vec![]));
+        let text = upstream(
+            r#"roots = ["file:///srv/data", { uri = "file://localhost/srv/My%20Files", name = "Other" }, { uri = "file:///" }]"#,
+        );
+        let policy = Policy::from_toml_str(&text, "t.toml").unwrap();
+        assert_eq!(
+            policy.upstreams[0].roots,
+            Some(vec![
+                serde_json::json!({"uri": "file:///srv/data"}),
+                serde_json::json!({"uri": "file://localhost/srv/My%20Files", "name": "Other"}),
+                serde_json::json!({"uri": "file:///"}),
+            ])
+        );
+    }
+
+    #[test]
+    fn roots_problems_name_the_entry_and_field() {
+        let text = upstream(
+            r#"roots = ["https://example.com/x", 3, { uri = "file:///a", name = 1 }, { name = "n" }, { uri = "file:///a b", label = "x" }, { uri = 7 }]"#,
+        );
+        let shown = problems(&text);
+        for expected in [
+            "line 2: upstream[0].roots[0]: \"https://example.com/x\" is not a file URI",
+            "line 2: upstream[0].roots[1]: must be a URI string or a",
+            "line 2: upstream[0].roots[2].name: must be a string, not integer",
+            "line 2: upstream[0].roots[3].uri: missing",
+            "line 2: upstream[0].roots[4].uri: \"file:///a b\" is not a file URI",
+            "line 2: upstream[0].roots[4].label: unknown key",
+            "line 2: upstream[0].roots[5].uri: must be a string, not integer",
+        ] {
+            assert!(
+                shown.iter().any(|p| p.starts_with(expected)),
+                "{expected:?} not in {shown:#?}"
+            );
+        }
+        assert_eq!(shown.len(), 7, "{shown:#?}");
+    }
+
+    #[test]
+    fn root_uris_must_be_file_uris() {
+        for good in [
+            "file:///srv/data",
+            "file:///",
+            "file://localhost/srv",
+            "file://host.example/share/a-b_c~d",
+            "file:///C:/Users/me",
+            "file:///home/jos%C3%A9",
+            "file:///home/josé",
+        ] {
+            assert_eq!(super::check_file_uri(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "/srv/data",
+            "srv/data",
+            "file:/srv/data",
+            "FILE:///srv",
+            "https://example.com/",
+            "file://srv",
+            "file://user@host/srv",
+            "file://host:22/srv",
+            "file:///srv data",
+            "file:///srv?x=1",
+            "file:///srv#top",
+            "file:///srv%2",
+            "file:///srv%zz",
+            "file:///a\nb",
+            "file:///a\\b",
+        ] {
+            assert!(super::check_file_uri(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn inherit_env_is_off_by_default_and_for_command_upstreams_only() {
+        let stdio = |text: &str| {
+            let policy = Policy::from_toml_str(text, "t.toml").unwrap();
+            match &policy.upstreams[0].transport {
+                super::super::Transport::Stdio { inherit_env, .. } => *inherit_env,
+                super::super::Transport::Http { .. } => panic!("not stdio"),
+            }
+        };
+        assert!(!stdio(&upstream("")));
+        assert!(stdio(&upstream("inherit_env = true")));
+        let url = "version = 1\n[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\ninherit_env = true\n";
+        let shown = problems(url);
+        assert!(
+            shown
+                .iter()
+                .any(|p| p.starts_with("line 2: upstream[0].url: args, env, inherit_env and cwd")),
+            "{shown:#?}"
+        );
     }
 }

@@ -3,7 +3,17 @@
 //! The child runs in its own process group, so that everything it starts ends with it. A child
 //! that exits is restarted with capped exponential backoff; its requests in flight fail with
 //! `mcp_budget.upstream.unavailable`. Its stderr goes to the log under the server's name.
+//!
+//! # Environment
+//!
+//! A child does not inherit the gateway's environment, which may hold credentials meant for
+//! the gateway or for other servers (`AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`, `MCP_BUDGET_*`).
+//! It gets [`BASE_ENV`] and every `LC_*` variable copied from the gateway's environment, then the
+//! upstream's `env` on top. With `inherit_env = true` it gets the whole environment instead, with
+//! `env` on top. The names (never the values) it got are logged at debug.
 
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -25,6 +35,21 @@ const HEALTHY_RUN: Duration = Duration::from_secs(10);
 const GRACE: Duration = Duration::from_secs(2);
 /// Longest line accepted from a child: bigger is treated as a protocol fault.
 const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// Variables a child gets from the gateway's environment when its upstream does not set
+/// `inherit_env` (besides every `LC_*`). None of them is a credential:
+/// - `HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`: what the official MCP SDKs (Python
+///   `get_default_environment`, TypeScript `getDefaultEnvironment`) pass on POSIX, after
+///   sudo's reset environment; `#!/usr/bin/env node` launchers need `PATH`, servers keep
+///   their files under `HOME`.
+/// - `LANG`, `LANGUAGE`, `LC_*`: the locale, so a child reads and writes text (paths, messages)
+///   in the user's encoding and language, as sudo keeps it too.
+/// - `TZ`: the user's time zone, for servers that report local time (`mcp-server-time`).
+/// - `TMPDIR`: the user's own temporary directory (per-user and private on macOS); without
+///   it, children fall back to the shared `/tmp`.
+pub const BASE_ENV: &[&str] = &[
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+];
 
 /// Keeps the child running until shutdown.
 pub(crate) async fn supervise(upstream: Upstream) {
@@ -58,14 +83,23 @@ fn spawn(upstream: &Upstream) -> std::io::Result<Child> {
         command,
         args,
         env,
+        inherit_env,
         cwd,
     } = &upstream.spec().transport
     else {
         return Err(std::io::Error::other("not a stdio upstream"));
     };
+    let child_env = child_env(std::env::vars_os(), env, *inherit_env);
+    tracing::debug!(
+        upstream = upstream.name(),
+        inherit_env,
+        variables = ?child_env.keys().map(|k| k.to_string_lossy()).collect::<Vec<_>>(),
+        "Child environment"
+    );
     let mut cmd = Command::new(command);
     cmd.args(args)
-        .envs(env)
+        .env_clear()
+        .envs(&child_env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -75,6 +109,30 @@ fn spawn(upstream: &Upstream) -> std::io::Result<Child> {
         cmd.current_dir(cwd);
     }
     cmd.spawn()
+}
+
+/// The environment of a child: from the gateway's `vars`, the whole of them when `inherit` is
+/// set, otherwise [`BASE_ENV`] and `LC_*` only; then `env` on top. Like the MCP SDKs, base
+/// values that start with `()` (exported shell functions) are not copied.
+fn child_env(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+    env: &BTreeMap<String, String>,
+    inherit: bool,
+) -> BTreeMap<OsString, OsString> {
+    let in_base = |name: &OsStr, value: &OsStr| {
+        let name = name.as_encoded_bytes();
+        let known = BASE_ENV.iter().any(|b| b.as_bytes() == name) || name.starts_with(b"LC_");
+        known && !value.as_encoded_bytes().starts_with(b"()")
+    };
+    let mut out: BTreeMap<OsString, OsString> = vars
+        .into_iter()
+        .filter(|(name, value)| inherit || in_base(name, value))
+        .collect();
+    out.extend(
+        env.iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
+    out
 }
 
 /// Drives one child until it exits or the gateway shuts down; returns why it stopped.
@@ -186,5 +244,60 @@ async fn terminate(child: &mut Child, pid: Option<u32>) {
     // Stragglers in the group (grandchildren that ignored SIGTERM) go too.
     if let Some(group) = group {
         let _ = killpg(group, Signal::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::ffi::OsString;
+
+    use super::child_env;
+
+    fn gateway_env() -> Vec<(OsString, OsString)> {
+        [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/me"),
+            ("LANG", "de_DE.UTF-8"),
+            ("LC_TIME", "en_GB.UTF-8"),
+            ("TZ", "Europe/Berlin"),
+            ("AWS_SECRET_ACCESS_KEY", "aws"),
+            ("GITHUB_TOKEN", "gh"),
+            ("MCP_BUDGET_LOG", "debug"),
+            ("SSH_AUTH_SOCK", "/run/agent"),
+            ("SHELL", "() { :; }; echo pwned"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
+    }
+
+    fn names(env: &BTreeMap<OsString, OsString>) -> Vec<&str> {
+        env.keys().map(|k| k.to_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_clean_child_gets_the_base_and_its_env_only() {
+        let own = BTreeMap::from([
+            ("GITHUB_TOKEN".to_owned(), "mine".to_owned()),
+            ("PATH".to_owned(), "/opt/bin".to_owned()),
+        ]);
+        let env = child_env(gateway_env(), &own, false);
+        assert_eq!(
+            names(&env),
+            ["GITHUB_TOKEN", "HOME", "LANG", "LC_TIME", "PATH", "TZ"]
+        );
+        // The policy's `env` wins over the base.
+        assert_eq!(env[&OsString::from("PATH")], "/opt/bin");
+        assert_eq!(env[&OsString::from("GITHUB_TOKEN")], "mine");
+    }
+
+    #[test]
+    fn inherit_gives_everything_with_env_on_top() {
+        let own = BTreeMap::from([("X".to_owned(), "y".to_owned())]);
+        let env = child_env(gateway_env(), &own, true);
+        assert_eq!(env.len(), gateway_env().len() + 1);
+        assert_eq!(env[&OsString::from("AWS_SECRET_ACCESS_KEY")], "aws");
+        assert_eq!(env[&OsString::from("X")], "y");
     }
 }

@@ -62,7 +62,7 @@ async fn python_over_stdio(mode: &str) {
     let tag = new_tag(&format!("py-stdio-{mode}"));
     let _guard = TagGuard(tag.clone());
     let dir = tempfile::tempdir().unwrap();
-    let policy = policy(dir.path(), "", &upstreams());
+    let policy = policy(dir.path(), &tag, "", &upstreams());
     let args = gateway_stdio_args(&policy);
     let mut target = vec!["stdio"];
     target.extend(args.iter().map(String::as_str));
@@ -110,6 +110,7 @@ async fn python_stdio_oversized_call_gets_its_own_error() {
     let dir = tempfile::tempdir().unwrap();
     let policy = policy(
         dir.path(),
+        &tag,
         "max_message_bytes = 8192",
         &[Up::everything("everything")],
     );
@@ -182,7 +183,7 @@ async fn inspector_cli_over_stdio_lists_and_calls() {
     let tag = new_tag("inspector-stdio");
     let _guard = TagGuard(tag.clone());
     let dir = tempfile::tempdir().unwrap();
-    let policy = policy(dir.path(), "", &upstreams());
+    let policy = policy(dir.path(), &tag, "", &upstreams());
     let gw = gateway_stdio_args(&policy);
     let gw: Vec<&str> = gw.iter().map(String::as_str).collect();
     let list = inspector(&tag, &[&gw[..], &["--method", "tools/list"]].concat()).await;

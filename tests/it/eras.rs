@@ -52,7 +52,7 @@ async fn run(mode: &str, up: Upstream, transport: Transport, plan: &Value) -> Ru
             let dir = tempfile::tempdir().unwrap();
             // Over stdio no HTTP server is started.
             let (upstream, _, _) = era_upstream(up, transport, &tag).await;
-            let policy = policy(dir.path(), "", &[upstream]);
+            let policy = policy(dir.path(), &tag, "", &[upstream]);
             let args = gateway_stdio_args(&policy);
             let mut target = vec!["stdio"];
             target.extend(args.iter().map(String::as_str));
@@ -676,7 +676,7 @@ async fn upstream_era_github_is_2024_and_listed_to_both_client_eras() {
     let tag = new_tag("eras-github");
     let _guard = TagGuard(tag.clone());
     let dir = tempfile::tempdir().unwrap();
-    let policy = policy(dir.path(), "", &[github]);
+    let policy = policy(dir.path(), &tag, "", &[github]);
     let args = gateway_stdio_args(&policy);
     let mut target = vec!["stdio"];
     target.extend(args.iter().map(String::as_str));

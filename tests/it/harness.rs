@@ -2,9 +2,10 @@
 //! binary under a kill-on-drop guard, a raw JSON-RPC client on its stdio, the Python and
 //! Inspector clients, and a leftover-process check.
 //!
-//! Every process a test starts carries the environment variable `MCPB_IT_TAG=<unique>` (children
-//! inherit it), so the test can find all of them in `/proc` — the gateway's upstreams and their
-//! own children included — and check that none survives.
+//! Every process a test starts carries the environment variable `MCPB_IT_TAG=<unique>`, so the
+//! test can find all of them in `/proc` — the gateway's upstreams and their own children
+//! included — and check that none survives. Ordinary children inherit it; the gateway's stdio
+//! upstreams get a clean environment, so [`policy`] writes the tag into each one's `env`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -84,6 +85,7 @@ pub struct Up {
     url: Option<String>,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    inherit_env: bool,
     timeout_secs: u64,
 }
 
@@ -95,6 +97,7 @@ impl Up {
             url: None,
             args: args.iter().map(|s| (*s).to_owned()).collect(),
             env: Vec::new(),
+            inherit_env: false,
             timeout_secs: 30,
         }
     }
@@ -106,12 +109,19 @@ impl Up {
             url: Some(url.into()),
             args: Vec::new(),
             env: Vec::new(),
+            inherit_env: false,
             timeout_secs: 30,
         }
     }
 
     pub fn env(mut self, k: &str, v: &str) -> Self {
         self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// `inherit_env = true`: the child gets the gateway's whole environment.
+    pub fn inherit_env(mut self) -> Self {
+        self.inherit_env = true;
         self
     }
 
@@ -153,7 +163,8 @@ impl Up {
         )
     }
 
-    fn toml(&self) -> String {
+    /// The `[[upstream]]` table; a stdio upstream carries `tag` in its `env`.
+    fn toml(&self, tag: &str) -> String {
         let mut s = format!("[[upstream]]\nname = {}\n", q(&self.name));
         if let Some(c) = &self.command {
             s += &format!("command = {}\n", q(c));
@@ -166,8 +177,12 @@ impl Up {
             s += &format!("args = [{}]\n", args.join(", "));
         }
         s += &format!("timeout_secs = {}\n", self.timeout_secs);
-        if !self.env.is_empty() {
+        if self.inherit_env {
+            s += "inherit_env = true\n";
+        }
+        if self.command.is_some() {
             s += "[upstream.env]\n";
+            s += &format!("MCPB_IT_TAG = {}\n", q(tag));
             for (k, v) in &self.env {
                 s += &format!("{k} = {}\n", q(v));
             }
@@ -177,8 +192,9 @@ impl Up {
 }
 
 /// Writes a policy with these upstreams (and `extra` TOML for `[downstream]`) into `dir`, with
-/// the budget off.
-pub fn policy(dir: &Path, downstream: &str, ups: &[Up]) -> PathBuf {
+/// the budget off. Stdio upstreams get `MCPB_IT_TAG=<tag>` in their `env`: they do not inherit
+/// the gateway's environment, and without the tag the leftover checks could not see them.
+pub fn policy(dir: &Path, tag: &str, downstream: &str, ups: &[Up]) -> PathBuf {
     // These tests are about the traffic path: lists pass through unplanned (the budget layer
     // has its own tests, tests/discovery_e2e.rs among them).
     // A test that wants the budget writes its own `[budget]` section after `[downstream]`'s keys.
@@ -189,7 +205,7 @@ pub fn policy(dir: &Path, downstream: &str, ups: &[Up]) -> PathBuf {
     };
     let mut text = format!("version = 1\n\n{budget}[downstream]\n{downstream}\n\n");
     for u in ups {
-        text += &u.toml();
+        text += &u.toml(tag);
         text += "\n";
     }
     let path = dir.join("policy.toml");
@@ -313,9 +329,21 @@ impl Gateway {
     }
 
     pub async fn start_with(test: &str, mode: Mode, downstream: &str, ups: &[Up]) -> Self {
+        Self::start_with_env(test, mode, downstream, ups, &[]).await
+    }
+
+    /// Starts the gateway with `env` added to its own environment (after the harness's own
+    /// `MCP_BUDGET_LOG`, which it may override).
+    pub async fn start_with_env(
+        test: &str,
+        mode: Mode,
+        downstream: &str,
+        ups: &[Up],
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let policy = policy(dir.path(), downstream, ups);
         let tag = new_tag(test);
+        let policy = policy(dir.path(), &tag, downstream, ups);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
         cmd.arg("serve")
             .arg("--policy")
@@ -328,6 +356,7 @@ impl Gateway {
                 std::env::var("IT_LOG").unwrap_or_else(|_| "info".into()),
             )
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

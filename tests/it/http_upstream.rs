@@ -18,7 +18,12 @@ async fn http_upstream_lists_calls_streams_progress_and_routes_sampling() {
     let _guard = TagGuard(tag.clone());
     let (server, url) = everything_http(&tag).await;
     let dir = tempfile::tempdir().unwrap();
-    let policy = policy(dir.path(), "", &[Up::http("web", &url), Up::time("time")]);
+    let policy = policy(
+        dir.path(),
+        &tag,
+        "",
+        &[Up::http("web", &url), Up::time("time")],
+    );
     let args = gateway_stdio_args(&policy);
     let mut target = vec!["stdio"];
     target.extend(args.iter().map(String::as_str));

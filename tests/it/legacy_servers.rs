@@ -45,7 +45,7 @@ async fn server_gitlab_schemas_are_repaired_for_the_python_client() {
     let tag = new_tag("gitlab");
     let _guard = TagGuard(tag.clone());
     let dir = tempfile::tempdir().unwrap();
-    let policy = policy(dir.path(), "", &[gitlab(), github()]);
+    let policy = policy(dir.path(), &tag, "", &[gitlab(), github()]);
     let args = gateway_stdio_args(&policy);
     let mut target = vec!["stdio"];
     target.extend(args.iter().map(String::as_str));

@@ -12,6 +12,7 @@ mod harness;
 
 mod cache;
 mod clients;
+mod env;
 mod eras;
 mod faults;
 mod http_downstream;

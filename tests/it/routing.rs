@@ -53,7 +53,7 @@ async fn sampling_and_elicitation_reach_a_stdio_client() {
     let tag = new_tag("routing-stdio");
     let _guard = TagGuard(tag.clone());
     let dir = tempfile::tempdir().unwrap();
-    let policy = policy(dir.path(), "", &[Up::everything("everything")]);
+    let policy = policy(dir.path(), &tag, "", &[Up::everything("everything")]);
     let args = gateway_stdio_args(&policy);
     let mut target = vec!["stdio"];
     target.extend(args.iter().map(String::as_str));
