@@ -1007,7 +1007,10 @@ impl Upstream {
             return;
         }
         if let (true, Some(roots)) = (method == "roots/list", self.inner.spec.roots.as_ref()) {
-            let _ = self.notify(Message::response_value(original, &json!({ "roots": roots })));
+            let _ = self.notify(Message::response_value(
+                original,
+                &json!({ "roots": roots }),
+            ));
             return;
         }
         let out = match self.owner(&msg, hint) {

@@ -89,7 +89,8 @@ fn spawn(upstream: &Upstream) -> std::io::Result<Child> {
     else {
         return Err(std::io::Error::other("not a stdio upstream"));
     };
-    let child_env = child_env(std::env::vars_os(), env, *inherit_env);
+    let child_env =
+        child_env(std::env::vars_os(), env, *inherit_env).map_err(std::io::Error::other)?;
     tracing::debug!(
         upstream = upstream.name(),
         inherit_env,
@@ -112,27 +113,81 @@ fn spawn(upstream: &Upstream) -> std::io::Result<Child> {
 }
 
 /// The environment of a child: from the gateway's `vars`, the whole of them when `inherit` is
-/// set, otherwise [`BASE_ENV`] and `LC_*` only; then `env` on top. Like the MCP SDKs, base
-/// values that start with `()` (exported shell functions) are not copied.
+/// set, otherwise [`BASE_ENV`] and `LC_*` only; then `env` on top, its `${NAME}` references
+/// filled from the gateway's `vars` (see [`expand`]). Like the MCP SDKs, base values that
+/// start with `()` (exported shell functions) are not copied.
 fn child_env(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
     env: &BTreeMap<String, String>,
     inherit: bool,
-) -> BTreeMap<OsString, OsString> {
+) -> Result<BTreeMap<OsString, OsString>, String> {
     let in_base = |name: &OsStr, value: &OsStr| {
         let name = name.as_encoded_bytes();
         let known = BASE_ENV.iter().any(|b| b.as_bytes() == name) || name.starts_with(b"LC_");
         known && !value.as_encoded_bytes().starts_with(b"()")
     };
+    let vars: Vec<(OsString, OsString)> = vars.into_iter().collect();
+    let lookup = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| k.as_encoded_bytes() == name.as_bytes())
+            .and_then(|(_, v)| v.to_str())
+    };
+    let mut own = Vec::with_capacity(env.len());
+    for (k, v) in env {
+        let value = expand(v, lookup).map_err(|e| format!("env {k}: {e}"))?;
+        own.push((OsString::from(k), OsString::from(value)));
+    }
     let mut out: BTreeMap<OsString, OsString> = vars
-        .into_iter()
+        .iter()
         .filter(|(name, value)| inherit || in_base(name, value))
+        .cloned()
         .collect();
-    out.extend(
-        env.iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
-    );
-    out
+    out.extend(own);
+    Ok(out)
+}
+
+/// Fills `${NAME}` and `${NAME:-default}` in a policy `env` value from the gateway's own
+/// environment, so that a secret reaches the one server that needs it without being written
+/// into the policy file (`GITHUB_TOKEN = "${GITHUB_TOKEN}"`, as in Claude Code's `.mcp.json`).
+/// `$$` is a literal `$`; any other `$` stays as it is.
+///
+/// # Errors
+/// A variable that is not set (or not UTF-8) and has no default, or a `${` without `}`.
+fn expand<'v>(value: &str, lookup: impl Fn(&str) -> Option<&'v str>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('{') {
+            let end = body
+                .find('}')
+                .ok_or_else(|| format!("\"${{\" without a closing \"}}\" in {value:?}"))?;
+            let (name, default) = match body[..end].split_once(":-") {
+                Some((name, default)) => (name, Some(default)),
+                None => (&body[..end], None),
+            };
+            match (lookup(name), default) {
+                (Some(v), _) => out.push_str(v),
+                (None, Some(d)) => out.push_str(d),
+                (None, None) => {
+                    return Err(format!(
+                        "${{{name}}} is not set in the gateway's environment (set it, or give a \
+                         default: ${{{name}:-value}})"
+                    ))
+                }
+            }
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// Drives one child until it exits or the gateway shuts down; returns why it stopped.
@@ -252,7 +307,33 @@ mod tests {
     use std::collections::BTreeMap;
     use std::ffi::OsString;
 
-    use super::child_env;
+    use super::{child_env, expand};
+
+    #[test]
+    fn env_values_take_the_gateways_variables_by_reference() {
+        let vars = |name: &str| match name {
+            "TOKEN" => Some("s3cret"),
+            "EMPTY" => Some(""),
+            _ => None,
+        };
+        assert_eq!(expand("${TOKEN}", vars).unwrap(), "s3cret");
+        assert_eq!(expand("Bearer ${TOKEN}!", vars).unwrap(), "Bearer s3cret!");
+        assert_eq!(expand("${MISSING:-fallback}", vars).unwrap(), "fallback");
+        assert_eq!(expand("${EMPTY:-fallback}", vars).unwrap(), "");
+        assert_eq!(expand("$$5 and $PATH", vars).unwrap(), "$5 and $PATH");
+        assert_eq!(expand("plain", vars).unwrap(), "plain");
+        let err = expand("${MISSING}", vars).unwrap_err();
+        assert!(err.contains("${MISSING} is not set"), "{err}");
+        assert!(expand("${TOKEN", vars).is_err());
+    }
+
+    #[test]
+    fn a_missing_reference_keeps_the_child_from_starting() {
+        let own: std::collections::BTreeMap<String, String> =
+            [("GITHUB_TOKEN".to_owned(), "${NOT_SET_ANYWHERE}".to_owned())].into();
+        let err = child_env(Vec::new(), &own, false).unwrap_err();
+        assert!(err.starts_with("env GITHUB_TOKEN: "), "{err}");
+    }
 
     fn gateway_env() -> Vec<(OsString, OsString)> {
         [
@@ -282,7 +363,7 @@ mod tests {
             ("GITHUB_TOKEN".to_owned(), "mine".to_owned()),
             ("PATH".to_owned(), "/opt/bin".to_owned()),
         ]);
-        let env = child_env(gateway_env(), &own, false);
+        let env = child_env(gateway_env(), &own, false).unwrap();
         assert_eq!(
             names(&env),
             ["GITHUB_TOKEN", "HOME", "LANG", "LC_TIME", "PATH", "TZ"]
@@ -295,7 +376,7 @@ mod tests {
     #[test]
     fn inherit_gives_everything_with_env_on_top() {
         let own = BTreeMap::from([("X".to_owned(), "y".to_owned())]);
-        let env = child_env(gateway_env(), &own, true);
+        let env = child_env(gateway_env(), &own, true).unwrap();
         assert_eq!(env.len(), gateway_env().len() + 1);
         assert_eq!(env[&OsString::from("AWS_SECRET_ACCESS_KEY")], "aws");
         assert_eq!(env[&OsString::from("X")], "y");

@@ -35,10 +35,25 @@ async fn child_env(gw: &mut Gateway, upstream: &str) -> BTreeMap<String, String>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_child_gets_the_base_and_its_env_but_no_secrets() {
     let everything = Up::everything("clean").env("X", "y");
-    let mut gw =
-        Gateway::start_with_env("env-clean", Mode::Stdio, "", &[everything], &gateway_env()).await;
+    // A secret the policy names by reference reaches this one child, and no other.
+    let referred = Up::everything("referred").env("TOKEN", "${GITHUB_TOKEN}");
+    let mut gw = Gateway::start_with_env(
+        "env-clean",
+        Mode::Stdio,
+        "",
+        &[everything, referred],
+        &gateway_env(),
+    )
+    .await;
     gw.client().initialize().await;
     let env = child_env(&mut gw, "clean").await;
+    let referred = child_env(&mut gw, "referred").await;
+    assert_eq!(
+        referred.get("TOKEN").map(String::as_str),
+        Some("gh-s3cret"),
+        "{referred:#?}"
+    );
+    assert!(!referred.contains_key("GITHUB_TOKEN"), "{referred:#?}");
 
     for (name, _) in SECRETS {
         assert!(
