@@ -7,6 +7,10 @@
 //! session. `Host` and `Origin` are checked against DNS rebinding: only localhost names and
 //! what the policy allows get through.
 //!
+//! HTTP hygiene: a POST must be `Content-Type: application/json` (415) and list both
+//! `application/json` and `text/event-stream` in `Accept` (406; 2024-11-05 clients need only
+//! JSON); a request carries exactly one `Host`, `host[:port]` only (400).
+//!
 //! ```no_run
 //! # async fn run(gateway: mcp_budget::gateway::Gateway) {
 //! use mcp_budget::downstream::http::{router, HttpConfig};
@@ -21,6 +25,7 @@ pub use listen::{serve, HEADER_READ_TIMEOUT};
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::net::Ipv6Addr;
 use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
@@ -43,6 +48,9 @@ use crate::policy::{Downstream, DEFAULT_MAX_MESSAGE_BYTES};
 use crate::stack::McpService;
 
 const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The one protocol version before streamable HTTP: its clients need not accept SSE.
+const HTTP_SSE_ERA: &str = "2024-11-05";
 
 /// Settings of the HTTP downstream.
 #[derive(Debug, Clone)]
@@ -128,46 +136,268 @@ fn plain_error(status: StatusCode, message: &str, kind: &str) -> Response {
     )
 }
 
-fn is_local_host(host: &str) -> bool {
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']')
-            .next()
-            .map(|h| format!("[{h}]"))
-            .unwrap_or_default()
+/// A `Host` value or the authority of an origin, `host[:port]` (an IPv6 address in
+/// brackets, the port numeric), split into host and port; `None` for anything else (userinfo,
+/// a path, an empty or non-numeric port, an unbracketed IPv6 address, stray characters).
+fn parse_authority(text: &str) -> Option<(&str, Option<u16>)> {
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (inner, after) = rest.split_once(']')?;
+        inner.parse::<Ipv6Addr>().ok()?;
+        let port = match after {
+            "" => None,
+            after => Some(after.strip_prefix(':')?),
+        };
+        (&text[..inner.len() + 2], port)
     } else {
-        host.split(':').next().unwrap_or_default().to_owned()
+        let (host, port) = match text.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (text, None),
+        };
+        let name_char = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_');
+        if host.is_empty() || !host.bytes().all(name_char) {
+            return None;
+        }
+        (host, port)
     };
-    matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+    let port = match port {
+        None => None,
+        Some(p) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(p.parse().ok()?)
+        }
+        Some(_) => return None,
+    };
+    Some((host, port))
 }
 
-/// DNS-rebinding protection: a foreign `Host` or `Origin` gets 403.
-fn check_origin(headers: &HeaderMap, config: &HttpConfig) -> Result<(), Box<Response>> {
+/// Whether a host (as [`parse_authority`] returns it) names this machine's loopback.
+fn is_local_host(host: &str) -> bool {
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return inner
+            .parse::<Ipv6Addr>()
+            .is_ok_and(|ip| ip == Ipv6Addr::LOCALHOST);
+    }
+    host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1"
+}
+
+/// The parts of an `Origin` header, `scheme://host[:port]` and nothing else; `None` for
+/// anything else, `null` included.
+fn parse_origin(text: &str) -> Option<(&str, &str, Option<u16>)> {
+    let (scheme, authority) = text.split_once("://")?;
+    let mut chars = scheme.bytes();
+    let scheme_ok = chars.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && chars.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    if !scheme_ok {
+        return None;
+    }
+    let (host, port) = parse_authority(authority)?;
+    Some((scheme, host, port))
+}
+
+/// The one value of header `name`: `Err(count)` when it is missing (0) or repeated.
+fn only_header<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> Result<&'a [u8], usize> {
+    let mut values = headers.get_all(name).iter();
+    match (values.next(), values.next()) {
+        (Some(v), None) => Ok(v.as_bytes()),
+        (None, _) => Err(0),
+        (Some(_), Some(_)) => Err(headers.get_all(name).iter().count()),
+    }
+}
+
+/// DNS-rebinding protection and HTTP hygiene: exactly one `Host`, an authority only (400
+/// `mcp_budget.http.bad_host` otherwise), naming localhost or an allowed host; at most one
+/// `Origin`, a real origin, localhost or allowed (403 `mcp_budget.http.forbidden_origin`
+/// otherwise, `null` included). A request target in absolute form (`POST http://host/mcp`)
+/// has its authority checked as a `Host` too.
+fn check_origin(
+    headers: &HeaderMap,
+    uri: &axum::http::Uri,
+    config: &HttpConfig,
+) -> Result<(), Box<Response>> {
     let forbidden = |what: &str, value: &str| {
-        plain_error(
+        Box::new(plain_error(
             StatusCode::FORBIDDEN,
             &format!(
                 "{what} {value:?} is not allowed (downstream.allowed_{}s)",
                 what.to_lowercase()
             ),
             "mcp_budget.http.forbidden_origin",
-        )
+        ))
     };
-    if let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) {
-        let bare = host.split(':').next().unwrap_or_default();
-        if !is_local_host(host) && !config.allowed_hosts.iter().any(|h| h == host || h == bare) {
-            return Err(Box::new(forbidden("Host", host)));
+    let bad_host = |message: String| {
+        Box::new(plain_error(
+            StatusCode::BAD_REQUEST,
+            &message,
+            "mcp_budget.http.bad_host",
+        ))
+    };
+    let host = match only_header(headers, &header::HOST) {
+        Ok(host) => host,
+        Err(0) => {
+            return Err(bad_host(
+                "missing Host header: send one naming this server (host[:port])".into(),
+            ))
+        }
+        Err(n) => {
+            return Err(bad_host(format!(
+                "{n} Host headers: send exactly one (host[:port])"
+            )))
+        }
+    };
+    let host_ok = |text: &str| -> Result<(), Box<Response>> {
+        let Some((name, _)) = parse_authority(text) else {
+            return Err(bad_host(format!(
+                "Host {text:?} is not host[:port] (no userinfo, path or other characters)"
+            )));
+        };
+        let allowed = is_local_host(name)
+            || config
+                .allowed_hosts
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(text) || h.eq_ignore_ascii_case(name));
+        if allowed {
+            Ok(())
+        } else {
+            Err(forbidden("Host", text))
+        }
+    };
+    host_ok(&String::from_utf8_lossy(host))?;
+    if let Some(authority) = uri.authority() {
+        host_ok(authority.as_str())?;
+    }
+    match only_header(headers, &header::ORIGIN) {
+        Err(0) => Ok(()),
+        Err(n) => Err(forbidden("Origin", &format!("({n} Origin headers)"))),
+        Ok(origin) => {
+            let origin = String::from_utf8_lossy(origin);
+            let Some((scheme, host, _)) = parse_origin(&origin) else {
+                return Err(forbidden("Origin", &origin));
+            };
+            let local = (scheme.eq_ignore_ascii_case("http")
+                || scheme.eq_ignore_ascii_case("https"))
+                && is_local_host(host);
+            if local
+                || config
+                    .allowed_origins
+                    .iter()
+                    .any(|o| o.eq_ignore_ascii_case(&origin))
+            {
+                Ok(())
+            } else {
+                Err(forbidden("Origin", &origin))
+            }
         }
     }
-    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        let host = origin
-            .strip_prefix("http://")
-            .or_else(|| origin.strip_prefix("https://"))
-            .unwrap_or("");
-        if !is_local_host(host) && !config.allowed_origins.iter().any(|o| o == origin) {
-            return Err(Box::new(forbidden("Origin", origin)));
+}
+
+/// What an `Accept` header allows of the two media types MCP answers with (wildcards count;
+/// a range with `q=0` does not).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Accepts {
+    json: bool,
+    sse: bool,
+    /// Whether there was an `Accept` header at all.
+    present: bool,
+}
+
+fn accepts(headers: &HeaderMap) -> Accepts {
+    let mut out = Accepts::default();
+    // Repeated Accept headers are one list (RFC 9110 §5.3).
+    for value in &headers.get_all(header::ACCEPT) {
+        out.present = true;
+        let Ok(value) = value.to_str() else {
+            continue;
+        };
+        for range in value.split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or_default().trim();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .or_else(|| p.trim().strip_prefix("Q="))
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            if refused {
+                continue;
+            }
+            let is = |m: &str| media.eq_ignore_ascii_case(m);
+            if is("*/*") {
+                out.json = true;
+                out.sse = true;
+            } else if is("application/json") || is("application/*") {
+                out.json = true;
+            } else if is("text/event-stream") || is("text/*") {
+                out.sse = true;
+            }
         }
     }
-    Ok(())
+    out
+}
+
+/// Whether the request has exactly one `Content-Type`, `application/json` (any case, any
+/// parameters such as `charset`).
+fn is_json_body(headers: &HeaderMap) -> bool {
+    only_header(headers, &header::CONTENT_TYPE).is_ok_and(|v| {
+        let media = v.split(|&b| b == b';').next().unwrap_or_default();
+        media.trim_ascii().eq_ignore_ascii_case(b"application/json")
+    })
+}
+
+/// A POST must accept both answers MCP may give (2025-03-26 and later, 2026-07-28 too): JSON
+/// and an SSE stream. A 2024-11-05 client (the era before streamable HTTP, whose clients
+/// expect JSON answers) needs only JSON, or no `Accept` at all. 406 otherwise.
+fn check_accept(
+    state: &AppState,
+    headers: &HeaderMap,
+    message: &Message,
+    accepts: Accepts,
+) -> Result<(), Box<Response>> {
+    if accepts.json && accepts.sse {
+        return Ok(());
+    }
+    if (accepts.json || !accepts.present) && speaks_http_sse_era(state, headers, message) {
+        return Ok(());
+    }
+    let got = headers.get(header::ACCEPT).map_or("none".into(), |v| {
+        format!("{:?}", String::from_utf8_lossy(v.as_bytes()))
+    });
+    Err(Box::new(json_error(
+        StatusCode::NOT_ACCEPTABLE,
+        message.id.clone().unwrap_or(Id::Null),
+        ErrorObject::new(
+            INVALID_REQUEST,
+            format!(
+                "Accept must list both application/json and text/event-stream \
+                 (streamable HTTP, MCP 2025-03-26 and later); got {got}"
+            ),
+            "mcp_budget.http.not_acceptable",
+            None,
+        ),
+    )))
+}
+
+/// Whether the client speaks 2024-11-05: its `MCP-Protocol-Version` header, the version its
+/// `initialize` asks for, or its session's version says so. Only asked of requests that do
+/// not accept SSE, so the session lookup is off the common path.
+fn speaks_http_sse_era(state: &AppState, headers: &HeaderMap, message: &Message) -> bool {
+    if let Some(v) = headers.get("mcp-protocol-version") {
+        return v.as_bytes() == HTTP_SSE_ERA.as_bytes();
+    }
+    if message.method() == Some("initialize") {
+        #[derive(serde::Deserialize)]
+        struct Init<'a> {
+            #[serde(rename = "protocolVersion", borrow)]
+            protocol_version: Option<&'a str>,
+        }
+        return message
+            .params_as::<Init<'_>>()
+            .is_ok_and(|p| p.protocol_version == Some(HTTP_SSE_ERA));
+    }
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let session = lock(&state.sessions).get(id).map(|e| e.session.clone());
+    session.is_some_and(|s| s.state().protocol_version.as_deref() == Some(HTTP_SSE_ERA))
 }
 
 type StreamSlot = Arc<Mutex<Option<mpsc::UnboundedSender<Message>>>>;
@@ -373,8 +603,15 @@ async fn handle_post(
     // The request taken apart rather than a `HeaderMap` extractor, which clones the headers.
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    if let Err(resp) = check_origin(&headers, &state.config) {
+    if let Err(resp) = check_origin(&headers, &parts.uri, &state.config) {
         return *resp;
+    }
+    if !is_json_body(&headers) {
+        return plain_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a POST carries one JSON-RPC message: send Content-Type: application/json",
+            "mcp_budget.http.unsupported_media_type",
+        );
     }
     let limit = state.config.max_message_bytes;
     let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
@@ -400,10 +637,11 @@ async fn handle_post(
                 .into_response();
         }
     };
-    let accepts_sse = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("text/event-stream"));
+    let accepts = accepts(&headers);
+    if let Err(resp) = check_accept(&state, &headers, &message, accepts) {
+        return *resp;
+    }
+    let accepts_sse = accepts.sse;
 
     // A modern request is checked first: a 2026-07-28 `initialize` is a removed method (404),
     // not a new 2025 session.
@@ -591,18 +829,18 @@ async fn forward_session(mut notify: mpsc::UnboundedReceiver<Message>, stream: S
     }
 }
 
-async fn handle_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    if let Err(resp) = check_origin(&headers, &state.config) {
+async fn handle_get(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(resp) = check_origin(&headers, &uri, &state.config) {
         return *resp;
     }
     if let Some(resp) = modern_non_post(&headers) {
         return resp;
     }
-    let accepts_sse = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("text/event-stream"));
-    if !accepts_sse {
+    if !accepts(&headers).sse {
         return plain_error(
             StatusCode::NOT_ACCEPTABLE,
             "GET opens an SSE stream: send Accept: text/event-stream",
@@ -622,8 +860,12 @@ async fn handle_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> R
     sse_response(events, None)
 }
 
-async fn handle_delete(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    if let Err(resp) = check_origin(&headers, &state.config) {
+async fn handle_delete(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(resp) = check_origin(&headers, &uri, &state.config) {
         return *resp;
     }
     if let Some(resp) = modern_non_post(&headers) {
@@ -654,19 +896,195 @@ async fn handle_delete(State(state): State<Arc<AppState>>, headers: HeaderMap) -
 mod tests {
     use super::*;
 
+    /// Whether `text` as a `Host` header names localhost.
+    fn local(text: &str) -> bool {
+        parse_authority(text).is_some_and(|(host, _)| is_local_host(host))
+    }
+
     #[test]
     fn local_hosts_pass_and_foreign_ones_do_not() {
         for h in [
             "localhost",
-            "localhost:8931",
+            "LocalHost:8931",
             "127.0.0.1:1",
             "[::1]:80",
             "[::1]",
+            "[0:0:0:0:0:0:0:1]:8931",
         ] {
-            assert!(is_local_host(h), "{h}");
+            assert!(local(h), "{h}");
         }
-        for h in ["evil.example.com", "localhost.evil.com:80", "127.0.0.2"] {
-            assert!(!is_local_host(h), "{h}");
+        for h in [
+            "evil.example.com",
+            "localhost.evil.com:80",
+            "127.0.0.2",
+            "[::2]",
+        ] {
+            assert!(!local(h), "{h}");
         }
+    }
+
+    #[test]
+    fn a_host_is_an_authority_and_nothing_else() {
+        assert_eq!(parse_authority("localhost"), Some(("localhost", None)));
+        assert_eq!(
+            parse_authority("a.b-c_d:65535"),
+            Some(("a.b-c_d", Some(65535)))
+        );
+        assert_eq!(parse_authority("[::1]:8931"), Some(("[::1]", Some(8931))));
+        for bad in [
+            "",
+            "127.0.0.1:80@evil.example",
+            "user@localhost",
+            "localhost:",
+            "localhost:http",
+            "localhost:65536",
+            "localhost:123456",
+            "localhost/mcp",
+            "localhost:80/",
+            "local host",
+            "::1",
+            "[::1",
+            "[::1]x",
+            "[::1]:",
+            "[evil.example]",
+            "localhost:80:81",
+            "localhost?x",
+            "localhost#x",
+            "[::1]@evil",
+        ] {
+            assert_eq!(parse_authority(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_origin_is_scheme_host_port_and_nothing_else() {
+        assert_eq!(
+            parse_origin("http://localhost:3000"),
+            Some(("http", "localhost", Some(3000)))
+        );
+        assert_eq!(
+            parse_origin("https://[::1]"),
+            Some(("https", "[::1]", None))
+        );
+        assert_eq!(
+            parse_origin("vscode-webview://abc"),
+            Some(("vscode-webview", "abc", None))
+        );
+        for bad in [
+            "null",
+            "",
+            "localhost",
+            "http://",
+            "http://localhost/",
+            "http://localhost:3000/x",
+            "http://user@localhost",
+            "http://127.0.0.1:80@evil.example",
+            "1http://localhost",
+            "http:/localhost",
+        ] {
+            assert_eq!(parse_origin(bad), None, "{bad:?}");
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    fn status(result: Result<(), Box<Response>>) -> u16 {
+        result.map_or_else(|r| r.status().as_u16(), |()| 200)
+    }
+
+    #[test]
+    fn host_and_origin_checks_give_400_for_malformed_and_403_for_foreign() {
+        let config = HttpConfig {
+            allowed_hosts: vec!["mcp.example.com".into()],
+            allowed_origins: vec!["https://app.example.com".into()],
+            ..HttpConfig::default()
+        };
+        let uri = axum::http::Uri::from_static("/mcp");
+        let check =
+            |pairs: &[(&'static str, &str)]| status(check_origin(&headers(pairs), &uri, &config));
+        assert_eq!(check(&[("host", "localhost:8931")]), 200);
+        assert_eq!(check(&[("host", "MCP.example.com:443")]), 200);
+        assert_eq!(check(&[]), 400);
+        assert_eq!(
+            check(&[("host", "localhost"), ("host", "evil.example")]),
+            400
+        );
+        assert_eq!(check(&[("host", "127.0.0.1:80@evil.example")]), 400);
+        assert_eq!(check(&[("host", "evil.example")]), 403);
+        let with_origin = |origin: &str| check(&[("host", "localhost"), ("origin", origin)]);
+        assert_eq!(with_origin("http://localhost:5173"), 200);
+        assert_eq!(with_origin("https://app.example.com"), 200);
+        assert_eq!(with_origin("null"), 403);
+        assert_eq!(with_origin("http://localhost.evil.com"), 403);
+        assert_eq!(with_origin("http://localhost@evil.com"), 403);
+        assert_eq!(with_origin("ftp://localhost"), 403);
+        assert_eq!(
+            check(&[
+                ("host", "localhost"),
+                ("origin", "http://localhost"),
+                ("origin", "http://evil")
+            ]),
+            403
+        );
+        // An absolute-form request target names a host too.
+        let absolute = axum::http::Uri::from_static("http://evil.example/mcp");
+        assert_eq!(
+            status(check_origin(
+                &headers(&[("host", "localhost")]),
+                &absolute,
+                &config
+            )),
+            403
+        );
+    }
+
+    #[test]
+    fn accept_lists_are_read_with_wildcards_and_q_zero() {
+        let of = |v: &str| {
+            let a = accepts(&headers(&[("accept", v)]));
+            (a.json, a.sse)
+        };
+        assert_eq!(of("application/json, text/event-stream"), (true, true));
+        assert_eq!(
+            of("text/event-stream;q=0.9, Application/JSON"),
+            (true, true)
+        );
+        assert_eq!(of("*/*"), (true, true));
+        assert_eq!(of("application/*, text/*"), (true, true));
+        assert_eq!(of("application/json"), (true, false));
+        assert_eq!(of("text/event-stream"), (false, true));
+        assert_eq!(
+            of("application/json, text/event-stream; q=0"),
+            (true, false)
+        );
+        assert_eq!(of("text/html"), (false, false));
+        let two = accepts(&headers(&[
+            ("accept", "application/json"),
+            ("accept", "text/event-stream"),
+        ]));
+        assert!(two.json && two.sse);
+        assert!(!accepts(&HeaderMap::new()).present);
+    }
+
+    #[test]
+    fn a_json_body_is_application_json_with_any_parameters() {
+        let ok = |v: &str| is_json_body(&headers(&[("content-type", v)]));
+        assert!(ok("application/json"));
+        assert!(ok("Application/JSON; charset=utf-8"));
+        assert!(ok(" application/json ;charset=UTF-8"));
+        assert!(!ok("text/plain"));
+        assert!(!ok("application/json-seq"));
+        assert!(!ok("application/x-www-form-urlencoded"));
+        assert!(!is_json_body(&HeaderMap::new()));
+        assert!(!is_json_body(&headers(&[
+            ("content-type", "application/json"),
+            ("content-type", "text/plain"),
+        ])));
     }
 }
