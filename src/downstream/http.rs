@@ -11,6 +11,9 @@
 //! `application/json` and `text/event-stream` in `Accept` (406; 2024-11-05 clients need only
 //! JSON); a request carries exactly one `Host`, `host[:port]` only (400).
 //!
+//! Limits (each a `[downstream]` policy key): a POST's body must arrive within
+//! `body_timeout_secs` (408).
+//!
 //! ```no_run
 //! # async fn run(gateway: mcp_budget::gateway::Gateway) {
 //! use mcp_budget::downstream::http::{router, HttpConfig};
@@ -27,6 +30,8 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::Ipv6Addr;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -44,7 +49,7 @@ use crate::error::Error;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message, INVALID_REQUEST};
 use crate::mcp::modern;
-use crate::policy::{Downstream, DEFAULT_MAX_MESSAGE_BYTES};
+use crate::policy::Downstream;
 use crate::stack::McpService;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -61,15 +66,13 @@ pub struct HttpConfig {
     pub allowed_hosts: Vec<String>,
     /// Largest accepted body.
     pub max_message_bytes: usize,
+    /// How long a client may take to send a request's body.
+    pub body_timeout: Duration,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self {
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-        }
+        Self::from(&Downstream::default())
     }
 }
 
@@ -79,6 +82,7 @@ impl From<&Downstream> for HttpConfig {
             allowed_origins: d.allowed_origins.clone(),
             allowed_hosts: d.allowed_hosts.clone(),
             max_message_bytes: d.max_message_bytes,
+            body_timeout: d.body_timeout,
         }
     }
 }
@@ -596,6 +600,19 @@ fn json_response(msg: &Message, session: Option<&str>) -> Response {
     resp
 }
 
+/// `future`, given `limit` to finish. A future that is ready at once (a body that came with
+/// its headers) is not timed: no timer is set up on the common path.
+async fn within<F: std::future::Future>(
+    limit: Duration,
+    future: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    let mut future = std::pin::pin!(future);
+    if let Poll::Ready(out) = futures::poll!(future.as_mut()) {
+        return Ok(out);
+    }
+    tokio::time::timeout(limit, future).await
+}
+
 async fn handle_post(
     State(state): State<Arc<AppState>>,
     request: axum::extract::Request,
@@ -614,16 +631,20 @@ async fn handle_post(
         );
     }
     let limit = state.config.max_message_bytes;
-    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
-        let err = Error::TooLarge {
-            size: limit + 1,
-            limit,
-        };
-        return json_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            Id::Null,
-            err.to_error_object(),
-        );
+    let bytes = match within(state.config.body_timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            let err = Error::TooLarge {
+                size: limit + 1,
+                limit,
+            };
+            return json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Id::Null,
+                err.to_error_object(),
+            );
+        }
+        Err(_) => return body_timeout(state.config.body_timeout),
     };
     let message = match Message::parse(&bytes) {
         Ok(m) => m,
@@ -773,6 +794,28 @@ async fn handle_post(
         }
     });
     sse_response(UnboundedReceiverStream::new(sse_rx), None)
+}
+
+/// 408 for a body that did not arrive in time; the connection is closed after it (what is
+/// left of the body would be taken for the next request).
+fn body_timeout(limit: Duration) -> Response {
+    let mut resp = json_error(
+        StatusCode::REQUEST_TIMEOUT,
+        Id::Null,
+        ErrorObject::new(
+            INVALID_REQUEST,
+            format!(
+                "the request body did not arrive within {} s (downstream.body_timeout_secs): \
+                 send the whole body without pauses",
+                limit.as_secs_f64()
+            ),
+            "mcp_budget.http.body_timeout",
+            Some(serde_json::json!({ "limit_secs": limit.as_secs_f64() })),
+        ),
+    );
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
 }
 
 /// For a 2026-07-28 request, where closing the response stream is how a client cancels:

@@ -17,5 +17,6 @@ mod faults;
 mod http_downstream;
 mod http_upstream;
 mod legacy_servers;
+mod limits;
 mod modern_http;
 mod routing;

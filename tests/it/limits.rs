@@ -1,0 +1,167 @@
+//! The HTTP downstream's limits, against the real binary with small policy values: the time a
+//! request body may take. Clients are raw sockets and reqwest; "other client addresses" are other loopback
+//! addresses (127.0.0.2, …), which reach the gateway's 127.0.0.1 listener as distinct clients.
+//! Every test checks that well-behaved clients are served meanwhile.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+use crate::harness::{Gateway, Mode};
+
+const ACCEPT: &str = "application/json, text/event-stream";
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+/// A reqwest client whose connections come from `local`.
+fn client_from(local: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(ip(local))
+        .build()
+        .unwrap()
+}
+
+fn addr_of(gw: &Gateway) -> SocketAddr {
+    let url = gw.url();
+    let hostport = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    hostport.parse().unwrap()
+}
+
+/// A TCP connection to the gateway from `local`.
+async fn connect_from(local: &str, to: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(ip(local), 0)).unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+/// The JSON body of a raw HTTP answer.
+fn body_of(answer: &str) -> Value {
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or(Value::Null)
+}
+
+fn init_body(id: u64, version: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {},
+        "clientInfo": {"name": "it-limits", "version": "0"}}})
+    .to_string()
+}
+
+/// POSTs `body` (with `session`); status and JSON body (the last SSE event's data if streamed).
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: String,
+) -> (u16, Option<String>, Value) {
+    let mut req = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .body(body);
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    let resp = req.send().await.expect("the gateway answers");
+    let status = resp.status().as_u16();
+    let session = resp
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let text = resp.text().await.unwrap_or_default();
+    let data = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .next_back()
+        .unwrap_or(&text)
+        .to_owned();
+    (
+        status,
+        session,
+        serde_json::from_str(&data).unwrap_or(Value::Null),
+    )
+}
+
+/// `initialize` + `notifications/initialized`: the session id.
+async fn open_session(client: &reqwest::Client, url: &str) -> String {
+    let (status, session, body) = post(client, url, None, init_body(0, "2025-06-18")).await;
+    assert_eq!(status, 200, "{body}");
+    let session = session.expect("a session id");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let (status, _, _) = post(client, url, Some(&session), note).await;
+    assert_eq!(status, 202);
+    session
+}
+
+async fn ping(client: &reqwest::Client, url: &str, session: &str) -> (u16, Value) {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}).to_string();
+    let (status, _, body) = post(client, url, Some(session), body).await;
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_slower_than_body_timeout_secs_gets_408_and_others_are_served() {
+    let gw = Gateway::start_with("limits-body", Mode::Http, "body_timeout_secs = 1", &[]).await;
+    let addr = addr_of(&gw);
+    let mut slow = connect_from("127.0.0.1", addr).await;
+    slow.write_all(
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Accept: {ACCEPT}\r\nContent-Length: 400\r\n\r\n{{"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    // One byte every 200 ms: the whole body would take 80 s.
+    let (mut reader, mut writer) = slow.into_split();
+    let dribble = tokio::spawn(async move {
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if writer.write_all(b" ").await.is_err() {
+                return;
+            }
+        }
+    });
+
+    // Meanwhile a normal client is served at once.
+    let client = client_from("127.0.0.1");
+    let session = open_session(&client, gw.url()).await;
+    assert_eq!(ping(&client, gw.url(), &session).await.0, 200);
+    assert!(started.elapsed() < Duration::from_millis(900));
+
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), reader.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the slow connection was left open");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let waited = started.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    let body = body_of(&answer);
+    assert_eq!(
+        body["error"]["data"]["type"], "mcp_budget.http.body_timeout",
+        "{answer}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("downstream.body_timeout_secs"),
+        "{answer}"
+    );
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    dribble.abort();
+    assert_eq!(ping(&client, gw.url(), &session).await.0, 200);
+    gw.stop_and_check().await;
+}
