@@ -12,7 +12,7 @@
 //! JSON); a request carries exactly one `Host`, `host[:port]` only (400).
 //!
 //! Limits (each a `[downstream]` policy key): a POST's body must arrive within
-//! `body_timeout_secs` (408).
+//! `body_timeout_secs` (408). Connections are capped by [`serve_with`].
 //!
 //! ```no_run
 //! # async fn run(gateway: mcp_budget::gateway::Gateway) {
@@ -24,7 +24,7 @@
 //! ```
 
 mod listen;
-pub use listen::{serve, HEADER_READ_TIMEOUT};
+pub use listen::{serve, serve_with, ListenConfig, HEADER_READ_TIMEOUT, REFUSALS_IN_FLIGHT};
 
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -1,7 +1,8 @@
 //! The HTTP downstream's limits, against the real binary with small policy values: the time a
-//! request body may take. Clients are raw sockets and reqwest; "other client addresses" are other loopback
-//! addresses (127.0.0.2, …), which reach the gateway's 127.0.0.1 listener as distinct clients.
-//! Every test checks that well-behaved clients are served meanwhile.
+//! request body may take, open connections (in all and per client address). Clients are raw
+//! sockets and reqwest; "other client addresses" are other loopback addresses (127.0.0.2, …),
+//! which reach the gateway's 127.0.0.1 listener as distinct clients. Every test checks that
+//! well-behaved clients are served meanwhile.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -40,6 +41,16 @@ async fn connect_from(local: &str, to: SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(SocketAddr::new(ip(local), 0)).unwrap();
     socket.connect(to).await.unwrap()
+}
+
+/// Everything the gateway sends on `tcp` until it closes it (or `limit` passes: `None`).
+async fn read_all(tcp: &mut TcpStream, limit: Duration) -> Option<String> {
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(limit, tcp.read_to_end(&mut out)).await;
+    match read {
+        Ok(_) => Some(String::from_utf8_lossy(&out).into_owned()),
+        Err(_) => None,
+    }
 }
 
 /// The JSON body of a raw HTTP answer.
@@ -163,5 +174,120 @@ async fn a_body_slower_than_body_timeout_secs_gets_408_and_others_are_served() {
     );
     dribble.abort();
     assert_eq!(ping(&client, gw.url(), &session).await.0, 200);
+    gw.stop_and_check().await;
+}
+
+/// Opens `n` connections from `local` that send half a request and wait.
+async fn slow_connections(local: &str, to: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let mut tcp = connect_from(local, to).await;
+        tcp.write_all(b"POST /mcp HTTP/1.1\r\n").await.unwrap();
+        out.push(tcp);
+    }
+    out
+}
+
+/// A whole request from `local` on a new connection: the raw answer.
+async fn raw_ping(local: &str, to: SocketAddr) -> String {
+    let mut tcp = connect_from(local, to).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {to}\r\nContent-Type: application/json\r\nAccept: {ACCEPT}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    read_all(&mut tcp, Duration::from_secs(10))
+        .await
+        .expect("answered and closed")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_caps_get_503_and_freed_places_are_used_again() {
+    let gw = Gateway::start_with(
+        "limits-conn",
+        Mode::Http,
+        "max_connections = 8\nmax_connections_per_client = 4",
+        &[],
+    )
+    .await;
+    let addr = addr_of(&gw);
+    let a = slow_connections("127.0.0.2", addr, 4).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The fifth from the same address is refused, with the key to raise.
+    let refused = raw_ping("127.0.0.2", addr).await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    let body = body_of(&refused);
+    assert_eq!(
+        body["error"]["data"]["type"], "mcp_budget.http.too_many_connections",
+        "{refused}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("downstream.max_connections_per_client = 4"),
+        "{refused}"
+    );
+    // Another address gets in (a ping without a session: 400, but served) until the total.
+    assert!(raw_ping("127.0.0.3", addr)
+        .await
+        .starts_with("HTTP/1.1 400"));
+    let b = slow_connections("127.0.0.3", addr, 4).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let full = raw_ping("127.0.0.1", addr).await;
+    assert!(full.starts_with("HTTP/1.1 503"), "{full}");
+    assert!(
+        body_of(&full)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("downstream.max_connections = 8"),
+        "{full}"
+    );
+    // Once the slow ones are gone, a normal client is served.
+    drop(a);
+    drop(b);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let client = client_from("127.0.0.1");
+    let session = open_session(&client, gw.url()).await;
+    assert_eq!(ping(&client, gw.url(), &session).await.0, 200);
+    gw.stop_and_check().await;
+}
+
+/// With the default caps, 600 slow connections from one address: only 128 are kept, and a
+/// client from another address is served meanwhile (its latency is printed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_flood_from_one_address_does_not_shut_out_others() {
+    let gw = Gateway::start("limits-flood", Mode::Http, &[]).await;
+    let addr = addr_of(&gw);
+    let mut flood = slow_connections("127.0.0.2", addr, 600).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Those over the cap were answered 503 and closed; the first 128 are still open.
+    let mut refused = 0;
+    for tcp in &mut flood[128..] {
+        let answer = read_all(tcp, Duration::from_secs(5)).await;
+        let answer = answer.expect("a connection over the cap is closed");
+        assert!(
+            answer.is_empty() || answer.starts_with("HTTP/1.1 503"),
+            "{answer}"
+        );
+        refused += usize::from(!answer.is_empty());
+    }
+    let mut probe = [0u8; 1];
+    let open = tokio::time::timeout(Duration::from_millis(200), flood[0].read(&mut probe)).await;
+    assert!(open.is_err(), "a connection under the cap was closed");
+    let client = client_from("127.0.0.1");
+    let started = Instant::now();
+    let session = open_session(&client, gw.url()).await;
+    let (status, _) = ping(&client, gw.url(), &session).await;
+    let took = started.elapsed();
+    assert_eq!(status, 200);
+    eprintln!(
+        "connection flood: 600 slow connections from 127.0.0.2, {refused} of the 472 over the cap \
+         answered 503 (the rest closed); another client's initialize + initialized + ping took \
+         {took:?}"
+    );
+    drop(flood);
     gw.stop_and_check().await;
 }
