@@ -7,12 +7,12 @@
 //! session. `Host` and `Origin` are checked against DNS rebinding: only localhost names and
 //! what the policy allows get through.
 //!
-//! HTTP hygiene: a POST must be `Content-Type: application/json` (415) and list both
-//! `application/json` and `text/event-stream` in `Accept` (406; 2024-11-05 clients need only
-//! JSON); a request carries exactly one `Host`, `host[:port]` only (400).
-//!
 //! Limits (each a `[downstream]` policy key): a POST's body must arrive within
-//! `body_timeout_secs` (408). Connections are capped by [`serve_with`].
+//! `body_timeout_secs` (408) and be `Content-Type: application/json` (415); `Accept` must list
+//! both `application/json` and `text/event-stream` (406; 2024-11-05 clients need only JSON);
+//! `initialize` over `max_sessions` or `max_sessions_per_client` gets 503; a session unused
+//! for `session_idle_secs` (no request in flight, no open GET stream) expires. Connections are
+//! capped by [`serve_with`].
 //!
 //! ```no_run
 //! # async fn run(gateway: mcp_budget::gateway::Gateway) {
@@ -28,8 +28,10 @@ pub use listen::{serve, serve_with, ListenConfig, HEADER_READ_TIMEOUT, REFUSALS_
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::Ipv6Addr;
-use std::sync::{Arc, Mutex};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -40,6 +42,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 use tower::ServiceExt;
@@ -51,11 +54,15 @@ use crate::jsonrpc::{ErrorObject, Id, Kind, Message, INVALID_REQUEST};
 use crate::mcp::modern;
 use crate::policy::Downstream;
 use crate::stack::McpService;
+use listen::Peer;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The one protocol version before streamable HTTP: its clients need not accept SSE.
 const HTTP_SSE_ERA: &str = "2024-11-05";
+
+/// Longest wait between two sweeps for idle sessions (shorter for short idle times).
+const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Settings of the HTTP downstream.
 #[derive(Debug, Clone)]
@@ -68,6 +75,13 @@ pub struct HttpConfig {
     pub max_message_bytes: usize,
     /// How long a client may take to send a request's body.
     pub body_timeout: Duration,
+    /// Live sessions, all clients together.
+    pub max_sessions: NonZeroUsize,
+    /// Live sessions opened from one client address (known when served by [`serve`], or by a
+    /// server that puts axum's `ConnectInfo<SocketAddr>` in the requests).
+    pub max_sessions_per_client: NonZeroUsize,
+    /// How long a session may go unused before it expires.
+    pub session_idle: Duration,
 }
 
 impl Default for HttpConfig {
@@ -83,20 +97,162 @@ impl From<&Downstream> for HttpConfig {
             allowed_hosts: d.allowed_hosts.clone(),
             max_message_bytes: d.max_message_bytes,
             body_timeout: d.body_timeout,
+            max_sessions: d.max_sessions,
+            max_sessions_per_client: d.max_sessions_per_client,
+            session_idle: d.session_idle,
         }
     }
 }
 
+/// A live 2025-era session.
 struct Entry {
     session: Arc<Session>,
-    stream: StreamSlot,
+    link: Arc<Link>,
+    /// The address that opened it, counted in [`Sessions::per_client`].
+    client: Option<IpAddr>,
+}
+
+/// What a session's handlers, its forwarding task and the sweeper share.
+struct Link {
+    /// The open GET stream, if any.
+    stream: Mutex<Option<mpsc::UnboundedSender<Message>>>,
+    /// Requests in flight plus the open GET stream: a busy session does not expire.
+    busy: AtomicUsize,
+    /// When the session was last used: milliseconds since [`AppState::epoch`].
+    last_used: AtomicU64,
+}
+
+/// The live sessions, and how many each client address opened.
+#[derive(Default)]
+struct Sessions {
+    map: HashMap<String, Entry>,
+    per_client: HashMap<IpAddr, usize>,
+}
+
+impl Sessions {
+    fn remove(&mut self, id: &str) -> Option<Entry> {
+        let entry = self.map.remove(id)?;
+        if let Some(client) = entry.client {
+            if let Some(n) = self.per_client.get_mut(&client) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_client.remove(&client);
+                }
+            }
+        }
+        Some(entry)
+    }
 }
 
 struct AppState {
     service: McpService,
     gateway: Gateway,
     config: HttpConfig,
-    sessions: Mutex<HashMap<String, Entry>>,
+    sessions: Mutex<Sessions>,
+    /// The origin of [`Link::last_used`].
+    epoch: Instant,
+    /// Whether the sweeper for idle sessions runs (it starts with the first session).
+    sweeping: AtomicBool,
+    /// Whether the last `initialize` was refused for a session limit.
+    refusing_sessions: AtomicBool,
+}
+
+impl AppState {
+    /// Milliseconds since [`AppState::epoch`].
+    fn now_ms(&self) -> u64 {
+        millis_since(self.epoch)
+    }
+
+    /// Ends session `id` (DELETE): it is forgotten here and by the gateway, and its GET
+    /// stream ends. Whether it existed.
+    fn end_session(&self, id: &str) -> bool {
+        let Some(entry) = lock(&self.sessions).remove(id) else {
+            return false;
+        };
+        self.forget(id, &entry);
+        true
+    }
+
+    /// What ending a session takes besides removing its entry.
+    fn forget(&self, id: &str, entry: &Entry) {
+        lock(&entry.link.stream).take();
+        self.gateway.remove_session(id);
+    }
+
+    /// Ends the sessions unused for [`HttpConfig::session_idle`] as DELETE does; the scan is
+    /// bounded by `max_sessions`.
+    fn expire_idle(&self) {
+        let idle = u64::try_from(self.config.session_idle.as_millis()).unwrap_or(u64::MAX);
+        let now = self.now_ms();
+        // Found and removed under one lock: a request takes its session under the same lock,
+        // so a session cannot be expired while a request starts on it.
+        let expired: Vec<(String, Entry)> = {
+            let mut sessions = lock(&self.sessions);
+            let ids: Vec<String> = sessions
+                .map
+                .iter()
+                .filter(|(_, e)| {
+                    e.link.busy.load(Ordering::Acquire) == 0
+                        && now.saturating_sub(e.link.last_used.load(Ordering::Acquire)) >= idle
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| sessions.remove(&id).map(|e| (id, e)))
+                .collect()
+        };
+        for (id, entry) in expired {
+            self.forget(&id, &entry);
+            tracing::debug!(session = %id, "Session expired (downstream.session_idle_secs)");
+        }
+    }
+}
+
+fn millis_since(epoch: Instant) -> u64 {
+    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Looks for idle sessions every quarter of the idle time (at most every minute) until the
+/// router is gone.
+async fn sweep(state: Weak<AppState>, idle: Duration) {
+    let every = (idle / 4).clamp(Duration::from_millis(100), MAX_SWEEP_INTERVAL);
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        state.expire_idle();
+    }
+}
+
+/// A session in use (a request in flight, an open GET stream): it does not expire, and it was
+/// last used when this is dropped.
+struct InUse {
+    link: Arc<Link>,
+    epoch: Instant,
+}
+
+impl InUse {
+    fn new(link: &Arc<Link>, epoch: Instant) -> Self {
+        link.busy.fetch_add(1, Ordering::AcqRel);
+        Self {
+            link: link.clone(),
+            epoch,
+        }
+    }
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        // The time first: the sweeper must never see the session idle with an old time.
+        self.link
+            .last_used
+            .store(millis_since(self.epoch), Ordering::Release);
+        self.link.busy.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -117,7 +273,10 @@ pub fn router_at(path: &str, service: McpService, gateway: Gateway, config: Http
         service,
         gateway,
         config,
-        sessions: Mutex::new(HashMap::new()),
+        sessions: Mutex::new(Sessions::default()),
+        epoch: Instant::now(),
+        sweeping: AtomicBool::new(false),
+        refusing_sessions: AtomicBool::new(false),
     });
     Router::new()
         .route(
@@ -400,16 +559,25 @@ fn speaks_http_sse_era(state: &AppState, headers: &HeaderMap, message: &Message)
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return false;
     };
-    let session = lock(&state.sessions).get(id).map(|e| e.session.clone());
+    let session = lock(&state.sessions).map.get(id).map(|e| e.session.clone());
     session.is_some_and(|s| s.state().protocol_version.as_deref() == Some(HTTP_SSE_ERA))
 }
 
-type StreamSlot = Arc<Mutex<Option<mpsc::UnboundedSender<Message>>>>;
+/// The client's address: from [`serve`]'s connection, or axum's `ConnectInfo`.
+fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    let addr = extensions.get::<Arc<Peer>>().map(|p| p.addr).or_else(|| {
+        extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|c| c.0)
+    })?;
+    Some(addr.ip().to_canonical())
+}
 
+/// The session a request names, marked in use until the returned guard is dropped.
 fn session_of(
     state: &AppState,
     headers: &HeaderMap,
-) -> Result<(Arc<Session>, StreamSlot), Box<Response>> {
+) -> Result<(Arc<Session>, InUse), Box<Response>> {
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return Err(Box::new(plain_error(
             StatusCode::BAD_REQUEST,
@@ -418,8 +586,8 @@ fn session_of(
         )));
     };
     let sessions = lock(&state.sessions);
-    match sessions.get(id) {
-        Some(entry) => Ok((entry.session.clone(), entry.stream.clone())),
+    match sessions.map.get(id) {
+        Some(entry) => Ok((entry.session.clone(), InUse::new(&entry.link, state.epoch))),
         None => Err(Box::new(plain_error(
             StatusCode::NOT_FOUND,
             "unknown or expired session: initialize again",
@@ -672,26 +840,7 @@ async fn handle_post(
     };
     if modern.is_none() && message.method() == Some("initialize") && message.kind() == Kind::Request
     {
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let (notify_tx, notify_rx) = mpsc::unbounded_channel();
-        let session = Arc::new(Session::new(id.clone(), notify_tx));
-        let stream = Arc::new(Mutex::new(None));
-        tokio::spawn(forward_session(notify_rx, stream.clone()));
-        lock(&state.sessions).insert(
-            id.clone(),
-            Entry {
-                session: session.clone(),
-                stream,
-            },
-        );
-        let request = McpRequest {
-            message,
-            caller: Caller::new(session),
-        };
-        return match state.service.clone().oneshot(request).await {
-            Ok(Some(reply)) => json_response(&reply, Some(&id)),
-            _ => StatusCode::ACCEPTED.into_response(),
-        };
+        return initialize(&state, message, client_ip(&parts.extensions)).await;
     }
 
     if modern.is_some() && message.method() == Some("tools/call") {
@@ -701,10 +850,11 @@ async fn handle_post(
         }
     }
     let is_modern = modern.is_some();
-    let session = match modern {
-        Some(session) => session,
+    // The session is in use (it does not expire) until `in_use` is dropped.
+    let (session, in_use) = match modern {
+        Some(session) => (session, None),
         None => match session_of(&state, &headers) {
-            Ok((session, _)) => session,
+            Ok((session, in_use)) => (session, Some(in_use)),
             Err(resp) => return *resp,
         },
     };
@@ -769,6 +919,8 @@ async fn handle_post(
     let (sse_tx, sse_rx) = mpsc::unbounded_channel::<Bytes>();
     let _ = sse_tx.send(sse_event(&first));
     tokio::spawn(async move {
+        // The session stays in use while the stream lasts.
+        let _in_use = in_use;
         loop {
             tokio::select! {
                 biased;
@@ -818,6 +970,77 @@ fn body_timeout(limit: Duration) -> Response {
     resp
 }
 
+/// `initialize` (2025 era) opens a session, unless that would pass `max_sessions` or, for the
+/// client's address, `max_sessions_per_client` (503 `mcp_budget.session.limit`).
+async fn initialize(state: &Arc<AppState>, message: Message, client: Option<IpAddr>) -> Response {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (notify_tx, notify_rx) = mpsc::unbounded_channel();
+    let session = Arc::new(Session::new(id.clone(), notify_tx));
+    let link = Arc::new(Link {
+        stream: Mutex::new(None),
+        busy: AtomicUsize::new(0),
+        last_used: AtomicU64::new(state.now_ms()),
+    });
+    let refused = {
+        let mut sessions = lock(&state.sessions);
+        let from_client = client.map_or(0, |c| sessions.per_client.get(&c).copied().unwrap_or(0));
+        if sessions.map.len() >= state.config.max_sessions.get() {
+            Some(format!(
+                "the gateway has too many open sessions (downstream.max_sessions = {}): \
+                 end unused ones with DELETE or retry later",
+                state.config.max_sessions
+            ))
+        } else if client.is_some() && from_client >= state.config.max_sessions_per_client.get() {
+            Some(format!(
+                "too many open sessions from {} (downstream.max_sessions_per_client = {}): \
+                 end unused ones with DELETE",
+                client.map_or_else(String::new, |c| c.to_string()),
+                state.config.max_sessions_per_client
+            ))
+        } else {
+            sessions.map.insert(
+                id.clone(),
+                Entry {
+                    session: session.clone(),
+                    link: link.clone(),
+                    client,
+                },
+            );
+            if let Some(client) = client {
+                *sessions.per_client.entry(client).or_insert(0) += 1;
+            }
+            None
+        }
+    };
+    // A flood is logged once, when refusals start, not once per refusal.
+    let was_refusing = state
+        .refusing_sessions
+        .swap(refused.is_some(), Ordering::Relaxed);
+    if let Some(refusal) = refused {
+        if !was_refusing {
+            tracing::warn!(client = ?client, "Refusing sessions: {refusal}");
+        }
+        return json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            message.id.unwrap_or(Id::Null),
+            ErrorObject::new(INVALID_REQUEST, refusal, "mcp_budget.session.limit", None),
+        );
+    }
+    if !state.sweeping.swap(true, Ordering::AcqRel) {
+        tokio::spawn(sweep(Arc::downgrade(state), state.config.session_idle));
+    }
+    tokio::spawn(forward_session(notify_rx, link.clone()));
+    let _in_use = InUse::new(&link, state.epoch);
+    let request = McpRequest {
+        message,
+        caller: Caller::new(session),
+    };
+    match state.service.clone().oneshot(request).await {
+        Ok(Some(reply)) => json_response(&reply, Some(&id)),
+        _ => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
 /// For a 2026-07-28 request, where closing the response stream is how a client cancels:
 /// dropped before [`CancelOnClose::disarm`], it tells the gateway the request was cancelled.
 struct CancelOnClose {
@@ -861,15 +1084,16 @@ impl Drop for CancelOnClose {
 }
 
 /// Moves session-wide messages to the open GET stream, if any.
-async fn forward_session(mut notify: mpsc::UnboundedReceiver<Message>, stream: StreamSlot) {
+async fn forward_session(mut notify: mpsc::UnboundedReceiver<Message>, link: Arc<Link>) {
     while let Some(msg) = notify.recv().await {
-        let mut current = lock(&stream);
+        let mut current = lock(&link.stream);
         if let Some(tx) = current.as_ref() {
             if tx.send(msg).is_err() {
                 *current = None;
             }
         }
     }
+    lock(&link.stream).take();
 }
 
 async fn handle_get(
@@ -890,13 +1114,17 @@ async fn handle_get(
             "mcp_budget.http.not_acceptable",
         );
     }
-    let (_, stream) = match session_of(&state, &headers) {
+    let (_, in_use) = match session_of(&state, &headers) {
         Ok(s) => s,
         Err(resp) => return *resp,
     };
     let (tx, rx) = mpsc::unbounded_channel();
-    *lock(&stream) = Some(tx);
-    let events = UnboundedReceiverStream::new(rx).map(|m| sse_event(&m));
+    *lock(&in_use.link.stream) = Some(tx);
+    // The stream keeps the session in use while it is open.
+    let events = UnboundedReceiverStream::new(rx).map(move |m| {
+        let _ = &in_use;
+        sse_event(&m)
+    });
     // A comment line first, so clients see the stream open at once.
     let events =
         futures::stream::once(async { Bytes::from_static(b": stream open\n\n") }).chain(events);
@@ -921,17 +1149,14 @@ async fn handle_delete(
             "mcp_budget.session.missing",
         );
     };
-    let removed = lock(&state.sessions).remove(id);
-    match removed {
-        Some(_) => {
-            state.gateway.remove_session(id);
-            StatusCode::OK.into_response()
-        }
-        None => plain_error(
+    if state.end_session(id) {
+        StatusCode::OK.into_response()
+    } else {
+        plain_error(
             StatusCode::NOT_FOUND,
             "unknown or expired session",
             "mcp_budget.session.unknown",
-        ),
+        )
     }
 }
 

@@ -1,8 +1,8 @@
 //! The HTTP downstream's limits, against the real binary with small policy values: the time a
-//! request body may take, open connections (in all and per client address). Clients are raw
-//! sockets and reqwest; "other client addresses" are other loopback addresses (127.0.0.2, …),
-//! which reach the gateway's 127.0.0.1 listener as distinct clients. Every test checks that
-//! well-behaved clients are served meanwhile.
+//! request body may take, open connections (in all and per client address), sessions (in all
+//! and per client, idle expiry). Clients are raw sockets and reqwest; "other client addresses"
+//! are other loopback addresses (127.0.0.2, …), which reach the gateway's 127.0.0.1 listener
+//! as distinct clients. Every test checks that well-behaved clients are served meanwhile.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::harness::{Gateway, Mode};
+use crate::harness::{Gateway, Mode, Up};
 
 const ACCEPT: &str = "application/json, text/event-stream";
 
@@ -289,5 +289,105 @@ async fn a_connection_flood_from_one_address_does_not_shut_out_others() {
          {took:?}"
     );
     drop(flood);
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_capped_in_all_and_per_client_address() {
+    let gw = Gateway::start_with(
+        "limits-sessions",
+        Mode::Http,
+        "max_sessions = 3\nmax_sessions_per_client = 2",
+        &[],
+    )
+    .await;
+    let url = gw.url();
+    let (a, b, c) = (
+        client_from("127.0.0.2"),
+        client_from("127.0.0.3"),
+        client_from("127.0.0.4"),
+    );
+    let a1 = open_session(&a, url).await;
+    let _a2 = open_session(&a, url).await;
+    let (status, session, refused) = post(&a, url, None, init_body(41, "2025-06-18")).await;
+    assert_eq!((status, session), (503, None), "{refused}");
+    assert_eq!(refused["id"], 41);
+    assert_eq!(refused["error"]["data"]["type"], "mcp_budget.session.limit");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("downstream.max_sessions_per_client = 2"),
+        "{refused}"
+    );
+    let _b1 = open_session(&b, url).await;
+    let (status, _, full) = post(&c, url, None, init_body(42, "2025-06-18")).await;
+    assert_eq!(status, 503, "{full}");
+    assert!(
+        full["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("downstream.max_sessions = 3"),
+        "{full}"
+    );
+    // The sessions that exist are served; ending one makes room.
+    assert_eq!(ping(&a, url, &a1).await.0, 200);
+    let del = a
+        .delete(url)
+        .header("mcp-session-id", &a1)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status().as_u16(), 200);
+    let c1 = open_session(&c, url).await;
+    assert_eq!(ping(&c, url, &c1).await.0, 200);
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_expire_and_busy_ones_do_not() {
+    let gw = Gateway::start_with(
+        "limits-idle",
+        Mode::Http,
+        "session_idle_secs = 1",
+        &[Up::fake("fake", "hang").timeout(3)],
+    )
+    .await;
+    let url = gw.url().to_owned();
+    let client = client_from("127.0.0.1");
+    let idle = open_session(&client, &url).await;
+    let streaming = open_session(&client, &url).await;
+    let calling = open_session(&client, &url).await;
+    // An open GET stream keeps its session.
+    let get = client
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &streaming)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status().as_u16(), 200);
+    // So does a request in flight for longer than the idle time (`hang`, cut at 3 s).
+    let call = {
+        let (client, url, session) = (client.clone(), url.clone(), calling.clone());
+        tokio::spawn(async move {
+            let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                              "params": {"name": "fake__hang", "arguments": {}}});
+            post(&client, &url, Some(&session), body.to_string()).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (status, gone) = ping(&client, &url, &idle).await;
+    assert_eq!(status, 404, "{gone}");
+    assert_eq!(gone["error"]["data"]["type"], "mcp_budget.session.unknown");
+    assert_eq!(ping(&client, &url, &streaming).await.0, 200);
+    let (status, _, answer) = call.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(ping(&client, &url, &calling).await.0, 200);
+    // Once its stream is closed, that session is idle too.
+    drop(get);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(ping(&client, &url, &streaming).await.0, 404);
     gw.stop_and_check().await;
 }

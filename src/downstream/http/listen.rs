@@ -14,19 +14,21 @@
 //! resource it exhausts.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
 
 use crate::jsonrpc::{ErrorObject, Id, Message, INVALID_REQUEST};
 use crate::policy::{Downstream, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT};
@@ -74,6 +76,14 @@ impl From<&Downstream> for ListenConfig {
             ..Self::default()
         }
     }
+}
+
+/// The connection a request came on, in the request's extensions: the client's address (for
+/// per-client limits).
+#[derive(Debug)]
+pub(super) struct Peer {
+    /// The client's address.
+    pub(super) addr: SocketAddr,
 }
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, then gives open connections
@@ -128,7 +138,10 @@ pub async fn serve_with(
         // Answers are small writes (SSE events especially): without TCP_NODELAY they wait for
         // delayed ACKs (~40 ms on Linux).
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let service = WithPeer {
+            app: app.clone(),
+            peer: Arc::new(Peer { addr }),
+        };
         let conn = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));
         tokio::spawn(async move {
             let _slot = slot;
@@ -139,6 +152,24 @@ pub async fn serve_with(
     }
     drop(listener);
     let _ = tokio::time::timeout(GRACE, graceful.shutdown()).await;
+}
+
+/// `app` with the connection's [`Peer`] in every request's extensions.
+#[derive(Debug, Clone)]
+struct WithPeer {
+    app: Router,
+    peer: Arc<Peer>,
+}
+
+impl hyper::service::Service<http::Request<Incoming>> for WithPeer {
+    type Response = axum::response::Response;
+    type Error = Infallible;
+    type Future = tower::util::Oneshot<Router, http::Request<Incoming>>;
+
+    fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
+        req.extensions_mut().insert(self.peer.clone());
+        self.app.clone().oneshot(req)
+    }
 }
 
 /// Open connections, in all and per client address.
@@ -314,7 +345,6 @@ fn ends_head(tail: &mut [u8; 4], chunk: &[u8]) -> bool {
 mod tests {
     use super::*;
     use axum::routing::get;
-    use std::net::SocketAddr;
 
     async fn start(config: ListenConfig) -> (SocketAddr, CancellationToken) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
