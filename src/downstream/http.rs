@@ -11,8 +11,8 @@
 //! `body_timeout_secs` (408) and be `Content-Type: application/json` (415); `Accept` must list
 //! both `application/json` and `text/event-stream` (406; 2024-11-05 clients need only JSON);
 //! `initialize` over `max_sessions` or `max_sessions_per_client` gets 503; a session unused
-//! for `session_idle_secs` (no request in flight, no open GET stream) expires. Connections are
-//! capped by [`serve_with`].
+//! for `session_idle_secs` (no request in flight, no open GET stream) expires; a second GET
+//! stream for a session gets 409. Connections are capped by [`serve_with`].
 //!
 //! ```no_run
 //! # async fn run(gateway: mcp_budget::gateway::Gateway) {
@@ -1119,7 +1119,18 @@ async fn handle_get(
         Err(resp) => return *resp,
     };
     let (tx, rx) = mpsc::unbounded_channel();
-    *lock(&in_use.link.stream) = Some(tx);
+    {
+        let mut current = lock(&in_use.link.stream);
+        // One GET stream per session: a second one would take the first one's messages.
+        if current.as_ref().is_some_and(|tx| !tx.is_closed()) {
+            return plain_error(
+                StatusCode::CONFLICT,
+                "this session's GET stream is already open: close it before opening another",
+                "mcp_budget.session.stream_conflict",
+            );
+        }
+        *current = Some(tx);
+    }
     // The stream keeps the session in use while it is open.
     let events = UnboundedReceiverStream::new(rx).map(move |m| {
         let _ = &in_use;

@@ -1,7 +1,7 @@
 //! The streamable HTTP downstream at the HTTP level (reqwest, raw sockets): unreadable bodies,
 //! batches, oversized bodies, unknown methods, sessions, DNS-rebinding protection, concurrent
-//! POSTs on one session, `Content-Type` / `Accept` / `Host` / `Origin` hygiene. The server
-//! keeps serving the session through all of it.
+//! POSTs on one session, `Content-Type` / `Accept` / `Host` / `Origin` hygiene, one GET stream
+//! per session. The server keeps serving the session through all of it.
 
 use serde_json::{json, Value};
 
@@ -353,5 +353,93 @@ async fn http_hygiene_content_type_accept_host_and_origin() {
     let no_accept = format!("Host: {addr}\r\nContent-Type: application/json\r\n");
     let (status, body) = raw(&addr, &no_accept, &init("2025-06-18")).await;
     assert_eq!(status, 406, "{body}");
+    gw.stop_and_check().await;
+}
+
+/// A session has one GET stream: a second GET gets 409 while the first keeps receiving; once
+/// the first is closed, a new one opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_get_stream_gets_409_and_the_first_keeps_working() {
+    use futures::StreamExt;
+    let gw = Gateway::start("http-get-409", Mode::Http, &[Up::fake("fake", "hang")]).await;
+    let mut http = Http {
+        client: reqwest::Client::new(),
+        url: gw.url().to_owned(),
+        session: None,
+    };
+    let init = http
+        .client
+        .post(&http.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "it-get", "version": "0"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    http.session = Some(
+        init.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned(),
+    );
+    let (status, _) = http
+        .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    assert_eq!(status, 202);
+    let get = || {
+        http.client
+            .get(&http.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", http.session.clone().unwrap())
+            .send()
+    };
+    let first = get().await.unwrap();
+    assert_eq!(first.status().as_u16(), 200);
+    let second = get().await.unwrap();
+    assert_eq!(second.status().as_u16(), 409);
+    let conflict: Value = second.json().await.unwrap();
+    assert_eq!(
+        conflict["error"]["data"]["type"],
+        "mcp_budget.session.stream_conflict"
+    );
+
+    // The first stream still gets the session's messages (list_changed from `grow`).
+    let (status, _) = http
+        .post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "fake__grow", "arguments": {}}}))
+        .await;
+    assert_eq!(status, 200);
+    let mut events = first.bytes_stream();
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains("notifications/tools/list_changed") {
+        let chunk = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .expect("list_changed on the first stream")
+            .expect("the stream is open")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+
+    // Closed, it makes room for a new one.
+    drop(events);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let again = get().await.unwrap();
+        if again.status().as_u16() == 200 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still {}",
+            again.status()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     gw.stop_and_check().await;
 }
