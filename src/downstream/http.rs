@@ -12,7 +12,9 @@
 //! both `application/json` and `text/event-stream` (406; 2024-11-05 clients need only JSON);
 //! `initialize` over `max_sessions` or `max_sessions_per_client` gets 503; a session unused
 //! for `session_idle_secs` (no request in flight, no open GET stream) expires; a second GET
-//! stream for a session gets 409. Connections are capped by [`serve_with`].
+//! stream for a session gets 409; a stream the client does not read is closed once
+//! `max_outbound_messages` wait for it (the session survives). Connections are capped by
+//! [`serve_with`].
 //!
 //! ```no_run
 //! # async fn run(gateway: mcp_budget::gateway::Gateway) {
@@ -43,7 +45,7 @@ use axum::routing::post;
 use axum::Router;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tower::ServiceExt;
 
@@ -82,6 +84,8 @@ pub struct HttpConfig {
     pub max_sessions_per_client: NonZeroUsize,
     /// How long a session may go unused before it expires.
     pub session_idle: Duration,
+    /// Messages queued for one client stream the client is not reading.
+    pub max_outbound_messages: NonZeroUsize,
 }
 
 impl Default for HttpConfig {
@@ -100,6 +104,7 @@ impl From<&Downstream> for HttpConfig {
             max_sessions: d.max_sessions,
             max_sessions_per_client: d.max_sessions_per_client,
             session_idle: d.session_idle,
+            max_outbound_messages: d.max_outbound_messages,
         }
     }
 }
@@ -115,11 +120,18 @@ struct Entry {
 /// What a session's handlers, its forwarding task and the sweeper share.
 struct Link {
     /// The open GET stream, if any.
-    stream: Mutex<Option<mpsc::UnboundedSender<Message>>>,
+    stream: Mutex<Option<GetStream>>,
     /// Requests in flight plus the open GET stream: a busy session does not expire.
     busy: AtomicUsize,
     /// When the session was last used: milliseconds since [`AppState::epoch`].
     last_used: AtomicU64,
+}
+
+/// The sending side of a session's GET stream.
+struct GetStream {
+    tx: mpsc::Sender<Message>,
+    /// Its connection, closed when the client stops reading.
+    peer: Option<Arc<Peer>>,
 }
 
 /// The live sessions, and how many each client address opened.
@@ -916,26 +928,43 @@ async fn handle_post(
             _ => StatusCode::ACCEPTED.into_response(),
         };
     };
-    let (sse_tx, sse_rx) = mpsc::unbounded_channel::<Bytes>();
-    let _ = sse_tx.send(sse_event(&first));
+    // The stream holds at most `max_outbound_messages` the client has not read; `out_rx` (what
+    // the gateway sends) is drained into it at once, so the gateway never waits on a client.
+    let (sse_tx, sse_rx) = mpsc::channel::<Bytes>(state.config.max_outbound_messages.get());
+    let _ = sse_tx.try_send(sse_event(&first));
+    let overflow = Overflow {
+        peer: parts.extensions.get::<Arc<Peer>>().cloned(),
+        limit: state.config.max_outbound_messages,
+    };
+    // For the log only (taken here, off the path of plain JSON answers).
+    let (session, request_id) = (cancel_on_close.session.clone(), cancel_on_close.id.clone());
     tokio::spawn(async move {
-        // The session stays in use while the stream lasts.
         let _in_use = in_use;
+        let push = |msg: &Message| match sse_tx.try_send(sse_event(msg)) {
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                overflow.close(&session.id, Some(&request_id));
+                false
+            }
+            // Closed: the client went away; the `closed()` arm below ends the loop.
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => true,
+        };
         loop {
             tokio::select! {
                 biased;
                 msg = out_rx.recv() => match msg {
-                    Some(msg) => { let _ = sse_tx.send(sse_event(&msg)); }
+                    Some(msg) => if !push(&msg) { return },
                     None => {
-                        if let Ok(Some(reply)) = call.await { let _ = sse_tx.send(sse_event(&reply)); }
+                        if let Ok(Some(reply)) = call.await { push(&reply); }
                         cancel_on_close.disarm();
                         return;
                     }
                 },
                 reply = &mut call => {
                     // Flush what came just before the answer, then the answer, then close.
-                    while let Ok(msg) = out_rx.try_recv() { let _ = sse_tx.send(sse_event(&msg)); }
-                    if let Ok(Some(reply)) = reply { let _ = sse_tx.send(sse_event(&reply)); }
+                    while let Ok(msg) = out_rx.try_recv() {
+                        if !push(&msg) { return }
+                    }
+                    if let Ok(Some(reply)) = reply { push(&reply); }
                     cancel_on_close.disarm();
                     return;
                 }
@@ -945,7 +974,7 @@ async fn handle_post(
             }
         }
     });
-    sse_response(UnboundedReceiverStream::new(sse_rx), None)
+    sse_response(ReceiverStream::new(sse_rx), None)
 }
 
 /// 408 for a body that did not arrive in time; the connection is closed after it (what is
@@ -1029,7 +1058,12 @@ async fn initialize(state: &Arc<AppState>, message: Message, client: Option<IpAd
     if !state.sweeping.swap(true, Ordering::AcqRel) {
         tokio::spawn(sweep(Arc::downgrade(state), state.config.session_idle));
     }
-    tokio::spawn(forward_session(notify_rx, link.clone()));
+    tokio::spawn(forward_session(
+        notify_rx,
+        link.clone(),
+        id.clone(),
+        state.config.max_outbound_messages,
+    ));
     let _in_use = InUse::new(&link, state.epoch);
     let request = McpRequest {
         message,
@@ -1038,6 +1072,26 @@ async fn initialize(state: &Arc<AppState>, message: Message, client: Option<IpAd
     match state.service.clone().oneshot(request).await {
         Ok(Some(reply)) => json_response(&reply, Some(&id)),
         _ => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+/// What to do when a client stream is full: close the connection it is on.
+struct Overflow {
+    peer: Option<Arc<Peer>>,
+    limit: NonZeroUsize,
+}
+
+impl Overflow {
+    fn close(&self, session: &str, request: Option<&Id>) {
+        tracing::warn!(
+            session = %session,
+            request = ?request,
+            limit = self.limit.get(),
+            "The client is not reading its stream: closing it (downstream.max_outbound_messages)"
+        );
+        if let Some(peer) = &self.peer {
+            peer.close();
+        }
     }
 }
 
@@ -1083,13 +1137,30 @@ impl Drop for CancelOnClose {
     }
 }
 
-/// Moves session-wide messages to the open GET stream, if any.
-async fn forward_session(mut notify: mpsc::UnboundedReceiver<Message>, link: Arc<Link>) {
+/// Moves session-wide messages to the open GET stream, if any, at once: the gateway's side
+/// never waits. A stream whose client lets `limit` messages pile up is closed (the session
+/// lives on and may open another).
+async fn forward_session(
+    mut notify: mpsc::UnboundedReceiver<Message>,
+    link: Arc<Link>,
+    session_id: String,
+    limit: NonZeroUsize,
+) {
     while let Some(msg) = notify.recv().await {
         let mut current = lock(&link.stream);
-        if let Some(tx) = current.as_ref() {
-            if tx.send(msg).is_err() {
+        let Some(stream) = current.as_ref() else {
+            continue;
+        };
+        match stream.tx.try_send(msg) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Closed(_)) => *current = None,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let overflow = Overflow {
+                    peer: stream.peer.clone(),
+                    limit,
+                };
                 *current = None;
+                overflow.close(&session_id, None);
             }
         }
     }
@@ -1098,41 +1169,45 @@ async fn forward_session(mut notify: mpsc::UnboundedReceiver<Message>, link: Arc
 
 async fn handle_get(
     State(state): State<Arc<AppState>>,
-    uri: axum::http::Uri,
-    headers: HeaderMap,
+    request: axum::extract::Request,
 ) -> Response {
-    if let Err(resp) = check_origin(&headers, &uri, &state.config) {
+    let (parts, _) = request.into_parts();
+    let headers = &parts.headers;
+    if let Err(resp) = check_origin(headers, &parts.uri, &state.config) {
         return *resp;
     }
-    if let Some(resp) = modern_non_post(&headers) {
+    if let Some(resp) = modern_non_post(headers) {
         return resp;
     }
-    if !accepts(&headers).sse {
+    if !accepts(headers).sse {
         return plain_error(
             StatusCode::NOT_ACCEPTABLE,
             "GET opens an SSE stream: send Accept: text/event-stream",
             "mcp_budget.http.not_acceptable",
         );
     }
-    let (_, in_use) = match session_of(&state, &headers) {
+    let (_, in_use) = match session_of(&state, headers) {
         Ok(s) => s,
         Err(resp) => return *resp,
     };
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::channel(state.config.max_outbound_messages.get());
     {
         let mut current = lock(&in_use.link.stream);
         // One GET stream per session: a second one would take the first one's messages.
-        if current.as_ref().is_some_and(|tx| !tx.is_closed()) {
+        if current.as_ref().is_some_and(|s| !s.tx.is_closed()) {
             return plain_error(
                 StatusCode::CONFLICT,
                 "this session's GET stream is already open: close it before opening another",
                 "mcp_budget.session.stream_conflict",
             );
         }
-        *current = Some(tx);
+        *current = Some(GetStream {
+            tx,
+            peer: parts.extensions.get::<Arc<Peer>>().cloned(),
+        });
     }
     // The stream keeps the session in use while it is open.
-    let events = UnboundedReceiverStream::new(rx).map(move |m| {
+    let events = ReceiverStream::new(rx).map(move |m| {
         let _ = &in_use;
         sse_event(&m)
     });

@@ -1,8 +1,9 @@
 //! The HTTP downstream's limits, against the real binary with small policy values: the time a
 //! request body may take, open connections (in all and per client address), sessions (in all
-//! and per client, idle expiry). Clients are raw sockets and reqwest; "other client addresses"
-//! are other loopback addresses (127.0.0.2, …), which reach the gateway's 127.0.0.1 listener
-//! as distinct clients. Every test checks that well-behaved clients are served meanwhile.
+//! and per client, idle expiry) and the messages queued for a client that does not read its
+//! stream. Clients are raw sockets and reqwest; "other client addresses" are other loopback
+//! addresses (127.0.0.2, …), which reach the gateway's 127.0.0.1 listener as distinct clients.
+//! Every test checks that well-behaved clients are served meanwhile.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::harness::{Gateway, Mode, Up};
+use crate::harness::{log_shows, Gateway, Mode, Up};
 
 const ACCEPT: &str = "application/json, text/event-stream";
 
@@ -116,6 +117,17 @@ async fn ping(client: &reqwest::Client, url: &str, session: &str) -> (u16, Value
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}).to_string();
     let (status, _, body) = post(client, url, Some(session), body).await;
     (status, body)
+}
+
+/// Resident memory of `pid` in MiB.
+fn rss_mib(pid: i32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib / 1024.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -389,5 +401,157 @@ async fn idle_sessions_expire_and_busy_ones_do_not() {
     drop(get);
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(ping(&client, &url, &streaming).await.0, 404);
+    gw.stop_and_check().await;
+}
+
+/// A client that asks for a flood of progress on a POST's SSE stream and never reads it: the
+/// gateway closes that stream once `max_outbound_messages` wait, its memory stays bounded, and
+/// the session and other clients are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_stream_the_client_does_not_read_is_closed_and_memory_stays_bounded() {
+    let gw = Gateway::start_with(
+        "limits-outbound",
+        Mode::Http,
+        "max_outbound_messages = 64",
+        &[Up::fake("fake", "flood")],
+    )
+    .await;
+    let addr = addr_of(&gw);
+    let client = client_from("127.0.0.1");
+    let session = open_session(&client, gw.url()).await;
+    let before = rss_mib(gw.pid());
+
+    let mut stuck = connect_from("127.0.0.1", addr).await;
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "fake__flood", "arguments": {"count": 20000, "size": 4000},
+        "_meta": {"progressToken": "p"}}})
+    .to_string();
+    stuck
+        .write_all(
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+                 Accept: {ACCEPT}\r\nMcp-Session-Id: {session}\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    // Never read: the kernel buffers fill, then the gateway's queue.
+    assert!(
+        log_shows(
+            || gw.log(),
+            "The client is not reading its stream",
+            Duration::from_secs(15)
+        )
+        .await,
+        "{}",
+        gw.log()
+    );
+    assert!(gw.log().contains(&session), "{}", gw.log());
+    // Let the rest of the flood arrive (it goes nowhere now).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = rss_mib(gw.pid());
+    eprintln!(
+        "unread POST stream, 20000 progress notifications of 4 kB: gateway RSS {before:.1} -> \
+         {after:.1} MiB"
+    );
+    assert!(after - before < 40.0, "RSS {before:.1} -> {after:.1} MiB");
+    // The stream was closed: what the client reads now ends without the answer.
+    let rest = read_all(&mut stuck, Duration::from_secs(10))
+        .await
+        .unwrap_or_default();
+    assert!(!rest.contains("\"flooded\""), "the answer came after all");
+    // The session lives on, and so does everyone else.
+    assert_eq!(ping(&client, gw.url(), &session).await.0, 200);
+    let other = open_session(&client_from("127.0.0.2"), gw.url()).await;
+    assert_eq!(ping(&client, gw.url(), &other).await.0, 200);
+    gw.stop_and_check().await;
+}
+
+/// The same for a session's GET stream: a 2024-11-05 client accepts JSON only, so the
+/// progress of its call goes to its GET stream, which it does not read. The stream is closed,
+/// the call is answered, and the session may open a new stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_stream_the_client_does_not_read_is_closed_and_the_session_may_open_another() {
+    let gw = Gateway::start_with(
+        "limits-get",
+        Mode::Http,
+        "max_outbound_messages = 64",
+        &[Up::fake("fake", "flood")],
+    )
+    .await;
+    let addr = addr_of(&gw);
+    let client = client_from("127.0.0.1");
+    let init = client
+        .post(gw.url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(init_body(0, "2024-11-05"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(init.status().as_u16(), 200);
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let before = rss_mib(gw.pid());
+    let mut stuck = connect_from("127.0.0.1", addr).await;
+    stuck
+        .write_all(
+            format!(
+                "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\
+                 Mcp-Session-Id: {session}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "fake__flood", "arguments": {"count": 20000, "size": 4000},
+        "_meta": {"progressToken": "p"}}});
+    let answer = client
+        .post(gw.url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-session-id", &session)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    let answer: Value = answer.json().await.unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "flooded",
+        "{answer}"
+    );
+    let after = rss_mib(gw.pid());
+    eprintln!(
+        "unread GET stream, 20000 progress notifications of 4 kB: gateway RSS {before:.1} -> \
+         {after:.1} MiB"
+    );
+    assert!(after - before < 40.0, "RSS {before:.1} -> {after:.1} MiB");
+    assert!(
+        gw.log().contains("The client is not reading its stream"),
+        "{}",
+        gw.log()
+    );
+    // Closed by the gateway: reading ends.
+    assert!(
+        read_all(&mut stuck, Duration::from_secs(10))
+            .await
+            .is_some(),
+        "the unread GET stream was left open"
+    );
+    let again = client
+        .get(gw.url())
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 200);
     gw.stop_and_check().await;
 }

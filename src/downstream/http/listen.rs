@@ -27,6 +27,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -79,11 +80,21 @@ impl From<&Downstream> for ListenConfig {
 }
 
 /// The connection a request came on, in the request's extensions: the client's address (for
-/// per-client limits).
+/// per-client limits) and a way to close the connection (for a client that stopped reading a
+/// stream: hyper no longer polls that stream's body, so ending the body would not be seen).
 #[derive(Debug)]
 pub(super) struct Peer {
     /// The client's address.
     pub(super) addr: SocketAddr,
+    /// Notified to drop the connection at once.
+    close: Notify,
+}
+
+impl Peer {
+    /// Drops the connection (the answer being written included).
+    pub(super) fn close(&self) {
+        self.close.notify_one();
+    }
 }
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, then gives open connections
@@ -138,15 +149,24 @@ pub async fn serve_with(
         // Answers are small writes (SSE events especially): without TCP_NODELAY they wait for
         // delayed ACKs (~40 ms on Linux).
         let _ = tcp.set_nodelay(true);
+        let peer = Arc::new(Peer {
+            addr,
+            close: Notify::new(),
+        });
         let service = WithPeer {
             app: app.clone(),
-            peer: Arc::new(Peer { addr }),
+            peer: peer.clone(),
         };
         let conn = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));
         tokio::spawn(async move {
             let _slot = slot;
-            if let Err(err) = conn.await {
-                tracing::debug!(error = %err, "HTTP connection ended with an error");
+            tokio::select! {
+                done = conn => if let Err(err) = done {
+                    tracing::debug!(error = %err, "HTTP connection ended with an error");
+                },
+                () = peer.close.notified() => {
+                    tracing::debug!(client = %peer.addr, "HTTP connection closed by the gateway");
+                }
             }
         });
     }
