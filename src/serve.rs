@@ -90,7 +90,8 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
             (&policy.downstream).into(),
         );
         let stop = shutdown.clone();
-        tasks.spawn(downstream::http::serve(listener, app, stop));
+        let limits = downstream::http::ListenConfig::from(&policy.downstream);
+        tasks.spawn(downstream::http::serve_with(listener, app, stop, limits));
     }
     if policy.downstream.stdio {
         eprintln!("  serving MCP on stdio");

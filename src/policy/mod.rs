@@ -28,6 +28,7 @@ mod validate;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -38,6 +39,27 @@ pub use discover::DiscoverPolicy;
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Default per-request upstream timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time an HTTP client gets to send a request's body.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default cap on open HTTP connections.
+pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = nonzero(512);
+/// Default cap on open HTTP connections from one client address.
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: NonZeroUsize = nonzero(128);
+/// Default cap on live HTTP sessions.
+pub const DEFAULT_MAX_SESSIONS: NonZeroUsize = nonzero(4096);
+/// Default cap on live HTTP sessions opened from one client address.
+pub const DEFAULT_MAX_SESSIONS_PER_CLIENT: NonZeroUsize = nonzero(256);
+/// Default time an unused HTTP session lives.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(1800);
+/// Default cap on messages queued for a client stream the client is not reading.
+pub const DEFAULT_MAX_OUTBOUND_MESSAGES: NonZeroUsize = nonzero(1024);
+
+const fn nonzero(n: usize) -> NonZeroUsize {
+    match NonZeroUsize::new(n) {
+        Some(n) => n,
+        None => panic!("a default limit is not zero"),
+    }
+}
 
 /// A validated policy.
 #[derive(Debug, Clone)]
@@ -81,6 +103,20 @@ pub struct Downstream {
     pub allowed_hosts: Vec<String>,
     /// Largest accepted message.
     pub max_message_bytes: usize,
+    /// How long an HTTP client may take to send a request's body (`body_timeout_secs`).
+    pub body_timeout: Duration,
+    /// Open HTTP connections, all clients together.
+    pub max_connections: NonZeroUsize,
+    /// Open HTTP connections from one client address.
+    pub max_connections_per_client: NonZeroUsize,
+    /// Live 2025-era HTTP sessions, all clients together.
+    pub max_sessions: NonZeroUsize,
+    /// Live 2025-era HTTP sessions opened from one client address.
+    pub max_sessions_per_client: NonZeroUsize,
+    /// How long an HTTP session may go unused before it expires (`session_idle_secs`).
+    pub session_idle: Duration,
+    /// Messages queued for one HTTP client stream the client is not reading.
+    pub max_outbound_messages: NonZeroUsize,
 }
 
 impl Default for Downstream {
@@ -91,6 +127,13 @@ impl Default for Downstream {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_client: DEFAULT_MAX_SESSIONS_PER_CLIENT,
+            session_idle: DEFAULT_SESSION_IDLE,
+            max_outbound_messages: DEFAULT_MAX_OUTBOUND_MESSAGES,
         }
     }
 }

@@ -50,6 +50,23 @@ pub struct RawDownstream {
     pub allowed_hosts: Vec<String>,
     /// Largest accepted message in bytes. Default: 4 MiB.
     pub max_message_bytes: Option<usize>,
+    /// Seconds an HTTP client may take to send a request's body, counted from the end of its
+    /// headers. Default: 30.
+    pub body_timeout_secs: Option<u64>,
+    /// Open HTTP connections, all clients together. Default: 512.
+    pub max_connections: Option<usize>,
+    /// Open HTTP connections from one client address. Default: 128.
+    pub max_connections_per_client: Option<usize>,
+    /// Live 2025-era HTTP sessions, all clients together. Default: 4096.
+    pub max_sessions: Option<usize>,
+    /// Live 2025-era HTTP sessions opened from one client address. Default: 256.
+    pub max_sessions_per_client: Option<usize>,
+    /// Seconds an HTTP session may go unused (no request in flight, no open GET stream) before
+    /// it expires. Default: 1800.
+    pub session_idle_secs: Option<u64>,
+    /// Messages queued for one HTTP client stream (a session's GET stream, a POST's SSE
+    /// answer) that the client is not reading; one more closes that stream. Default: 1024.
+    pub max_outbound_messages: Option<usize>,
 }
 
 /// `[aggregate]`.

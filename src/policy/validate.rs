@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -73,6 +74,51 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         Some(n) => n,
         None => DEFAULT_MAX_MESSAGE_BYTES,
     };
+    let d = &raw.downstream;
+    let mut positive = |key: &str, value: Option<usize>, default: NonZeroUsize| match value {
+        None => default,
+        Some(n) => NonZeroUsize::new(n).unwrap_or_else(|| {
+            push(
+                format!("downstream.{key}"),
+                None,
+                "must be greater than 0".into(),
+            );
+            default
+        }),
+    };
+    let max_connections = positive(
+        "max_connections",
+        d.max_connections,
+        super::DEFAULT_MAX_CONNECTIONS,
+    );
+    let max_connections_per_client = positive(
+        "max_connections_per_client",
+        d.max_connections_per_client,
+        super::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+    );
+    let max_sessions = positive("max_sessions", d.max_sessions, super::DEFAULT_MAX_SESSIONS);
+    let max_sessions_per_client = positive(
+        "max_sessions_per_client",
+        d.max_sessions_per_client,
+        super::DEFAULT_MAX_SESSIONS_PER_CLIENT,
+    );
+    let max_outbound_messages = positive(
+        "max_outbound_messages",
+        d.max_outbound_messages,
+        super::DEFAULT_MAX_OUTBOUND_MESSAGES,
+    );
+    let body_timeout = positive_secs(
+        "body_timeout_secs",
+        d.body_timeout_secs,
+        super::DEFAULT_BODY_TIMEOUT,
+        &mut push,
+    );
+    let session_idle = positive_secs(
+        "session_idle_secs",
+        d.session_idle_secs,
+        super::DEFAULT_SESSION_IDLE,
+        &mut push,
+    );
     for (i, origin) in raw.downstream.allowed_origins.iter().enumerate() {
         if !(origin.starts_with("http://") || origin.starts_with("https://")) {
             push(
@@ -222,6 +268,13 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                 allowed_origins: raw.downstream.allowed_origins,
                 allowed_hosts: raw.downstream.allowed_hosts,
                 max_message_bytes,
+                body_timeout,
+                max_connections,
+                max_connections_per_client,
+                max_sessions,
+                max_sessions_per_client,
+                session_idle,
+                max_outbound_messages,
             },
             separator,
             upstreams,
@@ -355,6 +408,27 @@ fn check_file_uri(uri: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A `[downstream]` duration in whole seconds, greater than 0.
+fn positive_secs(
+    key: &str,
+    value: Option<u64>,
+    default: Duration,
+    push: &mut impl FnMut(String, Option<usize>, String),
+) -> Duration {
+    match value {
+        None => default,
+        Some(0) => {
+            push(
+                format!("downstream.{key}"),
+                None,
+                "must be greater than 0".into(),
+            );
+            default
+        }
+        Some(secs) => Duration::from_secs(secs),
+    }
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text.get(..offset).map_or(0, |t| t.matches('\n').count()) + 1
 }
@@ -417,6 +491,48 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("upstream[1].protocol"), "{err}");
+    }
+
+    #[test]
+    fn downstream_limits_have_defaults_and_must_be_positive() {
+        let policy = Policy::from_toml_str("version = 1\n", "t.toml").unwrap();
+        let d = &policy.downstream;
+        assert_eq!(d.body_timeout.as_secs(), 30);
+        assert_eq!(
+            (d.max_connections.get(), d.max_connections_per_client.get()),
+            (512, 128)
+        );
+        assert_eq!(
+            (d.max_sessions.get(), d.max_sessions_per_client.get()),
+            (4096, 256)
+        );
+        assert_eq!(d.session_idle.as_secs(), 1800);
+        assert_eq!(d.max_outbound_messages.get(), 1024);
+
+        let text = "version = 1\n[downstream]\nbody_timeout_secs = 2\nmax_sessions = 3\n";
+        let policy = Policy::from_toml_str(text, "t.toml").unwrap();
+        assert_eq!(policy.downstream.body_timeout.as_secs(), 2);
+        assert_eq!(policy.downstream.max_sessions.get(), 3);
+
+        let keys = [
+            "body_timeout_secs",
+            "max_connections",
+            "max_connections_per_client",
+            "max_sessions",
+            "max_sessions_per_client",
+            "session_idle_secs",
+            "max_outbound_messages",
+        ];
+        let zeros: String = keys.iter().map(|k| format!("{k} = 0\n")).collect();
+        let err = Policy::from_toml_str(&format!("version = 1\n[downstream]\n{zeros}"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        for key in keys {
+            assert!(
+                err.contains(&format!("downstream.{key}: must be greater than 0")),
+                "{key}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The streamable HTTP downstream at the HTTP level (reqwest): unreadable bodies, batches,
-//! oversized bodies, unknown methods, sessions, DNS-rebinding protection, concurrent POSTs on
-//! one session. The server keeps serving the session through all of it.
+//! The streamable HTTP downstream at the HTTP level (reqwest, raw sockets): unreadable bodies,
+//! batches, oversized bodies, unknown methods, sessions, DNS-rebinding protection, concurrent
+//! POSTs on one session, `Content-Type` / `Accept` / `Host` / `Origin` hygiene, one GET stream
+//! per session. The server keeps serving the session through all of it.
 
 use serde_json::{json, Value};
 
@@ -168,5 +169,277 @@ async fn http_downstream_refuses_bad_input_and_keeps_the_session() {
         .post(&json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}))
         .await;
     assert_eq!(status, 404);
+    gw.stop_and_check().await;
+}
+
+/// One raw HTTP/1.1 exchange on a new connection (for headers reqwest would not send: no
+/// `Host`, two of them, odd spellings): the gateway's status and JSON body.
+async fn raw(addr: &str, head: &str, body: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\n{head}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).await.unwrap();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// HTTP hygiene: a POST must be `Content-Type: application/json` (415), accept both JSON and
+/// SSE from 2025-03-26 on (406; 2024-11-05 clients need only JSON), and carry exactly one
+/// `Host` that is an authority only (400) naming this server (403); an `Origin` must be a real
+/// origin (`null` gets 403). Good requests are served between the refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_hygiene_content_type_accept_host_and_origin() {
+    let gw = Gateway::start("http-hygiene", Mode::Http, &[]).await;
+    let url = gw.url().to_owned();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let client = reqwest::Client::new();
+    let init = |version: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {},
+            "clientInfo": {"name": "it-hygiene", "version": "0"}}})
+        .to_string()
+    };
+    let send = |content_type: &str, accept: Option<&str>, body: String| {
+        let mut req = client
+            .post(&url)
+            .header("content-type", content_type)
+            .body(body);
+        if let Some(a) = accept {
+            req = req.header("accept", a);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let session = resp
+                .headers()
+                .get("mcp-session-id")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let text = resp.text().await.unwrap();
+            (
+                status,
+                session,
+                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let both = Some("application/json, text/event-stream");
+
+    // Content-Type.
+    let (status, session, body) = send("text/plain", both, init("2025-06-18")).await;
+    assert_eq!((status, session), (415, None), "{body}");
+    assert_eq!(
+        body["error"]["data"]["type"],
+        "mcp_budget.http.unsupported_media_type"
+    );
+    let (status, _, _) = send(
+        "application/x-www-form-urlencoded",
+        both,
+        init("2025-06-18"),
+    )
+    .await;
+    assert_eq!(status, 415);
+    let (status, _, _) = send("Application/JSON; charset=utf-8", both, init("2025-06-18")).await;
+    assert_eq!(status, 200);
+
+    // Accept, per era.
+    // (Without an Accept of its own, reqwest sends `*/*`: a missing one is tried raw below.)
+    for accept in [Some("application/json"), Some("text/event-stream")] {
+        let (status, session, body) = send("application/json", accept, init("2025-06-18")).await;
+        assert_eq!((status, session), (406, None), "{accept:?}: {body}");
+        assert_eq!(
+            body["error"]["data"]["type"],
+            "mcp_budget.http.not_acceptable"
+        );
+        assert_eq!(body["id"], 1, "{body}");
+    }
+    for accept in [
+        "*/*",
+        "application/*, text/*",
+        "text/event-stream, application/json;q=0.5",
+    ] {
+        let (status, _, body) = send("application/json", Some(accept), init("2025-11-25")).await;
+        assert_eq!(status, 200, "{accept}: {body}");
+    }
+    // A 2024-11-05 client needs JSON only, on initialize and after it.
+    let (status, session, body) = send(
+        "application/json",
+        Some("application/json"),
+        init("2024-11-05"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let session = session.unwrap();
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string();
+    let resp = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-session-id", &session)
+        .body(ping.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    // A 2026-07-28 request must accept both too.
+    let modern = json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let resp = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "server/discover")
+        .body(modern.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 406);
+
+    // Host: exactly one, an authority only.
+    let head = |host: &str| {
+        format!("{host}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n")
+    };
+    let bad_host = |(status, body): (u16, Value)| {
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(body["error"]["data"]["type"], "mcp_budget.http.bad_host");
+    };
+    bad_host(raw(&addr, &head(""), &ping).await);
+    bad_host(
+        raw(
+            &addr,
+            &head("Host: localhost\r\nHost: evil.example\r\n"),
+            &ping,
+        )
+        .await,
+    );
+    bad_host(raw(&addr, &head("Host: 127.0.0.1:80@evil.example\r\n"), &ping).await);
+    bad_host(raw(&addr, &head("Host: localhost/evil\r\n"), &ping).await);
+    let (status, body) = raw(&addr, &head("Host: evil.example\r\n"), &ping).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["error"]["data"]["type"],
+        "mcp_budget.http.forbidden_origin"
+    );
+    let (status, body) = raw(&addr, &head(&format!("Host: {addr}\r\n")), &ping).await;
+    assert_eq!((status, body["id"].clone()), (200, json!(2)), "{body}");
+
+    // Origin: a real origin, local or allowed.
+    let with_origin = |origin: &str| head(&format!("Host: {addr}\r\nOrigin: {origin}\r\n"));
+    for origin in [
+        "null",
+        "http://localhost@evil.example",
+        "http://localhost.evil.example",
+    ] {
+        let (status, body) = raw(&addr, &with_origin(origin), &ping).await;
+        assert_eq!(status, 403, "{origin}: {body}");
+    }
+    let (status, _) = raw(&addr, &with_origin("http://localhost:5173"), &ping).await;
+    assert_eq!(status, 200);
+    let no_accept = format!("Host: {addr}\r\nContent-Type: application/json\r\n");
+    let (status, body) = raw(&addr, &no_accept, &init("2025-06-18")).await;
+    assert_eq!(status, 406, "{body}");
+    gw.stop_and_check().await;
+}
+
+/// A session has one GET stream: a second GET gets 409 while the first keeps receiving; once
+/// the first is closed, a new one opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_get_stream_gets_409_and_the_first_keeps_working() {
+    use futures::StreamExt;
+    let gw = Gateway::start("http-get-409", Mode::Http, &[Up::fake("fake", "hang")]).await;
+    let mut http = Http {
+        client: reqwest::Client::new(),
+        url: gw.url().to_owned(),
+        session: None,
+    };
+    let init = http
+        .client
+        .post(&http.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "it-get", "version": "0"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    http.session = Some(
+        init.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned(),
+    );
+    let (status, _) = http
+        .post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    assert_eq!(status, 202);
+    let get = || {
+        http.client
+            .get(&http.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", http.session.clone().unwrap())
+            .send()
+    };
+    let first = get().await.unwrap();
+    assert_eq!(first.status().as_u16(), 200);
+    let second = get().await.unwrap();
+    assert_eq!(second.status().as_u16(), 409);
+    let conflict: Value = second.json().await.unwrap();
+    assert_eq!(
+        conflict["error"]["data"]["type"],
+        "mcp_budget.session.stream_conflict"
+    );
+
+    // The first stream still gets the session's messages (list_changed from `grow`).
+    let (status, _) = http
+        .post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "fake__grow", "arguments": {}}}))
+        .await;
+    assert_eq!(status, 200);
+    let mut events = first.bytes_stream();
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !seen.contains("notifications/tools/list_changed") {
+        let chunk = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .expect("list_changed on the first stream")
+            .expect("the stream is open")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+
+    // Closed, it makes room for a new one.
+    drop(events);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let again = get().await.unwrap();
+        if again.status().as_u16() == 200 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still {}",
+            again.status()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     gw.stop_and_check().await;
 }

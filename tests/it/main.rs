@@ -19,5 +19,6 @@ mod http_downstream;
 mod http_upstream;
 mod isolation;
 mod legacy_servers;
+mod limits;
 mod modern_http;
 mod routing;

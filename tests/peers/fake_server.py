@@ -1,12 +1,14 @@
 """A deliberately misbehaving stdio MCP server for the gateway's fault tests (plain Python, no SDK).
 
-usage: fake_server.py hang | garbage
+usage: fake_server.py hang | garbage | flood
 
 Tools:
   hang       never answered (the gateway must time out, or pass on a client's cancel)
   cancelled  returns the request ids this server received `notifications/cancelled` for
   echo       returns its "message" argument
   grow       adds a tool `extra_<n>` and sends notifications/tools/list_changed before answering
+  flood      (`flood` mode only) sends `count` progress notifications carrying `size` bytes
+             each, then answers
 In `garbage` mode every answer is preceded by lines that are not JSON-RPC (a banner, broken JSON,
 a JSON array, an object without "jsonrpc", a response to an id nobody sent).
 """
@@ -38,6 +40,10 @@ TOOLS = [
         ("grow", "Adds a tool and says so.", {}),
     ]
 ]
+if MODE == "flood":
+    TOOLS.append({"name": "flood", "description": "Sends many progress notifications, then answers.",
+                  "inputSchema": {"type": "object", "properties": {
+                      "count": {"type": "integer"}, "size": {"type": "integer"}}}})
 
 for line in sys.stdin:
     line = line.strip()
@@ -67,6 +73,13 @@ for line in sys.stdin:
             n = len(TOOLS)
             TOOLS.append({"name": f"extra_{n}", "inputSchema": {"type": "object"}})
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        if name == "flood":
+            token = (msg["params"].get("_meta") or {}).get("progressToken")
+            pad = "x" * int(args.get("size", 100))
+            for i in range(int(args.get("count", 1000))):
+                sys.stdout.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                    "progressToken": token, "progress": i, "message": pad}}) + "\n")
+            args = {"message": "flooded"}
         text = json.dumps(cancelled) if name == "cancelled" else str(args.get("message"))
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
     elif method == "ping":

@@ -1,18 +1,38 @@
 //! Serving the HTTP downstream on a listener: HTTP/1.1 with keep-alive and `TCP_NODELAY`, a
-//! limit on how long a client may take to send a request's headers, and a graceful stop.
+//! limit on how long a client may take to send a request's headers, caps on open connections
+//! (all clients, and per client address), and a graceful stop.
 //!
 //! `axum::serve` gives hyper no timer, which switches hyper's header-read timeout off: a client
 //! that sends its headers a byte at a time (or opens connections and says nothing) holds a
 //! connection and a task for as long as it likes. This loop is `axum::serve` with the timer.
+//!
+//! A connection over a cap is answered `503` with a JSON-RPC error
+//! (`mcp_budget.http.too_many_connections`, naming the policy key) and closed, without a task
+//! of hyper's: the loop reads what the client sent (briefly), writes the answer and closes.
+//! At most [`REFUSALS_IN_FLIGHT`] such answers are under way at once; beyond that, a
+//! connection over the cap is closed at once, so that a flood cannot turn refusals into the
+//! resource it exhausts.
 
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use crate::jsonrpc::{ErrorObject, Id, Message, INVALID_REQUEST};
+use crate::policy::{Downstream, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT};
 
 /// How long a client may take to send the headers of a request, counted from its first byte
 /// or, on a kept-alive connection, from the end of the previous answer.
@@ -21,8 +41,64 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long connections with requests in flight get to finish once `shutdown` fires.
 const GRACE: Duration = Duration::from_secs(2);
 
+/// Connections over a cap being answered at once; more are closed without an answer.
+pub const REFUSALS_IN_FLIGHT: usize = 64;
+
+/// How long answering one refused connection may take in all (reading its request, writing
+/// the 503, waiting for the client to close).
+const REFUSAL_TIME: Duration = Duration::from_secs(2);
+
+/// Settings of the accept loop ([`serve_with`]).
+#[derive(Debug, Clone)]
+pub struct ListenConfig {
+    /// See [`HEADER_READ_TIMEOUT`].
+    pub header_read_timeout: Duration,
+    /// Open connections, all clients together (`downstream.max_connections`).
+    pub max_connections: NonZeroUsize,
+    /// Open connections from one client address (`downstream.max_connections_per_client`).
+    pub max_connections_per_client: NonZeroUsize,
+}
+
+impl Default for ListenConfig {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        }
+    }
+}
+
+impl From<&Downstream> for ListenConfig {
+    fn from(d: &Downstream) -> Self {
+        Self {
+            max_connections: d.max_connections,
+            max_connections_per_client: d.max_connections_per_client,
+            ..Self::default()
+        }
+    }
+}
+
+/// The connection a request came on, in the request's extensions: the client's address (for
+/// per-client limits) and a way to close the connection (for a client that stopped reading a
+/// stream: hyper no longer polls that stream's body, so ending the body would not be seen).
+#[derive(Debug)]
+pub(super) struct Peer {
+    /// The client's address.
+    pub(super) addr: SocketAddr,
+    /// Notified to drop the connection at once.
+    close: Notify,
+}
+
+impl Peer {
+    /// Drops the connection (the answer being written included).
+    pub(super) fn close(&self) {
+        self.close.notify_one();
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown` is cancelled, then gives open connections
-/// [`GRACE`] to finish.
+/// [`GRACE`] to finish; with the default limits ([`ListenConfig::default`]).
 ///
 /// ```no_run
 /// # async fn run(app: axum::Router) -> std::io::Result<()> {
@@ -33,24 +109,27 @@ const GRACE: Duration = Duration::from_secs(2);
 /// # }
 /// ```
 pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
-    serve_with(listener, app, shutdown, HEADER_READ_TIMEOUT).await;
+    serve_with(listener, app, shutdown, ListenConfig::default()).await;
 }
 
-async fn serve_with(
+/// [`serve`] with these limits (`ListenConfig::from(&policy.downstream)` for a policy's).
+pub async fn serve_with(
     listener: TcpListener,
     app: Router,
     shutdown: CancellationToken,
-    header_timeout: Duration,
+    config: ListenConfig,
 ) {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(header_timeout)
+        .header_read_timeout(config.header_read_timeout)
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
+    let counts = Arc::new(Mutex::new(Counts::default()));
+    let refusing = Arc::new(AtomicUsize::new(0));
     loop {
-        let tcp = tokio::select! {
+        let (tcp, addr) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(err) => {
                     // Out of file descriptors and the like: wait rather than spin.
                     tracing::warn!(error = %err, "Accepting a connection failed");
@@ -60,14 +139,34 @@ async fn serve_with(
             },
             () = shutdown.cancelled() => break,
         };
+        let slot = match admit(&counts, addr.ip(), &config) {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                refuse(tcp, &refusal, &refusing);
+                continue;
+            }
+        };
         // Answers are small writes (SSE events especially): without TCP_NODELAY they wait for
         // delayed ACKs (~40 ms on Linux).
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let peer = Arc::new(Peer {
+            addr,
+            close: Notify::new(),
+        });
+        let service = WithPeer {
+            app: app.clone(),
+            peer: peer.clone(),
+        };
         let conn = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));
         tokio::spawn(async move {
-            if let Err(err) = conn.await {
-                tracing::debug!(error = %err, "HTTP connection ended with an error");
+            let _slot = slot;
+            tokio::select! {
+                done = conn => if let Err(err) = done {
+                    tracing::debug!(error = %err, "HTTP connection ended with an error");
+                },
+                () = peer.close.notified() => {
+                    tracing::debug!(client = %peer.addr, "HTTP connection closed by the gateway");
+                }
             }
         });
     }
@@ -75,34 +174,234 @@ async fn serve_with(
     let _ = tokio::time::timeout(GRACE, graceful.shutdown()).await;
 }
 
+/// `app` with the connection's [`Peer`] in every request's extensions.
+#[derive(Debug, Clone)]
+struct WithPeer {
+    app: Router,
+    peer: Arc<Peer>,
+}
+
+impl hyper::service::Service<http::Request<Incoming>> for WithPeer {
+    type Response = axum::response::Response;
+    type Error = Infallible;
+    type Future = tower::util::Oneshot<Router, http::Request<Incoming>>;
+
+    fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
+        req.extensions_mut().insert(self.peer.clone());
+        self.app.clone().oneshot(req)
+    }
+}
+
+/// Open connections, in all and per client address.
+#[derive(Debug, Default)]
+struct Counts {
+    total: usize,
+    per_client: HashMap<IpAddr, usize>,
+    /// Whether the last connection was refused (a flood is logged once, not per connection).
+    refusing: bool,
+}
+
+/// An admitted connection's place in [`Counts`], given back when dropped.
+#[derive(Debug)]
+struct Slot {
+    counts: Arc<Mutex<Counts>>,
+    client: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = lock(&self.counts);
+        counts.total -= 1;
+        if let Some(n) = counts.per_client.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                counts.per_client.remove(&self.client);
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The counts are plain integers updated in one step each: a panic cannot tear them.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Why a connection was refused: the policy key and its value.
+#[derive(Debug)]
+struct Refusal {
+    message: String,
+    limit: usize,
+}
+
+/// A place for a connection from `client`, or why there is none.
+fn admit(
+    counts: &Arc<Mutex<Counts>>,
+    client: IpAddr,
+    config: &ListenConfig,
+) -> Result<Slot, Refusal> {
+    // An IPv4 client on an IPv6 socket is the same client as on an IPv4 one.
+    let client = client.to_canonical();
+    let mut c = lock(counts);
+    let from_client = c.per_client.get(&client).copied().unwrap_or(0);
+    let refusal = if c.total >= config.max_connections.get() {
+        Some(Refusal {
+            message: format!(
+                "the gateway has too many open connections (downstream.max_connections = {}): \
+                 retry later",
+                config.max_connections
+            ),
+            limit: config.max_connections.get(),
+        })
+    } else if from_client >= config.max_connections_per_client.get() {
+        Some(Refusal {
+            message: format!(
+                "too many open connections from {client} \
+                 (downstream.max_connections_per_client = {}): close idle ones or retry later",
+                config.max_connections_per_client
+            ),
+            limit: config.max_connections_per_client.get(),
+        })
+    } else {
+        None
+    };
+    if let Some(refusal) = refusal {
+        if !c.refusing {
+            c.refusing = true;
+            tracing::warn!(client = %client, open = c.total, "Refusing connections: {}", refusal.message);
+        }
+        return Err(refusal);
+    }
+    c.refusing = false;
+    c.total += 1;
+    *c.per_client.entry(client).or_insert(0) += 1;
+    Ok(Slot {
+        counts: counts.clone(),
+        client,
+    })
+}
+
+/// Answers a refused connection with a 503 and closes it, on a task of its own, unless
+/// [`REFUSALS_IN_FLIGHT`] are under way already: then it is closed at once.
+fn refuse(tcp: TcpStream, refusal: &Refusal, refusing: &Arc<AtomicUsize>) {
+    if refusing.fetch_add(1, Ordering::Relaxed) >= REFUSALS_IN_FLIGHT {
+        refusing.fetch_sub(1, Ordering::Relaxed);
+        tracing::debug!("Closing a connection over the limit without an answer");
+        return;
+    }
+    let answer = refusal_bytes(refusal);
+    let refusing = refusing.clone();
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(REFUSAL_TIME, answer_and_close(tcp, &answer)).await;
+        refusing.fetch_sub(1, Ordering::Relaxed);
+    });
+}
+
+/// The whole HTTP answer to a refused connection.
+fn refusal_bytes(refusal: &Refusal) -> Vec<u8> {
+    let err = ErrorObject::new(
+        INVALID_REQUEST,
+        refusal.message.as_str(),
+        "mcp_budget.http.too_many_connections",
+        Some(serde_json::json!({ "limit": refusal.limit })),
+    );
+    let body = Message::error(Id::Null, err).to_bytes();
+    let mut out = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Reads the request's head (so that the client is not answered before it has sent one,
+/// which HTTP clients take for a broken connection), writes `answer`, and reads on until the
+/// client closes: closing with unread data would reset the connection and could lose the
+/// answer on the way.
+async fn answer_and_close(mut tcp: TcpStream, answer: &[u8]) {
+    let mut buf = [0u8; 2048];
+    let mut tail = [0u8; 4];
+    let head = async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => {
+                    if ends_head(&mut tail, &buf[..n]) {
+                        return true;
+                    }
+                }
+            }
+        }
+    };
+    // A client that sends nothing is answered after a second anyway.
+    if matches!(
+        tokio::time::timeout(REFUSAL_TIME / 2, head).await,
+        Ok(false)
+    ) {
+        return;
+    }
+    if tcp.write_all(answer).await.is_err() {
+        return;
+    }
+    let _ = tcp.shutdown().await;
+    while matches!(tcp.read(&mut buf).await, Ok(n) if n > 0) {}
+}
+
+/// Whether `chunk` completes a request head (`\r\n\r\n`), given the last four bytes before
+/// it in `tail` (updated).
+fn ends_head(tail: &mut [u8; 4], chunk: &[u8]) -> bool {
+    for &b in chunk {
+        tail.rotate_left(1);
+        tail[3] = b;
+        if tail == b"\r\n\r\n" {
+            return true;
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use axum::routing::get;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    async fn start(header_timeout: Duration) -> (std::net::SocketAddr, CancellationToken) {
+    async fn start(config: ListenConfig) -> (SocketAddr, CancellationToken) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = CancellationToken::new();
         let app = Router::new().route("/", get(|| async { "ok" }));
-        tokio::spawn(serve_with(listener, app, stop.clone(), header_timeout));
+        tokio::spawn(serve_with(listener, app, stop.clone(), config));
         (addr, stop)
+    }
+
+    fn timeout(header_read_timeout: Duration) -> ListenConfig {
+        ListenConfig {
+            header_read_timeout,
+            ..ListenConfig::default()
+        }
+    }
+
+    async fn get_from(local: &str, addr: SocketAddr) -> String {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
+        let mut tcp = socket.connect(addr).await.unwrap();
+        tcp.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        let _ = tcp.read_to_string(&mut answer).await;
+        answer
     }
 
     #[tokio::test]
     async fn a_client_slow_with_its_headers_is_cut_off_and_others_are_served() {
-        let (addr, stop) = start(Duration::from_millis(300)).await;
+        let (addr, stop) = start(timeout(Duration::from_millis(300))).await;
         let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
         slow.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             .await
             .unwrap();
-        let mut fast = tokio::net::TcpStream::connect(addr).await.unwrap();
-        fast.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = String::new();
-        fast.read_to_string(&mut answer).await.unwrap();
+        let answer = get_from("127.0.0.1", addr).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         // The slow one is answered 408 or closed once its headers are overdue, not left open.
         let mut rest = Vec::new();
@@ -117,8 +416,56 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn connections_over_the_caps_get_503_and_freed_places_are_reused() {
+        let config = ListenConfig {
+            max_connections: NonZeroUsize::new(3).unwrap(),
+            max_connections_per_client: NonZeroUsize::new(2).unwrap(),
+            ..ListenConfig::default()
+        };
+        let (addr, stop) = start(config).await;
+        let open = |local: &'static str| async move {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
+            let mut tcp = socket.connect(addr).await.unwrap();
+            // Half a request: the connection stays open, waiting for the rest.
+            tcp.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+            tcp
+        };
+        let a1 = open("127.0.0.2").await;
+        let _a2 = open("127.0.0.2").await;
+        // Admission happens on accept: give the loop a moment to count both.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let per_client = get_from("127.0.0.2", addr).await;
+        assert!(per_client.starts_with("HTTP/1.1 503"), "{per_client}");
+        assert!(
+            per_client.contains("mcp_budget.http.too_many_connections")
+                && per_client.contains("downstream.max_connections_per_client = 2"),
+            "{per_client}"
+        );
+        // Another client still gets in, until the total is reached.
+        let _b = open("127.0.0.3").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let total = get_from("127.0.0.4", addr).await;
+        assert!(total.contains("downstream.max_connections = 3"), "{total}");
+        // A closed connection gives its place back.
+        drop(a1);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let served = get_from("127.0.0.4", addr).await;
+        assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+        stop.cancel();
+    }
+
+    #[test]
+    fn a_request_head_ends_with_an_empty_line_even_across_reads() {
+        let mut tail = [0u8; 4];
+        assert!(!ends_head(&mut tail, b"GET / HTTP/1.1\r\nHost: x\r"));
+        assert!(!ends_head(&mut tail, b"\n"));
+        assert!(ends_head(&mut tail, b"\r\n"));
+    }
+
+    #[tokio::test]
     async fn shutdown_stops_accepting() {
-        let (addr, stop) = start(HEADER_READ_TIMEOUT).await;
+        let (addr, stop) = start(ListenConfig::default()).await;
         stop.cancel();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(tokio::net::TcpStream::connect(addr).await.is_err());
