@@ -388,7 +388,12 @@ pub fn check_modern(msg: &Message, fuzzed: MirroredHeaders<'_>) {
         .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get(META_PROTOCOL_VERSION))
         .and_then(Value::as_str);
-    if envelope.is_ok() {
+    // `request_meta` does not look for a key spelled with `\u` escapes (it would parse every
+    // params with one): only there may a valid envelope go unseen.
+    let spelled_plainly = !raw(msg.params.as_deref())
+        .unwrap_or_default()
+        .contains("\\u");
+    if envelope.is_ok() && spelled_plainly {
         assert!(meta.is_some(), "a valid envelope is a modern request");
     }
     let Some(meta) = meta else {
