@@ -222,7 +222,13 @@ impl Message {
     /// # Errors
     /// [`DecodeError`] when the bytes are not JSON, are a batch, or are not a JSON-RPC message.
     pub fn parse(bytes: &[u8]) -> Result<Self, DecodeError> {
-        match serde_json::from_slice::<Self>(bytes) {
+        // serde skips the members it ignores without checking their UTF-8: without this, a
+        // message with invalid UTF-8 in an unknown member would be accepted as JSON.
+        let text = std::str::from_utf8(bytes).map_err(|e| DecodeError::Parse(e.to_string()))?;
+        match serde_json::from_str::<Self>(text) {
+            // serde also builds a struct from an array of its fields in order
+            // (`["2.0",1,"tools/list"]`): an array is a batch, never a message.
+            Ok(_) if text.trim_ascii_start().starts_with('[') => Err(DecodeError::Batch),
             Ok(msg) => msg.validate(),
             Err(err) => Err(classify(bytes, &err)),
         }
@@ -466,6 +472,12 @@ mod tests {
                 ..
             }
         ));
+        // Found by fuzzing (`tests/fixtures/fuzz/message/`): invalid UTF-8 in a member serde
+        // ignores, and an array whose items spell a message's fields in order.
+        let err = Message::parse(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"j\":\"\xff\"}");
+        assert!(matches!(err, Err(DecodeError::Parse(_))), "{err:?}");
+        let err = Message::parse(br#" ["2.0",1,"tools/list"]"#);
+        assert!(matches!(err, Err(DecodeError::Batch)), "{err:?}");
         let err = Message::parse(br#"{"jsonrpc":"2.0","id":4}"#).unwrap_err();
         let resp = err.to_response();
         assert_eq!(resp.id, Some(Id::Number(4)));

@@ -23,6 +23,8 @@ pub mod context;
 pub mod discover;
 pub mod downstream;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 pub mod jsonrpc;
 pub mod layer;

@@ -138,7 +138,7 @@ fn cancelled_id(message: &Message) -> Option<Id> {
 
 /// What [`read_line`] read.
 #[derive(Debug, PartialEq)]
-enum Line {
+pub(crate) enum Line {
     /// The input ended (a last line without a newline is still [`Line::Kept`]).
     End,
     /// A line within the limit, in the buffer.
@@ -149,7 +149,7 @@ enum Line {
 
 /// Reads one line into `line` (newline included) if it is at most `limit` bytes; a longer one
 /// is read to its end without being kept, scanning for the id its error should carry.
-async fn read_line<R: AsyncRead + Unpin>(
+pub(crate) async fn read_line<R: AsyncRead + Unpin>(
     reader: &mut BufReader<R>,
     line: &mut Vec<u8>,
     limit: usize,

@@ -26,6 +26,8 @@ pub const MODERN_VERSION: &str = "2026-07-28";
 pub const MODERN_VERSIONS: &[&str] = &[MODERN_VERSION];
 /// `_meta` key of the request's protocol version.
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// [`META_PROTOCOL_VERSION`] as encoders that escape `/` write it.
+const META_PROTOCOL_VERSION_ESCAPED: &str = r"io.modelcontextprotocol\/protocolVersion";
 /// `_meta` key of the client's capabilities.
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key of the client's info.
@@ -74,12 +76,14 @@ pub struct RequestMeta {
 /// The modern `_meta` of a request, or `None` for a 2025-era message.
 #[must_use]
 pub fn request_meta(msg: &Message) -> Option<RequestMeta> {
-    let params = msg.params.as_ref()?;
-    // Cheap test first: most 2025-era traffic never pays for a parse.
-    if !params.get().contains(META_PROTOCOL_VERSION) {
+    let text = msg.params.as_ref()?.get();
+    // Cheap test first: most 2025-era traffic never pays for a parse. Encoders that escape `/`
+    // (PHP's `json_encode`, some Java ones) write the key as `…protocol\/protocolVersion`. A key
+    // spelled with `\u` escapes is not looked for: every params with a `\u` would pay a parse.
+    if !text.contains(META_PROTOCOL_VERSION) && !text.contains(META_PROTOCOL_VERSION_ESCAPED) {
         return None;
     }
-    let params: Value = serde_json::from_str(params.get()).ok()?;
+    let params: Value = serde_json::from_str(text).ok()?;
     let meta = params.get("_meta")?.as_object()?;
     Some(RequestMeta {
         protocol_version: meta.get(META_PROTOCOL_VERSION)?.as_str()?.to_owned(),
@@ -463,6 +467,20 @@ mod tests {
         let interim = to_raw(&json!({"resultType": "input_required", "inputRequests": {}}));
         let interim = decorate_result("resources/read", &interim, false);
         assert!(!interim.get().contains("ttlMs"));
+    }
+
+    /// Found by the `modern` fuzz check (`tests/fixtures/fuzz/modern/`): a valid envelope whose
+    /// key was written `io.modelcontextprotocol\/protocolVersion` was taken for a 2025-era
+    /// request (HTTP: `-32020` "no protocol version in _meta").
+    #[test]
+    fn an_envelope_key_with_an_escaped_slash_is_still_modern() {
+        let params = format!(
+            r#"{{"_meta":{{"io.modelcontextprotocol\/protocolVersion":"2026-07-28","{META_CLIENT_CAPABILITIES}":{{}}}}}}"#
+        );
+        let raw = serde_json::value::RawValue::from_string(params).unwrap();
+        let msg = Message::request(crate::jsonrpc::Id::Number(1), "tools/list", Some(raw));
+        assert!(check_envelope(&msg).is_ok());
+        assert_eq!(request_meta(&msg).unwrap().protocol_version, MODERN_VERSION);
     }
 
     #[test]

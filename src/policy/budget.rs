@@ -27,6 +27,9 @@ use crate::profile::{self, Profile, ProfileError, ProfileOverrides};
 
 /// Default share of the context window, in hundredths of a percent (2%).
 pub const DEFAULT_THRESHOLD_BP: u32 = 200;
+/// Largest `context_window` and `overhead_tokens` accepted (2^32 tokens, thousands of times any
+/// model's): budget and plan arithmetic on larger values would overflow.
+pub const MAX_TOKENS_SETTING: usize = 1 << 32;
 
 /// `[budget]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -221,6 +224,14 @@ impl RawBudget {
         if self.context_window == Some(0) {
             push("context_window", "must be greater than 0".into());
         }
+        for (key, value) in [
+            ("context_window", self.context_window),
+            ("overhead_tokens", self.overhead_tokens),
+        ] {
+            if value.is_some_and(|v| v > MAX_TOKENS_SETTING) {
+                push(key, format!("must be at most {MAX_TOKENS_SETTING} tokens"));
+            }
+        }
         if self.max_tools == Some(0) {
             push("max_tools", "must be greater than 0".into());
         }
@@ -340,5 +351,23 @@ mod tests {
     #[test]
     fn unknown_keys_are_errors() {
         assert!(Policy::from_toml_str("version = 1\n[budget]\nthreshold = 2\n", "t").is_err());
+    }
+
+    /// Found by fuzzing (`tests/fixtures/fuzz/policy/`): values near `i64::MAX` validated, then
+    /// overflowed the budget and plan arithmetic.
+    #[test]
+    fn token_settings_beyond_the_limit_are_refused() {
+        for key in ["context_window", "overhead_tokens"] {
+            let text = format!("version = 1\n[budget]\n{key} = 9223372036854775807\n");
+            let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(&text, "t")
+            else {
+                panic!("expected problems for {key}")
+            };
+            assert_eq!(problems[0].path, format!("budget.{key}"));
+        }
+        let text =
+            "version = 1\n[budget]\ncontext_window = 4294967296\noverhead_tokens = 4294967296\n";
+        let p = Policy::from_toml_str(text, "t").unwrap();
+        assert_eq!(p.budget.budget().tokens, 85_899_345);
     }
 }

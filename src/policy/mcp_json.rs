@@ -35,7 +35,7 @@ struct Server {
     disabled: bool,
 }
 
-pub(super) fn parse(text: &str, origin: &str) -> Result<Vec<UpstreamSpec>, ConfigError> {
+pub(crate) fn parse(text: &str, origin: &str) -> Result<Vec<UpstreamSpec>, ConfigError> {
     let file: File = serde_json::from_str(text).map_err(|e| ConfigError::Parse {
         path: origin.to_owned(),
         message: format!("not an mcpServers JSON file: {e}"),

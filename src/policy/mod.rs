@@ -22,7 +22,7 @@
 
 pub mod budget;
 pub mod discover;
-mod mcp_json;
+pub(crate) mod mcp_json;
 pub mod raw;
 mod validate;
 
