@@ -127,13 +127,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The request a `notifications/cancelled` names.
+/// The request a `notifications/cancelled` names (its id as sent, so `1.0` cancels `1.0`).
 fn cancelled_id(message: &Message) -> Option<Id> {
     if message.method() != Some("notifications/cancelled") {
         return None;
     }
-    let params: serde_json::Value = message.params_as().ok()?;
-    serde_json::from_value(params.get("requestId")?.clone()).ok()
+    message.params_id("requestId")
 }
 
 /// What [`read_line`] read.

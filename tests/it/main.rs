@@ -19,3 +19,4 @@ mod http_upstream;
 mod legacy_servers;
 mod modern_http;
 mod routing;
+mod wire;
