@@ -17,7 +17,9 @@
 
 use std::fmt;
 
+mod depth;
 mod id_scan;
+pub use depth::nesting_depth;
 pub use id_scan::IdScanner;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -290,20 +292,41 @@ pub enum DecodeError {
         "JSON-RPC batches are not supported by MCP since 2025-06-18; send one message at a time"
     )]
     Batch,
+    /// Objects and arrays nested deeper than the limit (`-32600`); see [`nesting_depth`].
+    #[error(
+        "message nested deeper than {limit} levels of objects and arrays (downstream.max_json_depth)"
+    )]
+    TooDeep {
+        /// The limit.
+        limit: usize,
+        /// The id of the message, when it could be read.
+        id: Option<Id>,
+    },
 }
 
 impl DecodeError {
     /// The JSON-RPC error response that answers this failure.
     #[must_use]
     pub fn to_response(&self) -> Message {
-        let (code, kind, id) = match self {
-            Self::Parse(_) => (PARSE_ERROR, "mcp_budget.request.parse", None),
-            Self::Invalid { id, .. } => (INVALID_REQUEST, "mcp_budget.request.invalid", id.clone()),
-            Self::Batch => (INVALID_REQUEST, "mcp_budget.request.batch", None),
+        let (code, kind, id, extra) = match self {
+            Self::Parse(_) => (PARSE_ERROR, "mcp_budget.request.parse", None, None),
+            Self::Invalid { id, .. } => (
+                INVALID_REQUEST,
+                "mcp_budget.request.invalid",
+                id.clone(),
+                None,
+            ),
+            Self::Batch => (INVALID_REQUEST, "mcp_budget.request.batch", None, None),
+            Self::TooDeep { limit, id } => (
+                INVALID_REQUEST,
+                "mcp_budget.request.too_deep",
+                id.clone(),
+                Some(serde_json::json!({ "limit": limit })),
+            ),
         };
         Message::error(
             id.unwrap_or(Id::Null),
-            ErrorObject::new(code, self.to_string(), kind, None),
+            ErrorObject::new(code, self.to_string(), kind, extra),
         )
     }
 }
@@ -318,6 +341,33 @@ impl Message {
             Ok(msg) => msg.validate(),
             Err(err) => Err(classify(bytes, &err)),
         }
+    }
+
+    /// [`Message::parse`] for a message from a client: one nested deeper than `max_depth`
+    /// objects and arrays ([`nesting_depth`]) is refused before it is parsed, with its id
+    /// when it has one. The payloads are kept raw and never parsed here, so without this check
+    /// a message nested a million levels deep would reach an upstream whole.
+    ///
+    /// ```
+    /// use mcp_budget::jsonrpc::{DecodeError, Id, Message};
+    ///
+    /// let deep = format!(r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":{}1{}}}"#, "[".repeat(200), "]".repeat(200));
+    /// let err = Message::parse_with_max_depth(deep.as_bytes(), 128).unwrap_err();
+    /// assert!(matches!(err, DecodeError::TooDeep { limit: 128, id: Some(Id::Number(3)) }));
+    /// ```
+    ///
+    /// # Errors
+    /// [`DecodeError::TooDeep`], or what [`Message::parse`] returns.
+    pub fn parse_with_max_depth(bytes: &[u8], max_depth: usize) -> Result<Self, DecodeError> {
+        if nesting_depth(bytes, max_depth) > max_depth {
+            let mut scan = IdScanner::default();
+            scan.feed(bytes);
+            return Err(DecodeError::TooDeep {
+                limit: max_depth,
+                id: scan.id(),
+            });
+        }
+        Self::parse(bytes)
     }
 
     fn validate(self) -> Result<Self, DecodeError> {
@@ -668,14 +718,60 @@ mod tests {
     }
 
     #[test]
+    fn too_deep_messages_are_refused_with_their_id() {
+        let ok = Message::parse_with_max_depth(&nested(128, r#""id":1,"#, ""), 128).unwrap();
+        assert_eq!(ok.id, Some(Id::Number(1)));
+        for (levels, before, after, id) in [
+            (129, r#""id":1,"#, "", Some(Id::Number(1))),
+            (
+                10_000,
+                "",
+                r#","id":"late""#,
+                Some(Id::String("late".into())),
+            ),
+            (
+                1_000_000,
+                r#""id":1e3,"#,
+                "",
+                Id::from_raw(&RawValue::from_string("1e3".into()).unwrap()),
+            ),
+            (200, "", "", None),
+        ] {
+            let err =
+                Message::parse_with_max_depth(&nested(levels, before, after), 128).unwrap_err();
+            let DecodeError::TooDeep {
+                limit: 128,
+                id: got,
+            } = &err
+            else {
+                panic!("{levels}: {err:?}");
+            };
+            assert_eq!(got, &id, "{levels}");
+            let resp = err.to_response();
+            assert_eq!(resp.id, Some(id.unwrap_or(Id::Null)));
+            let error = resp.error.unwrap();
+            assert_eq!(error.code, INVALID_REQUEST);
+            assert_eq!(error.kind().as_deref(), Some("mcp_budget.request.too_deep"));
+            assert!(error.message.contains("128"), "{}", error.message);
+            assert!(
+                error.message.contains("downstream.max_json_depth"),
+                "{}",
+                error.message
+            );
+        }
+        // Without the check, a deep payload is kept raw and parses: the check is what stops it.
+        assert!(Message::parse(&nested(1_000_000, r#""id":1,"#, "")).is_ok());
+    }
+
+    #[test]
     fn errors_of_deep_valid_json_are_still_classified() {
-        // Deeper than serde's own recursion limit (128): still an invalid message with its id,
-        // not a parse error.
+        // Deeper than serde's own recursion limit (128) but within the policy's: still an
+        // invalid message with its id, not a parse error.
         let text = nested(500, r#""jsonrpc":"1.0","id":5,"#, "");
         let text = String::from_utf8(text)
             .unwrap()
             .replacen(r#""jsonrpc":"2.0","#, "", 1);
-        let err = Message::parse(text.as_bytes()).unwrap_err();
+        let err = Message::parse_with_max_depth(text.as_bytes(), 1000).unwrap_err();
         assert!(
             matches!(
                 err,

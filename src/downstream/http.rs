@@ -388,7 +388,10 @@ async fn handle_post(
             err.to_error_object(),
         );
     };
-    let message = match Message::parse(&bytes) {
+    let message = match Message::parse_with_max_depth(
+        &bytes,
+        state.gateway.policy().downstream.max_json_depth,
+    ) {
         Ok(m) => m,
         Err(err) => {
             let resp = err.to_response();

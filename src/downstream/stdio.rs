@@ -3,9 +3,10 @@
 //! Each message is served concurrently; answers and server→client messages share one writer,
 //! so lines never interleave. Unreadable input gets `-32700`/`-32600` and the connection lives
 //! on; a line over the size limit is refused with `mcp_budget.request.too_large` (with the line's
-//! id, found by [`IdScanner`] as the line is discarded, so the client is not left waiting). A request
-//! the client cancelled (`notifications/cancelled`) gets no answer, as MCP asks: the cancel
-//! goes upstream and whatever comes back for it is dropped.
+//! id, found by [`IdScanner`] as the line is discarded, so the client is not left waiting), and
+//! one nested deeper than `max_json_depth` with `mcp_budget.request.too_deep`, never forwarded.
+//! A request the client cancelled (`notifications/cancelled`) gets no answer, as MCP asks: the
+//! cancel goes upstream and whatever comes back for it is dropped.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,10 +21,38 @@ use crate::context::{Caller, McpRequest, Session};
 use crate::error::Error;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{Id, IdScanner, Kind, Message};
+use crate::policy::{Downstream, DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES};
 use crate::stack::McpService;
 
 /// How long answers in flight may take once the client closed its input.
 const DRAIN: Duration = Duration::from_secs(5);
+
+/// Settings of the stdio downstream (the `[downstream]` limits).
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    /// Longest accepted line, in bytes.
+    pub max_message_bytes: usize,
+    /// Deepest accepted nesting of objects and arrays in a message.
+    pub max_json_depth: usize,
+}
+
+impl Default for StdioConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_json_depth: DEFAULT_MAX_JSON_DEPTH,
+        }
+    }
+}
+
+impl From<&Downstream> for StdioConfig {
+    fn from(d: &Downstream) -> Self {
+        Self {
+            max_message_bytes: d.max_message_bytes,
+            max_json_depth: d.max_json_depth,
+        }
+    }
+}
 
 /// Serves one client on `input`/`output` until the input closes.
 pub async fn serve<R, W>(
@@ -31,11 +60,12 @@ pub async fn serve<R, W>(
     gateway: &Gateway,
     input: R,
     output: W,
-    max_message_bytes: usize,
+    config: StdioConfig,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let max_message_bytes = config.max_message_bytes;
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let writer = tokio::spawn(crate::jsonrpc::write_lines(rx, output));
     let session = Arc::new(Session::new("stdio", tx.clone()));
@@ -70,7 +100,7 @@ pub async fn serve<R, W>(
         if text.is_empty() {
             continue;
         }
-        match Message::parse(text) {
+        match Message::parse_with_max_depth(text, config.max_json_depth) {
             Err(err) => {
                 let _ = tx.send(err.to_response());
             }

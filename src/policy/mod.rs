@@ -36,6 +36,8 @@ pub use discover::DiscoverPolicy;
 
 /// Default largest message accepted from a client: 4 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Default deepest nesting of objects and arrays in a client message.
+pub const DEFAULT_MAX_JSON_DEPTH: usize = 128;
 /// Default per-request upstream timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -81,6 +83,8 @@ pub struct Downstream {
     pub allowed_hosts: Vec<String>,
     /// Largest accepted message.
     pub max_message_bytes: usize,
+    /// Deepest nesting of objects and arrays in a client message (the message is level 1).
+    pub max_json_depth: usize,
 }
 
 impl Default for Downstream {
@@ -91,6 +95,7 @@ impl Default for Downstream {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_json_depth: DEFAULT_MAX_JSON_DEPTH,
         }
     }
 }

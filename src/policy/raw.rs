@@ -50,6 +50,9 @@ pub struct RawDownstream {
     pub allowed_hosts: Vec<String>,
     /// Largest accepted message in bytes. Default: 4 MiB.
     pub max_message_bytes: Option<usize>,
+    /// Deepest nesting of objects and arrays accepted in a client message (stdio and HTTP); the
+    /// message object itself is level 1. Default: 128.
+    pub max_json_depth: Option<usize>,
 }
 
 /// `[aggregate]`.

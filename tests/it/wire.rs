@@ -1,5 +1,7 @@
 //! The wire format at the doors: every id JSON-RPC allows comes back byte for byte (stdio and
-//! HTTP; a cancel naming it cancels it).
+//! HTTP; a cancel naming it cancels it), and messages nested deeper than
+//! `[downstream] max_json_depth` are refused with their id and never reach the upstream, a
+//! Python server that would die parsing them (`tests/peers/fake_server.py`).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -9,7 +11,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
-use crate::harness::{first_text, new_tag, policy, Gateway, Mode, TagGuard, Up, WAIT};
+use crate::harness::{
+    child_matching, error_type, first_text, new_tag, policy, Gateway, Mode, TagGuard, Up, WAIT,
+};
 
 /// Id texts that are valid JSON-RPC; none of the numbers but the first and last is an `i64`.
 const IDS: &[&str] = &[
@@ -297,5 +301,97 @@ async fn http_answers_every_id_with_its_own_text() {
         assert_eq!(status, 400, "{body}");
         assert!(body.starts_with(&answer_prefix("null")), "{body}");
     }
+    gw.stop_and_check().await;
+}
+
+/// A `tools/call` of `fake__echo` whose message nests `levels` deep in all: the message object
+/// is level 1, `params` 2, `arguments` 3, then `levels - 3` arrays.
+fn deep_call(id: &str, levels: usize) -> String {
+    let inner = levels - 3;
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"fake__echo","arguments":{{"message":"deep","x":{}0{}}}}}}}"#,
+        "[".repeat(inner),
+        "]".repeat(inner)
+    )
+}
+
+fn assert_too_deep(answer: &Value, id: &Value) {
+    assert_eq!(&answer["id"], id, "{answer}");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(
+        error_type(answer),
+        "mcp_budget.request.too_deep",
+        "{answer}"
+    );
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("128") && message.contains("downstream.max_json_depth"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_refuses_too_deep_messages_and_the_upstream_lives() {
+    let mut gw = Gateway::start("wire-deep-stdio", Mode::Stdio, &[Up::fake("fake", "hang")]).await;
+    gw.client().initialize().await;
+    let upstream = child_matching(&gw, "fake_server.py").expect("the fake server runs");
+    // At the limit: served.
+    gw.client().send_raw(deep_call("1", 128).as_bytes()).await;
+    gw.client().send_raw(b"\n").await;
+    let ok = gw.client().response(&json!(1), WAIT).await;
+    assert_eq!(first_text(&ok), "deep", "{ok}");
+    for (id, levels) in [(json!(2), 129), (json!(3), 10_000), (json!("m"), 1_000_000)] {
+        let line = deep_call(&id.to_string(), levels);
+        gw.client().send_raw(line.as_bytes()).await;
+        gw.client().send_raw(b"\n").await;
+        let answer = gw.client().response(&id, WAIT).await;
+        assert_too_deep(&answer, &id);
+    }
+    let echo = gw
+        .client()
+        .call_tool("fake__echo", json!({"message": "still here"}))
+        .await;
+    assert_eq!(first_text(&echo), "still here", "{echo}");
+    assert_eq!(
+        child_matching(&gw, "fake_server.py"),
+        Some(upstream),
+        "the upstream was not restarted (it never saw the deep messages)"
+    );
+    let ids: Vec<Value> = gw
+        .client()
+        .seen
+        .iter()
+        .filter_map(|m| m.get("id").cloned())
+        .collect();
+    gw.client().assert_answered_once(&ids);
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_refuses_too_deep_messages_and_the_upstream_lives() {
+    let gw = Gateway::start("wire-deep-http", Mode::Http, &[Up::fake("fake", "hang")]).await;
+    let http = Http::open(gw.url()).await;
+    let upstream = child_matching(&gw, "fake_server.py").expect("the fake server runs");
+    let (status, ok) = http.post(deep_call("1", 128)).await;
+    assert_eq!(status, 200, "{ok}");
+    let ok: Value = serde_json::from_str(&ok).unwrap();
+    assert_eq!(first_text(&ok), "deep", "{ok}");
+    for (id, levels) in [(json!(2), 129), (json!(3), 10_000), (json!("m"), 1_000_000)] {
+        let (status, body) = http.post(deep_call(&id.to_string(), levels)).await;
+        assert_eq!(status, 400, "{body}");
+        assert_too_deep(&serde_json::from_str(&body).unwrap(), &id);
+    }
+    let echo = json!({"name": "fake__echo", "arguments": {"message": "still here"}});
+    let (status, body) = http.post(request("4", "tools/call", &echo)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        first_text(&serde_json::from_str(&body).unwrap()),
+        "still here"
+    );
+    assert_eq!(
+        child_matching(&gw, "fake_server.py"),
+        Some(upstream),
+        "the upstream was not restarted (it never saw the deep messages)"
+    );
     gw.stop_and_check().await;
 }
