@@ -546,7 +546,7 @@ where
 }
 
 /// Appends `msg` as one line of JSON.
-fn push_line(buf: &mut Vec<u8>, msg: &Message) {
+pub(crate) fn push_line(buf: &mut Vec<u8>, msg: &Message) {
     serde_json::to_writer(&mut *buf, msg).expect("a message always serializes");
     buf.push(b'\n');
 }

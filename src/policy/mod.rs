@@ -38,6 +38,8 @@ pub use discover::DiscoverPolicy;
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Default deepest nesting of objects and arrays in a client message.
 pub const DEFAULT_MAX_JSON_DEPTH: usize = 128;
+/// Default most messages queued for a client that is not reading them.
+pub const DEFAULT_MAX_OUTBOUND_MESSAGES: usize = 1024;
 /// Default per-request upstream timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -85,6 +87,8 @@ pub struct Downstream {
     pub max_message_bytes: usize,
     /// Deepest nesting of objects and arrays in a client message (the message is level 1).
     pub max_json_depth: usize,
+    /// Most messages queued for a client that is not reading them.
+    pub max_outbound_messages: usize,
 }
 
 impl Default for Downstream {
@@ -96,6 +100,7 @@ impl Default for Downstream {
             allowed_hosts: Vec::new(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_json_depth: DEFAULT_MAX_JSON_DEPTH,
+            max_outbound_messages: DEFAULT_MAX_OUTBOUND_MESSAGES,
         }
     }
 }

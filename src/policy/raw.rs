@@ -53,6 +53,9 @@ pub struct RawDownstream {
     /// Deepest nesting of objects and arrays accepted in a client message (stdio and HTTP); the
     /// message object itself is level 1. Default: 128.
     pub max_json_depth: Option<usize>,
+    /// Messages queued for one client that it is not reading (stdio: stdin is not read while
+    /// that many wait; also the most requests in flight on stdio). Default: 1024.
+    pub max_outbound_messages: Option<usize>,
 }
 
 /// `[aggregate]`.

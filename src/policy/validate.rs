@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::raw::RawPolicy;
 use super::{
     Downstream, Policy, Problem, Transport, UpstreamSpec, DEFAULT_MAX_JSON_DEPTH,
-    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES,
 };
 
 /// Longest server id: leaves room for the separator and a tool name within 64 characters.
@@ -85,6 +85,18 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         }
         Some(n) => n,
         None => DEFAULT_MAX_JSON_DEPTH,
+    };
+    let max_outbound_messages = match raw.downstream.max_outbound_messages {
+        Some(0) => {
+            push(
+                "downstream.max_outbound_messages".into(),
+                None,
+                "must be greater than 0".into(),
+            );
+            DEFAULT_MAX_OUTBOUND_MESSAGES
+        }
+        Some(n) => n,
+        None => DEFAULT_MAX_OUTBOUND_MESSAGES,
     };
     for (i, origin) in raw.downstream.allowed_origins.iter().enumerate() {
         if !(origin.starts_with("http://") || origin.starts_with("https://")) {
@@ -227,6 +239,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                 allowed_hosts: raw.downstream.allowed_hosts,
                 max_message_bytes,
                 max_json_depth,
+                max_outbound_messages,
             },
             separator,
             upstreams,
@@ -329,6 +342,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("downstream.max_json_depth"), "{err}");
+    }
+
+    #[test]
+    fn outbound_messages_has_a_default_and_must_be_positive() {
+        let policy = Policy::from_toml_str("version = 1\n", "t.toml").unwrap();
+        assert_eq!(policy.downstream.max_outbound_messages, 1024);
+        let text = "version = 1\n[downstream]\nmax_outbound_messages = 8\n";
+        let policy = Policy::from_toml_str(text, "t.toml").unwrap();
+        assert_eq!(policy.downstream.max_outbound_messages, 8);
+        let err = Policy::from_toml_str(&text.replace('8', "0"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("downstream.max_outbound_messages"), "{err}");
     }
 
     #[test]
