@@ -928,10 +928,7 @@ impl Gateway {
         match msg.method().unwrap_or_default() {
             "notifications/cancelled" => {
                 let params: Value = msg.params_as().unwrap_or(Value::Null);
-                let Some(id) = params
-                    .get("requestId")
-                    .and_then(|v| serde_json::from_value::<Id>(v.clone()).ok())
-                else {
+                let Some(id) = msg.params_id("requestId") else {
                     return;
                 };
                 let target = lock(&self.inner.inflight).remove(&(caller.session.id.clone(), id));

@@ -17,7 +17,9 @@
 
 use std::fmt;
 
+mod depth;
 mod id_scan;
+pub use depth::nesting_depth;
 pub use id_scan::IdScanner;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -35,17 +37,69 @@ pub const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC error code: internal error.
 pub const INTERNAL_ERROR: i64 = -32603;
 
-/// A request id: MCP allows strings and integers; `null` only appears in errors answering
-/// messages whose id could not be read.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// A request id. MCP allows strings and integers and JSON-RPC any number; `null` only appears
+/// in errors answering messages whose id could not be read. Whatever id a client sends comes
+/// back in its answer byte for byte: integers that fit an `i64` are [`Id::Number`], every other
+/// number (`18446744073709551615`, `1.0`, `1e3`, `-0`) is [`Id::RawNumber`], kept as its text.
+/// Objects, arrays and booleans are not ids.
+///
+/// ```
+/// use mcp_budget::jsonrpc::{Id, Message};
+///
+/// let msg = Message::parse(br#"{"jsonrpc":"2.0","id":1e3,"method":"ping"}"#)?;
+/// let id = msg.id.clone().expect("a request has an id");
+/// assert!(matches!(id, Id::RawNumber(_)));
+/// let answer = Message::response_value(id, &serde_json::json!({}));
+/// assert_eq!(answer.to_bytes(), br#"{"jsonrpc":"2.0","id":1e3,"result":{}}"#);
+/// # Ok::<(), mcp_budget::jsonrpc::DecodeError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(untagged)]
 pub enum Id {
-    /// An integer id.
+    /// An integer id that fits an `i64` (the gateway's own upstream ids are these).
     Number(i64),
     /// A string id.
     String(String),
+    /// Any other number, as its exact JSON text.
+    RawNumber(RawNumber),
     /// `null`, for errors about unreadable requests.
     Null,
+}
+
+impl Id {
+    /// The id whose JSON text is `raw`, or `None` when that is not a string, a number or
+    /// `null`.
+    #[must_use]
+    pub fn from_raw(raw: &RawValue) -> Option<Self> {
+        let text = raw.get();
+        match text.as_bytes().first()? {
+            b'"' => serde_json::from_str(text).ok().map(Self::String),
+            b'n' => Some(Self::Null),
+            b'-' | b'0'..=b'9' => Some(
+                // JSON integers have no `+` and no leading zeros, so one that parses as an
+                // i64 prints back as the same text, except `-0`.
+                match text.parse::<i64>() {
+                    Ok(n) if text != "-0" => Self::Number(n),
+                    _ => Self::RawNumber(RawNumber(raw.to_owned())),
+                },
+            ),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Through the raw text: a number's form (`1.0`, `1e3`, digits beyond u64) is lost
+        // once serde has made it an f64.
+        let raw = Box::<RawValue>::deserialize(d)?;
+        Self::from_raw(&raw).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "an id must be a string or a number, got {}",
+                raw.get()
+            ))
+        })
+    }
 }
 
 impl fmt::Display for Id {
@@ -53,8 +107,48 @@ impl fmt::Display for Id {
         match self {
             Self::Number(n) => write!(f, "{n}"),
             Self::String(s) => write!(f, "{s:?}"),
+            Self::RawNumber(n) => f.write_str(n.as_str()),
             Self::Null => f.write_str("null"),
         }
+    }
+}
+
+/// The exact JSON text of a number id that is not an `i64` (see [`Id::RawNumber`]). Two are
+/// equal when their texts are: `1.0` and `1` are different ids.
+#[derive(Clone, Debug, Serialize)]
+pub struct RawNumber(Box<RawValue>);
+
+impl RawNumber {
+    /// The number's JSON text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl PartialEq for RawNumber {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for RawNumber {}
+
+impl std::hash::Hash for RawNumber {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialOrd for RawNumber {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RawNumber {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
     }
 }
 
@@ -198,20 +292,41 @@ pub enum DecodeError {
         "JSON-RPC batches are not supported by MCP since 2025-06-18; send one message at a time"
     )]
     Batch,
+    /// Objects and arrays nested deeper than the limit (`-32600`); see [`nesting_depth`].
+    #[error(
+        "message nested deeper than {limit} levels of objects and arrays (downstream.max_json_depth)"
+    )]
+    TooDeep {
+        /// The limit.
+        limit: usize,
+        /// The id of the message, when it could be read.
+        id: Option<Id>,
+    },
 }
 
 impl DecodeError {
     /// The JSON-RPC error response that answers this failure.
     #[must_use]
     pub fn to_response(&self) -> Message {
-        let (code, kind, id) = match self {
-            Self::Parse(_) => (PARSE_ERROR, "mcp_budget.request.parse", None),
-            Self::Invalid { id, .. } => (INVALID_REQUEST, "mcp_budget.request.invalid", id.clone()),
-            Self::Batch => (INVALID_REQUEST, "mcp_budget.request.batch", None),
+        let (code, kind, id, extra) = match self {
+            Self::Parse(_) => (PARSE_ERROR, "mcp_budget.request.parse", None, None),
+            Self::Invalid { id, .. } => (
+                INVALID_REQUEST,
+                "mcp_budget.request.invalid",
+                id.clone(),
+                None,
+            ),
+            Self::Batch => (INVALID_REQUEST, "mcp_budget.request.batch", None, None),
+            Self::TooDeep { limit, id } => (
+                INVALID_REQUEST,
+                "mcp_budget.request.too_deep",
+                id.clone(),
+                Some(serde_json::json!({ "limit": limit })),
+            ),
         };
         Message::error(
             id.unwrap_or(Id::Null),
-            ErrorObject::new(code, self.to_string(), kind, None),
+            ErrorObject::new(code, self.to_string(), kind, extra),
         )
     }
 }
@@ -232,6 +347,33 @@ impl Message {
             Ok(msg) => msg.validate(),
             Err(err) => Err(classify(bytes, &err)),
         }
+    }
+
+    /// [`Message::parse`] for a message from a client: one nested deeper than `max_depth`
+    /// objects and arrays ([`nesting_depth`]) is refused before it is parsed, with its id
+    /// when it has one. The payloads are kept raw and never parsed here, so without this check
+    /// a message nested a million levels deep would reach an upstream whole.
+    ///
+    /// ```
+    /// use mcp_budget::jsonrpc::{DecodeError, Id, Message};
+    ///
+    /// let deep = format!(r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":{}1{}}}"#, "[".repeat(200), "]".repeat(200));
+    /// let err = Message::parse_with_max_depth(deep.as_bytes(), 128).unwrap_err();
+    /// assert!(matches!(err, DecodeError::TooDeep { limit: 128, id: Some(Id::Number(3)) }));
+    /// ```
+    ///
+    /// # Errors
+    /// [`DecodeError::TooDeep`], or what [`Message::parse`] returns.
+    pub fn parse_with_max_depth(bytes: &[u8], max_depth: usize) -> Result<Self, DecodeError> {
+        if nesting_depth(bytes, max_depth) > max_depth {
+            let mut scan = IdScanner::default();
+            scan.feed(bytes);
+            return Err(DecodeError::TooDeep {
+                limit: max_depth,
+                id: scan.id(),
+            });
+        }
+        Self::parse(bytes)
     }
 
     fn validate(self) -> Result<Self, DecodeError> {
@@ -347,6 +489,16 @@ impl Message {
         serde_json::from_str(self.params.as_ref().map_or("null", |p| p.get()))
     }
 
+    /// The member `name` of the params as an [`Id`] with its exact text (say the `requestId` of
+    /// `notifications/cancelled`); `None` when there is no such member or it is not an id.
+    #[must_use]
+    pub fn params_id(&self, name: &str) -> Option<Id> {
+        let params = self.params.as_ref()?;
+        let members: std::collections::HashMap<String, Box<RawValue>> =
+            serde_json::from_str(params.get()).ok()?;
+        Id::from_raw(members.get(name)?)
+    }
+
     /// Parses the result into `T`.
     ///
     /// # Errors
@@ -400,24 +552,24 @@ where
 }
 
 /// Appends `msg` as one line of JSON.
-fn push_line(buf: &mut Vec<u8>, msg: &Message) {
+pub(crate) fn push_line(buf: &mut Vec<u8>, msg: &Message) {
     serde_json::to_writer(&mut *buf, msg).expect("a message always serializes");
     buf.push(b'\n');
 }
 
 fn classify(bytes: &[u8], err: &serde_json::Error) -> DecodeError {
-    match serde_json::from_slice::<Value>(bytes) {
-        Err(_) => DecodeError::Parse(err.to_string()),
-        Ok(Value::Array(_)) => DecodeError::Batch,
-        Ok(value) => {
-            let id = value
-                .get("id")
-                .and_then(|id| serde_json::from_value::<Id>(id.clone()).ok());
-            DecodeError::Invalid {
-                reason: err.to_string(),
-                id,
-            }
-        }
+    // `IgnoredAny` checks the JSON without building it (and without serde's recursion limit).
+    if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err() {
+        return DecodeError::Parse(err.to_string());
+    }
+    if bytes.trim_ascii_start().first() == Some(&b'[') {
+        return DecodeError::Batch;
+    }
+    let mut scan = IdScanner::default();
+    scan.feed(bytes);
+    DecodeError::Invalid {
+        reason: err.to_string(),
+        id: scan.id(),
     }
 }
 
@@ -484,6 +636,163 @@ mod tests {
         assert_eq!(
             resp.error.unwrap().kind().as_deref(),
             Some("mcp_budget.request.invalid")
+        );
+    }
+
+    /// Id texts JSON-RPC allows, and whether they are an `i64`.
+    const IDS: &[(&str, bool)] = &[
+        ("0", true),
+        ("-7", true),
+        ("9223372036854775807", true),
+        ("-9223372036854775808", true),
+        ("9223372036854775808", false),
+        ("18446744073709551615", false),
+        ("-9223372036854775809", false),
+        ("123456789012345678901234567890123456789", false),
+        ("1.0", false),
+        ("1e3", false),
+        ("1E+2", false),
+        ("-1.5e-7", false),
+        ("-0", false),
+        ("0.0", false),
+        (r#""a""#, false),
+        (r#""""#, false),
+        (r#""é\"\n\u001f""#, false),
+    ];
+
+    #[test]
+    fn every_id_comes_back_as_sent() {
+        for &(text, is_i64) in IDS {
+            let msg = Message::parse(
+                format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#).as_bytes(),
+            )
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+            let id = msg.id.clone().unwrap();
+            assert_eq!(matches!(id, Id::Number(_)), is_i64, "{text}: {id:?}");
+            let answer = Message::response_value(id.clone(), &serde_json::json!({}));
+            assert_eq!(
+                String::from_utf8(answer.to_bytes()).unwrap(),
+                format!(r#"{{"jsonrpc":"2.0","id":{text},"result":{{}}}}"#)
+            );
+            // The same text elsewhere (a cancel's requestId, the id scanner) is the same id.
+            let cancel = Message::parse(
+                format!(
+                    r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"reason":"x","requestId":{text}}}}}"#
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+            assert_eq!(cancel.params_id("requestId").as_ref(), Some(&id), "{text}");
+            let mut set = std::collections::HashSet::new();
+            set.insert(id.clone());
+            assert!(set.contains(&cancel.params_id("requestId").unwrap()));
+            let mut scan = IdScanner::default();
+            scan.feed(format!(r#"{{"method":"m","id":{text}}}"#).as_bytes());
+            assert_eq!(scan.id().as_ref(), Some(&id), "{text}");
+        }
+        // A string is the same string, its escapes written as serde writes them.
+        let msg = Message::parse(br#"{"jsonrpc":"2.0","id":"\u00e9\/","method":"ping"}"#).unwrap();
+        assert_eq!(msg.id, Some(Id::String("é/".into())));
+        // Different number texts are different ids, even for the same value.
+        let id = |text: &str| Id::from_raw(&RawValue::from_string(text.into()).unwrap());
+        assert_ne!(id("1.0"), id("1"));
+        assert_ne!(id("1e3"), id("1000"));
+        assert_eq!(id("1e3"), id("1e3"));
+    }
+
+    #[test]
+    fn ids_that_are_not_strings_or_numbers_are_invalid() {
+        for text in ["true", "{}", r#"{"a":1}"#, "[1]", "[]"] {
+            let err = Message::parse(
+                format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#).as_bytes(),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(err, DecodeError::Invalid { id: None, .. }),
+                "{text}: {err:?}"
+            );
+            assert_eq!(err.to_response().id, Some(Id::Null));
+        }
+        // A null request id is answered with null.
+        let err = Message::parse(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err();
+        assert!(matches!(err, DecodeError::Invalid { id: None, .. }));
+    }
+
+    /// A `tools/call` `levels` deep: its `arguments` are `levels - 2` nested arrays; `before`
+    /// and `after` go around `method` and `params`.
+    fn nested(levels: usize, before: &str, after: &str) -> Vec<u8> {
+        format!(
+            r#"{{"jsonrpc":"2.0",{before}"method":"tools/call","params":{{"name":"t","arguments":{}"x"{}}}{after}}}"#,
+            "[".repeat(levels - 2),
+            "]".repeat(levels - 2)
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn too_deep_messages_are_refused_with_their_id() {
+        let ok = Message::parse_with_max_depth(&nested(128, r#""id":1,"#, ""), 128).unwrap();
+        assert_eq!(ok.id, Some(Id::Number(1)));
+        for (levels, before, after, id) in [
+            (129, r#""id":1,"#, "", Some(Id::Number(1))),
+            (
+                10_000,
+                "",
+                r#","id":"late""#,
+                Some(Id::String("late".into())),
+            ),
+            (
+                1_000_000,
+                r#""id":1e3,"#,
+                "",
+                Id::from_raw(&RawValue::from_string("1e3".into()).unwrap()),
+            ),
+            (200, "", "", None),
+        ] {
+            let err =
+                Message::parse_with_max_depth(&nested(levels, before, after), 128).unwrap_err();
+            let DecodeError::TooDeep {
+                limit: 128,
+                id: got,
+            } = &err
+            else {
+                panic!("{levels}: {err:?}");
+            };
+            assert_eq!(got, &id, "{levels}");
+            let resp = err.to_response();
+            assert_eq!(resp.id, Some(id.unwrap_or(Id::Null)));
+            let error = resp.error.unwrap();
+            assert_eq!(error.code, INVALID_REQUEST);
+            assert_eq!(error.kind().as_deref(), Some("mcp_budget.request.too_deep"));
+            assert!(error.message.contains("128"), "{}", error.message);
+            assert!(
+                error.message.contains("downstream.max_json_depth"),
+                "{}",
+                error.message
+            );
+        }
+        // Without the check, a deep payload is kept raw and parses: the check is what stops it.
+        assert!(Message::parse(&nested(1_000_000, r#""id":1,"#, "")).is_ok());
+    }
+
+    #[test]
+    fn errors_of_deep_valid_json_are_still_classified() {
+        // Deeper than serde's own recursion limit (128) but within the policy's: still an
+        // invalid message with its id, not a parse error.
+        let text = nested(500, r#""jsonrpc":"1.0","id":5,"#, "");
+        let text = String::from_utf8(text)
+            .unwrap()
+            .replacen(r#""jsonrpc":"2.0","#, "", 1);
+        let err = Message::parse_with_max_depth(text.as_bytes(), 1000).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DecodeError::Invalid {
+                    id: Some(Id::Number(5)),
+                    ..
+                }
+            ),
+            "{err:?}"
         );
     }
 }

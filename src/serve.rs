@@ -97,11 +97,11 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
         eprintln!("  serving MCP on stdio");
         let gateway = gateway.clone();
         let service = service.clone();
-        let limit = policy.downstream.max_message_bytes;
+        let config = (&policy.downstream).into();
         let stop = shutdown.clone();
         tasks.spawn(async move {
             let (input, output) = stdio_streams();
-            downstream::stdio::serve(service, &gateway, input, output, limit).await;
+            downstream::stdio::serve(service, &gateway, input, output, config).await;
             // The host closed stdin: that is how stdio clients say goodbye.
             stop.cancel();
         });

@@ -826,7 +826,10 @@ async fn handle_post(
         }
         Err(_) => return body_timeout(state.config.body_timeout),
     };
-    let message = match Message::parse(&bytes) {
+    let message = match Message::parse_with_max_depth(
+        &bytes,
+        state.gateway.policy().downstream.max_json_depth,
+    ) {
         Ok(m) => m,
         Err(err) => {
             let resp = err.to_response();

@@ -3,16 +3,36 @@
 //! Each message is served concurrently; answers and server→client messages share one writer,
 //! so lines never interleave. Unreadable input gets `-32700`/`-32600` and the connection lives
 //! on; a line over the size limit is refused with `mcp_budget.request.too_large` (with the line's
-//! id, found by [`IdScanner`] as the line is discarded, so the client is not left waiting). A request
-//! the client cancelled (`notifications/cancelled`) gets no answer, as MCP asks: the cancel
-//! goes upstream and whatever comes back for it is dropped.
+//! id, found by [`IdScanner`] as the line is discarded, so the client is not left waiting), and
+//! one nested deeper than `max_json_depth` with `mcp_budget.request.too_deep`, never forwarded.
+//! A request the client cancelled (`notifications/cancelled`) gets no answer, as MCP asks: the
+//! cancel goes upstream and whatever comes back for it is dropped.
+//!
+//! # Bounds
+//!
+//! A host that writes and does not read its stdout must not make the gateway buffer without
+//! end. With `N` = `[downstream] max_outbound_messages`:
+//! - while `N` messages wait for the host to read them, stdin is not read (backpressure: the
+//!   host's writes block once the pipe is full); answers are never dropped, so every request
+//!   still gets exactly one;
+//! - at most `N` requests are in flight: the next one is read when one is answered;
+//! - a notification of the servers (progress, logs, `resources/updated`…) that finds `N`
+//!   messages waiting is dropped, counted, with a warning when dropping starts and when the host
+//!   catches up; a `…/list_changed` is only dropped when the same one is already waiting (it
+//!   says nothing more). Server→client requests (sampling, elicitation, roots) are never dropped.
+//!
+//! stdin is read in order: while `N` requests are in flight, whatever the host wrote after the
+//! next request waits too, its answers to server→client requests included. A host whose `N`
+//! requests all wait on such an answer (sampling, elicitation) written behind an `N+1`th request
+//! stalls its own session; with the default of 1024 that takes 1024 questions open at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
@@ -20,10 +40,48 @@ use crate::context::{Caller, McpRequest, Session};
 use crate::error::Error;
 use crate::gateway::Gateway;
 use crate::jsonrpc::{Id, IdScanner, Kind, Message};
+use crate::policy::{
+    Downstream, DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES,
+};
 use crate::stack::McpService;
 
 /// How long answers in flight may take once the client closed its input.
 const DRAIN: Duration = Duration::from_secs(5);
+
+/// Queued messages are written together up to about this many bytes.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// Settings of the stdio downstream (the `[downstream]` limits).
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    /// Longest accepted line, in bytes.
+    pub max_message_bytes: usize,
+    /// Deepest accepted nesting of objects and arrays in a message.
+    pub max_json_depth: usize,
+    /// Messages waiting for the host to read them before stdin stops being read; also the
+    /// most requests in flight.
+    pub max_outbound_messages: usize,
+}
+
+impl Default for StdioConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_json_depth: DEFAULT_MAX_JSON_DEPTH,
+            max_outbound_messages: DEFAULT_MAX_OUTBOUND_MESSAGES.get(),
+        }
+    }
+}
+
+impl From<&Downstream> for StdioConfig {
+    fn from(d: &Downstream) -> Self {
+        Self {
+            max_message_bytes: d.max_message_bytes,
+            max_json_depth: d.max_json_depth,
+            max_outbound_messages: d.max_outbound_messages.get(),
+        }
+    }
+}
 
 /// Serves one client on `input`/`output` until the input closes.
 pub async fn serve<R, W>(
@@ -31,21 +89,28 @@ pub async fn serve<R, W>(
     gateway: &Gateway,
     input: R,
     output: W,
-    max_message_bytes: usize,
+    config: StdioConfig,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let max_message_bytes = config.max_message_bytes;
+    let limit = config
+        .max_outbound_messages
+        .clamp(1, Semaphore::MAX_PERMITS);
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
-    let writer = tokio::spawn(crate::jsonrpc::write_lines(rx, output));
+    let backlog = Arc::new(Backlog::new(limit));
+    let writer = tokio::spawn(write_out(rx, output, backlog.clone()));
     let session = Arc::new(Session::new("stdio", tx.clone()));
     gateway.register_session(&session);
     let mut reader = BufReader::new(input);
     let mut tasks = JoinSet::new();
+    let slots = Arc::new(Semaphore::new(limit));
     // Requests in flight → whether the client cancelled them.
     let inflight: Arc<Mutex<HashMap<Id, bool>>> = Arc::default();
     let mut line = Vec::new();
     loop {
+        backlog.room().await;
         line.clear();
         match read_line(&mut reader, &mut line, max_message_bytes).await {
             Ok(Line::End) => break,
@@ -70,7 +135,7 @@ pub async fn serve<R, W>(
         if text.is_empty() {
             continue;
         }
-        match Message::parse(text) {
+        match Message::parse_with_max_depth(text, config.max_json_depth) {
             Err(err) => {
                 let _ = tx.send(err.to_response());
             }
@@ -78,6 +143,19 @@ pub async fn serve<R, W>(
                 let request_id = match message.kind() {
                     Kind::Request => message.id.clone(),
                     _ => None,
+                };
+                // Only requests take a slot, given back once answered; answers to the
+                // servers' questions and notifications take none.
+                let slot = match request_id {
+                    Some(_) => Some(match slots.clone().try_acquire_owned() {
+                        Ok(slot) => slot,
+                        Err(_) => slots
+                            .clone()
+                            .acquire_owned()
+                            .await
+                            .expect("the semaphore is never closed"),
+                    }),
+                    None => None,
                 };
                 if let Some(id) = &request_id {
                     lock(&inflight).insert(id.clone(), false);
@@ -107,6 +185,7 @@ pub async fn serve<R, W>(
                         }
                         _ => {}
                     }
+                    drop(slot);
                 });
             }
         }
@@ -122,18 +201,173 @@ pub async fn serve<R, W>(
     let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
 }
 
+/// How many messages wait for the host to read them, shared by the writer (which counts) and
+/// the reader (which stops reading stdin while there are `limit`).
+#[derive(Debug)]
+struct Backlog {
+    limit: usize,
+    queued: AtomicUsize,
+    /// Signalled when the count falls below the limit.
+    drained: Notify,
+}
+
+impl Backlog {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            queued: AtomicUsize::new(0),
+            drained: Notify::new(),
+        }
+    }
+
+    /// Waits until fewer than `limit` messages are queued.
+    async fn room(&self) {
+        if self.queued.load(Ordering::Acquire) < self.limit {
+            return; // the usual case: no waiter registered, no lock taken
+        }
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            // Registered before the check, so a drain between the check and the wait is seen.
+            drained.as_mut().enable();
+            if self.queued.load(Ordering::Acquire) < self.limit {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    fn set(&self, queued: usize) {
+        let before = self.queued.swap(queued, Ordering::AcqRel);
+        if before >= self.limit && queued < self.limit {
+            self.drained.notify_one();
+        }
+    }
+}
+
+/// The writer's queue: what waits for the host, and what it did not get.
+struct Outbox {
+    pending: VecDeque<Message>,
+    backlog: Arc<Backlog>,
+    /// Notifications dropped since the queue was last down to half the limit.
+    dropped: u64,
+}
+
+impl Outbox {
+    /// Queues `msg`, unless it is a notification that finds the queue full.
+    fn admit(&mut self, msg: Message) {
+        if self.pending.len() >= self.backlog.limit && msg.kind() == Kind::Notification {
+            let method = msg.method().unwrap_or_default();
+            let repeated = !method.ends_with("/list_changed")
+                || self.pending.iter().any(|m| m.method() == Some(method));
+            if repeated {
+                if self.dropped == 0 {
+                    tracing::warn!(
+                        limit = self.backlog.limit,
+                        method,
+                        "The client is not reading stdout: dropping notifications for it until it \
+                         catches up (downstream.max_outbound_messages)"
+                    );
+                }
+                self.dropped += 1;
+                return;
+            }
+        }
+        self.pending.push_back(msg);
+    }
+
+    /// Publishes the queue length to the reader; once the queue is down to half the limit (so
+    /// that a queue hovering at the limit does not log on every message), says how many
+    /// notifications were dropped.
+    fn publish(&mut self) {
+        let queued = self.pending.len();
+        if self.dropped > 0 && queued <= self.backlog.limit / 2 {
+            self.report_dropped();
+        }
+        self.backlog.set(queued);
+    }
+
+    fn report_dropped(&mut self) {
+        if self.dropped > 0 {
+            tracing::warn!(
+                dropped = self.dropped,
+                "The client reads stdout again; notifications were dropped while it did not"
+            );
+            self.dropped = 0;
+        }
+    }
+}
+
+/// Writes the messages of `rx` to `out` as lines of JSON, whatever is queued in one write,
+/// until the channel closes or a write fails. While a write waits for the host, `rx` is still
+/// drained into the [`Outbox`], so what the servers send piles up nowhere else.
+async fn write_out<W>(mut rx: mpsc::UnboundedReceiver<Message>, mut out: W, backlog: Arc<Backlog>)
+where
+    W: AsyncWrite + Unpin,
+{
+    let mut outbox = Outbox {
+        pending: VecDeque::new(),
+        backlog,
+        dropped: 0,
+    };
+    let mut open = true;
+    let mut buf = Vec::new();
+    loop {
+        if outbox.pending.is_empty() {
+            // Closed (no sender left) and nothing queued: done.
+            let Some(msg) = rx.recv().await else { break };
+            outbox.admit(msg);
+        }
+        while let Ok(msg) = rx.try_recv() {
+            outbox.admit(msg);
+        }
+        buf.clear();
+        while buf.len() < WRITE_BATCH {
+            let Some(msg) = outbox.pending.pop_front() else {
+                break;
+            };
+            crate::jsonrpc::push_line(&mut buf, &msg);
+        }
+        outbox.publish();
+        let write = async {
+            out.write_all(&buf).await?;
+            out.flush().await
+        };
+        tokio::pin!(write);
+        let written = loop {
+            tokio::select! {
+                biased;
+                written = &mut write => break written,
+                msg = rx.recv(), if open => match msg {
+                    Some(msg) => {
+                        outbox.admit(msg);
+                        outbox.publish();
+                    }
+                    None => open = false,
+                },
+            }
+        };
+        if written.is_err() {
+            break;
+        }
+    }
+    // Nothing more can be written: the reader must not wait for room that never comes.
+    outbox.pending.clear();
+    outbox.publish();
+    outbox.report_dropped();
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Single inserts and removes: a poisoned map is still consistent.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The request a `notifications/cancelled` names.
+/// The request a `notifications/cancelled` names (its id as sent, so `1.0` cancels `1.0`).
 fn cancelled_id(message: &Message) -> Option<Id> {
     if message.method() != Some("notifications/cancelled") {
         return None;
     }
-    let params: serde_json::Value = message.params_as().ok()?;
-    serde_json::from_value(params.get("requestId")?.clone()).ok()
+    message.params_id("requestId")
 }
 
 /// What [`read_line`] read.
@@ -202,6 +436,9 @@ pub(crate) async fn read_line<R: AsyncRead + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
+    use std::sync::atomic::AtomicBool;
+    use tokio::io::AsyncReadExt;
 
     /// Reads every line of `input` through a buffer of `chunk` bytes.
     async fn lines(input: &[u8], chunk: usize, limit: usize) -> Vec<(Line, Vec<u8>)> {
@@ -266,5 +503,140 @@ mod tests {
                 br#"{"id":"z","p":"xx"}"#.to_vec()
             )]
         );
+    }
+
+    fn notification(method: &str) -> Message {
+        Message::notification(method, None)
+    }
+
+    #[test]
+    fn a_full_queue_drops_notifications_but_never_answers_or_questions() {
+        let mut outbox = Outbox {
+            pending: VecDeque::new(),
+            backlog: Arc::new(Backlog::new(2)),
+            dropped: 0,
+        };
+        outbox.admit(notification("notifications/progress"));
+        outbox.admit(notification("notifications/tools/list_changed"));
+        // Full from here on.
+        outbox.admit(notification("notifications/progress"));
+        outbox.admit(notification("notifications/message"));
+        outbox.admit(notification("notifications/tools/list_changed"));
+        outbox.admit(notification("notifications/prompts/list_changed"));
+        outbox.admit(notification("notifications/prompts/list_changed"));
+        outbox.admit(Message::response_value(Id::Number(1), &json!({})));
+        outbox.admit(Message::request(
+            Id::String("q".into()),
+            "sampling/createMessage",
+            None,
+        ));
+        let kept: Vec<String> = outbox
+            .pending
+            .iter()
+            .map(|m| {
+                m.method()
+                    .map_or_else(|| format!("answer {:?}", m.id), str::to_owned)
+            })
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "notifications/progress",
+                "notifications/tools/list_changed",
+                "notifications/prompts/list_changed",
+                "answer Some(Number(1))",
+                "sampling/createMessage",
+            ]
+        );
+        assert_eq!(outbox.dropped, 4);
+        outbox.publish();
+        assert_eq!(outbox.backlog.queued.load(Ordering::Acquire), 5);
+        outbox.pending.truncate(2);
+        outbox.publish();
+        assert_eq!(outbox.dropped, 4, "still at the limit");
+        outbox.pending.truncate(1);
+        outbox.publish();
+        assert_eq!(
+            outbox.dropped, 0,
+            "the count restarts once the queue is down to half"
+        );
+    }
+
+    /// A client writes `n` pings and reads nothing until its writes stall; then it reads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_does_not_read_is_not_read_and_loses_no_answer() {
+        let gateway = Gateway::start(
+            crate::policy::Policy::default(),
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let service = crate::stack::build(gateway.clone());
+        let (mut client_in, gateway_in) = tokio::io::duplex(4096);
+        let (gateway_out, mut client_out) = tokio::io::duplex(4096);
+        let config = StdioConfig {
+            max_outbound_messages: 8,
+            ..StdioConfig::default()
+        };
+        let server = tokio::spawn(async move {
+            serve(service, &gateway, gateway_in, gateway_out, config).await;
+        });
+        let n = 5_000;
+        let sent = Arc::new(AtomicUsize::new(0));
+        let finished = Arc::new(AtomicBool::new(false));
+        let (sent2, finished2) = (sent.clone(), finished.clone());
+        let writer = tokio::spawn(async move {
+            for i in 0..n {
+                let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"ping\"}}\n");
+                client_in.write_all(line.as_bytes()).await.unwrap();
+                sent2.fetch_add(1, Ordering::Relaxed);
+            }
+            finished2.store(true, Ordering::Relaxed);
+            client_in
+        });
+        // Until the client's writes stop going through (at most 10 s).
+        let mut last = usize::MAX;
+        for _ in 0..40 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = sent.load(Ordering::Relaxed);
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        let stalled_at = sent.load(Ordering::Relaxed);
+        assert!(!finished.load(Ordering::Relaxed), "all {n} lines were read");
+        // What may be held: the pipes (4 KiB each way), the reader's buffer (8 KiB), a write
+        // batch, 8 queued answers and 8 requests in flight: a few hundred lines (288 here), not 5,000.
+        assert!(
+            stalled_at < 1_000,
+            "{stalled_at} lines read by a gateway nobody reads"
+        );
+
+        let mut answers = Vec::new();
+        let mut buf = vec![0; 64 * 1024];
+        let mut text = Vec::new();
+        while answers.len() < n {
+            let got = tokio::time::timeout(Duration::from_secs(10), client_out.read(&mut buf))
+                .await
+                .expect("answers keep coming")
+                .unwrap();
+            assert!(got > 0, "output closed after {} answers", answers.len());
+            text.extend_from_slice(&buf[..got]);
+            while let Some(end) = text.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = text.drain(..=end).collect();
+                let v: Value = serde_json::from_slice(&line).unwrap();
+                assert_eq!(v["result"], json!({}), "{v}");
+                answers.push(v["id"].as_u64().unwrap());
+            }
+        }
+        answers.sort_unstable();
+        assert!(
+            answers.iter().copied().eq(0..n as u64),
+            "every id answered once"
+        );
+        drop(writer.await.unwrap());
+        tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .expect("the session ends with its input")
+            .unwrap();
     }
 }

@@ -57,7 +57,8 @@ impl IdScanner {
     }
 
     /// The top-level id read so far; `None` until it was read whole, or when the message is
-    /// not an object, has no `id`, or its `id` is not a string, number or `null`.
+    /// not an object, has no `id`, or its `id` is not a string, number or `null`. A number
+    /// keeps its exact text ([`Id::RawNumber`] when it is not an `i64`).
     #[must_use]
     pub fn id(&self) -> Option<Id> {
         self.done.clone().flatten()
@@ -262,6 +263,27 @@ mod tests {
             }
             let expected: Id = serde_json::from_value(msg["id"].clone()).unwrap();
             prop_assert_eq!(s.id(), Some(expected));
+        }
+
+        /// Any JSON number as the id: the scanner reads the id `Message::parse` reads, and it
+        /// prints back as the same text.
+        #[test]
+        fn numbers_keep_their_text(
+            number in "-?(0|[1-9][0-9]{0,30})(\\.[0-9]{1,6})?([eE][+-]?[0-9]{1,3})?",
+            params in noise(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","method":"m","params":{},"id":{number}}}"#,
+                serde_json::to_string(&params).unwrap()
+            );
+            let parsed = crate::jsonrpc::Message::parse(text.as_bytes()).unwrap().id.unwrap();
+            prop_assert_eq!(serde_json::to_string(&parsed).unwrap(), number);
+            let at = cut.index(text.len() + 1);
+            let mut s = IdScanner::default();
+            s.feed(&text.as_bytes()[..at]);
+            s.feed(&text.as_bytes()[at..]);
+            prop_assert_eq!(s.id(), Some(parsed));
         }
     }
 }

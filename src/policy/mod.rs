@@ -37,6 +37,8 @@ pub use discover::DiscoverPolicy;
 
 /// Default largest message accepted from a client: 4 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Default deepest nesting of objects and arrays in a client message.
+pub const DEFAULT_MAX_JSON_DEPTH: usize = 128;
 /// Default per-request upstream timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default time an HTTP client gets to send a request's body.
@@ -117,6 +119,8 @@ pub struct Downstream {
     pub session_idle: Duration,
     /// Messages queued for one HTTP client stream the client is not reading.
     pub max_outbound_messages: NonZeroUsize,
+    /// Deepest nesting of objects and arrays in a client message (the message is level 1).
+    pub max_json_depth: usize,
 }
 
 impl Default for Downstream {
@@ -133,6 +137,7 @@ impl Default for Downstream {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_client: DEFAULT_MAX_SESSIONS_PER_CLIENT,
             session_idle: DEFAULT_SESSION_IDLE,
+            max_json_depth: DEFAULT_MAX_JSON_DEPTH,
             max_outbound_messages: DEFAULT_MAX_OUTBOUND_MESSAGES,
         }
     }

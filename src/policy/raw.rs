@@ -50,6 +50,9 @@ pub struct RawDownstream {
     pub allowed_hosts: Vec<String>,
     /// Largest accepted message in bytes. Default: 4 MiB.
     pub max_message_bytes: Option<usize>,
+    /// Deepest nesting of objects and arrays accepted in a client message (stdio and HTTP); the
+    /// message object itself is level 1. Default: 128.
+    pub max_json_depth: Option<usize>,
     /// Seconds an HTTP client may take to send a request's body, counted from the end of its
     /// headers. Default: 30.
     pub body_timeout_secs: Option<u64>,
@@ -64,8 +67,9 @@ pub struct RawDownstream {
     /// Seconds an HTTP session may go unused (no request in flight, no open GET stream) before
     /// it expires. Default: 1800.
     pub session_idle_secs: Option<u64>,
-    /// Messages queued for one HTTP client stream (a session's GET stream, a POST's SSE
-    /// answer) that the client is not reading; one more closes that stream. Default: 1024.
+    /// Messages queued for one client that it is not reading: on HTTP one more closes that
+    /// stream (a session's GET stream, a POST's SSE answer); on stdio, stdin is not read while
+    /// that many wait, and at most that many requests are in flight. Default: 1024.
     pub max_outbound_messages: Option<usize>,
 }
 

@@ -8,7 +8,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::raw::RawPolicy;
-use super::{Downstream, Policy, Problem, Transport, UpstreamSpec, DEFAULT_MAX_MESSAGE_BYTES};
+use super::{
+    Downstream, Policy, Problem, Transport, UpstreamSpec, DEFAULT_MAX_JSON_DEPTH,
+    DEFAULT_MAX_MESSAGE_BYTES,
+};
 
 /// Longest server id: leaves room for the separator and a tool name within 64 characters.
 const MAX_NAME: usize = 32;
@@ -119,6 +122,18 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         super::DEFAULT_SESSION_IDLE,
         &mut push,
     );
+    let max_json_depth = match raw.downstream.max_json_depth {
+        Some(0) => {
+            push(
+                "downstream.max_json_depth".into(),
+                None,
+                "must be greater than 0 (a message is an object: level 1)".into(),
+            );
+            DEFAULT_MAX_JSON_DEPTH
+        }
+        Some(n) => n,
+        None => DEFAULT_MAX_JSON_DEPTH,
+    };
     for (i, origin) in raw.downstream.allowed_origins.iter().enumerate() {
         if !(origin.starts_with("http://") || origin.starts_with("https://")) {
             push(
@@ -274,6 +289,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                 max_sessions,
                 max_sessions_per_client,
                 session_idle,
+                max_json_depth,
                 max_outbound_messages,
             },
             separator,
@@ -533,6 +549,32 @@ mod tests {
                 "{key}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn json_depth_has_a_default_and_must_be_positive() {
+        let policy = Policy::from_toml_str("version = 1\n", "t.toml").unwrap();
+        assert_eq!(policy.downstream.max_json_depth, 128);
+        let text = "version = 1\n[downstream]\nmax_json_depth = 16\n";
+        let policy = Policy::from_toml_str(text, "t.toml").unwrap();
+        assert_eq!(policy.downstream.max_json_depth, 16);
+        let err = Policy::from_toml_str(&text.replace("16", "0"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("downstream.max_json_depth"), "{err}");
+    }
+
+    #[test]
+    fn outbound_messages_has_a_default_and_must_be_positive_too() {
+        let policy = Policy::from_toml_str("version = 1\n", "t.toml").unwrap();
+        assert_eq!(policy.downstream.max_outbound_messages.get(), 1024);
+        let text = "version = 1\n[downstream]\nmax_outbound_messages = 8\n";
+        let policy = Policy::from_toml_str(text, "t.toml").unwrap();
+        assert_eq!(policy.downstream.max_outbound_messages.get(), 8);
+        let err = Policy::from_toml_str(&text.replace('8', "0"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("downstream.max_outbound_messages"), "{err}");
     }
 
     #[test]

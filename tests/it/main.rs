@@ -22,3 +22,4 @@ mod legacy_servers;
 mod limits;
 mod modern_http;
 mod routing;
+mod wire;
