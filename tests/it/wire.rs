@@ -54,8 +54,8 @@ struct RawStdio {
 impl RawStdio {
     async fn start(test: &str, ups: &[Up]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let policy = policy(dir.path(), "", ups);
         let tag = new_tag(test);
+        let policy = policy(dir.path(), &tag, "", ups);
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
             .args(["serve", "--stdio", "--policy"])
             .arg(&policy)
