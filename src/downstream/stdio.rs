@@ -173,6 +173,7 @@ pub async fn serve<R, W>(
                 let tx = tx.clone();
                 tasks.spawn(async move {
                     let reply = service.oneshot(request).await;
+                    let is_request = request_id.is_some();
                     let cancelled = request_id
                         .and_then(|id| lock(&inflight).remove(&id))
                         .unwrap_or(false);
@@ -180,6 +181,9 @@ pub async fn serve<R, W>(
                         Ok(Some(reply)) if cancelled => {
                             tracing::debug!(id = ?reply.id, "Answer to a cancelled request dropped");
                         }
+                        // A refused answer of the client (to no request waiting for it): the
+                        // gateway logged it; a line with `id: null` would only confuse the host.
+                        Ok(Some(_)) if !is_request => {}
                         Ok(Some(reply)) => {
                             let _ = tx.send(reply);
                         }
