@@ -207,8 +207,14 @@ impl State {
             .filter(|(_, level)| level.is_none())
             .map(|(tool, _)| tool.clone())
             .collect();
-        let discovery = (plan.meta_tools && !deferred.is_empty())
-            .then(|| Discovery::new(deferred, &self.separator, &self.discover));
+        let discovery = (plan.meta_tools && !deferred.is_empty()).then(|| {
+            Discovery::new(
+                deferred,
+                &self.separator,
+                &self.discover.names,
+                self.discover.limits,
+            )
+        });
         tracing::info!(
             rung = %plan.rung,
             tools = catalog.len(),
