@@ -6,13 +6,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
 
-use super::{render_tool, Bpe, Rendering, Tokenizer};
+use super::{render_tool, Bpe, Encoding, Rendering, Tokenizer};
 use crate::catalog::CatalogTool;
 use crate::compress::{self, Level};
 use crate::discover::{meta_tool_definitions, MetaToolNames};
 use crate::naming::exposed_name;
 use crate::policy::BudgetPolicy;
-use crate::profile::Profile;
 
 /// Most per-tool entries kept in a counter's cache (a few dozen bytes each).
 const TOOL_CACHE_CAPACITY: usize = 100_000;
@@ -97,6 +96,20 @@ impl Measured {
     }
 }
 
+/// How a host's tools are counted: the BPE, the host's rendering, the calibration and the fixed
+/// overhead. A model profile (`profile::Profile`) converts into one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counting {
+    /// The BPE used to count.
+    pub encoding: Encoding,
+    /// How the host renders tools to the model.
+    pub rendering: Rendering,
+    /// Multiplier on BPE counts, in thousandths (1000 = the BPE count as is).
+    pub calibration_permille: usize,
+    /// Fixed tokens the host adds whenever tools are present (tool-use system prompt).
+    pub overhead_tokens: usize,
+}
+
 /// Counts what a host pays for tools, with a content-hash cache shared by its clones.
 #[derive(Clone)]
 pub struct Counter {
@@ -124,36 +137,39 @@ impl std::fmt::Debug for Counter {
 pub(crate) const LISTING_HEADER: &str = "\n\nTools available through search:";
 
 impl Counter {
-    /// A counter for `profile` (its encoding, rendering, calibration and overhead).
+    /// A counter for `counting`: a [`Counting`], or a model profile (its encoding, rendering,
+    /// calibration and overhead).
     #[must_use]
-    pub fn new(profile: &Profile) -> Self {
+    pub fn new(counting: impl Into<Counting>) -> Self {
+        let counting = counting.into();
         Self::with_tokenizer(
-            Arc::new(Bpe::new(profile.encoding)),
-            profile.encoding.as_str(),
-            profile,
+            Arc::new(Bpe::new(counting.encoding)),
+            counting.encoding.as_str(),
+            counting,
         )
     }
 
     /// A counter over any tokenizer; `tokenizer_id` must differ between tokenizers that count
-    /// differently (it keys the cache).
+    /// differently (it keys the cache). `counting`'s encoding is not used.
     #[must_use]
     pub fn with_tokenizer(
         tokenizer: Arc<dyn Tokenizer>,
         tokenizer_id: &str,
-        profile: &Profile,
+        counting: impl Into<Counting>,
     ) -> Self {
+        let counting = counting.into();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (
             tokenizer_id,
-            profile.rendering,
-            profile.calibration_permille,
+            counting.rendering,
+            counting.calibration_permille,
         )
             .hash(&mut h);
         Self {
             tokenizer,
-            rendering: profile.rendering,
-            calibration_permille: profile.calibration_permille,
-            overhead_tokens: profile.overhead_tokens,
+            rendering: counting.rendering,
+            calibration_permille: counting.calibration_permille,
+            overhead_tokens: counting.overhead_tokens,
             config_key: h.finish(),
             caches: Arc::new(Mutex::new(Caches {
                 tools: Bounded::new(TOOL_CACHE_CAPACITY),
@@ -581,7 +597,6 @@ fn hash_value(value: &Value, h: &mut Fold) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{resolve, ProfileOverrides};
     use serde_json::json;
 
     fn tool(desc: &str) -> CatalogTool {
@@ -595,7 +610,13 @@ mod tests {
 
     #[test]
     fn levels_never_cost_more_and_cache_hits() {
-        let counter = Counter::new(&resolve("gpt-4o", &ProfileOverrides::default()).unwrap());
+        // gpt-4o's profile.
+        let counter = Counter::new(Counting {
+            encoding: Encoding::O200kBase,
+            rendering: Rendering::OpenAi,
+            calibration_permille: 1000,
+            overhead_tokens: 0,
+        });
         let policy = BudgetPolicy::default();
         let catalog = vec![tool(
             "## Search\n\nUse this tool to **search** the index for documents. Results are ranked by relevance and paged.",

@@ -4,8 +4,8 @@
 //! Anthropic models see the Messages API `tools` JSON plus a fixed tool-use system prompt. A
 //! [`Counter`] renders each tool the way its [`Rendering`] does and counts the text with a
 //! [`Tokenizer`] (o200k or cl100k BPE, times a calibration factor where the model's tokenizer is
-//! not public). Counts are cached by content hash, so an unchanged catalog costs no
-//! tokenization.
+//! not public), as [`Counting`] says (a model profile converts into one). Counts are cached by
+//! content hash, so an unchanged catalog costs no tokenization.
 //!
 //! ```
 //! use mcp_budget::catalog::CatalogTool;
@@ -30,7 +30,7 @@ pub(crate) mod openai;
 mod render;
 
 pub use bpe::{Bpe, Encoding, UnknownEncoding};
-pub use count::{Counter, Measured, ToolCounts};
+pub use count::{Counter, Counting, Measured, ToolCounts};
 
 /// The heading that introduces catalog lines in the search meta-tool's description.
 pub const LISTING_HEADER_TEXT: &str = count::LISTING_HEADER;
