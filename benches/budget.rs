@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use mcp_budget::catalog::{load_saved, CatalogTool};
-use mcp_budget::discover::MetaToolNames;
-use mcp_budget::plan::{apply, plan};
-use mcp_budget::policy::BudgetPolicy;
+use mcp_budget::plan::{apply, measure, plan};
+use mcp_budget::policy::{BudgetPolicy, DiscoverPolicy};
 use mcp_budget::tokens::{render_tool, Bpe, Counter, Encoding, Rendering, Tokenizer};
 
 fn fixtures() -> Vec<CatalogTool> {
@@ -58,12 +57,15 @@ fn pipeline(c: &mut Criterion) {
     let policy = BudgetPolicy::default()
         .with_model("claude-sonnet-4-5")
         .unwrap();
-    let meta = MetaToolNames::default();
-    let run = |counter: &Counter| {
-        let measured = counter.measure_for_plan(&catalog, &policy, "__", &meta);
-        let p = plan(&catalog, &measured, &policy);
-        apply(&p, &catalog, &policy, "__", &meta)
+    let discover = DiscoverPolicy::default();
+    // Rules are built per run, as the budget layer builds them per catalog version.
+    let run_on = |counter: &Counter, catalog: &[CatalogTool], policy: &BudgetPolicy| {
+        let rules = policy.rules(catalog, "__", &discover);
+        let measured = measure(counter, catalog, &rules);
+        let p = plan(catalog, &measured, &rules);
+        apply(&p, catalog, &rules)
     };
+    let run = |counter: &Counter| run_on(counter, &catalog, &policy);
     let mut group = c.benchmark_group("count_plan_render_1000");
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(5));
@@ -88,11 +90,7 @@ fn pipeline(c: &mut Criterion) {
     group.bench_function("cold_fixtures_unique", |b| {
         b.iter_batched(
             || Counter::new(&policy.profile),
-            |counter| {
-                let measured = counter.measure_for_plan(&unique, &policy, "__", &meta);
-                let p = plan(&unique, &measured, &policy);
-                apply(&p, &unique, &policy, "__", &meta)
-            },
+            |counter| run_on(&counter, &unique, &policy),
             BatchSize::PerIteration,
         );
     });
@@ -103,11 +101,7 @@ fn pipeline(c: &mut Criterion) {
     let mut full = policy.clone();
     full.mode = mcp_budget::plan::ModeChoice::Full;
     group.bench_function("warm_full_listing", |b| {
-        b.iter(|| {
-            let measured = warm.measure_for_plan(&catalog, &full, "__", &meta);
-            let p = plan(&catalog, &measured, &full);
-            apply(&p, &catalog, &full, "__", &meta)
-        });
+        b.iter(|| run_on(&warm, &catalog, &full));
     });
     group.finish();
 }

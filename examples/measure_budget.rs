@@ -15,15 +15,18 @@ use std::path::PathBuf;
 
 use mcp_budget::catalog::{load_saved, CatalogTool};
 use mcp_budget::compress::{catalog_line, compress, Level};
-use mcp_budget::discover::MetaToolNames;
-use mcp_budget::plan::plan;
-use mcp_budget::policy::BudgetPolicy;
+use mcp_budget::plan::{plan, Rules};
+use mcp_budget::policy::{BudgetPolicy, DiscoverPolicy};
 use mcp_budget::profile::ProfileOverrides;
 use mcp_budget::tokens::{Counter, Measured, Rendering};
 use serde_json::Value;
 
+fn rules(catalog: &[CatalogTool], policy: &BudgetPolicy) -> Rules {
+    policy.rules(catalog, "__", &DiscoverPolicy::default())
+}
+
 fn measure(catalog: &[CatalogTool], policy: &BudgetPolicy) -> Measured {
-    Counter::new(&policy.profile).measure(catalog, policy, "__", &MetaToolNames::default())
+    Counter::new(&policy.profile).measure(catalog, &rules(catalog, policy).wording)
 }
 
 fn with_rendering(rendering: Rendering) -> BudgetPolicy {
@@ -92,7 +95,7 @@ fn plans(name: &str, catalog: &[CatalogTool]) {
     for model in ["claude-haiku-4-5", "claude-sonnet-4-5", "gpt-4o", "gpt-5"] {
         let policy = BudgetPolicy::default().with_model(model).unwrap();
         let m = measure(catalog, &policy);
-        let p = plan(catalog, &m, &policy);
+        let p = plan(catalog, &m, &rules(catalog, &policy));
         println!(
             "| {model} | {} tok / {} tools | {} | {} | {} {} | {} | {} | {} |",
             p.budget.tokens,

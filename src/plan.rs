@@ -1,6 +1,6 @@
-//! The planner: catalog + counts + profile + policy → the least lossy exposure that fits.
+//! The planner: catalog + counts + rules → the least lossy exposure that fits.
 //!
-//! The budget is a share of the model's context window ([`crate::policy::BudgetPolicy`],
+//! The budget ([`Budget`]) is a share of the model's context window (the policy's `[budget]`,
 //! default 2%) **and** the model's tool-count cap. Everything listed counts: the host's fixed
 //! overhead, each tool's rendering, the meta-tools' definitions, and catalog lines of deferred
 //! tools. The ladder, least lossy first:
@@ -13,24 +13,26 @@
 //!    catalog lines listed in the search tool's description at the richest level that fits;
 //! 5. **search**: the meta-tools only (with catalog lines when they fit).
 //!
-//! Pinned tools are never compressed; a tool's `min_level` is always applied. [`plan`] is pure
-//! and deterministic; [`apply`] turns a plan into the `tools` array a host receives.
+//! Pinned tools are never compressed; a tool's minimum level is always applied. What the
+//! planner is asked for is one plain value, [`Rules`] (the policy builds it once per catalog).
+//! [`measure`] counts what the plan needs, [`plan`] is pure and deterministic, and [`apply`]
+//! turns a plan into the `tools` array a host receives.
 //!
 //! ```
 //! use mcp_budget::catalog::load_saved;
-//! use mcp_budget::discover::MetaToolNames;
-//! use mcp_budget::plan::{apply, plan};
-//! use mcp_budget::policy::BudgetPolicy;
+//! use mcp_budget::plan::{apply, measure, plan, Budget, Rules};
+//! use mcp_budget::profile::{resolve, ProfileOverrides};
 //! use mcp_budget::tokens::Counter;
 //!
 //! let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets/github.json");
 //! let catalog = load_saved(&[dir])?;
-//! let policy = BudgetPolicy::default().with_model("claude-haiku-4-5")?;
-//! let counter = Counter::new(&policy.profile);
-//! let measured = counter.measure(&catalog, &policy, "__", &MetaToolNames::default());
-//! let plan = plan(&catalog, &measured, &policy);
+//! let haiku = resolve("claude-haiku-4-5", &ProfileOverrides::default())?;
+//! // 2% of the context window, and the model's tool cap.
+//! let rules = Rules::new(Budget { tokens: haiku.context_window / 50, tools: haiku.max_tools });
+//! let measured = measure(&Counter::new(&haiku), &catalog, &rules);
+//! let plan = plan(&catalog, &measured, &rules);
 //! assert!(plan.fits && plan.tokens_after <= plan.budget.tokens);
-//! let tools = apply(&plan, &catalog, &policy, "__", &MetaToolNames::default());
+//! let tools = apply(&plan, &catalog, &rules);
 //! assert_eq!(tools.len(), plan.tools_after);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -43,10 +45,9 @@ use serde_json::Value;
 
 use crate::catalog::CatalogTool;
 use crate::compress::{self, Level};
-use crate::discover::{meta_tool_definitions, MetaToolNames};
+use crate::discover::meta_tool_definitions;
 use crate::naming::exposed_name;
-use crate::policy::BudgetPolicy;
-use crate::tokens::Measured;
+use crate::tokens::{Counter, Measured, Wording};
 
 /// Number of meta-tools listed in progressive modes.
 pub const META_TOOLS: usize = 3;
@@ -108,6 +109,46 @@ impl FromStr for ModeChoice {
             "full" => Ok(Self::Full),
             "progressive" => Ok(Self::Progressive),
             other => Err(UnknownMode(other.to_owned())),
+        }
+    }
+}
+
+/// What the planner is asked for one catalog: the budget, the level and mode choices, the
+/// per-tool rules, and the wording of the list. A plain value, built once per catalog (from a
+/// policy by `BudgetPolicy::rules`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rules {
+    /// The budget to fit.
+    pub budget: Budget,
+    /// Compression level choice.
+    pub level: LevelChoice,
+    /// Exposure choice.
+    pub mode: ModeChoice,
+    /// List deferred tools' catalog lines in the search meta-tool's description when they fit.
+    pub list_catalog: bool,
+    /// Per catalog tool, in catalog order: always listed directly, never compressed. Empty when
+    /// no tool is pinned; a tool past the end is not.
+    pub pins: Vec<bool>,
+    /// Per catalog tool, in catalog order: the least compression applied. Empty when no tool
+    /// has one; a tool past the end has none.
+    pub min_levels: Vec<Level>,
+    /// The exposed names, meta-tool names and replaced descriptions.
+    pub wording: Wording,
+}
+
+impl Rules {
+    /// Rules for `budget` with the defaults: `auto` level and mode, catalog lines listed, no
+    /// per-tool rules, and [`Wording::default`].
+    #[must_use]
+    pub fn new(budget: Budget) -> Self {
+        Self {
+            budget,
+            level: LevelChoice::Auto,
+            mode: ModeChoice::Auto,
+            list_catalog: true,
+            pins: Vec::new(),
+            min_levels: Vec::new(),
+            wording: Wording::default(),
         }
     }
 }
@@ -205,17 +246,15 @@ struct Facts<'a> {
 }
 
 impl<'a> Facts<'a> {
-    fn of(catalog: &'a [CatalogTool], policy: &BudgetPolicy) -> Self {
-        let rules: Vec<_> = catalog
-            .iter()
-            .map(|t| policy.rule(&t.server, &t.name))
-            .collect();
+    fn of(catalog: &'a [CatalogTool], rules: &Rules) -> Self {
+        let n = catalog.len();
         Self {
             catalog,
-            pinned: rules.iter().map(|r| r.is_some_and(|r| r.pin)).collect(),
-            min: rules
-                .iter()
-                .map(|r| r.and_then(|r| r.min_level).unwrap_or(Level::Off))
+            pinned: (0..n)
+                .map(|i| rules.pins.get(i).copied().unwrap_or(false))
+                .collect(),
+            min: (0..n)
+                .map(|i| rules.min_levels.get(i).copied().unwrap_or(Level::Off))
                 .collect(),
         }
     }
@@ -275,30 +314,32 @@ fn name_words(name: &str) -> Vec<String> {
     words
 }
 
-/// Chooses the exposure of `catalog` for `policy` (its budget, profile, level and mode
-/// choices, pins and rules), given the token costs in `measured`. Pure and deterministic.
+/// The token costs [`plan`] needs for `catalog` under `rules`, and no more: when the catalog is
+/// over the tool cap (and `mode` is not `full`), no direct listing of every tool can be chosen,
+/// so direct costs are counted at `off` only ([`Counter::measure_upper_bound`]). This is the
+/// call for a gateway's `tools/list`; use [`Counter::measure`] to report.
 #[must_use]
-pub fn plan(catalog: &[CatalogTool], measured: &Measured, policy: &BudgetPolicy) -> Plan {
-    plan_with_budget(catalog, measured, policy, policy.budget())
+pub fn measure(counter: &Counter, catalog: &[CatalogTool], rules: &Rules) -> Measured {
+    if rules.mode == ModeChoice::Full || catalog.len() <= rules.budget.tools {
+        counter.measure(catalog, &rules.wording)
+    } else {
+        counter.measure_upper_bound(catalog, &rules.wording)
+    }
 }
 
-/// [`plan`] with an explicit budget (for callers with their own share).
+/// Chooses the exposure of `catalog` under `rules` (its budget, level and mode choices, pins
+/// and minimum levels), given the token costs in `measured`. Pure and deterministic.
 #[must_use]
-pub fn plan_with_budget(
-    catalog: &[CatalogTool],
-    measured: &Measured,
-    policy: &BudgetPolicy,
-    budget: Budget,
-) -> Plan {
+pub fn plan(catalog: &[CatalogTool], measured: &Measured, rules: &Rules) -> Plan {
     debug_assert_eq!(catalog.len(), measured.tools.len());
-    let facts = Facts::of(catalog, policy);
+    let facts = Facts::of(catalog, rules);
     let planner = Planner {
         measured,
         facts: &facts,
-        budget,
-        list_catalog: policy.list_catalog,
+        budget: rules.budget,
+        list_catalog: rules.list_catalog,
     };
-    match (policy.mode, policy.level) {
+    match (rules.mode, rules.level) {
         (ModeChoice::Full, LevelChoice::Fixed(level)) => planner.uniform(level),
         (ModeChoice::Full, LevelChoice::Auto) => planner
             .full_ladder()
@@ -479,28 +520,21 @@ impl Planner<'_> {
 }
 
 /// The `tools` array a host receives under `plan`: listed tools in catalog order with their
-/// namespaced names (joined with `separator`) and compressed definitions, then the meta-tools
-/// when the plan lists them, the deferred tools' catalog lines appended to the search tool's
+/// exposed names and compressed definitions (worded by `rules`), then the meta-tools when the
+/// plan lists them, the deferred tools' catalog lines appended to the search tool's
 /// description when the plan lists them.
 #[must_use]
-pub fn apply(
-    plan: &Plan,
-    catalog: &[CatalogTool],
-    policy: &BudgetPolicy,
-    separator: &str,
-    meta: &MetaToolNames,
-) -> Vec<Value> {
+pub fn apply(plan: &Plan, catalog: &[CatalogTool], rules: &Rules) -> Vec<Value> {
+    let wording = &rules.wording;
     let mut out = Vec::with_capacity(plan.tools_after);
     let mut lines = String::new();
-    for (tool, level) in catalog.iter().zip(&plan.levels) {
+    for (i, (tool, level)) in catalog.iter().zip(&plan.levels).enumerate() {
         if level.is_none() && plan.catalog_level.is_none() {
             // Deferred and not listed: nothing of it is shown.
             continue;
         }
-        let description = policy
-            .rule(&tool.server, &tool.name)
-            .and_then(|r| r.description.as_deref());
-        let name = exposed_name(&tool.server, &tool.name, separator);
+        let description = wording.description(i);
+        let name = exposed_name(&tool.server, &tool.name, &wording.separator);
         match (level, plan.catalog_level) {
             (Some(level), _) => {
                 let mut def = compress::compress_with(&tool.definition, *level, description);
@@ -522,7 +556,7 @@ pub fn apply(
         }
     }
     if plan.meta_tools {
-        let mut defs = meta_tool_definitions(meta);
+        let mut defs = meta_tool_definitions(&wording.meta);
         if !lines.is_empty() {
             if let Some(Value::String(d)) = defs.first_mut().and_then(|s| s.get_mut("description"))
             {
@@ -538,7 +572,6 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::budget::ToolRule;
     use crate::tokens::ToolCounts;
     use proptest::prelude::*;
     use serde_json::json;
@@ -571,12 +604,12 @@ mod tests {
         }
     }
 
-    fn policy(tokens_pct_bp: u32, cap: usize) -> BudgetPolicy {
-        let mut p = BudgetPolicy::default();
-        p.profile.context_window = 100_000;
-        p.profile.max_tools = cap;
-        p.threshold_bp = tokens_pct_bp;
-        p
+    /// Rules for a 100k context window: `bp` hundredths of a percent of it, `cap` tools.
+    fn rules(bp: u32, cap: usize) -> Rules {
+        Rules::new(Budget {
+            tokens: 100_000 * bp as usize / 10_000,
+            tools: cap,
+        })
     }
 
     /// Loss of a plan: lower is better. Full rungs first by summed level, then progressive
@@ -601,7 +634,7 @@ mod tests {
         let cat = catalog(4);
         let m = measured(&[[400, 300, 200, 100, 50]; 4]);
         // 100k × bp / 10k tokens.
-        let at = |bp| plan(&cat, &m, &policy(bp, 20));
+        let at = |bp| plan(&cat, &m, &rules(bp, 20));
         assert_eq!(at(500).rung, Rung::Full);
         assert_eq!(at(135).rung, Rung::Mixed(Level::Low));
         assert_eq!(at(122).rung, Rung::Uniform(Level::Low));
@@ -612,7 +645,7 @@ mod tests {
         let p = plan(
             &catalog(30),
             &measured(&[[40, 30, 20, 10, 5]; 30]),
-            &policy(500, 20),
+            &rules(500, 20),
         );
         assert_eq!(p.rung, Rung::Search);
         assert!(p.fits);
@@ -622,19 +655,15 @@ mod tests {
     fn pinned_tools_stay_listed_in_full() {
         let cat = catalog(30);
         let m = measured(&[[40, 30, 20, 10, 5]; 30]);
-        let mut pol = policy(500, 20);
-        pol.tools.push((
-            "s/tool_get_0".into(),
-            ToolRule {
-                pin: true,
-                ..ToolRule::default()
-            },
-        ));
+        let mut pol = rules(500, 20);
+        pol.pins = vec![false; 30];
+        // tool_get_0
+        pol.pins[0] = true;
         let p = plan(&cat, &m, &pol);
         assert_eq!(p.rung, Rung::Hybrid);
         assert_eq!(p.levels[0], Some(Level::Off));
         assert_eq!(p.exposed_count(), 1);
-        let tools = apply(&p, &cat, &pol, "__", &MetaToolNames::default());
+        let tools = apply(&p, &cat, &pol);
         assert_eq!(tools.len(), 4);
         assert_eq!(tools[0]["name"], "s__tool_get_0");
         let search = tools[1]["description"].as_str().unwrap();
@@ -672,17 +701,13 @@ mod tests {
         fn plan_properties((direct, bp, cap, pins) in arb_case()) {
             let cat = catalog(direct.len());
             let m = measured(&direct);
-            let mut pol = policy(bp, cap);
-            for (i, pin) in pins.iter().enumerate() {
-                if *pin {
-                    pol.tools.push((format!("s/{}", cat[i].name), ToolRule { pin: true, ..ToolRule::default() }));
-                }
-            }
+            let mut pol = rules(bp, cap);
+            pol.pins = pins;
             let p = plan(&cat, &m, &pol);
             // Same input, same plan.
             prop_assert_eq!(&p, &plan(&cat, &m, &pol));
             // Never over budget when a fitting plan exists.
-            let planner = Planner { measured: &m, facts: &Facts::of(&cat, &pol), budget: pol.budget(), list_catalog: true };
+            let planner = Planner { measured: &m, facts: &Facts::of(&cat, &pol), budget: pol.budget, list_catalog: true };
             let cheapest_full = planner.uniform(Level::Extreme);
             let bare_search = planner.finish(Rung::Search, vec![None; cat.len()], None);
             if cheapest_full.fits || bare_search.fits {
@@ -690,32 +715,33 @@ mod tests {
             }
             prop_assert_eq!(p.fits, p.tokens_after <= p.budget.tokens && p.tools_after <= p.budget.tools);
             // A bigger budget never yields a poorer plan.
-            let bigger = plan(&cat, &m, &policy_with(&pol, bp + 37));
+            let bigger = plan(&cat, &m, &rules_with(&pol, bp + 37));
             prop_assert!(loss(&bigger) <= loss(&p), "{:?} vs {:?}", bigger, p);
-            let more_tools = plan(&cat, &m, &policy_cap(&pol, cap + 5));
+            let more_tools = plan(&cat, &m, &rules_cap(&pol, cap + 5));
             prop_assert!(loss(&more_tools) <= loss(&p), "{:?} vs {:?}", more_tools, p);
             // The applied list has the planned size.
-            prop_assert_eq!(apply(&p, &cat, &pol, "__", &MetaToolNames::default()).len(), p.tools_after);
+            prop_assert_eq!(apply(&p, &cat, &pol).len(), p.tools_after);
         }
     }
 
-    fn policy_with(p: &BudgetPolicy, bp: u32) -> BudgetPolicy {
-        let mut p = p.clone();
-        p.threshold_bp = bp;
-        p
+    fn rules_with(r: &Rules, bp: u32) -> Rules {
+        Rules {
+            budget: rules(bp, r.budget.tools).budget,
+            ..r.clone()
+        }
     }
 
-    fn policy_cap(p: &BudgetPolicy, cap: usize) -> BudgetPolicy {
-        let mut p = p.clone();
-        p.profile.max_tools = cap;
-        p
+    fn rules_cap(r: &Rules, cap: usize) -> Rules {
+        let mut r = r.clone();
+        r.budget.tools = cap;
+        r
     }
 }
 
 #[cfg(test)]
 mod accounting {
     use super::*;
-    use crate::profile::ProfileOverrides;
+    use crate::profile::{resolve, ProfileOverrides, DEFAULT_MODEL};
     use crate::tokens::{Counter, Rendering};
 
     /// The plan's token total is what the applied list really costs, re-counted tool by tool.
@@ -724,25 +750,31 @@ mod accounting {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
         let catalog =
             crate::catalog::load_saved(&[dir.join("github.json"), dir.join("time.json")]).unwrap();
-        let names = MetaToolNames::default();
         for rendering in [Rendering::OpenAi, Rendering::Anthropic, Rendering::Raw] {
             for (mode, level) in [
                 (ModeChoice::Progressive, LevelChoice::Fixed(Level::Medium)),
                 (ModeChoice::Full, LevelChoice::Fixed(Level::High)),
                 (ModeChoice::Auto, LevelChoice::Auto),
             ] {
-                let mut policy = BudgetPolicy::default()
-                    .with_overrides(ProfileOverrides {
+                let profile = resolve(
+                    DEFAULT_MODEL,
+                    &ProfileOverrides {
                         rendering: Some(rendering),
                         ..ProfileOverrides::default()
-                    })
-                    .unwrap();
-                policy.mode = mode;
-                policy.level = level;
-                let counter = Counter::new(&policy.profile);
-                let measured = counter.measure(&catalog, &policy, "__", &names);
-                let p = plan(&catalog, &measured, &policy);
-                let tools = apply(&p, &catalog, &policy, "__", &names);
+                    },
+                )
+                .unwrap();
+                // The default share: 2% of the context window.
+                let mut rules = Rules::new(Budget {
+                    tokens: profile.context_window / 50,
+                    tools: profile.max_tools,
+                });
+                rules.mode = mode;
+                rules.level = level;
+                let counter = Counter::new(&profile);
+                let measured = counter.measure(&catalog, &rules.wording);
+                let p = plan(&catalog, &measured, &rules);
+                let tools = apply(&p, &catalog, &rules);
                 let recount: usize = measured.overhead
                     + tools
                         .iter()
@@ -764,5 +796,32 @@ mod accounting {
                 }
             }
         }
+    }
+
+    #[test]
+    fn plan_measure_is_enough_for_the_plan_and_upgrades_to_exact() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/toolsets/github.json");
+        let catalog = crate::catalog::load_saved(&[dir]).unwrap();
+        let profile = resolve("claude-haiku-4-5", &ProfileOverrides::default()).unwrap();
+        let rules = Rules::new(Budget {
+            tokens: profile.context_window / 50,
+            tools: profile.max_tools,
+        });
+        let reference = Counter::new(&profile).measure(&catalog, &rules.wording);
+        let counter = Counter::new(&profile);
+        let partial = measure(&counter, &catalog, &rules);
+        assert!(!partial.exact && reference.exact);
+        assert_eq!(
+            plan(&catalog, &partial, &rules),
+            plan(&catalog, &reference, &rules)
+        );
+        // Upper bounds, never under-counts.
+        for (p, r) in partial.tools.iter().zip(&reference.tools) {
+            assert!(p.direct.iter().zip(&r.direct).all(|(p, r)| p >= r));
+            assert_eq!(p.line, r.line);
+        }
+        // A later complete measure recounts what the partial one skipped.
+        assert_eq!(counter.measure(&catalog, &rules.wording), reference);
     }
 }

@@ -14,7 +14,7 @@
 //! # Ok::<(), mcp_budget::profile::ProfileError>(())
 //! ```
 
-use crate::tokens::{Encoding, Rendering};
+use crate::tokens::{Counting, Encoding, Rendering};
 
 /// Everything the planner needs to know about a host model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +35,18 @@ pub struct Profile {
     pub calibration_permille: usize,
     /// Counts are estimates (the model's tokenizer is not public).
     pub estimate: bool,
+}
+
+impl From<&Profile> for Counting {
+    /// What a [`Counter`](crate::tokens::Counter) needs of the profile.
+    fn from(profile: &Profile) -> Self {
+        Self {
+            encoding: profile.encoding,
+            rendering: profile.rendering,
+            calibration_permille: profile.calibration_permille,
+            overhead_tokens: profile.overhead_tokens,
+        }
+    }
 }
 
 /// `[budget]` overrides of a profile; `None` keeps the built-in value.

@@ -9,9 +9,8 @@ use serde_json::{json, Value};
 
 use crate::catalog::{load_saved, CatalogTool};
 use crate::compress::Level;
-use crate::discover::MetaToolNames;
-use crate::plan::{plan, Plan};
-use crate::policy::{BudgetPolicy, Policy};
+use crate::plan::{plan, Plan, Rules};
+use crate::policy::{BudgetPolicy, DiscoverPolicy, Policy};
 use crate::profile::ProfileOverrides;
 use crate::tokens::{Counter, Measured};
 
@@ -40,12 +39,13 @@ pub enum Format {
     Html,
 }
 
-/// Everything the offline commands share: the catalog, the budget policy, its counts.
+/// Everything the offline commands share: the catalog, the budget policy, the planner's rules
+/// and the counts.
 #[derive(Debug)]
 pub(crate) struct Prepared {
     pub(crate) catalog: Vec<CatalogTool>,
     pub(crate) budget: BudgetPolicy,
-    pub(crate) separator: String,
+    pub(crate) rules: Rules,
     pub(crate) measured: Measured,
 }
 
@@ -67,17 +67,13 @@ pub(crate) fn prepare(args: &super::CatalogArgs) -> anyhow::Result<Prepared> {
         })?;
     }
     let catalog = load_saved(tools).context("loading --tools")?;
-    let counter = Counter::new(&budget.profile);
-    let measured = counter.measure(
-        &catalog,
-        &budget,
-        &policy.separator,
-        &MetaToolNames::default(),
-    );
+    // Only `[budget]` and the separator are read (`[discover]` stays at its defaults).
+    let rules = budget.rules(&catalog, &policy.separator, &DiscoverPolicy::default());
+    let measured = Counter::new(&budget.profile).measure(&catalog, &rules.wording);
     Ok(Prepared {
         catalog,
         budget,
-        separator: policy.separator,
+        rules,
         measured,
     })
 }
@@ -88,7 +84,7 @@ pub(crate) fn prepare(args: &super::CatalogArgs) -> anyhow::Result<Prepared> {
 /// Any failure, with context.
 pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let prepared = prepare(&args.catalog)?;
-    let plan = plan(&prepared.catalog, &prepared.measured, &prepared.budget);
+    let plan = plan(&prepared.catalog, &prepared.measured, &prepared.rules);
     let report = report(&prepared, &plan);
     let text = match args.format {
         Format::Json => {
@@ -145,7 +141,7 @@ fn report(p: &Prepared, plan: &Plan) -> Value {
         .map(|(i, t)| {
             json!({
                 "id": t.id(),
-                "name": crate::naming::exposed_name(&t.server, &t.name, &p.separator),
+                "name": crate::naming::exposed_name(&t.server, &t.name, &p.rules.wording.separator),
                 "tokens": per_level(|l| m.tools[i].direct[l.index()]),
                 "line_tokens": per_level(|l| m.tools[i].line[l.index()]),
                 "plan": plan.levels[i].map_or("deferred", Level::as_str),

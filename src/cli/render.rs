@@ -4,7 +4,6 @@
 
 use serde_json::Value;
 
-use crate::discover::MetaToolNames;
 use crate::llm_api::{anthropic, openai, RewriteOptions};
 use crate::plan::{apply, plan, LevelChoice, ModeChoice};
 use crate::tokens::Counter;
@@ -57,19 +56,13 @@ pub struct Args {
 pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let mut prepared = super::inspect::prepare(&args.catalog)?;
     if let Some(level) = args.level {
-        prepared.budget.level = level;
+        prepared.rules.level = level;
     }
     if let Some(mode) = args.mode {
-        prepared.budget.mode = mode;
+        prepared.rules.mode = mode;
     }
-    let plan = plan(&prepared.catalog, &prepared.measured, &prepared.budget);
-    let tools = apply(
-        &plan,
-        &prepared.catalog,
-        &prepared.budget,
-        &prepared.separator,
-        &MetaToolNames::default(),
-    );
+    let plan = plan(&prepared.catalog, &prepared.measured, &prepared.rules);
+    let tools = apply(&plan, &prepared.catalog, &prepared.rules);
     let result = match args.format {
         Format::Mcp => serde_json::json!({ "tools": tools }),
         Format::Anthropic => {

@@ -8,8 +8,9 @@
 //!
 //! ```
 //! use mcp_budget::catalog::CatalogTool;
-//! use mcp_budget::discover::{meta_tool_definitions, Discovery, MetaCall, MetaToolNames};
-//! use mcp_budget::policy::DiscoverPolicy;
+//! use mcp_budget::discover::{
+//!     meta_tool_definitions, Discovery, MetaCall, MetaToolNames, SearchLimits,
+//! };
 //! use serde_json::json;
 //!
 //! let defs = meta_tool_definitions(&MetaToolNames::default());
@@ -21,7 +22,7 @@
 //!     "description": "Weather forecast for a city.",
 //!     "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 //! }))?];
-//! let discovery = Discovery::new(tools, "__", &DiscoverPolicy::default());
+//! let discovery = Discovery::new(tools, "__", &MetaToolNames::default(), SearchLimits::default());
 //! let found = discovery.search_tools("weather in Paris tomorrow", None);
 //! assert_eq!(found["structuredContent"]["tools"][0]["name"], "weather__get_forecast");
 //! match discovery.call("invoke_tool", &json!({"name": "weather__get_forecast", "arguments": {"city": "Paris"}})) {
@@ -44,7 +45,6 @@ pub use arguments::check_arguments;
 
 use crate::catalog::CatalogTool;
 use crate::naming::exposed_name;
-use crate::policy::DiscoverPolicy;
 use crate::search::SearchIndex;
 
 /// Longest one-line description in `search_tools` results, in characters.
@@ -67,6 +67,25 @@ impl Default for MetaToolNames {
             search: "search_tools".into(),
             schema: "get_tool_schema".into(),
             invoke: "invoke_tool".into(),
+        }
+    }
+}
+
+/// How many results `search_tools` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchLimits {
+    /// Results when the model gives no `limit` (1..=`max`).
+    pub default: usize,
+    /// Most results, whatever `limit` the model asks for.
+    pub max: usize,
+}
+
+impl Default for SearchLimits {
+    /// 5 results, at most 20.
+    fn default() -> Self {
+        Self {
+            default: 5,
+            max: 20,
         }
     }
 }
@@ -141,15 +160,20 @@ pub struct Discovery {
     by_name: HashMap<String, usize>,
     index: SearchIndex,
     names: MetaToolNames,
-    default_limit: usize,
-    max_limit: usize,
+    limits: SearchLimits,
 }
 
 impl Discovery {
     /// Indexes the deferred `tools`; `separator` joins server id and tool name into the
-    /// exposed names (as in the policy's `[aggregate]`).
+    /// exposed names (as in the policy's `[aggregate]`). The meta-tools answer to `names`, and
+    /// search within `limits`.
     #[must_use]
-    pub fn new(tools: Vec<CatalogTool>, separator: &str, policy: &DiscoverPolicy) -> Self {
+    pub fn new(
+        tools: Vec<CatalogTool>,
+        separator: &str,
+        names: &MetaToolNames,
+        limits: SearchLimits,
+    ) -> Self {
         let exposed: Vec<String> = tools
             .iter()
             .map(|t| exposed_name(&t.server, &t.name, separator))
@@ -164,9 +188,8 @@ impl Discovery {
             exposed,
             by_name,
             index,
-            names: policy.names.clone(),
-            default_limit: policy.default_limit,
-            max_limit: policy.max_limit,
+            names: names.clone(),
+            limits,
         }
     }
 
@@ -263,13 +286,13 @@ impl Discovery {
     }
 
     /// `search_tools`: the best matching deferred tools for `query` as a `CallToolResult`.
-    /// `limit` defaults to the policy's `default_limit` and is capped at its `max_limit`.
+    /// `limit` defaults to the [`SearchLimits`]' `default` and is capped at their `max`.
     #[must_use]
     pub fn search_tools(&self, query: &str, limit: Option<u64>) -> Value {
         let limit = limit
             .and_then(|l| usize::try_from(l).ok())
-            .unwrap_or(self.default_limit)
-            .clamp(1, self.max_limit);
+            .unwrap_or(self.limits.default)
+            .clamp(1, self.limits.max);
         let hits = self.index.search(query, limit);
         let mut lines = Vec::with_capacity(hits.len() + 1);
         let mut found = Vec::with_capacity(hits.len());

@@ -29,7 +29,12 @@ fn discovery() -> Discovery {
         )
         .unwrap(),
     ];
-    Discovery::new(tools, "__", &DiscoverPolicy::default())
+    Discovery::new(
+        tools,
+        "__",
+        &MetaToolNames::default(),
+        SearchLimits::default(),
+    )
 }
 
 #[test]

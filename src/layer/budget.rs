@@ -49,7 +49,6 @@ use crate::discover::{Discovery, MetaCall};
 use crate::jsonrpc::{to_raw, Id, Kind, Message};
 use crate::naming::exposed_name;
 use crate::plan::{self, Plan};
-use crate::policy::budget::ToolRule;
 use crate::policy::{BudgetPolicy, DiscoverPolicy, Policy};
 use crate::tokens::Counter;
 
@@ -170,12 +169,9 @@ impl State {
             .map(|(i, t)| (t.server.clone(), i))
             .collect();
         catalog.sort_by(|a, b| (position[&a.server], &a.name).cmp(&(position[&b.server], &b.name)));
-        let policy = self.effective_policy(&catalog);
-        let meta = &self.discover.names;
-        let measured = self
-            .counter
-            .measure_for_plan(&catalog, &policy, &self.separator, meta);
-        let plan = plan::plan(&catalog, &measured, &policy);
+        let rules = self.budget.rules(&catalog, &self.separator, &self.discover);
+        let measured = plan::measure(&self.counter, &catalog, &rules);
+        let plan = plan::plan(&catalog, &measured, &rules);
         let mut per_server: Vec<ServerTokens> = Vec::new();
         for ((tool, counts), level) in catalog.iter().zip(&measured.tools).zip(&plan.levels) {
             if per_server.last().is_none_or(|s| s.server != tool.server) {
@@ -193,7 +189,7 @@ impl State {
                 }
             }
         }
-        let tools = plan::apply(&plan, &catalog, &policy, &self.separator, meta);
+        let tools = plan::apply(&plan, &catalog, &rules);
         let tools = self.static_before_dynamic(&catalog, tools);
         let result = to_raw(&json!({ "tools": tools }));
         let listed = if self.discover.promote_on_use {
@@ -207,8 +203,14 @@ impl State {
             .filter(|(_, level)| level.is_none())
             .map(|(tool, _)| tool.clone())
             .collect();
-        let discovery = (plan.meta_tools && !deferred.is_empty())
-            .then(|| Discovery::new(deferred, &self.separator, &self.discover));
+        let discovery = (plan.meta_tools && !deferred.is_empty()).then(|| {
+            Discovery::new(
+                deferred,
+                &self.separator,
+                &self.discover.names,
+                self.discover.limits,
+            )
+        });
         tracing::info!(
             rung = %plan.rung,
             tools = catalog.len(),
@@ -299,27 +301,6 @@ impl State {
         });
         out.extend(dynamic_tools);
         out
-    }
-
-    /// `[discover] never_defer` patterns become pins for the planner.
-    fn effective_policy(&self, catalog: &[CatalogTool]) -> BudgetPolicy {
-        let mut policy = self.budget.clone();
-        if self.discover.never_defer.is_empty() {
-            return policy;
-        }
-        for tool in catalog {
-            let id = tool.id();
-            let exposed = exposed_name(&tool.server, &tool.name, &self.separator);
-            if self.discover.never_deferred(&id, &exposed) {
-                let mut rule = policy
-                    .rule(&tool.server, &tool.name)
-                    .cloned()
-                    .unwrap_or_else(ToolRule::default);
-                rule.pin = true;
-                policy.tools.insert(0, (id, rule));
-            }
-        }
-        policy
     }
 }
 
@@ -748,5 +729,39 @@ mod tests {
             .unwrap();
         assert!(la.to_bytes().len() > 100_000, "every tool is listed");
         assert_eq!(la.to_bytes(), lb.to_bytes());
+    }
+
+    #[tokio::test]
+    async fn never_deferred_tools_are_listed_in_full_with_their_rules() {
+        let policy = Policy::from_toml_str(
+            "version = 1\n[budget.tools.\"time/*\"]\nmin_level = \"extreme\"\n\
+             [budget.tools.\"time/get_current_time\"]\ndescription = \"Now, in a time zone.\"\n\
+             [discover]\nnever_defer = [\"time__get_*\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let layer = BudgetLayer::new(Arc::new(Fixed(fixtures())), &policy);
+        let list = layer
+            .layer(echo())
+            .call(request(1, "tools/list", &json!({})))
+            .await
+            .unwrap()
+            .unwrap();
+        let list: Value = list.result_as().unwrap();
+        let tools = list["tools"].as_array().unwrap();
+        // The large catalog goes behind search, but the never-deferred tool stays listed: pinned,
+        // so uncompressed despite time's min_level, and with its own rule's description.
+        let now = tools
+            .iter()
+            .find(|t| t["name"] == "time__get_current_time")
+            .unwrap_or_else(|| panic!("not listed: {list}"));
+        assert_eq!(now["description"], "Now, in a time zone.");
+        let upstream = fixtures()
+            .into_iter()
+            .find(|t| t.id() == "time/get_current_time")
+            .unwrap();
+        assert_eq!(now["inputSchema"], upstream.definition["inputSchema"]);
+        assert!(tools.iter().all(|t| t["name"] != "time__convert_time"));
+        assert!(tools.iter().any(|t| t["name"] == "search_tools"));
     }
 }

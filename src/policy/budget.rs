@@ -21,9 +21,13 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::DiscoverPolicy;
+use crate::catalog::CatalogTool;
 use crate::compress::Level;
-use crate::plan::{Budget, LevelChoice, ModeChoice};
+use crate::naming::exposed_name;
+use crate::plan::{Budget, LevelChoice, ModeChoice, Rules};
 use crate::profile::{self, Profile, ProfileError, ProfileOverrides};
+use crate::tokens::Wording;
 
 /// Default share of the context window, in hundredths of a percent (2%).
 pub const DEFAULT_THRESHOLD_BP: u32 = 200;
@@ -171,6 +175,54 @@ impl BudgetPolicy {
         }
     }
 
+    /// The planner's [`Rules`] for `catalog`, in the order it will be planned: this section's
+    /// budget, choices and per-tool rules, with the exposed names joined by `separator`, the
+    /// meta-tools named by `discover`, and its `never_defer` tools pinned.
+    #[must_use]
+    pub fn rules(
+        &self,
+        catalog: &[CatalogTool],
+        separator: &str,
+        discover: &DiscoverPolicy,
+    ) -> Rules {
+        let mut rules = Rules {
+            budget: self.budget(),
+            level: self.level,
+            mode: self.mode,
+            list_catalog: self.list_catalog,
+            pins: Vec::new(),
+            min_levels: Vec::new(),
+            wording: Wording {
+                separator: separator.to_owned(),
+                meta: discover.names.clone(),
+                descriptions: Vec::new(),
+            },
+        };
+        // No per-tool rules: the per-tool vectors stay empty (nothing pinned, nothing replaced).
+        if self.tools.is_empty() && discover.never_defer.is_empty() {
+            return rules;
+        }
+        for tool in catalog {
+            let rule = self.rule(&tool.server, &tool.name);
+            let never_deferred = !discover.never_defer.is_empty()
+                && discover.never_deferred(
+                    &tool.id(),
+                    &exposed_name(&tool.server, &tool.name, separator),
+                );
+            rules
+                .pins
+                .push(never_deferred || rule.is_some_and(|r| r.pin));
+            rules
+                .min_levels
+                .push(rule.and_then(|r| r.min_level).unwrap_or(Level::Off));
+            rules
+                .wording
+                .descriptions
+                .push(rule.and_then(|r| r.description.clone()));
+        }
+        rules
+    }
+
     /// The same policy for another model (the written overrides still apply).
     ///
     /// # Errors
@@ -315,6 +367,7 @@ impl RawBudget {
 
 #[cfg(test)]
 mod tests {
+    use crate::compress::Level;
     use crate::policy::{ConfigError, Policy};
 
     #[test]
@@ -331,6 +384,50 @@ mod tests {
         assert!(b.rule("github", "create_issue").unwrap().pin);
         assert!(!b.rule("github", "get_me").unwrap().pin);
         assert!(b.rule("git", "log").is_none());
+    }
+
+    #[test]
+    fn rules_resolve_each_tool_and_pin_never_deferred_ones() {
+        use crate::catalog::CatalogTool;
+        let p = Policy::from_toml_str(
+            "version = 1\n[aggregate]\nseparator = \"-\"\n\
+             [budget.tools.\"github/*\"]\nmin_level = \"high\"\n\
+             [budget.tools.\"github/create_issue\"]\npin = true\ndescription = \"Open an issue\"\n\
+             [discover]\nsearch_tool = \"find\"\nnever_defer = [\"time-*\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let tool = |server: &str, name: &str| {
+            CatalogTool::new(server, serde_json::json!({"name": name})).unwrap()
+        };
+        let catalog = [
+            tool("github", "create_issue"),
+            tool("github", "get_me"),
+            tool("time", "now"),
+            tool("git", "log"),
+        ];
+        let rules = p.budget.rules(&catalog, &p.separator, &p.discover);
+        assert_eq!(rules.budget, p.budget.budget());
+        assert_eq!(rules.pins, [true, false, true, false]);
+        // The exact pattern wins over `github/*` (rules are not merged).
+        assert_eq!(
+            rules.min_levels,
+            [Level::Off, Level::High, Level::Off, Level::Off]
+        );
+        let descriptions: Vec<_> = (0..4).map(|i| rules.wording.description(i)).collect();
+        assert_eq!(descriptions, [Some("Open an issue"), None, None, None]);
+        assert_eq!(
+            (
+                rules.wording.separator.as_str(),
+                rules.wording.meta.search.as_str()
+            ),
+            ("-", "find")
+        );
+        // Without per-tool rules, nothing per tool.
+        let plain = Policy::default();
+        let rules = plain.budget.rules(&catalog, "__", &plain.discover);
+        assert!(rules.pins.is_empty() && rules.min_levels.is_empty());
+        assert!(rules.wording.descriptions.is_empty());
     }
 
     #[test]

@@ -13,7 +13,7 @@
 
 use serde::Deserialize;
 
-use crate::discover::MetaToolNames;
+use crate::discover::{MetaToolNames, SearchLimits};
 use crate::naming;
 
 /// Largest accepted `max_limit`: more results than this cost more tokens than listing tools.
@@ -43,8 +43,9 @@ pub struct RawDiscover {
     pub max_limit: Option<usize>,
 }
 
-/// `[discover]` validated.
-#[derive(Debug, Clone)]
+/// `[discover]` validated (defaults: the default meta-tool names and search limits, nothing
+/// pinned or promoted).
+#[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct DiscoverPolicy {
     /// Names of the meta-tools.
@@ -53,22 +54,9 @@ pub struct DiscoverPolicy {
     pub never_defer: Vec<ToolPattern>,
     /// List a deferred tool directly once it has been invoked.
     pub promote_on_use: bool,
-    /// Results when the model gives no `limit` (1..=`max_limit`).
-    pub default_limit: usize,
-    /// Most results per search (1..=[`MAX_SEARCH_LIMIT`]).
-    pub max_limit: usize,
-}
-
-impl Default for DiscoverPolicy {
-    fn default() -> Self {
-        Self {
-            names: MetaToolNames::default(),
-            never_defer: Vec::new(),
-            promote_on_use: false,
-            default_limit: 5,
-            max_limit: 20,
-        }
-    }
+    /// Search results: `default` from `default_limit` (1..=`max`), `max` from `max_limit`
+    /// (1..=[`MAX_SEARCH_LIMIT`]).
+    pub limits: SearchLimits,
 }
 
 impl DiscoverPolicy {
@@ -169,7 +157,7 @@ impl RawDiscover {
                 never_defer.push(ToolPattern::new(pattern.trim()));
             }
         }
-        let max_limit = self.max_limit.unwrap_or(defaults.max_limit);
+        let max_limit = self.max_limit.unwrap_or(defaults.limits.max);
         if !(1..=MAX_SEARCH_LIMIT).contains(&max_limit) {
             problems.push((
                 "discover.max_limit".into(),
@@ -178,7 +166,7 @@ impl RawDiscover {
         }
         let default_limit = self
             .default_limit
-            .unwrap_or(defaults.default_limit.min(max_limit));
+            .unwrap_or(defaults.limits.default.min(max_limit));
         if default_limit == 0 || default_limit > max_limit {
             problems.push((
                 "discover.default_limit".into(),
@@ -189,8 +177,10 @@ impl RawDiscover {
             names,
             never_defer,
             promote_on_use: self.promote_on_use,
-            default_limit: default_limit.clamp(1, MAX_SEARCH_LIMIT),
-            max_limit: max_limit.clamp(1, MAX_SEARCH_LIMIT),
+            limits: SearchLimits {
+                default: default_limit.clamp(1, MAX_SEARCH_LIMIT),
+                max: max_limit.clamp(1, MAX_SEARCH_LIMIT),
+            },
         }
     }
 }
@@ -210,7 +200,7 @@ mod tests {
         let (policy, problems) = validate("");
         assert!(problems.is_empty());
         assert_eq!(policy.names, MetaToolNames::default());
-        assert_eq!((policy.default_limit, policy.max_limit), (5, 20));
+        assert_eq!((policy.limits.default, policy.limits.max), (5, 20));
         assert!(!policy.promote_on_use);
     }
 
@@ -230,7 +220,7 @@ mod tests {
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(policy.names.search, "find_tools");
         assert!(policy.promote_on_use);
-        assert_eq!((policy.default_limit, policy.max_limit), (3, 10));
+        assert_eq!((policy.limits.default, policy.limits.max), (3, 10));
         assert!(policy.never_deferred("github/create_issue", "github__create_issue"));
         assert!(policy.never_deferred("time/get_current_time", "time__get_current_time"));
         assert!(!policy.never_deferred("github/list_issues", "github__list_issues"));

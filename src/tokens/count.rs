@@ -6,13 +6,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
 
-use super::{render_tool, Bpe, Rendering, Tokenizer};
+use super::{render_tool, Bpe, Encoding, Rendering, Tokenizer};
 use crate::catalog::CatalogTool;
 use crate::compress::{self, Level};
 use crate::discover::{meta_tool_definitions, MetaToolNames};
 use crate::naming::exposed_name;
-use crate::policy::BudgetPolicy;
-use crate::profile::Profile;
 
 /// Most per-tool entries kept in a counter's cache (a few dozen bytes each).
 const TOOL_CACHE_CAPACITY: usize = 100_000;
@@ -67,7 +65,7 @@ pub struct ToolCounts {
     pub line: [usize; 5],
 }
 
-/// Token costs of a whole catalog, the input of [`crate::plan::plan`].
+/// Token costs of a whole catalog, the input of the planner (`plan::plan`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Measured {
     /// Per tool, in catalog order.
@@ -80,7 +78,7 @@ pub struct Measured {
     /// The heading that introduces catalog lines in the search meta-tool's description.
     pub listing_header: usize,
     /// Direct costs are counted at every level (false: only at `off`, and the other levels
-    /// hold that upper bound; see [`Counter::measure_for_plan`]).
+    /// hold that upper bound; see [`Counter::measure_upper_bound`]).
     pub exact: bool,
 }
 
@@ -94,6 +92,54 @@ impl Measured {
                 .iter()
                 .map(|t| t.direct[level.index()])
                 .sum::<usize>()
+    }
+}
+
+/// How a host's tools are counted: the BPE, the host's rendering, the calibration and the fixed
+/// overhead. A model profile (`profile::Profile`) converts into one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counting {
+    /// The BPE used to count.
+    pub encoding: Encoding,
+    /// How the host renders tools to the model.
+    pub rendering: Rendering,
+    /// Multiplier on BPE counts, in thousandths (1000 = the BPE count as is).
+    pub calibration_permille: usize,
+    /// Fixed tokens the host adds whenever tools are present (tool-use system prompt).
+    pub overhead_tokens: usize,
+}
+
+/// The words a host sees of a catalog besides the upstream definitions: the exposed names
+/// (server id and tool name joined by `separator`), the meta-tools' names, and the
+/// descriptions that replace the upstream's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wording {
+    /// Joins server id and tool name into an exposed name (`[aggregate] separator`).
+    pub separator: String,
+    /// Names of the meta-tools.
+    pub meta: MetaToolNames,
+    /// Per catalog tool, in catalog order: the description that replaces the upstream's. Empty
+    /// when none is replaced; a tool past the end keeps its own.
+    pub descriptions: Vec<Option<String>>,
+}
+
+impl Default for Wording {
+    /// The policy's defaults: separator `__`, the default meta-tool names, no replaced
+    /// descriptions.
+    fn default() -> Self {
+        Self {
+            separator: "__".to_owned(),
+            meta: MetaToolNames::default(),
+            descriptions: Vec::new(),
+        }
+    }
+}
+
+impl Wording {
+    /// The description that replaces the upstream's for catalog tool `index`, if any.
+    #[must_use]
+    pub fn description(&self, index: usize) -> Option<&str> {
+        self.descriptions.get(index).and_then(Option::as_deref)
     }
 }
 
@@ -124,36 +170,39 @@ impl std::fmt::Debug for Counter {
 pub(crate) const LISTING_HEADER: &str = "\n\nTools available through search:";
 
 impl Counter {
-    /// A counter for `profile` (its encoding, rendering, calibration and overhead).
+    /// A counter for `counting`: a [`Counting`], or a model profile (its encoding, rendering,
+    /// calibration and overhead).
     #[must_use]
-    pub fn new(profile: &Profile) -> Self {
+    pub fn new(counting: impl Into<Counting>) -> Self {
+        let counting = counting.into();
         Self::with_tokenizer(
-            Arc::new(Bpe::new(profile.encoding)),
-            profile.encoding.as_str(),
-            profile,
+            Arc::new(Bpe::new(counting.encoding)),
+            counting.encoding.as_str(),
+            counting,
         )
     }
 
     /// A counter over any tokenizer; `tokenizer_id` must differ between tokenizers that count
-    /// differently (it keys the cache).
+    /// differently (it keys the cache). `counting`'s encoding is not used.
     #[must_use]
     pub fn with_tokenizer(
         tokenizer: Arc<dyn Tokenizer>,
         tokenizer_id: &str,
-        profile: &Profile,
+        counting: impl Into<Counting>,
     ) -> Self {
+        let counting = counting.into();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (
             tokenizer_id,
-            profile.rendering,
-            profile.calibration_permille,
+            counting.rendering,
+            counting.calibration_permille,
         )
             .hash(&mut h);
         Self {
             tokenizer,
-            rendering: profile.rendering,
-            calibration_permille: profile.calibration_permille,
-            overhead_tokens: profile.overhead_tokens,
+            rendering: counting.rendering,
+            calibration_permille: counting.calibration_permille,
+            overhead_tokens: counting.overhead_tokens,
             config_key: h.finish(),
             caches: Arc::new(Mutex::new(Caches {
                 tools: Bounded::new(TOOL_CACHE_CAPACITY),
@@ -180,54 +229,33 @@ impl Counter {
         self.count_text(&render_tool(self.rendering, name, tool))
     }
 
-    /// Costs of every tool of `catalog` at every level, with `policy`'s description overrides,
-    /// the names a host sees (joined with `separator`), and the meta-tools named `meta`.
-    /// Tools seen before (same definition, name and override) cost a cache lookup.
+    /// Costs of every tool of `catalog` at every level, as the host sees them under `wording`
+    /// (exposed names, replaced descriptions, meta-tool names). Tools seen before (same
+    /// definition, name and replaced description) cost a cache lookup.
     #[must_use]
-    pub fn measure(
-        &self,
-        catalog: &[CatalogTool],
-        policy: &BudgetPolicy,
-        separator: &str,
-        meta: &MetaToolNames,
-    ) -> Measured {
-        self.measure_levels(catalog, policy, separator, meta, true)
+    pub fn measure(&self, catalog: &[CatalogTool], wording: &Wording) -> Measured {
+        self.measure_levels(catalog, wording, true)
     }
 
-    /// What [`crate::plan::plan`] needs for `policy`, and no more: when the catalog is over the
-    /// tool cap (and `mode` is not `full`), no direct listing of every tool can be chosen, so
-    /// direct costs are counted at `off` only and reported at every level as that upper bound
-    /// ([`Measured::exact`] is then false); catalog lines are always counted at every level.
-    /// This is the call for a gateway's `tools/list`; use [`Counter::measure`] to report.
+    /// [`Counter::measure`] with direct costs counted at `off` only and reported at every level
+    /// as that upper bound ([`Measured::exact`] is then false); catalog lines are still counted
+    /// at every level. Enough to plan a catalog over the tool cap, where no direct listing of
+    /// every tool can be chosen (the planner's `plan::measure` picks the call).
     #[must_use]
-    pub fn measure_for_plan(
-        &self,
-        catalog: &[CatalogTool],
-        policy: &BudgetPolicy,
-        separator: &str,
-        meta: &MetaToolNames,
-    ) -> Measured {
-        let exact = policy.mode == crate::plan::ModeChoice::Full
-            || catalog.len() <= policy.profile.max_tools;
-        self.measure_levels(catalog, policy, separator, meta, exact)
+    pub fn measure_upper_bound(&self, catalog: &[CatalogTool], wording: &Wording) -> Measured {
+        self.measure_levels(catalog, wording, false)
     }
 
-    fn measure_levels(
-        &self,
-        catalog: &[CatalogTool],
-        policy: &BudgetPolicy,
-        separator: &str,
-        meta: &MetaToolNames,
-        exact: bool,
-    ) -> Measured {
+    fn measure_levels(&self, catalog: &[CatalogTool], wording: &Wording, exact: bool) -> Measured {
         // One lock per call: counting is pure CPU work, and a caller measures a whole catalog.
         let mut caches = self.lock();
         let caches = &mut *caches;
+        let separator = wording.separator.as_str();
         let tools = catalog
             .iter()
-            .map(|tool| {
-                let rule = policy.rule(&tool.server, &tool.name);
-                let description = rule.and_then(|r| r.description.as_deref());
+            .enumerate()
+            .map(|(i, tool)| {
+                let description = wording.description(i);
                 // The exposed name is a function of (server, name, separator): hashing those
                 // spares building it on every warm call.
                 let key = self.key(
@@ -261,7 +289,7 @@ impl Counter {
             } else {
                 self.count_cached(segments, wrapper)
             };
-        let meta = meta_tool_definitions(meta)
+        let meta = meta_tool_definitions(&wording.meta)
             .iter()
             .filter_map(|v| {
                 let obj = v.as_object()?;
@@ -581,7 +609,6 @@ fn hash_value(value: &Value, h: &mut Fold) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{resolve, ProfileOverrides};
     use serde_json::json;
 
     fn tool(desc: &str) -> CatalogTool {
@@ -595,20 +622,23 @@ mod tests {
 
     #[test]
     fn levels_never_cost_more_and_cache_hits() {
-        let counter = Counter::new(&resolve("gpt-4o", &ProfileOverrides::default()).unwrap());
-        let policy = BudgetPolicy::default();
+        // gpt-4o's profile.
+        let counter = Counter::new(Counting {
+            encoding: Encoding::O200kBase,
+            rendering: Rendering::OpenAi,
+            calibration_permille: 1000,
+            overhead_tokens: 0,
+        });
+        let wording = Wording::default();
         let catalog = vec![tool(
             "## Search\n\nUse this tool to **search** the index for documents. Results are ranked by relevance and paged.",
         )];
-        let m = counter.measure(&catalog, &policy, "__", &MetaToolNames::default());
+        let m = counter.measure(&catalog, &wording);
         let d = m.tools[0].direct;
         assert!(d.windows(2).all(|w| w[0] >= w[1]), "{d:?}");
         assert!(d[0] > d[4]);
         assert_eq!(counter.lock().tools.map.len(), 1);
-        assert_eq!(
-            counter.measure(&catalog, &policy, "__", &MetaToolNames::default()),
-            m
-        );
+        assert_eq!(counter.measure(&catalog, &wording), m);
         assert!(m.meta > 100 && m.overhead > 9);
     }
 
@@ -649,32 +679,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn plan_measure_is_enough_for_the_plan_and_upgrades_to_exact() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/toolsets/github.json");
-        let catalog = crate::catalog::load_saved(&[dir]).unwrap();
-        let policy = BudgetPolicy::default()
-            .with_model("claude-haiku-4-5")
-            .unwrap();
-        let names = MetaToolNames::default();
-        let reference = Counter::new(&policy.profile).measure(&catalog, &policy, "__", &names);
-        let counter = Counter::new(&policy.profile);
-        let partial = counter.measure_for_plan(&catalog, &policy, "__", &names);
-        assert!(!partial.exact && reference.exact);
-        assert_eq!(
-            crate::plan::plan(&catalog, &partial, &policy),
-            crate::plan::plan(&catalog, &reference, &policy)
-        );
-        // Upper bounds, never under-counts.
-        for (p, r) in partial.tools.iter().zip(&reference.tools) {
-            assert!(p.direct.iter().zip(&r.direct).all(|(p, r)| p >= r));
-            assert_eq!(p.line, r.line);
-        }
-        // A later complete measure recounts what the partial one skipped.
-        assert_eq!(counter.measure(&catalog, &policy, "__", &names), reference);
     }
 
     #[test]
