@@ -399,7 +399,7 @@ impl Gateway {
             state
                 .log_level
                 .as_deref()
-                .is_some_and(|wanted| crate::upstream::route::level_wanted(wanted, &level))
+                .is_some_and(|wanted| crate::mcp::bridge::level_wanted(wanted, &level))
         });
     }
 

@@ -550,13 +550,11 @@ fn check_loaded(policy: &Policy) {
         "inputSchema": {"type": "object", "properties": {"tz": {"type": "string"}}}});
     let catalog = [CatalogTool::new("server", tool).expect("a valid tool")];
     let counter = Counter::new(&policy.budget.profile);
-    let measured = counter.measure_for_plan(
-        &catalog,
-        &policy.budget,
-        &policy.separator,
-        &policy.discover.names,
-    );
-    let plan = plan::plan(&catalog, &measured, &policy.budget);
+    let rules = policy
+        .budget
+        .rules(&catalog, &policy.separator, &policy.discover);
+    let measured = plan::measure(&counter, &catalog, &rules);
+    let plan = plan::plan(&catalog, &measured, &rules);
     assert!(
         plan.exposed_count() <= catalog.len(),
         "{plan:?} for {budget:?}"

@@ -184,6 +184,18 @@ pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 /// are `params`: only when it asked for logs (`_meta` log level) at that level or below.
 #[must_use]
 pub fn wants_log(params: &Value, level: &str) -> bool {
+    params
+        .get("_meta")
+        .and_then(|m| m.get(META_LOG_LEVEL))
+        .and_then(Value::as_str)
+        .is_some_and(|asked| level_wanted(asked, level))
+}
+
+/// Whether a client that asked for logs at level `wanted` (`logging/setLevel`, or a modern
+/// request's `_meta` log level) gets a message at `level`: RFC 5424 severities, `debug`
+/// lowest. A message of an unknown level is shown; asking for an unknown level asks for nothing.
+#[must_use]
+pub fn level_wanted(wanted: &str, level: &str) -> bool {
     const LEVELS: [&str; 8] = [
         "debug",
         "info",
@@ -195,11 +207,7 @@ pub fn wants_log(params: &Value, level: &str) -> bool {
         "emergency",
     ];
     let rank = |l: &str| LEVELS.iter().position(|x| *x == l);
-    let asked = params
-        .get("_meta")
-        .and_then(|m| m.get(META_LOG_LEVEL))
-        .and_then(Value::as_str);
-    match (asked.and_then(rank), rank(level)) {
+    match (rank(wanted), rank(level)) {
         (Some(min), Some(level)) => level >= min,
         (Some(_), None) => true,
         (None, _) => false,

@@ -83,31 +83,6 @@ pub fn named_token(params: &Value) -> Option<&str> {
     params.get("_meta")?.get("progressToken")?.as_str()
 }
 
-/// Whether a session that set log level `wanted` (`logging/setLevel`) asked for a message at
-/// `level`: RFC 5424 severities, `debug` lowest. An unknown level on either side counts as the
-/// most severe (`emergency`).
-#[must_use]
-pub fn level_wanted(wanted: &str, level: &str) -> bool {
-    severity(level) >= severity(wanted)
-}
-
-fn severity(level: &str) -> usize {
-    const LEVELS: [&str; 8] = [
-        "debug",
-        "info",
-        "notice",
-        "warning",
-        "error",
-        "critical",
-        "alert",
-        "emergency",
-    ];
-    LEVELS
-        .iter()
-        .position(|l| *l == level)
-        .unwrap_or(LEVELS.len() - 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +114,7 @@ mod tests {
 
     #[test]
     fn levels_compare_by_severity() {
+        use crate::mcp::bridge::level_wanted;
         assert!(level_wanted("info", "info"));
         assert!(level_wanted("info", "error"));
         assert!(!level_wanted("warning", "info"));
