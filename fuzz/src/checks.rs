@@ -19,7 +19,7 @@ use mcp_budget::mcp::modern::{
 use mcp_budget::mcp::params::{check_param_headers, marked, param_headers};
 use mcp_budget::plan;
 use mcp_budget::policy::{ConfigError, Policy, Transport};
-use mcp_budget::tokens::Counter;
+use mcp_budget::tokens::{Bpe, Counter, Encoding, Tokenizer};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -510,6 +510,15 @@ fn values_of<'h>(headers: &'h [(String, String)], name: &str) -> Vec<&'h str> {
         .filter(|(n, _)| n == name)
         .map(|(_, v)| v.as_str())
         .collect()
+}
+
+/// Loads what the checks share once per process (the tokenizers' tables, tens of milliseconds
+/// each): the AFL++ binaries call it before the fork server starts, or the first input of
+/// every fork pays for it and may pass for a hang.
+pub fn warm_up() {
+    for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+        let _ = Bpe::new(encoding).count("warm up");
+    }
 }
 
 /// Target `policy`: a TOML policy file, loaded and validated as `mcp-budget check` does.
