@@ -115,6 +115,10 @@ struct Entry {
     link: Arc<Link>,
     /// The address that opened it, counted in [`Sessions::per_client`].
     client: Option<IpAddr>,
+    /// The sweeper's view: [`Link::uses`] when it last looked, and since when that has not
+    /// changed with the session idle.
+    seen_uses: u64,
+    idle_since: Instant,
 }
 
 /// What a session's handlers, its forwarding task and the sweeper share.
@@ -123,8 +127,9 @@ struct Link {
     stream: Mutex<Option<GetStream>>,
     /// Requests in flight plus the open GET stream: a busy session does not expire.
     busy: AtomicUsize,
-    /// When the session was last used: milliseconds since [`AppState::epoch`].
-    last_used: AtomicU64,
+    /// Requests and GET streams ever ended: the sweeper sees use without a clock read per
+    /// request.
+    uses: AtomicU64,
 }
 
 /// The sending side of a session's GET stream.
@@ -161,8 +166,6 @@ struct AppState {
     gateway: Gateway,
     config: HttpConfig,
     sessions: Mutex<Sessions>,
-    /// The origin of [`Link::last_used`].
-    epoch: Instant,
     /// Whether the sweeper for idle sessions runs (it starts with the first session).
     sweeping: AtomicBool,
     /// Whether the last `initialize` was refused for a session limit.
@@ -170,11 +173,6 @@ struct AppState {
 }
 
 impl AppState {
-    /// Milliseconds since [`AppState::epoch`].
-    fn now_ms(&self) -> u64 {
-        millis_since(self.epoch)
-    }
-
     /// Ends session `id` (DELETE): it is forgotten here and by the gateway, and its GET
     /// stream ends. Whether it existed.
     fn end_session(&self, id: &str) -> bool {
@@ -191,24 +189,28 @@ impl AppState {
         self.gateway.remove_session(id);
     }
 
-    /// Ends the sessions unused for [`HttpConfig::session_idle`] as DELETE does; the scan is
-    /// bounded by `max_sessions`.
+    /// Ends the sessions unused for [`HttpConfig::session_idle`] as DELETE does: not busy, and
+    /// not used since the sweep that found them idle, that long ago. The scan is bounded by
+    /// `max_sessions`.
     fn expire_idle(&self) {
-        let idle = u64::try_from(self.config.session_idle.as_millis()).unwrap_or(u64::MAX);
-        let now = self.now_ms();
+        let now = Instant::now();
+        let idle = self.config.session_idle;
         // Found and removed under one lock: a request takes its session under the same lock,
         // so a session cannot be expired while a request starts on it.
         let expired: Vec<(String, Entry)> = {
             let mut sessions = lock(&self.sessions);
-            let ids: Vec<String> = sessions
-                .map
-                .iter()
-                .filter(|(_, e)| {
-                    e.link.busy.load(Ordering::Acquire) == 0
-                        && now.saturating_sub(e.link.last_used.load(Ordering::Acquire)) >= idle
-                })
-                .map(|(id, _)| id.clone())
-                .collect();
+            let mut ids = Vec::new();
+            for (id, e) in &mut sessions.map {
+                // `busy` first: a use that ended is counted in `uses` before `busy` drops.
+                let busy = e.link.busy.load(Ordering::Acquire) > 0;
+                let uses = e.link.uses.load(Ordering::Acquire);
+                if busy || uses != e.seen_uses {
+                    e.seen_uses = uses;
+                    e.idle_since = now;
+                } else if now.duration_since(e.idle_since) >= idle {
+                    ids.push(id.clone());
+                }
+            }
             ids.into_iter()
                 .filter_map(|id| sessions.remove(&id).map(|e| (id, e)))
                 .collect()
@@ -218,10 +220,6 @@ impl AppState {
             tracing::debug!(session = %id, "Session expired (downstream.session_idle_secs)");
         }
     }
-}
-
-fn millis_since(epoch: Instant) -> u64 {
-    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Looks for idle sessions every quarter of the idle time (at most every minute) until the
@@ -240,29 +238,24 @@ async fn sweep(state: Weak<AppState>, idle: Duration) {
     }
 }
 
-/// A session in use (a request in flight, an open GET stream): it does not expire, and it was
-/// last used when this is dropped.
+/// A session in use (a request in flight, an open GET stream): it does not expire while this
+/// lives, and counts as used at the next sweep.
 struct InUse {
     link: Arc<Link>,
-    epoch: Instant,
 }
 
 impl InUse {
-    fn new(link: &Arc<Link>, epoch: Instant) -> Self {
+    fn new(link: &Arc<Link>) -> Self {
         link.busy.fetch_add(1, Ordering::AcqRel);
-        Self {
-            link: link.clone(),
-            epoch,
-        }
+        Self { link: link.clone() }
     }
 }
 
 impl Drop for InUse {
     fn drop(&mut self) {
-        // The time first: the sweeper must never see the session idle with an old time.
-        self.link
-            .last_used
-            .store(millis_since(self.epoch), Ordering::Release);
+        // Counted before `busy` drops, so that the next sweep sees the use and starts the
+        // session's idle time then.
+        self.link.uses.fetch_add(1, Ordering::Release);
         self.link.busy.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -286,7 +279,6 @@ pub fn router_at(path: &str, service: McpService, gateway: Gateway, config: Http
         gateway,
         config,
         sessions: Mutex::new(Sessions::default()),
-        epoch: Instant::now(),
         sweeping: AtomicBool::new(false),
         refusing_sessions: AtomicBool::new(false),
     });
@@ -435,7 +427,10 @@ fn check_origin(
             Err(forbidden("Host", text))
         }
     };
-    host_ok(&String::from_utf8_lossy(host))?;
+    let Ok(host) = std::str::from_utf8(host) else {
+        return Err(bad_host("the Host header is not text".into()));
+    };
+    host_ok(host)?;
     if let Some(authority) = uri.authority() {
         host_ok(authority.as_str())?;
     }
@@ -476,32 +471,32 @@ struct Accepts {
 
 fn accepts(headers: &HeaderMap) -> Accepts {
     let mut out = Accepts::default();
-    // Repeated Accept headers are one list (RFC 9110 §5.3).
+    // Repeated Accept headers are one list (RFC 9110 §5.3). Read as bytes, in one pass per
+    // list item: this runs on every POST.
     for value in &headers.get_all(header::ACCEPT) {
         out.present = true;
-        let Ok(value) = value.to_str() else {
-            continue;
-        };
-        for range in value.split(',') {
-            let mut parts = range.split(';');
-            let media = parts.next().unwrap_or_default().trim();
+        for range in value.as_bytes().split(|&b| b == b',') {
+            let mut parts = range.split(|&b| b == b';');
+            let media = parts.next().unwrap_or_default().trim_ascii();
             let refused = parts.any(|p| {
-                p.trim()
-                    .strip_prefix("q=")
-                    .or_else(|| p.trim().strip_prefix("Q="))
-                    .and_then(|q| q.trim().parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
+                let p = p.trim_ascii();
+                p.len() > 2
+                    && p[..2].eq_ignore_ascii_case(b"q=")
+                    && std::str::from_utf8(&p[2..])
+                        .ok()
+                        .and_then(|q| q.trim().parse::<f32>().ok())
+                        .is_some_and(|q| q <= 0.0)
             });
             if refused {
                 continue;
             }
-            let is = |m: &str| media.eq_ignore_ascii_case(m);
-            if is("*/*") {
+            let is = |m: &[u8]| media.eq_ignore_ascii_case(m);
+            if is(b"*/*") {
                 out.json = true;
                 out.sse = true;
-            } else if is("application/json") || is("application/*") {
+            } else if is(b"application/json") || is(b"application/*") {
                 out.json = true;
-            } else if is("text/event-stream") || is("text/*") {
+            } else if is(b"text/event-stream") || is(b"text/*") {
                 out.sse = true;
             }
         }
@@ -577,7 +572,7 @@ fn speaks_http_sse_era(state: &AppState, headers: &HeaderMap, message: &Message)
 
 /// The client's address: from [`serve`]'s connection, or axum's `ConnectInfo`.
 fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
-    let addr = extensions.get::<Arc<Peer>>().map(|p| p.addr).or_else(|| {
+    let addr = Peer::current().map(|p| p.addr).or_else(|| {
         extensions
             .get::<axum::extract::ConnectInfo<SocketAddr>>()
             .map(|c| c.0)
@@ -599,7 +594,7 @@ fn session_of(
     };
     let sessions = lock(&state.sessions);
     match sessions.map.get(id) {
-        Some(entry) => Ok((entry.session.clone(), InUse::new(&entry.link, state.epoch))),
+        Some(entry) => Ok((entry.session.clone(), InUse::new(&entry.link))),
         None => Err(Box::new(plain_error(
             StatusCode::NOT_FOUND,
             "unknown or expired session: initialize again",
@@ -790,7 +785,8 @@ async fn within<F: std::future::Future>(
     if let Poll::Ready(out) = futures::poll!(future.as_mut()) {
         return Ok(out);
     }
-    tokio::time::timeout(limit, future).await
+    // Boxed: the timer's state stays out of every request's future.
+    Box::pin(tokio::time::timeout(limit, future)).await
 }
 
 async fn handle_post(
@@ -855,7 +851,8 @@ async fn handle_post(
     };
     if modern.is_none() && message.method() == Some("initialize") && message.kind() == Kind::Request
     {
-        return initialize(&state, message, client_ip(&parts.extensions)).await;
+        // Boxed: a future of its own keeps every other request's future small.
+        return Box::pin(initialize(&state, message, client_ip(&parts.extensions))).await;
     }
 
     if modern.is_some() && message.method() == Some("tools/call") {
@@ -941,7 +938,7 @@ async fn handle_post(
     let (sse_tx, sse_rx) = mpsc::channel::<Bytes>(state.config.max_outbound_messages.get());
     let _ = sse_tx.try_send(sse_event(&first));
     let overflow = Overflow {
-        peer: parts.extensions.get::<Arc<Peer>>().cloned(),
+        peer: Peer::current(),
         limit: state.config.max_outbound_messages,
     };
     // For the log only (taken here, off the path of plain JSON answers).
@@ -1016,7 +1013,7 @@ async fn initialize(state: &Arc<AppState>, message: Message, client: Option<IpAd
     let link = Arc::new(Link {
         stream: Mutex::new(None),
         busy: AtomicUsize::new(0),
-        last_used: AtomicU64::new(state.now_ms()),
+        uses: AtomicU64::new(0),
     });
     let refused = {
         let mut sessions = lock(&state.sessions);
@@ -1041,6 +1038,8 @@ async fn initialize(state: &Arc<AppState>, message: Message, client: Option<IpAd
                     session: session.clone(),
                     link: link.clone(),
                     client,
+                    seen_uses: 0,
+                    idle_since: Instant::now(),
                 },
             );
             if let Some(client) = client {
@@ -1072,7 +1071,7 @@ async fn initialize(state: &Arc<AppState>, message: Message, client: Option<IpAd
         id.clone(),
         state.config.max_outbound_messages,
     ));
-    let _in_use = InUse::new(&link, state.epoch);
+    let _in_use = InUse::new(&link);
     let request = McpRequest {
         message,
         caller: Caller::new(session),
@@ -1211,7 +1210,7 @@ async fn handle_get(
         }
         *current = Some(GetStream {
             tx,
-            peer: parts.extensions.get::<Arc<Peer>>().cloned(),
+            peer: Peer::current(),
         });
     }
     // The stream keeps the session in use while it is open.

@@ -14,22 +14,20 @@
 //! resource it exhausts.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::Router;
-use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 
 use crate::jsonrpc::{ErrorObject, Id, Message, INVALID_REQUEST};
 use crate::policy::{Downstream, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT};
@@ -79,22 +77,36 @@ impl From<&Downstream> for ListenConfig {
     }
 }
 
-/// The connection a request came on, in the request's extensions: the client's address (for
-/// per-client limits) and a way to close the connection (for a client that stopped reading a
-/// stream: hyper no longer polls that stream's body, so ending the body would not be seen).
+/// The connection a request came on: the client's address (for per-client limits) and a way
+/// to close the connection (for a client that stopped reading a stream: hyper no longer polls
+/// that stream's body, so ending the body would not be seen).
 #[derive(Debug)]
 pub(super) struct Peer {
     /// The client's address.
     pub(super) addr: SocketAddr,
-    /// Notified to drop the connection at once.
-    close: Notify,
+    /// The connection's task.
+    task: OnceLock<AbortHandle>,
 }
 
 impl Peer {
     /// Drops the connection (the answer being written included).
     pub(super) fn close(&self) {
-        self.close.notify_one();
+        if let Some(task) = self.task.get() {
+            task.abort();
+        }
     }
+
+    /// The connection the current request came on, when [`serve_with`] serves it: hyper polls
+    /// a connection's handlers on the connection's task, where this is set. A task-local
+    /// rather than a request extension: nothing to allocate per request.
+    pub(super) fn current() -> Option<Arc<Self>> {
+        PEER.try_with(Arc::clone).ok()
+    }
+}
+
+tokio::task_local! {
+    /// The [`Peer`] of the connection whose task this is.
+    static PEER: Arc<Peer>;
 }
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, then gives open connections
@@ -151,45 +163,21 @@ pub async fn serve_with(
         let _ = tcp.set_nodelay(true);
         let peer = Arc::new(Peer {
             addr,
-            close: Notify::new(),
+            task: OnceLock::new(),
         });
-        let service = WithPeer {
-            app: app.clone(),
-            peer: peer.clone(),
-        };
+        let service = TowerToHyperService::new(app.clone());
         let conn = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));
-        tokio::spawn(async move {
+        let task = tokio::spawn(PEER.scope(peer.clone(), async move {
+            // Dropped with the task, aborted or not.
             let _slot = slot;
-            tokio::select! {
-                done = conn => if let Err(err) = done {
-                    tracing::debug!(error = %err, "HTTP connection ended with an error");
-                },
-                () = peer.close.notified() => {
-                    tracing::debug!(client = %peer.addr, "HTTP connection closed by the gateway");
-                }
+            if let Err(err) = conn.await {
+                tracing::debug!(error = %err, "HTTP connection ended with an error");
             }
-        });
+        }));
+        let _ = peer.task.set(task.abort_handle());
     }
     drop(listener);
     let _ = tokio::time::timeout(GRACE, graceful.shutdown()).await;
-}
-
-/// `app` with the connection's [`Peer`] in every request's extensions.
-#[derive(Debug, Clone)]
-struct WithPeer {
-    app: Router,
-    peer: Arc<Peer>,
-}
-
-impl hyper::service::Service<http::Request<Incoming>> for WithPeer {
-    type Response = axum::response::Response;
-    type Error = Infallible;
-    type Future = tower::util::Oneshot<Router, http::Request<Incoming>>;
-
-    fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
-        req.extensions_mut().insert(self.peer.clone());
-        self.app.clone().oneshot(req)
-    }
 }
 
 /// Open connections, in all and per client address.
