@@ -272,6 +272,60 @@ fn present_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Id>, D::Error> {
     Ok(Some(Id::deserialize(d)?))
 }
 
+/// A [`Message`] as [`Message::parse`] reads it first: the id through serde's own number
+/// parsing, which costs nothing more for the ids clients send (integers, strings); an id that
+/// serde reads as a float (a fraction, an exponent, `-0`, an integer beyond 64 bits) fails, and
+/// the message is read again with [`Message`]'s own `Deserialize`, which keeps the number's text.
+#[derive(Deserialize)]
+struct WireMessage {
+    jsonrpc: Version,
+    #[serde(default, deserialize_with = "present_plain_id")]
+    id: Option<Id>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Box<RawValue>>,
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<ErrorObject>,
+}
+
+fn present_plain_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Id>, D::Error> {
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = Id;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string or a number")
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Id, E> {
+            Ok(Id::Number(n))
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Id, E> {
+            // A JSON integer has one spelling: its digits are the text the client sent.
+            Ok(match i64::try_from(n) {
+                Ok(n) => Id::Number(n),
+                Err(_) => Id::RawNumber(RawNumber(
+                    RawValue::from_string(n.to_string()).map_err(E::custom)?,
+                )),
+            })
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Id, E> {
+            Err(E::custom("this id needs its JSON text"))
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Id, E> {
+            Ok(Id::String(s.to_owned()))
+        }
+        fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Id, E> {
+            Ok(Id::String(s))
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Id, E> {
+            Ok(Id::Null)
+        }
+    }
+    Ok(Some(d.deserialize_any(V)?))
+}
+
 /// Why bytes could not be decoded into a [`Message`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -340,7 +394,20 @@ impl Message {
         // serde skips the members it ignores without checking their UTF-8: without this, a
         // message with invalid UTF-8 in an unknown member would be accepted as JSON.
         let text = std::str::from_utf8(bytes).map_err(|e| DecodeError::Parse(e.to_string()))?;
-        match serde_json::from_str::<Self>(text) {
+        let message = match serde_json::from_str::<WireMessage>(text) {
+            Ok(wire) => Ok(Self {
+                jsonrpc: wire.jsonrpc,
+                id: wire.id,
+                method: wire.method,
+                params: wire.params,
+                result: wire.result,
+                error: wire.error,
+            }),
+            // An id that needs its text, or a number serde cannot make an f64 of (`1e400`), or
+            // a message that is wrong anyway (read twice: the error path only).
+            Err(_) => serde_json::from_str::<Self>(text),
+        };
+        match message {
             // serde also builds a struct from an array of its fields in order
             // (`["2.0",1,"tools/list"]`): an array is a batch, never a message.
             Ok(_) if text.trim_ascii_start().starts_with('[') => Err(DecodeError::Batch),
@@ -365,7 +432,7 @@ impl Message {
     /// # Errors
     /// [`DecodeError::TooDeep`], or what [`Message::parse`] returns.
     pub fn parse_with_max_depth(bytes: &[u8], max_depth: usize) -> Result<Self, DecodeError> {
-        if nesting_depth(bytes, max_depth) > max_depth {
+        if depth::may_nest_deeper(bytes, max_depth) && nesting_depth(bytes, max_depth) > max_depth {
             let mut scan = IdScanner::default();
             scan.feed(bytes);
             return Err(DecodeError::TooDeep {
@@ -654,6 +721,7 @@ mod tests {
         ("1E+2", false),
         ("-1.5e-7", false),
         ("-0", false),
+        ("1E400", false),
         ("0.0", false),
         (r#""a""#, false),
         (r#""""#, false),
@@ -669,6 +737,12 @@ mod tests {
             .unwrap_or_else(|e| panic!("{text}: {e}"));
             let id = msg.id.clone().unwrap();
             assert_eq!(matches!(id, Id::Number(_)), is_i64, "{text}: {id:?}");
+            // The `Deserialize` of `Message` (any deserializer) reads the same id.
+            let derived: Message = serde_json::from_str(&format!(
+                r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#
+            ))
+            .unwrap();
+            assert_eq!(derived.id.as_ref(), Some(&id), "{text}");
             let answer = Message::response_value(id.clone(), &serde_json::json!({}));
             assert_eq!(
                 String::from_utf8(answer.to_bytes()).unwrap(),

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
@@ -95,9 +95,7 @@ pub async fn serve<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let max_message_bytes = config.max_message_bytes;
-    let limit = config
-        .max_outbound_messages
-        .clamp(1, Semaphore::MAX_PERMITS);
+    let limit = config.max_outbound_messages.max(1);
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let backlog = Arc::new(Backlog::new(limit));
     let writer = tokio::spawn(write_out(rx, output, backlog.clone()));
@@ -105,7 +103,6 @@ pub async fn serve<R, W>(
     gateway.register_session(&session);
     let mut reader = BufReader::new(input);
     let mut tasks = JoinSet::new();
-    let slots = Arc::new(Semaphore::new(limit));
     // Requests in flight → whether the client cancelled them.
     let inflight: Arc<Mutex<HashMap<Id, bool>>> = Arc::default();
     let mut line = Vec::new();
@@ -144,19 +141,11 @@ pub async fn serve<R, W>(
                     Kind::Request => message.id.clone(),
                     _ => None,
                 };
-                // Only requests take a slot, given back once answered; answers to the
-                // servers' questions and notifications take none.
-                let slot = match request_id {
-                    Some(_) => Some(match slots.clone().try_acquire_owned() {
-                        Ok(slot) => slot,
-                        Err(_) => slots
-                            .clone()
-                            .acquire_owned()
-                            .await
-                            .expect("the semaphore is never closed"),
-                    }),
-                    None => None,
-                };
+                // Only requests count, until answered; answers to the servers' questions and
+                // notifications do not.
+                let slot = request_id
+                    .as_ref()
+                    .map(|_| Backlog::start_request(&backlog));
                 if let Some(id) = &request_id {
                     lock(&inflight).insert(id.clone(), false);
                 } else if let Some(id) = cancelled_id(&message) {
@@ -205,14 +194,16 @@ pub async fn serve<R, W>(
     let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
 }
 
-/// How many messages wait for the host to read them, shared by the writer (which counts) and
-/// the reader (which stops reading stdin while there are `limit`).
+/// What the gateway holds for the client: messages waiting for it to read them (counted by the
+/// writer) and requests in flight (counted by the reader and the tasks serving them). The reader
+/// reads stdin only while both are under `limit`.
 #[derive(Debug)]
 struct Backlog {
     limit: usize,
     queued: AtomicUsize,
-    /// Signalled when the count falls below the limit.
-    drained: Notify,
+    in_flight: AtomicUsize,
+    /// Signalled when a count falls below the limit.
+    room: Notify,
 }
 
 impl Backlog {
@@ -220,31 +211,56 @@ impl Backlog {
         Self {
             limit,
             queued: AtomicUsize::new(0),
-            drained: Notify::new(),
+            in_flight: AtomicUsize::new(0),
+            room: Notify::new(),
         }
     }
 
-    /// Waits until fewer than `limit` messages are queued.
+    fn has_room(&self) -> bool {
+        self.queued.load(Ordering::Acquire) < self.limit
+            && self.in_flight.load(Ordering::Acquire) < self.limit
+    }
+
+    /// Waits until fewer than `limit` messages are queued and fewer than `limit` requests are
+    /// in flight.
     async fn room(&self) {
-        if self.queued.load(Ordering::Acquire) < self.limit {
+        if self.has_room() {
             return; // the usual case: no waiter registered, no lock taken
         }
         loop {
-            let drained = self.drained.notified();
-            tokio::pin!(drained);
-            // Registered before the check, so a drain between the check and the wait is seen.
-            drained.as_mut().enable();
-            if self.queued.load(Ordering::Acquire) < self.limit {
+            let room = self.room.notified();
+            tokio::pin!(room);
+            // Registered before the check, so a change between the check and the wait is seen.
+            room.as_mut().enable();
+            if self.has_room() {
                 return;
             }
-            drained.await;
+            room.await;
         }
     }
 
-    fn set(&self, queued: usize) {
+    /// Publishes the count of queued messages.
+    fn set_queued(&self, queued: usize) {
         let before = self.queued.swap(queued, Ordering::AcqRel);
         if before >= self.limit && queued < self.limit {
-            self.drained.notify_one();
+            self.room.notify_one();
+        }
+    }
+
+    /// Counts a request in flight until the returned guard is dropped.
+    fn start_request(this: &Arc<Self>) -> InFlight {
+        this.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(this.clone())
+    }
+}
+
+/// A request in flight (see [`Backlog::start_request`]).
+struct InFlight(Arc<Backlog>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == self.0.limit {
+            self.0.room.notify_one();
         }
     }
 }
@@ -288,7 +304,7 @@ impl Outbox {
         if self.dropped > 0 && queued <= self.backlog.limit / 2 {
             self.report_dropped();
         }
-        self.backlog.set(queued);
+        self.backlog.set_queued(queued);
     }
 
     fn report_dropped(&mut self) {
