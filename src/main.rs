@@ -43,14 +43,9 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         ready_timeout_secs: u64,
     },
-    /// Validate policy files (and mcpServers JSON files); exits non-zero on any problem.
-    Check {
-        /// Policy files.
-        files: Vec<PathBuf>,
-        /// mcpServers JSON files (Claude Desktop / Claude Code) to validate as upstreams.
-        #[arg(long = "mcp-json")]
-        mcp_json: Vec<PathBuf>,
-    },
+    /// Validate policy files (and mcpServers JSON files): every problem with its line, then
+    /// warnings; exits non-zero on any problem (and on warnings with --strict).
+    Check(cli::check::Args),
     /// Token counts per tool and level, the budget and the plan, on saved tools/list results.
     Inspect(cli::inspect::Args),
     /// Print the tools/list result a host would receive, on saved tools/list results.
@@ -62,7 +57,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { files, mcp_json } => return check(&files, &mcp_json),
+        Command::Check(args) => return check(&args),
         Command::Serve {
             policy,
             mcp_json,
@@ -108,33 +103,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn check(files: &[PathBuf], mcp_json: &[PathBuf]) -> ExitCode {
-    let mut ok = true;
-    let mut policy = Policy::default();
-    for file in files {
-        match Policy::load(file) {
-            Ok(p) => {
-                println!("{}: ok ({} upstreams)", file.display(), p.upstreams.len());
-                policy = p;
-            }
-            Err(err) => {
-                eprintln!("{err}");
-                ok = false;
-            }
+fn check(args: &cli::check::Args) -> ExitCode {
+    match cli::check::run(
+        args,
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+    ) {
+        Ok(outcome) if outcome.ok(args.strict) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(EXIT_CONFIG),
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
         }
-    }
-    for file in mcp_json {
-        match policy.add_mcp_json(file) {
-            Ok(()) => println!("{}: ok", file.display()),
-            Err(err) => {
-                eprintln!("{err}");
-                ok = false;
-            }
-        }
-    }
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_CONFIG)
     }
 }

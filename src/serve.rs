@@ -11,6 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) fn run(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
     init_tracing();
+    for warning in policy.warnings() {
+        tracing::warn!("policy: {warning}");
+    }
     if !policy.downstream.stdio && policy.downstream.http.is_none() {
         anyhow::bail!(
             "nothing to serve: pass --stdio and/or --http ADDR (or set them in [downstream])"

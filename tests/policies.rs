@@ -31,7 +31,7 @@ fn check_command_reports_problems_with_lines_and_fails() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("line 2: upstream[0].name"), "{err}");
+    assert!(err.contains("line 3: upstream[0].name"), "{err}");
 
     let json = dir.path().join("claude.json");
     std::fs::write(
@@ -103,4 +103,82 @@ fn imported_servers_keep_their_env_and_do_not_inherit() {
         Some("t")
     );
     assert_eq!(policy.upstreams[0].roots, None);
+}
+
+fn check(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .arg("check")
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_reports_every_problem_in_one_run_with_lines_and_suggestions() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "version = 1\n[downstream]\nhtp = \"127.0.0.1:1\"\n[budget]\nthreshold_percent = \"2\"\n\
+         [[upstream]]\nname = \"a\"\ncomand = \"x\"\n[discover]\nsearch_tol = \"find\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = check(&[bad.as_os_str()]);
+    assert!(!ok);
+    for expected in [
+        "line 3: downstream.htp: unknown key `htp`; did you mean `http`?",
+        "line 5: budget.threshold_percent: invalid type: string \"2\", expected a number",
+        "line 8: upstream[0].comand: unknown key `comand`; did you mean `command`?",
+        "line 10: discover.search_tol: unknown key `search_tol`; did you mean `search_tool`?",
+    ] {
+        assert!(err.contains(expected), "{expected:?} not in {err}");
+    }
+    assert!(err.contains("4 problem(s)"), "{err}");
+}
+
+#[test]
+fn check_warns_of_open_binds_and_rules_that_match_nothing_and_fails_under_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.toml");
+    std::fs::write(
+        &policy,
+        "version = 1\n[downstream]\nhttp = \"0.0.0.0:8931\"\n[[upstream]]\nname = \"git\"\n\
+         command = \"mcp-server-git\"\n[budget.tools.\"gitub/*\"]\npin = true\n\
+         [budget.tools.\"git/git_stauts\"]\npin = true\n",
+    )
+    .unwrap();
+    let saved = dir.path().join("git.json");
+    std::fs::write(
+        &saved,
+        r#"{"tools": [{"name": "git_status", "description": "Status", "inputSchema": {"type": "object"}}]}"#,
+    )
+    .unwrap();
+    let (ok, out, err) = check(&[policy.as_os_str()]);
+    assert!(ok, "warnings alone pass: {err}");
+    assert!(out.contains("ok (1 upstreams)"), "{out}");
+    assert!(
+        err.contains("line 3: downstream.http: serves every client that can reach 0.0.0.0:8931"),
+        "{err}"
+    );
+    assert!(
+        err.contains("line 7: budget.tools.\"gitub/*\": no upstream is named `gitub`"),
+        "{err}"
+    );
+    assert!(!err.contains("git_stauts"), "needs --tools to know: {err}");
+    let strict = std::ffi::OsStr::new("--strict");
+    let tools = std::ffi::OsStr::new("--tools");
+    let (ok, _, err) = check(&[policy.as_os_str(), strict, tools, saved.as_os_str()]);
+    assert!(!ok, "--strict fails on warnings");
+    assert!(
+        err.contains(
+            "line 9: budget.tools.\"git/git_stauts\": `git/git_stauts` matches none of the upstream's tools"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("3 warning(s): errors under --strict"), "{err}");
 }

@@ -1,10 +1,12 @@
-//! The offline commands (`inspect`, `render`, `search`) that work on saved `tools/list` results.
+//! The offline commands: `check` (policies), and `inspect`, `render`, `search` that work on saved
+//! `tools/list` results.
 //! Built with the default `cli` feature.
 
 use std::path::PathBuf;
 
 use crate::tokens::Rendering;
 
+pub mod check;
 pub mod inspect;
 pub mod render;
 pub mod search;

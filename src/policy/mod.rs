@@ -23,8 +23,10 @@
 pub mod budget;
 pub mod discover;
 pub(crate) mod mcp_json;
+mod parse;
 pub mod raw;
 mod validate;
+mod warnings;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -77,6 +79,21 @@ pub struct Policy {
     pub budget: BudgetPolicy,
     /// `[discover]`.
     pub discover: DiscoverPolicy,
+    /// The policy file's text, so that warnings can name lines.
+    source: Source,
+}
+
+/// A policy's file text (shown by length only in `Debug`).
+#[derive(Clone, Default)]
+struct Source(Option<std::sync::Arc<str>>);
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(text) => write!(f, "Source({} bytes)", text.len()),
+            None => f.write_str("Source(none)"),
+        }
+    }
 }
 
 impl Default for Policy {
@@ -87,6 +104,7 @@ impl Default for Policy {
             upstreams: Vec::new(),
             budget: BudgetPolicy::default(),
             discover: DiscoverPolicy::default(),
+            source: Source::default(),
         }
     }
 }
@@ -333,13 +351,16 @@ impl Policy {
     /// # Errors
     /// [`ConfigError`] with every problem found.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let raw: raw::RawPolicy = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: origin.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
-        })?;
-        validate::validate(raw, text).map_err(|problems| ConfigError::Invalid {
+        let invalid = |problems| ConfigError::Invalid {
             path: origin.to_owned(),
             problems,
+        };
+        let raw = parse::raw(text).map_err(invalid)?;
+        validate::validate(raw, text).map_err(|mut problems| {
+            for p in &mut problems {
+                p.line = parse::line_of(text, &p.path).or(p.line);
+            }
+            invalid(problems)
         })
     }
 

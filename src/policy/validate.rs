@@ -293,6 +293,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                 max_outbound_messages,
             },
             separator,
+            source: super::Source(Some(text.into())),
             upstreams,
             budget,
             discover,
@@ -464,7 +465,7 @@ mod tests {
         assert!(
             shown
                 .iter()
-                .any(|p| p.starts_with("line 3: upstream[0].name")),
+                .any(|p| p.starts_with("line 4: upstream[0].name")),
             "{shown:?}"
         );
         assert!(
@@ -476,7 +477,7 @@ mod tests {
         assert!(
             shown
                 .iter()
-                .any(|p| p.starts_with("line 6: upstream[1].command")),
+                .any(|p| p.starts_with("line 8: upstream[1].command")),
             "{shown:?}"
         );
     }
@@ -623,13 +624,13 @@ mod tests {
         );
         let shown = problems(&text);
         for expected in [
-            "line 2: upstream[0].roots[0]: \"https://example.com/x\" is not a file URI",
-            "line 2: upstream[0].roots[1]: must be a URI string or a",
-            "line 2: upstream[0].roots[2].name: must be a string, not integer",
-            "line 2: upstream[0].roots[3].uri: missing",
-            "line 2: upstream[0].roots[4].uri: \"file:///a b\" is not a file URI",
-            "line 2: upstream[0].roots[4].label: unknown key",
-            "line 2: upstream[0].roots[5].uri: must be a string, not integer",
+            "line 5: upstream[0].roots[0]: \"https://example.com/x\" is not a file URI",
+            "line 5: upstream[0].roots[1]: must be a URI string or a",
+            "line 5: upstream[0].roots[2].name: must be a string, not integer",
+            "line 5: upstream[0].roots[3].uri: missing",
+            "line 5: upstream[0].roots[4].uri: \"file:///a b\" is not a file URI",
+            "line 5: upstream[0].roots[4].label: unknown key",
+            "line 5: upstream[0].roots[5].uri: must be a string, not integer",
         ] {
             assert!(
                 shown.iter().any(|p| p.starts_with(expected)),
@@ -689,7 +690,7 @@ mod tests {
         assert!(
             shown
                 .iter()
-                .any(|p| p.starts_with("line 2: upstream[0].url: args, env, inherit_env and cwd")),
+                .any(|p| p.starts_with("line 4: upstream[0].url: args, env, inherit_env and cwd")),
             "{shown:#?}"
         );
     }

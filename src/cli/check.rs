@@ -1,0 +1,120 @@
+//! `check`: validate policy files (and mcpServers JSON files) without starting anything.
+//!
+//! Every problem of a file is reported in one run, each with its line and field path
+//! ([`crate::policy::ConfigError`]); then the warnings of each valid policy
+//! ([`Policy::warnings`]), and with `--tools` the tool rules that match none of the saved
+//! tools ([`Policy::unmatched_rules`]). Warnings are errors with `--strict`, for CI.
+
+use std::path::PathBuf;
+
+use crate::policy::Policy;
+
+/// Arguments of `check`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Policy files.
+    pub files: Vec<PathBuf>,
+    /// mcpServers JSON files (Claude Desktop / Claude Code) to validate as upstreams (of the
+    /// last policy file, when one is given).
+    #[arg(long = "mcp-json")]
+    pub mcp_json: Vec<PathBuf>,
+    /// Saved tools/list results (a file's stem is the server id), or directories of them:
+    /// tool rules that match none of these tools are reported.
+    #[arg(long = "tools", num_args = 1..)]
+    pub tools: Vec<PathBuf>,
+    /// Treat warnings as errors.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// What `check` found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Files that did not validate.
+    pub errors: usize,
+    /// Warnings, over all valid files.
+    pub warnings: usize,
+}
+
+impl Outcome {
+    /// Whether `check` succeeds: no errors, and no warnings under `--strict`.
+    #[must_use]
+    pub fn ok(self, strict: bool) -> bool {
+        self.errors == 0 && (!strict || self.warnings == 0)
+    }
+}
+
+/// Runs `check`: results on `out`, problems and warnings on `err`.
+///
+/// # Errors
+/// Only when writing to `out` or `err` fails; problems found are in the [`Outcome`].
+pub fn run(
+    args: &Args,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> std::io::Result<Outcome> {
+    let mut outcome = Outcome::default();
+    let mut loaded: Vec<(String, Policy)> = Vec::new();
+    for file in &args.files {
+        match Policy::load(file) {
+            Ok(p) => {
+                writeln!(
+                    out,
+                    "{}: ok ({} upstreams)",
+                    file.display(),
+                    p.upstreams.len()
+                )?;
+                loaded.push((file.display().to_string(), p));
+            }
+            Err(e) => {
+                writeln!(err, "{e}")?;
+                outcome.errors += 1;
+            }
+        }
+    }
+    if loaded.is_empty() && !args.mcp_json.is_empty() {
+        loaded.push(("(mcp-json)".into(), Policy::default()));
+    }
+    for file in &args.mcp_json {
+        let Some((_, policy)) = loaded.last_mut() else {
+            break;
+        };
+        match policy.add_mcp_json(file) {
+            Ok(()) => writeln!(out, "{}: ok", file.display())?,
+            Err(e) => {
+                writeln!(err, "{e}")?;
+                outcome.errors += 1;
+            }
+        }
+    }
+    let tool_ids = match crate::catalog::load_saved(&args.tools) {
+        Ok(tools) => tools
+            .iter()
+            .map(|t| format!("{}/{}", t.server, t.name))
+            .collect::<Vec<_>>(),
+        Err(e) => {
+            writeln!(err, "--tools: {e}")?;
+            outcome.errors += 1;
+            Vec::new()
+        }
+    };
+    for (origin, policy) in &loaded {
+        let mut warnings = policy.warnings();
+        if !args.tools.is_empty() {
+            warnings.extend(policy.unmatched_rules(&tool_ids));
+        }
+        for w in &warnings {
+            writeln!(err, "warning: {origin}: {w}")?;
+        }
+        outcome.warnings += warnings.len();
+    }
+    if outcome.warnings > 0 {
+        let tail = if args.strict {
+            "errors under --strict"
+        } else {
+            "use --strict to fail on them"
+        };
+        writeln!(err, "{} warning(s): {tail}", outcome.warnings)?;
+    }
+    Ok(outcome)
+}
