@@ -1,4 +1,4 @@
-//! The `mcp-budget` command: `serve`, `check`, `inspect`, `render`, `search`.
+//! The `mcp-budget` command: `serve`, `check`, `inspect`, `render`, `search`, `calibrate`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::PathBuf;
@@ -52,6 +52,8 @@ enum Command {
     Render(cli::render::Args),
     /// Search saved tools/list results as `search_tools` would.
     Search(cli::search::Args),
+    /// The calibration of a Claude model's counts, from one answer of Anthropic's token counter.
+    Calibrate(cli::calibrate::Args),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => cli::inspect::run(&args, &mut std::io::stdout().lock()),
         Command::Render(args) => cli::render::run(&args, &mut std::io::stdout().lock()),
         Command::Search(args) => cli::search::run(&args, &mut std::io::stdout().lock()),
+        Command::Calibrate(args) => cli::calibrate::run(&args, &mut std::io::stdout().lock()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -88,9 +88,15 @@ pub const ANTHROPIC_OVERHEAD_AUTO: usize = 346;
 /// Anthropic's tool-use system prompt on Claude 4.x with `tool_choice` `any` or `tool`.
 pub const ANTHROPIC_OVERHEAD_ANY: usize = 313;
 
-/// Claude's tokenizer is not public: cl100k counts × 1.2 (JSON-heavy text tokenizes worse on
-/// Claude than on `OpenAI`'s BPEs). Override with `calibration` when you have measured better.
-const CLAUDE_CALIBRATION: usize = 1200;
+/// Claude's tokenizer is not public, so Claude models count cl100k × a calibration, per
+/// tokenizer generation (sources and reasoning: `docs/budget.md`, "Counting Claude"):
+/// Anthropic says `OpenAI`'s BPEs undercount Claude by about 15–20 % on typical text and more on
+/// code; tool definitions are JSON around English, so × 1.25 for Claude 4.x up to 4.6.
+const CLAUDE_CALIBRATION: usize = 1250;
+/// Opus 4.7 brought a new tokenizer: "roughly 1× to 1.35× as many tokens" (Anthropic);
+/// independent `count_tokens` measurements give 1.31× on text-heavy JSON and 1.45× on English
+/// prose. 1.25 × 1.35 ≈ 1.7.
+const CLAUDE_NEW_TOKENIZER_CALIBRATION: usize = 1700;
 
 struct Builtin {
     prefix: &'static str,
@@ -113,6 +119,14 @@ const fn claude(prefix: &'static str, max_tools: usize) -> Builtin {
         overhead_tokens: ANTHROPIC_OVERHEAD_AUTO,
         calibration_permille: CLAUDE_CALIBRATION,
         estimate: true,
+    }
+}
+
+/// A Claude family with the tokenizer of Opus 4.7 and later.
+const fn claude_new_tokenizer(prefix: &'static str, max_tools: usize) -> Builtin {
+    Builtin {
+        calibration_permille: CLAUDE_NEW_TOKENIZER_CALIBRATION,
+        ..claude(prefix, max_tools)
     }
 }
 
@@ -155,6 +169,8 @@ const BUILTINS: &[Builtin] = &[
     claude("claude-haiku-4-5", 12),
     claude("claude-sonnet-4", 20),
     claude("claude-opus-4", 25),
+    claude_new_tokenizer("claude-opus-4-7", 25),
+    claude_new_tokenizer("claude-opus-4-8", 25),
     openai("gpt-4o", 128_000, 20),
     openai("gpt-4o-mini", 128_000, 12),
     openai("gpt-4-1", 1_047_576, 20),
@@ -289,6 +305,11 @@ mod tests {
             Some("claude-sonnet-4")
         );
         assert_eq!(name("claude-opus-4.1").as_deref(), Some("claude-opus-4"));
+        assert_eq!(name("claude-opus-4-7").as_deref(), Some("claude-opus-4-7"));
+        assert_eq!(
+            name("claude-opus-4.8-20260601").as_deref(),
+            Some("claude-opus-4-8")
+        );
         assert_eq!(name("gpt-4o-2024-08-06").as_deref(), Some("gpt-4o"));
         assert_eq!(name("gpt-4o-mini").as_deref(), Some("gpt-4o-mini"));
         assert_eq!(name("gpt-4.1").as_deref(), Some("gpt-4-1"));
@@ -296,6 +317,15 @@ mod tests {
         assert_eq!(name("gpt-5.1").as_deref(), Some("gpt-5"));
         assert_eq!(name("gemini-2.5-pro").as_deref(), Some("gemini-2-5-pro"));
         assert_eq!(name("gpt-40"), None);
+    }
+
+    #[test]
+    fn claude_calibration_follows_the_tokenizer_generation() {
+        let calibration = |m: &str| builtin(m).map(|p| p.calibration_permille);
+        assert_eq!(calibration("claude-sonnet-4-5"), Some(1250));
+        assert_eq!(calibration("claude-opus-4-6"), Some(1250));
+        assert_eq!(calibration("claude-opus-4-7"), Some(1700));
+        assert_eq!(calibration("gpt-5"), Some(1000));
     }
 
     #[test]

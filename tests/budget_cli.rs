@@ -225,3 +225,126 @@ fn unknown_model_is_an_error() {
     assert!(!ok);
     assert!(stderr.contains("context_window"), "{stderr}");
 }
+
+/// `calibrate` end to end: the request it prints carries the tools `render` gives; fed back the
+/// answer Claude would give if it counted these tools at 1.4 × cl100k, it prints a calibration
+/// of 1.4, and a policy with that calibration makes `inspect` count what Claude counted.
+#[test]
+fn calibrate_turns_a_count_tokens_answer_into_the_policy_calibration() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = fixtures().join("git.json");
+    let (ok, tools, err) = run(&[
+        "render",
+        "--tools",
+        git.to_str().unwrap(),
+        "--model",
+        "claude-sonnet-4-5",
+        "--format",
+        "anthropic",
+        "--mode",
+        "full",
+        "--level",
+        "off",
+    ]);
+    assert!(ok, "{err}");
+    let tools_file = dir.path().join("tools.json");
+    std::fs::write(&tools_file, &tools).unwrap();
+    let tools_file = tools_file.to_str().unwrap();
+
+    let request = json_of(&[
+        "calibrate",
+        "--model",
+        "claude-sonnet-4-5",
+        "--tools-file",
+        tools_file,
+        "--print-request",
+    ]);
+    let sent: Value = serde_json::from_str(&tools).unwrap();
+    assert_eq!(request["tools"], sent["tools"]);
+    assert_eq!(request["model"], "claude-sonnet-4-5");
+    assert_eq!(request["messages"][0]["role"], "user");
+
+    // cl100k count of the same tools, as the anthropic rendering counts them.
+    let list: Vec<Value> = sent["tools"].as_array().unwrap().clone();
+    let bpe = mcp_budget::cli::calibrate::compute(
+        &list,
+        mcp_budget::tokens::Encoding::Cl100kBase,
+        1_000_000,
+        0,
+        0,
+    )
+    .unwrap()
+    .bpe_tokens;
+    let claude = bpe * 14 / 10;
+    let answer = 8 + 346 + claude;
+    let response = dir.path().join("response.json");
+    std::fs::write(&response, format!("{{\"input_tokens\": {answer}}}")).unwrap();
+    let (ok, out, err) = run(&[
+        "calibrate",
+        "--model",
+        "claude-sonnet-4-5",
+        "--tools-file",
+        tools_file,
+        "--count-tokens-response",
+        response.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("13 tools {claude}")), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("calibration = "))
+        .expect(&out);
+    let calibration: f64 = line["calibration = ".len()..].parse().unwrap();
+    assert!((calibration - 1.4).abs() < 0.002, "{out}");
+
+    let policy = dir.path().join("p.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version = 1\n[budget]\nmodel = \"claude-sonnet-4-5\"\ncalibration = {calibration}\n"
+        ),
+    )
+    .unwrap();
+    let r = json_of(&[
+        "inspect",
+        "--tools",
+        git.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let counted = r["totals"]["off"].as_u64().unwrap() as f64;
+    let billed = (answer - 8) as f64;
+    assert!(
+        (counted - billed).abs() / billed < 0.01,
+        "inspect {counted} vs Claude {billed}"
+    );
+
+    // An answer that cannot be for these tools is refused with a reason.
+    std::fs::write(&response, "{\"input_tokens\": 300}").unwrap();
+    let (ok, _, err) = run(&[
+        "calibrate",
+        "--model",
+        "claude-sonnet-4-5",
+        "--tools-file",
+        tools_file,
+        "--count-tokens-response",
+        response.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("was the request sent with these tools?"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&[
+        "calibrate",
+        "--model",
+        "gpt-5",
+        "--tools-file",
+        tools_file,
+        "--print-request",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("not a Claude model"), "{err}");
+}

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::tokens::Rendering;
 
+pub mod calibrate;
 pub mod check;
 pub mod inspect;
 pub mod render;

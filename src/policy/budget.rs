@@ -9,7 +9,7 @@
 //! list_catalog = true            # deferred tools' lines in search_tools' description when they fit
 //! # Profile overrides (required for a model without a built-in profile):
 //! # context_window = 200000, tokenizer = "cl100k_base", rendering = "anthropic",
-//! # max_tools = 12, overhead_tokens = 346, calibration = 1.2
+//! # max_tools = 12, overhead_tokens = 346, calibration = 1.25
 //!
 //! [budget.tools."github/create_issue"]  # or "github/*"
 //! pin = true                     # always listed directly, description never compressed
@@ -65,7 +65,8 @@ pub struct RawBudget {
     /// Fixed overhead override, in tokens (Anthropic: 346 for tool choice auto, 313 for any).
     /// Default: the model's.
     pub overhead_tokens: Option<usize>,
-    /// Multiplier on BPE counts, 0.5 to 3. Default: the model's (1.2 for Claude, else 1).
+    /// Multiplier on BPE counts, 0.5 to 3. Default: the model's (1.25 for Claude 4.x up to 4.6, 1.7 for Opus 4.7 and later, else 1;
+    /// `mcp-budget calibrate` measures it).
     pub calibration: Option<f64>,
     /// Per-tool rules keyed by `"server/tool"` or `"server/*"`. Default: none.
     #[serde(default)]
