@@ -83,6 +83,10 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_CONFIG);
                 }
             }
+            if let Err(err) = loaded.resolve_env() {
+                eprintln!("{err}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
             if stdio {
                 loaded.downstream.stdio = true;
             }

@@ -182,3 +182,56 @@ fn check_warns_of_open_binds_and_rules_that_match_nothing_and_fails_under_strict
     );
     assert!(err.contains("3 warning(s): errors under --strict"), "{err}");
 }
+
+/// `check --mcp-json` on each host's config format, as a user has it (fixtures under
+/// `tests/fixtures/hosts/`), with a token in the environment.
+fn check_import(file: &str) -> (bool, String, String) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hosts")
+        .join(file);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["check", "--mcp-json"])
+        .arg(path)
+        .env("GITHUB_TOKEN", "ghp_test")
+        .env("HOME", "/home/ada")
+        .env_remove("GITHUB_MCP_URL")
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn host_configs_import_as_their_hosts_run_them() {
+    let (ok, _, err) = check_import("claude_desktop_config.json");
+    assert!(ok, "{err}");
+    for expected in [
+        "mcpServers.\"github.com\": (", // renamed, not rejected
+        "imported as `github_com`",
+        "passes to the server as written",
+        "mcpServers.old: (",
+        "disabled in the file: not imported",
+        "`autoApprove` is not used by mcp-budget (ignored)",
+    ] {
+        assert!(err.contains(expected), "{expected:?} not in {err}");
+    }
+
+    let (ok, _, err) = check_import("project/.mcp.json");
+    assert!(ok, "{err}");
+    assert!(err.contains("imported as `docs_search`"), "{err}");
+    assert!(err.contains("2024-11-05 HTTP+SSE transport"), "{err}");
+
+    let (ok, _, err) = check_import("app/.vscode/mcp.json");
+    assert!(ok, "{err}");
+
+    let (ok, _, err) = check_import("inputs/.vscode/mcp.json");
+    assert!(!ok);
+    assert!(
+        err.contains("servers.github: headers.Authorization: ${input:github-token} is a value VS Code asks the user for"),
+        "{err}"
+    );
+    assert!(err.contains("${env:GITHUB_TOKEN}"), "{err}");
+}

@@ -22,6 +22,7 @@
 
 pub mod budget;
 pub mod discover;
+pub mod expand;
 pub(crate) mod mcp_json;
 mod parse;
 pub mod raw;
@@ -81,6 +82,8 @@ pub struct Policy {
     pub discover: DiscoverPolicy,
     /// The policy file's text, so that warnings can name lines.
     source: Source,
+    /// What importing host configs found worth a warning (renamed, skipped, ignored keys).
+    import_warnings: Vec<Problem>,
 }
 
 /// A policy's file text (shown by length only in `Debug`).
@@ -105,6 +108,7 @@ impl Default for Policy {
             budget: BudgetPolicy::default(),
             discover: DiscoverPolicy::default(),
             source: Source::default(),
+            import_warnings: Vec::new(),
         }
     }
 }
@@ -364,7 +368,57 @@ impl Policy {
         })
     }
 
-    /// Adds the servers of a Claude Desktop / Claude Code `mcpServers` JSON file as upstreams.
+    /// Resolves `${env:VAR}` / `${env:VAR:-default}` in HTTP upstreams' `url` and `headers`
+    /// from the environment, and makes them work in stdio `env` values (which the child's
+    /// start resolves, where `${VAR}` works too). `serve` calls it after loading; `check` does
+    /// not, so a policy can be checked where its secrets are not set.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming every reference that is not set and has no default.
+    pub fn resolve_env(&mut self) -> Result<(), ConfigError> {
+        self.resolve_env_with(&|name| std::env::var(name).ok())
+    }
+
+    fn resolve_env_with(
+        &mut self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        use expand::{expand, Syntax};
+        let mut problems = Vec::new();
+        for (i, up) in self.upstreams.iter_mut().enumerate() {
+            let mut resolve =
+                |field: String, value: &mut String| match expand(value, &Syntax::Policy, env) {
+                    Ok(v) => *value = v,
+                    Err(message) => problems.push(self_problem(&self.source, field, message)),
+                };
+            match &mut up.transport {
+                Transport::Http { url, headers } => {
+                    resolve(format!("upstream[{i}].url"), url);
+                    for (name, value) in headers.iter_mut() {
+                        resolve(format!("upstream[{i}].headers.{name}"), value);
+                    }
+                }
+                Transport::Stdio { env: vars, .. } => {
+                    for value in vars.values_mut() {
+                        *value = value.replace("${env:", "${");
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid {
+                path: "environment".into(),
+                problems,
+            })
+        }
+    }
+
+    /// Adds the servers of a Claude Desktop / Claude Code `mcpServers` JSON file, or of a VS
+    /// Code `mcp.json` (`servers`), as upstreams, as their host would run them (see
+    /// `policy/mcp_json.rs`: `${…}` resolved where the host resolves it, `type` honoured, odd
+    /// names normalised); what the user should know is in [`Policy::warnings`].
     ///
     /// # Errors
     /// [`ConfigError`] when the file cannot be read, is not such a file, or names a server
@@ -375,9 +429,10 @@ impl Policy {
             source,
         })?;
         let origin = path.display().to_string();
-        let specs = mcp_json::parse(&text, &origin)?;
+        let import = mcp_json::parse_with(&text, &origin, &|name| std::env::var(name).ok())?;
+        self.import_warnings.extend(import.warnings);
         let mut problems = Vec::new();
-        for spec in specs {
+        for spec in import.specs {
             if self.upstreams.iter().any(|u| u.name == spec.name) {
                 problems.push(Problem {
                     path: format!("mcpServers.{}", spec.name),
@@ -396,5 +451,43 @@ impl Policy {
                 problems,
             })
         }
+    }
+}
+
+fn self_problem(source: &Source, path: String, message: String) -> Problem {
+    let line = source.0.as_deref().and_then(|t| parse::line_of(t, &path));
+    Problem {
+        path,
+        line,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    #[test]
+    fn env_references_resolve_in_url_and_headers_and_pass_to_stdio_env() {
+        let text = "version = 1\n[[upstream]]\nname = \"web\"\nurl = \"https://${env:HOST:-api.example.com}/mcp\"\nheaders = { Authorization = \"Bearer ${env:TOKEN}\" }\n[[upstream]]\nname = \"gh\"\ncommand = \"x\"\nenv = { T = \"${env:TOKEN}\" }\n";
+        let mut p = Policy::from_toml_str(text, "t.toml").unwrap();
+        let env = |n: &str| (n == "TOKEN").then(|| "s3cret".to_owned());
+        p.resolve_env_with(&env).unwrap();
+        let Transport::Http { url, headers } = &p.upstreams[0].transport else {
+            panic!()
+        };
+        assert_eq!(url, "https://api.example.com/mcp");
+        assert_eq!(headers["Authorization"], "Bearer s3cret");
+        let Transport::Stdio { env: vars, .. } = &p.upstreams[1].transport else {
+            panic!()
+        };
+        assert_eq!(vars["T"], "${TOKEN}", "resolved when the child starts");
+
+        let mut p = Policy::from_toml_str(text, "t.toml").unwrap();
+        let err = p.resolve_env_with(&|_| None).unwrap_err().to_string();
+        assert!(
+            err.contains("line 5: upstream[0].headers.Authorization: TOKEN is not set"),
+            "{err}"
+        );
     }
 }

@@ -219,7 +219,13 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                         "args, env, inherit_env and cwd apply to command upstreams only".into(),
                     );
                 }
-                match url.parse::<http::Uri>() {
+                // `${env:…}` is resolved when the gateway starts (`Policy::resolve_env`): check
+                // the URL's shape with a stand-in value.
+                let probe = super::expand::expand(&url, &super::expand::Syntax::Policy, &|_| {
+                    Some("x".to_owned())
+                })
+                .unwrap_or_else(|_| url.clone());
+                match probe.parse::<http::Uri>() {
                     Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => {}
                     _ => push(
                         path("url"),
@@ -294,6 +300,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             },
             separator,
             source: super::Source(Some(text.into())),
+            import_warnings: Vec::new(),
             upstreams,
             budget,
             discover,

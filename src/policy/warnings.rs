@@ -21,12 +21,13 @@
 use super::{parse, Policy, Problem};
 
 impl Policy {
-    /// Problems that do not stop the gateway: a listen address reachable from other machines,
+    /// Problems that do not stop the gateway: what importing host configs reported
+    /// ([`Policy::add_mcp_json`]), a listen address reachable from other machines,
     /// tool rules (`[budget.tools]`, `[discover] never_defer`) naming a server that is not an
     /// upstream. Each with its line when the policy came from a file.
     #[must_use]
     pub fn warnings(&self) -> Vec<Problem> {
-        let mut out = Vec::new();
+        let mut out = self.import_warnings.clone();
         if let Some(addr) = self.downstream.http {
             if !addr.ip().is_loopback() {
                 out.push(self.problem(
