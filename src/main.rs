@@ -1,10 +1,11 @@
-//! The `mcp-budget` command: `serve`, `check`, `inspect`, `render`, `search`, `calibrate`.
+//! The `mcp-budget` command: `serve`, `check`, `inspect`, `render`, `search`, `calibrate`,
+//! `completions`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use mcp_budget::cli;
 use mcp_budget::policy::Policy;
 
@@ -52,6 +53,12 @@ enum Command {
     Render(cli::render::Args),
     /// Search saved tools/list results as `search_tools` would.
     Search(cli::search::Args),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout, e.g.
+    /// `mcp-budget completions bash > ~/.local/share/bash-completion/completions/mcp-budget`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// The calibration of a Claude model's counts, from one answer of Anthropic's token counter.
     Calibrate(cli::calibrate::Args),
 }
@@ -60,6 +67,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(args) => return check(&args),
+        Command::Completions { shell } => {
+            // Into a buffer first: the generator panics on a closed pipe (`... | head`).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "mcp-budget", &mut script);
+            use std::io::Write as _;
+            let _ = std::io::stdout().lock().write_all(&script);
+            return ExitCode::SUCCESS;
+        }
         Command::Serve {
             policy,
             mcp_json,

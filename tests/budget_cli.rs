@@ -348,3 +348,30 @@ fn calibrate_turns_a_count_tokens_answer_into_the_policy_calibration() {
     assert!(!ok);
     assert!(err.contains("not a Claude model"), "{err}");
 }
+
+/// `completions bash` is a script bash accepts, and completing the first word offers the
+/// commands.
+#[test]
+fn bash_completions_offer_the_commands() {
+    let (ok, script, err) = run(&["completions", "bash"]);
+    assert!(ok, "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcp-budget.bash");
+    std::fs::write(&file, &script).unwrap();
+    let probe = format!(
+        "source {}; COMP_WORDS=(mcp-budget ca); COMP_CWORD=1; COMP_LINE='mcp-budget ca'; \
+         COMP_POINT=13; _mcp__budget mcp-budget ca mcp-budget; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        file.display()
+    );
+    let out = Command::new("bash").args(["-c", &probe]).output().unwrap();
+    let offered = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        offered.lines().any(|l| l == "calibrate"),
+        "{offered} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for shell in ["zsh", "fish"] {
+        let (ok, script, _) = run(&["completions", shell]);
+        assert!(ok && script.contains("inspect"), "{shell}");
+    }
+}
