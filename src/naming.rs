@@ -21,7 +21,36 @@ pub const MAX_NAME_LEN: usize = 64;
 #[must_use]
 pub fn exposed_name(server: &str, tool: &str, separator: &str) -> String {
     let joined = format!("{server}{separator}{tool}");
-    let clean: String = joined
+    let clean = clean(&joined);
+    if clean == joined && clean.len() <= MAX_NAME_LEN {
+        return clean;
+    }
+    with_hash(&clean, &format!("{server}/{tool}"))
+}
+
+/// The `attempt`-th (from 2) other name of tool `tool` of server `server`, for when its
+/// exposed name is another server's too (`a` + `b__c` and `a__b` + `c` both join to `a__b__c`):
+/// the joined name, cut to fit, then `_` and eight hex digits of a hash of `server/tool#attempt`.
+/// It depends on nothing but its arguments, so the same tool always gets the same name.
+///
+/// ```
+/// use mcp_budget::naming::{disambiguated, is_valid};
+///
+/// let name = disambiguated("a__b", "c", "__", 2);
+/// assert!(name.starts_with("a__b__c_") && is_valid(&name));
+/// assert_ne!(name, disambiguated("a__b", "c", "__", 3));
+/// ```
+#[must_use]
+pub fn disambiguated(server: &str, tool: &str, separator: &str, attempt: u32) -> String {
+    with_hash(
+        &clean(&format!("{server}{separator}{tool}")),
+        &format!("{server}/{tool}#{attempt}"),
+    )
+}
+
+/// `joined` with every character outside `[a-zA-Z0-9_-]` replaced by `_`.
+fn clean(joined: &str) -> String {
+    joined
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
@@ -30,11 +59,12 @@ pub fn exposed_name(server: &str, tool: &str, separator: &str) -> String {
                 '_'
             }
         })
-        .collect();
-    if clean == joined && clean.len() <= MAX_NAME_LEN {
-        return clean;
-    }
-    let suffix = format!("_{:08x}", fnv1a(format!("{server}/{tool}").as_bytes()));
+        .collect()
+}
+
+/// `clean` (ASCII) cut so that `_` and eight hex digits of a hash of `key` fit, then those.
+fn with_hash(clean: &str, key: &str) -> String {
+    let suffix = format!("_{:08x}", fnv1a(key.as_bytes()));
     let keep = MAX_NAME_LEN - suffix.len();
     // `clean` is ASCII, so byte slicing is on character boundaries.
     let head = &clean[..clean.len().min(keep)];
@@ -80,6 +110,14 @@ mod tests {
             let name = exposed_name(&server, &tool, "__");
             prop_assert!(is_valid(&name), "{}", name);
             prop_assert_eq!(name, exposed_name(&server, &tool, "__"));
+        }
+
+        #[test]
+        fn second_names_are_valid_and_deterministic(server in "[a-z0-9_-]{1,20}", tool in "\\PC{1,100}", n in 2u32..5) {
+            let name = disambiguated(&server, &tool, "__", n);
+            prop_assert!(is_valid(&name), "{}", name);
+            prop_assert_eq!(&name, &disambiguated(&server, &tool, "__", n));
+            prop_assert_ne!(name, exposed_name(&server, &tool, "__"));
         }
     }
 }

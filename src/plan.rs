@@ -46,7 +46,6 @@ use serde_json::Value;
 use crate::catalog::CatalogTool;
 use crate::compress::{self, Level};
 use crate::discover::meta_tool_definitions;
-use crate::naming::exposed_name;
 use crate::tokens::{Counter, Measured, Wording};
 
 /// Number of meta-tools listed in progressive modes.
@@ -534,7 +533,7 @@ pub fn apply(plan: &Plan, catalog: &[CatalogTool], rules: &Rules) -> Vec<Value> 
             continue;
         }
         let description = wording.description(i);
-        let name = exposed_name(&tool.server, &tool.name, &wording.separator);
+        let name = tool.exposed_name(&wording.separator).into_owned();
         match (level, plan.catalog_level) {
             (Some(level), _) => {
                 let mut def = compress::compress_with(&tool.definition, *level, description);

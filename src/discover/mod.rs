@@ -44,7 +44,6 @@ use serde_json::{json, Map, Value};
 pub use arguments::check_arguments;
 
 use crate::catalog::CatalogTool;
-use crate::naming::exposed_name;
 use crate::search::SearchIndex;
 
 /// Longest one-line description in `search_tools` results, in characters.
@@ -176,7 +175,7 @@ impl Discovery {
     ) -> Self {
         let exposed: Vec<String> = tools
             .iter()
-            .map(|t| exposed_name(&t.server, &t.name, separator))
+            .map(|t| t.exposed_name(separator).into_owned())
             .collect();
         let mut by_name = HashMap::with_capacity(tools.len());
         for (i, name) in exposed.iter().enumerate() {

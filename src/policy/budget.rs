@@ -24,7 +24,6 @@ use serde::Deserialize;
 use super::DiscoverPolicy;
 use crate::catalog::CatalogTool;
 use crate::compress::Level;
-use crate::naming::exposed_name;
 use crate::plan::{Budget, LevelChoice, ModeChoice, Rules};
 use crate::profile::{self, Profile, ProfileError, ProfileOverrides};
 use crate::tokens::Wording;
@@ -206,10 +205,7 @@ impl BudgetPolicy {
         for tool in catalog {
             let rule = self.rule(&tool.server, &tool.name);
             let never_deferred = !discover.never_defer.is_empty()
-                && discover.never_deferred(
-                    &tool.id(),
-                    &exposed_name(&tool.server, &tool.name, separator),
-                );
+                && discover.never_deferred(&tool.id(), &tool.exposed_name(separator));
             rules
                 .pins
                 .push(never_deferred || rule.is_some_and(|r| r.pin));

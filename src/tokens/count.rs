@@ -10,7 +10,6 @@ use super::{render_tool, Bpe, Encoding, Rendering, Tokenizer};
 use crate::catalog::CatalogTool;
 use crate::compress::{self, Level};
 use crate::discover::{meta_tool_definitions, MetaToolNames};
-use crate::naming::exposed_name;
 
 /// Most per-tool entries kept in a counter's cache (a few dozen bytes each).
 const TOOL_CACHE_CAPACITY: usize = 100_000;
@@ -256,10 +255,14 @@ impl Counter {
             .enumerate()
             .map(|(i, tool)| {
                 let description = wording.description(i);
-                // The exposed name is a function of (server, name, separator): hashing those
-                // spares building it on every warm call.
+                // The exposed name is the catalog's, or a function of (server, name,
+                // separator): hashing those spares building it on every warm call.
                 let key = self.key(
-                    [&tool.server, &tool.name, separator],
+                    [
+                        &tool.server,
+                        &tool.name,
+                        tool.catalog_name().unwrap_or(separator),
+                    ],
                     description,
                     &tool.definition,
                 );
@@ -268,7 +271,7 @@ impl Counter {
                         return hit;
                     }
                 }
-                let exposed = exposed_name(&tool.server, &tool.name, separator);
+                let exposed = tool.exposed_name(separator);
                 let counts = self.count_levels(
                     &mut caches.segments,
                     &exposed,
