@@ -4,9 +4,10 @@
 //! (`<server><sep><name>`, see [`crate::naming`]); resources keep their URIs (they are already
 //! global) and are routed by a URI → upstream map built from the lists, with the resource
 //! templates' literal prefixes as fallback. Calls are routed to the right upstream with the
-//! upstream's own name restored; results come back untouched. The catalog is refreshed when an
-//! upstream becomes ready or says `list_changed`; an upstream that goes down keeps its last
-//! known tools (calls to them fail with `mcp_budget.upstream.unavailable`).
+//! upstream's own name restored. The catalog ([`crate::catalog::Catalog`]) is rebuilt when an
+//! upstream becomes ready or says `list_changed`, and published: routing reads the current
+//! snapshot, and layers subscribe to it ([`Gateway::catalog`]). An upstream that goes down keeps
+//! its last known tools (calls to them fail with `mcp_budget.upstream.unavailable`).
 //!
 //! [`Gateway`] is the innermost [`tower::Service`] of the stack (see [`crate::stack`]).
 
@@ -14,19 +15,19 @@ mod eras;
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{json, Map, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::{Catalog, Contribution};
 use crate::context::{Caller, McpRequest, Session, SessionState};
 use crate::error::Error;
 use crate::jsonrpc::{to_raw, Id, Kind, Message};
-use crate::naming::exposed_name;
 use crate::policy::Policy;
 use crate::upstream::{Event, Status, Upstream};
 
@@ -34,63 +35,6 @@ use crate::upstream::{Event, Status, Upstream};
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 /// Items per page of the gateway's own lists.
 const PAGE_SIZE: usize = 500;
-
-/// What one upstream contributes to the catalog.
-#[derive(Debug, Clone, Default)]
-struct Contribution {
-    tools: Vec<Value>,
-    /// Tool name → its properties mirrored in `Mcp-Param-*` headers (tools marking some).
-    param_marks: HashMap<String, Vec<crate::mcp::params::Marked>>,
-    prompts: Vec<Value>,
-    resources: Vec<Value>,
-    templates: Vec<Value>,
-}
-
-#[derive(Debug, Default)]
-struct Catalog {
-    /// Bumped on every change, so that derived views (plans, search indexes) know when to
-    /// rebuild.
-    version: u64,
-    per_upstream: Vec<Contribution>,
-    /// Exposed tool name → (upstream, upstream's name).
-    tools: HashMap<String, (usize, String)>,
-    prompts: HashMap<String, (usize, String)>,
-    resources: HashMap<String, usize>,
-    /// Exposed tool name → its properties mirrored in `Mcp-Param-*` headers (tools that
-    /// mark some only).
-    param_marks: HashMap<String, Vec<crate::mcp::params::Marked>>,
-}
-
-impl Catalog {
-    fn rebuild_maps(&mut self, separator: &str, names: &[String]) {
-        self.tools.clear();
-        self.prompts.clear();
-        self.resources.clear();
-        self.param_marks.clear();
-        for (i, c) in self.per_upstream.iter().enumerate() {
-            for t in &c.tools {
-                if let Some(n) = t.get("name").and_then(Value::as_str) {
-                    let exposed = exposed_name(&names[i], n, separator);
-                    if let Some(marks) = c.param_marks.get(n) {
-                        self.param_marks.insert(exposed.clone(), marks.clone());
-                    }
-                    self.tools.insert(exposed, (i, n.to_owned()));
-                }
-            }
-            for p in &c.prompts {
-                if let Some(n) = p.get("name").and_then(Value::as_str) {
-                    self.prompts
-                        .insert(exposed_name(&names[i], n, separator), (i, n.to_owned()));
-                }
-            }
-            for r in &c.resources {
-                if let Some(uri) = r.get("uri").and_then(Value::as_str) {
-                    self.resources.entry(uri.to_owned()).or_insert(i);
-                }
-            }
-        }
-    }
-}
 
 /// The aggregating gateway: upstream pool, catalog and sessions.
 #[derive(Clone)]
@@ -110,7 +54,11 @@ struct Inner {
     policy: Policy,
     upstreams: Vec<Upstream>,
     names: Vec<String>,
-    catalog: RwLock<Catalog>,
+    /// The current catalog, published to the layers that subscribe.
+    catalog: watch::Sender<Arc<Catalog>>,
+    /// Messages for every session and listener, sent by layers (the budget layer's
+    /// `list_changed`).
+    broadcasts: mpsc::UnboundedSender<Message>,
     sessions: Mutex<HashMap<String, Weak<Session>>>,
     /// (session, client request id) → (upstream, upstream request id), for cancellation.
     inflight: Mutex<HashMap<(String, Id), (usize, i64)>>,
@@ -131,10 +79,7 @@ struct Inner {
     /// Per upstream: one refresh at a time (they run on tasks of their own), and how many
     /// full refreshes finished (what `wait_ready` waits for).
     refreshing: Vec<tokio::sync::Mutex<()>>,
-    refreshed: Vec<tokio::sync::watch::Sender<u64>>,
-    /// What hosts see of the tools (set by the budget layer) and its last fingerprint.
-    #[allow(clippy::type_complexity)]
-    tools_view: Mutex<Option<(Arc<dyn Fn() -> u64 + Send + Sync>, u64)>>,
+    refreshed: Vec<watch::Sender<u64>>,
     shutdown: CancellationToken,
 }
 
@@ -184,18 +129,18 @@ impl Gateway {
                 )
             })
             .collect();
-        let names = policy.upstreams.iter().map(|u| u.name.clone()).collect();
+        let names: Vec<String> = policy.upstreams.iter().map(|u| u.name.clone()).collect();
         let count = upstreams.len();
-        let catalog = Catalog {
-            per_upstream: vec![Contribution::default(); upstreams.len()],
-            ..Catalog::default()
-        };
+        let empty = vec![Contribution::default(); count];
+        let catalog = Catalog::build(empty, &names, &policy.separator, 0);
+        let (broadcasts, broadcasts_rx) = mpsc::unbounded_channel();
         let gateway = Self {
             inner: Arc::new(Inner {
                 policy,
                 upstreams,
                 names,
-                catalog: RwLock::new(catalog),
+                catalog: watch::channel(Arc::new(catalog)).0,
+                broadcasts,
                 sessions: Mutex::new(HashMap::new()),
                 inflight: Mutex::new(HashMap::new()),
                 parked: Mutex::new(HashMap::new()),
@@ -204,14 +149,11 @@ impl Gateway {
                 subscribers: Mutex::new(HashMap::new()),
                 listeners: Mutex::new(Vec::new()),
                 refreshing: (0..count).map(|_| tokio::sync::Mutex::new(())).collect(),
-                refreshed: (0..count)
-                    .map(|_| tokio::sync::watch::channel(0).0)
-                    .collect(),
-                tools_view: Mutex::new(None),
+                refreshed: (0..count).map(|_| watch::channel(0).0).collect(),
                 shutdown,
             }),
         };
-        tokio::spawn(gateway.clone().watch_events(events_rx));
+        tokio::spawn(gateway.clone().watch_events(events_rx, broadcasts_rx));
         gateway
     }
 
@@ -233,11 +175,11 @@ impl Gateway {
             });
         let left = limit.saturating_sub(started.elapsed());
         let _ = tokio::time::timeout(left, futures::future::join_all(fetched)).await;
-        let catalog = self.read_catalog();
+        let catalog = self.snapshot();
         self.inner
             .upstreams
             .iter()
-            .zip(&catalog.per_upstream)
+            .zip(catalog.upstreams())
             .map(|(u, c)| UpstreamSummary {
                 name: u.name().to_owned(),
                 transport: u.spec().transport_name(),
@@ -246,12 +188,6 @@ impl Gateway {
                 counts: (c.tools.len(), c.prompts.len(), c.resources.len()),
             })
             .collect()
-    }
-
-    /// The upstreams, in policy order.
-    #[must_use]
-    pub fn upstreams(&self) -> &[Upstream] {
-        &self.inner.upstreams
     }
 
     /// The policy the gateway runs.
@@ -287,24 +223,40 @@ impl Gateway {
         futures::future::join_all(stops).await;
     }
 
-    fn read_catalog(&self) -> std::sync::RwLockReadGuard<'_, Catalog> {
-        self.inner
-            .catalog
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The current catalog.
+    #[must_use]
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        self.inner.catalog.borrow().clone()
     }
 
-    fn write_catalog(&self) -> std::sync::RwLockWriteGuard<'_, Catalog> {
-        self.inner
-            .catalog
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The catalog as it is published: the current snapshot now, each new one when an
+    /// upstream's lists change.
+    #[must_use]
+    pub fn catalog(&self) -> watch::Receiver<Arc<Catalog>> {
+        self.inner.catalog.subscribe()
     }
 
-    async fn watch_events(self, mut events: mpsc::UnboundedReceiver<Event>) {
+    /// Where a layer sends what every initialized session and every `subscriptions/listen`
+    /// stream should get, as the gateway's own `list_changed` go (the budget layer's
+    /// `notifications/tools/list_changed`).
+    #[must_use]
+    pub fn broadcasts(&self) -> mpsc::UnboundedSender<Message> {
+        self.inner.broadcasts.clone()
+    }
+
+    async fn watch_events(
+        self,
+        mut events: mpsc::UnboundedReceiver<Event>,
+        mut broadcasts: mpsc::UnboundedReceiver<Message>,
+    ) {
         loop {
             let event = tokio::select! {
                 e = events.recv() => e,
+                Some(msg) = broadcasts.recv() => {
+                    self.broadcast(&msg);
+                    self.notify_listeners(&msg);
+                    continue;
+                }
                 () = self.inner.shutdown.cancelled() => None,
             };
             let Some(event) = event else { return };
@@ -335,31 +287,11 @@ impl Gateway {
         }
     }
 
-    /// Lets a layer that rewrites `tools/list` say what hosts see: `view` returns a fingerprint
-    /// of the list it would answer now, and a tools change that leaves it equal is not
-    /// announced (a quiet list keeps hosts from listing, and their caches, undisturbed).
-    pub fn set_tools_view(&self, view: Arc<dyn Fn() -> u64 + Send + Sync>) {
-        let fingerprint = view();
-        *lock(&self.inner.tools_view) = Some((view, fingerprint));
-    }
-
-    /// Whether what hosts see of the tools changed since the last check (always true without a
-    /// view).
-    fn tools_view_changed(&self) -> bool {
-        let mut guard = lock(&self.inner.tools_view);
-        let Some((view, last)) = guard.as_mut() else {
-            return true;
-        };
-        let now = view();
-        let changed = now != *last;
-        *last = now;
-        changed
-    }
-
     fn announce(&self, kinds: &[&'static str]) {
         for kind in kinds {
-            if *kind == "tools" && !self.tools_view_changed() {
-                tracing::debug!("Upstream tools changed, but not what hosts see; not announced");
+            // With the budget on, hosts see its plan: the budget layer announces the tools
+            // itself, when the bytes it lists change.
+            if *kind == "tools" && self.inner.policy.budget.enabled {
                 continue;
             }
             let msg = Message::notification(&format!("notifications/{kind}/list_changed"), None);
@@ -434,16 +366,14 @@ impl Gateway {
         }
         let caps = upstream.info().capabilities;
         let wants = |kind: &str| only.is_none_or(|k| k == kind) && caps.get(kind).is_some();
-        let mut fresh = self.read_catalog().per_upstream[i].clone();
+        let mut fresh = self.snapshot().upstreams()[i].clone();
         let mut changed = Vec::new();
         if wants("tools") {
             if let Some(mut tools) = fetch_all(upstream, "tools/list", "tools").await {
                 for tool in &mut tools {
-                    repair_tool(upstream.name(), tool);
+                    crate::catalog::repair_tool(upstream.name(), tool);
                 }
-                let marks = crate::mcp::params::marked_tools(&tools);
-                upstream.set_param_marks(marks.clone());
-                fresh.param_marks = marks;
+                upstream.set_param_marks(crate::mcp::params::marked_tools(&tools));
                 // With the budget on, hosts see a canonical order: an upstream that only
                 // reordered its tools changed nothing they see, so nothing is announced.
                 let order_matters = !self.inner.policy.budget.enabled;
@@ -479,48 +409,15 @@ impl Gateway {
             }
         }
         if !changed.is_empty() {
-            let mut catalog = self.write_catalog();
-            catalog.per_upstream[i] = fresh;
-            catalog.version += 1;
-            catalog.rebuild_maps(&self.inner.policy.separator, &self.inner.names);
+            let (names, separator) = (&self.inner.names, &self.inner.policy.separator);
+            self.inner.catalog.send_modify(|catalog| {
+                let mut per_upstream = catalog.upstreams().to_vec();
+                per_upstream[i] = fresh;
+                let version = catalog.version() + 1;
+                *catalog = Arc::new(Catalog::build(per_upstream, names, separator, version));
+            });
         }
         changed
-    }
-
-    /// Every tool of the catalog with its namespaced name, in policy then upstream order.
-    #[must_use]
-    pub fn tools(&self) -> Vec<Value> {
-        let catalog = self.read_catalog();
-        let sep = &self.inner.policy.separator;
-        let mut out = Vec::new();
-        for (i, c) in catalog.per_upstream.iter().enumerate() {
-            for t in &c.tools {
-                out.push(rename(t, &self.inner.names[i], sep));
-            }
-        }
-        out
-    }
-
-    /// The catalog's version: changes whenever any upstream's lists change.
-    #[must_use]
-    pub fn catalog_version(&self) -> u64 {
-        self.read_catalog().version
-    }
-
-    /// The catalog as [`crate::catalog::CatalogTool`]s (upstream names, server ids).
-    #[must_use]
-    pub fn catalog_tools(&self) -> Vec<crate::catalog::CatalogTool> {
-        let catalog = self.read_catalog();
-        let mut out = Vec::new();
-        for (i, c) in catalog.per_upstream.iter().enumerate() {
-            for t in &c.tools {
-                if let Ok(tool) = crate::catalog::CatalogTool::new(&self.inner.names[i], t.clone())
-                {
-                    out.push(tool);
-                }
-            }
-        }
-        out
     }
 
     async fn handle(&self, req: McpRequest) -> Option<Message> {
@@ -557,21 +454,21 @@ impl Gateway {
                 self.instructions().as_deref(),
             )),
             "ping" => ok(json!({})),
-            "tools/list" => {
-                ok(self.list_page(msg, "tools", |c, i| &c.per_upstream[i].tools, true)?)
-            }
-            "prompts/list" => {
-                ok(self.list_page(msg, "prompts", |c, i| &c.per_upstream[i].prompts, true)?)
-            }
-            "resources/list" => {
-                ok(self.list_page(msg, "resources", |c, i| &c.per_upstream[i].resources, false)?)
-            }
-            "resources/templates/list" => ok(self.list_page(
-                msg,
-                "resourceTemplates",
-                |c, i| &c.per_upstream[i].templates,
-                false,
-            )?),
+            // With the budget on, its layer answers tools/list; this is the pass-through list.
+            "tools/list" => ok(self.list_page(msg, "tools", Catalog::listed_tools)?),
+            "prompts/list" => ok(self.list_page(msg, "prompts", Catalog::listed_prompts)?),
+            "resources/list" => ok(self.list_page(msg, "resources", |c| {
+                c.upstreams()
+                    .iter()
+                    .flat_map(|u| u.resources.clone())
+                    .collect()
+            })?),
+            "resources/templates/list" => ok(self.list_page(msg, "resourceTemplates", |c| {
+                c.upstreams()
+                    .iter()
+                    .flat_map(|u| u.templates.clone())
+                    .collect()
+            })?),
             "tools/call" => self.call_named(msg, caller, "tool").await,
             "prompts/get" => self.call_named(msg, caller, "prompt").await,
             "resources/subscribe" | "resources/unsubscribe" => self.subscribe(msg, caller).await,
@@ -649,11 +546,7 @@ impl Gateway {
     /// `Mcp-Param-*` headers (empty for most tools).
     #[must_use]
     pub fn param_marks(&self, exposed: &str) -> Vec<crate::mcp::params::Marked> {
-        self.read_catalog()
-            .param_marks
-            .get(exposed)
-            .cloned()
-            .unwrap_or_default()
+        self.inner.catalog.borrow().param_marks(exposed).to_vec()
     }
 
     /// The upstreams' instructions, each under its server's name.
@@ -671,8 +564,7 @@ impl Gateway {
         &self,
         msg: &Message,
         key: &str,
-        pick: impl Fn(&Catalog, usize) -> &Vec<Value>,
-        namespaced: bool,
+        items: impl Fn(&Catalog) -> Vec<Value>,
     ) -> Result<Value, Error> {
         let params: Value = msg.params_as().unwrap_or(Value::Null);
         let offset = match params.get("cursor").and_then(Value::as_str) {
@@ -682,18 +574,7 @@ impl Gateway {
                 reason: "unknown cursor; list again from the start".into(),
             })?,
         };
-        let catalog = self.read_catalog();
-        let sep = &self.inner.policy.separator;
-        let mut items = Vec::new();
-        for i in 0..catalog.per_upstream.len() {
-            for item in pick(&catalog, i) {
-                items.push(if namespaced {
-                    rename(item, &self.inner.names[i], sep)
-                } else {
-                    item.clone()
-                });
-            }
-        }
+        let items = items(&self.snapshot());
         let end = (offset + PAGE_SIZE).min(items.len());
         let page: Vec<Value> = items
             .get(offset.min(items.len())..end)
@@ -717,14 +598,8 @@ impl Gateway {
         // name into the raw params; everything else goes out as the client sent it.
         if let Some(fast) = msg.params.as_deref().and_then(NameSpan::find) {
             let target = {
-                let catalog = self.read_catalog();
-                let map = if what == "tool" {
-                    &catalog.tools
-                } else {
-                    &catalog.prompts
-                };
-                map.get(fast.name.as_ref())
-                    .map(|(i, original)| (*i, fast.splice(original)))
+                let catalog = self.inner.catalog.borrow();
+                route_name(&catalog, what, &fast.name).map(|(i, own)| (i, fast.splice(own)))
             };
             return match target {
                 Some((i, params)) => self.forward(i, msg, Some(params), caller).await,
@@ -749,13 +624,8 @@ impl Gateway {
             })?
             .to_owned();
         let target = {
-            let catalog = self.read_catalog();
-            let map = if what == "tool" {
-                &catalog.tools
-            } else {
-                &catalog.prompts
-            };
-            map.get(&name).cloned()
+            let catalog = self.inner.catalog.borrow();
+            route_name(&catalog, what, &name).map(|(i, own)| (i, own.to_owned()))
         };
         let Some((i, original)) = target else {
             return Err(self
@@ -810,24 +680,9 @@ impl Gateway {
     }
 
     fn route_uri(&self, uri: &str) -> Option<usize> {
-        let catalog = self.read_catalog();
-        if let Some(&i) = catalog.resources.get(uri) {
-            return Some(i);
-        }
-        // Longest literal prefix of a template wins; then the only upstream with resources.
-        let mut best: Option<(usize, usize)> = None;
-        for (i, c) in catalog.per_upstream.iter().enumerate() {
-            for t in &c.templates {
-                let Some(template) = t.get("uriTemplate").and_then(Value::as_str) else {
-                    continue;
-                };
-                let prefix = template.split('{').next().unwrap_or(template);
-                if uri.starts_with(prefix) && best.is_none_or(|(len, _)| prefix.len() > len) {
-                    best = Some((prefix.len(), i));
-                }
-            }
-        }
-        if let Some((_, i)) = best {
+        // Listed URIs, then the longest literal prefix of a template; then the only upstream
+        // with resources.
+        if let Some(i) = self.inner.catalog.borrow().resource(uri) {
             return Some(i);
         }
         let with_resources: Vec<usize> = self
@@ -853,15 +708,16 @@ impl Gateway {
                     .get("name")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                let (i, original) =
-                    self.read_catalog()
-                        .prompts
-                        .get(name)
-                        .cloned()
-                        .ok_or_else(|| Error::NotFound {
-                            what: "prompt",
-                            name: name.to_owned(),
-                        })?;
+                let found = self
+                    .inner
+                    .catalog
+                    .borrow()
+                    .prompt(name)
+                    .map(|(i, own)| (i, own.to_owned()));
+                let (i, original) = found.ok_or_else(|| Error::NotFound {
+                    what: "prompt",
+                    name: name.to_owned(),
+                })?;
                 if let Some(r) = params.get_mut("ref") {
                     r["name"] = Value::String(original);
                 }
@@ -1149,39 +1005,13 @@ fn same_items(a: &[Value], b: &[Value], order_matters: bool) -> bool {
     a == b
 }
 
-/// Makes a tool callable by strict clients: MCP requires `inputSchema` to be an object schema
-/// with `"type": "object"`, and one tool without it makes some clients (the Python SDK) reject
-/// the whole list. Nothing else is touched.
-fn repair_tool(upstream: &str, tool: &mut Value) {
-    let Some(obj) = tool.as_object_mut() else {
-        return;
-    };
-    let name = obj
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    match obj.get_mut("inputSchema") {
-        Some(Value::Object(schema)) => {
-            if schema.get("type").is_none() {
-                tracing::warn!(upstream, tool = %name, "inputSchema without \"type\"; adding \"type\": \"object\"");
-                schema.insert("type".into(), Value::String("object".into()));
-            }
-        }
-        _ => {
-            tracing::warn!(upstream, tool = %name, "Tool without an object inputSchema; using an empty object schema");
-            obj.insert("inputSchema".into(), json!({"type": "object"}));
-        }
+/// The upstream and its own name of the tool (`what` = `tool`) or prompt exposed as `name`.
+fn route_name<'c>(catalog: &'c Catalog, what: &str, name: &str) -> Option<(usize, &'c str)> {
+    if what == "tool" {
+        catalog.tool(name)
+    } else {
+        catalog.prompt(name)
     }
-}
-
-fn rename(item: &Value, server: &str, separator: &str) -> Value {
-    let mut item = item.clone();
-    if let Some(name) = item.get("name").and_then(Value::as_str) {
-        let exposed = exposed_name(server, name, separator);
-        item["name"] = Value::String(exposed);
-    }
-    item
 }
 
 /// An opaque cursor carrying `text` (each kind of list tags its own).
@@ -1280,13 +1110,5 @@ mod tests {
     fn cursors_round_trip_and_reject_garbage() {
         assert_eq!(decode_cursor(&encode_cursor(500)), Some(500));
         assert_eq!(decode_cursor("nope"), None);
-    }
-
-    #[test]
-    fn repair_adds_missing_object_type_only() {
-        let mut tool = json!({"name": "t", "inputSchema": {"$schema": "x", "properties": {}}});
-        repair_tool("u", &mut tool);
-        assert_eq!(tool["inputSchema"]["type"], "object");
-        assert_eq!(tool["inputSchema"]["$schema"], "x");
     }
 }

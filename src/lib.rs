@@ -28,6 +28,7 @@ pub mod fuzzing;
 pub mod gateway;
 pub mod jsonrpc;
 pub mod layer;
+pub mod listing;
 pub mod llm_api;
 pub mod mcp;
 pub mod naming;

@@ -2,8 +2,8 @@
 //!
 //! Outermost first: `recover` answers every request exactly once even when something below
 //! panics, so it wraps everything; `trace` opens the span the rest logs into; the
-//! [`Gateway`](crate::gateway::Gateway) aggregates upstreams at the bottom. Budget, compression
-//! and discovery layers slot in between `trace` and the gateway.
+//! [`Gateway`](crate::gateway::Gateway) aggregates upstreams at the bottom and publishes the
+//! catalog that the budget layer (planning, compression and discovery in one) subscribes to.
 //!
 //! ```no_run
 //! # async fn run(policy: mcp_budget::policy::Policy) {
@@ -15,7 +15,6 @@
 //! ```
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use tower::util::BoxCloneSyncService;
 use tower::ServiceBuilder;
@@ -38,15 +37,12 @@ pub fn build(gateway: Gateway) -> McpService {
 #[must_use]
 pub fn build_with_budget(gateway: Gateway) -> (McpService, Option<BudgetLayer>) {
     let policy = gateway.policy().clone();
-    let budget = policy
-        .budget
-        .enabled
-        .then(|| BudgetLayer::new(Arc::new(gateway.clone()), &policy));
-    if let Some(layer) = &budget {
-        // Hosts see the plan's list: announce list_changed only when its bytes change.
-        let layer = layer.clone();
-        gateway.set_tools_view(Arc::new(move || layer.fingerprint()));
-    }
+    let budget = policy.budget.enabled.then(|| {
+        let layer = BudgetLayer::new(gateway.catalog(), &policy);
+        // Hosts see the plan's list: the layer announces list_changed when its bytes change.
+        layer.announce_to(gateway.broadcasts());
+        layer
+    });
     let service = ServiceBuilder::new()
         // Outermost: whatever fails below, each request id gets exactly one answer.
         .layer(RecoverLayer)

@@ -64,7 +64,7 @@ args = ["{shrink}"]
         .arg(peers.join("scripts/discovery_client.py"))
         .arg(env!("CARGO_BIN_EXE_mcp-budget"))
         // The gateway inherits the client's stderr: its debug log shows what it announced.
-        .env("MCP_BUDGET_LOG", "info,mcp_budget::gateway=debug")
+        .env("MCP_BUDGET_LOG", "info,mcp_budget::gateway=debug,mcp_budget::layer::budget=debug")
         .args(["serve", "--stdio", "--policy"])
         .arg(&policy)
         .output()

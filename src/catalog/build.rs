@@ -62,6 +62,13 @@ impl std::fmt::Display for Collision {
     }
 }
 
+/// One upstream's exposed names: per tool and per prompt, in its order (`None`: no name).
+#[derive(Debug, Clone, Default)]
+struct Exposed {
+    tools: Vec<Option<String>>,
+    prompts: Vec<Option<String>>,
+}
+
 /// Exposed name → (upstream index, the upstream's own name).
 type Routes = HashMap<String, (usize, String)>;
 
@@ -73,8 +80,8 @@ pub struct Catalog {
     separator: String,
     names: Vec<String>,
     per_upstream: Vec<Contribution>,
-    /// Per upstream, the exposed name of each of its tools and prompts (`None`: no name).
-    exposed: Vec<(Vec<Option<String>>, Vec<Option<String>>)>,
+    /// Per upstream, the exposed name of each of its tools and prompts.
+    exposed: Vec<Exposed>,
     tools: Vec<CatalogTool>,
     tool_routes: Routes,
     prompt_routes: Routes,
@@ -128,6 +135,7 @@ impl Catalog {
                 .per_upstream
                 .into_iter()
                 .zip(prompt_names.per_upstream)
+                .map(|(tools, prompts)| Exposed { tools, prompts })
                 .collect(),
             collisions: tool_names.collisions,
             per_upstream,
@@ -141,9 +149,40 @@ impl Catalog {
         catalog
     }
 
+    /// The catalog of `tools` alone (servers in order of first appearance): for embedders and
+    /// tests that have tools but no upstreams.
+    ///
+    /// ```
+    /// use mcp_budget::catalog::{Catalog, CatalogTool};
+    /// use serde_json::json;
+    ///
+    /// let tool = CatalogTool::new("time", json!({"name": "now", "inputSchema": {"type": "object"}}))?;
+    /// let catalog = Catalog::from_tools(vec![tool], "__");
+    /// assert_eq!(catalog.tool("time__now"), Some((0, "now")));
+    /// # Ok::<(), mcp_budget::catalog::CatalogError>(())
+    /// ```
+    #[must_use]
+    pub fn from_tools(tools: Vec<CatalogTool>, separator: &str) -> Self {
+        let mut names: Vec<String> = Vec::new();
+        let mut per_upstream: Vec<Contribution> = Vec::new();
+        for tool in tools {
+            let i = names
+                .iter()
+                .position(|n| *n == tool.server)
+                .unwrap_or_else(|| {
+                    names.push(tool.server.clone());
+                    per_upstream.push(Contribution::default());
+                    names.len() - 1
+                });
+            per_upstream[i].tools.push(Value::Object(tool.definition));
+        }
+        Self::build(per_upstream, &names, separator, 1)
+    }
+
     /// Fills the routes, marks and canonical tools from the contributions and exposed names.
     fn derive(&mut self) {
-        for (i, (c, (tools, prompts))) in self.per_upstream.iter().zip(&self.exposed).enumerate() {
+        for (i, (c, names)) in self.per_upstream.iter().zip(&self.exposed).enumerate() {
+            let (tools, prompts) = (&names.tools, &names.prompts);
             let marks = marked_tools(&c.tools);
             for (tool, exposed) in c.tools.iter().zip(tools) {
                 let (Some(exposed), Some(name)) =
@@ -274,19 +313,19 @@ impl Catalog {
     /// hosts see with the budget off.
     #[must_use]
     pub fn listed_tools(&self) -> Vec<Value> {
-        self.listed(|c| &c.tools, |(tools, _)| tools)
+        self.listed(|c| &c.tools, |e| &e.tools)
     }
 
     /// Every prompt as its upstream gave it under its exposed name, in upstream order.
     #[must_use]
     pub fn listed_prompts(&self) -> Vec<Value> {
-        self.listed(|c| &c.prompts, |(_, prompts)| prompts)
+        self.listed(|c| &c.prompts, |e| &e.prompts)
     }
 
     fn listed(
         &self,
         items: impl Fn(&Contribution) -> &Vec<Value>,
-        exposed: impl Fn(&(Vec<Option<String>>, Vec<Option<String>>)) -> &Vec<Option<String>>,
+        exposed: impl Fn(&Exposed) -> &Vec<Option<String>>,
     ) -> Vec<Value> {
         let mut out = Vec::new();
         for (c, names) in self.per_upstream.iter().zip(&self.exposed) {

@@ -12,26 +12,29 @@
 //! direct call would, and the upstream's result comes back unchanged. Direct calls of deferred
 //! tools by name also pass through. Everything else passes through untouched.
 //!
+//! The catalog comes as a published value ([`crate::catalog::Catalog`] snapshots on a
+//! `watch` channel, [`Gateway::catalog`](crate::gateway::Gateway::catalog)); the list is
+//! [`crate::listing::list_tools`], the same function `render` and `inspect` print. The layer
+//! owns what hosts see of the tools, so it announces `notifications/tools/list_changed` itself
+//! ([`BudgetLayer::announce_to`]), only when the bytes it lists change.
+//!
 //! Policy: `[budget]` (model, threshold, level, mode, per-tool rules; `enabled = false` leaves
 //! the layer out) and `[discover]` (meta-tool names, `never_defer`, search limits).
 //! Tracing: each new plan is logged with `rung`, `tokens_before`, `tokens_after`, `tools`.
 //!
+//! Over a fixed catalog (embedders, tests):
+//!
 //! ```
-//! use std::sync::Arc;
-//! use mcp_budget::catalog::CatalogTool;
-//! use mcp_budget::layer::budget::{BudgetLayer, CatalogSource};
+//! use mcp_budget::catalog::{Catalog, CatalogTool};
+//! use mcp_budget::layer::budget::BudgetLayer;
 //! use mcp_budget::policy::Policy;
+//! use serde_json::json;
 //!
-//! #[derive(Debug)]
-//! struct Fixed(Vec<CatalogTool>);
-//! impl CatalogSource for Fixed {
-//!     fn version(&self) -> u64 { 1 }
-//!     fn tools(&self) -> Vec<CatalogTool> { self.0.clone() }
-//! }
-//!
-//! let layer = BudgetLayer::new(Arc::new(Fixed(Vec::new())), &Policy::default());
+//! let tool = CatalogTool::new("time", json!({"name": "now", "inputSchema": {"type": "object"}}))?;
+//! let layer = BudgetLayer::fixed(Catalog::from_tools(vec![tool], "__"), &Policy::default());
 //! let summary = layer.summary();
-//! assert_eq!(summary.tools, 0);
+//! assert_eq!((summary.tools, summary.exposed), (1, 1));
+//! # Ok::<(), mcp_budget::catalog::CatalogError>(())
 //! ```
 
 use std::collections::HashMap;
@@ -43,48 +46,17 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tower::{Layer, Service};
 
-use crate::catalog::CatalogTool;
+use tokio::sync::{mpsc, watch};
+
+use crate::catalog::Catalog;
 use crate::context::{McpRequest, Session};
 use crate::discover::{Discovery, MetaCall};
 use crate::jsonrpc::{to_raw, Id, Kind, Message};
-use crate::naming::exposed_name;
-use crate::plan::{self, Plan};
+pub use crate::listing::ServerTokens;
+use crate::listing::{list_tools, Listing};
+use crate::plan::Plan;
 use crate::policy::{BudgetPolicy, DiscoverPolicy, Policy};
 use crate::tokens::Counter;
-
-/// Where the layer reads the catalog from (the [`Gateway`](crate::gateway::Gateway), or a
-/// fixed list in tests and embedders).
-pub trait CatalogSource: Send + Sync + std::fmt::Debug + 'static {
-    /// Changes whenever the tools change.
-    fn version(&self) -> u64;
-    /// Every tool, in a stable order.
-    fn tools(&self) -> Vec<CatalogTool>;
-}
-
-impl CatalogSource for crate::gateway::Gateway {
-    fn version(&self) -> u64 {
-        self.catalog_version()
-    }
-    fn tools(&self) -> Vec<CatalogTool> {
-        self.catalog_tools()
-    }
-}
-
-/// One server's share of the plan: its tools listed in full before, and what stays listed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ServerTokens {
-    /// Server id.
-    pub server: String,
-    /// Its tools.
-    pub tools: usize,
-    /// Of them, listed directly.
-    pub exposed: usize,
-    /// Tokens of its tools listed uncompressed.
-    pub before: usize,
-    /// Tokens of its tools as listed by the plan (deferred tools cost their share of the
-    /// meta-tools, counted in the total only).
-    pub after: usize,
-}
 
 /// Token totals of the current plan, for the startup summary and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,9 +90,10 @@ struct Planned {
 }
 
 struct State {
-    source: Arc<dyn CatalogSource>,
+    catalog: watch::Receiver<Arc<Catalog>>,
     budget: BudgetPolicy,
     discover: DiscoverPolicy,
+    /// The policy's, for tools outside the catalog (the catalog's own carry their names).
     separator: String,
     counter: Counter,
     current: Mutex<Option<Arc<Planned>>>,
@@ -142,9 +115,19 @@ impl std::fmt::Debug for State {
 }
 
 impl State {
+    /// Equal fingerprints, equal `tools/list` bytes (for sessions without promoted tools).
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let planned = self.planned();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        planned.result.get().hash(&mut hasher);
+        hasher.finish()
+    }
+
     /// The plan for the current catalog, computed at most once per catalog version.
     fn planned(&self) -> Arc<Planned> {
-        let version = self.source.version();
+        let catalog = self.catalog.borrow().clone();
+        let version = catalog.version();
         // Held while planning: concurrent lists of a new catalog wait for one computation.
         let mut current = self
             .current
@@ -153,67 +136,40 @@ impl State {
         if let Some(p) = current.as_ref().filter(|p| p.version == version) {
             return p.clone();
         }
-        let planned = Arc::new(self.compute(version));
+        let planned = Arc::new(self.compute(&catalog));
         *current = Some(planned.clone());
         planned
     }
 
-    fn compute(&self, version: u64) -> Planned {
-        let mut catalog = self.source.tools();
-        // Canonical order, whatever order the upstreams answered in: servers in policy order
-        // (the source's order), then tools by name. Same catalog, same bytes.
-        let position: std::collections::HashMap<String, usize> = catalog
-            .iter()
-            .enumerate()
-            .rev()
-            .map(|(i, t)| (t.server.clone(), i))
-            .collect();
-        catalog.sort_by(|a, b| (position[&a.server], &a.name).cmp(&(position[&b.server], &b.name)));
-        let rules = self.budget.rules(&catalog, &self.separator, &self.discover);
-        let measured = plan::measure(&self.counter, &catalog, &rules);
-        let plan = plan::plan(&catalog, &measured, &rules);
-        let mut per_server: Vec<ServerTokens> = Vec::new();
-        for ((tool, counts), level) in catalog.iter().zip(&measured.tools).zip(&plan.levels) {
-            if per_server.last().is_none_or(|s| s.server != tool.server) {
-                per_server.push(ServerTokens {
-                    server: tool.server.clone(),
-                    ..ServerTokens::default()
-                });
-            }
-            if let Some(entry) = per_server.last_mut() {
-                entry.tools += 1;
-                entry.before += counts.direct[0];
-                if let Some(level) = level {
-                    entry.exposed += 1;
-                    entry.after += counts.direct[level.index()];
-                }
-            }
-        }
-        let tools = plan::apply(&plan, &catalog, &rules);
-        let tools = self.static_before_dynamic(&catalog, tools);
-        let result = to_raw(&json!({ "tools": tools }));
+    fn compute(&self, catalog: &Catalog) -> Planned {
+        let rules = self
+            .budget
+            .rules(catalog.tools(), catalog.separator(), &self.discover);
+        let listing = list_tools(catalog, &rules, &self.counter, &self.volatile);
+        let deferred = listing.deferred(catalog);
+        let Listing {
+            plan,
+            per_server,
+            tools,
+            result,
+            ..
+        } = listing;
         let listed = if self.discover.promote_on_use {
             tools
         } else {
             Vec::new()
         };
-        let deferred: Vec<CatalogTool> = catalog
-            .iter()
-            .zip(&plan.levels)
-            .filter(|(_, level)| level.is_none())
-            .map(|(tool, _)| tool.clone())
-            .collect();
         let discovery = (plan.meta_tools && !deferred.is_empty()).then(|| {
             Discovery::new(
                 deferred,
-                &self.separator,
+                catalog.separator(),
                 &self.discover.names,
                 self.discover.limits,
             )
         });
         tracing::info!(
             rung = %plan.rung,
-            tools = catalog.len(),
+            tools = catalog.tools().len(),
             exposed = plan.exposed_count(),
             tokens_before = plan.tokens_before,
             tokens_after = plan.tokens_after,
@@ -221,9 +177,9 @@ impl State {
             "Tool list planned"
         );
         Planned {
-            version,
+            version: catalog.version(),
             per_server,
-            tools: catalog.len(),
+            tools: catalog.tools().len(),
             listed,
             plan,
             result,
@@ -282,26 +238,6 @@ impl State {
             None,
         ));
     }
-
-    /// Static tools (and the meta-tools) first, then the tools of volatile upstreams, so that
-    /// a change among dynamic tools never touches the bytes of the static prefix.
-    fn static_before_dynamic(&self, catalog: &[CatalogTool], tools: Vec<Value>) -> Vec<Value> {
-        if self.volatile.is_empty() {
-            return tools;
-        }
-        let dynamic: std::collections::HashSet<String> = catalog
-            .iter()
-            .filter(|t| self.volatile.contains(&t.server))
-            .map(|t| exposed_name(&t.server, &t.name, &self.separator))
-            .collect();
-        let (dynamic_tools, mut out): (Vec<Value>, Vec<Value>) = tools.into_iter().partition(|t| {
-            t.get("name")
-                .and_then(Value::as_str)
-                .is_some_and(|n| dynamic.contains(n))
-        });
-        out.extend(dynamic_tools);
-        out
-    }
 }
 
 /// A session (while it lives) and the tools it promoted.
@@ -314,37 +250,54 @@ pub struct BudgetLayer {
 }
 
 impl BudgetLayer {
-    /// A layer planning the tools of `source` under `policy`'s `[budget]` and `[discover]`.
+    /// A layer planning the catalog published on `catalog` (each snapshot when it is first
+    /// listed) under `policy`'s `[budget]` and `[discover]`.
     #[must_use]
-    pub fn new(source: Arc<dyn CatalogSource>, policy: &Policy) -> Self {
+    pub fn new(catalog: watch::Receiver<Arc<Catalog>>, policy: &Policy) -> Self {
         Self {
             state: Arc::new(State {
-                source,
+                catalog,
                 counter: Counter::new(&policy.budget.profile),
                 budget: policy.budget.clone(),
                 discover: policy.discover.clone(),
                 separator: policy.separator.clone(),
                 current: Mutex::new(None),
                 promoted: Mutex::new(HashMap::new()),
-                volatile: policy
-                    .upstreams
-                    .iter()
-                    .filter(|u| u.volatile)
-                    .map(|u| u.name.clone())
-                    .collect(),
+                volatile: volatile_servers(policy),
             }),
         }
+    }
+
+    /// A layer planning one fixed catalog.
+    #[must_use]
+    pub fn fixed(catalog: Catalog, policy: &Policy) -> Self {
+        Self::new(watch::channel(Arc::new(catalog)).1, policy)
     }
 
     /// A fingerprint of the `tools/list` a session without promoted tools gets now (plans the
     /// current catalog if needed): equal fingerprints, equal bytes.
     #[must_use]
     pub fn fingerprint(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let planned = self.state.planned();
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        planned.result.get().hash(&mut hasher);
-        hasher.finish()
+        self.state.fingerprint()
+    }
+
+    /// From now on, sends `notifications/tools/list_changed` to `sink` whenever a new catalog
+    /// changes the bytes this layer lists (a change that leaves them equal is not announced: a
+    /// quiet list keeps hosts from listing, and their caches, undisturbed). Spawns a task on
+    /// the current Tokio runtime; it ends with the layer or the catalog's publisher.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
+    pub fn announce_to(&self, sink: mpsc::UnboundedSender<Message>) {
+        let mut catalog = self.state.catalog.clone();
+        catalog.borrow_and_update();
+        let last = self.state.fingerprint();
+        tokio::spawn(announce_changes(
+            Arc::downgrade(&self.state),
+            catalog,
+            last,
+            sink,
+        ));
     }
 
     /// The current plan's totals (plans the current catalog if needed).
@@ -359,6 +312,38 @@ impl BudgetLayer {
             tokens_before: planned.plan.tokens_before,
             tokens_after: planned.plan.tokens_after,
             budget_tokens: planned.plan.budget.tokens,
+        }
+    }
+}
+
+/// The servers whose tools are dynamic (`volatile = true` upstreams): listed after the rest.
+pub(crate) fn volatile_servers(policy: &Policy) -> Vec<String> {
+    policy
+        .upstreams
+        .iter()
+        .filter(|u| u.volatile)
+        .map(|u| u.name.clone())
+        .collect()
+}
+
+/// The loop of [`BudgetLayer::announce_to`].
+async fn announce_changes(
+    state: std::sync::Weak<State>,
+    mut catalog: watch::Receiver<Arc<Catalog>>,
+    mut last: u64,
+    sink: mpsc::UnboundedSender<Message>,
+) {
+    while catalog.changed().await.is_ok() {
+        let Some(state) = state.upgrade() else { return };
+        let now = state.fingerprint();
+        if now == last {
+            tracing::debug!("Upstream tools changed, but not what hosts see; not announced");
+            continue;
+        }
+        last = now;
+        let note = Message::notification("notifications/tools/list_changed", None);
+        if sink.send(note).is_err() {
+            return;
         }
     }
 }
@@ -489,11 +474,7 @@ impl<S> Budget<S> {
                 let mut params = Map::new();
                 params.insert(
                     "name".into(),
-                    Value::String(exposed_name(
-                        &tool.server,
-                        &tool.name,
-                        &self.state.separator,
-                    )),
+                    Value::String(tool.exposed_name(&self.state.separator).into_owned()),
                 );
                 params.insert("arguments".into(), arguments);
                 if let Some(meta) = call.meta {
@@ -508,18 +489,12 @@ impl<S> Budget<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::CatalogTool;
     use crate::context::{Caller, Session};
     use std::path::Path;
 
-    #[derive(Debug)]
-    struct Fixed(Vec<CatalogTool>);
-    impl CatalogSource for Fixed {
-        fn version(&self) -> u64 {
-            1
-        }
-        fn tools(&self) -> Vec<CatalogTool> {
-            self.0.clone()
-        }
+    fn fixed(tools: Vec<CatalogTool>, policy: &Policy) -> BudgetLayer {
+        BudgetLayer::fixed(Catalog::from_tools(tools, &policy.separator), policy)
     }
 
     fn fixtures() -> Vec<CatalogTool> {
@@ -556,7 +531,7 @@ mod tests {
 
     #[tokio::test]
     async fn large_catalog_goes_behind_search_and_invoke_reaches_the_real_tool() {
-        let layer = BudgetLayer::new(Arc::new(Fixed(fixtures())), &Policy::default());
+        let layer = fixed(fixtures(), &Policy::default());
         let mut svc = layer.layer(echo());
         let list = svc
             .call(request(1, "tools/list", &json!({})))
@@ -613,7 +588,7 @@ mod tests {
             .into_iter()
             .filter(|t| t.server == "github" || t.server == "time")
             .collect();
-        let layer = BudgetLayer::new(Arc::new(Fixed(tools)), &policy);
+        let layer = fixed(tools, &policy);
         let list = layer
             .layer(echo())
             .call(request(1, "tools/list", &json!({})))
@@ -636,7 +611,7 @@ mod tests {
     async fn promoted_tools_are_appended_for_that_session_only() {
         let mut policy = Policy::default();
         policy.discover.promote_on_use = true;
-        let layer = BudgetLayer::new(Arc::new(Fixed(fixtures())), &policy);
+        let layer = fixed(fixtures(), &policy);
         let mut svc = layer.layer(echo());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let session = Arc::new(Session::new("promoting", tx));
@@ -678,7 +653,7 @@ mod tests {
     async fn promotions_of_ended_sessions_are_forgotten_and_modern_requests_promote_nothing() {
         let mut policy = Policy::default();
         policy.discover.promote_on_use = true;
-        let layer = BudgetLayer::new(Arc::new(Fixed(fixtures())), &policy);
+        let layer = fixed(fixtures(), &policy);
         let mut svc = layer.layer(echo());
         let invoke = json!({"name": "invoke_tool", "arguments": {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}});
         for n in 0..3 {
@@ -708,13 +683,13 @@ mod tests {
         // Every tool listed, so that order shows in the bytes.
         let mut policy = Policy::default();
         policy.budget.mode = crate::plan::ModeChoice::Full;
-        let a = BudgetLayer::new(Arc::new(Fixed(fixtures())), &policy);
+        let a = fixed(fixtures(), &policy);
         let mut shuffled = fixtures();
         // Each server's tools in reverse: a different upstream answer order.
         shuffled.reverse();
         shuffled.sort_by(|x, y| x.server.cmp(&y.server));
         assert_ne!(shuffled, fixtures());
-        let b = BudgetLayer::new(Arc::new(Fixed(shuffled)), &policy);
+        let b = fixed(shuffled, &policy);
         let la = a
             .layer(echo())
             .call(request(1, "tools/list", &json!({})))
@@ -740,7 +715,7 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        let layer = BudgetLayer::new(Arc::new(Fixed(fixtures())), &policy);
+        let layer = fixed(fixtures(), &policy);
         let list = layer
             .layer(echo())
             .call(request(1, "tools/list", &json!({})))
