@@ -101,12 +101,14 @@ fn render_full_is_the_catalog_namespaced() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
+    // Servers in the order given, then tools by name: the canonical order `serve` lists
+    // (time.json itself has get_current_time first).
     assert_eq!(
         names,
         [
             "fetch__fetch",
-            "time__get_current_time",
-            "time__convert_time"
+            "time__convert_time",
+            "time__get_current_time"
         ]
     );
 }
@@ -374,4 +376,28 @@ fn bash_completions_offer_the_commands() {
         let (ok, script, _) = run(&["completions", shell]);
         assert!(ok && script.contains("inspect"), "{shell}");
     }
+}
+
+#[test]
+fn render_passes_tools_through_when_the_policy_turns_the_budget_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("off.toml");
+    std::fs::write(&policy, "version = 1\n[budget]\nenabled = false\n").unwrap();
+    // More tools than a small model's budget: planned, they would go behind the meta-tools.
+    let fixtures = fixtures();
+    let listed = json_of(&[
+        "render",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--tools",
+        fixtures.to_str().unwrap(),
+        "--model",
+        "claude-haiku-4-5",
+    ]);
+    let tools = listed["tools"].as_array().unwrap();
+    let saved = mcp_budget::catalog::load_saved(&[fixtures]).unwrap();
+    assert_eq!(tools.len(), saved.len());
+    assert!(tools.iter().all(|t| t["name"] != "search_tools"));
+    // In the upstreams' own order, as the gateway passes them through.
+    assert_eq!(tools[0]["name"], saved[0].exposed_name("__").as_ref());
 }

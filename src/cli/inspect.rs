@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use serde_json::{json, Value};
 
-use crate::catalog::{load_saved, CatalogTool};
+use crate::catalog::Catalog;
 use crate::compress::Level;
-use crate::plan::{plan, Plan, Rules};
-use crate::policy::{BudgetPolicy, DiscoverPolicy, Policy};
+use crate::listing::{list_tools, Listing};
+use crate::plan::{Plan, Rules};
+use crate::policy::Policy;
 use crate::profile::ProfileOverrides;
 use crate::tokens::{Counter, Measured};
 
@@ -39,42 +40,54 @@ pub enum Format {
     Html,
 }
 
-/// Everything the offline commands share: the catalog, the budget policy, the planner's rules
-/// and the counts.
+/// Everything the offline commands share: the policy (with the host overrides), the catalog
+/// as `serve` on that policy would build it, and the planner's rules.
 #[derive(Debug)]
 pub(crate) struct Prepared {
-    pub(crate) catalog: Vec<CatalogTool>,
-    pub(crate) budget: BudgetPolicy,
+    pub(crate) policy: Policy,
+    pub(crate) catalog: Catalog,
     pub(crate) rules: Rules,
-    pub(crate) measured: Measured,
+    pub(crate) counter: Counter,
 }
 
-/// Loads the catalog and policy and counts every tool at every level.
+impl Prepared {
+    /// The `tools/list` the budget layer would answer: the one listing function `serve` uses.
+    pub(crate) fn listing(&self) -> Listing {
+        let volatile = crate::layer::budget::volatile_servers(&self.policy);
+        list_tools(&self.catalog, &self.rules, &self.counter, &volatile)
+    }
+}
+
+/// Loads the policy and the catalog.
 pub(crate) fn prepare(args: &super::CatalogArgs) -> anyhow::Result<Prepared> {
     let (tools, model, rendering) = (&args.tools, args.model.as_deref(), args.rendering);
-    let policy = match &args.policy {
+    let mut policy = match &args.policy {
         Some(path) => Policy::load(path)?,
         None => Policy::default(),
     };
-    let mut budget = policy.budget.clone();
     if let Some(model) = model {
-        budget = budget.with_model(model)?;
+        policy.budget = policy.budget.with_model(model)?;
     }
     if let Some(rendering) = rendering {
-        budget = budget.with_overrides(ProfileOverrides {
+        policy.budget = policy.budget.with_overrides(ProfileOverrides {
             rendering: Some(rendering),
-            ..budget.overrides.clone()
+            ..policy.budget.overrides.clone()
         })?;
     }
-    let catalog = load_saved(tools).context("loading --tools")?;
-    // Only `[budget]` and the separator are read (`[discover]` stays at its defaults).
-    let rules = budget.rules(&catalog, &policy.separator, &DiscoverPolicy::default());
-    let measured = Counter::new(&budget.profile).measure(&catalog, &rules.wording);
+    // The catalog comes from saved lists; a catalog of the policy's live upstreams (when no
+    // `--tools` is given) would be built here, from the gateway's first published snapshot.
+    let names: Vec<String> = policy.upstreams.iter().map(|u| u.name.clone()).collect();
+    let catalog =
+        Catalog::from_saved(tools, &names, &policy.separator).context("loading --tools")?;
+    let rules = policy
+        .budget
+        .rules(catalog.tools(), catalog.separator(), &policy.discover);
+    let counter = Counter::new(&policy.budget.profile);
     Ok(Prepared {
+        policy,
         catalog,
-        budget,
         rules,
-        measured,
+        counter,
     })
 }
 
@@ -84,8 +97,12 @@ pub(crate) fn prepare(args: &super::CatalogArgs) -> anyhow::Result<Prepared> {
 /// Any failure, with context.
 pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let prepared = prepare(&args.catalog)?;
-    let plan = plan(&prepared.catalog, &prepared.measured, &prepared.rules);
-    let report = report(&prepared, &plan);
+    let listing = prepared.listing();
+    // Every level counted exactly for the table, whatever the plan needed.
+    let measured = prepared
+        .counter
+        .measure(prepared.catalog.tools(), &prepared.rules.wording);
+    let report = report(&prepared, &measured, &listing.plan);
     let text = match args.format {
         Format::Json => {
             let mut s = serde_json::to_string_pretty(&report)?;
@@ -124,24 +141,40 @@ fn percent(part: usize, whole: usize) -> f64 {
 }
 
 /// The JSON report (the `json` format; the other formats are drawn from it).
-fn report(p: &Prepared, plan: &Plan) -> Value {
-    let m = &p.measured;
-    let profile = &p.budget.profile;
+fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
+    let budget = &p.policy.budget;
+    let profile = &budget.profile;
+    let tools = p.catalog.tools();
     let mut servers: Vec<(String, Vec<usize>)> = Vec::new();
-    for (i, tool) in p.catalog.iter().enumerate() {
+    for (i, tool) in tools.iter().enumerate() {
         match servers.last_mut() {
             Some((s, idx)) if *s == tool.server => idx.push(i),
             _ => servers.push((tool.server.clone(), vec![i])),
         }
     }
-    let tools: Vec<Value> = p
+    let collisions: Vec<Value> = p
         .catalog
+        .collisions()
+        .iter()
+        .map(|c| {
+            json!({
+                "kind": c.kind,
+                "name": c.exposed,
+                "claimants": c.claimants.iter().zip(&c.resolved).map(|((server, name), exposed)| {
+                    json!({"server": server, "name": name, "exposed": exposed})
+                }).collect::<Vec<Value>>(),
+                "text": c.to_string(),
+            })
+        })
+        .collect();
+    let catalog_empty = tools.is_empty();
+    let tools: Vec<Value> = tools
         .iter()
         .enumerate()
         .map(|(i, t)| {
             json!({
                 "id": t.id(),
-                "name": crate::naming::exposed_name(&t.server, &t.name, &p.rules.wording.separator),
+                "name": t.exposed_name(p.catalog.separator()),
                 "tokens": per_level(|l| m.tools[i].direct[l.index()]),
                 "line_tokens": per_level(|l| m.tools[i].line[l.index()]),
                 "plan": plan.levels[i].map_or("deferred", Level::as_str),
@@ -160,7 +193,7 @@ fn report(p: &Prepared, plan: &Plan) -> Value {
         .collect();
     let saved = plan.tokens_before.saturating_sub(plan.tokens_after);
     json!({
-        "model": p.budget.model,
+        "model": budget.model,
         "profile": {
             "name": profile.name,
             "context_window": profile.context_window,
@@ -174,11 +207,12 @@ fn report(p: &Prepared, plan: &Plan) -> Value {
         "budget": {
             "tokens": plan.budget.tokens,
             "tools": plan.budget.tools,
-            "threshold_percent": f64::from(p.budget.threshold_bp) / 100.0,
+            "threshold_percent": f64::from(budget.threshold_bp) / 100.0,
+            "enabled": budget.enabled,
         },
         "overhead_tokens": m.overhead,
         "meta_tools_tokens": m.meta,
-        "totals": per_level(|l| if p.catalog.is_empty() { 0 } else { m.total_at(l) }),
+        "totals": per_level(|l| if catalog_empty { 0 } else { m.total_at(l) }),
         "servers": servers,
         "plan": {
             "mode": plan.rung.mode(),
@@ -200,6 +234,7 @@ fn report(p: &Prepared, plan: &Plan) -> Value {
             "deferred_tools": plan.deferred_count(),
         },
         "tools": tools,
+        "collisions": collisions,
     })
 }
 
@@ -253,6 +288,15 @@ fn table(r: &Value) -> String {
             " | DOES NOT FIT"
         },
     );
+    if r["budget"]["enabled"] == false {
+        let _ = writeln!(
+            s,
+            "budget: off ([budget] enabled = false): serve passes every tool through"
+        );
+    }
+    for collision in r["collisions"].as_array().into_iter().flatten() {
+        let _ = writeln!(s, "collision: {}", collision["text"].as_str().unwrap_or(""));
+    }
     let header: String = Level::ALL
         .iter()
         .map(|l| format!("{:>8}", l.as_str()))

@@ -15,10 +15,12 @@ pub mod search;
 /// What `inspect` and `render` read: saved tool lists, a policy, the host.
 #[derive(Debug, clap::Args)]
 pub struct CatalogArgs {
-    /// Saved tools/list results (a file's stem is the server id), or directories of them.
+    /// Saved tools/list results (a file's stem is the server id: a file named after a
+    /// `[[upstream]]` of the policy stands for it), or directories of them.
     #[arg(long = "tools", required = true, num_args = 1..)]
     pub tools: Vec<PathBuf>,
-    /// Policy file (its `[budget]` section and separator).
+    /// Policy file: its `[budget]`, `[discover]` and separator, and its `[[upstream]]` names
+    /// (their order, `volatile`), so that the output is what `serve` on it would list.
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// Host model (overrides the policy's), e.g. claude-haiku-4-5, gpt-4o.

@@ -1,11 +1,17 @@
 //! `mcp-budget render`: the `tools/list` result a host would receive, or the same tools as an
 //! LLM API request's `tools` (`--format anthropic|openai|openai-responses`, see
 //! [`crate::llm_api`]).
+//!
+//! The list is the one `serve` answers on the same policy ([`crate::listing`]): the budget
+//! layer's plan, or, with `[budget] enabled = false` and neither `--level` nor `--mode` given,
+//! every tool passed through as upstreams listed it (`serve` pages that list 500 tools at a
+//! time; `render` prints it whole).
 
 use serde_json::Value;
 
+use crate::listing::pass_through;
 use crate::llm_api::{anthropic, openai, RewriteOptions};
-use crate::plan::{apply, plan, LevelChoice, ModeChoice};
+use crate::plan::{LevelChoice, ModeChoice};
 use crate::tokens::Counter;
 
 /// The shape `render` writes the tools in.
@@ -61,8 +67,23 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     if let Some(mode) = args.mode {
         prepared.rules.mode = mode;
     }
-    let plan = plan(&prepared.catalog, &prepared.measured, &prepared.rules);
-    let tools = apply(&plan, &prepared.catalog, &prepared.rules);
+    let planned = prepared.policy.budget.enabled || args.level.is_some() || args.mode.is_some();
+    let (tools, bytes) = if planned {
+        let listing = prepared.listing();
+        (listing.tools, listing.result)
+    } else {
+        (
+            prepared.catalog.listed_tools(),
+            pass_through(&prepared.catalog),
+        )
+    };
+    if args.format == Format::Mcp && !args.pretty {
+        // The very bytes a host receives.
+        out.write_all(bytes.get().as_bytes())?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let budget = &prepared.policy.budget;
     let result = match args.format {
         Format::Mcp => serde_json::json!({ "tools": tools }),
         Format::Anthropic => {
@@ -71,9 +92,8 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
                 .filter_map(Value::as_object)
                 .map(anthropic::tool_from_mcp)
                 .collect();
-            let mut request = serde_json::json!({ "model": prepared.budget.model, "tools": tools });
-            let options =
-                RewriteOptions::default().with_counter(Counter::new(&prepared.budget.profile));
+            let mut request = serde_json::json!({ "model": budget.model, "tools": tools });
+            let options = RewriteOptions::default().with_counter(Counter::new(&budget.profile));
             let _ = anthropic::rewrite(&mut request, &options);
             serde_json::json!({ "tools": request["tools"] })
         }

@@ -21,5 +21,6 @@ mod isolation;
 mod legacy_servers;
 mod limits;
 mod modern_http;
+mod offline_live;
 mod routing;
 mod wire;
