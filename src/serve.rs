@@ -56,6 +56,9 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
     for (name, line) in summary_lines(&summaries) {
         eprintln!("  {name:<20} {line}");
     }
+    for collision in gateway.snapshot().collisions() {
+        eprintln!("  collision: {collision}");
+    }
     let (service, budget) = stack::build_with_budget(gateway.clone());
     match &budget {
         Some(budget) => {

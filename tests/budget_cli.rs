@@ -378,6 +378,56 @@ fn bash_completions_offer_the_commands() {
     }
 }
 
+fn collisions() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/collisions")
+}
+
+#[test]
+fn colliding_names_are_reported_by_check_inspect_and_render() {
+    let dir = collisions();
+    let dir = dir.to_str().unwrap();
+    let (ok, _, stderr) = run(&["check", "--tools", dir]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains(
+            "warning: --tools: tool name a__b__c claimed by a/b__c (keeps it), a__b/c (as a__b__c_"
+        ),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = run(&["check", "--strict", "--tools", dir]);
+    assert!(!ok, "a collision is a warning: {stderr}");
+
+    let report = json_of(&["inspect", "--tools", dir, "--format", "json"]);
+    let collision = &report["collisions"][0];
+    assert_eq!(collision["name"], "a__b__c", "{report}");
+    let other = collision["claimants"][1]["exposed"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(other.starts_with("a__b__c_"), "{collision}");
+    let names: Vec<&str> = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a__b__c", other.as_str()]);
+    let (ok, table, _) = run(&["inspect", "--tools", dir]);
+    assert!(
+        ok && table.contains("collision: tool name a__b__c"),
+        "{table}"
+    );
+
+    let listed = json_of(&["render", "--tools", dir]);
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a__b__c", other.as_str()]);
+}
+
 #[test]
 fn render_passes_tools_through_when_the_policy_turns_the_budget_off() {
     let dir = tempfile::tempdir().unwrap();

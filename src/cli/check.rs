@@ -3,11 +3,13 @@
 //! Every problem of a file is reported in one run, each with its line and field path
 //! ([`crate::policy::ConfigError`]); then the warnings of each valid policy
 //! ([`Policy::warnings`]), and with `--tools` the tool rules that match none of the saved
-//! tools ([`Policy::unmatched_rules`]). Warnings are errors with `--strict`, for CI.
+//! tools ([`Policy::unmatched_rules`]) and the namespaced names of the saved tools that collide
+//! under the policy ([`crate::catalog::Collision`]: resolved, but hosts see other names).
+//! Warnings are errors with `--strict`, for CI.
 
 use std::path::PathBuf;
 
-use crate::policy::Policy;
+use crate::policy::{Policy, Problem};
 
 /// Arguments of `check`.
 #[derive(Debug, clap::Args)]
@@ -19,7 +21,7 @@ pub struct Args {
     #[arg(long = "mcp-json")]
     pub mcp_json: Vec<PathBuf>,
     /// Saved tools/list results (a file's stem is the server id), or directories of them:
-    /// tool rules that match none of these tools are reported.
+    /// tool rules that match none of these tools, and tool names that collide, are reported.
     #[arg(long = "tools", num_args = 1..)]
     pub tools: Vec<PathBuf>,
     /// Treat warnings as errors.
@@ -102,11 +104,20 @@ pub fn run(
         let mut warnings = policy.warnings();
         if !args.tools.is_empty() {
             warnings.extend(policy.unmatched_rules(&tool_ids));
+            warnings.extend(collisions(policy, &args.tools));
         }
         for w in &warnings {
             writeln!(err, "warning: {origin}: {w}")?;
         }
         outcome.warnings += warnings.len();
+    }
+    if loaded.is_empty() && !args.tools.is_empty() {
+        // No policy given: the names the saved tools get on their own.
+        let found = collisions(&Policy::default(), &args.tools);
+        for w in &found {
+            writeln!(err, "warning: {w}")?;
+        }
+        outcome.warnings += found.len();
     }
     if outcome.warnings > 0 {
         let tail = if args.strict {
@@ -117,4 +128,22 @@ pub fn run(
         writeln!(err, "{} warning(s): {tail}", outcome.warnings)?;
     }
     Ok(outcome)
+}
+
+/// The name collisions among the saved `tools` under `policy` (its upstreams' names and order,
+/// its separator), one each (nothing when they cannot be read: reported above).
+fn collisions(policy: &Policy, tools: &[PathBuf]) -> Vec<Problem> {
+    let names: Vec<String> = policy.upstreams.iter().map(|u| u.name.clone()).collect();
+    let Ok(catalog) = crate::catalog::Catalog::from_saved(tools, &names, &policy.separator) else {
+        return Vec::new();
+    };
+    catalog
+        .collisions()
+        .iter()
+        .map(|c| Problem {
+            path: "--tools".into(),
+            line: None,
+            message: c.to_string(),
+        })
+        .collect()
 }

@@ -12,6 +12,7 @@ mod harness;
 
 mod cache;
 mod clients;
+mod collisions;
 mod env;
 mod eras;
 mod faults;
