@@ -457,18 +457,10 @@ impl Gateway {
             // With the budget on, its layer answers tools/list; this is the pass-through list.
             "tools/list" => ok(self.list_page(msg, "tools", Catalog::listed_tools)?),
             "prompts/list" => ok(self.list_page(msg, "prompts", Catalog::listed_prompts)?),
-            "resources/list" => ok(self.list_page(msg, "resources", |c| {
-                c.upstreams()
-                    .iter()
-                    .flat_map(|u| u.resources.clone())
-                    .collect()
-            })?),
-            "resources/templates/list" => ok(self.list_page(msg, "resourceTemplates", |c| {
-                c.upstreams()
-                    .iter()
-                    .flat_map(|u| u.templates.clone())
-                    .collect()
-            })?),
+            "resources/list" => ok(self.list_page(msg, "resources", Catalog::listed_resources)?),
+            "resources/templates/list" => {
+                ok(self.list_page(msg, "resourceTemplates", Catalog::listed_templates)?)
+            }
             "tools/call" => self.call_named(msg, caller, "tool").await,
             "prompts/get" => self.call_named(msg, caller, "prompt").await,
             "resources/subscribe" | "resources/unsubscribe" => self.subscribe(msg, caller).await,

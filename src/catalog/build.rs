@@ -322,6 +322,24 @@ impl Catalog {
         self.listed(|c| &c.prompts, |e| &e.prompts)
     }
 
+    /// Every resource of every upstream, in upstream order (URIs are global: no renaming).
+    #[must_use]
+    pub fn listed_resources(&self) -> Vec<Value> {
+        self.per_upstream
+            .iter()
+            .flat_map(|u| u.resources.clone())
+            .collect()
+    }
+
+    /// Every resource template of every upstream, in upstream order.
+    #[must_use]
+    pub fn listed_templates(&self) -> Vec<Value> {
+        self.per_upstream
+            .iter()
+            .flat_map(|u| u.templates.clone())
+            .collect()
+    }
+
     fn listed(
         &self,
         items: impl Fn(&Contribution) -> &Vec<Value>,
