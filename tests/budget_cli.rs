@@ -405,13 +405,7 @@ fn colliding_names_are_reported_by_check_inspect_and_render() {
         .unwrap()
         .to_owned();
     assert!(other.starts_with("a__b__c_"), "{collision}");
-    let names: Vec<&str> = report["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["a__b__c", other.as_str()]);
+    assert_eq!(tool_names(&report), ["a__b__c", other.as_str()]);
     let (ok, table, _) = run(&["inspect", "--tools", dir]);
     assert!(
         ok && table.contains("collision: tool name a__b__c"),
@@ -419,13 +413,17 @@ fn colliding_names_are_reported_by_check_inspect_and_render() {
     );
 
     let listed = json_of(&["render", "--tools", dir]);
-    let names: Vec<&str> = listed["tools"]
+    assert_eq!(tool_names(&listed), ["a__b__c", other.as_str()]);
+}
+
+/// The `name` of each of `value["tools"]`.
+fn tool_names(value: &Value) -> Vec<&str> {
+    value["tools"]
         .as_array()
-        .unwrap()
+        .expect("a tools array")
         .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["a__b__c", other.as_str()]);
+        .map(|t| t["name"].as_str().expect("a string name"))
+        .collect()
 }
 
 #[test]
