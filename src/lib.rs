@@ -9,8 +9,10 @@
 //!
 //! - [`jsonrpc`]: the lossless envelope (raw `params` / `result`).
 //! - [`policy`]: TOML policy → validated [`policy::Policy`].
-//! - [`catalog`]: the tools of every upstream; saved `tools/list` files.
-//! - [`tokens`], [`compress`], [`plan`], [`search`], [`discover`]: the pure core.
+//! - [`catalog`]: the catalog value (every upstream's lists, exposed names, collisions) the
+//!   gateway publishes; saved `tools/list` files.
+//! - [`tokens`], [`compress`], [`plan`], [`search`], [`discover`]: the pure core;
+//!   [`listing`]: the one function from catalog and rules to the `tools/list` a host receives.
 //! - [`error`]: runtime errors and their JSON-RPC form.
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
