@@ -445,20 +445,27 @@ impl Planner<'_> {
     /// Rungs 4–5: a prefix of `order` listed, the rest deferred (see the module doc).
     fn progressive(&self, level: LevelChoice, order: &[usize]) -> Plan {
         let lines = |c: Level| self.list_catalog.then_some(c);
+        // Every tool's catalog line per level, summed once for all candidates.
+        let mut totals = [0; 5];
+        for counts in &self.measured.tools {
+            for (total, line) in totals.iter_mut().zip(counts.line) {
+                *total += line;
+            }
+        }
         let chosen = match level {
             LevelChoice::Fixed(l) => {
                 // A fixed level is kept even when its lines do not fit (as a `full` listing at a
                 // fixed level is): the operator chose it.
                 let count = self
-                    .listed_count(order, l, lines(l))
-                    .or_else(|| self.listed_count(order, l, None))
+                    .listed_count(order, l, lines(l), &totals)
+                    .or_else(|| self.listed_count(order, l, None, &totals))
                     .unwrap_or(0);
                 (count, l, lines(l))
             }
             LevelChoice::Auto => {
                 let mut best: Option<(usize, Level, Option<Level>)> = None;
                 for (listed, catalog) in candidates(self.list_catalog) {
-                    if let Some(count) = self.listed_count(order, listed, catalog) {
+                    if let Some(count) = self.listed_count(order, listed, catalog, &totals) {
                         // Candidates come in order of preference: only more tools beat one.
                         if best.is_none_or(|(c, _, _)| count > c) {
                             best = Some((count, listed, catalog));
@@ -484,19 +491,21 @@ impl Planner<'_> {
     }
 
     /// How long a prefix of `order` can be listed at `listed` (pins at `off`) with the other
-    /// tools' catalog lines at `catalog`: the prefix stops at the first tool that does not fit
+    /// tools' catalog lines at `catalog` (`line_totals`: every tool's lines, per level): the
+    /// prefix stops at the first tool that does not fit
     /// the tokens or the tool cap. `None` when even the bare meta-tools do not fit.
     fn listed_count(
         &self,
         order: &[usize],
         listed: Level,
         catalog: Option<Level>,
+        line_totals: &[usize; 5],
     ) -> Option<usize> {
         let line = |i: usize| catalog.map_or(0, |c| self.measured.tools[i].line[c.index()]);
         let n = self.n();
         let mut tokens = self.measured.overhead + self.measured.meta;
-        if catalog.is_some() && n > 0 {
-            tokens += self.measured.listing_header + (0..n).map(line).sum::<usize>();
+        if let Some(c) = catalog.filter(|_| n > 0) {
+            tokens += self.measured.listing_header + line_totals[c.index()];
         }
         if tokens > self.budget.tokens || META_TOOLS > self.budget.tools {
             return None;

@@ -102,43 +102,40 @@ impl Operation {
             return Self::Destroy;
         }
         // The first word that is a known verb: `get_issue`, `actions_list`, `getStory`.
-        let verb = words(&tool.name)
-            .into_iter()
-            .find(|w| READ_VERBS.contains(&w.as_str()) || DESTRUCTIVE_VERBS.contains(&w.as_str()));
-        match verb {
-            Some(v) if READ_VERBS.contains(&v.as_str()) => {
-                if hint("readOnlyHint") == Some(false) {
-                    Self::Write
-                } else {
-                    Self::Read
-                }
+        let verb = |w: &str| {
+            let known = |verbs: &[&str]| verbs.iter().any(|v| v.eq_ignore_ascii_case(w));
+            if known(READ_VERBS) {
+                Some(true)
+            } else if known(DESTRUCTIVE_VERBS) {
+                Some(false)
+            } else {
+                None
             }
-            Some(_) => Self::Destroy,
+        };
+        match words(&tool.name).find_map(verb) {
+            Some(true) if hint("readOnlyHint") == Some(false) => Self::Write,
+            Some(true) => Self::Read,
+            Some(false) => Self::Destroy,
             None => Self::Write,
         }
     }
 }
 
-/// The words of a tool name, lowercased: `getStory` → `get`, `story`; `list-files` → `list`,
-/// `files`.
-fn words(name: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    for c in name.chars() {
-        if !c.is_alphanumeric() || (c.is_uppercase() && !word.is_empty()) {
-            if !word.is_empty() {
-                out.push(std::mem::take(&mut word));
-            }
-            if !c.is_alphanumeric() {
-                continue;
-            }
-        }
-        word.extend(c.to_lowercase());
-    }
-    if !word.is_empty() {
-        out.push(word);
-    }
-    out
+/// The words of a tool name, without allocating: `getStory` → `get`, `Story`; `list-files` →
+/// `list`, `files`.
+fn words(name: &str) -> impl Iterator<Item = &str> {
+    let mut rest = name;
+    std::iter::from_fn(move || {
+        rest = rest.trim_start_matches(|c: char| !c.is_alphanumeric());
+        let mut chars = rest.char_indices();
+        chars.next()?;
+        let end = chars
+            .find(|&(_, c)| !c.is_alphanumeric() || c.is_uppercase())
+            .map_or(rest.len(), |(i, _)| i);
+        let (word, tail) = rest.split_at(end);
+        rest = tail;
+        Some(word)
+    })
 }
 
 /// Catalog indices, most useful first (see the module doc). Pinned tools come first;
@@ -153,37 +150,41 @@ pub(crate) fn order(
     let used = |i: usize| rules.usage.get(i).copied().unwrap_or(0);
     let off = |i: usize| measured.tools[i].direct[0];
     // Server size: (tools, uncompressed tokens).
-    let mut size: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut sizes: HashMap<&str, (usize, usize)> = HashMap::new();
     for (i, tool) in catalog.iter().enumerate() {
-        let s = size.entry(tool.server.as_str()).or_default();
+        let s = sizes.entry(tool.server.as_str()).or_default();
         s.0 += 1;
         s.1 += off(i);
     }
+    // Per tool once, so that sorting compares without allocating (a warm `tools/list` plans
+    // every time).
+    let size: Vec<(usize, usize)> = catalog.iter().map(|t| sizes[t.server.as_str()]).collect();
+    let operation: Vec<Operation> = catalog.iter().map(Operation::of).collect();
     // Within a group: smallest server first, reads first, cheaper first, then the id (never
     // the arrival order).
     let rank = |i: usize| {
         let tool = &catalog[i];
         (
-            size[tool.server.as_str()],
-            tool.server.clone(),
-            Operation::of(tool),
+            size[i],
+            tool.server.as_str(),
+            operation[i],
             off(i),
-            tool.name.clone(),
+            tool.name.as_str(),
         )
     };
     let mut pins: Vec<usize> = (0..catalog.len()).filter(|&i| pinned(i)).collect();
-    pins.sort_by_cached_key(|&i| rank(i));
+    pins.sort_by(|&a, &b| rank(a).cmp(&rank(b)));
     if only_pinned {
         return pins;
     }
     let mut used_tools: Vec<usize> = (0..catalog.len())
         .filter(|&i| !pinned(i) && used(i) > 0)
         .collect();
-    used_tools.sort_by_cached_key(|&i| (Reverse(used(i)), rank(i)));
+    used_tools.sort_by(|&a, &b| (Reverse(used(a)), rank(a)).cmp(&(Reverse(used(b)), rank(b))));
     let mut rest: Vec<usize> = (0..catalog.len())
         .filter(|&i| !pinned(i) && used(i) == 0)
         .collect();
-    rest.sort_by_cached_key(|&i| rank(i));
+    rest.sort_by(|&a, &b| rank(a).cmp(&rank(b)));
     pins.extend(used_tools);
     pins.extend(rest);
     pins
@@ -216,7 +217,10 @@ mod tests {
         );
         assert_eq!(op("actions_list", json!({})), Operation::Read);
         assert_eq!(op("repo_delete", json!({})), Operation::Destroy);
-        assert_eq!(words("__Get_meNow"), ["get", "me", "now"]);
+        assert_eq!(
+            words("__Get_meNow").collect::<Vec<_>>(),
+            ["Get", "me", "Now"]
+        );
     }
 
     #[test]
