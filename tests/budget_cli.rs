@@ -52,8 +52,11 @@ fn inspect_json_has_the_documented_shape() {
     let plan = &r["plan"];
     assert_eq!(plan["mode"], "progressive");
     assert!(plan["exposed_tokens"].as_u64().unwrap() <= 4000);
-    assert_eq!(plan["exposed_tools"], 0);
-    assert_eq!(plan["deferred_tools"], 117);
+    // Over Haiku's cap of 12: the hybrid rung lists 9 tools (12 − 3 meta-tools), the rest
+    // deferred.
+    assert_eq!(plan["rung"], "hybrid");
+    assert_eq!(plan["exposed_tools"], 9);
+    assert_eq!(plan["deferred_tools"], 108);
     let tools = r["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 117);
     assert_eq!(tools[0]["id"], "github/actions_get");
@@ -190,9 +193,58 @@ fn policy_pins_and_overrides() {
         policy.to_str().unwrap(),
     ]);
     let tools = r["tools"].as_array().unwrap();
-    assert_eq!(tools[0]["name"], "github__create_issue");
-    assert_eq!(tools[0]["description"], "Open a GitHub issue.");
-    assert_eq!(tools.len(), 4);
+    let pinned = tools
+        .iter()
+        .find(|t| t["name"] == "github__create_issue")
+        .expect("the pinned tool is listed");
+    assert_eq!(pinned["description"], "Open a GitHub issue.");
+    // The pinned tool, 8 more (Haiku's cap of 12 less the 3 meta-tools), the meta-tools.
+    assert_eq!(tools.len(), 12);
+}
+
+/// The issue's example: a desktop host's three servers (41 tools, 6,284 tokens) on Sonnet 4.5
+/// (4,000 tokens, 20 tools). Past the tool cap it used to be 0 listed, 41 deferred; the
+/// hybrid rung lists the two small servers whole and keeps the big one behind search.
+#[test]
+fn three_servers_over_the_cap_list_the_most_useful_tools() {
+    let sets = ["12306-mcp", "hackernews", "word-document-server"]
+        .map(|s| fixtures().join(format!("{s}.json")).display().to_string());
+    let mut args = vec!["inspect", "--tools"];
+    args.extend(sets.iter().map(String::as_str));
+    args.extend(["--model", "claude-sonnet-4-5", "--format", "json"]);
+    let r = json_of(&args);
+    assert_eq!(r["totals"]["off"], 6284);
+    assert_eq!(r["tools"].as_array().unwrap().len(), 41);
+    let plan = &r["plan"];
+    assert_eq!(
+        (plan["rung"].as_str(), plan["fits"].as_bool()),
+        (Some("hybrid"), Some(true))
+    );
+    assert_eq!(plan["exposed_tools"], 17);
+    assert_eq!(plan["listed_tools"], 20);
+    assert!(plan["exposed_tokens"].as_u64().unwrap() <= 4000);
+    for tool in r["tools"].as_array().unwrap() {
+        let deferred = tool["plan"] == "deferred";
+        let big = tool["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("word-document-server/");
+        assert_eq!(deferred, big, "{tool}");
+    }
+    // `render` gives the host the same: 17 tools, then the meta-tools with the others' lines.
+    let mut args = vec!["render", "--tools"];
+    args.extend(sets.iter().map(String::as_str));
+    args.extend(["--model", "claude-sonnet-4-5"]);
+    let r = json_of(&args);
+    let tools = r["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 20);
+    assert_eq!(tools[17]["name"], "search_tools");
+    let lines = tools[17]["description"].as_str().unwrap();
+    assert_eq!(
+        lines.matches("\n- word-document-server__").count(),
+        24,
+        "{lines}"
+    );
 }
 
 #[test]

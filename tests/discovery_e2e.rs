@@ -114,6 +114,53 @@ args = ["{shrink}"]
         invalid.contains("city"),
         "names the missing argument: {invalid}"
     );
+    // The concrete problem and the whole input schema, inline.
+    assert!(
+        invalid.contains("- arguments.days: expected integer, got string \"two\""),
+        "{invalid}"
+    );
+    assert!(
+        invalid.contains("Input schema of shrink__forecast_weather: {"),
+        "{invalid}"
+    );
+    let structured = &seen["invalid"]["structured"];
+    assert_eq!(structured["type"], "mcp_budget.discover.invalid_arguments");
+    assert_eq!(
+        structured["inputSchema"]["required"],
+        serde_json::json!(["city"])
+    );
+
+    // invoke_tool recovers: empty or misplaced arguments say which fields are required, and
+    // the retry built from the answer alone goes through.
+    let recovery = &seen["recovery"];
+    for (case, kind) in [
+        ("empty", "missing_arguments"),
+        ("top_level", "misplaced_arguments"),
+        ("alias", "misplaced_arguments"),
+    ] {
+        let r = &recovery[case];
+        assert_eq!(r["is_error"], true, "{case}: {r}");
+        assert_eq!(
+            r["structured"]["type"],
+            format!("mcp_budget.discover.{kind}"),
+            "{case}: {r}"
+        );
+        let text = r["text"].as_str().unwrap();
+        assert!(text.contains("Required: city (string)."), "{case}: {text}");
+    }
+    let top = recovery["top_level"]["text"].as_str().unwrap();
+    assert!(top.contains("found city, days at the top level"), "{top}");
+    let alias = recovery["alias"]["text"].as_str().unwrap();
+    assert!(alias.contains("not \"tool_input\""), "{alias}");
+    assert_eq!(
+        recovery["retry"]["is_error"], false,
+        "{}",
+        recovery["retry"]
+    );
+    assert!(recovery["retry"]["text"]
+        .as_str()
+        .unwrap()
+        .contains("forecast for Paris"));
 
     assert!(seen["converter_before"]
         .as_str()

@@ -6,6 +6,12 @@
 //! as pure functions: the gateway layer forwards the [`MetaCall::Invoke`] outcome as a normal
 //! `tools/call` to the upstream, so authorization and tracing see a direct call.
 //!
+//! `invoke_tool` recovers from the calls generic invoke wrappers get wrong: arguments that
+//! fail the schema check, none where fields are required, or arguments sent next to `name`
+//! (or under `tool_input`, `args`, ...) are answered `isError: true` with the concrete
+//! problem, the required fields, a call of the right shape and the tool's full input schema,
+//! so the model's next try works (`recovery`). `tool_name` is accepted for `name`.
+//!
 //! ```
 //! use mcp_budget::catalog::CatalogTool;
 //! use mcp_budget::discover::{
@@ -36,6 +42,7 @@
 //! ```
 
 mod arguments;
+mod recovery;
 
 use std::collections::HashMap;
 
@@ -262,12 +269,25 @@ impl Discovery {
                 )),
             }))
         } else if tool == self.names.invoke {
-            let Some(name) = text("name") else {
+            // `tool_name` is what generic `invoke(tool_name, tool_input)` wrappers send.
+            let Some(name) = text("name").or_else(|| text("tool_name")) else {
                 return Some(MetaCall::Result(error_result(format!(
                     "{} needs a \"name\" string: a tool name from {} results.",
                     self.names.invoke, self.names.search
                 ))));
             };
+            if let Some(misplaced) = recovery::misplaced(arguments) {
+                let Some((i, tool)) = self.find(name) else {
+                    return Some(MetaCall::Result(self.unknown(name)));
+                };
+                let schema = tool.input_schema().cloned().unwrap_or_else(|| json!({}));
+                return Some(MetaCall::Result(recovery::answer(
+                    &self.exposed[i],
+                    &schema,
+                    &self.names.invoke,
+                    &recovery::Problem::Misplaced(misplaced),
+                )));
+            }
             let arguments = arg("arguments").cloned().unwrap_or(Value::Null);
             Some(match self.invoke_tool(name, &arguments) {
                 Ok(tool) => MetaCall::Invoke {
@@ -354,7 +374,10 @@ impl Discovery {
 
     /// `invoke_tool`: finds the tool and checks `arguments` against its real `inputSchema`.
     /// `Ok` is the tool to forward the call to; `Err` is an error `CallToolResult`
-    /// (`isError: true`) listing what to fix, or saying the name is unknown.
+    /// (`isError: true`) saying the name is unknown, or, for arguments that do not pass, the
+    /// concrete problems (path, expected, got), the required fields, a call of the right shape
+    /// and the tool's full input schema, so that the next try works. No arguments (or `{}`)
+    /// where the schema requires fields is answered with the fields it requires.
     ///
     /// # Errors
     /// The error result to answer with, as above.
@@ -362,25 +385,30 @@ impl Discovery {
         let Some((i, tool)) = self.find(name) else {
             return Err(self.unknown(name));
         };
-        let empty = Value::Object(Map::new());
-        let arguments = if arguments.is_null() {
-            &empty
-        } else {
-            arguments
-        };
         let Some(schema) = tool.input_schema() else {
             return Ok(tool);
         };
-        match check_arguments(schema, arguments) {
-            Ok(()) => Ok(tool),
-            Err(problems) => Err(error_result(format!(
-                "Invalid arguments for {}:\n- {}\nFix them and call {} again ({} shows the schema).",
-                self.exposed[i],
-                problems.join("\n- "),
-                self.names.invoke,
-                self.names.schema
-            ))),
-        }
+        let empty = arguments.is_null() || arguments.as_object().is_some_and(Map::is_empty);
+        let problem = if empty && recovery::requires_fields(schema) {
+            recovery::Problem::Missing
+        } else {
+            let empty_object = Value::Object(Map::new());
+            let arguments = if arguments.is_null() {
+                &empty_object
+            } else {
+                arguments
+            };
+            match check_arguments(schema, arguments) {
+                Ok(()) => return Ok(tool),
+                Err(problems) => recovery::Problem::Invalid(problems),
+            }
+        };
+        Err(recovery::answer(
+            &self.exposed[i],
+            schema,
+            &self.names.invoke,
+            &problem,
+        ))
     }
 
     /// The error result for an unknown tool name, with near names when there are some.

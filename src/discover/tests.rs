@@ -135,6 +135,99 @@ fn invoke_checks_arguments() {
 }
 
 #[test]
+fn invalid_arguments_carry_the_schema_and_a_call_of_the_right_shape() {
+    let d = discovery();
+    let err = d
+        .invoke_tool(
+            "github__create_issue",
+            &json!({"owner": "o", "repo": "r", "title": 3}),
+        )
+        .unwrap_err();
+    let text = err["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("Invalid arguments for github__create_issue:\n- arguments.title: expected string, got integer 3\n"), "{text}");
+    assert!(
+        text.contains("Required: owner (string), repo (string), title (string)."),
+        "{text}"
+    );
+    assert!(text.contains(r#"Call invoke_tool again as {"name":"github__create_issue","arguments":{"owner":"…","repo":"…","title":"…"}}."#), "{text}");
+    let schema = d.tools()[0].input_schema().unwrap();
+    assert!(
+        text.ends_with(&format!("Input schema of github__create_issue: {schema}")),
+        "{text}"
+    );
+    let s = &err["structuredContent"];
+    assert_eq!(s["type"], "mcp_budget.discover.invalid_arguments");
+    assert_eq!(
+        s["problems"],
+        json!(["arguments.title: expected string, got integer 3"])
+    );
+    assert_eq!(&s["inputSchema"], schema);
+}
+
+#[test]
+fn empty_or_misplaced_arguments_say_which_fields_are_required() {
+    let d = discovery();
+    let answer = |call: Value| match d.call("invoke_tool", &call) {
+        Some(MetaCall::Result(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    for call in [
+        json!({"name": "github__create_issue"}),
+        json!({"name": "github__create_issue", "arguments": {}}),
+        json!({"name": "github__create_issue", "arguments": null}),
+    ] {
+        let r = answer(call);
+        assert_eq!(
+            r["structuredContent"]["type"],
+            "mcp_budget.discover.missing_arguments"
+        );
+        assert_eq!(
+            r["structuredContent"]["required"],
+            json!(["owner", "repo", "title"])
+        );
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("github__create_issue needs arguments; none were given.\nRequired: owner (string), repo (string), title (string)."), "{text}");
+    }
+    let r = answer(json!({"name": "github__create_issue", "owner": "o", "title": "t"}));
+    assert_eq!(
+        r["structuredContent"]["type"],
+        "mcp_budget.discover.misplaced_arguments"
+    );
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("not next to \"name\": found owner, title at the top level."),
+        "{text}"
+    );
+    let r = answer(json!({"tool_name": "github__create_issue", "tool_input": {"owner": "o"}}));
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(
+            "The arguments of github__create_issue go inside \"arguments\", not \"tool_input\"."
+        ),
+        "{text}"
+    );
+    // Misplaced arguments of an unknown tool: the unknown name is the problem.
+    let r = answer(json!({"name": "nope", "city": "Paris"}));
+    assert!(r["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("Unknown tool"));
+    // `tool_name` names the tool; a tool that requires nothing still takes no arguments.
+    match d.call(
+        "invoke_tool",
+        &json!({"tool_name": "weather__get_forecast", "arguments": {}}),
+    ) {
+        Some(MetaCall::Invoke { tool, arguments }) => {
+            assert_eq!(
+                (tool.id(), arguments),
+                ("weather/get_forecast".into(), json!({}))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn call_dispatches_by_meta_tool_name() {
     let d = discovery();
     assert!(d.call("other_tool", &json!({})).is_none());

@@ -531,7 +531,10 @@ mod tests {
 
     #[tokio::test]
     async fn large_catalog_goes_behind_search_and_invoke_reaches_the_real_tool() {
-        let layer = fixed(fixtures(), &Policy::default());
+        let mut policy = Policy::default();
+        // Everything behind search (`auto` would list small servers' tools, time's among them).
+        policy.budget.mode = crate::plan::ModeChoice::Progressive;
+        let layer = fixed(fixtures(), &policy);
         let mut svc = layer.layer(echo());
         let list = svc
             .call(request(1, "tools/list", &json!({})))
@@ -611,6 +614,7 @@ mod tests {
     async fn promoted_tools_are_appended_for_that_session_only() {
         let mut policy = Policy::default();
         policy.discover.promote_on_use = true;
+        policy.budget.mode = crate::plan::ModeChoice::Progressive;
         let layer = fixed(fixtures(), &policy);
         let mut svc = layer.layer(echo());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -653,6 +657,7 @@ mod tests {
     async fn promotions_of_ended_sessions_are_forgotten_and_modern_requests_promote_nothing() {
         let mut policy = Policy::default();
         policy.discover.promote_on_use = true;
+        policy.budget.mode = crate::plan::ModeChoice::Progressive;
         let layer = fixed(fixtures(), &policy);
         let mut svc = layer.layer(echo());
         let invoke = json!({"name": "invoke_tool", "arguments": {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}});

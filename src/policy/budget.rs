@@ -197,6 +197,7 @@ impl BudgetPolicy {
                 meta: discover.names.clone(),
                 descriptions: Vec::new(),
             },
+            usage: Vec::new(),
         };
         // No per-tool rules: the per-tool vectors stay empty (nothing pinned, nothing replaced).
         if self.tools.is_empty() && discover.never_defer.is_empty() {

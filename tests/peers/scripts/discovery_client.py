@@ -24,7 +24,25 @@ async def main():
         res = await c.call_tool("invoke_tool", {"name": "shrink__forecast_weather", "arguments": {"city": "Paris", "days": 2}})
         out["invoke"] = {"is_error": bool(res.is_error), "text": text_of(res)}
         bad = await c.call_tool("invoke_tool", {"name": "shrink__forecast_weather", "arguments": {"days": "two"}})
-        out["invalid"] = {"is_error": bool(bad.is_error), "text": text_of(bad)}
+        out["invalid"] = {"is_error": bool(bad.is_error), "text": text_of(bad),
+                          "structured": bad.structured_content}
+        # Calls that generic invoke wrappers get wrong, then the retry a model would make from
+        # the answer alone (the call shape it suggests, the required field filled in).
+        recovery = {}
+        for case, arguments in [
+            ("empty", {"name": "shrink__forecast_weather", "arguments": {}}),
+            ("top_level", {"name": "shrink__forecast_weather", "city": "Paris", "days": 2}),
+            ("alias", {"tool_name": "shrink__forecast_weather", "tool_input": {"city": "Paris"}}),
+        ]:
+            res = await c.call_tool("invoke_tool", arguments)
+            recovery[case] = {"is_error": bool(res.is_error), "text": text_of(res),
+                              "structured": res.structured_content}
+        suggested = recovery["empty"]["text"].split("Call invoke_tool again as ", 1)[1]
+        retry = json.loads(suggested.split("\n", 1)[0].rstrip("."))
+        retry["arguments"]["city"] = "Paris"
+        res = await c.call_tool("invoke_tool", retry)
+        recovery["retry"] = {"is_error": bool(res.is_error), "text": text_of(res)}
+        out["recovery"] = recovery
         before = await c.call_tool("search_tools", {"query": "convert money between currencies"})
         out["converter_before"] = text_of(before)
         await c.call_tool("invoke_tool", {"name": "shrink__retire_converter", "arguments": {}})

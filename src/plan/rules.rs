@@ -1,0 +1,112 @@
+//! What the planner is asked: the budget, the level and mode choices, and the per-tool rules.
+
+use std::str::FromStr;
+
+use crate::compress::{self, Level};
+use crate::tokens::Wording;
+
+/// The budget of one caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Budget {
+    /// Most tokens the tool definitions may cost.
+    pub tokens: usize,
+    /// Most tools listed.
+    pub tools: usize,
+}
+
+/// Level choice: `auto` (the planner decides) or fixed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LevelChoice {
+    /// The least lossy level that fits.
+    #[default]
+    Auto,
+    /// Always this level (for listed tools and catalog lines).
+    Fixed(Level),
+}
+
+impl FromStr for LevelChoice {
+    type Err = compress::UnknownLevel;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "auto" {
+            Ok(Self::Auto)
+        } else {
+            s.parse().map(Self::Fixed)
+        }
+    }
+}
+
+/// Exposure choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModeChoice {
+    /// Full when it fits, else progressive.
+    #[default]
+    Auto,
+    /// Every tool listed directly.
+    Full,
+    /// Meta-tools (plus pinned tools); the rest found by search.
+    Progressive,
+}
+
+/// A mode name that is not `auto`, `full` or `progressive`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode {0:?}; expected auto, full or progressive")]
+pub struct UnknownMode(pub String);
+
+impl FromStr for ModeChoice {
+    type Err = UnknownMode;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "full" => Ok(Self::Full),
+            "progressive" => Ok(Self::Progressive),
+            other => Err(UnknownMode(other.to_owned())),
+        }
+    }
+}
+
+/// What the planner is asked for one catalog: the budget, the level and mode choices, the
+/// per-tool rules, and the wording of the list. A plain value, built once per catalog (from a
+/// policy by `BudgetPolicy::rules`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rules {
+    /// The budget to fit.
+    pub budget: Budget,
+    /// Compression level choice.
+    pub level: LevelChoice,
+    /// Exposure choice.
+    pub mode: ModeChoice,
+    /// List deferred tools' catalog lines in the search meta-tool's description when they fit.
+    pub list_catalog: bool,
+    /// Per catalog tool, in catalog order: always listed directly, never compressed. Empty when
+    /// no tool is pinned; a tool past the end is not.
+    pub pins: Vec<bool>,
+    /// Per catalog tool, in catalog order: the least compression applied. Empty when no tool
+    /// has one; a tool past the end has none.
+    pub min_levels: Vec<Level>,
+    /// The exposed names, meta-tool names and replaced descriptions.
+    pub wording: Wording,
+    /// Per catalog tool, in catalog order: how often the deployment called it (the hybrid rung
+    /// lists used tools first, most calls first). Empty when unknown; a tool past the end has
+    /// none.
+    pub usage: Vec<u64>,
+}
+
+impl Rules {
+    /// Rules for `budget` with the defaults: `auto` level and mode, catalog lines listed, no
+    /// per-tool rules, and [`Wording::default`].
+    #[must_use]
+    pub fn new(budget: Budget) -> Self {
+        Self {
+            budget,
+            level: LevelChoice::Auto,
+            mode: ModeChoice::Auto,
+            list_catalog: true,
+            pins: Vec::new(),
+            min_levels: Vec::new(),
+            wording: Wording::default(),
+            usage: Vec::new(),
+        }
+    }
+}

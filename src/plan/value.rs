@@ -1,0 +1,255 @@
+//! The value model of the hybrid rung: which tools are most worth listing directly when not
+//! every tool can be.
+//!
+//! The hybrid rung lists a prefix of one fixed order, so the order alone says what is worth
+//! most. Most useful first:
+//!
+//! 1. **pinned** tools (`pin = true`, `never_defer`): the operator said so;
+//! 2. **used** tools, most calls first (`Rules::usage`): what a deployment really calls beats
+//!    any guess from names;
+//! 3. the rest **server by server, smallest server first** (fewest tools, then fewest
+//!    tokens). A server listed whole shows the model its whole surface: it never has to
+//!    wonder whether a sibling exists behind search. Small servers cost few slots of the tool
+//!    cap; the big ones are split anyway, and split servers are what search and catalog lines
+//!    handle best (many similar names, one vocabulary);
+//! 4. within a server, **read-only and common operations** first (`readOnlyHint: true`, or a
+//!    name whose first verb is get/list/search/read/find/…), then the others, **destructive** ones
+//!    last (`destructiveHint: true`, or delete/remove/…): reads are the most frequent calls
+//!    and the safest to offer without a search step;
+//! 5. then **cheaper** tools first (tokens listed uncompressed), then the tool id.
+//!
+//! A description's "generality" is not scored: no lexical measure of it held up (length
+//! rewards verbosity, word lists reward the test set), and cost order already favours simple
+//! tools. The order depends only on the catalog, uncompressed costs and the rules, never on the
+//! budget, which keeps the planner monotone; and on tool ids, never on arrival order, which
+//! keeps it deterministic.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::Rules;
+use crate::catalog::CatalogTool;
+use crate::tokens::Measured;
+
+/// Name verbs of operations that only read.
+const READ_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "search",
+    "read",
+    "find",
+    "fetch",
+    "query",
+    "show",
+    "describe",
+    "view",
+    "lookup",
+    "browse",
+    "check",
+    "count",
+    "inspect",
+    "explain",
+    "summarize",
+    "validate",
+];
+
+/// Name verbs of operations that destroy.
+const DESTRUCTIVE_VERBS: &[&str] = &[
+    "delete",
+    "remove",
+    "drop",
+    "destroy",
+    "purge",
+    "erase",
+    "kill",
+    "terminate",
+    "wipe",
+    "truncate",
+    "reset",
+    "revoke",
+    "unprotect",
+    "archive",
+];
+
+/// What a tool does, by its annotations, else by the first verb in its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Operation {
+    /// Only reads (`readOnlyHint: true`, or a read verb).
+    Read,
+    /// Writes, or unknown.
+    Write,
+    /// Destroys (`destructiveHint: true`, or a destructive verb).
+    Destroy,
+}
+
+impl Operation {
+    /// The operation of `tool`: explicit annotations win over the name.
+    pub(crate) fn of(tool: &CatalogTool) -> Self {
+        let hint = |key: &str| {
+            tool.definition
+                .get("annotations")
+                .and_then(|a| a.get(key))
+                .and_then(Value::as_bool)
+        };
+        if hint("readOnlyHint") == Some(true) {
+            return Self::Read;
+        }
+        // The MCP default of `destructiveHint` is true for tools that write, so only an explicit
+        // true counts: an unannotated tool is judged by its name.
+        if hint("destructiveHint") == Some(true) {
+            return Self::Destroy;
+        }
+        // The first word that is a known verb: `get_issue`, `actions_list`, `getStory`.
+        let verb = |w: &str| {
+            let known = |verbs: &[&str]| verbs.iter().any(|v| v.eq_ignore_ascii_case(w));
+            if known(READ_VERBS) {
+                Some(true)
+            } else if known(DESTRUCTIVE_VERBS) {
+                Some(false)
+            } else {
+                None
+            }
+        };
+        match words(&tool.name).find_map(verb) {
+            Some(true) if hint("readOnlyHint") == Some(false) => Self::Write,
+            Some(true) => Self::Read,
+            Some(false) => Self::Destroy,
+            None => Self::Write,
+        }
+    }
+}
+
+/// The words of a tool name, without allocating: `getStory` → `get`, `Story`; `list-files` →
+/// `list`, `files`.
+fn words(name: &str) -> impl Iterator<Item = &str> {
+    let mut rest = name;
+    std::iter::from_fn(move || {
+        rest = rest.trim_start_matches(|c: char| !c.is_alphanumeric());
+        let mut chars = rest.char_indices();
+        chars.next()?;
+        let end = chars
+            .find(|&(_, c)| !c.is_alphanumeric() || c.is_uppercase())
+            .map_or(rest.len(), |(i, _)| i);
+        let (word, tail) = rest.split_at(end);
+        rest = tail;
+        Some(word)
+    })
+}
+
+/// Catalog indices, most useful first (see the module doc). Pinned tools come first;
+/// `only_pinned` keeps them alone (the `progressive` mode lists nothing else).
+pub(crate) fn order(
+    catalog: &[CatalogTool],
+    measured: &Measured,
+    rules: &Rules,
+    only_pinned: bool,
+) -> Vec<usize> {
+    let pinned = |i: usize| rules.pins.get(i).copied().unwrap_or(false);
+    let used = |i: usize| rules.usage.get(i).copied().unwrap_or(0);
+    let off = |i: usize| measured.tools[i].direct[0];
+    // Server size: (tools, uncompressed tokens).
+    let mut sizes: HashMap<&str, (usize, usize)> = HashMap::new();
+    for (i, tool) in catalog.iter().enumerate() {
+        let s = sizes.entry(tool.server.as_str()).or_default();
+        s.0 += 1;
+        s.1 += off(i);
+    }
+    // Per tool once, so that sorting compares without allocating (a warm `tools/list` plans
+    // every time).
+    let size: Vec<(usize, usize)> = catalog.iter().map(|t| sizes[t.server.as_str()]).collect();
+    let operation: Vec<Operation> = catalog.iter().map(Operation::of).collect();
+    // Within a group: smallest server first, reads first, cheaper first, then the id (never
+    // the arrival order).
+    let rank = |i: usize| {
+        let tool = &catalog[i];
+        (
+            size[i],
+            tool.server.as_str(),
+            operation[i],
+            off(i),
+            tool.name.as_str(),
+        )
+    };
+    let mut pins: Vec<usize> = (0..catalog.len()).filter(|&i| pinned(i)).collect();
+    pins.sort_by(|&a, &b| rank(a).cmp(&rank(b)));
+    if only_pinned {
+        return pins;
+    }
+    let mut used_tools: Vec<usize> = (0..catalog.len())
+        .filter(|&i| !pinned(i) && used(i) > 0)
+        .collect();
+    used_tools.sort_by(|&a, &b| (Reverse(used(a)), rank(a)).cmp(&(Reverse(used(b)), rank(b))));
+    let mut rest: Vec<usize> = (0..catalog.len())
+        .filter(|&i| !pinned(i) && used(i) == 0)
+        .collect();
+    rest.sort_by(|&a, &b| rank(a).cmp(&rank(b)));
+    pins.extend(used_tools);
+    pins.extend(rest);
+    pins
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(server: &str, name: &str, annotations: &Value) -> CatalogTool {
+        CatalogTool::new(server, json!({"name": name, "annotations": annotations})).unwrap()
+    }
+
+    #[test]
+    fn operations_come_from_annotations_then_names() {
+        let op = |name, annotations: Value| Operation::of(&tool("s", name, &annotations));
+        assert_eq!(op("getStory", json!({})), Operation::Read);
+        assert_eq!(op("list-files", json!({})), Operation::Read);
+        assert_eq!(op("create_issue", json!({})), Operation::Write);
+        assert_eq!(op("delete_file", json!({})), Operation::Destroy);
+        assert_eq!(op("run", json!({"readOnlyHint": true})), Operation::Read);
+        assert_eq!(
+            op("get_and_bump", json!({"readOnlyHint": false})),
+            Operation::Write
+        );
+        assert_eq!(
+            op("apply", json!({"destructiveHint": true})),
+            Operation::Destroy
+        );
+        assert_eq!(op("actions_list", json!({})), Operation::Read);
+        assert_eq!(op("repo_delete", json!({})), Operation::Destroy);
+        assert_eq!(
+            words("__Get_meNow").collect::<Vec<_>>(),
+            ["Get", "me", "Now"]
+        );
+    }
+
+    #[test]
+    fn order_is_pins_then_usage_then_small_servers_reads_first() {
+        let catalog = vec![
+            tool("big", "delete_a", &json!({})),
+            tool("big", "get_b", &json!({})),
+            tool("big", "make_c", &json!({})),
+            tool("small", "write_d", &json!({})),
+            tool("small", "list_e", &json!({})),
+            tool("big", "make_f", &json!({})),
+        ];
+        let measured = Measured {
+            tools: vec![crate::tokens::ToolCounts::default(); catalog.len()],
+            ..Measured::default()
+        };
+        let mut rules = Rules::new(super::super::Budget {
+            tokens: 1000,
+            tools: 10,
+        });
+        rules.pins = vec![false, false, true];
+        rules.usage = vec![0, 0, 0, 0, 0, 7];
+        let names = |order: Vec<usize>| -> Vec<&str> {
+            order.iter().map(|&i| catalog[i].name.as_str()).collect()
+        };
+        assert_eq!(
+            names(order(&catalog, &measured, &rules, false)),
+            ["make_c", "make_f", "list_e", "write_d", "get_b", "delete_a"]
+        );
+        assert_eq!(names(order(&catalog, &measured, &rules, true)), ["make_c"]);
+    }
+}
