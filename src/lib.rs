@@ -29,6 +29,7 @@ pub mod gateway;
 pub mod jsonrpc;
 pub mod layer;
 pub mod llm_api;
+mod lock;
 pub mod mcp;
 pub mod naming;
 pub mod plan;

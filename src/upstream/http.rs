@@ -20,6 +20,7 @@ use super::sse::SseDecoder;
 use super::{handshake, Link, Status, Upstream, PROTOCOL_VERSION};
 use crate::context::Outbound;
 use crate::jsonrpc::{Id, Kind, Message};
+use crate::lock::lock;
 use crate::policy::Transport;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -47,10 +48,6 @@ pub(crate) struct HttpLink {
     /// A message could not reach the server at all (refused, reset) while it was ready: the
     /// connection loop checks whether the server is gone.
     suspect: tokio::sync::Notify,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Connects (and reconnects) an HTTP upstream.

@@ -13,7 +13,7 @@ pub mod stdio;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::{Outbound, RunToEnd};
 use crate::error::Error;
 use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind, Message, METHOD_NOT_FOUND};
+use crate::lock::lock;
 use crate::mcp::bridge;
 use crate::mcp::modern::MODERN_VERSION;
 use crate::policy::{Transport, UpstreamProtocol, UpstreamSpec};
@@ -169,12 +170,6 @@ struct Inner {
     /// modern upstream (its `subscriptions/listen` asks for them), and a nudge when they change.
     watched: Mutex<std::collections::BTreeSet<String>>,
     watch_changed: tokio::sync::Notify,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The guarded maps are left consistent by every critical section (single inserts and
-    // removes), so a poisoned lock is still safe to use.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Upstream {
