@@ -7,6 +7,7 @@
 //! Anything the server says arrives at [`Upstream::incoming`].
 
 pub mod http;
+mod outgoing;
 pub mod route;
 mod sse;
 pub mod stdio;
@@ -421,68 +422,32 @@ impl Upstream {
         &self,
         id: i64,
         method: &str,
-        mut params: Option<Box<serde_json::value::RawValue>>,
+        params: Option<Box<serde_json::value::RawValue>>,
         outbound: Option<Outbound>,
         call: Call<'_>,
     ) -> Result<Message, Error> {
         let link = self.link(call.need_ready)?;
         let era = self.era();
-        // Both rewrites below only touch `_meta`: params that cannot name it (no `_meta`, and no
-        // escape that could spell it) skip both scans.
-        let maybe_meta = params
-            .as_ref()
-            .is_some_and(|p| p.get().contains('\\') || p.get().contains("_meta"));
-        // A 2025-era upstream must not see a modern client's envelope keys
-        // (`io.modelcontextprotocol/*` in `_meta`): an upstream that knows both eras refuses
-        // them on its 2025 connection. A modern upstream gets the gateway's own envelope below.
-        if let Some(p) = params.as_ref().filter(|_| maybe_meta && era == Era::Legacy) {
-            if p.get().contains(bridge::ENVELOPE_PREFIX) {
-                let stripped = serde_json::from_str(p.get())
-                    .ok()
-                    .and_then(|v: Value| bridge::without_envelope(&v));
-                if let Some(stripped) = stripped {
-                    params = Some(to_raw(&stripped));
-                }
+        let empty = json!({});
+        let how = outgoing::Rewrite {
+            era,
+            progress: outbound.as_ref().map(|_| (self.inner.index, id)),
+            capabilities: outgoing::declared_capabilities(
+                call.capabilities,
+                &self.inner.capabilities,
+                &empty,
+            ),
+            log_level: call.log_level,
+        };
+        let rewritten = outgoing::rewrite(params, &how);
+        let params = rewritten.params;
+        let progress = match (rewritten.progress, &outbound) {
+            (Some((ours, theirs)), Some(out)) => {
+                lock(&self.inner.progress).insert(ours.clone(), (theirs, out.clone(), id));
+                Some(ours)
             }
-        }
-        // Rewrite the client's progress token so that two clients' tokens never collide on
-        // this upstream; notifications map back to the client's own token.
-        let mut progress = None;
-        if let (Some(p), Some(out), true) = (&params, &outbound, maybe_meta) {
-            if p.get().contains("progressToken") {
-                if let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(p.get()) {
-                    let token = obj
-                        .get_mut("_meta")
-                        .and_then(Value::as_object_mut)
-                        .and_then(|m| m.get_mut("progressToken"));
-                    if let Some(token) = token {
-                        let ours = format!("mcpb-{}-{id}", self.inner.index);
-                        let theirs = std::mem::replace(token, Value::String(ours.clone()));
-                        lock(&self.inner.progress).insert(ours.clone(), (theirs, out.clone(), id));
-                        progress = Some(ours);
-                        params = Some(to_raw(&Value::Object(obj)));
-                    }
-                }
-            }
-        }
-        if era == Era::Modern {
-            let value: Option<Value> = params
-                .as_ref()
-                .and_then(|p| serde_json::from_str(p.get()).ok());
-            // Capabilities are an object on the wire, even when a client declared none.
-            let empty = json!({});
-            let caps = match call.capabilities {
-                Some(caps) if caps.is_object() => caps,
-                Some(_) => &empty,
-                None => &self.inner.capabilities,
-            };
-            let mut enveloped =
-                bridge::with_envelope(value.as_ref(), MODERN_VERSION, &client_info(), caps);
-            if let (Some(level), Value::Object(obj)) = (call.log_level, &mut enveloped) {
-                bridge::set_meta(obj, bridge::META_LOG_LEVEL, json!(level));
-            }
-            params = Some(to_raw(&enveloped));
-        }
+            _ => None,
+        };
         let abort = (era == Era::Modern && matches!(link.as_ref(), Link::Http(_)))
             .then(CancellationToken::new);
         let (tx, rx) = oneshot::channel();
