@@ -6,11 +6,15 @@
 //! and mapped back, and server→client messages are routed to the caller that caused them.
 //! Anything the server says arrives at [`Upstream::incoming`].
 
+mod call;
 pub mod http;
 mod outgoing;
+mod pending;
 pub mod route;
 mod sse;
 pub mod stdio;
+
+pub use call::Call;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
@@ -18,12 +22,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{Outbound, RunToEnd};
+use self::pending::Pending;
+use crate::context::Outbound;
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind, Message, METHOD_NOT_FOUND};
+use crate::jsonrpc::{to_raw, Id, Kind, Message, METHOD_NOT_FOUND};
 use crate::lock::lock;
 use crate::mcp::bridge;
 use crate::mcp::modern::MODERN_VERSION;
@@ -108,20 +113,6 @@ pub struct ServerInfo {
     pub server_info: Value,
     /// `instructions`, if any.
     pub instructions: Option<String>,
-}
-
-struct Pending {
-    reply: oneshot::Sender<Message>,
-    outbound: Option<Outbound>,
-    progress: Option<String>,
-    /// When it was sent.
-    sent: tokio::time::Instant,
-    /// The last sign that the request is being worked on (a progress notification for it, a
-    /// server→client request to its client, that client's answer): the timeout counts from it.
-    alive: Option<tokio::time::Instant>,
-    /// Ends the request's HTTP exchange: on a modern HTTP upstream, closing the response
-    /// stream is how a request is cancelled.
-    abort: Option<CancellationToken>,
 }
 
 /// One upstream server, shared by every client of the gateway.
@@ -323,245 +314,10 @@ impl Upstream {
         })
     }
 
-    /// Fails every request in flight (the connection is gone).
-    pub(crate) fn fail_pending(&self, reason: &str) {
-        let drained: Vec<(i64, Pending)> = lock(&self.inner.pending).drain().collect();
-        for (id, pending) in drained {
-            let err = Error::UpstreamUnavailable {
-                upstream: self.name().to_owned(),
-                reason: reason.to_owned(),
-            };
-            let _ = pending
-                .reply
-                .send(Message::error(Id::Number(id), err.to_error_object()));
-        }
-        lock(&self.inner.progress).clear();
-        // What the old connection asked of clients cannot be answered on a new one.
-        lock(&self.inner.server_requests).clear();
-    }
-
-    /// Sends a request and waits for the server's response (result or error), with the
-    /// upstream's timeout. The response's id is the upstream-side id; callers restore theirs.
-    ///
-    /// # Errors
-    /// [`Error::UpstreamUnavailable`] when the upstream is not connected or goes away,
-    /// [`Error::UpstreamTimeout`] when it does not answer in time.
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Option<Box<serde_json::value::RawValue>>,
-        outbound: Option<Outbound>,
-    ) -> Result<Message, Error> {
-        let id = self.next_request_id();
-        self.request_inner(id, method, params, outbound, true).await
-    }
-
-    /// Like [`Upstream::request`], with an id taken before from [`Upstream::next_request_id`]
-    /// (so that a cancellation can name it while the request is in flight).
-    ///
-    /// # Errors
-    /// As [`Upstream::request`].
-    pub async fn request_with_id(
-        &self,
-        id: i64,
-        method: &str,
-        params: Option<Box<serde_json::value::RawValue>>,
-        outbound: Option<Outbound>,
-    ) -> Result<Message, Error> {
-        self.request_inner(id, method, params, outbound, true).await
-    }
-
-    /// Like [`Upstream::request_with_id`], on behalf of the client whose session is `client`:
-    /// a modern upstream is told its declared capabilities (it only asks for input the client
-    /// can give) and the log level a 2025-era client set (it has no session to keep it); a
-    /// 2025-era upstream knows the gateway's capabilities and level from the session.
-    ///
-    /// # Errors
-    /// As [`Upstream::request`].
-    pub async fn request_for(
-        &self,
-        id: i64,
-        method: &str,
-        params: Option<Box<serde_json::value::RawValue>>,
-        outbound: Option<Outbound>,
-        client: &crate::context::SessionState,
-    ) -> Result<Message, Error> {
-        let call = Call {
-            need_ready: true,
-            capabilities: Some(&client.client_capabilities),
-            log_level: client.log_level.as_deref(),
-            timeout: Some(self.inner.spec.timeout),
-        };
-        self.request_full(id, method, params, outbound, call).await
-    }
-
     /// A fresh upstream-side request id.
     #[must_use]
     pub fn next_request_id(&self) -> i64 {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    async fn request_inner(
-        &self,
-        id: i64,
-        method: &str,
-        params: Option<Box<serde_json::value::RawValue>>,
-        outbound: Option<Outbound>,
-        need_ready: bool,
-    ) -> Result<Message, Error> {
-        let call = Call {
-            need_ready,
-            capabilities: None,
-            log_level: None,
-            timeout: Some(self.inner.spec.timeout),
-        };
-        self.request_full(id, method, params, outbound, call).await
-    }
-
-    async fn request_full(
-        &self,
-        id: i64,
-        method: &str,
-        params: Option<Box<serde_json::value::RawValue>>,
-        outbound: Option<Outbound>,
-        call: Call<'_>,
-    ) -> Result<Message, Error> {
-        let link = self.link(call.need_ready)?;
-        let era = self.era();
-        let empty = json!({});
-        let how = outgoing::Rewrite {
-            era,
-            progress: outbound.as_ref().map(|_| (self.inner.index, id)),
-            capabilities: outgoing::declared_capabilities(
-                call.capabilities,
-                &self.inner.capabilities,
-                &empty,
-            ),
-            log_level: call.log_level,
-        };
-        let rewritten = outgoing::rewrite(params, &how);
-        let params = rewritten.params;
-        let progress = match (rewritten.progress, &outbound) {
-            (Some((ours, theirs)), Some(out)) => {
-                lock(&self.inner.progress).insert(ours.clone(), (theirs, out.clone(), id));
-                Some(ours)
-            }
-            _ => None,
-        };
-        let abort = (era == Era::Modern && matches!(link.as_ref(), Link::Http(_)))
-            .then(CancellationToken::new);
-        let (tx, rx) = oneshot::channel();
-        lock(&self.inner.pending).insert(
-            id,
-            Pending {
-                reply: tx,
-                outbound: outbound.clone(),
-                progress,
-                sent: tokio::time::Instant::now(),
-                alive: None,
-                abort: abort.clone(),
-            },
-        );
-        let msg = Message::request(Id::Number(id), method, params);
-        // On HTTP the POST is driven by this very future until the answer is in (no task of
-        // its own on the way); whatever it still has to do then (the rest of an SSE stream),
-        // or after a timeout, it finishes on its own task, as a spawned POST would.
-        let post = match link.as_ref() {
-            Link::Http(http) => {
-                let post = http.post_future(self.clone(), msg, outbound);
-                let abort = abort.clone().unwrap_or_default();
-                Some(RunToEnd::new(async move {
-                    tokio::select! {
-                        () = post => {}
-                        () = abort.cancelled() => {}
-                    }
-                }))
-            }
-            Link::Stdio(_) => {
-                if let Err(err) = self.send_on(&link, msg, outbound) {
-                    let _ = self.forget(id);
-                    return Err(err);
-                }
-                None
-            }
-        };
-        let reply = async move {
-            let mut rx = rx;
-            if let Some(mut post) = post {
-                tokio::select! {
-                    biased;
-                    reply = &mut rx => return reply,
-                    () = &mut post => {}
-                }
-            }
-            rx.await
-        };
-        let Some(timeout) = call.timeout else {
-            return reply
-                .await
-                .map_err(|_| self.unavailable("the connection closed"));
-        };
-        // The timeout is for silence: progress or input asked of the client restart it.
-        let mut reply = std::pin::pin!(reply);
-        let mut deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            match tokio::time::timeout_at(deadline, &mut reply).await {
-                Ok(Ok(reply)) => return Ok(reply),
-                Ok(Err(_)) => return Err(self.unavailable("the connection closed")),
-                Err(_) => {
-                    if let Some(later) = self.still_working(id, timeout) {
-                        deadline = later;
-                        continue;
-                    }
-                    let abort = self.forget(id).and_then(|p| p.abort);
-                    self.stop_request(id, abort, Some("timed out in the gateway"));
-                    return Err(Error::UpstreamTimeout {
-                        upstream: self.name().to_owned(),
-                        timeout,
-                    });
-                }
-            }
-        }
-    }
-
-    /// When request `id`, silent for `timeout`, may still be waited for: the new deadline if
-    /// its client has a server→client request of this upstream to answer that came after the
-    /// request (the server waits on the client, maybe on a person), or if it showed signs of
-    /// work since.
-    fn still_working(&self, id: i64, timeout: Duration) -> Option<tokio::time::Instant> {
-        let now = tokio::time::Instant::now();
-        let pending = lock(&self.inner.pending);
-        let p = pending.get(&id)?;
-        if let Some(out) = &p.outbound {
-            let asked = lock(&self.inner.server_requests)
-                .values()
-                .any(|(_, to, at)| *at >= p.sent && to.same_channel(out) && !to.is_closed());
-            if asked {
-                return Some(now + timeout);
-            }
-        }
-        p.alive.map(|t| t + timeout).filter(|&d| d > now)
-    }
-
-    /// Notes a sign of work for the requests of the client on `out`.
-    fn touch_client(&self, out: &Outbound) {
-        let now = tokio::time::Instant::now();
-        for p in lock(&self.inner.pending).values_mut() {
-            if p.outbound.as_ref().is_some_and(|o| o.same_channel(out)) {
-                p.alive = Some(now);
-            }
-        }
-    }
-
-    /// The request used during the handshake: does not need the upstream to be ready.
-    pub(crate) async fn handshake_request(
-        &self,
-        method: &str,
-        params: &Value,
-    ) -> Result<Message, Error> {
-        let id = self.next_request_id();
-        self.request_inner(id, method, Some(to_raw(params)), None, false)
-            .await
     }
 
     /// Starts or stops watching resource `uri` of a modern upstream (`resources/subscribe`
@@ -623,19 +379,13 @@ impl Upstream {
             }
             let opened = tokio::time::Instant::now();
             let id = self.next_request_id();
-            let call = Call {
-                need_ready: false,
-                capabilities: None,
-                log_level: None,
-                timeout: None,
-            };
-            let listen = self.request_full(
-                id,
-                "subscriptions/listen",
-                Some(to_raw(&json!({ "notifications": notifications }))),
-                None,
-                call,
-            );
+            let params = to_raw(&json!({ "notifications": notifications }));
+            let call = Call::new("subscriptions/listen")
+                .id(id)
+                .params(Some(params))
+                .before_ready()
+                .wait(None);
+            let listen = self.request(call);
             let outcome = tokio::select! {
                 outcome = listen => Some(outcome),
                 () = self.inner.watch_changed.notified() => None,
@@ -684,42 +434,6 @@ impl Upstream {
         self.send_on(&link, msg, None)
     }
 
-    /// Forwards a client's `notifications/cancelled` for upstream request `id`; the caller
-    /// waiting on it gets a `mcp_budget.request.cancelled` error (the stdio downstream drops
-    /// it; on HTTP it ends the request's stream).
-    pub fn cancel(&self, upstream_id: i64, reason: Option<&str>) {
-        if let Some(p) = self.forget(upstream_id) {
-            let err = ErrorObject::new(
-                REQUEST_CANCELLED,
-                format!(
-                    "the request was cancelled by the client: {}",
-                    reason.unwrap_or("no reason given")
-                ),
-                "mcp_budget.request.cancelled",
-                None,
-            );
-            let _ = p.reply.send(Message::error(Id::Number(upstream_id), err));
-            self.stop_request(upstream_id, p.abort, reason);
-        }
-    }
-
-    /// Tells the server to stop working on request `id`: closes its response stream when it
-    /// has one to close (modern HTTP: that is the cancellation), else `notifications/cancelled`.
-    fn stop_request(&self, id: i64, abort: Option<CancellationToken>, reason: Option<&str>) {
-        if let Some(abort) = abort {
-            abort.cancel();
-            return;
-        }
-        let mut params = json!({ "requestId": id });
-        if let Some(reason) = reason {
-            params["reason"] = Value::String(reason.to_owned());
-        }
-        let _ = self.notify(Message::notification(
-            "notifications/cancelled",
-            Some(to_raw(&params)),
-        ));
-    }
-
     /// Delivers the gateway's own answer to a server→client request it forwarded
     /// (`gateway_id` is the id the client saw), whichever client was asked.
     ///
@@ -766,15 +480,6 @@ impl Upstream {
     #[must_use]
     pub fn unrouted(&self) -> u64 {
         self.inner.unrouted.load(Ordering::Relaxed)
-    }
-
-    /// Removes request `id` (and its progress route) from the pending tables.
-    fn forget(&self, id: i64) -> Option<Pending> {
-        let removed = lock(&self.inner.pending).remove(&id)?;
-        if let Some(token) = &removed.progress {
-            lock(&self.inner.progress).remove(token);
-        }
-        Some(removed)
     }
 
     fn unavailable(&self, reason: &str) -> Error {
@@ -1094,18 +799,6 @@ fn client_info() -> Value {
     json!({"name": "mcp-budget", "version": env!("CARGO_PKG_VERSION")})
 }
 
-/// What a request needs besides its message.
-struct Call<'a> {
-    /// Refuse unless the upstream is ready (everything but the handshake).
-    need_ready: bool,
-    /// The client capabilities to declare to a modern upstream (default: the gateway's).
-    capabilities: Option<&'a Value>,
-    /// The log level to ask a modern upstream for (a 2025-era client's `logging/setLevel`).
-    log_level: Option<&'a str>,
-    /// How long to wait for the answer (`None`: as long as it takes).
-    timeout: Option<Duration>,
-}
-
 /// Opens a fresh connection in the upstream's era: `server/discover` for a modern server,
 /// `initialize` + `notifications/initialized` for a 2025-era one. An upstream of unknown era
 /// is probed with `server/discover` first; a JSON-RPC error (or a non-modern answer, or
@@ -1123,16 +816,11 @@ pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> 
         &client_info(),
         &upstream.inner.capabilities,
     );
-    let id = upstream.next_request_id();
-    let call = Call {
-        need_ready: false,
-        capabilities: None,
-        log_level: None,
-        timeout: Some(PROBE_TIMEOUT.max(upstream.spec().timeout)),
-    };
-    let outcome = upstream
-        .request_full(id, "server/discover", Some(to_raw(&probe)), None, call)
-        .await;
+    let call = Call::new("server/discover")
+        .params(Some(to_raw(&probe)))
+        .before_ready()
+        .wait(Some(PROBE_TIMEOUT.max(upstream.spec().timeout)));
+    let outcome = upstream.request(call).await;
     match outcome {
         Ok(reply) => {
             if let Some(info) = parse_discover(upstream.name(), &reply) {
@@ -1212,17 +900,4 @@ fn parse_discover(name: &str, reply: &Message) -> Option<ServerInfo> {
         server_info,
         instructions,
     })
-}
-
-impl Upstream {
-    /// Fails one request in flight with `reason`.
-    pub(crate) fn fail_request(&self, id: i64, reason: &str) {
-        let pending = lock(&self.inner.pending).remove(&id);
-        if let Some(p) = pending {
-            let err = self.unavailable(reason);
-            let _ = p
-                .reply
-                .send(Message::error(Id::Number(id), err.to_error_object()));
-        }
-    }
 }
