@@ -13,6 +13,7 @@ mod pending;
 pub mod route;
 mod sse;
 pub mod stdio;
+mod supervise;
 
 pub use call::Call;
 
@@ -203,10 +204,13 @@ impl Upstream {
                 watch_changed: tokio::sync::Notify::new(),
             }),
         };
-        let task = match &upstream.inner.spec.transport {
-            Transport::Stdio { .. } => tokio::spawn(stdio::supervise(upstream.clone())),
-            Transport::Http { .. } => tokio::spawn(http::connect(upstream.clone())),
+        let transport = match &upstream.inner.spec.transport {
+            Transport::Stdio { .. } => supervise::Transport::Stdio,
+            Transport::Http { url, headers } => {
+                supervise::Transport::Http(http::HttpLink::new(url, headers))
+            }
         };
+        let task = tokio::spawn(supervise::supervise(upstream.clone(), transport));
         *lock(&upstream.inner.task) = Some(task);
         upstream
     }
