@@ -353,47 +353,12 @@ impl HttpLink {
             return Err(SendError::Expired);
         }
         if status == StatusCode::BAD_REQUEST && session.is_some() {
-            // The TypeScript SDK's example servers (server-everything among them) answer an
-            // unknown session with 400 "No valid session ID provided" instead of 404: after
-            // a server restart that is an expired session too.
-            // An error that names one of our requests is an answer, not a session problem.
             let bytes = resp.body.bytes().await.unwrap_or_default();
-            let reply = Message::parse(&bytes).ok();
-            if let Some(reply) = reply.filter(|r| matches!(r.id, Some(Id::Number(_)))) {
-                upstream.incoming(reply, outbound);
-                return Ok(());
-            }
-            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(500)]);
-            if text.to_ascii_lowercase().contains("session") {
-                return Err(SendError::Expired);
-            }
-            return Err(SendError::Other(format!("HTTP {status}: {text}")));
+            return Self::bad_request(upstream, &bytes, outbound);
         }
         if modern && status.is_client_error() {
-            // A modern request refused: a JSON-RPC error (400/404 bodies carry one) is the
-            // answer; anything else (a 2025-era server's 4xx page) becomes one, so that the
-            // era probe falls back to `initialize` instead of waiting.
             let bytes = resp.body.bytes().await.unwrap_or_default();
-            let id = msg.id.clone().unwrap_or(Id::Null);
-            let reply = match Message::parse(&bytes) {
-                Ok(mut reply) if reply.error.is_some() => {
-                    reply.id = Some(id);
-                    reply
-                }
-                _ => {
-                    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
-                    Message::error(
-                        id,
-                        crate::jsonrpc::ErrorObject::new(
-                            crate::jsonrpc::INVALID_REQUEST,
-                            format!("the upstream refused the request: HTTP {status}: {text}"),
-                            "mcp_budget.upstream.protocol",
-                            None,
-                        ),
-                    )
-                }
-            };
-            upstream.incoming(reply, outbound);
+            upstream.incoming(modern_refusal(msg, status, &bytes), outbound);
             return Ok(());
         }
         if let Some(sid) = resp
@@ -434,12 +399,61 @@ impl HttpLink {
         Ok(())
     }
 
+    /// A 400 on a request of a session: an answer when it names one of our requests, else
+    /// an expired session (the TypeScript SDK's example servers, server-everything among
+    /// them, answer an unknown session with 400 "No valid session ID provided" instead of 404:
+    /// after a server restart that is an expired session too).
+    fn bad_request(
+        upstream: &Upstream,
+        bytes: &[u8],
+        outbound: Option<&Outbound>,
+    ) -> Result<(), SendError> {
+        let reply = Message::parse(bytes).ok();
+        if let Some(reply) = reply.filter(|r| matches!(r.id, Some(Id::Number(_)))) {
+            upstream.incoming(reply, outbound);
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(500)]);
+        if text.to_ascii_lowercase().contains("session") {
+            return Err(SendError::Expired);
+        }
+        Err(SendError::Other(format!(
+            "HTTP {}: {text}",
+            StatusCode::BAD_REQUEST
+        )))
+    }
+
     fn deliver(upstream: &Upstream, data: &[u8], outbound: Option<&Outbound>) {
         match Message::parse(data) {
             Ok(msg) => upstream.incoming(msg, outbound),
             Err(err) => {
                 tracing::warn!(upstream = upstream.name(), error = %err, "Unreadable message from upstream ignored");
             }
+        }
+    }
+}
+
+/// The answer to a modern request the server refused with a 4xx: its JSON-RPC error (400/404
+/// bodies carry one), or one made from the status (a 2025-era server's error page), so that
+/// the era probe falls back to `initialize` instead of waiting.
+fn modern_refusal(msg: &Message, status: StatusCode, bytes: &[u8]) -> Message {
+    let id = msg.id.clone().unwrap_or(Id::Null);
+    match Message::parse(bytes) {
+        Ok(mut reply) if reply.error.is_some() => {
+            reply.id = Some(id);
+            reply
+        }
+        _ => {
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+            Message::error(
+                id,
+                crate::jsonrpc::ErrorObject::new(
+                    crate::jsonrpc::INVALID_REQUEST,
+                    format!("the upstream refused the request: HTTP {status}: {text}"),
+                    "mcp_budget.upstream.protocol",
+                    None,
+                ),
+            )
         }
     }
 }
