@@ -1,7 +1,7 @@
 //! Stdio upstreams: a child process speaking newline-delimited JSON-RPC.
 //!
 //! The child runs in its own process group, so that everything it starts ends with it. A child
-//! that exits is restarted (see [`super::supervise`]); its requests in flight fail with
+//! that exits is restarted (see `upstream::supervise`); its requests in flight fail with
 //! `mcp_budget.upstream.unavailable`. Its stderr goes to the log under the server's name.
 //!
 //! # Environment
@@ -167,9 +167,10 @@ pub(crate) struct Process {
 }
 
 impl Process {
-    /// Starts the child and makes its stdin the upstream's link; the reader of its stdout
-    /// feeds [`Upstream::incoming`] and ends, with the reason, when the child's output does.
-    pub(crate) fn spawn(upstream: &Upstream) -> Result<(Self, JoinHandle<String>), String> {
+    /// Starts the child: the process, the link to its stdin, and the reader of its stdout,
+    /// which feeds [`Upstream::incoming`] and ends, with the reason, when the child's output
+    /// does.
+    pub(crate) fn spawn(upstream: &Upstream) -> Result<(Self, Link, JoinHandle<String>), String> {
         let mut child = spawn(upstream).map_err(|err| format!("cannot start: {err}"))?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -186,17 +187,16 @@ impl Process {
         });
         let (tx, rx) = mpsc::unbounded_channel::<Message>();
         let writer = tokio::spawn(crate::jsonrpc::write_lines(rx, stdin));
-        upstream.set_link(Some(Link::Stdio(tx)));
         let reader = tokio::spawn(read(upstream.clone(), stdout));
-        Ok((Self { child, pid, writer }, reader))
+        Ok((Self { child, pid, writer }, Link::Stdio(tx), reader))
     }
 
     /// Ends the child (and its reader); returns `reason` with the exit status when the child
-    /// stopped by itself.
+    /// stopped by itself (not at shutdown).
     pub(crate) async fn close(
         mut self,
         reader: Option<JoinHandle<String>>,
-        upstream: &Upstream,
+        shutdown: bool,
         reason: String,
     ) -> String {
         self.writer.abort();
@@ -205,7 +205,7 @@ impl Process {
         }
         terminate(&mut self.child, self.pid).await;
         match self.child.try_wait() {
-            Ok(Some(status)) if !upstream.shutdown_token().is_cancelled() => {
+            Ok(Some(status)) if !shutdown => {
                 format!("{reason} (exit status {status})")
             }
             _ => reason,

@@ -124,7 +124,8 @@ impl Transport {
     fn connect(&self, upstream: &Upstream) -> Result<(Connection, Ended), String> {
         match self {
             Self::Stdio => {
-                let (process, reader) = stdio::Process::spawn(upstream)?;
+                let (process, link, reader) = stdio::Process::spawn(upstream)?;
+                upstream.set_link(Some(link));
                 Ok((Connection::Stdio(process), Some(reader)))
             }
             Self::Http(link) => {
@@ -168,7 +169,10 @@ impl Connection {
     /// child's exit status).
     async fn close(self, ended: Ended, upstream: &Upstream, reason: String) -> String {
         match self {
-            Self::Stdio(process) => process.close(ended, upstream, reason).await,
+            Self::Stdio(process) => {
+                let shutdown = upstream.shutdown_token().is_cancelled();
+                process.close(ended, shutdown, reason).await
+            }
             Self::Http(link) => {
                 // A 2025 server gets a new session at the next handshake.
                 link.set_session(None);
