@@ -1,10 +1,14 @@
-//! Streamable HTTP upstreams (2025-03-26 … 2025-11-25 era).
+//! Streamable HTTP upstreams, of both eras.
 //!
-//! `initialize` opens a session (`Mcp-Session-Id`); every message is a POST whose answer is
+//! 2025-03-26 … 2025-11-25: `initialize` opens a session (`Mcp-Session-Id`); every message is a POST whose answer is
 //! JSON, an SSE stream (server→client requests and progress on it are routed to the caller of
 //! that POST), or 202 for notifications and responses. A 404 on a session means it expired:
 //! the gateway initializes again, transparently, and resends the message once. Headers from
 //! the policy (e.g. `Authorization`) go on every request; a client's own credentials never do.
+//! The session's GET stream carries what the server says outside any request.
+//!
+//! 2026-07-28: no session; each POST carries the mirrored headers (`Mcp-Method`, `Mcp-Name`,
+//! the `Mcp-Param-*` a tool marks), and closing its response stream cancels the request.
 
 mod client;
 

@@ -4,7 +4,19 @@
 //! session ([`http`]). Whatever the transport, requests get a fresh upstream-side id (the
 //! client's id is restored on the way back), progress tokens are rewritten per upstream channel
 //! and mapped back, and server→client messages are routed to the caller that caused them.
-//! Anything the server says arrives at [`Upstream::incoming`].
+//! Anything the server says arrives at `Upstream::incoming`.
+//!
+//! # Layout
+//!
+//! - `supervise`: the one lifecycle (connect → handshake → ready → serve → down → backoff),
+//!   a pure state machine plus the loop that drives a transport through it.
+//! - [`stdio`], [`http`]: the transports; they connect, send, serve their streams and hand
+//!   what the server says back.
+//! - `handshake`: `initialize` / `server/discover`, and the era probe.
+//! - `call`: the one request door ([`Call`], [`Upstream::request`]); `outgoing`: the pure
+//!   rewrite of a request's params for its upstream; `pending`: the requests in flight.
+//! - `incoming`: responses, notifications and server→client requests, routed by [`route`].
+//! - `listen`: `subscriptions/listen` on a modern upstream.
 
 mod call;
 mod handshake;
