@@ -478,11 +478,12 @@ impl Gateway {
                     .and_then(|p| p.get("level").and_then(Value::as_str).map(str::to_owned));
                 caller.session.update(|s| s.log_level = level);
                 // 2026-07-28 has no session level: each modern request names its own (`_meta`,
-                // added from the session's level by `Upstream::request_for`).
+                // added from the session's level by `Call::client`).
                 for u in self.legacy_upstreams() {
                     if u.status() == Status::Ready && u.info().capabilities.get("logging").is_some()
                     {
-                        let _ = u.request(method, msg.params.clone(), None).await;
+                        let call = crate::upstream::Call::new(method).params(msg.params.clone());
+                        let _ = u.request(call).await;
                     }
                 }
                 ok(json!({}))
@@ -761,9 +762,11 @@ impl Gateway {
             self.forward_across(i, msg, params, caller, upstream_id)
                 .await
         } else {
-            upstream
-                .request_with_id(upstream_id, method, params, Some(caller.outbound.clone()))
-                .await
+            let call = crate::upstream::Call::new(method)
+                .id(upstream_id)
+                .params(params)
+                .outbound(caller.outbound.clone());
+            upstream.request(call).await
         };
         lock(&self.inner.inflight).remove(&key);
         if let (Ok(reply), true) = (&result, may_create_task) {
@@ -929,7 +932,8 @@ async fn fetch_all(upstream: &Upstream, method: &str, key: &str) -> Option<Vec<V
     // Bounded: a server that keeps returning cursors must not hang the refresh.
     for _ in 0..1000 {
         let params = cursor.as_ref().map(|c| to_raw(&json!({ "cursor": c })));
-        let reply = match upstream.request(method, params, None).await {
+        let call = crate::upstream::Call::new(method).params(params);
+        let reply = match upstream.request(call).await {
             Ok(reply) => reply,
             Err(err) => {
                 tracing::warn!(upstream = upstream.name(), method, error = %err, "Listing failed");

@@ -32,6 +32,7 @@ pub mod jsonrpc;
 pub mod layer;
 pub mod listing;
 pub mod llm_api;
+mod lock;
 pub mod mcp;
 pub mod naming;
 pub mod plan;

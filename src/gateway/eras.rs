@@ -97,15 +97,12 @@ impl Gateway {
             }
         }
         let client = caller.session.state();
-        let reply = upstream
-            .request_for(
-                upstream_id,
-                &method,
-                params.clone(),
-                Some(caller.outbound.clone()),
-                &client,
-            )
-            .await?;
+        let call = crate::upstream::Call::new(&method)
+            .id(upstream_id)
+            .params(params.clone())
+            .outbound(caller.outbound.clone())
+            .client(&client);
+        let reply = upstream.request(call).await?;
         if client_modern || !upstream.is_modern() {
             return Ok(reply);
         }
@@ -154,15 +151,12 @@ impl Gateway {
                 bridge::with_input_responses(&original, responses, asked.request_state.as_deref());
             let id = upstream.next_request_id();
             self.track(caller, msg, i, id);
-            reply = upstream
-                .request_for(
-                    id,
-                    &method,
-                    Some(to_raw(&retry)),
-                    Some(caller.outbound.clone()),
-                    client,
-                )
-                .await?;
+            let call = crate::upstream::Call::new(&method)
+                .id(id)
+                .params(Some(to_raw(&retry)))
+                .outbound(caller.outbound.clone())
+                .client(client);
+            reply = upstream.request(call).await?;
         }
         Err(Error::UpstreamProtocol {
             upstream: upstream.name().to_owned(),
@@ -257,9 +251,11 @@ impl Gateway {
         let (tx, rx) = Outbound::channel(caller.session.id.as_str());
         let method = method.to_owned();
         let call = tokio::spawn(async move {
-            upstream
-                .request_with_id(upstream_id, &method, params, Some(tx))
-                .await
+            let call = crate::upstream::Call::new(&method)
+                .id(upstream_id)
+                .params(params)
+                .outbound(tx);
+            upstream.request(call).await
         });
         let parked = Parked {
             upstream: i,
@@ -743,10 +739,8 @@ impl Gateway {
             }
             let params = to_raw(&json!({ "uri": uri }));
             tokio::spawn(async move {
-                if let Err(err) = upstream
-                    .request("resources/subscribe", Some(params), None)
-                    .await
-                {
+                let call = crate::upstream::Call::new("resources/subscribe").params(Some(params));
+                if let Err(err) = upstream.request(call).await {
                     tracing::debug!(error = %err, "resources/subscribe for a listener failed");
                 }
             });

@@ -1,13 +1,18 @@
-//! Streamable HTTP upstreams (2025-03-26 … 2025-11-25 era).
+//! Streamable HTTP upstreams, of both eras.
 //!
-//! `initialize` opens a session (`Mcp-Session-Id`); every message is a POST whose answer is
+//! 2025-03-26 … 2025-11-25: `initialize` opens a session (`Mcp-Session-Id`); every message is a POST whose answer is
 //! JSON, an SSE stream (server→client requests and progress on it are routed to the caller of
 //! that POST), or 202 for notifications and responses. A 404 on a session means it expired:
 //! the gateway initializes again, transparently, and resends the message once. Headers from
 //! the policy (e.g. `Authorization`) go on every request; a client's own credentials never do.
+//! The session's GET stream carries what the server says outside any request.
+//!
+//! 2026-07-28: no session; each POST carries the mirrored headers (`Mcp-Method`, `Mcp-Name`,
+//! the `Mcp-Param-*` a tool marks), and closing its response stream cancels the request.
 
 mod client;
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,14 +22,15 @@ use http::{Method, StatusCode};
 
 use self::client::Client;
 use super::sse::SseDecoder;
-use super::{handshake, Link, Status, Upstream, PROTOCOL_VERSION};
+use super::{handshake, Status, Upstream, PROTOCOL_VERSION};
 use crate::context::Outbound;
 use crate::jsonrpc::{Id, Kind, Message};
-use crate::policy::Transport;
+use crate::lock::lock;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
-/// Delay between attempts to reach an HTTP upstream that is down.
+/// Pause before reopening a GET stream the server closed at once; twice that is how long a
+/// `ping` may take before the server counts as gone.
 const RETRY: Duration = Duration::from_secs(2);
 /// Why an upstream whose server went away is down.
 const LOST: &str = "the connection was lost";
@@ -49,106 +55,58 @@ pub(crate) struct HttpLink {
     suspect: tokio::sync::Notify,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Connects (and reconnects) an HTTP upstream.
-pub(crate) async fn connect(upstream: Upstream) {
-    let Transport::Http { url, headers } = &upstream.spec().transport else {
-        return;
-    };
-    let mut map = HeaderMap::new();
-    for (k, v) in headers {
-        if let (Ok(k), Ok(v)) = (
-            HeaderName::from_bytes(k.as_bytes()),
-            HeaderValue::from_str(v),
-        ) {
-            map.insert(k, v);
-        }
-    }
-    // Appended, after the policy's own.
-    let mut post_headers = map.clone();
-    post_headers.append(
-        ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    post_headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let link = Arc::new(HttpLink {
-        client: Client::new(url),
-        headers: map,
-        post_headers,
-        session: Mutex::new(None),
-        session_header: Mutex::new(None),
-        protocol: Mutex::new(PROTOCOL_VERSION.to_owned()),
-        protocol_header: Mutex::new(HeaderValue::from_str(PROTOCOL_VERSION).ok()),
-        reinit: tokio::sync::Mutex::new(()),
-        suspect: tokio::sync::Notify::new(),
-    });
-    upstream.set_link(Some(Link::Http(link.clone())));
-    // Set once a ready server was lost: later failed handshakes still say so.
-    let mut lost = false;
-    loop {
-        let started = tokio::time::Instant::now();
-        match handshake(&upstream).await {
-            Ok(info) => {
-                tracing::info!(upstream = upstream.name(), protocol = %info.protocol_version, ready_ms = started.elapsed().as_millis(), "Upstream ready");
-                link.set_protocol(&info.protocol_version);
-                upstream.set_info(info);
-                upstream.set_status(Status::Ready);
-                if !link.serve(&upstream).await {
-                    return; // Shutdown.
-                }
-                // The server is gone: down until a new handshake works (a 2025 server gets a new
-                // session), instead of failing its calls one by one while looking ready.
-                lost = true;
-                upstream.set_status(Status::Down(LOST.into()));
-                upstream.fail_pending(LOST);
-                link.set_session(None);
-                tracing::warn!(upstream = upstream.name(), "Upstream connection lost");
-            }
-            Err(err) => {
-                tracing::warn!(upstream = upstream.name(), error = %err, "Upstream is down");
-                let reason = if lost {
-                    format!("{LOST}; reconnecting failed: {err}")
-                } else {
-                    err.to_string()
-                };
-                upstream.set_status(Status::Down(reason));
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(RETRY) => {}
-            () = upstream.shutdown_token().cancelled() => return,
-        }
-    }
-}
-
 impl HttpLink {
-    /// Listens to a ready server (the GET stream, or `subscriptions/listen` for a modern one)
-    /// until shutdown (false) or until the server is found gone (true): its stream cannot be
-    /// reopened, or a message could not reach it and a `ping` cannot either.
-    async fn serve(&self, upstream: &Upstream) -> bool {
-        let stop = upstream.shutdown_token().clone();
-        let listen = async {
-            if upstream.is_modern() {
-                // No GET stream in 2026-07-28: `subscriptions/listen` instead.
-                upstream.listen_modern().await;
-                std::future::pending::<bool>().await
-            } else {
-                self.listen(upstream).await
+    /// The link to the upstream at `url`, with the policy's `headers` on every request.
+    pub(crate) fn new(url: &str, headers: &BTreeMap<String, String>) -> Arc<Self> {
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            if let (Ok(k), Ok(v)) = (
+                HeaderName::from_bytes(k.as_bytes()),
+                HeaderValue::from_str(v),
+            ) {
+                map.insert(k, v);
             }
+        }
+        // Appended, after the policy's own.
+        let mut post_headers = map.clone();
+        post_headers.append(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        post_headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        Arc::new(Self {
+            client: Client::new(url),
+            headers: map,
+            post_headers,
+            session: Mutex::new(None),
+            session_header: Mutex::new(None),
+            protocol: Mutex::new(PROTOCOL_VERSION.to_owned()),
+            protocol_header: Mutex::new(HeaderValue::from_str(PROTOCOL_VERSION).ok()),
+            reinit: tokio::sync::Mutex::new(()),
+            suspect: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// Holds a ready server's GET stream (a 2025-era server's: a modern one has none, the
+    /// supervisor keeps its `subscriptions/listen` open) until the server is found gone, and
+    /// returns why: its stream cannot be reopened, or a message could not reach it and a
+    /// `ping` cannot either. Pending at shutdown.
+    pub(crate) async fn serve(&self, upstream: &Upstream) -> String {
+        let listen = async {
+            if !upstream.is_modern() && self.listen(upstream).await {
+                return;
+            }
+            std::future::pending::<()>().await;
         };
         tokio::pin!(listen);
         loop {
             tokio::select! {
-                lost = &mut listen => return lost,
+                () = &mut listen => return LOST.to_owned(),
                 () = self.suspect.notified() => {
                     if self.gone(upstream).await {
-                        return true;
+                        return LOST.to_owned();
                     }
                 }
-                () = stop.cancelled() => return false,
             }
         }
     }
@@ -313,7 +271,8 @@ impl HttpLink {
         Ok(())
     }
 
-    fn set_session(&self, session: Option<&str>) {
+    /// Sets (or forgets) the session id sent with every request.
+    pub(crate) fn set_session(&self, session: Option<&str>) {
         let mut current = lock(&self.session);
         if current.as_deref() != session {
             *current = session.map(str::to_owned);
@@ -321,7 +280,8 @@ impl HttpLink {
         }
     }
 
-    fn set_protocol(&self, version: &str) {
+    /// Sets the protocol version sent with every request.
+    pub(crate) fn set_protocol(&self, version: &str) {
         version.clone_into(&mut lock(&self.protocol));
         *lock(&self.protocol_header) = HeaderValue::from_str(version).ok();
     }
@@ -397,47 +357,12 @@ impl HttpLink {
             return Err(SendError::Expired);
         }
         if status == StatusCode::BAD_REQUEST && session.is_some() {
-            // The TypeScript SDK's example servers (server-everything among them) answer an
-            // unknown session with 400 "No valid session ID provided" instead of 404: after
-            // a server restart that is an expired session too.
-            // An error that names one of our requests is an answer, not a session problem.
             let bytes = resp.body.bytes().await.unwrap_or_default();
-            let reply = Message::parse(&bytes).ok();
-            if let Some(reply) = reply.filter(|r| matches!(r.id, Some(Id::Number(_)))) {
-                upstream.incoming(reply, outbound);
-                return Ok(());
-            }
-            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(500)]);
-            if text.to_ascii_lowercase().contains("session") {
-                return Err(SendError::Expired);
-            }
-            return Err(SendError::Other(format!("HTTP {status}: {text}")));
+            return Self::bad_request(upstream, &bytes, outbound);
         }
         if modern && status.is_client_error() {
-            // A modern request refused: a JSON-RPC error (400/404 bodies carry one) is the
-            // answer; anything else (a 2025-era server's 4xx page) becomes one, so that the
-            // era probe falls back to `initialize` instead of waiting.
             let bytes = resp.body.bytes().await.unwrap_or_default();
-            let id = msg.id.clone().unwrap_or(Id::Null);
-            let reply = match Message::parse(&bytes) {
-                Ok(mut reply) if reply.error.is_some() => {
-                    reply.id = Some(id);
-                    reply
-                }
-                _ => {
-                    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
-                    Message::error(
-                        id,
-                        crate::jsonrpc::ErrorObject::new(
-                            crate::jsonrpc::INVALID_REQUEST,
-                            format!("the upstream refused the request: HTTP {status}: {text}"),
-                            "mcp_budget.upstream.protocol",
-                            None,
-                        ),
-                    )
-                }
-            };
-            upstream.incoming(reply, outbound);
+            upstream.incoming(modern_refusal(msg, status, &bytes), outbound);
             return Ok(());
         }
         if let Some(sid) = resp
@@ -478,12 +403,61 @@ impl HttpLink {
         Ok(())
     }
 
+    /// A 400 on a request of a session: an answer when it names one of our requests, else
+    /// an expired session (the TypeScript SDK's example servers, server-everything among
+    /// them, answer an unknown session with 400 "No valid session ID provided" instead of 404:
+    /// after a server restart that is an expired session too).
+    fn bad_request(
+        upstream: &Upstream,
+        bytes: &[u8],
+        outbound: Option<&Outbound>,
+    ) -> Result<(), SendError> {
+        let reply = Message::parse(bytes).ok();
+        if let Some(reply) = reply.filter(|r| matches!(r.id, Some(Id::Number(_)))) {
+            upstream.incoming(reply, outbound);
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(500)]);
+        if text.to_ascii_lowercase().contains("session") {
+            return Err(SendError::Expired);
+        }
+        Err(SendError::Other(format!(
+            "HTTP {}: {text}",
+            StatusCode::BAD_REQUEST
+        )))
+    }
+
     fn deliver(upstream: &Upstream, data: &[u8], outbound: Option<&Outbound>) {
         match Message::parse(data) {
             Ok(msg) => upstream.incoming(msg, outbound),
             Err(err) => {
                 tracing::warn!(upstream = upstream.name(), error = %err, "Unreadable message from upstream ignored");
             }
+        }
+    }
+}
+
+/// The answer to a modern request the server refused with a 4xx: its JSON-RPC error (400/404
+/// bodies carry one), or one made from the status (a 2025-era server's error page), so that
+/// the era probe falls back to `initialize` instead of waiting.
+fn modern_refusal(msg: &Message, status: StatusCode, bytes: &[u8]) -> Message {
+    let id = msg.id.clone().unwrap_or(Id::Null);
+    match Message::parse(bytes) {
+        Ok(mut reply) if reply.error.is_some() => {
+            reply.id = Some(id);
+            reply
+        }
+        _ => {
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+            Message::error(
+                id,
+                crate::jsonrpc::ErrorObject::new(
+                    crate::jsonrpc::INVALID_REQUEST,
+                    format!("the upstream refused the request: HTTP {status}: {text}"),
+                    "mcp_budget.upstream.protocol",
+                    None,
+                ),
+            )
         }
     }
 }

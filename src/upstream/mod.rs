@@ -4,27 +4,49 @@
 //! session ([`http`]). Whatever the transport, requests get a fresh upstream-side id (the
 //! client's id is restored on the way back), progress tokens are rewritten per upstream channel
 //! and mapped back, and server→client messages are routed to the caller that caused them.
-//! Anything the server says arrives at [`Upstream::incoming`].
+//! Anything the server says arrives at `Upstream::incoming`.
+//!
+//! # Layout
+//!
+//! - `supervise`: the one lifecycle (connect → handshake → ready → serve → down → backoff),
+//!   a pure state machine plus the loop that drives a transport through it.
+//! - [`stdio`], [`http`]: the transports; they connect, send, serve their streams and hand
+//!   what the server says back.
+//! - `handshake`: `initialize` / `server/discover`, and the era probe.
+//! - `call`: the one request door ([`Call`], [`Upstream::request`]); `outgoing`: the pure
+//!   rewrite of a request's params for its upstream; `pending`: the requests in flight.
+//! - `incoming`: responses, notifications and server→client requests, routed by [`route`].
+//! - `listen`: `subscriptions/listen` on a modern upstream.
 
+mod call;
+mod handshake;
 pub mod http;
+mod incoming;
+mod listen;
+mod outgoing;
+mod pending;
 pub mod route;
 mod sse;
 pub mod stdio;
+mod supervise;
+
+pub use call::Call;
+use handshake::{client_info, handshake};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
-use tokio::sync::{mpsc, oneshot, watch};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{Outbound, RunToEnd};
+use self::pending::Pending;
+use crate::context::Outbound;
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind, Message, METHOD_NOT_FOUND};
-use crate::mcp::bridge;
-use crate::mcp::modern::MODERN_VERSION;
+use crate::jsonrpc::{Id, Message};
+use crate::lock::lock;
 use crate::policy::{Transport, UpstreamProtocol, UpstreamSpec};
 
 /// JSON-RPC code of the answer to a request the client cancelled (as LSP's
@@ -33,11 +55,6 @@ pub const REQUEST_CANCELLED: i64 = -32800;
 
 /// The protocol version the gateway asks 2025-era upstreams for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
-
-/// Shortest wait for the answer to the `server/discover` probe of a server of unknown era (the
-/// upstream's own timeout when longer): a server that says nothing in that time is asked
-/// `initialize` instead. Generous, since a server that is slow to start answers late.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The protocol era an upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,20 +125,6 @@ pub struct ServerInfo {
     pub instructions: Option<String>,
 }
 
-struct Pending {
-    reply: oneshot::Sender<Message>,
-    outbound: Option<Outbound>,
-    progress: Option<String>,
-    /// When it was sent.
-    sent: tokio::time::Instant,
-    /// The last sign that the request is being worked on (a progress notification for it, a
-    /// server→client request to its client, that client's answer): the timeout counts from it.
-    alive: Option<tokio::time::Instant>,
-    /// Ends the request's HTTP exchange: on a modern HTTP upstream, closing the response
-    /// stream is how a request is cancelled.
-    abort: Option<CancellationToken>,
-}
-
 /// One upstream server, shared by every client of the gateway.
 #[derive(Clone)]
 pub struct Upstream {
@@ -171,12 +174,6 @@ struct Inner {
     watch_changed: tokio::sync::Notify,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The guarded maps are left consistent by every critical section (single inserts and
-    // removes), so a poisoned lock is still safe to use.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Upstream {
     /// Starts the upstream in the background: a supervised child or an HTTP session. Readiness
     /// is reported on `events` and by [`Upstream::wait_ready`].
@@ -216,10 +213,13 @@ impl Upstream {
                 watch_changed: tokio::sync::Notify::new(),
             }),
         };
-        let task = match &upstream.inner.spec.transport {
-            Transport::Stdio { .. } => tokio::spawn(stdio::supervise(upstream.clone())),
-            Transport::Http { .. } => tokio::spawn(http::connect(upstream.clone())),
+        let transport = match &upstream.inner.spec.transport {
+            Transport::Stdio { .. } => supervise::Transport::Stdio,
+            Transport::Http { url, headers } => {
+                supervise::Transport::Http(http::HttpLink::new(url, headers))
+            }
         };
+        let task = tokio::spawn(supervise::supervise(upstream.clone(), transport));
         *lock(&upstream.inner.task) = Some(task);
         upstream
     }
@@ -318,401 +318,10 @@ impl Upstream {
         *lock(&self.inner.info) = info;
     }
 
-    /// The `initialize` params the gateway sends upstream.
-    pub(crate) fn initialize_params(&self) -> Value {
-        json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": self.inner.capabilities,
-            "clientInfo": client_info(),
-        })
-    }
-
-    /// Fails every request in flight (the connection is gone).
-    pub(crate) fn fail_pending(&self, reason: &str) {
-        let drained: Vec<(i64, Pending)> = lock(&self.inner.pending).drain().collect();
-        for (id, pending) in drained {
-            let err = Error::UpstreamUnavailable {
-                upstream: self.name().to_owned(),
-                reason: reason.to_owned(),
-            };
-            let _ = pending
-                .reply
-                .send(Message::error(Id::Number(id), err.to_error_object()));
-        }
-        lock(&self.inner.progress).clear();
-        // What the old connection asked of clients cannot be answered on a new one.
-        lock(&self.inner.server_requests).clear();
-    }
-
-    /// Sends a request and waits for the server's response (result or error), with the
-    /// upstream's timeout. The response's id is the upstream-side id; callers restore theirs.
-    ///
-    /// # Errors
-    /// [`Error::UpstreamUnavailable`] when the upstream is not connected or goes away,
-    /// [`Error::UpstreamTimeout`] when it does not answer in time.
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Option<Box<serde_json::value::RawValue>>,
-        outbound: Option<Outbound>,
-    ) -> Result<Message, Error> {
-        let id = self.next_request_id();
-        self.request_inner(id, method, params, outbound, true).await
-    }
-
-    /// Like [`Upstream::request`], with an id taken before from [`Upstream::next_request_id`]
-    /// (so that a cancellation can name it while the request is in flight).
-    ///
-    /// # Errors
-    /// As [`Upstream::request`].
-    pub async fn request_with_id(
-        &self,
-        id: i64,
-        method: &str,
-        params: Option<Box<serde_json::value::RawValue>>,
-        outbound: Option<Outbound>,
-    ) -> Result<Message, Error> {
-        self.request_inner(id, method, params, outbound, true).await
-    }
-
-    /// Like [`Upstream::request_with_id`], on behalf of the client whose session is `client`:
-    /// a modern upstream is told its declared capabilities (it only asks for input the client
-    /// can give) and the log level a 2025-era client set (it has no session to keep it); a
-    /// 2025-era upstream knows the gateway's capabilities and level from the session.
-    ///
-    /// # Errors
-    /// As [`Upstream::request`].
-    pub async fn request_for(
-        &self,
-        id: i64,
-        method: &str,
-        params: Option<Box<serde_json::value::RawValue>>,
-        outbound: Option<Outbound>,
-        client: &crate::context::SessionState,
-    ) -> Result<Message, Error> {
-        let call = Call {
-            need_ready: true,
-            capabilities: Some(&client.client_capabilities),
-            log_level: client.log_level.as_deref(),
-            timeout: Some(self.inner.spec.timeout),
-        };
-        self.request_full(id, method, params, outbound, call).await
-    }
-
     /// A fresh upstream-side request id.
     #[must_use]
     pub fn next_request_id(&self) -> i64 {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    async fn request_inner(
-        &self,
-        id: i64,
-        method: &str,
-        params: Option<Box<serde_json::value::RawValue>>,
-        outbound: Option<Outbound>,
-        need_ready: bool,
-    ) -> Result<Message, Error> {
-        let call = Call {
-            need_ready,
-            capabilities: None,
-            log_level: None,
-            timeout: Some(self.inner.spec.timeout),
-        };
-        self.request_full(id, method, params, outbound, call).await
-    }
-
-    async fn request_full(
-        &self,
-        id: i64,
-        method: &str,
-        mut params: Option<Box<serde_json::value::RawValue>>,
-        outbound: Option<Outbound>,
-        call: Call<'_>,
-    ) -> Result<Message, Error> {
-        let link = self.link(call.need_ready)?;
-        let era = self.era();
-        // Both rewrites below only touch `_meta`: params that cannot name it (no `_meta`, and no
-        // escape that could spell it) skip both scans.
-        let maybe_meta = params
-            .as_ref()
-            .is_some_and(|p| p.get().contains('\\') || p.get().contains("_meta"));
-        // A 2025-era upstream must not see a modern client's envelope keys
-        // (`io.modelcontextprotocol/*` in `_meta`): an upstream that knows both eras refuses
-        // them on its 2025 connection. A modern upstream gets the gateway's own envelope below.
-        if let Some(p) = params.as_ref().filter(|_| maybe_meta && era == Era::Legacy) {
-            if p.get().contains(bridge::ENVELOPE_PREFIX) {
-                let stripped = serde_json::from_str(p.get())
-                    .ok()
-                    .and_then(|v: Value| bridge::without_envelope(&v));
-                if let Some(stripped) = stripped {
-                    params = Some(to_raw(&stripped));
-                }
-            }
-        }
-        // Rewrite the client's progress token so that two clients' tokens never collide on
-        // this upstream; notifications map back to the client's own token.
-        let mut progress = None;
-        if let (Some(p), Some(out), true) = (&params, &outbound, maybe_meta) {
-            if p.get().contains("progressToken") {
-                if let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(p.get()) {
-                    let token = obj
-                        .get_mut("_meta")
-                        .and_then(Value::as_object_mut)
-                        .and_then(|m| m.get_mut("progressToken"));
-                    if let Some(token) = token {
-                        let ours = format!("mcpb-{}-{id}", self.inner.index);
-                        let theirs = std::mem::replace(token, Value::String(ours.clone()));
-                        lock(&self.inner.progress).insert(ours.clone(), (theirs, out.clone(), id));
-                        progress = Some(ours);
-                        params = Some(to_raw(&Value::Object(obj)));
-                    }
-                }
-            }
-        }
-        if era == Era::Modern {
-            let value: Option<Value> = params
-                .as_ref()
-                .and_then(|p| serde_json::from_str(p.get()).ok());
-            // Capabilities are an object on the wire, even when a client declared none.
-            let empty = json!({});
-            let caps = match call.capabilities {
-                Some(caps) if caps.is_object() => caps,
-                Some(_) => &empty,
-                None => &self.inner.capabilities,
-            };
-            let mut enveloped =
-                bridge::with_envelope(value.as_ref(), MODERN_VERSION, &client_info(), caps);
-            if let (Some(level), Value::Object(obj)) = (call.log_level, &mut enveloped) {
-                bridge::set_meta(obj, bridge::META_LOG_LEVEL, json!(level));
-            }
-            params = Some(to_raw(&enveloped));
-        }
-        let abort = (era == Era::Modern && matches!(link.as_ref(), Link::Http(_)))
-            .then(CancellationToken::new);
-        let (tx, rx) = oneshot::channel();
-        lock(&self.inner.pending).insert(
-            id,
-            Pending {
-                reply: tx,
-                outbound: outbound.clone(),
-                progress,
-                sent: tokio::time::Instant::now(),
-                alive: None,
-                abort: abort.clone(),
-            },
-        );
-        let msg = Message::request(Id::Number(id), method, params);
-        // On HTTP the POST is driven by this very future until the answer is in (no task of
-        // its own on the way); whatever it still has to do then (the rest of an SSE stream),
-        // or after a timeout, it finishes on its own task, as a spawned POST would.
-        let post = match link.as_ref() {
-            Link::Http(http) => {
-                let post = http.post_future(self.clone(), msg, outbound);
-                let abort = abort.clone().unwrap_or_default();
-                Some(RunToEnd::new(async move {
-                    tokio::select! {
-                        () = post => {}
-                        () = abort.cancelled() => {}
-                    }
-                }))
-            }
-            Link::Stdio(_) => {
-                if let Err(err) = self.send_on(&link, msg, outbound) {
-                    let _ = self.forget(id);
-                    return Err(err);
-                }
-                None
-            }
-        };
-        let reply = async move {
-            let mut rx = rx;
-            if let Some(mut post) = post {
-                tokio::select! {
-                    biased;
-                    reply = &mut rx => return reply,
-                    () = &mut post => {}
-                }
-            }
-            rx.await
-        };
-        let Some(timeout) = call.timeout else {
-            return reply
-                .await
-                .map_err(|_| self.unavailable("the connection closed"));
-        };
-        // The timeout is for silence: progress or input asked of the client restart it.
-        let mut reply = std::pin::pin!(reply);
-        let mut deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            match tokio::time::timeout_at(deadline, &mut reply).await {
-                Ok(Ok(reply)) => return Ok(reply),
-                Ok(Err(_)) => return Err(self.unavailable("the connection closed")),
-                Err(_) => {
-                    if let Some(later) = self.still_working(id, timeout) {
-                        deadline = later;
-                        continue;
-                    }
-                    let abort = self.forget(id).and_then(|p| p.abort);
-                    self.stop_request(id, abort, Some("timed out in the gateway"));
-                    return Err(Error::UpstreamTimeout {
-                        upstream: self.name().to_owned(),
-                        timeout,
-                    });
-                }
-            }
-        }
-    }
-
-    /// When request `id`, silent for `timeout`, may still be waited for: the new deadline if
-    /// its client has a server→client request of this upstream to answer that came after the
-    /// request (the server waits on the client, maybe on a person), or if it showed signs of
-    /// work since.
-    fn still_working(&self, id: i64, timeout: Duration) -> Option<tokio::time::Instant> {
-        let now = tokio::time::Instant::now();
-        let pending = lock(&self.inner.pending);
-        let p = pending.get(&id)?;
-        if let Some(out) = &p.outbound {
-            let asked = lock(&self.inner.server_requests)
-                .values()
-                .any(|(_, to, at)| *at >= p.sent && to.same_channel(out) && !to.is_closed());
-            if asked {
-                return Some(now + timeout);
-            }
-        }
-        p.alive.map(|t| t + timeout).filter(|&d| d > now)
-    }
-
-    /// Notes a sign of work for the requests of the client on `out`.
-    fn touch_client(&self, out: &Outbound) {
-        let now = tokio::time::Instant::now();
-        for p in lock(&self.inner.pending).values_mut() {
-            if p.outbound.as_ref().is_some_and(|o| o.same_channel(out)) {
-                p.alive = Some(now);
-            }
-        }
-    }
-
-    /// The request used during the handshake: does not need the upstream to be ready.
-    pub(crate) async fn handshake_request(
-        &self,
-        method: &str,
-        params: &Value,
-    ) -> Result<Message, Error> {
-        let id = self.next_request_id();
-        self.request_inner(id, method, Some(to_raw(params)), None, false)
-            .await
-    }
-
-    /// Starts or stops watching resource `uri` of a modern upstream (`resources/subscribe`
-    /// of the 2025 era becomes part of the gateway's `subscriptions/listen`).
-    pub(crate) fn watch_resource(&self, uri: &str, on: bool) {
-        let changed = {
-            let mut watched = lock(&self.inner.watched);
-            if on {
-                watched.insert(uri.to_owned())
-            } else {
-                watched.remove(uri)
-            }
-        };
-        if changed {
-            self.inner.watch_changed.notify_one();
-        }
-    }
-
-    /// Keeps a `subscriptions/listen` request open on a modern upstream, so that its
-    /// `list_changed` notifications (and `resources/updated` of the watched resources) reach
-    /// the gateway (a modern server sends them nowhere else). Re-opened when it ends, and when
-    /// the watched resources change; after a gap the catalog is refreshed, since changes may
-    /// have been missed. Returns at shutdown, or when the server has no `subscriptions/listen`.
-    pub(crate) async fn listen_modern(&self) {
-        let caps = self.info().capabilities;
-        let changes = |kind: &str| {
-            caps.get(kind)
-                .and_then(|c| c.get("listChanged"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false)
-        };
-        let lists = ["tools", "prompts", "resources"].iter().any(|k| changes(k));
-        let stop = self.inner.shutdown.clone();
-        let mut gap = false;
-        loop {
-            let resources: Vec<String> = lock(&self.inner.watched).iter().cloned().collect();
-            if !lists && resources.is_empty() {
-                // Nothing to listen for until a client watches a resource.
-                tokio::select! {
-                    () = self.inner.watch_changed.notified() => continue,
-                    () = stop.cancelled() => return,
-                }
-            }
-            if gap {
-                for kind in ["tools", "prompts", "resources"] {
-                    let _ = self
-                        .inner
-                        .events
-                        .send(Event::ListChanged(self.inner.index, kind.to_owned()));
-                }
-            }
-            let mut notifications = json!({
-                "toolsListChanged": changes("tools"),
-                "promptsListChanged": changes("prompts"),
-                "resourcesListChanged": changes("resources"),
-            });
-            if !resources.is_empty() {
-                notifications["resourceSubscriptions"] = json!(resources);
-            }
-            let opened = tokio::time::Instant::now();
-            let id = self.next_request_id();
-            let call = Call {
-                need_ready: false,
-                capabilities: None,
-                log_level: None,
-                timeout: None,
-            };
-            let listen = self.request_full(
-                id,
-                "subscriptions/listen",
-                Some(to_raw(&json!({ "notifications": notifications }))),
-                None,
-                call,
-            );
-            let outcome = tokio::select! {
-                outcome = listen => Some(outcome),
-                () = self.inner.watch_changed.notified() => None,
-                () = stop.cancelled() => return,
-            };
-            let Some(outcome) = outcome else {
-                // The watched resources changed: the same stream with the new set.
-                self.cancel(id, Some("listening again with other resources"));
-                gap = false;
-                continue;
-            };
-            gap = true;
-            match outcome {
-                Ok(reply)
-                    if reply
-                        .error
-                        .as_ref()
-                        .is_some_and(|e| e.code == METHOD_NOT_FOUND) =>
-                {
-                    tracing::debug!(
-                        upstream = self.name(),
-                        "Upstream has no subscriptions/listen"
-                    );
-                    return;
-                }
-                Ok(_) => tracing::debug!(upstream = self.name(), "subscriptions/listen ended"),
-                Err(err) => {
-                    tracing::debug!(upstream = self.name(), error = %err, "subscriptions/listen failed");
-                }
-            }
-            // Do not spin on a server that ends the stream at once.
-            let pause = Duration::from_secs(2).saturating_sub(opened.elapsed());
-            tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                () = stop.cancelled() => return,
-            }
-        }
     }
 
     /// Sends a notification (or a response) upstream.
@@ -722,99 +331,6 @@ impl Upstream {
     pub fn notify(&self, msg: Message) -> Result<(), Error> {
         let link = self.link(false)?;
         self.send_on(&link, msg, None)
-    }
-
-    /// Forwards a client's `notifications/cancelled` for upstream request `id`; the caller
-    /// waiting on it gets a `mcp_budget.request.cancelled` error (the stdio downstream drops
-    /// it; on HTTP it ends the request's stream).
-    pub fn cancel(&self, upstream_id: i64, reason: Option<&str>) {
-        if let Some(p) = self.forget(upstream_id) {
-            let err = ErrorObject::new(
-                REQUEST_CANCELLED,
-                format!(
-                    "the request was cancelled by the client: {}",
-                    reason.unwrap_or("no reason given")
-                ),
-                "mcp_budget.request.cancelled",
-                None,
-            );
-            let _ = p.reply.send(Message::error(Id::Number(upstream_id), err));
-            self.stop_request(upstream_id, p.abort, reason);
-        }
-    }
-
-    /// Tells the server to stop working on request `id`: closes its response stream when it
-    /// has one to close (modern HTTP: that is the cancellation), else `notifications/cancelled`.
-    fn stop_request(&self, id: i64, abort: Option<CancellationToken>, reason: Option<&str>) {
-        if let Some(abort) = abort {
-            abort.cancel();
-            return;
-        }
-        let mut params = json!({ "requestId": id });
-        if let Some(reason) = reason {
-            params["reason"] = Value::String(reason.to_owned());
-        }
-        let _ = self.notify(Message::notification(
-            "notifications/cancelled",
-            Some(to_raw(&params)),
-        ));
-    }
-
-    /// Delivers the gateway's own answer to a server→client request it forwarded
-    /// (`gateway_id` is the id the client saw), whichever client was asked.
-    ///
-    /// # Errors
-    /// [`Error::NotFound`] when no such request is waiting.
-    pub fn answer_server_request(&self, gateway_id: &str, msg: Message) -> Result<(), Error> {
-        self.answer(gateway_id, msg, None)
-    }
-
-    /// Delivers a client's response to a server→client request the gateway forwarded: taken
-    /// only from the session the request was sent to, and only once.
-    ///
-    /// # Errors
-    /// [`Error::UnknownRequest`] when no request with that id waits for an answer from
-    /// `session` (none was sent, it was answered already, or it was sent to another session).
-    pub fn answer_from(&self, gateway_id: &str, msg: Message, session: &str) -> Result<(), Error> {
-        self.answer(gateway_id, msg, Some(session))
-    }
-
-    fn answer(&self, gateway_id: &str, mut msg: Message, from: Option<&str>) -> Result<(), Error> {
-        let taken = {
-            let mut asked = lock(&self.inner.server_requests);
-            let ours = asked
-                .get(gateway_id)
-                .is_some_and(|(_, to, _)| from.is_none_or(|s| to.session() == s));
-            if ours {
-                asked.remove(gateway_id)
-            } else {
-                None
-            }
-        };
-        let Some((original, asked, _)) = taken else {
-            return Err(Error::UnknownRequest {
-                id: gateway_id.to_owned(),
-            });
-        };
-        self.touch_client(&asked);
-        msg.id = Some(original);
-        self.notify(msg)
-    }
-
-    /// How many server→client messages reached no client so far (owner ambiguous or
-    /// missing): requests were refused, notifications dropped.
-    #[must_use]
-    pub fn unrouted(&self) -> u64 {
-        self.inner.unrouted.load(Ordering::Relaxed)
-    }
-
-    /// Removes request `id` (and its progress route) from the pending tables.
-    fn forget(&self, id: i64) -> Option<Pending> {
-        let removed = lock(&self.inner.pending).remove(&id)?;
-        if let Some(token) = &removed.progress {
-            lock(&self.inner.progress).remove(token);
-        }
-        Some(removed)
     }
 
     fn unavailable(&self, reason: &str) -> Error {
@@ -855,224 +371,6 @@ impl Upstream {
         }
     }
 
-    /// Handles one message the server sent. `hint` is where server→client requests go when
-    /// the transport tells (the HTTP response stream of a POST).
-    pub(crate) fn incoming(&self, msg: Message, hint: Option<&Outbound>) {
-        match msg.kind() {
-            Kind::Response | Kind::Error => {
-                let Some(Id::Number(id)) = msg.id else {
-                    tracing::warn!(upstream = self.name(), id = ?msg.id, "Response with an id the gateway never sent; dropped");
-                    return;
-                };
-                let pending = lock(&self.inner.pending).remove(&id);
-                match pending {
-                    Some(p) => {
-                        if let Some(token) = p.progress {
-                            lock(&self.inner.progress).remove(&token);
-                        }
-                        let _ = p.reply.send(msg);
-                    }
-                    None => {
-                        tracing::debug!(upstream = self.name(), id, "Late response dropped");
-                    }
-                }
-            }
-            Kind::Notification => self.incoming_notification(msg, hint),
-            Kind::Request => self.incoming_request(msg, hint),
-        }
-    }
-
-    fn incoming_notification(&self, mut msg: Message, hint: Option<&Outbound>) {
-        let method = msg.method().unwrap_or_default().to_owned();
-        match method.as_str() {
-            "notifications/progress" => {
-                let Ok(Value::Object(mut params)) = msg.params_as::<Value>() else {
-                    return;
-                };
-                let token = params
-                    .get("progressToken")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                let route = token.and_then(|t| lock(&self.inner.progress).get(&t).cloned());
-                if let Some((theirs, out, id)) = route {
-                    if let Some(p) = lock(&self.inner.pending).get_mut(&id) {
-                        p.alive = Some(tokio::time::Instant::now());
-                    }
-                    params.insert("progressToken".into(), theirs);
-                    msg.params = Some(to_raw(&Value::Object(params)));
-                    let _ = out.send(msg);
-                }
-            }
-            "notifications/tools/list_changed"
-            | "notifications/prompts/list_changed"
-            | "notifications/resources/list_changed" => {
-                let kind = method
-                    .trim_start_matches("notifications/")
-                    .trim_end_matches("/list_changed")
-                    .to_owned();
-                let _ = self
-                    .inner
-                    .events
-                    .send(Event::ListChanged(self.inner.index, kind));
-            }
-            "notifications/resources/updated" => {
-                let _ = self
-                    .inner
-                    .events
-                    .send(Event::Broadcast(self.inner.index, msg));
-            }
-            "notifications/subscriptions/acknowledged" => {
-                tracing::debug!(upstream = self.name(), "subscriptions/listen acknowledged");
-            }
-            "notifications/cancelled" => self.server_cancelled(msg),
-            // Logs, and whatever else a server says: to the client whose call it belongs to.
-            // A log of no call goes to the sessions that asked for its level; anything else
-            // that cannot be attributed reaches nobody.
-            _ => match self.owner(&msg, hint) {
-                route::Owner::Client(out) => {
-                    let _ = out.send(msg);
-                }
-                route::Owner::Nobody if method == "notifications/message" => {
-                    let _ = self.inner.events.send(Event::Log(self.inner.index, msg));
-                }
-                owner => {
-                    self.inner.unrouted.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(
-                        upstream = self.name(),
-                        method,
-                        ?owner,
-                        "Notification of no certain client dropped"
-                    );
-                }
-            },
-        }
-    }
-
-    /// The client a server→client message belongs to (see [`route`]).
-    fn owner(&self, msg: &Message, hint: Option<&Outbound>) -> route::Owner<Outbound> {
-        let named = msg
-            .params
-            .as_ref()
-            .filter(|p| p.get().contains("progressToken"))
-            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-            .and_then(|p| {
-                let token = route::named_token(&p)?;
-                lock(&self.inner.progress)
-                    .get(token)
-                    .map(|(_, out, _)| out.clone())
-            });
-        let pending = lock(&self.inner.pending);
-        let in_flight = pending.iter().filter_map(|(id, p)| {
-            let out = p.outbound.as_ref()?;
-            Some((*id, out.session(), out))
-        });
-        route::owner(hint, named.as_ref(), in_flight).map_client(Outbound::clone)
-    }
-
-    /// The server gave up on a request it sent a client: the client that holds it is told,
-    /// under the id it knows.
-    fn server_cancelled(&self, mut msg: Message) {
-        let Ok(Value::Object(mut params)) = msg.params_as::<Value>() else {
-            return;
-        };
-        let Some(theirs) = params
-            .get("requestId")
-            .and_then(|v| serde_json::from_value::<Id>(v.clone()).ok())
-        else {
-            return;
-        };
-        let held = {
-            let mut asked = lock(&self.inner.server_requests);
-            let key = asked
-                .iter()
-                .find(|(_, (original, _, _))| *original == theirs)
-                .map(|(key, _)| key.clone());
-            key.and_then(|key| asked.remove(&key).map(|(_, out, _)| (key, out)))
-        };
-        if let Some((key, out)) = held {
-            params.insert("requestId".into(), Value::String(key));
-            msg.params = Some(to_raw(&Value::Object(params)));
-            let _ = out.send(msg);
-        }
-    }
-
-    fn incoming_request(&self, mut msg: Message, hint: Option<&Outbound>) {
-        let Some(original) = msg.id.clone() else {
-            return;
-        };
-        let method = msg.method().unwrap_or_default().to_owned();
-        // What the gateway answers itself: a liveness check, and roots the policy declares.
-        if method == "ping" {
-            let _ = self.notify(Message::response_value(original, &json!({})));
-            return;
-        }
-        if let (true, Some(roots)) = (method == "roots/list", self.inner.spec.roots.as_ref()) {
-            let _ = self.notify(Message::response_value(
-                original,
-                &json!({ "roots": roots }),
-            ));
-            return;
-        }
-        let out = match self.owner(&msg, hint) {
-            route::Owner::Client(out) => out,
-            route::Owner::Nobody if method == "roots/list" => {
-                // No client is calling: no roots is the truthful answer (declared roots would
-                // have been given above), and servers handle it better than an error.
-                let _ = self.notify(Message::response_value(original, &json!({"roots": []})));
-                return;
-            }
-            owner => {
-                self.refuse_unroutable(original, &method, &owner);
-                return;
-            }
-        };
-        // Unguessable, so that no other session can answer in this client's place.
-        let gateway_id = format!(
-            "mcpb-{}-{}",
-            self.inner.index,
-            uuid::Uuid::new_v4().simple()
-        );
-        {
-            let mut asked = lock(&self.inner.server_requests);
-            // Requests to clients that have gone will never be answered.
-            asked.retain(|_, (_, to, _)| !to.is_closed());
-            let now = tokio::time::Instant::now();
-            asked.insert(gateway_id.clone(), (original, out.clone(), now));
-        }
-        self.touch_client(&out);
-        msg.id = Some(Id::String(gateway_id));
-        let _ = out.send(msg);
-    }
-
-    /// Answers a server→client request that no client may be asked with an error that says
-    /// why and what fixes it; logged and counted.
-    fn refuse_unroutable(&self, original: Id, method: &str, owner: &route::Owner<Outbound>) {
-        self.inner.unrouted.fetch_add(1, Ordering::Relaxed);
-        let (reason, ambiguous) = match owner {
-            route::Owner::Ambiguous(n) => (
-                format!(
-                    "{n} clients have requests in flight to this shared server and the request \
-                     names none of them (no progress token of theirs), so the gateway does not \
-                     guess whose it is; declare the server's roots in the policy \
-                     ([[upstream]] roots) or give each client its own server"
-                ),
-                true,
-            ),
-            _ => (
-                "no client of the gateway has a request in flight to this server".to_owned(),
-                false,
-            ),
-        };
-        let err = Error::Unroutable {
-            upstream: self.name().to_owned(),
-            method: method.to_owned(),
-            reason,
-            ambiguous,
-        };
-        tracing::warn!(upstream = self.name(), method, error = %err, "Server request refused");
-        let _ = self.notify(Message::error(original, err.to_error_object()));
-    }
-
     /// Notes which properties of its tools are mirrored in headers (see
     /// [`crate::mcp::params::marked_tools`]).
     pub(crate) fn set_param_marks(&self, marks: HashMap<String, Vec<crate::mcp::params::Marked>>) {
@@ -1099,170 +397,5 @@ impl Upstream {
         };
         let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
         crate::mcp::params::param_headers(found, &arguments)
-    }
-}
-
-/// Parses the `initialize` result into [`ServerInfo`].
-pub(crate) fn parse_initialize(name: &str, reply: &Message) -> Result<ServerInfo, Error> {
-    if let Some(err) = &reply.error {
-        return Err(Error::UpstreamProtocol {
-            upstream: name.to_owned(),
-            reason: format!("initialize failed: {} ({})", err.message, err.code),
-        });
-    }
-    let result: Map<String, Value> = reply.result_as().map_err(|e| Error::UpstreamProtocol {
-        upstream: name.to_owned(),
-        reason: format!("initialize result is not an object: {e}"),
-    })?;
-    Ok(ServerInfo {
-        protocol_version: result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        capabilities: result.get("capabilities").cloned().unwrap_or(json!({})),
-        server_info: result.get("serverInfo").cloned().unwrap_or(Value::Null),
-        instructions: result
-            .get("instructions")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-    })
-}
-
-/// The gateway as an MCP client.
-fn client_info() -> Value {
-    json!({"name": "mcp-budget", "version": env!("CARGO_PKG_VERSION")})
-}
-
-/// What a request needs besides its message.
-struct Call<'a> {
-    /// Refuse unless the upstream is ready (everything but the handshake).
-    need_ready: bool,
-    /// The client capabilities to declare to a modern upstream (default: the gateway's).
-    capabilities: Option<&'a Value>,
-    /// The log level to ask a modern upstream for (a 2025-era client's `logging/setLevel`).
-    log_level: Option<&'a str>,
-    /// How long to wait for the answer (`None`: as long as it takes).
-    timeout: Option<Duration>,
-}
-
-/// Opens a fresh connection in the upstream's era: `server/discover` for a modern server,
-/// `initialize` + `notifications/initialized` for a 2025-era one. An upstream of unknown era
-/// is probed with `server/discover` first; a JSON-RPC error (or a non-modern answer, or
-/// silence for [`PROBE_TIMEOUT`]) means 2025 era — a transport failure means neither, and the
-/// connection fails as it would have. The era found is kept for reconnections.
-pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> {
-    match upstream.era() {
-        Era::Legacy => return initialize(upstream).await,
-        Era::Modern => return discover(upstream).await,
-        Era::Unknown => {}
-    }
-    let probe = bridge::with_envelope(
-        None,
-        MODERN_VERSION,
-        &client_info(),
-        &upstream.inner.capabilities,
-    );
-    let id = upstream.next_request_id();
-    let call = Call {
-        need_ready: false,
-        capabilities: None,
-        log_level: None,
-        timeout: Some(PROBE_TIMEOUT.max(upstream.spec().timeout)),
-    };
-    let outcome = upstream
-        .request_full(id, "server/discover", Some(to_raw(&probe)), None, call)
-        .await;
-    match outcome {
-        Ok(reply) => {
-            if let Some(info) = parse_discover(upstream.name(), &reply) {
-                upstream.set_era(Era::Modern);
-                return Ok(info);
-            }
-            tracing::debug!(
-                upstream = upstream.name(),
-                "server/discover refused; speaking 2025-11-25"
-            );
-        }
-        Err(Error::UpstreamTimeout { .. }) => {
-            tracing::warn!(
-                upstream = upstream.name(),
-                "No answer to server/discover; trying initialize"
-            );
-        }
-        Err(err) => return Err(err),
-    }
-    let info = initialize(upstream).await?;
-    // Kept only once it worked: a connection that failed says nothing about the server.
-    if upstream.era() == Era::Unknown {
-        upstream.set_era(Era::Legacy);
-    }
-    Ok(info)
-}
-
-async fn discover(upstream: &Upstream) -> Result<ServerInfo, Error> {
-    let reply = upstream
-        .handshake_request("server/discover", &json!({}))
-        .await?;
-    parse_discover(upstream.name(), &reply).ok_or_else(|| Error::UpstreamProtocol {
-        upstream: upstream.name().to_owned(),
-        reason: format!("server/discover did not offer {MODERN_VERSION}"),
-    })
-}
-
-async fn initialize(upstream: &Upstream) -> Result<ServerInfo, Error> {
-    let reply = upstream
-        .handshake_request("initialize", &upstream.initialize_params())
-        .await?;
-    // A server that refuses `initialize` for 2026-07-28 (a late answer to the probe may have
-    // put its connection in that era) is modern after all.
-    let modern_only = reply.error.as_ref().is_some_and(|e| {
-        e.code == crate::mcp::modern::UNSUPPORTED_VERSION
-            && e.data.as_ref().is_some_and(|d| {
-                serde_json::from_str::<Value>(d.get())
-                    .ok()
-                    .as_ref()
-                    .and_then(|d| d.get("supported"))
-                    .and_then(Value::as_array)
-                    .is_some_and(|v| v.iter().any(|v| v.as_str() == Some(MODERN_VERSION)))
-            })
-    });
-    if modern_only && upstream.spec().protocol != UpstreamProtocol::Legacy {
-        tracing::info!(
-            upstream = upstream.name(),
-            "initialize refused for {MODERN_VERSION}; speaking {MODERN_VERSION}"
-        );
-        upstream.set_era(Era::Modern);
-        return discover(upstream).await;
-    }
-    let info = parse_initialize(upstream.name(), &reply)?;
-    upstream.notify(Message::notification("notifications/initialized", None))?;
-    Ok(info)
-}
-
-/// [`ServerInfo`] from a `server/discover` reply, when it speaks 2026-07-28.
-fn parse_discover(name: &str, reply: &Message) -> Option<ServerInfo> {
-    let result: Value = reply.result_as().ok()?;
-    let (capabilities, server_info, instructions) =
-        bridge::parse_discover(&result, MODERN_VERSION)?;
-    tracing::debug!(upstream = name, "server/discover: speaks {MODERN_VERSION}");
-    Some(ServerInfo {
-        protocol_version: MODERN_VERSION.to_owned(),
-        capabilities,
-        server_info,
-        instructions,
-    })
-}
-
-impl Upstream {
-    /// Fails one request in flight with `reason`.
-    pub(crate) fn fail_request(&self, id: i64, reason: &str) {
-        let pending = lock(&self.inner.pending).remove(&id);
-        if let Some(p) = pending {
-            let err = self.unavailable(reason);
-            let _ = p
-                .reply
-                .send(Message::error(Id::Number(id), err.to_error_object()));
-        }
     }
 }

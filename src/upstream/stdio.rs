@@ -1,7 +1,7 @@
 //! Stdio upstreams: a child process speaking newline-delimited JSON-RPC.
 //!
 //! The child runs in its own process group, so that everything it starts ends with it. A child
-//! that exits is restarted with capped exponential backoff; its requests in flight fail with
+//! that exits is restarted (see `upstream::supervise`); its requests in flight fail with
 //! `mcp_budget.upstream.unavailable`. Its stderr goes to the log under the server's name.
 //!
 //! # Environment
@@ -18,19 +18,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
-use super::{handshake, Link, Status, Upstream};
+use super::{Link, Upstream};
 use crate::jsonrpc::Message;
 use crate::policy::Transport;
 
-/// First restart delay; doubled after each failure, up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-/// Longest restart delay.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A child that ran this long before exiting resets the backoff.
-const HEALTHY_RUN: Duration = Duration::from_secs(10);
 /// Grace given to a child between SIGTERM and SIGKILL at shutdown.
 const GRACE: Duration = Duration::from_secs(2);
 /// Longest line accepted from a child: bigger is treated as a protocol fault.
@@ -50,33 +45,6 @@ const MAX_LINE: usize = 64 * 1024 * 1024;
 pub const BASE_ENV: &[&str] = &[
     "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "TZ", "TMPDIR",
 ];
-
-/// Keeps the child running until shutdown.
-pub(crate) async fn supervise(upstream: Upstream) {
-    let mut backoff = FIRST_BACKOFF;
-    loop {
-        let started = tokio::time::Instant::now();
-        let reason = match spawn(&upstream) {
-            Ok(child) => run(&upstream, child).await,
-            Err(err) => format!("cannot start: {err}"),
-        };
-        upstream.set_link(None);
-        upstream.fail_pending(&reason);
-        if upstream.shutdown_token().is_cancelled() {
-            return;
-        }
-        tracing::warn!(upstream = upstream.name(), reason = %reason, retry_in_ms = backoff.as_millis(), "Upstream is down");
-        upstream.set_status(Status::Down(reason));
-        if started.elapsed() >= HEALTHY_RUN {
-            backoff = FIRST_BACKOFF;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            () = upstream.shutdown_token().cancelled() => return,
-        }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
-}
 
 fn spawn(upstream: &Upstream) -> std::io::Result<Child> {
     let Transport::Stdio {
@@ -190,94 +158,89 @@ fn expand<'v>(value: &str, lookup: impl Fn(&str) -> Option<&'v str>) -> Result<S
     Ok(out)
 }
 
-/// Drives one child until it exits or the gateway shuts down; returns why it stopped.
-async fn run(upstream: &Upstream, mut child: Child) -> String {
-    let name = upstream.name().to_owned();
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        return "the child's pipes could not be opened".into();
-    };
-    let pid = child.id();
+/// A running child: what the supervisor closes when its connection ends.
+#[derive(Debug)]
+pub(crate) struct Process {
+    child: Child,
+    pid: Option<u32>,
+    writer: JoinHandle<()>,
+}
 
-    let log_name = name.clone();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            tracing::info!(upstream = %log_name, "{line}");
-        }
-    });
-
-    let (tx, rx) = mpsc::unbounded_channel::<Message>();
-    let writer = tokio::spawn(crate::jsonrpc::write_lines(rx, stdin));
-    upstream.set_link(Some(Link::Stdio(tx)));
-
-    let reader_upstream = upstream.clone();
-    let mut reader = tokio::spawn(async move {
-        let mut reader = BufReader::new(stdout);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match (&mut reader)
-                .take(MAX_LINE as u64 + 1)
-                .read_until(b'\n', &mut line)
-                .await
-            {
-                Ok(0) => return "the process closed its output".to_owned(),
-                Ok(n) if n > MAX_LINE => return "the process sent an oversized line".to_owned(),
-                Ok(_) => {}
-                Err(err) => return format!("reading its output failed: {err}"),
+impl Process {
+    /// Starts the child: the process, the link to its stdin, and the reader of its stdout,
+    /// which feeds [`Upstream::incoming`] and ends, with the reason, when the child's output
+    /// does.
+    pub(crate) fn spawn(upstream: &Upstream) -> Result<(Self, Link, JoinHandle<String>), String> {
+        let mut child = spawn(upstream).map_err(|err| format!("cannot start: {err}"))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("the child's pipes could not be opened".into());
+        };
+        let pid = child.id();
+        let log_name = upstream.name().to_owned();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(upstream = %log_name, "{line}");
             }
-            let text = line.trim_ascii();
-            if text.is_empty() {
-                continue;
-            }
-            match Message::parse(text) {
-                Ok(msg) => reader_upstream.incoming(msg, None),
-                Err(err) => {
-                    // Servers print banners and debug lines on stdout; one bad line must not
-                    // take the upstream down. Requests waiting on it time out.
-                    tracing::warn!(upstream = reader_upstream.name(), error = %err, line = %String::from_utf8_lossy(&text[..text.len().min(200)]), "Non-JSON-RPC line from upstream ignored");
-                }
-            }
-        }
-    });
+        });
+        let (tx, rx) = mpsc::unbounded_channel::<Message>();
+        let writer = tokio::spawn(crate::jsonrpc::write_lines(rx, stdin));
+        let reader = tokio::spawn(read(upstream.clone(), stdout));
+        Ok((Self { child, pid, writer }, Link::Stdio(tx), reader))
+    }
 
-    let handshake_upstream = upstream.clone();
-    let started = tokio::time::Instant::now();
-    let ready = async move {
-        match handshake(&handshake_upstream).await {
-            Ok(info) => {
-                tracing::info!(
-                    upstream = handshake_upstream.name(),
-                    protocol = %info.protocol_version,
-                    ready_ms = started.elapsed().as_millis(),
-                    "Upstream ready"
-                );
-                handshake_upstream.set_info(info);
-                handshake_upstream.set_status(Status::Ready);
-                if handshake_upstream.is_modern() {
-                    handshake_upstream.listen_modern().await;
-                }
-                std::future::pending::<String>().await
+    /// Ends the child (and its reader); returns `reason` with the exit status when the child
+    /// stopped by itself (not at shutdown).
+    pub(crate) async fn close(
+        mut self,
+        reader: Option<JoinHandle<String>>,
+        shutdown: bool,
+        reason: String,
+    ) -> String {
+        self.writer.abort();
+        if let Some(reader) = reader {
+            reader.abort();
+        }
+        terminate(&mut self.child, self.pid).await;
+        match self.child.try_wait() {
+            Ok(Some(status)) if !shutdown => {
+                format!("{reason} (exit status {status})")
             }
-            Err(err) => format!("initialize failed: {err}"),
+            _ => reason,
         }
-    };
+    }
+}
 
-    let reason = tokio::select! {
-        reason = &mut reader => reason.unwrap_or_else(|e| format!("reader failed: {e}")),
-        reason = ready => reason,
-        () = upstream.shutdown_token().cancelled() => "the gateway is shutting down".to_owned(),
-    };
-    writer.abort();
-    reader.abort();
-    terminate(&mut child, pid).await;
-    match child.try_wait() {
-        Ok(Some(status)) if !upstream.shutdown_token().is_cancelled() => {
-            format!("{reason} (exit status {status})")
+/// Reads the child's messages until its output ends; returns why it ended.
+async fn read(upstream: Upstream, stdout: ChildStdout) -> String {
+    let mut reader = BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) => return "the process closed its output".to_owned(),
+            Ok(n) if n > MAX_LINE => return "the process sent an oversized line".to_owned(),
+            Ok(_) => {}
+            Err(err) => return format!("reading its output failed: {err}"),
         }
-        _ => reason,
+        let text = line.trim_ascii();
+        if text.is_empty() {
+            continue;
+        }
+        match Message::parse(text) {
+            Ok(msg) => upstream.incoming(msg, None),
+            Err(err) => {
+                // Servers print banners and debug lines on stdout; one bad line must not
+                // take the upstream down. Requests waiting on it time out.
+                tracing::warn!(upstream = upstream.name(), error = %err, line = %String::from_utf8_lossy(&text[..text.len().min(200)]), "Non-JSON-RPC line from upstream ignored");
+            }
+        }
     }
 }
 

@@ -1,0 +1,283 @@
+//! What an upstream says: responses to the pending requests, notifications (progress mapped
+//! back to the client's token, list changes and broadcasts to the aggregator, the rest to
+//! the client whose call they belong to), and server→client requests, forwarded under an
+//! unguessable id to the one client they belong to (see [`super::route`]) and answered from
+//! that client only.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::{json, Value};
+
+use super::{route, Event, Upstream};
+use crate::context::Outbound;
+use crate::error::Error;
+use crate::jsonrpc::{to_raw, Id, Kind, Message};
+use crate::lock::lock;
+
+impl Upstream {
+    /// Handles one message the server sent. `hint` is where server→client requests go when
+    /// the transport tells (the HTTP response stream of a POST).
+    pub(crate) fn incoming(&self, msg: Message, hint: Option<&Outbound>) {
+        match msg.kind() {
+            Kind::Response | Kind::Error => {
+                let Some(Id::Number(id)) = msg.id else {
+                    tracing::warn!(upstream = self.name(), id = ?msg.id, "Response with an id the gateway never sent; dropped");
+                    return;
+                };
+                let pending = lock(&self.inner.pending).remove(&id);
+                match pending {
+                    Some(p) => {
+                        if let Some(token) = p.progress {
+                            lock(&self.inner.progress).remove(&token);
+                        }
+                        let _ = p.reply.send(msg);
+                    }
+                    None => {
+                        tracing::debug!(upstream = self.name(), id, "Late response dropped");
+                    }
+                }
+            }
+            Kind::Notification => self.incoming_notification(msg, hint),
+            Kind::Request => self.incoming_request(msg, hint),
+        }
+    }
+
+    fn incoming_notification(&self, mut msg: Message, hint: Option<&Outbound>) {
+        let method = msg.method().unwrap_or_default().to_owned();
+        match method.as_str() {
+            "notifications/progress" => {
+                let Ok(Value::Object(mut params)) = msg.params_as::<Value>() else {
+                    return;
+                };
+                let token = params
+                    .get("progressToken")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let route = token.and_then(|t| lock(&self.inner.progress).get(&t).cloned());
+                if let Some((theirs, out, id)) = route {
+                    if let Some(p) = lock(&self.inner.pending).get_mut(&id) {
+                        p.alive = Some(tokio::time::Instant::now());
+                    }
+                    params.insert("progressToken".into(), theirs);
+                    msg.params = Some(to_raw(&Value::Object(params)));
+                    let _ = out.send(msg);
+                }
+            }
+            "notifications/tools/list_changed"
+            | "notifications/prompts/list_changed"
+            | "notifications/resources/list_changed" => {
+                let kind = method
+                    .trim_start_matches("notifications/")
+                    .trim_end_matches("/list_changed")
+                    .to_owned();
+                let _ = self
+                    .inner
+                    .events
+                    .send(Event::ListChanged(self.inner.index, kind));
+            }
+            "notifications/resources/updated" => {
+                let _ = self
+                    .inner
+                    .events
+                    .send(Event::Broadcast(self.inner.index, msg));
+            }
+            "notifications/subscriptions/acknowledged" => {
+                tracing::debug!(upstream = self.name(), "subscriptions/listen acknowledged");
+            }
+            "notifications/cancelled" => self.server_cancelled(msg),
+            // Logs, and whatever else a server says: to the client whose call it belongs to.
+            // A log of no call goes to the sessions that asked for its level; anything else
+            // that cannot be attributed reaches nobody.
+            _ => match self.owner(&msg, hint) {
+                route::Owner::Client(out) => {
+                    let _ = out.send(msg);
+                }
+                route::Owner::Nobody if method == "notifications/message" => {
+                    let _ = self.inner.events.send(Event::Log(self.inner.index, msg));
+                }
+                owner => {
+                    self.inner.unrouted.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(
+                        upstream = self.name(),
+                        method,
+                        ?owner,
+                        "Notification of no certain client dropped"
+                    );
+                }
+            },
+        }
+    }
+
+    /// The client a server→client message belongs to (see [`route`]).
+    fn owner(&self, msg: &Message, hint: Option<&Outbound>) -> route::Owner<Outbound> {
+        let named = msg
+            .params
+            .as_ref()
+            .filter(|p| p.get().contains("progressToken"))
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|p| {
+                let token = route::named_token(&p)?;
+                lock(&self.inner.progress)
+                    .get(token)
+                    .map(|(_, out, _)| out.clone())
+            });
+        let pending = lock(&self.inner.pending);
+        let in_flight = pending.iter().filter_map(|(id, p)| {
+            let out = p.outbound.as_ref()?;
+            Some((*id, out.session(), out))
+        });
+        route::owner(hint, named.as_ref(), in_flight).map_client(Outbound::clone)
+    }
+
+    /// The server gave up on a request it sent a client: the client that holds it is told,
+    /// under the id it knows.
+    fn server_cancelled(&self, mut msg: Message) {
+        let Ok(Value::Object(mut params)) = msg.params_as::<Value>() else {
+            return;
+        };
+        let Some(theirs) = params
+            .get("requestId")
+            .and_then(|v| serde_json::from_value::<Id>(v.clone()).ok())
+        else {
+            return;
+        };
+        let held = {
+            let mut asked = lock(&self.inner.server_requests);
+            let key = asked
+                .iter()
+                .find(|(_, (original, _, _))| *original == theirs)
+                .map(|(key, _)| key.clone());
+            key.and_then(|key| asked.remove(&key).map(|(_, out, _)| (key, out)))
+        };
+        if let Some((key, out)) = held {
+            params.insert("requestId".into(), Value::String(key));
+            msg.params = Some(to_raw(&Value::Object(params)));
+            let _ = out.send(msg);
+        }
+    }
+
+    fn incoming_request(&self, mut msg: Message, hint: Option<&Outbound>) {
+        let Some(original) = msg.id.clone() else {
+            return;
+        };
+        let method = msg.method().unwrap_or_default().to_owned();
+        // What the gateway answers itself: a liveness check, and roots the policy declares.
+        if method == "ping" {
+            let _ = self.notify(Message::response_value(original, &json!({})));
+            return;
+        }
+        if let (true, Some(roots)) = (method == "roots/list", self.inner.spec.roots.as_ref()) {
+            let _ = self.notify(Message::response_value(
+                original,
+                &json!({ "roots": roots }),
+            ));
+            return;
+        }
+        let out = match self.owner(&msg, hint) {
+            route::Owner::Client(out) => out,
+            route::Owner::Nobody if method == "roots/list" => {
+                // No client is calling: no roots is the truthful answer (declared roots would
+                // have been given above), and servers handle it better than an error.
+                let _ = self.notify(Message::response_value(original, &json!({"roots": []})));
+                return;
+            }
+            owner => {
+                self.refuse_unroutable(original, &method, &owner);
+                return;
+            }
+        };
+        // Unguessable, so that no other session can answer in this client's place.
+        let gateway_id = format!(
+            "mcpb-{}-{}",
+            self.inner.index,
+            uuid::Uuid::new_v4().simple()
+        );
+        {
+            let mut asked = lock(&self.inner.server_requests);
+            // Requests to clients that have gone will never be answered.
+            asked.retain(|_, (_, to, _)| !to.is_closed());
+            let now = tokio::time::Instant::now();
+            asked.insert(gateway_id.clone(), (original, out.clone(), now));
+        }
+        self.touch_client(&out);
+        msg.id = Some(Id::String(gateway_id));
+        let _ = out.send(msg);
+    }
+
+    /// Answers a server→client request that no client may be asked with an error that says
+    /// why and what fixes it; logged and counted.
+    fn refuse_unroutable(&self, original: Id, method: &str, owner: &route::Owner<Outbound>) {
+        self.inner.unrouted.fetch_add(1, Ordering::Relaxed);
+        let (reason, ambiguous) = match owner {
+            route::Owner::Ambiguous(n) => (
+                format!(
+                    "{n} clients have requests in flight to this shared server and the request \
+                     names none of them (no progress token of theirs), so the gateway does not \
+                     guess whose it is; declare the server's roots in the policy \
+                     ([[upstream]] roots) or give each client its own server"
+                ),
+                true,
+            ),
+            _ => (
+                "no client of the gateway has a request in flight to this server".to_owned(),
+                false,
+            ),
+        };
+        let err = Error::Unroutable {
+            upstream: self.name().to_owned(),
+            method: method.to_owned(),
+            reason,
+            ambiguous,
+        };
+        tracing::warn!(upstream = self.name(), method, error = %err, "Server request refused");
+        let _ = self.notify(Message::error(original, err.to_error_object()));
+    }
+
+    /// Delivers the gateway's own answer to a server→client request it forwarded
+    /// (`gateway_id` is the id the client saw), whichever client was asked.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when no such request is waiting.
+    pub fn answer_server_request(&self, gateway_id: &str, msg: Message) -> Result<(), Error> {
+        self.answer(gateway_id, msg, None)
+    }
+
+    /// Delivers a client's response to a server→client request the gateway forwarded: taken
+    /// only from the session the request was sent to, and only once.
+    ///
+    /// # Errors
+    /// [`Error::UnknownRequest`] when no request with that id waits for an answer from
+    /// `session` (none was sent, it was answered already, or it was sent to another session).
+    pub fn answer_from(&self, gateway_id: &str, msg: Message, session: &str) -> Result<(), Error> {
+        self.answer(gateway_id, msg, Some(session))
+    }
+
+    fn answer(&self, gateway_id: &str, mut msg: Message, from: Option<&str>) -> Result<(), Error> {
+        let taken = {
+            let mut asked = lock(&self.inner.server_requests);
+            let ours = asked
+                .get(gateway_id)
+                .is_some_and(|(_, to, _)| from.is_none_or(|s| to.session() == s));
+            if ours {
+                asked.remove(gateway_id)
+            } else {
+                None
+            }
+        };
+        let Some((original, asked, _)) = taken else {
+            return Err(Error::UnknownRequest {
+                id: gateway_id.to_owned(),
+            });
+        };
+        self.touch_client(&asked);
+        msg.id = Some(original);
+        self.notify(msg)
+    }
+
+    /// How many server→client messages reached no client so far (owner ambiguous or
+    /// missing): requests were refused, notifications dropped.
+    #[must_use]
+    pub fn unrouted(&self) -> u64 {
+        self.inner.unrouted.load(Ordering::Relaxed)
+    }
+}
