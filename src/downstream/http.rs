@@ -50,7 +50,7 @@ use tokio_stream::StreamExt;
 use tower::ServiceExt;
 
 use crate::context::{Caller, McpRequest, RunToEnd, Session};
-use crate::error::Error;
+use crate::error::{kind, Error};
 use crate::gateway::Gateway;
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message, INVALID_REQUEST};
 use crate::mcp::modern;
@@ -387,14 +387,14 @@ fn check_origin(
                 "{what} {value:?} is not allowed (downstream.allowed_{}s)",
                 what.to_lowercase()
             ),
-            "mcp_budget.http.forbidden_origin",
+            kind::HTTP_FORBIDDEN_ORIGIN,
         ))
     };
     let bad_host = |message: String| {
         Box::new(plain_error(
             StatusCode::BAD_REQUEST,
             &message,
-            "mcp_budget.http.bad_host",
+            kind::HTTP_BAD_HOST,
         ))
     };
     let host = match only_header(headers, &header::HOST) {
@@ -540,7 +540,7 @@ fn check_accept(
                 "Accept must list both application/json and text/event-stream \
                  (streamable HTTP, MCP 2025-03-26 and later); got {got}"
             ),
-            "mcp_budget.http.not_acceptable",
+            kind::HTTP_NOT_ACCEPTABLE,
             None,
         ),
     )))
@@ -589,7 +589,7 @@ fn session_of(
         return Err(Box::new(plain_error(
             StatusCode::BAD_REQUEST,
             "missing Mcp-Session-Id header: send initialize first",
-            "mcp_budget.session.missing",
+            kind::SESSION_MISSING,
         )));
     };
     let sessions = lock(&state.sessions);
@@ -598,7 +598,7 @@ fn session_of(
         None => Err(Box::new(plain_error(
             StatusCode::NOT_FOUND,
             "unknown or expired session: initialize again",
-            "mcp_budget.session.unknown",
+            kind::SESSION_UNKNOWN,
         ))),
     }
 }
@@ -803,7 +803,7 @@ async fn handle_post(
         return plain_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "a POST carries one JSON-RPC message: send Content-Type: application/json",
-            "mcp_budget.http.unsupported_media_type",
+            kind::HTTP_UNSUPPORTED_MEDIA_TYPE,
         );
     }
     let limit = state.config.max_message_bytes;
@@ -995,7 +995,7 @@ fn body_timeout(limit: Duration) -> Response {
                  send the whole body without pauses",
                 limit.as_secs_f64()
             ),
-            "mcp_budget.http.body_timeout",
+            kind::HTTP_BODY_TIMEOUT,
             Some(serde_json::json!({ "limit_secs": limit.as_secs_f64() })),
         ),
     );
@@ -1059,7 +1059,7 @@ async fn initialize(state: &Arc<AppState>, message: Message, client: Option<IpAd
         return json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             message.id.unwrap_or(Id::Null),
-            ErrorObject::new(INVALID_REQUEST, refusal, "mcp_budget.session.limit", None),
+            ErrorObject::new(INVALID_REQUEST, refusal, kind::SESSION_LIMIT, None),
         );
     }
     if !state.sweeping.swap(true, Ordering::AcqRel) {
@@ -1190,7 +1190,7 @@ async fn handle_get(
         return plain_error(
             StatusCode::NOT_ACCEPTABLE,
             "GET opens an SSE stream: send Accept: text/event-stream",
-            "mcp_budget.http.not_acceptable",
+            kind::HTTP_NOT_ACCEPTABLE,
         );
     }
     let (_, in_use) = match session_of(&state, headers) {
@@ -1205,7 +1205,7 @@ async fn handle_get(
             return plain_error(
                 StatusCode::CONFLICT,
                 "this session's GET stream is already open: close it before opening another",
-                "mcp_budget.session.stream_conflict",
+                kind::SESSION_STREAM_CONFLICT,
             );
         }
         *current = Some(GetStream {
@@ -1239,7 +1239,7 @@ async fn handle_delete(
         return plain_error(
             StatusCode::BAD_REQUEST,
             "missing Mcp-Session-Id header",
-            "mcp_budget.session.missing",
+            kind::SESSION_MISSING,
         );
     };
     if state.end_session(id) {
@@ -1248,7 +1248,7 @@ async fn handle_delete(
         plain_error(
             StatusCode::NOT_FOUND,
             "unknown or expired session",
-            "mcp_budget.session.unknown",
+            kind::SESSION_UNKNOWN,
         )
     }
 }

@@ -29,6 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::kind;
 use crate::jsonrpc::{ErrorObject, Id, Message, INVALID_REQUEST};
 use crate::policy::{Downstream, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT};
 
@@ -289,7 +290,7 @@ fn refusal_bytes(refusal: &Refusal) -> Vec<u8> {
     let err = ErrorObject::new(
         INVALID_REQUEST,
         refusal.message.as_str(),
-        "mcp_budget.http.too_many_connections",
+        kind::HTTP_TOO_MANY_CONNECTIONS,
         Some(serde_json::json!({ "limit": refusal.limit })),
     );
     let body = Message::error(Id::Null, err).to_bytes();
