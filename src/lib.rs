@@ -35,6 +35,7 @@ pub mod plan;
 pub mod policy;
 pub mod profile;
 pub mod search;
+pub mod server;
 pub mod stack;
 pub mod tokens;
 pub mod upstream;

@@ -24,10 +24,12 @@
 //! the stack) and `listen` (connections).
 //!
 //! ```no_run
-//! # async fn run(gateway: mcp_budget::gateway::Gateway) {
-//! use mcp_budget::downstream::http::{router, HttpConfig};
-//! let mcp = router(mcp_budget::stack::build(gateway.clone()), gateway, HttpConfig::default());
-//! let app: axum::Router = axum::Router::new().nest_service("/mcp", mcp);
+//! # async fn run(server: mcp_budget::server::Server) {
+//! // `Server::router` builds this router on the server's stack (see `server::run` for the
+//! // one-call way to serve it).
+//! let app: axum::Router = axum::Router::new()
+//!     .route("/healthz", axum::routing::get(|| async { "ok" }))
+//!     .merge(server.router("/mcp"));
 //! # let _ = app;
 //! # }
 //! ```
