@@ -231,18 +231,42 @@ pub(super) enum Shape {
     Json,
     /// With JSON, or an SSE stream when server→client messages come before the answer.
     JsonOrSse,
+    /// With an SSE stream only, even for an answer alone.
+    Sse,
 }
 
-/// How a POST may be answered, from its `Accept`. It must accept both answers MCP may give
-/// (2025-03-26 and later, 2026-07-28 too): JSON and an SSE stream. A 2024-11-05 client (the
-/// era before streamable HTTP, whose clients expect JSON answers) needs only JSON, or no
-/// `Accept` at all; `http_sse_era` says whether the client speaks it, asked only then.
-/// `None`: 406.
-pub(super) fn reply_shape(accepts: Accepts, http_sse_era: impl FnOnce() -> bool) -> Option<Shape> {
+/// How a POST may be answered, from its `Accept`; `None`: 406.
+///
+/// The spec asks clients to accept both answers MCP may give (2025-03-26 and later,
+/// 2026-07-28 too): JSON and an SSE stream. Real hosts do not all do so (some proxies send
+/// only `text/event-stream`, some CLIs only `application/json`, some nothing), and each of
+/// them can still be served: so by default a POST that accepts either is answered in a shape it
+/// accepts (JSON when it did not accept SSE, SSE when it did not accept JSON), and one without
+/// `Accept` (which RFC 9110 reads as "anything") gets plain JSON, the shape every client reads.
+/// Only an `Accept` that names neither is refused.
+///
+/// With `strict` (`[downstream] strict_accept`) the spec's rule holds: both, except that a
+/// 2024-11-05 client (the era before streamable HTTP, whose clients expect JSON answers) needs
+/// only JSON or no `Accept` at all; `http_sse_era` says whether the client speaks it, asked
+/// only then.
+pub(super) fn reply_shape(
+    accepts: Accepts,
+    strict: bool,
+    http_sse_era: impl FnOnce() -> bool,
+) -> Option<Shape> {
     if accepts.json && accepts.sse {
         return Some(Shape::JsonOrSse);
     }
-    ((accepts.json || !accepts.present) && http_sse_era()).then_some(Shape::Json)
+    if strict {
+        return ((accepts.json || !accepts.present) && http_sse_era()).then_some(Shape::Json);
+    }
+    if accepts.json || !accepts.present {
+        Some(Shape::Json)
+    } else if accepts.sse {
+        Some(Shape::Sse)
+    } else {
+        None
+    }
 }
 
 /// Whether the request itself says it speaks 2024-11-05: its `MCP-Protocol-Version` header or
@@ -268,16 +292,25 @@ pub(super) fn http_sse_era_of(headers: &HeaderMap, message: &Message) -> Option<
 }
 
 /// The refusal of a POST whose `Accept` allows no answer ([`reply_shape`] said `None`).
-pub(super) fn not_acceptable(headers: &HeaderMap, message: &Message) -> NotAcceptable {
+pub(super) fn not_acceptable(
+    headers: &HeaderMap,
+    message: &Message,
+    strict: bool,
+) -> NotAcceptable {
     let got = headers.get(header::ACCEPT).map_or("none".into(), |v| {
         format!("{:?}", String::from_utf8_lossy(v.as_bytes()))
     });
+    let message_text = if strict {
+        format!(
+            "Accept must list both application/json and text/event-stream \
+             (streamable HTTP, MCP 2025-03-26 and later; downstream.strict_accept); got {got}"
+        )
+    } else {
+        format!("Accept must list application/json or text/event-stream (or */*); got {got}")
+    };
     NotAcceptable {
         id: message.id.clone().unwrap_or(Id::Null),
-        message: format!(
-            "Accept must list both application/json and text/event-stream \
-             (streamable HTTP, MCP 2025-03-26 and later); got {got}"
-        ),
+        message: message_text,
     }
 }
 

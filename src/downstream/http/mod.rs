@@ -86,6 +86,9 @@ pub struct HttpConfig {
     pub max_outbound_messages: NonZeroUsize,
     /// Deepest nesting of objects and arrays accepted in a message (the message is level 1).
     pub max_json_depth: usize,
+    /// Refuse a POST that does not accept both JSON and SSE (`[downstream] strict_accept`);
+    /// otherwise it is answered in a shape it accepts.
+    pub strict_accept: bool,
 }
 
 impl Default for HttpConfig {
@@ -106,6 +109,7 @@ impl From<&Downstream> for HttpConfig {
             session_idle: d.session_idle,
             max_outbound_messages: d.max_outbound_messages,
             max_json_depth: d.max_json_depth,
+            strict_accept: d.strict_accept,
         }
     }
 }

@@ -42,12 +42,13 @@ pub(super) async fn handle_post(
         Ok(message) => message,
         Err(resp) => return resp,
     };
-    let shape = checks::reply_shape(checks::accepts(&headers), || {
+    let strict = state.config.strict_accept;
+    let shape = checks::reply_shape(checks::accepts(&headers), strict, || {
         checks::http_sse_era_of(&headers, &message)
             .unwrap_or_else(|| state.session_speaks(&headers, super::HTTP_SSE_ERA))
     });
     let Some(shape) = shape else {
-        return checks::not_acceptable(&headers, &message).into_response();
+        return checks::not_acceptable(&headers, &message, strict).into_response();
     };
     let era = match checks::post_era(&message, &headers) {
         Ok(era) => era,
@@ -88,7 +89,10 @@ pub(super) async fn handle_post(
     };
     match shape {
         Shape::Json => json_only(call).await,
-        Shape::JsonOrSse => json_or_sse(call, state.config.max_outbound_messages).await,
+        Shape::JsonOrSse | Shape::Sse => {
+            let sse_only = shape == Shape::Sse;
+            json_or_sse(call, state.config.max_outbound_messages, sse_only).await
+        }
     }
 }
 
@@ -190,10 +194,14 @@ struct Call<'a> {
     modern: bool,
 }
 
-/// A request answered with JSON, unless the server talks to the client before the answer is
-/// ready; then with an SSE stream that ends with the answer. The stream holds at most
-/// `max_outbound` messages the client has not read.
-async fn json_or_sse(call: Call<'_>, max_outbound: std::num::NonZeroUsize) -> Response {
+/// A request answered with JSON (with `sse_only`, a stream of the answer alone), unless the
+/// server talks to the client before the answer is ready; then with an SSE stream that ends
+/// with the answer. The stream holds at most `max_outbound` messages the client has not read.
+async fn json_or_sse(
+    call: Call<'_>,
+    max_outbound: std::num::NonZeroUsize,
+    sse_only: bool,
+) -> Response {
     let Call {
         service,
         message,
@@ -215,18 +223,18 @@ async fn json_or_sse(call: Call<'_>, max_outbound: std::num::NonZeroUsize) -> Re
         reply = &mut call => {
             cancel_on_close.disarm();
             return match reply {
-                Ok(Some(reply)) => answer(&reply, modern),
+                Ok(Some(reply)) => reply::answer_alone(&reply, modern, sse_only),
                 _ => reply::accepted(),
             };
         },
     };
     // The channel closes when the request is done without a server→client message: then the
-    // answer is plain JSON.
+    // answer comes alone.
     let Some(first) = first else {
         let reply = call.await;
         cancel_on_close.disarm();
         return match reply {
-            Ok(Some(reply)) => answer(&reply, modern),
+            Ok(Some(reply)) => reply::answer_alone(&reply, modern, sse_only),
             _ => reply::accepted(),
         };
     };

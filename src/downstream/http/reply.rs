@@ -75,6 +75,20 @@ pub(super) fn answer(reply: &Message, modern: bool) -> Response {
     resp
 }
 
+/// A request's answer when nothing came before it: JSON ([`answer`]), or for a client that
+/// accepts only SSE (`sse`) a stream of that one event, with the same status.
+pub(super) fn answer_alone(reply: &Message, modern: bool, sse: bool) -> Response {
+    if !sse {
+        return answer(reply, modern);
+    }
+    let event = sse_event(reply);
+    let mut resp = sse_response(futures::stream::once(async move { event }), None);
+    if let (true, Some(err)) = (modern, &reply.error) {
+        *resp.status_mut() = modern_status(err.code);
+    }
+    resp
+}
+
 pub(super) fn json_response(msg: &Message, session: Option<&str>) -> Response {
     let mut resp = (
         StatusCode::OK,

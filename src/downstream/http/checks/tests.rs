@@ -203,14 +203,34 @@ fn accepting(v: &str) -> Accepts {
 #[test]
 fn a_post_is_answered_in_a_shape_its_accept_allows() {
     let both = accepting("application/json, text/event-stream");
-    assert_eq!(reply_shape(both, || unreachable!()), Some(Shape::JsonOrSse));
-    // JSON only, or no Accept: only for a 2024-11-05 client.
     let json = accepting("application/json");
-    assert_eq!(reply_shape(json, || true), Some(Shape::Json));
-    assert_eq!(reply_shape(json, || false), None);
-    assert_eq!(reply_shape(Accepts::default(), || true), Some(Shape::Json));
-    assert_eq!(reply_shape(accepting("text/event-stream"), || true), None);
-    assert_eq!(reply_shape(accepting("text/html"), || true), None);
+    let sse = accepting("text/event-stream");
+    let none = Accepts::default();
+    let html = accepting("text/html");
+    for strict in [false, true] {
+        assert_eq!(
+            reply_shape(both, strict, || unreachable!()),
+            Some(Shape::JsonOrSse)
+        );
+        assert_eq!(reply_shape(html, strict, || true), None);
+    }
+    // Lenient (the default): either type, or none, in a shape the client reads; the era is not
+    // asked.
+    assert_eq!(
+        reply_shape(json, false, || unreachable!()),
+        Some(Shape::Json)
+    );
+    assert_eq!(reply_shape(sse, false, || unreachable!()), Some(Shape::Sse));
+    assert_eq!(
+        reply_shape(none, false, || unreachable!()),
+        Some(Shape::Json)
+    );
+    // Strict: JSON only, or no Accept, only for a 2024-11-05 client.
+    assert_eq!(reply_shape(json, true, || true), Some(Shape::Json));
+    assert_eq!(reply_shape(json, true, || false), None);
+    assert_eq!(reply_shape(none, true, || true), Some(Shape::Json));
+    assert_eq!(reply_shape(none, true, || false), None);
+    assert_eq!(reply_shape(sse, true, || true), None);
 }
 
 fn message(json: &str) -> Message {
