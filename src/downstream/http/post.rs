@@ -358,15 +358,21 @@ impl Drop for CancelOnClose {
         let Some(service) = self.service.take() else {
             return;
         };
-        let params = serde_json::json!({
-            "requestId": self.id,
-            "reason": "the client closed the response stream",
-        });
+        /// Serialized straight to JSON text, not through a `Value`: an id like `1e3` keeps
+        /// its exact text (a `Value` would make it `1000.0`, an id the client never sent).
+        #[derive(serde::Serialize)]
+        struct Cancelled<'a> {
+            #[serde(rename = "requestId")]
+            request_id: &'a Id,
+            reason: &'a str,
+        }
+        let params = serde_json::value::to_raw_value(&Cancelled {
+            request_id: &self.id,
+            reason: "the client closed the response stream",
+        })
+        .expect("an id and a string always serialize");
         let request = McpRequest {
-            message: Message::notification(
-                "notifications/cancelled",
-                Some(crate::jsonrpc::to_raw(&params)),
-            ),
+            message: Message::notification("notifications/cancelled", Some(params)),
             caller: Caller::new(self.session.clone()),
         };
         tokio::spawn(service.oneshot(request));
