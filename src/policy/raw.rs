@@ -1,5 +1,5 @@
 //! The policy file's shape, as written in TOML. Validated into [`super::Policy`] by
-//! [`super::validate`].
+//! `validate`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -111,7 +111,7 @@ tokio::task_local! {
 }
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, then gives open connections
-/// [`GRACE`] to finish; with the default limits ([`ListenConfig::default`]).
+/// two seconds to finish; with the default limits ([`ListenConfig::default`]).
 ///
 /// ```no_run
 /// # async fn run(app: axum::Router) -> std::io::Result<()> {
