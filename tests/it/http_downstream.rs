@@ -193,6 +193,24 @@ async fn raw(addr: &str, head: &str, body: &str) -> (u16, Value) {
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
+/// A 2026-07-28 `server/discover` (id 3) from a client that accepts only JSON.
+async fn modern_discover_json_only(client: &reqwest::Client, url: &str) -> reqwest::Response {
+    let modern = json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "server/discover")
+        .body(modern.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
 /// HTTP hygiene: a POST must be `Content-Type: application/json` (415), accept both JSON and
 /// SSE from 2025-03-26 on with `strict_accept` (406; 2024-11-05 clients need only JSON; the
 /// default is lenient, see the next test), and carry exactly one
@@ -295,20 +313,7 @@ async fn http_hygiene_content_type_accept_host_and_origin() {
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     // A 2026-07-28 request must accept both too.
-    let modern = json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let resp = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "server/discover")
-        .body(modern.to_string())
-        .send()
-        .await
-        .unwrap();
+    let resp = modern_discover_json_only(&client, &url).await;
     assert_eq!(resp.status().as_u16(), 406);
 
     // Host: exactly one, an authority only.
@@ -444,20 +449,7 @@ async fn lenient_accept_answers_in_a_shape_the_client_reads() {
     assert_eq!((status, answer["id"].clone()), (200, json!(2)), "{answer}");
 
     // A 2026-07-28 request that accepts JSON only.
-    let modern = json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let resp = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "server/discover")
-        .body(modern.to_string())
-        .send()
-        .await
-        .unwrap();
+    let resp = modern_discover_json_only(&client, &url).await;
     assert_eq!(resp.status().as_u16(), 200);
     let answer: Value = resp.json().await.unwrap();
     assert_eq!(answer["id"], 3, "{answer}");
