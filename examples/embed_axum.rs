@@ -4,16 +4,16 @@
 //! cargo run --example embed_axum -- policies/default.toml
 //! curl -s localhost:3000/healthz
 //! ```
-//! The MCP endpoint is then `http://127.0.0.1:3000/mcp`, next to the app's own routes.
+//! The MCP endpoint is then `http://127.0.0.1:3000/mcp`, next to the app's own routes. (To
+//! serve MCP alone, `mcp_budget::server::run(listener, policy, shutdown)` is the one call.)
 
 use std::path::PathBuf;
 
 use axum::routing::get;
 use axum::Router;
-use mcp_budget::downstream::http::{router, HttpConfig};
-use mcp_budget::gateway::Gateway;
+use mcp_budget::downstream::http::{serve_with, ListenConfig};
 use mcp_budget::policy::Policy;
-use mcp_budget::stack;
+use mcp_budget::server::{Server, MCP_PATH, READY_TIMEOUT};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -23,23 +23,22 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| "policies/default.toml".into())
         .into();
     let policy = Policy::load(&path)?;
+    let limits = ListenConfig::from(&policy.downstream);
     let shutdown = CancellationToken::new();
-    let gateway = Gateway::start(policy.clone(), shutdown.clone());
-    gateway.wait_ready(std::time::Duration::from_secs(30)).await;
+    let server = Server::start(policy, READY_TIMEOUT, shutdown.clone()).await;
 
-    let mcp = router(
-        stack::build(gateway.clone()),
-        gateway.clone(),
-        HttpConfig::from(&policy.downstream),
-    );
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .nest_service("/mcp", mcp);
+        .merge(server.router(MCP_PATH));
 
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::signal::ctrl_c().await.unwrap_or(());
+        stop.cancel();
+    });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async { tokio::signal::ctrl_c().await.unwrap_or(()) })
-        .await?;
-    gateway.shutdown().await;
+    // The gateway's listener: connection caps and header timeouts of `[downstream]`.
+    serve_with(listener, app, shutdown, limits).await;
+    server.stop().await;
     Ok(())
 }

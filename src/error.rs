@@ -12,6 +12,8 @@
 //! assert_eq!(obj.kind().as_deref(), Some("mcp_budget.upstream.unavailable"));
 //! ```
 
+pub mod kind;
+
 use std::time::Duration;
 
 use serde_json::json;
@@ -129,6 +131,23 @@ pub enum Error {
 }
 
 impl Error {
+    /// [`Error::InvalidParams`] for `method`: what a handler answers when its params do not
+    /// have the shape it reads.
+    ///
+    /// ```
+    /// use mcp_budget::error::{kind, Error};
+    ///
+    /// let err = Error::invalid_params("tools/call", "params.name must be a string");
+    /// assert_eq!(err.to_error_object().kind().as_deref(), Some(kind::REQUEST_INVALID_PARAMS));
+    /// ```
+    #[must_use]
+    pub fn invalid_params(method: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::InvalidParams {
+            method: method.into(),
+            reason: reason.into(),
+        }
+    }
+
     /// The JSON-RPC error object for this error, with its stable `data.type`.
     #[must_use]
     pub fn to_error_object(&self) -> ErrorObject {
@@ -136,17 +155,17 @@ impl Error {
         let (code, kind, extra) = match self {
             Self::UpstreamUnavailable { upstream, .. } => (
                 UPSTREAM_ERROR,
-                "mcp_budget.upstream.unavailable",
+                kind::UPSTREAM_UNAVAILABLE,
                 Some(json!({ "upstream": upstream })),
             ),
             Self::UpstreamTimeout { upstream, timeout } => (
                 UPSTREAM_ERROR,
-                "mcp_budget.upstream.timeout",
+                kind::UPSTREAM_TIMEOUT,
                 Some(json!({ "upstream": upstream, "timeout_ms": timeout.as_millis() })),
             ),
             Self::UpstreamProtocol { upstream, .. } => (
                 UPSTREAM_ERROR,
-                "mcp_budget.upstream.protocol",
+                kind::UPSTREAM_PROTOCOL,
                 Some(json!({ "upstream": upstream })),
             ),
             Self::NotFound { what, name } => {
@@ -155,37 +174,35 @@ impl Error {
                     // As servers answer an unknown resource (2026-07-28 SHOULD).
                     data["uri"] = json!(name);
                 }
-                (INVALID_PARAMS, "mcp_budget.catalog.not_found", Some(data))
+                (INVALID_PARAMS, kind::CATALOG_NOT_FOUND, Some(data))
             }
-            Self::MethodNotFound(_) => (METHOD_NOT_FOUND, "mcp_budget.method.not_found", None),
-            Self::InvalidParams { .. } => {
-                (INVALID_PARAMS, "mcp_budget.request.invalid_params", None)
-            }
+            Self::MethodNotFound(_) => (METHOD_NOT_FOUND, kind::METHOD_NOT_FOUND, None),
+            Self::InvalidParams { .. } => (INVALID_PARAMS, kind::REQUEST_INVALID_PARAMS, None),
             Self::TooLarge { size, limit } => (
                 TOO_LARGE,
-                "mcp_budget.request.too_large",
+                kind::REQUEST_TOO_LARGE,
                 Some(json!({ "size": size, "limit": limit })),
             ),
-            Self::Session(_) => (INVALID_REQUEST, "mcp_budget.session.invalid", None),
+            Self::Session(_) => (INVALID_REQUEST, kind::SESSION_INVALID, None),
             Self::ClientInput {
                 upstream,
                 missing_capability: Some(capability),
                 ..
             } => (
                 crate::mcp::modern::MISSING_CAPABILITY,
-                "mcp_budget.client.missing_capability",
+                kind::CLIENT_MISSING_CAPABILITY,
                 Some(
                     json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } }),
                 ),
             ),
             Self::ClientInput { upstream, .. } => (
                 UPSTREAM_ERROR,
-                "mcp_budget.client.input_failed",
+                kind::CLIENT_INPUT_FAILED,
                 Some(json!({ "upstream": upstream })),
             ),
             Self::UnknownRequest { id } => (
                 INVALID_REQUEST,
-                "mcp_budget.route.unknown_request",
+                kind::ROUTE_UNKNOWN_REQUEST,
                 Some(json!({ "id": id })),
             ),
             Self::Unroutable {
@@ -195,14 +212,14 @@ impl Error {
             } => (
                 METHOD_NOT_FOUND,
                 if *ambiguous {
-                    "mcp_budget.route.ambiguous"
+                    kind::ROUTE_AMBIGUOUS
                 } else {
-                    "mcp_budget.route.no_client"
+                    kind::ROUTE_NO_CLIENT
                 },
                 Some(json!({ "upstream": upstream })),
             ),
-            Self::ShuttingDown => (UPSTREAM_ERROR, "mcp_budget.gateway.shutting_down", None),
-            Self::Internal(_) => (INTERNAL_ERROR, "mcp_budget.internal", None),
+            Self::ShuttingDown => (UPSTREAM_ERROR, kind::GATEWAY_SHUTTING_DOWN, None),
+            Self::Internal(_) => (INTERNAL_ERROR, kind::INTERNAL, None),
         };
         ErrorObject::new(code, message, kind, extra)
     }

@@ -26,6 +26,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::error::kind;
+
 /// JSON-RPC error code: invalid JSON was received.
 pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC error code: the JSON sent is not a valid request object.
@@ -363,17 +365,12 @@ impl DecodeError {
     #[must_use]
     pub fn to_response(&self) -> Message {
         let (code, kind, id, extra) = match self {
-            Self::Parse(_) => (PARSE_ERROR, "mcp_budget.request.parse", None, None),
-            Self::Invalid { id, .. } => (
-                INVALID_REQUEST,
-                "mcp_budget.request.invalid",
-                id.clone(),
-                None,
-            ),
-            Self::Batch => (INVALID_REQUEST, "mcp_budget.request.batch", None, None),
+            Self::Parse(_) => (PARSE_ERROR, kind::REQUEST_PARSE, None, None),
+            Self::Invalid { id, .. } => (INVALID_REQUEST, kind::REQUEST_INVALID, id.clone(), None),
+            Self::Batch => (INVALID_REQUEST, kind::REQUEST_BATCH, None, None),
             Self::TooDeep { limit, id } => (
                 INVALID_REQUEST,
-                "mcp_budget.request.too_deep",
+                kind::REQUEST_TOO_DEEP,
                 id.clone(),
                 Some(serde_json::json!({ "limit": limit })),
             ),

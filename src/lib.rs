@@ -5,15 +5,41 @@
 //! fits a budget (compressed descriptions, or progressive discovery through meta-tools) while
 //! keeping tool lists byte-stable for provider prompt caches.
 //!
+//! Serving it is one call, [`server::run`]`(listener, policy, shutdown)`.
+//!
 //! # Layout
 //!
-//! - [`jsonrpc`]: the lossless envelope (raw `params` / `result`).
-//! - [`policy`]: TOML policy → validated [`policy::Policy`].
+//! The pure core (no I/O):
+//!
+//! - [`jsonrpc`]: the lossless JSON-RPC envelope (raw `params` / `result`, exact ids).
+//! - [`mcp`]: protocol facts: eras, `_meta` keys, HTTP header rules, translation between eras.
+//! - [`error`]: runtime errors, their JSON-RPC form, and the stable `data.type` kinds.
 //! - [`catalog`]: the catalog value (every upstream's lists, exposed names, collisions) the
 //!   gateway publishes; saved `tools/list` files.
-//! - [`tokens`], [`compress`], [`plan`], [`search`], [`discover`]: the pure core;
-//!   [`listing`]: the one function from catalog and rules to the `tools/list` a host receives.
-//! - [`error`]: runtime errors and their JSON-RPC form.
+//! - [`canonical`]: tool definitions in one byte form, for provider prompt caches.
+//! - [`naming`]: namespaced tool names valid for every LLM API.
+//! - [`tokens`]: what a tool costs a host model, in tokens.
+//! - [`profile`]: model profiles: token costs and how many tools a model handles well.
+//! - [`compress`]: shorter descriptions and schemas, level by level.
+//! - [`plan`]: the exposure that fits a budget (levels, a hybrid of listed and searchable
+//!   tools, or discovery).
+//! - [`listing`]: the one function from catalog and rules to the `tools/list` a host receives.
+//! - [`search`]: tool search behind `search_tools`.
+//! - [`discover`]: the meta-tools of progressive discovery.
+//! - [`policy`]: the TOML policy file → a validated [`policy::Policy`].
+//!
+//! The aggregate wing (I/O):
+//!
+//! - [`upstream`]: clients of the MCP servers behind the gateway (stdio children, HTTP).
+//! - [`gateway`]: the aggregator: many upstreams behind one MCP server.
+//! - [`context`]: what travels through the stack: a message and who sent it.
+//! - [`layer`]: the tower layers (recover, trace, era, budget), one module each.
+//! - [`stack`]: the one place that orders the layers.
+//! - [`downstream`]: how hosts reach the gateway: stdio and streamable HTTP.
+//! - [`server`]: start, serve, stop: the library entry the binary wraps.
+//! - [`llm_api`]: cache-stable tool lists on the LLM-API side (Anthropic, `OpenAI`).
+//! - `cli` (feature `cli`): the offline commands `check`, `inspect`, `render`, `search`,
+//!   `calibrate`.
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod canonical;
@@ -39,6 +65,7 @@ pub mod plan;
 pub mod policy;
 pub mod profile;
 pub mod search;
+pub mod server;
 pub mod stack;
 pub mod tokens;
 pub mod upstream;

@@ -1,12 +1,12 @@
-//! `mcp-budget serve`: start upstreams, print the summary, serve until a signal or EOF.
+//! `mcp-budget serve`: the process around [`mcp_budget::server`]: tracing, the runtime, the
+//! startup summary, signals, and stdin/stdout as the stdio transport.
 #![allow(clippy::print_stderr)]
 
 use std::time::Duration;
 
-use mcp_budget::downstream;
-use mcp_budget::gateway::{summary_lines, Gateway};
+use mcp_budget::gateway::summary_lines;
 use mcp_budget::policy::Policy;
-use mcp_budget::stack;
+use mcp_budget::server::{Server, Stdio, MCP_PATH};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) fn run(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
@@ -45,32 +45,60 @@ fn init_tracing() {
 async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
     let started = tokio::time::Instant::now();
     let shutdown = CancellationToken::new();
-    let gateway = Gateway::start(policy.clone(), shutdown.clone());
-    let summaries = gateway.wait_ready(ready_timeout).await;
+    let server = Server::start(policy, ready_timeout, shutdown.clone()).await;
+    print_summary(&server, started);
+    let policy = server.policy();
+    let listener = match policy.downstream.http {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            eprintln!("  listening on http://{}{MCP_PATH}", listener.local_addr()?);
+            Some(listener)
+        }
+        None => None,
+    };
+    let stdio = policy.downstream.stdio.then(|| {
+        eprintln!("  serving MCP on stdio");
+        let (input, output) = stdio_streams();
+        Stdio::new(input, output)
+    });
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
+            _ = sigterm.recv() => tracing::info!("SIGTERM received; shutting down"),
+            () = stop.cancelled() => return,
+        }
+        stop.cancel();
+    });
+    server.serve(listener, stdio).await;
+    Ok(())
+}
+
+/// The startup summary on stderr: each upstream, then the budget plan.
+fn print_summary(server: &Server, started: tokio::time::Instant) {
     eprintln!(
         "mcp-budget {} — {} upstream(s) in {} ms",
         env!("CARGO_PKG_VERSION"),
-        summaries.len(),
+        server.upstreams().len(),
         started.elapsed().as_millis()
     );
-    for (name, line) in summary_lines(&summaries) {
+    for (name, line) in summary_lines(server.upstreams()) {
         eprintln!("  {name:<20} {line}");
     }
-    for collision in gateway.snapshot().collisions() {
+    for collision in server.collisions() {
         eprintln!("  collision: {collision}");
     }
-    let (service, budget) = stack::build_with_budget(gateway.clone());
-    match &budget {
-        Some(budget) => {
-            let s = budget.summary();
-            let model = &policy.budget.model;
+    let policy = server.policy();
+    match server.plan() {
+        Some(s) => {
             eprintln!(
                 "  tools: {} → {} listed; tokens {} → {} ({} budget {} at {}%) plan {}",
                 s.tools,
                 s.exposed,
                 s.tokens_before,
                 s.tokens_after,
-                model,
+                policy.budget.model,
                 s.budget_tokens,
                 f64::from(policy.budget.threshold_bp) / 100.0,
                 s.rung
@@ -84,48 +112,6 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
         }
         None => eprintln!("  budget: off (tool lists pass through)"),
     }
-
-    let mut tasks = tokio::task::JoinSet::new();
-    if let Some(addr) = policy.downstream.http {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        eprintln!("  listening on http://{}/mcp", listener.local_addr()?);
-        let app = downstream::http::router_at(
-            "/mcp",
-            service.clone(),
-            gateway.clone(),
-            (&policy.downstream).into(),
-        );
-        let stop = shutdown.clone();
-        let limits = downstream::http::ListenConfig::from(&policy.downstream);
-        tasks.spawn(downstream::http::serve_with(listener, app, stop, limits));
-    }
-    if policy.downstream.stdio {
-        eprintln!("  serving MCP on stdio");
-        let gateway = gateway.clone();
-        let service = service.clone();
-        let config = (&policy.downstream).into();
-        let stop = shutdown.clone();
-        tasks.spawn(async move {
-            let (input, output) = stdio_streams();
-            downstream::stdio::serve(service, &gateway, input, output, config).await;
-            // The host closed stdin: that is how stdio clients say goodbye.
-            stop.cancel();
-        });
-    }
-
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
-        _ = sigterm.recv() => tracing::info!("SIGTERM received; shutting down"),
-        () = shutdown.cancelled() => tracing::info!("Input closed; shutting down"),
-    }
-    shutdown.cancel();
-    gateway.shutdown().await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    Ok(())
 }
 
 type Input = Box<dyn tokio::io::AsyncRead + Unpin + Send>;

@@ -67,6 +67,21 @@ async fn exercise<S: rmcp::service::Service<rmcp::RoleClient>>(
     assert_ne!(res.is_error, Some(true));
 }
 
+/// Connects to the streamable HTTP endpoint `url`, runs [`exercise`] and disconnects.
+async fn exercise_over_http(url: &str) {
+    let client = tokio::time::timeout(
+        Duration::from_secs(30),
+        config().serve(StreamableHttpClientTransport::from_uri(url)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    tokio::time::timeout(Duration::from_secs(60), exercise(&client))
+        .await
+        .unwrap();
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn rmcp_over_stdio() {
     let dir = tempfile::tempdir().unwrap();
@@ -110,16 +125,28 @@ async fn rmcp_over_http() {
     .await
     .unwrap();
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let client = tokio::time::timeout(
-        Duration::from_secs(30),
-        config().serve(StreamableHttpClientTransport::from_uri(url.as_str())),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    tokio::time::timeout(Duration::from_secs(60), exercise(&client))
-        .await
-        .unwrap();
-    client.cancel().await.unwrap();
+    exercise_over_http(&url).await;
     gateway.kill().await.unwrap();
+}
+
+/// The library entry: `server::run` on an ephemeral port, in this process, serves the same
+/// endpoint as the binary, and returns once shutdown is cancelled (upstreams stopped).
+#[tokio::test(flavor = "multi_thread")]
+async fn rmcp_over_an_embedded_server_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = mcp_budget::policy::Policy::load(&policy(dir.path())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}{}",
+        listener.local_addr().unwrap(),
+        mcp_budget::server::MCP_PATH
+    );
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let served = tokio::spawn(mcp_budget::server::run(listener, policy, shutdown.clone()));
+    exercise_over_http(&url).await;
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("server::run returns after shutdown")
+        .unwrap();
 }

@@ -18,6 +18,7 @@
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
+use crate::error::kind;
 use crate::jsonrpc::{to_raw, ErrorObject, Message, INVALID_PARAMS, METHOD_NOT_FOUND};
 
 /// The stateless protocol revision.
@@ -106,7 +107,7 @@ pub fn check_envelope(msg: &Message) -> Result<(), ErrorObject> {
         Err(ErrorObject::new(
             INVALID_PARAMS,
             message,
-            "mcp_budget.protocol.invalid_envelope",
+            kind::PROTOCOL_INVALID_ENVELOPE,
             None,
         ))
     };
@@ -139,7 +140,7 @@ pub fn removed_method(method: &str) -> ErrorObject {
     ErrorObject::new(
         METHOD_NOT_FOUND,
         format!("method {method:?} does not exist in protocol version {MODERN_VERSION}"),
-        "mcp_budget.method.not_found",
+        kind::METHOD_NOT_FOUND,
         None,
     )
 }
@@ -170,7 +171,7 @@ pub fn unsupported_version(requested: &str) -> ErrorObject {
             "protocol version {requested:?} is not supported; supported: {}",
             MODERN_VERSIONS.join(", ")
         ),
-        "mcp_budget.protocol.unsupported_version",
+        kind::PROTOCOL_UNSUPPORTED_VERSION,
         Some(json!({"supported": MODERN_VERSIONS, "requested": requested})),
     )
 }
@@ -181,7 +182,7 @@ pub fn header_mismatch(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(
         HEADER_MISMATCH,
         message,
-        "mcp_budget.protocol.header_mismatch",
+        kind::PROTOCOL_HEADER_MISMATCH,
         None,
     )
 }

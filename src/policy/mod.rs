@@ -143,6 +143,8 @@ pub struct Downstream {
     pub max_outbound_messages: NonZeroUsize,
     /// Deepest nesting of objects and arrays in a client message (the message is level 1).
     pub max_json_depth: usize,
+    /// Whether an HTTP POST must accept both JSON and SSE (`strict_accept`).
+    pub strict_accept: bool,
 }
 
 impl Default for Downstream {
@@ -161,6 +163,7 @@ impl Default for Downstream {
             session_idle: DEFAULT_SESSION_IDLE,
             max_json_depth: DEFAULT_MAX_JSON_DEPTH,
             max_outbound_messages: DEFAULT_MAX_OUTBOUND_MESSAGES,
+            strict_accept: false,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The policy file's shape, as written in TOML. Validated into [`super::Policy`] by
-//! [`super::validate`].
+//! `validate`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -71,6 +71,12 @@ pub struct RawDownstream {
     /// stream (a session's GET stream, a POST's SSE answer); on stdio, stdin is not read while
     /// that many wait, and at most that many requests are in flight. Default: 1024.
     pub max_outbound_messages: Option<usize>,
+    /// Refuse (406) a POST whose `Accept` does not list both `application/json` and
+    /// `text/event-stream`, as the streamable HTTP spec asks of clients (2024-11-05 clients
+    /// still need only JSON). Default: false: a POST that accepts either is answered in a shape
+    /// it accepts.
+    #[serde(default)]
+    pub strict_accept: bool,
 }
 
 /// `[aggregate]`.

@@ -297,6 +297,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                 session_idle,
                 max_json_depth,
                 max_outbound_messages,
+                strict_accept: raw.downstream.strict_accept,
             },
             separator,
             source: super::Source(Some(text.into())),

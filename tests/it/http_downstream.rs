@@ -193,13 +193,32 @@ async fn raw(addr: &str, head: &str, body: &str) -> (u16, Value) {
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
+/// A 2026-07-28 `server/discover` (id 3) from a client that accepts only JSON.
+async fn modern_discover_json_only(client: &reqwest::Client, url: &str) -> reqwest::Response {
+    let modern = json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "server/discover")
+        .body(modern.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
 /// HTTP hygiene: a POST must be `Content-Type: application/json` (415), accept both JSON and
-/// SSE from 2025-03-26 on (406; 2024-11-05 clients need only JSON), and carry exactly one
+/// SSE from 2025-03-26 on with `strict_accept` (406; 2024-11-05 clients need only JSON; the
+/// default is lenient, see the next test), and carry exactly one
 /// `Host` that is an authority only (400) naming this server (403); an `Origin` must be a real
 /// origin (`null` gets 403). Good requests are served between the refusals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_hygiene_content_type_accept_host_and_origin() {
-    let gw = Gateway::start("http-hygiene", Mode::Http, &[]).await;
+    let gw = Gateway::start_with("http-hygiene", Mode::Http, "strict_accept = true", &[]).await;
     let url = gw.url().to_owned();
     let addr = url
         .trim_start_matches("http://")
@@ -294,20 +313,7 @@ async fn http_hygiene_content_type_accept_host_and_origin() {
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     // A 2026-07-28 request must accept both too.
-    let modern = json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let resp = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "server/discover")
-        .body(modern.to_string())
-        .send()
-        .await
-        .unwrap();
+    let resp = modern_discover_json_only(&client, &url).await;
     assert_eq!(resp.status().as_u16(), 406);
 
     // Host: exactly one, an authority only.
@@ -353,6 +359,110 @@ async fn http_hygiene_content_type_accept_host_and_origin() {
     let no_accept = format!("Host: {addr}\r\nContent-Type: application/json\r\n");
     let (status, body) = raw(&addr, &no_accept, &init("2025-06-18")).await;
     assert_eq!(status, 406, "{body}");
+    gw.stop_and_check().await;
+}
+
+/// By default a POST that accepts either JSON or SSE is answered in a shape it accepts: JSON
+/// for `application/json` alone or no `Accept`, an SSE stream (of the answer alone) for
+/// `text/event-stream` alone; 2026-07-28 requests too. An `Accept` naming neither still gets
+/// 406 `mcp_budget.http.not_acceptable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lenient_accept_answers_in_a_shape_the_client_reads() {
+    let gw = Gateway::start(
+        "http-lenient-accept",
+        Mode::Http,
+        &[Up::fake("fake", "hang")],
+    )
+    .await;
+    let url = gw.url().to_owned();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let client = reqwest::Client::new();
+    let post = |accept: &str, session: Option<&str>, body: &Value| {
+        let mut req = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .body(body.to_string());
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let content_type = resp
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            let session = resp
+                .headers()
+                .get("mcp-session-id")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (status, content_type, session, resp.text().await.unwrap())
+        }
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "it-lenient", "version": "0"}}});
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+
+    // JSON only: a session opens, and requests are answered with JSON.
+    let (status, content_type, session, body) = post("application/json", None, &init).await;
+    assert_eq!(
+        (status, content_type.as_str()),
+        (200, "application/json"),
+        "{body}"
+    );
+    let session = session.expect("a session");
+    let (status, content_type, _, body) = post("application/json", Some(&session), &list).await;
+    assert_eq!(
+        (status, content_type.as_str()),
+        (200, "application/json"),
+        "{body}"
+    );
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["id"], 2, "{body}");
+    assert!(answer["result"]["tools"].is_array(), "{body}");
+
+    // SSE only: the answer comes as one event.
+    let (status, content_type, _, body) = post("text/event-stream", Some(&session), &list).await;
+    assert_eq!(
+        (status, content_type.as_str()),
+        (200, "text/event-stream"),
+        "{body}"
+    );
+    let data = body
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .expect("an event");
+    let answer: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(answer["id"], 2, "{body}");
+    assert!(answer["result"]["tools"].is_array(), "{body}");
+
+    // No Accept at all: JSON.
+    let head =
+        format!("Host: {addr}\r\nContent-Type: application/json\r\nMcp-Session-Id: {session}\r\n");
+    let (status, answer) = raw(&addr, &head, &list.to_string()).await;
+    assert_eq!((status, answer["id"].clone()), (200, json!(2)), "{answer}");
+
+    // A 2026-07-28 request that accepts JSON only.
+    let resp = modern_discover_json_only(&client, &url).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["id"], 3, "{answer}");
+
+    // Neither type: still refused.
+    let (status, _, _, body) = post("text/html", Some(&session), &list).await;
+    assert_eq!(status, 406, "{body}");
+    let refusal: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        refusal["error"]["data"]["type"],
+        "mcp_budget.http.not_acceptable"
+    );
+    assert_eq!(refusal["id"], 2, "{body}");
     gw.stop_and_check().await;
 }
 

@@ -405,3 +405,59 @@ async fn http_refuses_too_deep_messages_and_the_upstream_lives() {
     );
     gw.stop_and_check().await;
 }
+
+/// A 2026-07-28 client cancels by closing its response stream: the cancellation the gateway
+/// makes of it names the request by the id's exact text (`1e3`, not `1000.0`), so it finds
+/// the request and reaches the upstream. Raw sockets: the client's bytes are exactly these.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_modern_stream_close_cancels_by_the_exact_id() {
+    use tokio::io::AsyncReadExt;
+    let gw = Gateway::start("wire-ids-close", Mode::Http, &[Up::fake("fake", "hang")]).await;
+    let addr = gw
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let modern_call = |id: &str, tool: &str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        );
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+             Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    for id in ["1e3", "18446744073709551615"] {
+        let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(modern_call(id, "fake__hang").as_bytes())
+            .await
+            .unwrap();
+        // In flight upstream, then the client goes away.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        drop(tcp);
+    }
+    let mut cancelled = Vec::new();
+    for _ in 0..50 {
+        let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let request = modern_call("77", "fake__cancelled")
+            .replace("Content-Length", "Connection: close\r\nContent-Length");
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).await.unwrap();
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let json = body
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap_or(body);
+        let v: Value = serde_json::from_str(json).unwrap_or_else(|_| panic!("{answer}"));
+        cancelled = serde_json::from_str::<Vec<Value>>(first_text(&v)).unwrap();
+        if cancelled.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(cancelled.len(), 2, "cancels that reached the upstream");
+    gw.stop_and_check().await;
+}

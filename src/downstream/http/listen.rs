@@ -29,6 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::kind;
 use crate::jsonrpc::{ErrorObject, Id, Message, INVALID_REQUEST};
 use crate::policy::{Downstream, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT};
 
@@ -110,7 +111,7 @@ tokio::task_local! {
 }
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, then gives open connections
-/// [`GRACE`] to finish; with the default limits ([`ListenConfig::default`]).
+/// two seconds to finish; with the default limits ([`ListenConfig::default`]).
 ///
 /// ```no_run
 /// # async fn run(app: axum::Router) -> std::io::Result<()> {
@@ -289,7 +290,7 @@ fn refusal_bytes(refusal: &Refusal) -> Vec<u8> {
     let err = ErrorObject::new(
         INVALID_REQUEST,
         refusal.message.as_str(),
-        "mcp_budget.http.too_many_connections",
+        kind::HTTP_TOO_MANY_CONNECTIONS,
         Some(serde_json::json!({ "limit": refusal.limit })),
     );
     let body = Message::error(Id::Null, err).to_bytes();

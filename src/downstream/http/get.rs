@@ -1,0 +1,130 @@
+//! `GET` (the session's stream of messages not tied to a request, such as `list_changed`) and
+//! `DELETE` (the end of a session).
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+
+use super::checks::{accepts, check_origin, modern_non_post};
+use super::listen::Peer;
+use super::reply::{plain_error, sse_event, sse_response, Overflow};
+use super::sessions::{GetStream, Link};
+use super::{lock, AppState, SESSION_HEADER};
+use crate::error::kind;
+use crate::jsonrpc::Message;
+
+/// Moves session-wide messages to the open GET stream, if any, at once: the gateway's side
+/// never waits. A stream whose client lets `limit` messages pile up is closed (the session
+/// lives on and may open another).
+pub(super) async fn forward_session(
+    mut notify: mpsc::UnboundedReceiver<Message>,
+    link: Arc<Link>,
+    session_id: String,
+    limit: NonZeroUsize,
+) {
+    while let Some(msg) = notify.recv().await {
+        let mut current = lock(&link.stream);
+        let Some(stream) = current.as_ref() else {
+            continue;
+        };
+        match stream.tx.try_send(msg) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Closed(_)) => *current = None,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let overflow = Overflow {
+                    peer: stream.peer.clone(),
+                    limit,
+                };
+                *current = None;
+                overflow.close(&session_id, None);
+            }
+        }
+    }
+    lock(&link.stream).take();
+}
+
+pub(super) async fn handle_get(
+    State(state): State<Arc<AppState>>,
+    request: axum::extract::Request,
+) -> Response {
+    let (parts, _) = request.into_parts();
+    let headers = &parts.headers;
+    if let Err(resp) = check_origin(headers, &parts.uri, &state.config) {
+        return *resp;
+    }
+    if let Some(resp) = modern_non_post(headers) {
+        return resp;
+    }
+    if !accepts(headers).sse {
+        return plain_error(
+            StatusCode::NOT_ACCEPTABLE,
+            "GET opens an SSE stream: send Accept: text/event-stream",
+            kind::HTTP_NOT_ACCEPTABLE,
+        );
+    }
+    let (_, in_use) = match state.session_of(headers) {
+        Ok(s) => s,
+        Err(resp) => return *resp,
+    };
+    let (tx, rx) = mpsc::channel(state.config.max_outbound_messages.get());
+    {
+        let mut current = lock(&in_use.link.stream);
+        // One GET stream per session: a second one would take the first one's messages.
+        if current.as_ref().is_some_and(|s| !s.tx.is_closed()) {
+            return plain_error(
+                StatusCode::CONFLICT,
+                "this session's GET stream is already open: close it before opening another",
+                kind::SESSION_STREAM_CONFLICT,
+            );
+        }
+        *current = Some(GetStream {
+            tx,
+            peer: Peer::current(),
+        });
+    }
+    // The stream keeps the session in use while it is open.
+    let events = ReceiverStream::new(rx).map(move |m| {
+        let _ = &in_use;
+        sse_event(&m)
+    });
+    // A comment line first, so clients see the stream open at once.
+    let events =
+        futures::stream::once(async { Bytes::from_static(b": stream open\n\n") }).chain(events);
+    sse_response(events, None)
+}
+
+pub(super) async fn handle_delete(
+    State(state): State<Arc<AppState>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(resp) = check_origin(&headers, &uri, &state.config) {
+        return *resp;
+    }
+    if let Some(resp) = modern_non_post(&headers) {
+        return resp;
+    }
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return plain_error(
+            StatusCode::BAD_REQUEST,
+            "missing Mcp-Session-Id header",
+            kind::SESSION_MISSING,
+        );
+    };
+    if state.end_session(id) {
+        StatusCode::OK.into_response()
+    } else {
+        plain_error(
+            StatusCode::NOT_FOUND,
+            "unknown or expired session",
+            kind::SESSION_UNKNOWN,
+        )
+    }
+}

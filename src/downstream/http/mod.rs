@@ -1,0 +1,159 @@
+//! The streamable HTTP downstream: 2025-era sessions (2025-03-26 … 2025-11-25, and
+//! 2024-11-05 clients that POST), and sessionless 2026-07-28 requests.
+//!
+//! `POST` carries one message: `initialize` opens a session (`Mcp-Session-Id`); a request is
+//! answered with JSON, or with an SSE stream when server→client messages (progress, logging,
+//! sampling) come before the answer; notifications and responses get 202. `GET` opens the
+//! session's stream for messages not tied to a request (`list_changed`); `DELETE` ends the
+//! session. A 2026-07-28 request names its version in `_meta` and its headers and is served
+//! without a session (GET and DELETE get 405 for it). `Host` and `Origin` are checked against
+//! DNS rebinding: only localhost names and what the policy allows get through.
+//!
+//! Limits (each a `[downstream]` policy key): a POST's body must arrive within
+//! `body_timeout_secs` (408) and be `Content-Type: application/json` (415); `Accept` must list
+//! both `application/json` and `text/event-stream` (406; 2024-11-05 clients need only JSON);
+//! `initialize` over `max_sessions` or `max_sessions_per_client` gets 503; a session unused
+//! for `session_idle_secs` (no request in flight, no open GET stream) expires; a second GET
+//! stream for a session gets 409; a stream the client does not read is closed once
+//! `max_outbound_messages` wait for it (the session survives). Connections are capped by
+//! [`serve_with`].
+//!
+//! The files: `checks` (the header checks and the era and reply-shape decisions, pure),
+//! `post`, `get` (GET streams and DELETE), `sessions` (the table, its caps, idle expiry),
+//! `reply` (statuses, JSON and SSE framing), `lifecycle` (the only calls to the gateway beside
+//! the stack) and `listen` (connections).
+//!
+//! ```no_run
+//! # async fn run(server: mcp_budget::server::Server) {
+//! // `Server::router` builds this router on the server's stack (see `server::run` for the
+//! // one-call way to serve it).
+//! let app: axum::Router = axum::Router::new()
+//!     .route("/healthz", axum::routing::get(|| async { "ok" }))
+//!     .merge(server.router("/mcp"));
+//! # let _ = app;
+//! # }
+//! ```
+
+mod checks;
+mod get;
+mod lifecycle;
+mod listen;
+mod post;
+mod reply;
+mod sessions;
+
+pub use listen::{serve, serve_with, ListenConfig, HEADER_READ_TIMEOUT, REFUSALS_IN_FLIGHT};
+
+use std::num::NonZeroUsize;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use axum::routing::post;
+use axum::Router;
+
+use crate::gateway::Gateway;
+use crate::policy::Downstream;
+use crate::stack::McpService;
+use lifecycle::GatewayLink;
+use sessions::Sessions;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The one protocol version before streamable HTTP: its clients need not accept SSE.
+const HTTP_SSE_ERA: &str = "2024-11-05";
+
+/// Settings of the HTTP downstream.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Origins accepted besides localhost ones.
+    pub allowed_origins: Vec<String>,
+    /// Host names accepted besides localhost ones.
+    pub allowed_hosts: Vec<String>,
+    /// Largest accepted body.
+    pub max_message_bytes: usize,
+    /// How long a client may take to send a request's body.
+    pub body_timeout: Duration,
+    /// Live sessions, all clients together.
+    pub max_sessions: NonZeroUsize,
+    /// Live sessions opened from one client address (known when served by [`serve`], or by a
+    /// server that puts axum's `ConnectInfo<SocketAddr>` in the requests).
+    pub max_sessions_per_client: NonZeroUsize,
+    /// How long a session may go unused before it expires.
+    pub session_idle: Duration,
+    /// Messages queued for one client stream the client is not reading.
+    pub max_outbound_messages: NonZeroUsize,
+    /// Deepest nesting of objects and arrays accepted in a message (the message is level 1).
+    pub max_json_depth: usize,
+    /// Refuse a POST that does not accept both JSON and SSE (`[downstream] strict_accept`);
+    /// otherwise it is answered in a shape it accepts.
+    pub strict_accept: bool,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self::from(&Downstream::default())
+    }
+}
+
+impl From<&Downstream> for HttpConfig {
+    fn from(d: &Downstream) -> Self {
+        Self {
+            allowed_origins: d.allowed_origins.clone(),
+            allowed_hosts: d.allowed_hosts.clone(),
+            max_message_bytes: d.max_message_bytes,
+            body_timeout: d.body_timeout,
+            max_sessions: d.max_sessions,
+            max_sessions_per_client: d.max_sessions_per_client,
+            session_idle: d.session_idle,
+            max_outbound_messages: d.max_outbound_messages,
+            max_json_depth: d.max_json_depth,
+            strict_accept: d.strict_accept,
+        }
+    }
+}
+
+/// What every handler of one router shares.
+struct AppState {
+    service: McpService,
+    gateway: GatewayLink,
+    config: HttpConfig,
+    sessions: Mutex<Sessions>,
+    /// Whether the sweeper for idle sessions runs (it starts with the first session).
+    sweeping: AtomicBool,
+    /// Whether the last `initialize` was refused for a session limit.
+    refusing_sessions: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The MCP endpoint as an axum router serving `/`: mount it with
+/// `Router::nest_service("/mcp", ..)`.
+pub fn router(service: McpService, gateway: Gateway, config: HttpConfig) -> Router {
+    router_at("/", service, gateway, config)
+}
+
+/// The MCP endpoint as an axum router serving `path` (say `/mcp`): for a router of its own (or
+/// merged), one step less per request than a nested [`router`], which strips the prefix from
+/// every request's URI.
+pub fn router_at(path: &str, service: McpService, gateway: Gateway, config: HttpConfig) -> Router {
+    let state = Arc::new(AppState {
+        service,
+        gateway: GatewayLink::new(gateway),
+        config,
+        sessions: Mutex::new(Sessions::default()),
+        sweeping: AtomicBool::new(false),
+        refusing_sessions: AtomicBool::new(false),
+    });
+    Router::new()
+        .route(
+            path,
+            post(post::handle_post)
+                .get(get::handle_get)
+                .delete(get::handle_delete),
+        )
+        .with_state(state)
+}

@@ -1,0 +1,380 @@
+//! `POST`: one JSON-RPC message. The decisions (headers, era, reply shape) are the pure
+//! functions of [`super::checks`]; this file reads the body, finds the session and runs the
+//! message through the stack, answering with JSON or an SSE stream.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tower::ServiceExt;
+
+use super::checks::{self, PostEra, Shape};
+use super::listen::Peer;
+use super::reply::{self, answer, json_error, json_response, sse_event, sse_response, Overflow};
+use super::sessions::{Entry, InUse, Link, SessionCaps};
+use super::{lock, AppState};
+use crate::context::{Caller, McpRequest, RunToEnd, Session};
+use crate::error::kind;
+use crate::jsonrpc::{ErrorObject, Id, Kind, Message, INVALID_REQUEST};
+use crate::stack::McpService;
+
+pub(super) async fn handle_post(
+    State(state): State<Arc<AppState>>,
+    request: axum::extract::Request,
+) -> Response {
+    // The request taken apart rather than a `HeaderMap` extractor, which clones the headers.
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    if let Err(resp) = checks::check_origin(&headers, &parts.uri, &state.config) {
+        return *resp;
+    }
+    if !checks::is_json_body(&headers) {
+        return reply::unsupported_media_type();
+    }
+    let message = match read_message(&state, body).await {
+        Ok(message) => message,
+        Err(resp) => return resp,
+    };
+    let strict = state.config.strict_accept;
+    let shape = checks::reply_shape(checks::accepts(&headers), strict, || {
+        checks::http_sse_era_of(&headers, &message)
+            .unwrap_or_else(|| state.session_speaks(&headers, super::HTTP_SSE_ERA))
+    });
+    let Some(shape) = shape else {
+        return checks::not_acceptable(&headers, &message, strict).into_response();
+    };
+    let era = match checks::post_era(&message, &headers) {
+        Ok(era) => era,
+        Err((id, err)) => return *reply::modern_error(id, err),
+    };
+    // The session is in use (it does not expire) until `in_use` is dropped.
+    let (session, in_use) = match era {
+        PostEra::Initialize => {
+            // Boxed: a future of its own keeps every other request's future small.
+            return Box::pin(initialize(&state, message, client_ip(&parts.extensions))).await;
+        }
+        PostEra::Modern => {
+            if message.method() == Some("tools/call") {
+                let marks = |name: &str| state.gateway.param_marks(name);
+                if let Err(err) = checks::check_param_headers(&message, &headers, marks) {
+                    let id = message.id.clone().unwrap_or(Id::Null);
+                    return *reply::modern_error(id, err);
+                }
+            }
+            (modern_session(), None)
+        }
+        PostEra::Session => match state.session_of(&headers) {
+            Ok((session, in_use)) => (session, Some(in_use)),
+            Err(resp) => return *resp,
+        },
+    };
+    let is_modern = era == PostEra::Modern;
+    if message.kind() != Kind::Request {
+        return not_a_request(&state.service, message, session).await;
+    }
+    let call = Call {
+        service: &state.service,
+        cancel_on_close: CancelOnClose::new(&state.service, &session, &message, is_modern),
+        message,
+        session,
+        in_use,
+        modern: is_modern,
+    };
+    match shape {
+        Shape::Json => json_only(call).await,
+        Shape::JsonOrSse | Shape::Sse => {
+            let sse_only = shape == Shape::Sse;
+            json_or_sse(call, state.config.max_outbound_messages, sse_only).await
+        }
+    }
+}
+
+/// The body, read within `body_timeout` and `max_message_bytes`, as one message.
+async fn read_message(state: &AppState, body: Body) -> Result<Message, Response> {
+    let limit = state.config.max_message_bytes;
+    let bytes = match within(state.config.body_timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => return Err(reply::too_large(limit)),
+        Err(_) => return Err(reply::body_timeout(state.config.body_timeout)),
+    };
+    Message::parse_with_max_depth(&bytes, state.config.max_json_depth)
+        .map_err(|err| reply::undecodable(&err))
+}
+
+/// `future`, given `limit` to finish. A future that is ready at once (a body that came with
+/// its headers) is not timed: no timer is set up on the common path.
+async fn within<F: std::future::Future>(
+    limit: Duration,
+    future: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    let mut future = std::pin::pin!(future);
+    if let Poll::Ready(out) = futures::poll!(future.as_mut()) {
+        return Ok(out);
+    }
+    // Boxed: the timer's state stays out of every request's future.
+    Box::pin(tokio::time::timeout(limit, future)).await
+}
+
+/// The session of a 2026-07-28 request: its own, ending with it. Nothing outlives the
+/// request, so session-wide messages have nowhere to go.
+fn modern_session() -> Arc<Session> {
+    let (notify, _) = mpsc::unbounded_channel();
+    let id = format!("modern-{}", uuid::Uuid::new_v4().simple());
+    Arc::new(Session::new(id, notify))
+}
+
+/// The client's address: from [`super::serve`]'s connection, or axum's `ConnectInfo`.
+fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    let addr = Peer::current().map(|p| p.addr).or_else(|| {
+        extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|c| c.0)
+    })?;
+    Some(addr.ip().to_canonical())
+}
+
+/// A notification or a client's answer: 202. A refused client answer (to no request waiting
+/// for this session) comes back as an error without id: the spec's "cannot accept the input"
+/// is a 4xx with it.
+async fn not_a_request(service: &McpService, message: Message, session: Arc<Session>) -> Response {
+    let request = McpRequest {
+        message,
+        caller: Caller::new(session),
+    };
+    match service.clone().oneshot(request).await {
+        Ok(Some(refusal)) => {
+            let mut resp = json_response(&refusal, None);
+            *resp.status_mut() = StatusCode::BAD_REQUEST;
+            resp
+        }
+        _ => reply::accepted(),
+    }
+}
+
+/// A request of a client that accepts JSON only: server→client messages go to the session's
+/// stream, the answer here.
+async fn json_only(call: Call<'_>) -> Response {
+    let Call {
+        service,
+        message,
+        session,
+        in_use: _in_use,
+        mut cancel_on_close,
+        modern,
+    } = call;
+    let outbound = session.notify.clone();
+    let request = McpRequest {
+        message,
+        caller: Caller { session, outbound },
+    };
+    // Run to its end even if this handler is dropped first.
+    let reply = RunToEnd::new(service.clone().oneshot(request)).await;
+    cancel_on_close.disarm();
+    match reply {
+        Ok(Some(reply)) => answer(&reply, modern),
+        _ => reply::accepted(),
+    }
+}
+
+/// A request on its way through the stack, with what keeps its session alive.
+struct Call<'a> {
+    service: &'a McpService,
+    message: Message,
+    session: Arc<Session>,
+    in_use: Option<InUse>,
+    cancel_on_close: CancelOnClose,
+    /// A 2026-07-28 request: errors get the status of their code.
+    modern: bool,
+}
+
+/// A request answered with JSON (with `sse_only`, a stream of the answer alone), unless the
+/// server talks to the client before the answer is ready; then with an SSE stream that ends
+/// with the answer. The stream holds at most `max_outbound` messages the client has not read.
+async fn json_or_sse(
+    call: Call<'_>,
+    max_outbound: std::num::NonZeroUsize,
+    sse_only: bool,
+) -> Response {
+    let Call {
+        service,
+        message,
+        session,
+        in_use,
+        mut cancel_on_close,
+        modern,
+    } = call;
+    let (caller, mut out_rx) = Caller::with_channel(session);
+    let request = McpRequest { message, caller };
+    // Driven right here (no task of its own on the way to a JSON answer); if this handler is
+    // dropped first, the call still runs to its end.
+    let mut call = RunToEnd::new(service.clone().oneshot(request));
+    // Server→client messages first: a request that sent some before its answer gets them all,
+    // on an SSE stream that ends with the answer.
+    let first = tokio::select! {
+        biased;
+        first = out_rx.recv() => first,
+        reply = &mut call => {
+            cancel_on_close.disarm();
+            return match reply {
+                Ok(Some(reply)) => reply::answer_alone(&reply, modern, sse_only),
+                _ => reply::accepted(),
+            };
+        },
+    };
+    // The channel closes when the request is done without a server→client message: then the
+    // answer comes alone.
+    let Some(first) = first else {
+        let reply = call.await;
+        cancel_on_close.disarm();
+        return match reply {
+            Ok(Some(reply)) => reply::answer_alone(&reply, modern, sse_only),
+            _ => reply::accepted(),
+        };
+    };
+    // `out_rx` (what the gateway sends) is drained into the stream at once, so the gateway
+    // never waits on a client.
+    let (sse_tx, sse_rx) = mpsc::channel::<Bytes>(max_outbound.get());
+    let _ = sse_tx.try_send(sse_event(&first));
+    let overflow = Overflow {
+        peer: Peer::current(),
+        limit: max_outbound,
+    };
+    tokio::spawn(async move {
+        let _in_use = in_use;
+        // For the log only.
+        let (session, request_id) = (&cancel_on_close.session, &cancel_on_close.id);
+        let push = |msg: &Message| match sse_tx.try_send(sse_event(msg)) {
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                overflow.close(&session.id, Some(request_id));
+                false
+            }
+            // Closed: the client went away; the `closed()` arm below ends the loop.
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => true,
+        };
+        loop {
+            tokio::select! {
+                biased;
+                msg = out_rx.recv() => match msg {
+                    Some(msg) => if !push(&msg) { return },
+                    None => {
+                        if let Ok(Some(reply)) = call.await { push(&reply); }
+                        break;
+                    }
+                },
+                reply = &mut call => {
+                    // Flush what came just before the answer, then the answer, then close.
+                    while let Ok(msg) = out_rx.try_recv() {
+                        if !push(&msg) { return }
+                    }
+                    if let Ok(Some(reply)) = reply { push(&reply); }
+                    break;
+                }
+                // The client closed the stream: the call goes on (2025 era: disconnecting is not
+                // cancelling) or is cancelled (2026-07-28), and messages for it go nowhere.
+                () = sse_tx.closed() => return,
+            }
+        }
+        cancel_on_close.disarm();
+    });
+    sse_response(ReceiverStream::new(sse_rx), None)
+}
+
+/// `initialize` (2025 era) opens a session, unless that would pass `max_sessions` or, for the
+/// client's address, `max_sessions_per_client` (503 `mcp_budget.session.limit`).
+async fn initialize(state: &Arc<AppState>, message: Message, client: Option<IpAddr>) -> Response {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (notify_tx, notify_rx) = mpsc::unbounded_channel();
+    let session = Arc::new(Session::new(id.clone(), notify_tx));
+    let link = Arc::new(Link::default());
+    let caps = SessionCaps {
+        max: state.config.max_sessions,
+        per_client: state.config.max_sessions_per_client,
+    };
+    let entry = Entry::new(session.clone(), link.clone(), client);
+    let refused = lock(&state.sessions).admit(id.clone(), entry, caps).err();
+    // A flood is logged once, when refusals start, not once per refusal.
+    let was_refusing = state
+        .refusing_sessions
+        .swap(refused.is_some(), std::sync::atomic::Ordering::Relaxed);
+    if let Some(refusal) = refused {
+        if !was_refusing {
+            tracing::warn!(client = ?client, "Refusing sessions: {refusal}");
+        }
+        return json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            message.id.unwrap_or(Id::Null),
+            ErrorObject::new(INVALID_REQUEST, refusal, kind::SESSION_LIMIT, None),
+        );
+    }
+    state.start_sweeping();
+    tokio::spawn(super::get::forward_session(
+        notify_rx,
+        link.clone(),
+        id.clone(),
+        state.config.max_outbound_messages,
+    ));
+    let _in_use = InUse::new(&link);
+    let request = McpRequest {
+        message,
+        caller: Caller::new(session),
+    };
+    match state.service.clone().oneshot(request).await {
+        Ok(Some(reply)) => json_response(&reply, Some(&id)),
+        _ => reply::accepted(),
+    }
+}
+
+/// For a 2026-07-28 request, where closing the response stream is how a client cancels:
+/// dropped before [`CancelOnClose::disarm`], it tells the gateway the request was cancelled.
+struct CancelOnClose {
+    service: Option<McpService>,
+    session: Arc<Session>,
+    id: Id,
+}
+
+impl CancelOnClose {
+    fn new(service: &McpService, session: &Arc<Session>, message: &Message, modern: bool) -> Self {
+        Self {
+            service: modern.then(|| service.clone()),
+            session: session.clone(),
+            id: message.id.clone().unwrap_or(Id::Null),
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.service = None;
+    }
+}
+
+impl Drop for CancelOnClose {
+    fn drop(&mut self) {
+        let Some(service) = self.service.take() else {
+            return;
+        };
+        /// Serialized straight to JSON text, not through a `Value`: an id like `1e3` keeps
+        /// its exact text (a `Value` would make it `1000.0`, an id the client never sent).
+        #[derive(serde::Serialize)]
+        struct Cancelled<'a> {
+            #[serde(rename = "requestId")]
+            request_id: &'a Id,
+            reason: &'a str,
+        }
+        let params = serde_json::value::to_raw_value(&Cancelled {
+            request_id: &self.id,
+            reason: "the client closed the response stream",
+        })
+        .expect("an id and a string always serialize");
+        let request = McpRequest {
+            message: Message::notification("notifications/cancelled", Some(params)),
+            caller: Caller::new(self.session.clone()),
+        };
+        tokio::spawn(service.oneshot(request));
+    }
+}

@@ -1,0 +1,327 @@
+//! The table of live 2025-era sessions: who opened each (for the per-client cap), whether it
+//! is in use, its GET stream, the caps on opening one and the expiry of idle ones.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::listen::Peer;
+use super::reply::plain_error;
+use super::{lock, AppState, SESSION_HEADER};
+use crate::context::Session;
+use crate::error::kind;
+use crate::jsonrpc::Message;
+
+/// Longest wait between two sweeps for idle sessions (shorter for short idle times).
+const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// A live 2025-era session.
+pub(super) struct Entry {
+    pub(super) session: Arc<Session>,
+    pub(super) link: Arc<Link>,
+    /// The address that opened it, counted in [`Sessions::per_client`].
+    client: Option<IpAddr>,
+    /// The sweeper's view: [`Link::uses`] when it last looked, and since when that has not
+    /// changed with the session idle.
+    seen_uses: u64,
+    idle_since: Instant,
+}
+
+impl Entry {
+    /// A new session's entry, opened from `client`.
+    pub(super) fn new(session: Arc<Session>, link: Arc<Link>, client: Option<IpAddr>) -> Self {
+        Self {
+            session,
+            link,
+            client,
+            seen_uses: 0,
+            idle_since: Instant::now(),
+        }
+    }
+}
+
+/// What a session's handlers, its forwarding task and the sweeper share.
+#[derive(Default)]
+pub(super) struct Link {
+    /// The open GET stream, if any.
+    pub(super) stream: Mutex<Option<GetStream>>,
+    /// Requests in flight plus the open GET stream: a busy session does not expire.
+    busy: AtomicUsize,
+    /// Requests and GET streams ever ended: the sweeper sees use without a clock read per
+    /// request.
+    uses: AtomicU64,
+}
+
+/// The sending side of a session's GET stream.
+pub(super) struct GetStream {
+    pub(super) tx: mpsc::Sender<Message>,
+    /// Its connection, closed when the client stops reading.
+    pub(super) peer: Option<Arc<Peer>>,
+}
+
+/// The caps on opening sessions.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SessionCaps {
+    /// Live sessions, all clients together.
+    pub(super) max: NonZeroUsize,
+    /// Live sessions opened from one client address.
+    pub(super) per_client: NonZeroUsize,
+}
+
+/// The live sessions, and how many each client address opened.
+#[derive(Default)]
+pub(super) struct Sessions {
+    pub(super) map: HashMap<String, Entry>,
+    per_client: HashMap<IpAddr, usize>,
+}
+
+impl Sessions {
+    /// Adds session `id`, unless that would pass a cap.
+    ///
+    /// # Errors
+    /// Why the session is refused, naming the policy key.
+    pub(super) fn admit(
+        &mut self,
+        id: String,
+        entry: Entry,
+        caps: SessionCaps,
+    ) -> Result<(), String> {
+        let client = entry.client;
+        let from_client = client.map_or(0, |c| self.per_client.get(&c).copied().unwrap_or(0));
+        if self.map.len() >= caps.max.get() {
+            return Err(format!(
+                "the gateway has too many open sessions (downstream.max_sessions = {}): \
+                 end unused ones with DELETE or retry later",
+                caps.max
+            ));
+        }
+        if let Some(client) = client {
+            if from_client >= caps.per_client.get() {
+                return Err(format!(
+                    "too many open sessions from {client} (downstream.max_sessions_per_client = \
+                     {}): end unused ones with DELETE",
+                    caps.per_client
+                ));
+            }
+            *self.per_client.entry(client).or_insert(0) += 1;
+        }
+        self.map.insert(id, entry);
+        Ok(())
+    }
+
+    pub(super) fn remove(&mut self, id: &str) -> Option<Entry> {
+        let entry = self.map.remove(id)?;
+        if let Some(client) = entry.client {
+            if let Some(n) = self.per_client.get_mut(&client) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_client.remove(&client);
+                }
+            }
+        }
+        Some(entry)
+    }
+
+    /// Removes and returns the sessions unused for `idle` at `now`: not busy, and not used
+    /// since the sweep that found them idle, that long ago. The scan is bounded by
+    /// `max_sessions`.
+    fn take_idle(&mut self, now: Instant, idle: Duration) -> Vec<(String, Entry)> {
+        let mut ids = Vec::new();
+        for (id, e) in &mut self.map {
+            // `busy` first: a use that ended is counted in `uses` before `busy` drops.
+            let busy = e.link.busy.load(Ordering::Acquire) > 0;
+            let uses = e.link.uses.load(Ordering::Acquire);
+            if busy || uses != e.seen_uses {
+                e.seen_uses = uses;
+                e.idle_since = now;
+            } else if now.duration_since(e.idle_since) >= idle {
+                ids.push(id.clone());
+            }
+        }
+        ids.into_iter()
+            .filter_map(|id| self.remove(&id).map(|e| (id, e)))
+            .collect()
+    }
+}
+
+impl AppState {
+    /// Ends session `id` (DELETE): it is forgotten here and by the gateway, and its GET
+    /// stream ends. Whether it existed.
+    pub(super) fn end_session(&self, id: &str) -> bool {
+        let Some(entry) = lock(&self.sessions).remove(id) else {
+            return false;
+        };
+        self.forget(id, &entry);
+        true
+    }
+
+    /// What ending a session takes besides removing its entry.
+    fn forget(&self, id: &str, entry: &Entry) {
+        lock(&entry.link.stream).take();
+        self.gateway.session_ended(id);
+    }
+
+    /// Ends the sessions unused for [`super::HttpConfig::session_idle`] as DELETE does.
+    fn expire_idle(&self) {
+        // Found and removed under one lock: a request takes its session under the same lock,
+        // so a session cannot be expired while a request starts on it.
+        let expired = lock(&self.sessions).take_idle(Instant::now(), self.config.session_idle);
+        for (id, entry) in expired {
+            self.forget(&id, &entry);
+            tracing::debug!(session = %id, "Session expired (downstream.session_idle_secs)");
+        }
+    }
+
+    /// Starts the sweeper for idle sessions, once.
+    pub(super) fn start_sweeping(self: &Arc<Self>) {
+        if !self.sweeping.swap(true, Ordering::AcqRel) {
+            tokio::spawn(sweep(Arc::downgrade(self), self.config.session_idle));
+        }
+    }
+
+    /// The session a request names, marked in use until the returned guard is dropped.
+    pub(super) fn session_of(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<(Arc<Session>, InUse), Box<Response>> {
+        let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+            return Err(Box::new(plain_error(
+                StatusCode::BAD_REQUEST,
+                "missing Mcp-Session-Id header: send initialize first",
+                kind::SESSION_MISSING,
+            )));
+        };
+        let sessions = lock(&self.sessions);
+        match sessions.map.get(id) {
+            Some(entry) => Ok((entry.session.clone(), InUse::new(&entry.link))),
+            None => Err(Box::new(plain_error(
+                StatusCode::NOT_FOUND,
+                "unknown or expired session: initialize again",
+                kind::SESSION_UNKNOWN,
+            ))),
+        }
+    }
+
+    /// Whether the request names a live session that negotiated protocol `version`.
+    pub(super) fn session_speaks(&self, headers: &HeaderMap, version: &str) -> bool {
+        let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+            return false;
+        };
+        let session = lock(&self.sessions).map.get(id).map(|e| e.session.clone());
+        session.is_some_and(|s| s.state().protocol_version.as_deref() == Some(version))
+    }
+}
+
+/// Looks for idle sessions every quarter of the idle time (at most every minute) until the
+/// router is gone.
+async fn sweep(state: Weak<AppState>, idle: Duration) {
+    let every = (idle / 4).clamp(Duration::from_millis(100), MAX_SWEEP_INTERVAL);
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        state.expire_idle();
+    }
+}
+
+/// A session in use (a request in flight, an open GET stream): it does not expire while this
+/// lives, and counts as used at the next sweep.
+pub(super) struct InUse {
+    pub(super) link: Arc<Link>,
+}
+
+impl InUse {
+    pub(super) fn new(link: &Arc<Link>) -> Self {
+        link.busy.fetch_add(1, Ordering::AcqRel);
+        Self { link: link.clone() }
+    }
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        // Counted before `busy` drops, so that the next sweep sees the use and starts the
+        // session's idle time then.
+        self.link.uses.fetch_add(1, Ordering::Release);
+        self.link.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(client: Option<IpAddr>) -> Entry {
+        let (notify, _) = mpsc::unbounded_channel();
+        let session = Arc::new(Session::new("s", notify));
+        Entry::new(session, Arc::default(), client)
+    }
+
+    fn caps(max: usize, per_client: usize) -> SessionCaps {
+        SessionCaps {
+            max: NonZeroUsize::new(max).unwrap(),
+            per_client: NonZeroUsize::new(per_client).unwrap(),
+        }
+    }
+
+    #[test]
+    fn sessions_are_capped_in_all_and_per_client() {
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let mut sessions = Sessions::default();
+        let caps = caps(3, 2);
+        assert!(sessions.admit("1".into(), entry(Some(a)), caps).is_ok());
+        assert!(sessions.admit("2".into(), entry(Some(a)), caps).is_ok());
+        let refused = sessions
+            .admit("3".into(), entry(Some(a)), caps)
+            .unwrap_err();
+        assert!(refused.contains("max_sessions_per_client = 2"), "{refused}");
+        assert!(sessions.admit("3".into(), entry(Some(b)), caps).is_ok());
+        let refused = sessions.admit("4".into(), entry(None), caps).unwrap_err();
+        assert!(refused.contains("max_sessions = 3"), "{refused}");
+        // Ending one frees its client's place.
+        assert!(sessions.remove("1").is_some());
+        assert!(sessions.admit("4".into(), entry(Some(a)), caps).is_ok());
+        assert_eq!(sessions.map.len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_sessions_unused_for_the_idle_time_expire() {
+        let idle = Duration::from_secs(10);
+        let mut sessions = Sessions::default();
+        let caps = caps(10, 10);
+        for id in ["quiet", "used", "busy"] {
+            sessions.admit(id.into(), entry(None), caps).unwrap();
+        }
+        let start = Instant::now();
+        let link = |s: &Sessions, id: &str| s.map[id].link.clone();
+        let busy = InUse::new(&link(&sessions, "busy"));
+        assert!(sessions.take_idle(start + idle / 2, idle).is_empty());
+        // "used" serves a request: its idle time starts again at the next sweep.
+        drop(InUse::new(&link(&sessions, "used")));
+        let gone = sessions.take_idle(start + idle, idle);
+        assert_eq!(
+            gone.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+            ["quiet"]
+        );
+        assert!(sessions.take_idle(start + idle + idle / 2, idle).is_empty());
+        let gone = sessions.take_idle(start + idle * 2, idle);
+        assert_eq!(
+            gone.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+            ["used"]
+        );
+        drop(busy);
+        assert_eq!(sessions.map.len(), 1);
+    }
+}

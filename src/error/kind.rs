@@ -1,0 +1,189 @@
+//! The stable `error.data.type` strings, one constant each.
+//!
+//! Clients and dashboards match on these strings, so they never change: a new kind is added,
+//! an old one is never renamed. Each is `mcp_budget.<area>.<what>` (the one older exception is
+//! [`INTERNAL`]). The doc line of each says when it is sent, with its JSON-RPC code and, where
+//! the HTTP downstream sets one, its HTTP status.
+//!
+//! This module imports nothing, so that every part of the crate (the JSON-RPC envelope
+//! included) can use it.
+//!
+//! ```
+//! use mcp_budget::error::{kind, Error};
+//!
+//! let err = Error::MethodNotFound("tools/frobnicate".into());
+//! assert_eq!(err.to_error_object().kind().as_deref(), Some(kind::METHOD_NOT_FOUND));
+//! ```
+
+/// An upstream is not running or cannot be reached (`-32000`).
+pub const UPSTREAM_UNAVAILABLE: &str = "mcp_budget.upstream.unavailable";
+/// An upstream went silent on a request for longer than its `timeout_secs` (`-32000`).
+pub const UPSTREAM_TIMEOUT: &str = "mcp_budget.upstream.timeout";
+/// An upstream broke the protocol: garbage, or a response of the wrong shape (`-32000`).
+pub const UPSTREAM_PROTOCOL: &str = "mcp_budget.upstream.protocol";
+/// No upstream has a tool, prompt or resource of the name asked for (`-32602`).
+pub const CATALOG_NOT_FOUND: &str = "mcp_budget.catalog.not_found";
+/// A method the gateway does not serve, or one 2026-07-28 removed (`-32601`; HTTP 404 for a
+/// 2026-07-28 request).
+pub const METHOD_NOT_FOUND: &str = "mcp_budget.method.not_found";
+/// A message that is not JSON (`-32700`; HTTP 400).
+pub const REQUEST_PARSE: &str = "mcp_budget.request.parse";
+/// JSON that is not a JSON-RPC 2.0 message (`-32600`; HTTP 400).
+pub const REQUEST_INVALID: &str = "mcp_budget.request.invalid";
+/// A JSON-RPC batch, which MCP does not allow (`-32600`; HTTP 400).
+pub const REQUEST_BATCH: &str = "mcp_budget.request.batch";
+/// A message nested deeper than `downstream.max_json_depth` (`-32600`; HTTP 400).
+pub const REQUEST_TOO_DEEP: &str = "mcp_budget.request.too_deep";
+/// A message over `downstream.max_message_bytes` (`-32001`; HTTP 413).
+pub const REQUEST_TOO_LARGE: &str = "mcp_budget.request.too_large";
+/// Params of the wrong shape for their method (`-32602`).
+pub const REQUEST_INVALID_PARAMS: &str = "mcp_budget.request.invalid_params";
+/// The answer to an upstream request the client cancelled (`-32800`, sent to the upstream's
+/// waiter).
+pub const REQUEST_CANCELLED: &str = "mcp_budget.request.cancelled";
+/// A request before the session was initialized (`-32600`).
+pub const SESSION_INVALID: &str = "mcp_budget.session.invalid";
+/// A POST, GET or DELETE without `Mcp-Session-Id` where a 2025-era session is needed
+/// (`-32600`; HTTP 400).
+pub const SESSION_MISSING: &str = "mcp_budget.session.missing";
+/// An `Mcp-Session-Id` the gateway does not know, or that expired (`-32600`; HTTP 404).
+pub const SESSION_UNKNOWN: &str = "mcp_budget.session.unknown";
+/// An `initialize` over `downstream.max_sessions` or `max_sessions_per_client` (`-32600`;
+/// HTTP 503).
+pub const SESSION_LIMIT: &str = "mcp_budget.session.limit";
+/// A second GET stream for a session whose stream is open (`-32600`; HTTP 409).
+pub const SESSION_STREAM_CONFLICT: &str = "mcp_budget.session.stream_conflict";
+/// An upstream needs a client capability the client did not declare (`-32021`; HTTP 400 for a
+/// 2026-07-28 request).
+pub const CLIENT_MISSING_CAPABILITY: &str = "mcp_budget.client.missing_capability";
+/// The client answered an upstream's question (sampling, elicitation, roots) with an error
+/// (`-32000`).
+pub const CLIENT_INPUT_FAILED: &str = "mcp_budget.client.input_failed";
+/// A 2026-07-28 client retried a parked call without answering one of its questions; the
+/// upstream gets this as the answer (`-32602`).
+pub const CLIENT_NO_ANSWER: &str = "mcp_budget.client.no_answer";
+/// A client's answer to a server→client request that is not waiting for it (`-32600`; HTTP
+/// 400).
+pub const ROUTE_UNKNOWN_REQUEST: &str = "mcp_budget.route.unknown_request";
+/// Sent to an upstream: its server→client request could belong to several clients
+/// (`-32601`).
+pub const ROUTE_AMBIGUOUS: &str = "mcp_budget.route.ambiguous";
+/// Sent to an upstream: no client has a request in flight that its server→client request
+/// could belong to (`-32601`).
+pub const ROUTE_NO_CLIENT: &str = "mcp_budget.route.no_client";
+/// A 2026-07-28 request whose routing headers repeat or differ from its body (`-32020`; HTTP
+/// 400).
+pub const PROTOCOL_HEADER_MISMATCH: &str = "mcp_budget.protocol.header_mismatch";
+/// A 2026-07-28 request whose `_meta` lacks the protocol version or client capabilities
+/// (`-32602`; HTTP 400).
+pub const PROTOCOL_INVALID_ENVELOPE: &str = "mcp_budget.protocol.invalid_envelope";
+/// A protocol version the gateway does not speak (`-32022`; HTTP 400).
+pub const PROTOCOL_UNSUPPORTED_VERSION: &str = "mcp_budget.protocol.unsupported_version";
+/// A `Host` header missing, repeated or not `host[:port]` (`-32600`; HTTP 400).
+pub const HTTP_BAD_HOST: &str = "mcp_budget.http.bad_host";
+/// A `Host` or `Origin` that is neither localhost nor allowed by `downstream.allowed_hosts` /
+/// `allowed_origins` (`-32600`; HTTP 403).
+pub const HTTP_FORBIDDEN_ORIGIN: &str = "mcp_budget.http.forbidden_origin";
+/// A POST body that is not `Content-Type: application/json` (`-32600`; HTTP 415).
+pub const HTTP_UNSUPPORTED_MEDIA_TYPE: &str = "mcp_budget.http.unsupported_media_type";
+/// A request whose `Accept` allows no answer the gateway can give (`-32600`; HTTP 406).
+pub const HTTP_NOT_ACCEPTABLE: &str = "mcp_budget.http.not_acceptable";
+/// A request body that did not arrive within `downstream.body_timeout_secs` (`-32600`; HTTP
+/// 408).
+pub const HTTP_BODY_TIMEOUT: &str = "mcp_budget.http.body_timeout";
+/// A connection over `downstream.max_connections` or `max_connections_per_client`
+/// (`-32600`; HTTP 503, then closed).
+pub const HTTP_TOO_MANY_CONNECTIONS: &str = "mcp_budget.http.too_many_connections";
+/// The gateway is shutting down (`-32000`).
+pub const GATEWAY_SHUTTING_DOWN: &str = "mcp_budget.gateway.shutting_down";
+/// A bug or an unexpected fault inside the gateway: a panic, or a request left unanswered
+/// (`-32603`). The one kind without an area, older than the naming rule.
+pub const INTERNAL: &str = "mcp_budget.internal";
+
+/// Every kind above, for tests and for tools that list them.
+pub const ALL: &[&str] = &[
+    UPSTREAM_UNAVAILABLE,
+    UPSTREAM_TIMEOUT,
+    UPSTREAM_PROTOCOL,
+    CATALOG_NOT_FOUND,
+    METHOD_NOT_FOUND,
+    REQUEST_PARSE,
+    REQUEST_INVALID,
+    REQUEST_BATCH,
+    REQUEST_TOO_DEEP,
+    REQUEST_TOO_LARGE,
+    REQUEST_INVALID_PARAMS,
+    REQUEST_CANCELLED,
+    SESSION_INVALID,
+    SESSION_MISSING,
+    SESSION_UNKNOWN,
+    SESSION_LIMIT,
+    SESSION_STREAM_CONFLICT,
+    CLIENT_MISSING_CAPABILITY,
+    CLIENT_INPUT_FAILED,
+    CLIENT_NO_ANSWER,
+    ROUTE_UNKNOWN_REQUEST,
+    ROUTE_AMBIGUOUS,
+    ROUTE_NO_CLIENT,
+    PROTOCOL_HEADER_MISMATCH,
+    PROTOCOL_INVALID_ENVELOPE,
+    PROTOCOL_UNSUPPORTED_VERSION,
+    HTTP_BAD_HOST,
+    HTTP_FORBIDDEN_ORIGIN,
+    HTTP_UNSUPPORTED_MEDIA_TYPE,
+    HTTP_NOT_ACCEPTABLE,
+    HTTP_BODY_TIMEOUT,
+    HTTP_TOO_MANY_CONNECTIONS,
+    GATEWAY_SHUTTING_DOWN,
+    INTERNAL,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `mcp_budget.<area>.<what>`, both parts `[a-z_]+`.
+    fn well_formed(kind: &str) -> bool {
+        let part =
+            |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+        let mut parts = kind.split('.');
+        parts.next() == Some("mcp_budget")
+            && parts.next().is_some_and(part)
+            && parts.next().is_some_and(part)
+            && parts.next().is_none()
+    }
+
+    #[test]
+    fn kinds_are_unique_and_well_formed() {
+        let mut seen = std::collections::HashSet::new();
+        for kind in ALL {
+            assert!(seen.insert(kind), "{kind} twice");
+            assert!(well_formed(kind) || *kind == INTERNAL, "{kind}");
+        }
+        assert!(!well_formed("mcp_budget.internal"));
+        assert!(!well_formed("mcp_budget.Http.x"));
+        assert!(!well_formed("mcp_budget.http.x.y"));
+    }
+
+    #[test]
+    fn every_kind_is_in_the_readme_table() {
+        let readme = include_str!("../../README.md");
+        for kind in ALL {
+            assert!(
+                readme.contains(&format!("| `{kind}` |")),
+                "{kind} missing from README's error table"
+            );
+        }
+    }
+
+    /// `ALL` lists every constant of this file: a new one cannot be left out of it.
+    #[test]
+    fn all_lists_every_constant() {
+        let source = include_str!("kind.rs");
+        let declared = source
+            .lines()
+            .filter(|l| l.starts_with("pub const ") && l.contains(": &str ="))
+            .count();
+        assert_eq!(declared, ALL.len());
+    }
+}
