@@ -1,15 +1,17 @@
 //! Search over the catalog: the index and the ranking behind `search_tools`.
 //!
-//! [`SearchIndex::build`] indexes each tool in five fields, each with its own weight: the tool
-//! name (split at `_`, `-` and camel case), its title, the server id, the description, and the
-//! parameters (names, descriptions and enum values, nested ones included). Ranking is BM25F
-//! (per-field length normalisation, one saturation), on Snowball-stemmed terms without stop
-//! words, with CJK text as character unigrams and bigrams. Each query word also looks for its
-//! equivalents in a small generic vocabulary of tool land (`fetch` ~ `get` ~ `retrieve`,
-//! `share` ~ `stock` ~ `ticker`, ...) at a lower weight, and a tool whose name words are
-//! covered by the query gets a bonus. Ties are broken by `server/tool` id, so results are
-//! deterministic. Building is a single pass over the catalog (no training, no model), cheap
-//! enough to redo on every catalog change.
+//! [`SearchIndex::build`] indexes each tool in eight fields, each with its own weight: the tool
+//! name (split at `_`, `-` and camel case), its title, the server id, the description and its
+//! first sentence, and the parameters' names, descriptions and enum values (nested ones
+//! included). Ranking is BM25F (per-field length normalisation, one saturation), on
+//! Snowball-stemmed terms without stop words, with CJK text as character unigrams and bigrams.
+//! Tool-land abbreviations are expanded on both sides (`PRs` → `pull request`). Each query word
+//! also looks for its equivalents in a small generic vocabulary of tool land (`fetch` ~ `get` ~
+//! `retrieve`, `share` ~ `stock` ~ `ticker`, ...) at a lower weight; a tool whose name words are
+//! covered by the query gets a bonus; the tools of a server the query names ("github") are
+//! preferred; a query word no tool has is corrected to the tool-name words it is a typo of.
+//! Ties are broken by `server/tool` id, so results are deterministic. Building is a single pass
+//! over the catalog (no training, no model), cheap enough to redo on every catalog change.
 //!
 //! ```
 //! use mcp_budget::catalog::CatalogTool;
