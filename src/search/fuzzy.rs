@@ -4,8 +4,10 @@
 //! Only a query word the index does not know at all is corrected, and only towards the words
 //! of tool names. Short words must match exactly; longer ones may be one edit away (two from
 //! 8 letters on), counting an insertion, a deletion, a substitution or a swap of neighbours as
-//! one edit. The cost is bounded: the name vocabulary is bucketed by length and each comparison
-//! stops as soon as the bound is passed.
+//! one edit. The first letter must be right (typing errors rarely hit it, and it keeps the
+//! candidates few). The cost is bounded: the name vocabulary is bucketed by first letter and
+//! length, each comparison stops as soon as the bound is passed, and the rows of the distance
+//! table are allocated once per word.
 
 use std::collections::HashMap;
 
@@ -18,10 +20,13 @@ const TWO_EDITS_FROM: usize = 8;
 /// Most corrections kept for one word (all at the smallest distance found).
 const MAX_CORRECTIONS: usize = 3;
 
-/// Distinct lower-cased words of tool names, by length, with their index terms.
+/// A name word's lower-cased letters and its index term.
+type Entry = (Vec<char>, String);
+
+/// Distinct lower-cased words of tool names, by first letter and length, with their terms.
 #[derive(Debug, Default)]
 pub(crate) struct NameWords {
-    by_len: HashMap<usize, Vec<(Vec<char>, String)>>,
+    buckets: HashMap<(char, usize), Vec<Entry>>,
 }
 
 impl NameWords {
@@ -34,7 +39,7 @@ impl NameWords {
         let Some(term) = analyzer.term(word) else {
             return;
         };
-        let bucket = self.by_len.entry(lower.len()).or_default();
+        let bucket = self.buckets.entry((lower[0], lower.len())).or_default();
         if !bucket.iter().any(|(w, _)| *w == lower) {
             bucket.push((lower, term));
         }
@@ -42,7 +47,7 @@ impl NameWords {
 
     /// Sorts the buckets so corrections come out in a fixed order.
     pub(crate) fn finish(&mut self) {
-        for bucket in self.by_len.values_mut() {
+        for bucket in self.buckets.values_mut() {
             bucket.sort_unstable();
         }
     }
@@ -57,9 +62,11 @@ impl NameWords {
         let bound = if query.len() >= TWO_EDITS_FROM { 2 } else { 1 };
         let mut best = bound + 1;
         let mut out: Vec<&str> = Vec::new();
+        let mut rows = Rows::default();
         for len in query.len().saturating_sub(bound)..=query.len() + bound {
-            for (candidate, term) in self.by_len.get(&len).into_iter().flatten() {
-                let Some(d) = distance_within(&query, candidate, best.min(bound)) else {
+            let bucket = self.buckets.get(&(query[0], len));
+            for (candidate, term) in bucket.into_iter().flatten() {
+                let Some(d) = rows.distance_within(&query, candidate, best.min(bound)) else {
                     continue;
                 };
                 if d < best {
@@ -75,37 +82,55 @@ impl NameWords {
     }
 }
 
-/// Optimal-string-alignment distance between `a` and `b` if it is at most `bound`.
-fn distance_within(a: &[char], b: &[char], bound: usize) -> Option<usize> {
-    if a.len().abs_diff(b.len()) > bound {
-        return None;
-    }
-    let width = b.len() + 1;
-    let mut before: Vec<usize> = vec![0; width];
-    let mut previous: Vec<usize> = (0..width).collect();
-    let mut current: Vec<usize> = vec![0; width];
-    for i in 1..=a.len() {
-        current[0] = i;
-        let mut row_min = current[0];
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut d = (previous[j] + 1)
-                .min(current[j - 1] + 1)
-                .min(previous[j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d = d.min(before[j - 2] + 1);
-            }
-            current[j] = d;
-            row_min = row_min.min(d);
-        }
-        if row_min > bound {
+/// The three rows of the distance table, reused from one comparison to the next.
+#[derive(Debug, Default)]
+struct Rows {
+    before: Vec<usize>,
+    previous: Vec<usize>,
+    current: Vec<usize>,
+}
+
+impl Rows {
+    /// Optimal-string-alignment distance between `a` and `b` if it is at most `bound`.
+    fn distance_within(&mut self, a: &[char], b: &[char], bound: usize) -> Option<usize> {
+        if a.len().abs_diff(b.len()) > bound {
             return None;
         }
-        std::mem::swap(&mut before, &mut previous);
-        std::mem::swap(&mut previous, &mut current);
+        let width = b.len() + 1;
+        let Self {
+            before,
+            previous,
+            current,
+        } = self;
+        before.clear();
+        before.resize(width, 0);
+        previous.clear();
+        previous.extend(0..width);
+        current.clear();
+        current.resize(width, 0);
+        for i in 1..=a.len() {
+            current[0] = i;
+            let mut row_min = current[0];
+            for j in 1..=b.len() {
+                let cost = usize::from(a[i - 1] != b[j - 1]);
+                let mut d = (previous[j] + 1)
+                    .min(current[j - 1] + 1)
+                    .min(previous[j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    d = d.min(before[j - 2] + 1);
+                }
+                current[j] = d;
+                row_min = row_min.min(d);
+            }
+            if row_min > bound {
+                return None;
+            }
+            std::mem::swap(before, previous);
+            std::mem::swap(previous, current);
+        }
+        let d = previous[b.len()];
+        (d <= bound).then_some(d)
     }
-    let d = previous[b.len()];
-    (d <= bound).then_some(d)
 }
 
 #[cfg(test)]
@@ -119,14 +144,20 @@ mod tests {
 
     #[test]
     fn distance_counts_each_kind_of_edit_once() {
-        let d = |a: &str, b: &str| distance_within(&chars(a), &chars(b), 3);
+        let mut rows = Rows::default();
+        let mut d = |a: &str, b: &str| rows.distance_within(&chars(a), &chars(b), 3);
         assert_eq!(d("issue", "issue"), Some(0));
         assert_eq!(d("isue", "issue"), Some(1));
         assert_eq!(d("isseu", "issue"), Some(1));
         assert_eq!(d("isxue", "issue"), Some(1));
         assert_eq!(d("repositry", "repository"), Some(1));
         assert_eq!(d("abc", "xyz"), Some(3));
-        assert_eq!(distance_within(&chars("abcd"), &chars("wxyz"), 2), None);
+        assert_eq!(d("abc", "xyz"), Some(3));
+        let mut rows = Rows::default();
+        assert_eq!(
+            rows.distance_within(&chars("abcd"), &chars("wxyz"), 2),
+            None
+        );
     }
 
     #[test]
@@ -144,5 +175,7 @@ mod tests {
         assert!(names.corrections("ad").is_empty());
         assert!(names.corrections("pul").is_empty());
         assert!(names.corrections("banana").is_empty());
+        // The first letter must be right.
+        assert!(names.corrections("xreate").is_empty());
     }
 }
