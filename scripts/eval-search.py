@@ -14,7 +14,7 @@ the reference plain-BM25 figures were computed) and per slot (micro-average over
 With --folds, the per-query table is also printed for each half of a 2-fold split of the queries
 (by `sha256(id)`, even / odd): a change should help, or not hurt, on both halves.
 
-Usage: scripts/eval-search.py [--data DIR] [--queries FILE] [--misses] [--folds] [--no-build]
+Usage: scripts/eval-search.py [--data DIR] [--queries FILE] [--misses] [--folds] [--no-build] [--debug]
 Defaults: DIR = ../shared/data relative to the repository, FILE = DIR/retrieval-dev.jsonl.
 """
 
@@ -97,6 +97,8 @@ def main():
     parser.add_argument("--misses", action="store_true", help="print the slots missed at 5 (default ranker)")
     parser.add_argument("--folds", action="store_true", help="also score each half of a 2-fold split")
     parser.add_argument("--no-build", action="store_true")
+    parser.add_argument("--debug", action="store_true",
+                        help="build and run the debug binary (no release build needed)")
     args = parser.parse_args()
 
     toolsets = os.path.join(args.data, "toolsets")
@@ -105,9 +107,11 @@ def main():
         print(f"no evaluation data under {args.data}; nothing to do", file=sys.stderr)
         return 0
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
+    profile = "debug" if args.debug else "release"
     if not args.no_build:
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=REPO, check=True)
-    binary = os.path.join(target, "release", "mcp-budget")
+        build = ["cargo", "build", "--quiet"] + ([] if args.debug else ["--release"])
+        subprocess.run(build, cwd=REPO, check=True)
+    binary = os.path.join(target, profile, "mcp-budget")
 
     with open(queries, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]

@@ -1,15 +1,17 @@
 //! Search over the catalog: the index and the ranking behind `search_tools`.
 //!
-//! [`SearchIndex::build`] indexes each tool in five fields, each with its own weight: the tool
-//! name (split at `_`, `-` and camel case), its title, the server id, the description, and the
-//! parameters (names, descriptions and enum values, nested ones included). Ranking is BM25F
-//! (per-field length normalisation, one saturation), on Snowball-stemmed terms without stop
-//! words, with CJK text as character unigrams and bigrams. Each query word also looks for its
-//! equivalents in a small generic vocabulary of tool land (`fetch` ~ `get` ~ `retrieve`,
-//! `share` ~ `stock` ~ `ticker`, ...) at a lower weight, and a tool whose name words are
-//! covered by the query gets a bonus. Ties are broken by `server/tool` id, so results are
-//! deterministic. Building is a single pass over the catalog (no training, no model), cheap
-//! enough to redo on every catalog change.
+//! [`SearchIndex::build`] indexes each tool in eight fields, each with its own weight: the tool
+//! name (split at `_`, `-` and camel case), its title, the server id, the description and its
+//! first sentence, and the parameters' names, descriptions and enum values (nested ones
+//! included). Ranking is BM25F (per-field length normalisation, one saturation), on
+//! Snowball-stemmed terms without stop words, with CJK text as character unigrams and bigrams.
+//! Tool-land abbreviations are expanded on both sides (`PRs` → `pull request`). Each query word
+//! also looks for its equivalents in a small generic vocabulary of tool land (`fetch` ~ `get` ~
+//! `retrieve`, `share` ~ `stock` ~ `ticker`, ...) at a lower weight; a tool whose name words are
+//! covered by the query gets a bonus; the tools of a server the query names ("github") are
+//! preferred; a query word no tool has is corrected to the tool-name words it is a typo of.
+//! Ties are broken by `server/tool` id, so results are deterministic. Building is a single pass
+//! over the catalog (no training, no model), cheap enough to redo on every catalog change.
 //!
 //! ```
 //! use mcp_budget::catalog::CatalogTool;
@@ -26,14 +28,21 @@
 //! # Ok::<(), mcp_budget::catalog::CatalogError>(())
 //! ```
 
+mod fields;
+mod fuzzy;
+mod server;
 mod synonyms;
 mod text;
 
 use std::collections::HashMap;
 
-use serde_json::Value;
-
 use crate::catalog::CatalogTool;
+use fields::{
+    field_texts, is_value_like, DESCRIPTION, ENUM_VALUES, FIELDS, NAME, PARAMS, PARAM_DESCRIPTIONS,
+    SERVER,
+};
+use fuzzy::NameWords;
+use server::ServerNames;
 use text::{Analysis, Analyzer, StemCache};
 
 /// A ranking method.
@@ -57,16 +66,6 @@ pub struct Hit {
     pub score: f32,
 }
 
-/// Index fields.
-const NAME: usize = 0;
-const TITLE: usize = 1;
-const SERVER: usize = 2;
-const DESCRIPTION: usize = 3;
-const PARAMS: usize = 4;
-/// The description's first sentence, which says what the tool does (also in `DESCRIPTION`).
-const LEAD: usize = 5;
-const FIELDS: usize = 6;
-
 /// Tuning of the fielded ranker. Chosen once on general grounds (a name word says more than a
 /// description word; long descriptions must not win by length) and checked on the dev queries.
 #[derive(Clone, Copy, Debug)]
@@ -86,26 +85,36 @@ struct Tuning {
     /// weighted terms the tool matches)^coord, so tools that answer more of the query win over
     /// tools that match one word strongly.
     coord: f32,
+    /// Score boost (a factor of `1 + server`) for the tools of a server the query names.
+    server: f32,
+    /// Weight of a name word found by typo correction instead of the unknown query word.
+    typo: f32,
 }
 
+/// Per field (in `fields` order: name, title, server, description, parameter names, lead,
+/// parameter descriptions, enum values).
 const FIELDED: Tuning = Tuning {
-    weight: [3.0, 2.0, 1.5, 0.8, 0.4, 1.0],
-    b: [0.3, 0.3, 0.3, 0.75, 0.75, 0.5],
+    weight: [3.0, 2.0, 1.5, 0.8, 0.4, 1.0, 0.3, 1.2],
+    b: [0.3, 0.3, 0.3, 0.75, 0.75, 0.5, 0.75, 0.75],
     k1: 1.2,
     synonym: 0.5,
     name_coverage: 3.0,
     value: 0.3,
     coord: 0.5,
+    server: 0.5,
+    typo: 0.8,
 };
 
 const BM25: Tuning = Tuning {
-    weight: [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-    b: [0.75, 0.0, 0.0, 0.0, 0.0, 0.0],
+    weight: [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    b: [0.75, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
     k1: 1.2,
     synonym: 0.0,
     name_coverage: 0.0,
     value: 1.0,
     coord: 0.0,
+    server: 0.0,
+    typo: 0.0,
 };
 
 /// One document's occurrences of one term, per field.
@@ -131,6 +140,10 @@ pub struct SearchIndex {
     name_idf: Vec<f32>,
     /// Term → its equivalents (stemmed), from [`synonyms::GROUPS`].
     equivalents: HashMap<String, Vec<String>>,
+    /// Which query terms name which servers.
+    servers: ServerNames,
+    /// Words of tool names, for typo correction.
+    name_words: NameWords,
 }
 
 impl SearchIndex {
@@ -159,6 +172,8 @@ impl SearchIndex {
             average: [0.0; FIELDS],
             name_idf: vec![0.0; tools.len()],
             equivalents: HashMap::new(),
+            servers: ServerNames::default(),
+            name_words: NameWords::default(),
         };
         let mut cache = StemCache::default();
         for (doc, tool) in tools.iter().enumerate() {
@@ -180,7 +195,28 @@ impl SearchIndex {
         if tuning.synonym > 0.0 {
             index.equivalents = equivalents(&index.analyzer);
         }
+        if tuning.server > 0.0 {
+            index.servers = ServerNames::build(
+                tools,
+                &index.analyzer,
+                |term| index.mentions(term),
+                |term| index.equivalents.contains_key(term),
+            );
+        }
+        index.name_words.finish();
         index
+    }
+
+    /// The documents that have `term` in a field other than the server id.
+    fn mentions(&self, term: &str) -> Vec<u32> {
+        let Some(&id) = self.terms.get(term) else {
+            return Vec::new();
+        };
+        self.postings[id as usize]
+            .iter()
+            .filter(|p| (0..FIELDS).any(|f| f != SERVER && p.tf[f] > 0))
+            .map(|p| p.doc)
+            .collect()
     }
 
     /// The ranker this index was built for.
@@ -203,13 +239,28 @@ impl SearchIndex {
 
     fn add(&mut self, doc: usize, tool: &CatalogTool, cache: &mut StemCache) {
         let fields = field_texts(tool);
+        if self.tuning.typo > 0.0 {
+            let (names, analyzer) = (&mut self.name_words, &self.analyzer);
+            text::words(&tool.name, |word, cjk| {
+                if !cjk {
+                    names.add(word, analyzer);
+                }
+            });
+        }
         let mut counts: HashMap<String, [u16; FIELDS]> = HashMap::new();
         let mut lengths = [0.0; FIELDS];
         for (f, texts) in fields.iter().enumerate() {
             // The baseline is one bag of name + description + parameter words.
             let target = match self.ranker {
                 Ranker::Fielded => f,
-                Ranker::Bm25 if matches!(f, NAME | DESCRIPTION | PARAMS) => NAME,
+                Ranker::Bm25
+                    if matches!(
+                        f,
+                        NAME | DESCRIPTION | PARAMS | PARAM_DESCRIPTIONS | ENUM_VALUES
+                    ) =>
+                {
+                    NAME
+                }
                 Ranker::Bm25 => continue,
             };
             for text in texts {
@@ -243,20 +294,22 @@ impl SearchIndex {
         }
         let concepts = self.query_terms(query);
         let query_weight: f32 = concepts.iter().map(|(_, w)| w).sum();
+        let named = self.servers.named(concepts.iter().map(|(t, _)| t.as_str()));
         let n = self.len();
         let mut total = vec![0.0f32; n];
         let mut concept = vec![0.0f32; n];
         let mut name_hits = vec![0.0f32; n];
-        let mut named = vec![0.0f32; n];
+        let mut in_name = vec![0.0f32; n];
         let mut matched = vec![0.0f32; n];
         let mut touched: Vec<u32> = Vec::new();
         for (term, weight) in &concepts {
-            self.accumulate(term, *weight, &mut concept, &mut named, &mut touched);
+            self.accumulate(term, *weight, &mut concept, &mut in_name, &mut touched);
             if let Some(others) = self.equivalents.get(term) {
                 for other in others {
                     if !concepts.iter().any(|(t, _)| t == other) {
                         let weight = weight * self.tuning.synonym;
-                        self.accumulate(other, weight, &mut concept, &mut named, &mut touched);
+                        let (c, m) = (&mut concept, &mut in_name);
+                        self.accumulate(other, weight, c, m, &mut touched);
                     }
                 }
             }
@@ -265,8 +318,8 @@ impl SearchIndex {
                 total[d] += concept[d];
                 concept[d] = 0.0;
                 matched[d] += weight;
-                name_hits[d] += named[d];
-                named[d] = 0.0;
+                name_hits[d] += in_name[d];
+                in_name[d] = 0.0;
             }
             touched.clear();
         }
@@ -282,6 +335,9 @@ impl SearchIndex {
             if self.tuning.name_coverage > 0.0 && self.name_idf[doc] > 0.0 {
                 let covered = (name_hits[doc] / self.name_idf[doc]).min(1.0);
                 score += self.tuning.name_coverage * covered * covered;
+            }
+            if !named.is_empty() && named.binary_search(&self.servers.server_of(doc)).is_ok() {
+                score *= 1.0 + self.tuning.server;
             }
             hits.push(Hit { index: doc, score });
         }
@@ -302,19 +358,44 @@ impl SearchIndex {
     fn query_terms(&self, query: &str) -> Vec<(String, f32)> {
         let mut out: Vec<(String, f32)> = Vec::new();
         for chunk in query.split_whitespace() {
-            let weight = if self.ranker == Ranker::Fielded && is_value_like(chunk) {
-                self.tuning.value
+            let value = self.ranker == Ranker::Fielded && is_value_like(chunk);
+            let (weight, terms) = if value {
+                (self.tuning.value, self.analyzer.literal_terms(chunk))
             } else {
-                1.0
+                (1.0, self.analyzer.terms(chunk))
             };
-            for term in self.analyzer.terms(chunk) {
-                match out.iter_mut().find(|(t, _)| *t == term) {
-                    Some(seen) => seen.1 = seen.1.max(weight),
-                    None => out.push((term, weight)),
-                }
+            for term in terms {
+                add_term(&mut out, term, weight);
+            }
+            if !value && self.tuning.typo > 0.0 {
+                self.correct_typos(chunk, &mut out);
             }
         }
         out
+    }
+
+    /// Replaces the terms of `chunk`'s words that the index does not know by the tool-name
+    /// words they are a typo of, at the typo weight.
+    fn correct_typos(&self, chunk: &str, out: &mut Vec<(String, f32)>) {
+        text::words(chunk, |word, cjk| {
+            if cjk {
+                return;
+            }
+            let Some(term) = self.analyzer.term(word) else {
+                return;
+            };
+            if self.terms.contains_key(&term) {
+                return;
+            }
+            let corrections = self.name_words.corrections(word);
+            if corrections.is_empty() {
+                return;
+            }
+            out.retain(|(t, _)| *t != term);
+            for correction in corrections {
+                add_term(out, correction.to_owned(), self.tuning.typo);
+            }
+        });
     }
 
     /// Per query term, the score it gives tool `doc` (its own word and its equivalents), for
@@ -390,6 +471,14 @@ impl SearchIndex {
     }
 }
 
+/// Adds `term` at `weight` to a query's terms, keeping the higher weight of a repeated term.
+fn add_term(out: &mut Vec<(String, f32)>, term: String, weight: f32) {
+    match out.iter_mut().find(|(t, _)| *t == term) {
+        Some(seen) => seen.1 = seen.1.max(weight),
+        None => out.push((term, weight)),
+    }
+}
+
 /// BM25 inverse document frequency (never negative).
 fn idf(docs: usize, df: usize) -> f32 {
     let (n, df) = (docs as f32, df as f32);
@@ -408,96 +497,6 @@ fn tie_ranks(tools: &[CatalogTool]) -> Vec<u32> {
         rank[doc] = u32::try_from(position).expect("fewer than 2^32 tools");
     }
     rank
-}
-
-/// The texts of each field of a tool.
-fn field_texts(tool: &CatalogTool) -> [Vec<&str>; FIELDS] {
-    let mut fields: [Vec<&str>; FIELDS] = Default::default();
-    fields[NAME].push(&tool.name);
-    let def = &tool.definition;
-    if let Some(title) = def.get("title").and_then(Value::as_str) {
-        fields[TITLE].push(title);
-    }
-    if let Some(title) = def
-        .get("annotations")
-        .and_then(|a| a.get("title"))
-        .and_then(Value::as_str)
-    {
-        fields[TITLE].push(title);
-    }
-    fields[SERVER].push(&tool.server);
-    fields[DESCRIPTION].push(tool.description());
-    fields[LEAD].push(lead_sentence(tool.description()));
-    if let Some(schema) = tool.input_schema() {
-        schema_texts(schema, 0, &mut fields[PARAMS]);
-    }
-    fields
-}
-
-/// The first sentence (or line) of a description.
-fn lead_sentence(text: &str) -> &str {
-    let text = text.trim_start();
-    let mut end = text.find('\n').unwrap_or(text.len());
-    for stop in [". ", "。", "! ", "? "] {
-        if let Some(at) = text[..end].find(stop) {
-            end = end.min(at);
-        }
-    }
-    &text[..end]
-}
-
-/// Whether a whitespace-separated chunk of a query looks like an argument value (a path, a
-/// URL, a file name, a CSS selector, a handle) rather than words saying what to do.
-fn is_value_like(chunk: &str) -> bool {
-    let chunk = chunk
-        .trim_matches(|c: char| matches!(c, '"' | '\'' | '(' | ')' | ',' | '?' | '!' | ':' | ';'));
-    let chunk = chunk.strip_suffix('.').unwrap_or(chunk);
-    if chunk.contains('/') || chunk.contains('\\') {
-        return true;
-    }
-    if chunk.len() > 1 && chunk.starts_with(['#', '.', '@', '$', '~']) {
-        return true;
-    }
-    let bytes = chunk.as_bytes();
-    // `name.ext`, `www.example.com`: a dot between alphanumerics.
-    bytes
-        .windows(3)
-        .any(|w| w[1] == b'.' && w[0].is_ascii_alphanumeric() && w[2].is_ascii_alphabetic())
-}
-
-/// Parameter names, descriptions and string enum values of a schema, nested ones included.
-fn schema_texts<'a>(schema: &'a Value, depth: usize, out: &mut Vec<&'a str>) {
-    const MAX_DEPTH: usize = 6;
-    let Value::Object(obj) = schema else {
-        return;
-    };
-    if depth > MAX_DEPTH {
-        return;
-    }
-    if depth > 0 {
-        if let Some(d) = obj.get("description").and_then(Value::as_str) {
-            out.push(d);
-        }
-        if let Some(Value::Array(values)) = obj.get("enum") {
-            out.extend(values.iter().filter_map(Value::as_str));
-        }
-    }
-    if let Some(Value::Object(props)) = obj.get("properties") {
-        for (name, prop) in props {
-            out.push(name);
-            schema_texts(prop, depth + 1, out);
-        }
-    }
-    if let Some(items) = obj.get("items") {
-        schema_texts(items, depth + 1, out);
-    }
-    for key in ["anyOf", "oneOf", "allOf"] {
-        if let Some(Value::Array(list)) = obj.get(key) {
-            for sub in list {
-                schema_texts(sub, depth + 1, out);
-            }
-        }
-    }
 }
 
 /// Stemmed term → stemmed equivalents.

@@ -3,7 +3,8 @@
 //!
 //! Written from the verbs and nouns that recur in MCP tool names and descriptions in general,
 //! not from any labelled query. A query term found in a group also looks for the other words of
-//! the group, at a lower weight than the word itself.
+//! the group, at a lower weight than the word itself. [`ABBREVIATIONS`] are exact: an
+//! abbreviation is replaced by its expansion on both sides (query and index), at full weight.
 
 /// Groups of interchangeable words (each is stemmed before use).
 pub(crate) const GROUPS: &[&[&str]] = &[
@@ -109,9 +110,9 @@ pub(crate) const GROUPS: &[&[&str]] = &[
         "revenue",
     ],
     &["file", "document", "doc"],
-    &["directory", "folder", "dir"],
+    &["directory", "folder"],
     &["content", "text", "body"],
-    &["image", "picture", "photo", "screenshot", "icon", "img"],
+    &["image", "picture", "photo", "screenshot", "icon"],
     &[
         "chart",
         "graph",
@@ -126,14 +127,14 @@ pub(crate) const GROUPS: &[&[&str]] = &[
     &["pdf", "paper", "article"],
     &["paper", "article", "publication", "research", "preprint"],
     &["news", "headline", "article", "story"],
-    &["repository", "repo", "project", "codebase"],
+    &["repository", "project", "codebase"],
     &["issue", "bug", "ticket", "problem"],
     &["error", "exception", "crash", "failure", "fault", "event"],
     &["log", "history", "commit"],
     &["version", "release", "tag"],
     &["package", "dependency", "library", "module", "artifact"],
     &["user", "account", "member", "profile", "person"],
-    &["organization", "org", "team", "workspace", "tenant"],
+    &["organization", "team", "workspace", "tenant"],
     &["message", "chat", "conversation", "mail", "email"],
     &["comment", "reply", "review", "feedback"],
     &["task", "todo", "job", "assignment"],
@@ -190,6 +191,46 @@ pub(crate) const GROUPS: &[&[&str]] = &[
     &["container", "docker", "image"],
     &["code", "source", "snippet", "program"],
     &["script", "javascript", "js"],
+    // Arithmetic "add" (a calculator's `sum`), next to the "create" sense above.
+    &["sum", "add", "plus", "addition"],
+    // Code-hosting and chat reactions are emoji.
+    &["reaction", "react", "emoji"],
+];
+
+/// Abbreviations of tool land and what they stand for, each in the sense that tool names, API
+/// docs and issue trackers use it (see `docs/search.md`). Only unambiguous ones: `doc` (a file
+/// or documentation?), `desc` (description or descending?), `mr` (merge request or Mr.) are left
+/// out, and so are file extensions (`py`, `txt`, `js`), which name a format, not a word. Plurals come for free (`PRs`, `repos`: the stem is looked up).
+pub(crate) const ABBREVIATIONS: &[(&str, &str)] = &[
+    ("pr", "pull request"),
+    ("repo", "repository"),
+    ("gh", "github"),
+    ("dir", "directory"),
+    ("org", "organization"),
+    ("env", "environment"),
+    ("config", "configuration"),
+    ("cfg", "configuration"),
+    ("db", "database"),
+    ("msg", "message"),
+    ("dm", "direct message"),
+    ("img", "image"),
+    ("pic", "picture"),
+    ("vid", "video"),
+    ("auth", "authentication"),
+    ("k8s", "kubernetes"),
+    ("dep", "dependency"),
+    ("pkg", "package"),
+    ("lib", "library"),
+    ("app", "application"),
+    ("param", "parameter"),
+    ("arg", "argument"),
+    ("num", "number"),
+    ("calc", "calculate"),
+    ("addr", "address"),
+    ("lat", "latitude"),
+    ("lng", "longitude"),
+    ("lon", "longitude"),
+    ("tz", "timezone"),
 ];
 
 #[cfg(test)]
@@ -202,7 +243,32 @@ mod tests {
             assert!(group.len() >= 2);
             for word in *group {
                 assert!(word.chars().all(|c| c.is_ascii_lowercase()), "{word}");
+                // An abbreviation is replaced before groups are consulted.
+                assert!(
+                    ABBREVIATIONS.iter().all(|(short, _)| short != word),
+                    "{word}"
+                );
             }
+        }
+    }
+
+    #[test]
+    fn abbreviations_are_lower_case_and_unique() {
+        for (i, (short, long)) in ABBREVIATIONS.iter().enumerate() {
+            assert!(
+                short
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
+                "{short}"
+            );
+            assert!(
+                long.chars().all(|c| c.is_ascii_lowercase() || c == ' '),
+                "{long}"
+            );
+            assert!(
+                ABBREVIATIONS[..i].iter().all(|(s, _)| s != short),
+                "{short}"
+            );
         }
     }
 }

@@ -1,6 +1,6 @@
 use super::*;
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::LazyLock;
 
@@ -197,4 +197,120 @@ fn current_means_now_not_a_date() {
     let index = SearchIndex::build(&tools);
     let hits = index.search("What is the current share price of Acme?", 5);
     assert_eq!(ids(&tools, &hits)[0], "market/get_stock_quote");
+}
+
+#[test]
+fn typo_in_a_name_word_is_corrected() {
+    let (tools, index) = &*FIXTURES;
+    for (query, want) in [
+        ("create_isue", "github/create_issue"),
+        ("serch_repositories", "github/search_repositories"),
+        ("list the brnaches", "github/list_branches"),
+    ] {
+        let got = ids(tools, &index.search(query, 5));
+        assert_eq!(got[0], want, "{query}: {got:?}");
+    }
+    // A short unknown word is not corrected into a name word ("tak" is not "task").
+    let hits = index.search("tak", 5);
+    assert!(hits.is_empty(), "{:?}", ids(tools, &hits));
+}
+
+#[test]
+fn enum_values_are_indexed() {
+    let tools = vec![
+        tool(
+            "hub",
+            json!({"name": "add_reaction", "description": "React to a comment.",
+                "inputSchema": {"type": "object", "properties": {"content": {
+                    "type": "string", "enum": ["+1", "heart", "rocket", "eyes"]}}}}),
+        ),
+        tool(
+            "hub",
+            json!({"name": "add_comment", "description": "Comment on an issue."}),
+        ),
+    ];
+    let index = SearchIndex::build(&tools);
+    assert_eq!(
+        ids(&tools, &index.search("rocket", 5)),
+        ["hub/add_reaction"]
+    );
+    assert_eq!(
+        ids(&tools, &index.search("a heart", 5)),
+        ["hub/add_reaction"]
+    );
+}
+
+#[test]
+fn abbreviations_meet_their_expansions() {
+    let (tools, index) = &*FIXTURES;
+    for (query, want) in [
+        ("list my open PRs", "github/list_pull_requests"),
+        ("create a new repo", "github/create_repository"),
+    ] {
+        let got = ids(tools, &index.search(query, 5));
+        assert_eq!(got[0], want, "{query}: {got:?}");
+    }
+    // The other way round: a tool that says `repo` is found by `repository`.
+    let short = vec![tool(
+        "x",
+        json!({"name": "fork_repo", "description": "Fork it."}),
+    )];
+    let index = SearchIndex::build(&short);
+    assert_eq!(index.search("fork a repository", 5).len(), 1);
+}
+
+#[test]
+fn a_named_server_is_preferred() {
+    let (tools, index) = &*FIXTURES;
+    // Without the preference, `git_log` ("Shows the commit logs") beats GitHub's commit list.
+    let got = ids(tools, &index.search("commit history in github", 10));
+    let at = |id: &str| got.iter().position(|g| g == id).unwrap_or(usize::MAX);
+    assert!(at("github/list_commits") < at("git/git_log"), "{got:?}");
+    let got = ids(tools, &index.search("show the commit history in git", 5));
+    assert_eq!(got[0], "git/git_log", "{got:?}");
+}
+
+#[test]
+fn generic_words_name_no_server() {
+    // `search` is in `google-search`'s id, but most tools that mention it are elsewhere.
+    let tools = vec![
+        tool(
+            "google-search",
+            json!({"name": "search", "description": "Perform a web search query"}),
+        ),
+        tool(
+            "github",
+            json!({"name": "search_code", "description": "Search code in GitHub repositories"}),
+        ),
+        tool(
+            "github",
+            json!({"name": "search_issues", "description": "Search issues in GitHub repositories"}),
+        ),
+    ];
+    let index = SearchIndex::build(&tools);
+    let named = |q: &str| {
+        let terms = index.query_terms(q);
+        index.servers.named(terms.iter().map(|(t, _)| t.as_str()))
+    };
+    assert!(named("search the web").is_empty());
+    assert_eq!(named("search github").len(), 1);
+}
+
+#[test]
+fn sum_is_an_arithmetic_add() {
+    let tools = vec![
+        tool(
+            "everything",
+            json!({"name": "get-sum", "description": "Returns the sum of two numbers"}),
+        ),
+        tool(
+            "github",
+            json!({"name": "add_issue_comment", "description": "Add a comment to a specific issue in a GitHub repository."}),
+        ),
+    ];
+    let index = SearchIndex::build(&tools);
+    assert_eq!(
+        ids(&tools, &index.search("add two numbers", 5))[0],
+        "everything/get-sum"
+    );
 }

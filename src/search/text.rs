@@ -1,7 +1,11 @@
 //! Text → terms: word splitting (snake, kebab, camel case), lower-casing, stop words,
 //! Snowball stemming, and CJK bigrams.
 
+use std::collections::HashMap;
+
 use rust_stemmers::{Algorithm, Stemmer};
+
+use super::synonyms::ABBREVIATIONS;
 
 /// How text becomes terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,9 +44,16 @@ pub(crate) fn words(text: &str, mut emit: impl FnMut(&str, bool)) {
                 let next = chars.get(i + 1).map(|&(_, n)| n);
                 // camelCase: a capital after a lower-case letter or digit starts a word;
                 // ACRONYMWord: the last capital of a run starts a word when a lower case follows.
+                // A plural `s` after an acronym stays with it (`PRs`, `URLs`).
+                let plural = next == Some('s')
+                    && !chars
+                        .get(i + 2)
+                        .is_some_and(|&(_, after)| after.is_alphanumeric());
                 let boundary = c.is_uppercase()
                     && (prev.is_lowercase()
-                        || (prev.is_uppercase() && next.is_some_and(char::is_lowercase)));
+                        || (prev.is_uppercase()
+                            && next.is_some_and(char::is_lowercase)
+                            && !plural));
                 if boundary {
                     emit(&text[s..at], false);
                     start = Some(at);
@@ -75,14 +86,17 @@ const STOP_WORDS: &[&str] = &[
     "yours", "yourself",
 ];
 
-/// Word → term memo for [`Analyzer::terms_cached`].
+/// Word → terms memo for [`Analyzer::terms_cached`].
 #[derive(Debug, Default)]
-pub(crate) struct StemCache(std::collections::HashMap<String, Option<String>>);
+pub(crate) struct StemCache(HashMap<String, Vec<String>>);
 
 /// Turns text into index terms.
 pub(crate) struct Analyzer {
     stemmer: Stemmer,
     mode: Analysis,
+    /// Abbreviation (lower case, singular) → the stemmed terms of its expansion (full analysis
+    /// only).
+    abbreviations: HashMap<String, Vec<String>>,
 }
 
 impl std::fmt::Debug for Analyzer {
@@ -95,10 +109,23 @@ impl std::fmt::Debug for Analyzer {
 
 impl Analyzer {
     pub(crate) fn new(mode: Analysis) -> Self {
-        Self {
+        let mut analyzer = Self {
             stemmer: Stemmer::create(Algorithm::English),
             mode,
+            abbreviations: HashMap::new(),
+        };
+        if mode == Analysis::Full {
+            for (short, long) in ABBREVIATIONS {
+                let expansion: Vec<String> = long
+                    .split(' ')
+                    .filter_map(|word| analyzer.term(word))
+                    .collect();
+                analyzer
+                    .abbreviations
+                    .insert((*short).to_owned(), expansion);
+            }
         }
+        analyzer
     }
 
     /// The terms of `text`, in order, duplicates kept.
@@ -106,9 +133,19 @@ impl Analyzer {
         self.terms_cached(text, &mut StemCache::default())
     }
 
+    /// [`Self::terms`] without expanding abbreviations, for argument values (`./lib/app.py`
+    /// names a path, not a library).
+    pub(crate) fn literal_terms(&self, text: &str) -> Vec<String> {
+        self.analyze(text, &mut StemCache::default(), false)
+    }
+
     /// [`Self::terms`], remembering each word's term in `cache` (indexing meets the same words
     /// again and again; stemming is the costly step).
     pub(crate) fn terms_cached(&self, text: &str, cache: &mut StemCache) -> Vec<String> {
+        self.analyze(text, cache, true)
+    }
+
+    fn analyze(&self, text: &str, cache: &mut StemCache, expand: bool) -> Vec<String> {
         let mut out = Vec::new();
         match self.mode {
             Analysis::Plain => {
@@ -130,22 +167,44 @@ impl Analyzer {
                         return;
                     }
                     previous_cjk = None;
-                    let term = match cache.0.get(word) {
-                        Some(term) => term.clone(),
+                    if !expand {
+                        out.extend(self.term(word));
+                        return;
+                    }
+                    match cache.0.get(word) {
+                        Some(terms) => out.extend_from_slice(terms),
                         None => {
-                            let term = self.term(word);
-                            cache.0.insert(word.to_owned(), term.clone());
-                            term
+                            let terms = self.word_terms(word);
+                            out.extend_from_slice(&terms);
+                            cache.0.insert(word.to_owned(), terms);
                         }
-                    };
-                    out.extend(term);
+                    }
                 });
             }
         }
         out
     }
 
-    /// One word as a term: lower-cased and stemmed, or `None` for a stop word.
+    /// The terms of one word: its term, or the terms of its expansion when it is a known
+    /// abbreviation (`PRs` → `pull`, `request`), so both spellings meet in the index.
+    fn word_terms(&self, word: &str) -> Vec<String> {
+        let Some(term) = self.term(word) else {
+            return Vec::new();
+        };
+        let lower = word.to_lowercase();
+        let singular = lower.strip_suffix('s').unwrap_or(&lower);
+        match self
+            .abbreviations
+            .get(&lower)
+            .or_else(|| self.abbreviations.get(singular))
+        {
+            Some(expansion) => expansion.clone(),
+            None => vec![term],
+        }
+    }
+
+    /// One word as a term: lower-cased and stemmed, or `None` for a stop word. Abbreviations
+    /// are not expanded here.
     pub(crate) fn term(&self, word: &str) -> Option<String> {
         let lower = word.to_lowercase();
         if self.mode == Analysis::Plain {
@@ -187,6 +246,7 @@ mod tests {
         );
         assert_eq!(split("getFileInfo"), ["get", "File", "Info"]);
         assert_eq!(split("HTMLParser v2"), ["HTML", "Parser", "v2"]);
+        assert_eq!(split("open PRs"), ["open", "PRs"]);
         assert_eq!(split("查询车票 now"), ["查", "询", "车", "票", "now"]);
     }
 
@@ -195,6 +255,11 @@ mod tests {
         let a = Analyzer::new(Analysis::Full);
         assert_eq!(a.terms("Listing the Directories"), ["list", "directori"]);
         assert_eq!(a.terms("车票"), ["车", "车票", "票"]);
+        assert_eq!(
+            a.terms("open PRs in the repo"),
+            ["open", "pull", "request", "repositori"]
+        );
+        assert_eq!(a.terms("list_pull_requests"), ["list", "pull", "request"]);
         let plain = Analyzer::new(Analysis::Plain);
         assert_eq!(
             plain.terms("get_file_info the"),
