@@ -126,6 +126,8 @@ impl FromStr for Level {
 
 /// Longest parameter description kept at [`Level::Medium`], in characters.
 const MEDIUM_PARAM_CHARS: usize = 80;
+/// Longest summary of a catalog line at [`Level::Medium`], in characters.
+const MEDIUM_LINE_CHARS: usize = 160;
 /// Longest tool description kept at [`Level::High`], in characters.
 const HIGH_CHARS: usize = 100;
 /// Most words kept at [`Level::Extreme`].
@@ -267,12 +269,15 @@ pub(crate) fn catalog_line_memo(
             line.push(')');
         }
     }
-    // One line at every level: the first paragraph is the most a line carries.
+    // One line at every level. A line sits next to a hundred others, so it says only what
+    // tells its tool apart: the parameters and the first sentence at `medium`, the first
+    // sentence at `high`, and the name alone at `extreme` (search supplies the rest).
     let summary = match level {
         Level::Off => one_line(text),
         Level::Low => one_line(&describe_tool(text, Level::Low, schema, memo)),
-        Level::Medium => one_line(&describe_tool(text, Level::Medium, schema, memo)),
-        Level::High | Level::Extreme => describe_tool(text, level, schema, memo),
+        Level::Medium => lead(&memo.clean(text, schema, false)),
+        Level::High => describe_tool(text, level, schema, memo),
+        Level::Extreme => String::new(),
     };
     if !summary.is_empty() {
         line.push_str(": ");
@@ -375,6 +380,9 @@ fn compress_schema(schema: &Value, level: Level, name: &str, memo: &mut Memo) ->
             // The root description is rarely shown by hosts, but it is prose like the others.
             "description" => match value.as_str() {
                 Some(text) => match describe_param(text, level, memo) {
+                    // "owner": "Owner" says nothing the name does not (checked after
+                    // shortening, so that compressing twice changes nothing).
+                    Some(t) if level > Level::Off && same_words(&t, name) => continue,
                     Some(t) => Value::String(t),
                     None => continue,
                 },
@@ -423,7 +431,8 @@ fn same_words(a: &str, b: &str) -> bool {
             .flat_map(char::to_lowercase)
             .collect()
     };
-    !a.is_empty() && norm(a) == norm(b)
+    let a = norm(a);
+    !a.is_empty() && a == norm(b)
 }
 
 /// Openers that add no meaning; removed at `low`, case-insensitively.
@@ -569,19 +578,24 @@ fn looks_like_schema_example(body: &str, params: &[String]) -> bool {
     !obj.is_empty() && obj.keys().all(|k| params.contains(&k.to_lowercase()))
 }
 
+/// `text` without its boilerplate openers (all of them, so that cleaning twice changes
+/// nothing), its first letter upper-cased when one was removed.
 fn strip_boilerplate(text: &str) -> String {
-    let lower = text.to_lowercase();
-    for opener in BOILERPLATE {
-        if lower.starts_with(opener) {
-            let rest = &text[opener.len()..];
-            let mut chars = rest.chars();
-            return match chars.next() {
-                Some(c) => c.to_uppercase().chain(chars).collect(),
-                None => String::new(),
-            };
-        }
+    let mut rest = text;
+    while let Some(opener) = BOILERPLATE.iter().find(|o| {
+        rest.get(..o.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(o))
+    }) {
+        rest = &rest[opener.len()..];
     }
-    text.to_owned()
+    if rest.len() == text.len() {
+        return text.to_owned();
+    }
+    let mut chars = rest.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// Markdown emphasis, inline code, links and images → plain text; spaces collapsed.
@@ -675,6 +689,22 @@ fn first_sentence(text: &str) -> String {
     para.to_owned()
 }
 
+/// Fewest words of a `medium` line's first sentence: a shorter one ("Search.") says too
+/// little to tell its tool from its neighbours, so the next sentence is added.
+const LEAD_WORDS: usize = 4;
+
+/// The summary of a `medium` catalog line: the first sentence of the first line, with the
+/// next one when it is shorter than [`LEAD_WORDS`] words; at most [`MEDIUM_LINE_CHARS`].
+fn lead(text: &str) -> String {
+    let first = first_sentence(text);
+    if first.split_whitespace().count() >= LEAD_WORDS {
+        return cut_chars(&first, MEDIUM_LINE_CHARS);
+    }
+    let line = text.lines().next().unwrap_or("");
+    let second = first_sentence(line[first.len()..].trim_start());
+    cut_chars(format!("{first} {second}").trim(), MEDIUM_LINE_CHARS)
+}
+
 /// At most `max` characters, cut on a word boundary with `…`.
 fn cut_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
@@ -683,6 +713,9 @@ fn cut_chars(text: &str, max: usize) -> String {
     let mut cut: String = text.chars().take(max).collect();
     if let Some(space) = cut.rfind(' ') {
         cut.truncate(space);
+    } else {
+        // Room for the `…`: a cut text is never cut again (compression is idempotent).
+        cut.pop();
     }
     let cut = cut.trim_end_matches([',', ';', ':', ' ', '(', '-']);
     format!("{cut}…")
@@ -817,18 +850,16 @@ mod tests {
             json!({"name": "gh__create_issue", "description": "Create an issue.\nIn a repo.",
             "inputSchema": {"type": "object", "properties": {"owner": {"type": "string"}, "title": {"type": "string"}, "body": {}}, "required": ["owner", "title"]}}),
         );
+        // `medium`: the parameters and the first sentence (of the first line).
         assert_eq!(
             catalog_line(&t, Level::Medium),
-            "gh__create_issue(owner, title, body?): Create an issue. In a repo."
+            "gh__create_issue(owner, title, body?): Create an issue."
         );
         assert_eq!(
             catalog_line(&t, Level::High),
             "gh__create_issue: Create an issue."
         );
-        assert_eq!(
-            catalog_line(&t, Level::Extreme),
-            "gh__create_issue: Create an issue"
-        );
+        assert_eq!(catalog_line(&t, Level::Extreme), "gh__create_issue");
     }
 
     #[test]
@@ -838,6 +869,75 @@ mod tests {
             compress_with(&t, Level::Off, Some("New."))["description"],
             "New."
         );
+    }
+
+    #[test]
+    fn medium_lines_say_what_tells_a_tool_apart() {
+        let t = obj(json!({"name": "fetch", "description":
+            "Fetch a URL from the internet and return its text. Follows redirects. Returns markdown.",
+            "inputSchema": {"type": "object", "properties": {"url": {"type": "string"},
+                "raw": {"type": "boolean"}}, "required": ["url"]}}));
+        assert_eq!(
+            catalog_line(&t, Level::Medium),
+            "fetch(url, raw?): Fetch a URL from the internet and return its text."
+        );
+        // A first sentence of fewer than four words says too little: the next one is added.
+        let t = obj(json!({"name": "q", "description": "Search. Finds issues by title.\n\nMore."}));
+        assert_eq!(
+            catalog_line(&t, Level::Medium),
+            "q: Search. Finds issues by title."
+        );
+        let long = format!("Does {}.", "very ".repeat(60));
+        let t = obj(json!({"name": "l", "description": long}));
+        let line = catalog_line(&t, Level::Medium);
+        assert!(line.ends_with('…') && line.chars().count() <= "l: ".len() + MEDIUM_LINE_CHARS);
+    }
+
+    #[test]
+    fn extreme_lines_are_the_name_alone() {
+        let t = obj(json!({"name": "x", "description": "Does a thing.",
+            "inputSchema": {"type": "object", "properties": {"a": {}}, "required": ["a"]}}));
+        assert_eq!(catalog_line(&t, Level::Extreme), "x");
+        // Directly listed tools keep a few words at `extreme`.
+        assert_eq!(compress(&t, Level::Extreme)["description"], "Does a thing");
+    }
+
+    #[test]
+    fn parameter_descriptions_that_repeat_the_name_are_dropped() {
+        let t = obj(
+            json!({"name": "x", "inputSchema": {"type": "object", "properties": {
+            "repo_owner": {"type": "string", "description": "Repo owner"},
+            "repo": {"type": "string", "description": "Repository name"}}}}),
+        );
+        assert_eq!(compress(&t, Level::Off), t);
+        let low = compress(&t, Level::Low);
+        let props = &low["inputSchema"]["properties"];
+        assert!(props["repo_owner"].get("description").is_none());
+        assert_eq!(props["repo"]["description"], "Repository name");
+    }
+
+    #[test]
+    fn every_boilerplate_opener_is_dropped() {
+        let t =
+            obj(json!({"name": "x", "description": "Use this tool to use this to list files."}));
+        assert_eq!(compress(&t, Level::Low)["description"], "List files.");
+    }
+
+    /// Tool prose as servers write it: sentences, markdown, headings, lists, `Args:` sections.
+    fn arb_prose() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            "[A-Za-z]{1,9}( [a-z]{1,9}){0,12}[.!?]?".prop_map(|s| s),
+            Just("Use this tool to ".to_owned()),
+            Just("**bold** and `code`".to_owned()),
+            Just("[a link](https://x.y)".to_owned()),
+            Just("\n\n".to_owned()),
+            Just("\n## Heading\n".to_owned()),
+            Just("\n- item one\n* item two\n".to_owned()),
+            Just("\nArgs:\n    a: the a\n    b: the b\n".to_owned()),
+            Just("e.g. this, i.e. that".to_owned()),
+            Just(" ".to_owned()),
+        ];
+        prop::collection::vec(piece, 0..12).prop_map(|v| v.concat())
     }
 
     fn arb_schema() -> impl Strategy<Value = Value> {
@@ -863,6 +963,29 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn levels_are_idempotent_and_shrink(schema in arb_schema(), desc in arb_prose()) {
+            let tool = obj(json!({"name": "t", "description": desc, "inputSchema": {"type": "object",
+                "properties": {"a": schema, "b": {"type": "string", "description": "B"}},
+                "required": ["a"]}}));
+            let (mut last_len, mut last_line) = (usize::MAX, usize::MAX);
+            for level in Level::ALL {
+                let once = compress(&tool, level);
+                prop_assert_eq!(&compress(&once, level), &once, "not idempotent at {}", level);
+                let len = serde_json::to_string(&once).unwrap().len();
+                prop_assert!(len <= last_len, "longer at {} than the level above", level);
+                let line = catalog_line(&tool, level);
+                let line_len = line.chars().count();
+                prop_assert!(line_len <= last_line, "line longer at {}: {:?}", level, line);
+                if level <= Level::Medium {
+                    // Required parameters are named, unmarked, on every line that lists them.
+                    prop_assert!(line.starts_with("t(a, b?)"), "{:?}", line);
+                }
+                prop_assert_eq!(&once["inputSchema"]["required"], &json!(["a"]));
+                (last_len, last_line) = (len, line_len);
+            }
+        }
+
         #[test]
         fn compression_never_drops_a_constraint(schema in arb_schema(), desc in "[ -~\\n]{0,200}") {
             let tool = obj(json!({"name": "t", "description": desc, "inputSchema": schema}));
