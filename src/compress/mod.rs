@@ -386,7 +386,7 @@ fn compress_schema(schema: &Value, level: Level, name: &str, memo: &mut Memo) ->
                 Some(text) => match describe_param(text, level, memo) {
                     // "owner": "Owner" says nothing the name does not (checked after
                     // shortening, so that compressing twice changes nothing).
-                    Some(t) if level > Level::Off && same_words(&t, name) => continue,
+                    Some(t) if level >= Level::Medium && same_words(&t, name) => continue,
                     Some(t) => Value::String(t),
                     None => continue,
                 },
