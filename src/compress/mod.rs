@@ -13,11 +13,22 @@
 //! |---|---|---|---|
 //! | [`Level::Off`] | as given | as given | as given |
 //! | [`Level::Low`] | all meaning kept; markdown, repeated whitespace, boilerplate openers and `Args:` sections that repeat the schema dropped | cleaned the same way | `$schema`, `$comment`, titles equal to the tool or property name dropped |
-//! | [`Level::Medium`] | the first paragraph | the first sentence, at most 80 characters | `title`, `examples` dropped too |
+//! | [`Level::Medium`] | the first paragraph | the first sentence, at most 80 characters; dropped when it only repeats the parameter's name | `title`, `examples` dropped too |
 //! | [`Level::High`] | one line (the first sentence, at most 100 characters) | dropped | dropped |
 //! | [`Level::Extreme`] | a few words (at most 6 words, 40 characters) | dropped | dropped |
 //!
-//! The same levels shape [`catalog_line`], the one-line entry of a deferred tool.
+//! The same levels shape [`catalog_line`], the one-line entry of a deferred tool. A line sits
+//! next to many others, so it keeps only what tells its tool apart:
+//!
+//! | level | catalog line |
+//! |---|---|
+//! | [`Level::Off`], [`Level::Low`] | `name(p1, p2?): description` (as given / cleaned), on one line |
+//! | [`Level::Medium`] | `name(p1, p2?): first sentence` (and the next when the first has under 4 words), at most 160 characters |
+//! | [`Level::High`] | `name: first sentence`, at most 100 characters |
+//! | [`Level::Extreme`] | `name` alone (search supplies the rest) |
+//!
+//! Every level is deterministic (same bytes for the same tool, so prompt caches hold) and
+//! idempotent, and each is never longer than the one before it (property-tested).
 //!
 //! ```
 //! use mcp_budget::compress::{compress, Level};
