@@ -104,7 +104,10 @@ pub(super) fn clean(text: &str, schema: Option<&Value>, keep_headings: bool) -> 
             }
             skipping_args = false;
         }
-        if let Some(heading) = trimmed.strip_prefix('#') {
+        // Headings are recognised after inline markup is gone (`*#` cleans to `#`), so that
+        // cleaning a cleaned text changes nothing.
+        let inline = clean_inline(trimmed);
+        if let Some(heading) = inline.strip_prefix('#') {
             // A heading labels what follows: kept as `Heading:` at `low`, dropped from summaries.
             let heading = clean_inline(heading.trim_start_matches('#'));
             if keep_headings && !heading.is_empty() {
@@ -117,7 +120,7 @@ pub(super) fn clean(text: &str, schema: Option<&Value>, keep_headings: bool) -> 
             after_heading = true;
             continue;
         }
-        let line = clean_inline(trimmed);
+        let line = inline;
         if line.is_empty() {
             if !after_heading && lines.last().is_some_and(|l| !l.is_empty()) {
                 lines.push(String::new());
