@@ -13,11 +13,22 @@
 //! |---|---|---|---|
 //! | [`Level::Off`] | as given | as given | as given |
 //! | [`Level::Low`] | all meaning kept; markdown, repeated whitespace, boilerplate openers and `Args:` sections that repeat the schema dropped | cleaned the same way | `$schema`, `$comment`, titles equal to the tool or property name dropped |
-//! | [`Level::Medium`] | the first paragraph | the first sentence, at most 80 characters | `title`, `examples` dropped too |
+//! | [`Level::Medium`] | the first paragraph | the first sentence, at most 80 characters; dropped when it only repeats the parameter's name | `title`, `examples` dropped too |
 //! | [`Level::High`] | one line (the first sentence, at most 100 characters) | dropped | dropped |
 //! | [`Level::Extreme`] | a few words (at most 6 words, 40 characters) | dropped | dropped |
 //!
-//! The same levels shape [`catalog_line`], the one-line entry of a deferred tool.
+//! The same levels shape [`catalog_line`], the one-line entry of a deferred tool. A line sits
+//! next to many others, so it keeps only what tells its tool apart:
+//!
+//! | level | catalog line |
+//! |---|---|
+//! | [`Level::Off`], [`Level::Low`] | `name(p1, p2?): description` (as given / cleaned), on one line |
+//! | [`Level::Medium`] | `name(p1, p2?): first sentence` (and the next when the first has under 4 words), at most 160 characters |
+//! | [`Level::High`] | `name: first sentence`, at most 100 characters |
+//! | [`Level::Extreme`] | `name` alone (search supplies the rest) |
+//!
+//! Every level is deterministic (same bytes for the same tool, so prompt caches hold) and
+//! idempotent, and each is never longer than the one before it (property-tested).
 //!
 //! ```
 //! use mcp_budget::compress::{compress, Level};
@@ -46,6 +57,10 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde_json::{Map, Value};
+
+use prose::{clean, cut_chars, first_paragraph, first_sentence, first_words, one_line, same_words};
+
+mod prose;
 
 /// How much of a tool's prose is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -126,6 +141,8 @@ impl FromStr for Level {
 
 /// Longest parameter description kept at [`Level::Medium`], in characters.
 const MEDIUM_PARAM_CHARS: usize = 80;
+/// Longest summary of a catalog line at [`Level::Medium`], in characters.
+const MEDIUM_LINE_CHARS: usize = 160;
 /// Longest tool description kept at [`Level::High`], in characters.
 const HIGH_CHARS: usize = 100;
 /// Most words kept at [`Level::Extreme`].
@@ -267,12 +284,15 @@ pub(crate) fn catalog_line_memo(
             line.push(')');
         }
     }
-    // One line at every level: the first paragraph is the most a line carries.
+    // One line at every level. A line sits next to a hundred others, so it says only what
+    // tells its tool apart: the parameters and the first sentence at `medium`, the first
+    // sentence at `high`, and the name alone at `extreme` (search supplies the rest).
     let summary = match level {
         Level::Off => one_line(text),
         Level::Low => one_line(&describe_tool(text, Level::Low, schema, memo)),
-        Level::Medium => one_line(&describe_tool(text, Level::Medium, schema, memo)),
-        Level::High | Level::Extreme => describe_tool(text, level, schema, memo),
+        Level::Medium => lead(&memo.clean(text, schema, false)),
+        Level::High => describe_tool(text, level, schema, memo),
+        Level::Extreme => String::new(),
     };
     if !summary.is_empty() {
         line.push_str(": ");
@@ -375,6 +395,9 @@ fn compress_schema(schema: &Value, level: Level, name: &str, memo: &mut Memo) ->
             // The root description is rarely shown by hosts, but it is prose like the others.
             "description" => match value.as_str() {
                 Some(text) => match describe_param(text, level, memo) {
+                    // "owner": "Owner" says nothing the name does not (checked after
+                    // shortening, so that compressing twice changes nothing).
+                    Some(t) if level >= Level::Medium && same_words(&t, name) => continue,
                     Some(t) => Value::String(t),
                     None => continue,
                 },
@@ -415,288 +438,20 @@ fn compress_schema(schema: &Value, level: Level, name: &str, memo: &mut Memo) ->
     Value::Object(out)
 }
 
-/// Whether two names are the same words (`get_issue` ~ "Get issue").
-fn same_words(a: &str, b: &str) -> bool {
-    let norm = |s: &str| -> String {
-        s.chars()
-            .filter(char::is_ascii_alphanumeric)
-            .flat_map(char::to_lowercase)
-            .collect()
-    };
-    !a.is_empty() && norm(a) == norm(b)
-}
+/// Fewest words of a `medium` line's first sentence: a shorter one ("Search.") says too
+/// little to tell its tool from its neighbours, so the next sentence is added.
+const LEAD_WORDS: usize = 4;
 
-/// Openers that add no meaning; removed at `low`, case-insensitively.
-const BOILERPLATE: &[&str] = &[
-    "this tool allows you to ",
-    "this tool lets you ",
-    "this tool can be used to ",
-    "this tool is used to ",
-    "this tool will ",
-    "this tool ",
-    "use this tool to ",
-    "use this to ",
-    "a tool to ",
-    "a tool that ",
-    "tool to ",
-    "tool that ",
-    "allows you to ",
-    "lets you ",
-];
-
-/// `low`: strips markdown and noise, keeping every sentence.
-fn clean(text: &str, schema: Option<&Value>, keep_headings: bool) -> String {
-    let params: Vec<String> = schema
-        .and_then(|s| s.get("properties"))
-        .and_then(Value::as_object)
-        .map(|p| p.keys().map(|k| k.to_lowercase()).collect())
-        .unwrap_or_default();
-    let described = |name: &str| -> bool {
-        schema
-            .and_then(|s| s.get("properties"))
-            .and_then(|p| p.get(name))
-            .and_then(|p| p.get("description"))
-            .and_then(Value::as_str)
-            .is_some_and(|d| !d.trim().is_empty())
-    };
-    let mut lines: Vec<String> = Vec::new();
-    let mut in_fence = false;
-    let mut fence_lines: Vec<String> = Vec::new();
-    let mut skipping_args = false;
-    let mut after_heading = false;
-    for raw_line in text.lines() {
-        let trimmed = raw_line.trim();
-        if trimmed.starts_with("```") {
-            if in_fence {
-                // A fenced block that only shows a JSON call repeating the schema is noise.
-                let body = fence_lines.join("\n");
-                if !looks_like_schema_example(&body, &params) {
-                    lines.append(&mut fence_lines);
-                }
-                fence_lines.clear();
-            }
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence {
-            fence_lines.push(collapse_spaces(trimmed));
-            continue;
-        }
-        // Docstring `Args:` sections repeat the schema when every listed argument is a
-        // described parameter.
-        let lower = trimmed.to_lowercase();
-        if matches!(
-            lower.as_str(),
-            "args:" | "arguments:" | "parameters:" | "params:" | "inputs:"
-        ) {
-            skipping_args = true;
-            continue;
-        }
-        if skipping_args {
-            if trimmed.is_empty() {
-                continue;
-            }
-            let indented = raw_line.starts_with([' ', '\t']) || trimmed.starts_with(['-', '*']);
-            let arg = trimmed
-                .trim_start_matches(['-', '*', ' '])
-                .split([':', ' ', '('])
-                .next()
-                .unwrap_or("")
-                .trim_matches('`')
-                .to_lowercase();
-            if indented && params.contains(&arg) && described(&arg) {
-                continue;
-            }
-            if indented && params.contains(&arg) {
-                // Not described in the schema: this line is the only place the meaning is.
-                lines.push(clean_inline(trimmed));
-                continue;
-            }
-            skipping_args = false;
-        }
-        if let Some(heading) = trimmed.strip_prefix('#') {
-            // A heading labels what follows: kept as `Heading:` at `low`, dropped from summaries.
-            let heading = clean_inline(heading.trim_start_matches('#'));
-            if keep_headings && !heading.is_empty() {
-                lines.push(if heading.ends_with(':') {
-                    heading
-                } else {
-                    format!("{heading}:")
-                });
-            }
-            after_heading = true;
-            continue;
-        }
-        let line = clean_inline(trimmed);
-        if line.is_empty() {
-            if !after_heading && lines.last().is_some_and(|l| !l.is_empty()) {
-                lines.push(String::new());
-            }
-            continue;
-        }
-        after_heading = false;
-        lines.push(line);
+/// The summary of a `medium` catalog line: the first sentence of the first line, with the
+/// next one when it is shorter than [`LEAD_WORDS`] words; at most [`MEDIUM_LINE_CHARS`].
+fn lead(text: &str) -> String {
+    let first = first_sentence(text);
+    if first.split_whitespace().count() >= LEAD_WORDS {
+        return cut_chars(&first, MEDIUM_LINE_CHARS);
     }
-    lines.append(&mut fence_lines);
-    while lines.last().is_some_and(String::is_empty) {
-        lines.pop();
-    }
-    // Runs of blank lines become one paragraph break (`\n\n`), which `first_paragraph` uses.
-    let mut out = String::with_capacity(text.len());
-    let mut blank = false;
-    for line in lines {
-        if line.is_empty() {
-            blank = true;
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(if blank { "\n\n" } else { "\n" });
-        }
-        blank = false;
-        out.push_str(&line);
-    }
-    strip_boilerplate(&out)
-}
-
-fn looks_like_schema_example(body: &str, params: &[String]) -> bool {
-    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(body) else {
-        return false;
-    };
-    let obj = match obj.get("arguments").or_else(|| obj.get("params")) {
-        Some(Value::Object(inner)) => inner.clone(),
-        _ => obj,
-    };
-    !obj.is_empty() && obj.keys().all(|k| params.contains(&k.to_lowercase()))
-}
-
-fn strip_boilerplate(text: &str) -> String {
-    let lower = text.to_lowercase();
-    for opener in BOILERPLATE {
-        if lower.starts_with(opener) {
-            let rest = &text[opener.len()..];
-            let mut chars = rest.chars();
-            return match chars.next() {
-                Some(c) => c.to_uppercase().chain(chars).collect(),
-                None => String::new(),
-            };
-        }
-    }
-    text.to_owned()
-}
-
-/// Markdown emphasis, inline code, links and images → plain text; spaces collapsed.
-fn clean_inline(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let chars: Vec<char> = line.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '*' | '`' => {}
-            '_' if (i + 1 < chars.len() && chars[i + 1] == '_')
-                || (i > 0 && chars[i - 1] == '_') =>
-            {
-                // `__bold__`; a lone `_` is kept (snake_case names).
-                let word_inside = i > 0
-                    && chars[i - 1].is_alphanumeric()
-                    && i + 2 < chars.len()
-                    && chars[i + 2].is_alphanumeric();
-                if word_inside {
-                    out.push(c);
-                }
-            }
-            '!' if chars.get(i + 1) == Some(&'[') => {}
-            '[' => {
-                // `[text](url)` → `text`.
-                if let Some(close) = chars[i..].iter().position(|&x| x == ']') {
-                    let end = i + close;
-                    if chars.get(end + 1) == Some(&'(') {
-                        if let Some(paren) = chars[end..].iter().position(|&x| x == ')') {
-                            out.extend(&chars[i + 1..end]);
-                            i = end + paren + 1;
-                            continue;
-                        }
-                    }
-                }
-                out.push(c);
-            }
-            _ => out.push(c),
-        }
-        i += 1;
-    }
-    let out = out.trim_start_matches(['>', ' ']);
-    let out = if let Some(rest) = out.strip_prefix("* ").or_else(|| out.strip_prefix("+ ")) {
-        format!("- {rest}")
-    } else {
-        out.to_owned()
-    };
-    collapse_spaces(&out)
-}
-
-fn collapse_spaces(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut space = false;
-    for c in text.trim().chars() {
-        if c.is_whitespace() {
-            space = true;
-        } else {
-            if space && !out.is_empty() {
-                out.push(' ');
-            }
-            space = false;
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn one_line(text: &str) -> String {
-    collapse_spaces(text)
-}
-
-fn first_paragraph(text: &str) -> String {
-    text.split("\n\n").next().unwrap_or("").trim().to_owned()
-}
-
-/// The first sentence: up to the first `. `, `! `, `? ` or line break.
-fn first_sentence(text: &str) -> String {
-    let para = text.lines().next().unwrap_or("");
-    let bytes = para.as_bytes();
-    for (i, &b) in bytes.iter().enumerate() {
-        if matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1).is_none_or(|&n| n == b' ') {
-            // Skip abbreviations such as "e.g." and "i.e.".
-            let before = &para[..i];
-            if before.ends_with("e.g") || before.ends_with("i.e") || before.ends_with("etc") {
-                continue;
-            }
-            return para[..=i].to_owned();
-        }
-    }
-    para.to_owned()
-}
-
-/// At most `max` characters, cut on a word boundary with `…`.
-fn cut_chars(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(max).collect();
-    if let Some(space) = cut.rfind(' ') {
-        cut.truncate(space);
-    }
-    let cut = cut.trim_end_matches([',', ';', ':', ' ', '(', '-']);
-    format!("{cut}…")
-}
-
-fn first_words(text: &str, n: usize) -> String {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    if words.len() <= n {
-        return text.trim_end_matches('.').to_owned();
-    }
-    words[..n]
-        .join(" ")
-        .trim_end_matches([',', ';', ':', '.'])
-        .to_owned()
+    let line = text.lines().next().unwrap_or("");
+    let second = first_sentence(line[first.len()..].trim_start());
+    cut_chars(format!("{first} {second}").trim(), MEDIUM_LINE_CHARS)
 }
 
 /// The schema with every annotation keyword removed: what compression must keep intact.
@@ -745,133 +500,4 @@ fn strip_all(schema: &Value) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use serde_json::json;
-
-    fn obj(v: Value) -> Map<String, Value> {
-        let Value::Object(map) = v else {
-            panic!("not an object")
-        };
-        map
-    }
-
-    #[test]
-    fn low_drops_noise_and_keeps_sentences() {
-        let t = obj(json!({
-            "name": "search_repos",
-            "title": "Search repos",
-            "description": "Use this tool to **search** GitHub   repositories.\n\n## Notes\n- Results are [paged](https://x.y).\n\nArgs:\n    query: the query\n    page: page number\n",
-            "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
-                "properties": {"query": {"type": "string", "description": "Search query"},
-                               "page": {"type": "integer", "minimum": 1}},
-                "required": ["query"]}
-        }));
-        let low = compress(&t, Level::Low);
-        assert_eq!(
-            low["description"],
-            "Search GitHub repositories.\n\nNotes:\n- Results are paged.\n\npage: page number"
-        );
-        assert!(low.get("title").is_none());
-        assert!(low["inputSchema"].get("$schema").is_none());
-        assert_eq!(low["inputSchema"]["properties"]["page"]["minimum"], 1);
-    }
-
-    #[test]
-    fn levels_shrink_monotonically_on_fixtures() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
-        let tools = crate::catalog::load_saved(&[dir]).unwrap();
-        for tool in &tools {
-            let mut last = usize::MAX;
-            for level in Level::ALL {
-                let c = compress(&tool.definition, level);
-                let len = serde_json::to_string(&c).unwrap().len();
-                assert!(len <= last, "{} grew at {level}", tool.id());
-                last = len;
-                let before = tool.input_schema().map(constraints_of);
-                let after = c.get("inputSchema").map(constraints_of);
-                assert_eq!(before, after, "{} lost a constraint at {level}", tool.id());
-                assert_eq!(c.get("name"), tool.definition.get("name"));
-            }
-        }
-    }
-
-    #[test]
-    fn property_named_description_is_not_an_annotation() {
-        let t = obj(
-            json!({"name": "x", "description": "d", "inputSchema": {"type": "object",
-            "properties": {"description": {"type": "string", "description": "The body"},
-                           "title": {"type": "string"}}}}),
-        );
-        for level in Level::ALL {
-            let c = compress(&t, level);
-            let props = c["inputSchema"]["properties"].as_object().unwrap();
-            assert!(props.contains_key("description") && props.contains_key("title"));
-        }
-    }
-
-    #[test]
-    fn catalog_lines_are_one_line() {
-        let t = obj(
-            json!({"name": "gh__create_issue", "description": "Create an issue.\nIn a repo.",
-            "inputSchema": {"type": "object", "properties": {"owner": {"type": "string"}, "title": {"type": "string"}, "body": {}}, "required": ["owner", "title"]}}),
-        );
-        assert_eq!(
-            catalog_line(&t, Level::Medium),
-            "gh__create_issue(owner, title, body?): Create an issue. In a repo."
-        );
-        assert_eq!(
-            catalog_line(&t, Level::High),
-            "gh__create_issue: Create an issue."
-        );
-        assert_eq!(
-            catalog_line(&t, Level::Extreme),
-            "gh__create_issue: Create an issue"
-        );
-    }
-
-    #[test]
-    fn override_description_is_used() {
-        let t = obj(json!({"name": "x", "description": "Old.", "inputSchema": {"type": "object"}}));
-        assert_eq!(
-            compress_with(&t, Level::Off, Some("New."))["description"],
-            "New."
-        );
-    }
-
-    fn arb_schema() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(json!({"type": "string"})),
-            Just(json!({"type": "integer", "minimum": 0, "maximum": 9})),
-            Just(json!({"type": "string", "enum": ["a", "b"], "description": "Pick. Really."})),
-            "[ -~\\n]{0,40}".prop_map(
-                |d| json!({"type": "string", "description": d, "title": "T", "examples": ["x"]})
-            ),
-            Just(json!({"const": 3, "$comment": "c"})),
-        ];
-        leaf.prop_recursive(3, 24, 4, |inner| {
-            prop_oneof![
-                prop::collection::btree_map("[a-z]{1,6}", inner.clone(), 0..4).prop_map(|m| {
-                    let keys: Vec<String> = m.keys().take(1).cloned().collect();
-                    json!({"type": "object", "properties": m, "required": keys, "additionalProperties": false, "description": "Obj. More."})
-                }),
-                inner.clone().prop_map(|i| json!({"type": "array", "items": i, "minItems": 1})),
-                prop::collection::vec(inner, 1..3).prop_map(|v| json!({"anyOf": v})),
-            ]
-        })
-    }
-
-    proptest! {
-        #[test]
-        fn compression_never_drops_a_constraint(schema in arb_schema(), desc in "[ -~\\n]{0,200}") {
-            let tool = obj(json!({"name": "t", "description": desc, "inputSchema": schema}));
-            for level in Level::ALL {
-                let c = compress(&tool, level);
-                prop_assert_eq!(constraints_of(&tool["inputSchema"]), constraints_of(&c["inputSchema"]));
-                prop_assert_eq!(&c["name"], &tool["name"]);
-                prop_assert!(!catalog_line(&tool, level).contains('\n'));
-            }
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,301 @@
+//! Prose: cleaning tool and parameter descriptions of markup and noise, and cutting them
+//! to a paragraph, a sentence, a few words or a number of characters. Pure string work,
+//! shared by every level.
+
+use serde_json::Value;
+
+/// Whether two names are the same words (`get_issue` ~ "Get issue").
+pub(super) fn same_words(a: &str, b: &str) -> bool {
+    let norm = |s: &str| -> String {
+        s.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let a = norm(a);
+    !a.is_empty() && a == norm(b)
+}
+
+/// Openers that add no meaning; removed at `low`, case-insensitively.
+const BOILERPLATE: &[&str] = &[
+    "this tool allows you to ",
+    "this tool lets you ",
+    "this tool can be used to ",
+    "this tool is used to ",
+    "this tool will ",
+    "this tool ",
+    "use this tool to ",
+    "use this to ",
+    "a tool to ",
+    "a tool that ",
+    "tool to ",
+    "tool that ",
+    "allows you to ",
+    "lets you ",
+];
+
+/// `low`: strips markdown and noise, keeping every sentence.
+pub(super) fn clean(text: &str, schema: Option<&Value>, keep_headings: bool) -> String {
+    let params: Vec<String> = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(|k| k.to_lowercase()).collect())
+        .unwrap_or_default();
+    let described = |name: &str| -> bool {
+        schema
+            .and_then(|s| s.get("properties"))
+            .and_then(|p| p.get(name))
+            .and_then(|p| p.get("description"))
+            .and_then(Value::as_str)
+            .is_some_and(|d| !d.trim().is_empty())
+    };
+    let mut lines: Vec<String> = Vec::new();
+    let mut in_fence = false;
+    let mut fence_lines: Vec<String> = Vec::new();
+    let mut skipping_args = false;
+    let mut after_heading = false;
+    for raw_line in text.lines() {
+        let trimmed = raw_line.trim();
+        if trimmed.starts_with("```") {
+            if in_fence {
+                // A fenced block that only shows a JSON call repeating the schema is noise.
+                let body = fence_lines.join("\n");
+                if !looks_like_schema_example(&body, &params) {
+                    lines.append(&mut fence_lines);
+                }
+                fence_lines.clear();
+            }
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            fence_lines.push(collapse_spaces(trimmed));
+            continue;
+        }
+        // Docstring `Args:` sections repeat the schema when every listed argument is a
+        // described parameter.
+        let lower = trimmed.to_lowercase();
+        if matches!(
+            lower.as_str(),
+            "args:" | "arguments:" | "parameters:" | "params:" | "inputs:"
+        ) {
+            skipping_args = true;
+            continue;
+        }
+        if skipping_args {
+            if trimmed.is_empty() {
+                continue;
+            }
+            let indented = raw_line.starts_with([' ', '\t']) || trimmed.starts_with(['-', '*']);
+            let arg = trimmed
+                .trim_start_matches(['-', '*', ' '])
+                .split([':', ' ', '('])
+                .next()
+                .unwrap_or("")
+                .trim_matches('`')
+                .to_lowercase();
+            if indented && params.contains(&arg) && described(&arg) {
+                continue;
+            }
+            if indented && params.contains(&arg) {
+                // Not described in the schema: this line is the only place the meaning is.
+                lines.push(clean_inline(trimmed));
+                continue;
+            }
+            skipping_args = false;
+        }
+        // Headings are recognised after inline markup is gone (`*#` cleans to `#`), so that
+        // cleaning a cleaned text changes nothing.
+        let inline = clean_inline(trimmed);
+        if let Some(heading) = inline.strip_prefix('#') {
+            // A heading labels what follows: kept as `Heading:` at `low`, dropped from summaries.
+            let heading = clean_inline(heading.trim_start_matches('#'));
+            if keep_headings && !heading.is_empty() {
+                lines.push(if heading.ends_with(':') {
+                    heading
+                } else {
+                    format!("{heading}:")
+                });
+            }
+            after_heading = true;
+            continue;
+        }
+        let line = inline;
+        if line.is_empty() {
+            if !after_heading && lines.last().is_some_and(|l| !l.is_empty()) {
+                lines.push(String::new());
+            }
+            continue;
+        }
+        after_heading = false;
+        lines.push(line);
+    }
+    lines.append(&mut fence_lines);
+    while lines.last().is_some_and(String::is_empty) {
+        lines.pop();
+    }
+    // Runs of blank lines become one paragraph break (`\n\n`), which `first_paragraph` uses.
+    let mut out = String::with_capacity(text.len());
+    let mut blank = false;
+    for line in lines {
+        if line.is_empty() {
+            blank = true;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(if blank { "\n\n" } else { "\n" });
+        }
+        blank = false;
+        out.push_str(&line);
+    }
+    strip_boilerplate(&out)
+}
+
+fn looks_like_schema_example(body: &str, params: &[String]) -> bool {
+    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(body) else {
+        return false;
+    };
+    let obj = match obj.get("arguments").or_else(|| obj.get("params")) {
+        Some(Value::Object(inner)) => inner.clone(),
+        _ => obj,
+    };
+    !obj.is_empty() && obj.keys().all(|k| params.contains(&k.to_lowercase()))
+}
+
+/// `text` without its boilerplate openers (all of them, so that cleaning twice changes
+/// nothing), its first letter upper-cased when one was removed.
+pub(super) fn strip_boilerplate(text: &str) -> String {
+    let mut rest = text;
+    while let Some(opener) = BOILERPLATE.iter().find(|o| {
+        rest.get(..o.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(o))
+    }) {
+        rest = &rest[opener.len()..];
+    }
+    if rest.len() == text.len() {
+        return text.to_owned();
+    }
+    let mut chars = rest.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// Markdown emphasis, inline code, links and images → plain text; spaces collapsed.
+pub(super) fn clean_inline(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let chars: Vec<char> = line.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '*' | '`' => {}
+            '_' if (i + 1 < chars.len() && chars[i + 1] == '_')
+                || (i > 0 && chars[i - 1] == '_') =>
+            {
+                // `__bold__`; a lone `_` is kept (snake_case names).
+                let word_inside = i > 0
+                    && chars[i - 1].is_alphanumeric()
+                    && i + 2 < chars.len()
+                    && chars[i + 2].is_alphanumeric();
+                if word_inside {
+                    out.push(c);
+                }
+            }
+            '!' if chars.get(i + 1) == Some(&'[') => {}
+            '[' => {
+                // `[text](url)` → `text`.
+                if let Some(close) = chars[i..].iter().position(|&x| x == ']') {
+                    let end = i + close;
+                    if chars.get(end + 1) == Some(&'(') {
+                        if let Some(paren) = chars[end..].iter().position(|&x| x == ')') {
+                            out.extend(&chars[i + 1..end]);
+                            i = end + paren + 1;
+                            continue;
+                        }
+                    }
+                }
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+        i += 1;
+    }
+    let out = out.trim_start_matches(['>', ' ']);
+    let out = if let Some(rest) = out.strip_prefix("* ").or_else(|| out.strip_prefix("+ ")) {
+        format!("- {rest}")
+    } else {
+        out.to_owned()
+    };
+    collapse_spaces(&out)
+}
+
+fn collapse_spaces(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut space = false;
+    for c in text.trim().chars() {
+        if c.is_whitespace() {
+            space = true;
+        } else {
+            if space && !out.is_empty() {
+                out.push(' ');
+            }
+            space = false;
+            out.push(c);
+        }
+    }
+    out
+}
+
+pub(super) fn one_line(text: &str) -> String {
+    collapse_spaces(text)
+}
+
+pub(super) fn first_paragraph(text: &str) -> String {
+    text.split("\n\n").next().unwrap_or("").trim().to_owned()
+}
+
+/// The first sentence: up to the first `. `, `! `, `? ` or line break.
+pub(super) fn first_sentence(text: &str) -> String {
+    let para = text.lines().next().unwrap_or("");
+    let bytes = para.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1).is_none_or(|&n| n == b' ') {
+            // Skip abbreviations such as "e.g." and "i.e.".
+            let before = &para[..i];
+            if before.ends_with("e.g") || before.ends_with("i.e") || before.ends_with("etc") {
+                continue;
+            }
+            return para[..=i].to_owned();
+        }
+    }
+    para.to_owned()
+}
+
+/// At most `max` characters, cut on a word boundary with `…`.
+pub(super) fn cut_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max).collect();
+    if let Some(space) = cut.rfind(' ') {
+        cut.truncate(space);
+    } else {
+        // Room for the `…`: a cut text is never cut again (compression is idempotent).
+        cut.pop();
+    }
+    let cut = cut.trim_end_matches([',', ';', ':', ' ', '(', '-']);
+    format!("{cut}…")
+}
+
+pub(super) fn first_words(text: &str, n: usize) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.len() <= n {
+        return text.trim_end_matches('.').to_owned();
+    }
+    words[..n]
+        .join(" ")
+        .trim_end_matches([',', ';', ':', '.'])
+        .to_owned()
+}
