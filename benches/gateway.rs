@@ -33,7 +33,11 @@ fn bench(c: &mut Criterion) {
         gateway.wait_ready(std::time::Duration::from_secs(1)).await;
         gateway
     });
-    let service: McpService = stack::build(gateway.clone());
+    // The budget layer starts its list_changed task on the runtime.
+    let service: McpService = {
+        let _inside = runtime.enter();
+        stack::build(gateway.clone())
+    };
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let caller = Caller::new(Arc::new(Session::new("bench", tx)));
     // An initialized session, as a real client's would be.

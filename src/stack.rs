@@ -28,12 +28,19 @@ use crate::layer::{budget::BudgetLayer, era::EraLayer, recover::RecoverLayer, tr
 pub type McpService = BoxCloneSyncService<McpRequest, Option<Message>, Infallible>;
 
 /// Builds the full stack over `gateway`, with the budget layer when the policy enables it.
+///
+/// # Panics
+/// Outside a Tokio runtime: the budget layer starts its `list_changed` task (as
+/// [`Gateway::start`] starts its own).
 #[must_use]
 pub fn build(gateway: Gateway) -> McpService {
     build_with_budget(gateway).0
 }
 
 /// [`build`], also returning the budget layer (for its plan summary) when it is in the stack.
+///
+/// # Panics
+/// Outside a Tokio runtime, as [`build`].
 #[must_use]
 pub fn build_with_budget(gateway: Gateway) -> (McpService, Option<BudgetLayer>) {
     let policy = gateway.policy().clone();
