@@ -106,11 +106,16 @@ fn imported_servers_keep_their_env_and_do_not_inherit() {
 }
 
 fn check(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .arg("check")
-        .args(args)
-        .output()
-        .expect("the binary runs");
+    outcome(
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+            .arg("check")
+            .args(args),
+    )
+}
+
+/// Runs `command`: (success, stdout, stderr).
+fn outcome(command: &mut std::process::Command) -> (bool, String, String) {
+    let out = command.output().expect("the binary runs");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -189,18 +194,13 @@ fn check_import(file: &str) -> (bool, String, String) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/hosts")
         .join(file);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["check", "--mcp-json"])
-        .arg(path)
-        .env("GITHUB_TOKEN", "ghp_test")
-        .env("HOME", "/home/ada")
-        .env_remove("GITHUB_MCP_URL")
-        .output()
-        .expect("the binary runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    outcome(
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+            .args(["check", "--mcp-json"])
+            .arg(path)
+            .env("GITHUB_TOKEN", "ghp_test")
+            .env("HOME", "/home/ada")
+            .env_remove("GITHUB_MCP_URL"),
     )
 }
 
