@@ -351,6 +351,18 @@ fn calibrate_turns_a_count_tokens_answer_into_the_policy_calibration() {
         .expect(&out);
     let calibration: f64 = line["calibration = ".len()..].parse().unwrap();
     assert!((calibration - 1.4).abs() < 0.002, "{out}");
+    // The saved lists themselves, rendered as above, give the same answer.
+    let (ok, from_saved, err) = run(&[
+        "calibrate",
+        "--model",
+        "claude-sonnet-4-5",
+        "--tools",
+        git.to_str().unwrap(),
+        "--count-tokens-response",
+        response.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(from_saved, out);
 
     let policy = dir.path().join("p.toml");
     std::fs::write(

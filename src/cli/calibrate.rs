@@ -3,7 +3,8 @@
 //! Claude's tokenizer is not public, so Claude profiles count cl100k × a calibration
 //! (`docs/budget.md`, "Counting Claude"). A user with an Anthropic key can measure theirs:
 //!
-//! 1. `mcp-budget render --format anthropic --tools ... > tools.json` (the tools as sent);
+//! 1. `mcp-budget render --format anthropic --tools ... > tools.json` (the tools as sent; or
+//!    give `calibrate` the same `--tools` instead of `--tools-file`);
 //! 2. `mcp-budget calibrate --model M --tools-file tools.json --print-request > request.json`;
 //! 3. POST `request.json` to Anthropic's `/v1/messages/count_tokens` and save the answer
 //!    (`{"input_tokens": N}`) as `response.json`;
@@ -47,8 +48,19 @@ pub struct Args {
     pub model: String,
     /// The tools as sent: `render --format anthropic` output, a bare array, or a whole
     /// Messages request.
-    #[arg(long = "tools-file")]
-    pub tools_file: PathBuf,
+    #[arg(
+        long = "tools-file",
+        required_unless_present = "tools",
+        conflicts_with = "tools"
+    )]
+    pub tools_file: Option<PathBuf>,
+    /// Or saved tools/list results (as `render --tools`): the tools are rendered as
+    /// `render --format anthropic --mode full --level off` prints them.
+    #[arg(long = "tools", num_args = 1..)]
+    pub tools: Vec<PathBuf>,
+    /// Policy file for `--tools` (as `render --policy`).
+    #[arg(long, requires = "tools")]
+    pub policy: Option<PathBuf>,
     /// Print the `count_tokens` request to send (model, one message, the tools) and exit.
     #[arg(long)]
     pub print_request: bool,
@@ -166,7 +178,10 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
             args.model
         );
     }
-    let tools = read_tools(&args.tools_file)?;
+    let tools = match &args.tools_file {
+        Some(file) => read_tools(file)?,
+        None => rendered_tools(args)?,
+    };
     if args.print_request {
         let request = json!({
             "model": args.model,
@@ -218,6 +233,31 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
         cal = c.calibration,
     )?;
     Ok(())
+}
+
+/// The `--tools` catalog as `render --format anthropic --mode full --level off` prints it.
+fn rendered_tools(args: &Args) -> anyhow::Result<Vec<Value>> {
+    let render = super::render::Args {
+        catalog: super::CatalogArgs {
+            tools: args.tools.clone(),
+            policy: args.policy.clone(),
+            model: Some(args.model.clone()),
+            rendering: None,
+        },
+        level: Some(crate::plan::LevelChoice::Fixed(crate::compress::Level::Off)),
+        mode: Some(crate::plan::ModeChoice::Full),
+        format: super::render::Format::Anthropic,
+        pretty: false,
+    };
+    let mut out = Vec::new();
+    super::render::run(&render, &mut out)?;
+    match serde_json::from_slice::<Value>(&out)? {
+        Value::Object(mut obj) => match obj.remove("tools") {
+            Some(Value::Array(tools)) => Ok(tools),
+            _ => bail!("render printed no tools"),
+        },
+        _ => bail!("render printed no tools"),
+    }
 }
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {
