@@ -114,7 +114,7 @@ pub(crate) fn parse_with(
     let mut problems = Vec::new();
     let mut taken = BTreeSet::new();
     for (name, server) in servers {
-        let path = format!("{key}.{}", quoted(&name));
+        let path = format!("{key}.{}", super::parse::path_key(&name));
         let mut warn = |message: String| {
             import.warnings.push(Problem {
                 path: path.clone(),
@@ -300,18 +300,6 @@ fn unique_id(name: &str, taken: &mut BTreeSet<String>) -> String {
         n += 1;
     }
     candidate
-}
-
-fn quoted(name: &str) -> String {
-    if !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        name.to_owned()
-    } else {
-        format!("{name:?}")
-    }
 }
 
 #[cfg(test)]

@@ -121,7 +121,8 @@ pub(super) fn line_of(text: &str, path: &str) -> Option<usize> {
     span.map(|span| line_at(text, span.start))
 }
 
-fn line_at(text: &str, offset: usize) -> usize {
+/// The 1-based line of byte `offset` of `text`.
+pub(super) fn line_at(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()
         .filter(|&&b| b == b'\n')
@@ -216,18 +217,24 @@ fn display(steps: &[Step]) -> String {
                 if !out.is_empty() {
                     out.push('.');
                 }
-                if !k.is_empty()
-                    && k.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                {
-                    out.push_str(k);
-                } else {
-                    let _ = write!(out, "{k:?}");
-                }
+                out.push_str(&path_key(k));
             }
         }
     }
     out
+}
+
+/// One key of a field path: bare when TOML allows it bare, else quoted (`"x/y"`).
+pub(super) fn path_key(key: &str) -> String {
+    if !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        key.to_owned()
+    } else {
+        format!("{key:?}")
+    }
 }
 
 /// Reads a path written by [`display`] (or by validation, which writes the same form).

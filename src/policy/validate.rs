@@ -147,7 +147,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     let mut seen = HashSet::new();
     let mut upstreams = Vec::new();
     for (i, spanned) in raw.upstream.into_iter().enumerate() {
-        let line = Some(line_of(text, spanned.span().start));
+        let line = Some(super::parse::line_at(text, spanned.span().start));
         let up = spanned.into_inner();
         let path = |field: &str| format!("upstream[{i}].{field}");
         if let Err(message) = check_name(&up.name) {
@@ -452,10 +452,6 @@ fn positive_secs(
         }
         Some(secs) => Duration::from_secs(secs),
     }
-}
-
-fn line_of(text: &str, offset: usize) -> usize {
-    text.get(..offset).map_or(0, |t| t.matches('\n').count()) + 1
 }
 
 #[cfg(test)]
