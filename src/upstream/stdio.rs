@@ -2,7 +2,11 @@
 //!
 //! The child runs in its own process group, so that everything it starts ends with it. A child
 //! that exits is restarted (see `upstream::supervise`); its requests in flight fail with
-//! `mcp_budget.upstream.unavailable`. Its stderr goes to the log under the server's name.
+//! `mcp_budget.upstream.unavailable`. Its stderr goes to the log under the server's name, and
+//! its last lines ([`TAIL_LINES`], at most [`TAIL_BYTES`]) into the reason it is down when it
+//! exits by itself: the line that says why (a missing token) is in the startup summary and in
+//! the error clients get, not only in the log. A command that cannot be started is named, with
+//! where it was looked for and the usual fix ([`spawn_failure`]).
 //!
 //! # Environment
 //!
@@ -12,9 +16,11 @@
 //! upstream's `env` on top. With `inherit_env = true` it gets the whole environment instead, with
 //! `env` on top. The names (never the values) it got are logged at debug.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{OsStr, OsString};
+use std::path::Path;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
@@ -30,6 +36,14 @@ use crate::policy::Transport;
 const GRACE: Duration = Duration::from_secs(2);
 /// Longest line accepted from a child: bigger is treated as a protocol fault.
 const MAX_LINE: usize = 64 * 1024 * 1024;
+/// Stderr lines of a child kept for the reason it stopped.
+pub const TAIL_LINES: usize = 5;
+/// Bytes of stderr kept for the reason it stopped (the newest lines win).
+pub const TAIL_BYTES: usize = 1024;
+/// Longest stderr line read at once (the rest of a longer one is read as further lines).
+const MAX_STDERR_LINE: u64 = 64 * 1024;
+/// How long closing waits for the last stderr lines of a child that is gone.
+const TAIL_WAIT: Duration = Duration::from_millis(500);
 
 /// Variables a child gets from the gateway's environment when its upstream does not set
 /// `inherit_env` (besides every `LC_*`). None of them is a credential:
@@ -46,7 +60,8 @@ pub const BASE_ENV: &[&str] = &[
     "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "TZ", "TMPDIR",
 ];
 
-fn spawn(upstream: &Upstream) -> std::io::Result<Child> {
+/// Starts the child; `Err` is the reason to show, naming what to fix.
+fn spawn(upstream: &Upstream) -> Result<Child, String> {
     let Transport::Stdio {
         command,
         args,
@@ -55,10 +70,9 @@ fn spawn(upstream: &Upstream) -> std::io::Result<Child> {
         cwd,
     } = &upstream.spec().transport
     else {
-        return Err(std::io::Error::other("not a stdio upstream"));
+        return Err("not a stdio upstream".into());
     };
-    let child_env =
-        child_env(std::env::vars_os(), env, *inherit_env).map_err(std::io::Error::other)?;
+    let child_env = child_env(std::env::vars_os(), env, *inherit_env)?;
     tracing::debug!(
         upstream = upstream.name(),
         inherit_env,
@@ -77,7 +91,116 @@ fn spawn(upstream: &Upstream) -> std::io::Result<Child> {
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }
-    cmd.spawn()
+    cmd.spawn().map_err(|err| {
+        let here = std::env::current_dir().unwrap_or_default();
+        let place = Place {
+            path: child_env.get(OsStr::new("PATH")).map(OsString::as_os_str),
+            cwd: cwd.as_deref().unwrap_or(&here),
+            cwd_set: cwd.is_some(),
+        };
+        spawn_failure(command, &err, &place)
+    })
+}
+
+/// Where a command was looked for: the child's `PATH` and working directory.
+#[derive(Debug, Clone, Copy)]
+struct Place<'a> {
+    /// The child's `PATH`, if it has one.
+    path: Option<&'a OsStr>,
+    /// Its working directory.
+    cwd: &'a Path,
+    /// Whether the upstream set `cwd` (rather than inheriting the gateway's).
+    cwd_set: bool,
+}
+
+/// Why `command` could not be started, said so that the message alone tells what to fix: the
+/// command, where it was looked for (the directories of the child's `PATH`, or the working
+/// directory for a relative path) and the usual fix for the launchers MCP server entries use
+/// (`npx`, `uvx`, `docker`, `node`, `python`), instead of the bare `No such file or directory
+/// (os error 2)`.
+fn spawn_failure(command: &str, err: &std::io::Error, place: &Place<'_>) -> String {
+    use std::io::ErrorKind;
+
+    if place.cwd_set && !place.cwd.is_dir() {
+        return format!(
+            "cannot start {command:?}: its cwd {} is not a directory (fix the upstream's cwd)",
+            place.cwd.display()
+        );
+    }
+    let is_path = command.contains('/');
+    match err.kind() {
+        ErrorKind::NotFound if is_path => {
+            let full = place.cwd.join(command);
+            if full.is_file() {
+                format!(
+                    "cannot start {command:?}: the interpreter on its first line (#!) was not \
+                     found; install it or fix that line"
+                )
+            } else if Path::new(command).is_absolute() {
+                format!("cannot start {command:?}: no such file")
+            } else {
+                format!(
+                    "cannot start {command:?}: no such file relative to the working directory \
+                     {} (give an absolute path, or set the upstream's cwd)",
+                    place.cwd.display()
+                )
+            }
+        }
+        ErrorKind::NotFound => {
+            let looked = match place.path {
+                None => "its environment has no PATH (set one in the upstream's env)".to_owned(),
+                Some(path) => {
+                    let dirs: Vec<String> = std::env::split_paths(path)
+                        .map(|d| d.display().to_string())
+                        .collect();
+                    let shown = if dirs.len() > 8 {
+                        format!("{}, …", dirs[..8].join(", "))
+                    } else {
+                        dirs.join(", ")
+                    };
+                    match dirs.len() {
+                        1 => format!("not found in the one directory of its PATH ({shown})"),
+                        n => format!("not found in the {n} directories of its PATH ({shown})"),
+                    }
+                }
+            };
+            format!(
+                "cannot start {command:?}: command {looked}; {}",
+                install_hint(command)
+            )
+        }
+        ErrorKind::PermissionDenied => format!(
+            "cannot start {command:?}: permission denied (is it executable? `chmod +x` it, or \
+             run it through its interpreter)"
+        ),
+        _ => format!("cannot start {command:?}: {err}"),
+    }
+}
+
+/// The usual fix for a launcher that is not installed (or not on the `PATH` a host starts
+/// the gateway with: GUI hosts often get a shorter one than a shell).
+fn install_hint(command: &str) -> String {
+    let install = match command {
+        "npx" | "npm" | "node" => {
+            "install Node.js (node, npm and npx come with it: https://nodejs.org)"
+        }
+        "uvx" | "uv" => {
+            "install uv (uvx comes with it: https://docs.astral.sh/uv/getting-started/installation/)"
+        }
+        "docker" => "install Docker (https://docs.docker.com/get-docker/) and start it",
+        "python" | "python3" => {
+            "install Python 3 (https://www.python.org/downloads/), or use a virtualenv's \
+             bin/python"
+        }
+        _ => return format!(
+            "give its full path as the upstream's command (`command -v {command}` in a shell \
+             prints it), or add its directory to PATH in the upstream's env"
+        ),
+    };
+    format!(
+        "{install}, or give its full path as the upstream's command (`command -v {command}` in a \
+         shell prints it)"
+    )
 }
 
 /// The environment of a child: from the gateway's `vars`, the whole of them when `inherit` is
@@ -161,9 +284,14 @@ fn expand<'v>(value: &str, lookup: impl Fn(&str) -> Option<&'v str>) -> Result<S
 /// A running child: what the supervisor closes when its connection ends.
 #[derive(Debug)]
 pub(crate) struct Process {
-    child: Child,
+    /// Boxed: the supervisor's connection enum stays small.
+    child: Box<Child>,
     pid: Option<u32>,
     writer: JoinHandle<()>,
+    /// The reader of its stderr, which ends when the child (and its group) is gone.
+    stderr: JoinHandle<()>,
+    /// Its last stderr lines.
+    tail: Arc<Mutex<Tail>>,
 }
 
 impl Process {
@@ -171,28 +299,30 @@ impl Process {
     /// which feeds [`Upstream::incoming`] and ends, with the reason, when the child's output
     /// does.
     pub(crate) fn spawn(upstream: &Upstream) -> Result<(Self, Link, JoinHandle<String>), String> {
-        let mut child = spawn(upstream).map_err(|err| format!("cannot start: {err}"))?;
+        let mut child = spawn(upstream)?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err("the child's pipes could not be opened".into());
         };
         let pid = child.id();
-        let log_name = upstream.name().to_owned();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::info!(upstream = %log_name, "{line}");
-            }
-        });
+        let tail = Arc::new(Mutex::new(Tail::default()));
+        let stderr = tokio::spawn(log_stderr(upstream.name().to_owned(), stderr, tail.clone()));
         let (tx, rx) = mpsc::unbounded_channel::<Message>();
         let writer = tokio::spawn(crate::jsonrpc::write_lines(rx, stdin));
         let reader = tokio::spawn(read(upstream.clone(), stdout));
-        Ok((Self { child, pid, writer }, Link::Stdio(tx), reader))
+        let process = Self {
+            child: Box::new(child),
+            pid,
+            writer,
+            stderr,
+            tail,
+        };
+        Ok((process, Link::Stdio(tx), reader))
     }
 
-    /// Ends the child (and its reader); returns `reason` with the exit status when the child
-    /// stopped by itself (not at shutdown).
+    /// Ends the child (and its reader); returns `reason` with the exit status and the last
+    /// stderr lines when the child stopped by itself (not at shutdown).
     pub(crate) async fn close(
         mut self,
         reader: Option<JoinHandle<String>>,
@@ -204,13 +334,122 @@ impl Process {
             reader.abort();
         }
         terminate(&mut self.child, self.pid).await;
-        match self.child.try_wait() {
-            Ok(Some(status)) if !shutdown => {
-                format!("{reason} (exit status {status})")
-            }
-            _ => reason,
+        if shutdown {
+            self.stderr.abort();
+            return reason;
+        }
+        // The group is gone, so its stderr ends: wait (briefly) for the last lines.
+        if tokio::time::timeout(TAIL_WAIT, &mut self.stderr)
+            .await
+            .is_err()
+        {
+            self.stderr.abort();
+        }
+        let status = self.child.try_wait().ok().flatten();
+        let tail = self.tail.lock().map(|t| t.text()).unwrap_or_default();
+        stopped(&reason, status, tail.as_deref())
+    }
+}
+
+/// The reason a child is down: why its connection ended, how it exited (`exit status: 1`,
+/// `signal: 9 (SIGKILL)`) and what it last wrote on stderr.
+fn stopped(reason: &str, status: Option<std::process::ExitStatus>, tail: Option<&str>) -> String {
+    let mut out = reason.to_owned();
+    if let Some(status) = status {
+        out += &format!(" ({status})");
+    }
+    if let Some(tail) = tail {
+        out += &format!("; its stderr ended with: {tail}");
+    }
+    out
+}
+
+/// Logs each stderr line of the child under its server's name, and keeps the last ones.
+async fn log_stderr(name: String, stderr: tokio::process::ChildStderr, tail: Arc<Mutex<Tail>>) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_STDERR_LINE)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        // Not UTF-8 is still worth showing.
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end();
+        tracing::info!(upstream = %name, "{text}");
+        if let Ok(mut tail) = tail.lock() {
+            tail.push(text);
         }
     }
+}
+
+/// The last [`TAIL_LINES`] non-empty stderr lines of a child, at most [`TAIL_BYTES`] in all,
+/// cleaned of control characters and terminal escapes.
+#[derive(Debug, Default)]
+struct Tail {
+    lines: VecDeque<String>,
+    bytes: usize,
+}
+
+impl Tail {
+    fn push(&mut self, raw: &str) {
+        let mut line = printable(raw);
+        if line.is_empty() {
+            return;
+        }
+        if line.len() > TAIL_BYTES {
+            let mut cut = TAIL_BYTES;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            line.truncate(cut);
+        }
+        self.bytes += line.len();
+        self.lines.push_back(line);
+        while self.lines.len() > TAIL_LINES || self.bytes > TAIL_BYTES {
+            if let Some(old) = self.lines.pop_front() {
+                self.bytes -= old.len();
+            }
+        }
+    }
+
+    /// The lines joined with ` | `, or `None` when the child wrote nothing.
+    fn text(&self) -> Option<String> {
+        (!self.lines.is_empty()).then(|| Vec::from(self.lines.clone()).join(" | "))
+    }
+}
+
+/// `raw` without terminal escape sequences (`ESC [ … final`) and control characters (tabs
+/// become spaces), trimmed: stderr text fit for one log line and a JSON error message.
+fn printable(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => {
+                // CSI: `[`, parameters, then one final byte in `@`..=`~`; other escapes: the
+                // next character.
+                if chars.next_if_eq(&'[').is_some() {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                } else {
+                    chars.next();
+                }
+            }
+            '\t' => out.push(' '),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out.trim().to_owned()
 }
 
 /// Reads the child's messages until its output ends; returns why it ended.
@@ -270,7 +509,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::ffi::OsString;
 
-    use super::{child_env, expand};
+    use super::{child_env, expand, printable, spawn_failure, stopped, Place, Tail, TAIL_BYTES};
 
     #[test]
     fn env_values_take_the_gateways_variables_by_reference() {
@@ -343,5 +582,126 @@ mod tests {
         assert_eq!(env.len(), gateway_env().len() + 1);
         assert_eq!(env[&OsString::from("AWS_SECRET_ACCESS_KEY")], "aws");
         assert_eq!(env[&OsString::from("X")], "y");
+    }
+
+    fn not_found() -> std::io::Error {
+        std::io::Error::from(std::io::ErrorKind::NotFound)
+    }
+
+    fn place<'a>(path: Option<&'a str>, cwd: &'a std::path::Path) -> Place<'a> {
+        Place {
+            path: path.map(std::ffi::OsStr::new),
+            cwd,
+            cwd_set: false,
+        }
+    }
+
+    #[test]
+    fn a_missing_launcher_is_named_with_its_path_and_the_usual_fix() {
+        let cwd = std::env::temp_dir();
+        let msg = spawn_failure(
+            "uvx",
+            &not_found(),
+            &place(Some("/usr/bin:/bin:/opt/x"), &cwd),
+        );
+        assert_eq!(
+            msg,
+            "cannot start \"uvx\": command not found in the 3 directories of its PATH \
+             (/usr/bin, /bin, /opt/x); install uv (uvx comes with it: \
+             https://docs.astral.sh/uv/getting-started/installation/), or give its full path as \
+             the upstream's command (`command -v uvx` in a shell prints it)"
+        );
+        for (launcher, fix) in [
+            ("npx", "install Node.js"),
+            ("node", "install Node.js"),
+            ("docker", "install Docker"),
+            ("python3", "install Python 3"),
+            (
+                "mcp-server-x",
+                "add its directory to PATH in the upstream's env",
+            ),
+        ] {
+            let msg = spawn_failure(launcher, &not_found(), &place(Some("/bin"), &cwd));
+            assert!(msg.contains(fix), "{launcher}: {msg}");
+            assert!(!msg.contains("os error"), "{msg}");
+        }
+        let msg = spawn_failure("npx", &not_found(), &place(None, &cwd));
+        assert!(msg.contains("its environment has no PATH"), "{msg}");
+        let long: Vec<String> = (0..12).map(|i| format!("/d{i}")).collect();
+        let msg = spawn_failure("npx", &not_found(), &place(Some(&long.join(":")), &cwd));
+        assert!(
+            msg.contains("the 12 directories of its PATH (/d0, "),
+            "{msg}"
+        );
+        assert!(msg.contains("/d7, …)"), "{msg}");
+    }
+
+    #[test]
+    fn a_missing_path_or_cwd_says_where_it_was_looked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let msg = spawn_failure("./srv.py", &not_found(), &place(Some("/bin"), dir.path()));
+        assert!(
+            msg.contains("no such file relative to the working directory"),
+            "{msg}"
+        );
+        assert!(msg.contains(&dir.path().display().to_string()), "{msg}");
+        let script = dir.path().join("srv.py");
+        std::fs::write(&script, "#!/no/such/python\n").unwrap();
+        let msg = spawn_failure("./srv.py", &not_found(), &place(Some("/bin"), dir.path()));
+        assert!(
+            msg.contains("the interpreter on its first line (#!)"),
+            "{msg}"
+        );
+        let gone = dir.path().join("gone");
+        let msg = spawn_failure(
+            "npx",
+            &not_found(),
+            &Place {
+                path: None,
+                cwd: &gone,
+                cwd_set: true,
+            },
+        );
+        assert!(
+            msg.contains("is not a directory (fix the upstream's cwd)"),
+            "{msg}"
+        );
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let msg = spawn_failure("/srv", &denied, &place(Some("/bin"), dir.path()));
+        assert!(msg.contains("chmod +x"), "{msg}");
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_the_last_clean_lines_within_bounds() {
+        let mut tail = Tail::default();
+        assert_eq!(tail.text(), None);
+        for i in 0..8 {
+            tail.push(&format!("line {i}"));
+        }
+        tail.push("   ");
+        assert_eq!(
+            tail.text().unwrap(),
+            "line 3 | line 4 | line 5 | line 6 | line 7"
+        );
+        tail.push(&"x".repeat(5000));
+        assert_eq!(tail.text().unwrap().len(), TAIL_BYTES);
+        tail.push("\u{1b}[31mError:\u{1b}[0m GITHUB_TOKEN\tis not set\u{7}\r");
+        assert_eq!(tail.text().unwrap(), "Error: GITHUB_TOKEN is not set");
+        assert_eq!(printable("a\u{1b}]0;title\u{7}b"), "a0;titleb");
+    }
+
+    #[test]
+    fn a_stopped_child_reports_its_status_once_and_its_stderr() {
+        use std::os::unix::process::ExitStatusExt;
+        let status = std::process::ExitStatus::from_raw(1 << 8);
+        assert_eq!(
+            stopped(
+                "the process closed its output",
+                Some(status),
+                Some("no token")
+            ),
+            "the process closed its output (exit status: 1); its stderr ended with: no token"
+        );
+        assert_eq!(stopped("gone", None, None), "gone");
     }
 }
