@@ -45,17 +45,13 @@ fn init_tracing() {
 async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
     let started = tokio::time::Instant::now();
     let shutdown = CancellationToken::new();
-    let server = Server::start(policy, ready_timeout, shutdown.clone()).await;
+    // The listen address is bound first: a port in use fails now, before any upstream starts.
+    let server = Server::start_listening(policy, ready_timeout, shutdown.clone()).await?;
     print_summary(&server, started);
     let policy = server.policy();
-    let listener = match policy.downstream.http {
-        Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr).await?;
-            eprintln!("  listening on http://{}{MCP_PATH}", listener.local_addr()?);
-            Some(listener)
-        }
-        None => None,
-    };
+    if let Some(addr) = server.local_addr() {
+        eprintln!("  listening on http://{addr}{MCP_PATH}");
+    }
     let stdio = policy.downstream.stdio.then(|| {
         eprintln!("  serving MCP on stdio");
         let (input, output) = stdio_streams();
@@ -71,7 +67,7 @@ async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
         }
         stop.cancel();
     });
-    server.serve(listener, stdio).await;
+    server.serve(None, stdio).await;
     Ok(())
 }
 

@@ -4,6 +4,12 @@
 //! [`run`] is the one call an embedder needs; [`Server`] is the same in steps, for a caller
 //! that reports the upstreams and the plan before serving (as `mcp-budget serve` does) or
 //! mounts the MCP endpoint in a router of its own ([`Server::router`]).
+//! [`Server::start_listening`] binds the policy's `[downstream] http` address before any
+//! upstream starts, so that a port in use fails at once, naming the address.
+//!
+//! While it runs, tool rules (`[budget.tools."server/tool"]`, `[discover] never_defer`) that
+//! match none of the tools an upstream lists are logged as warnings, once each time the
+//! catalog changes them ([`unknown_rules`]).
 //!
 //! ```no_run
 //! # async fn example() -> std::io::Result<()> {
@@ -18,17 +24,21 @@
 //! # }
 //! ```
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::Catalog;
 use crate::downstream::{http, stdio};
 use crate::gateway::{Gateway, UpstreamSummary};
 use crate::layer::budget::{BudgetLayer, PlanSummary};
-use crate::policy::Policy;
+use crate::policy::{Policy, Problem};
 use crate::stack::{self, McpService};
 
 /// How long [`run`] waits for upstreams to be ready before serving anyway (those not ready
@@ -47,6 +57,44 @@ pub const MCP_PATH: &str = "/mcp";
 pub async fn run(listener: TcpListener, policy: Policy, shutdown: CancellationToken) {
     let server = Server::start(policy, READY_TIMEOUT, shutdown).await;
     server.serve(Some(listener), None).await;
+}
+
+/// Why a [`Server`] could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The HTTP address could not be bound (nothing was started).
+    #[error("cannot listen on {addr} ([downstream] http / --http): {reason}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// What went wrong, and what to do.
+        reason: String,
+    },
+}
+
+impl StartError {
+    /// The error of binding `addr`, with the usual fix.
+    fn listen(addr: SocketAddr, err: &std::io::Error) -> Self {
+        use std::io::ErrorKind;
+        let reason = match err.kind() {
+            ErrorKind::AddrInUse => format!(
+                "the address is in use: another process listens there (`ss -ltnp 'sport = :{}'` \
+                 shows which); stop it or pick another address",
+                addr.port()
+            ),
+            ErrorKind::AddrNotAvailable => {
+                "no network interface of this machine has that address (127.0.0.1 is this \
+                 machine only)"
+                    .to_owned()
+            }
+            ErrorKind::PermissionDenied => {
+                "permission denied (ports below 1024 need privileges: pick one above)".to_owned()
+            }
+            _ => err.to_string(),
+        };
+        Self::Listen { addr, reason }
+    }
 }
 
 /// A stdio transport for [`Server::serve`]: what the host writes and where answers go.
@@ -83,10 +131,36 @@ pub struct Server {
     service: McpService,
     budget: Option<BudgetLayer>,
     upstreams: Vec<UpstreamSummary>,
+    /// The listener [`Server::start_listening`] bound.
+    listener: Option<TcpListener>,
     shutdown: CancellationToken,
 }
 
 impl Server {
+    /// Binds the policy's `[downstream] http` address (when it has one) before anything
+    /// starts, then starts as [`Server::start`] does; [`Server::serve`] serves that listener.
+    ///
+    /// # Errors
+    /// [`StartError::Listen`] when the address cannot be bound (in use, not of this machine):
+    /// no upstream was started.
+    pub async fn start_listening(
+        policy: Policy,
+        ready_timeout: Duration,
+        shutdown: CancellationToken,
+    ) -> Result<Self, StartError> {
+        let listener = match policy.downstream.http {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|err| StartError::listen(addr, &err))?,
+            ),
+            None => None,
+        };
+        let mut server = Self::start(policy, ready_timeout, shutdown).await;
+        server.listener = listener;
+        Ok(server)
+    }
+
     /// Starts the upstreams of `policy`, waits up to `ready_timeout` for them, and builds the
     /// stack. Cancelling `shutdown` stops everything.
     pub async fn start(
@@ -97,14 +171,32 @@ impl Server {
         let gateway = Gateway::start(policy.clone(), shutdown.clone());
         let upstreams = gateway.wait_ready(ready_timeout).await;
         let (service, budget) = stack::build_with_budget(gateway.clone());
+        tokio::spawn(warn_unknown_rules(
+            policy.clone(),
+            gateway.catalog(),
+            shutdown.clone(),
+        ));
         Self {
             policy,
             gateway,
             service,
             budget,
             upstreams,
+            listener: None,
             shutdown,
         }
+    }
+
+    /// The address [`Server::start_listening`] bound, if it did.
+    #[must_use]
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The current catalog: what the upstreams list, as hosts see it.
+    #[must_use]
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.gateway.snapshot()
     }
 
     /// How each upstream started.
@@ -148,13 +240,13 @@ impl Server {
         )
     }
 
-    /// Serves MCP on `listener` (at [`MCP_PATH`], with the policy's connection limits) and/or
-    /// on `stdio`, until shutdown is cancelled or the stdio host closes its input (how stdio
-    /// hosts say goodbye); then stops the upstreams and gives the transports a moment to
-    /// finish.
-    pub async fn serve(self, listener: Option<TcpListener>, stdio: Option<Stdio>) {
+    /// Serves MCP on `listener` and on the one [`Server::start_listening`] bound (at
+    /// [`MCP_PATH`], with the policy's connection limits) and/or on `stdio`, until shutdown is
+    /// cancelled or the stdio host closes its input (how stdio hosts say goodbye); then stops
+    /// the upstreams and gives the transports a moment to finish.
+    pub async fn serve(mut self, listener: Option<TcpListener>, stdio: Option<Stdio>) {
         let mut tasks = tokio::task::JoinSet::new();
-        if let Some(listener) = listener {
+        for listener in listener.into_iter().chain(self.listener.take()) {
             let app = self.router(MCP_PATH);
             let limits = http::ListenConfig::from(&self.policy.downstream);
             tasks.spawn(http::serve_with(
@@ -190,5 +282,101 @@ impl Server {
     pub async fn stop(&self) {
         self.shutdown.cancel();
         self.gateway.shutdown().await;
+    }
+}
+
+/// Logs the tool rules that match none of the listed tools, each once while it stays
+/// unmatched: checked again on every catalog version, as upstreams (re)list their tools.
+async fn warn_unknown_rules(
+    policy: Policy,
+    mut catalog: watch::Receiver<Arc<Catalog>>,
+    shutdown: CancellationToken,
+) {
+    let mut reported: Vec<String> = Vec::new();
+    loop {
+        let current = catalog.borrow_and_update().clone();
+        let found: Vec<String> = unknown_rules(&policy, &current)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for warning in found.iter().filter(|w| !reported.contains(w)) {
+            tracing::warn!(catalog_version = current.version(), "policy: {warning}");
+        }
+        reported = found;
+        tokio::select! {
+            changed = catalog.changed() => if changed.is_err() { return },
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// The tool rules of `policy` that match none of the tools in `catalog`, among the rules of
+/// upstreams that listed tools in it (one still starting has listed nothing yet, so its rules
+/// are not judged).
+#[must_use]
+pub fn unknown_rules(policy: &Policy, catalog: &Catalog) -> Vec<Problem> {
+    let listed: Vec<&str> = catalog
+        .names()
+        .iter()
+        .zip(catalog.upstreams())
+        .filter(|(_, c)| !c.tools.is_empty())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if listed.is_empty() {
+        return Vec::new();
+    }
+    let ids: Vec<String> = catalog.tools().iter().map(|t| t.id()).collect();
+    policy.unmatched_rules_among(&ids, |server| listed.contains(&server))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Contribution;
+    use serde_json::json;
+
+    #[test]
+    fn rules_are_judged_once_their_upstream_listed_tools() {
+        let policy = Policy::from_toml_str(
+            "version = 1\n[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[[upstream]]\nname = \"b\"\ncommand = \"y\"\n\
+             [budget.tools.\"a/nope\"]\npin = true\n[budget.tools.\"a/real\"]\npin = true\n\
+             [budget.tools.\"b/later\"]\npin = true\n",
+            "p.toml",
+        )
+        .unwrap();
+        let names = ["a".to_owned(), "b".to_owned()];
+        let tools = Contribution {
+            tools: vec![json!({"name": "real", "inputSchema": {"type": "object"}})],
+            ..Contribution::default()
+        };
+        let catalog = Catalog::build(vec![tools, Contribution::default()], &names, "__", 1);
+        let found: Vec<String> = unknown_rules(&policy, &catalog)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            found,
+            ["line 8: budget.tools.\"a/nope\": `a/nope` matches none of the upstream's tools"]
+        );
+        let empty = Catalog::build(vec![Contribution::default(); 2], &names, "__", 0);
+        assert!(unknown_rules(&policy, &empty).is_empty());
+    }
+
+    #[test]
+    fn a_port_in_use_names_the_address_and_what_to_do() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let err = std::net::TcpListener::bind(addr).unwrap_err();
+        let shown = StartError::listen(addr, &err).to_string();
+        assert!(
+            shown.starts_with(&format!(
+                "cannot listen on {addr} ([downstream] http / --http): the address is in use"
+            )),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(&format!("sport = :{}", addr.port())),
+            "{shown}"
+        );
     }
 }

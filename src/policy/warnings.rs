@@ -64,6 +64,17 @@ impl Policy {
     /// that are not upstreams are [`Policy::warnings`]' business.
     #[must_use]
     pub fn unmatched_rules(&self, tool_ids: &[String]) -> Vec<Problem> {
+        self.unmatched_rules_among(tool_ids, |_| true)
+    }
+
+    /// [`Policy::unmatched_rules`] for the rules of the servers `listed` accepts only: those
+    /// whose tools `tool_ids` holds (a server still starting has listed none yet).
+    #[must_use]
+    pub fn unmatched_rules_among(
+        &self,
+        tool_ids: &[String],
+        listed: impl Fn(&str) -> bool,
+    ) -> Vec<Problem> {
         let mut out = Vec::new();
         let budget = self.budget.tools.iter().map(|(pattern, _)| {
             let matches = |id: &String| match pattern.strip_suffix('*') {
@@ -86,7 +97,7 @@ impl Policy {
         for (path, pattern, hit) in budget.chain(never) {
             let known_server = pattern
                 .split_once('/')
-                .is_some_and(|(s, _)| self.upstreams.iter().any(|u| u.name == s));
+                .is_some_and(|(s, _)| listed(s) && self.upstreams.iter().any(|u| u.name == s));
             if !hit && known_server {
                 out.push(self.problem(
                     path,
