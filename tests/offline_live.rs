@@ -136,6 +136,7 @@ fn rendered(policy: &Path, tools: &Path) -> String {
             policy: Some(policy.to_owned()),
             model: None,
             rendering: None,
+            live: mcp_budget::cli::live::LiveArgs::default(),
         },
         level: None,
         mode: None,

@@ -242,6 +242,7 @@ fn rendered_tools(args: &Args) -> anyhow::Result<Vec<Value>> {
             tools: args.tools.clone(),
             policy: args.policy.clone(),
             model: Some(args.model.clone()),
+            live: super::live::LiveArgs::default(),
             rendering: None,
         },
         level: Some(crate::plan::LevelChoice::Fixed(crate::compress::Level::Off)),

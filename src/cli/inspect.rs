@@ -1,5 +1,6 @@
 //! `mcp-budget inspect`: per server and per tool tokens at every level for the model's
-//! rendering, the budget, the plan and the savings.
+//! rendering, the budget, the plan and the savings — of saved tool lists (`--tools`), or of the
+//! policy's own upstreams, started and stopped again ([`super::live`]), with how each started.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::catalog::Catalog;
 use crate::compress::Level;
+use crate::gateway::{summary_lines, UpstreamSummary};
 use crate::listing::{list_tools, Listing};
 use crate::plan::{Plan, Rules};
 use crate::policy::Policy;
@@ -48,6 +50,8 @@ pub(crate) struct Prepared {
     pub(crate) catalog: Catalog,
     pub(crate) rules: Rules,
     pub(crate) counter: Counter,
+    /// How each upstream started, when the catalog is live (no `--tools`).
+    pub(crate) upstreams: Option<Vec<UpstreamSummary>>,
 }
 
 impl Prepared {
@@ -74,11 +78,16 @@ pub(crate) fn prepare(args: &super::CatalogArgs) -> anyhow::Result<Prepared> {
             ..policy.budget.overrides.clone()
         })?;
     }
-    // The catalog comes from saved lists; a catalog of the policy's live upstreams (when no
-    // `--tools` is given) would be built here, from the gateway's first published snapshot.
-    let names: Vec<String> = policy.upstreams.iter().map(|u| u.name.clone()).collect();
-    let catalog =
-        Catalog::from_saved(tools, &names, &policy.separator).context("loading --tools")?;
+    // Saved lists, or (none given) the catalog the policy's upstreams publish when started.
+    let (catalog, upstreams) = if tools.is_empty() {
+        let live = super::live::snapshot(&policy, &args.live)?;
+        (live.catalog, Some(live.upstreams))
+    } else {
+        let names: Vec<String> = policy.upstreams.iter().map(|u| u.name.clone()).collect();
+        let catalog =
+            Catalog::from_saved(tools, &names, &policy.separator).context("loading --tools")?;
+        (catalog, None)
+    };
     let rules = policy
         .budget
         .rules(catalog.tools(), catalog.separator(), &policy.discover);
@@ -88,6 +97,7 @@ pub(crate) fn prepare(args: &super::CatalogArgs) -> anyhow::Result<Prepared> {
         catalog,
         rules,
         counter,
+        upstreams,
     })
 }
 
@@ -235,7 +245,35 @@ fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
         },
         "tools": tools,
         "collisions": collisions,
+        "upstreams": p.upstreams.as_deref().map(upstreams_json),
     })
+}
+
+/// How each started upstream looked (live catalogs only): the status line `serve`'s startup
+/// summary prints, and its parts.
+fn upstreams_json(upstreams: &[UpstreamSummary]) -> Value {
+    let lines = summary_lines(upstreams);
+    upstreams
+        .iter()
+        .map(|u| {
+            let (status, reason) = match &u.status {
+                crate::upstream::Status::Ready => ("ready", None),
+                crate::upstream::Status::Starting => ("starting", None),
+                crate::upstream::Status::Down(reason) => ("down", Some(reason.as_str())),
+            };
+            json!({
+                "name": u.name,
+                "transport": u.transport,
+                "status": status,
+                "reason": reason,
+                "protocol_version": u.protocol_version,
+                "tools": u.counts.0,
+                "prompts": u.counts.1,
+                "resources": u.counts.2,
+                "summary": lines.get(&u.name),
+            })
+        })
+        .collect()
 }
 
 fn level_cells(v: &Value) -> String {
@@ -288,6 +326,14 @@ fn table(r: &Value) -> String {
             " | DOES NOT FIT"
         },
     );
+    for upstream in r["upstreams"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            s,
+            "upstream {:<20} {}",
+            upstream["name"].as_str().unwrap_or(""),
+            upstream["summary"].as_str().unwrap_or("")
+        );
+    }
     if r["budget"]["enabled"] == false {
         let _ = writeln!(
             s,
