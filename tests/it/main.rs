@@ -24,4 +24,5 @@ mod limits;
 mod modern_http;
 mod offline_live;
 mod routing;
+mod startup;
 mod wire;

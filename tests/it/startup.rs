@@ -1,0 +1,271 @@
+//! What a user sees when asking about and starting their own setup: `render --policy P` and
+//! `inspect --policy P` without `--tools` start the policy's real upstreams, print what `serve`
+//! lists and stop them again; startup problems come with messages that say what to fix (a
+//! missing command, a server that exits with a reason on stderr, a port in use, a tool rule
+//! that names no tool).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::harness::{
+    assert_no_leftovers, log_shows, new_tag, policy, tagged_pids, venv_bin, Gateway, Mode,
+    RawClient, TagGuard, Up, WAIT,
+};
+
+/// A stdio server that explains on stderr why it cannot run, then exits 1 (as servers do
+/// for a missing token).
+fn exits_with_reason(name: &str) -> Up {
+    Up::stdio(
+        name,
+        &venv_bin("python"),
+        &[
+            "-c",
+            "import sys; print('\\x1b[31mError:\\x1b[0m GITHUB_TOKEN is not set', file=sys.stderr); sys.exit(1)",
+        ],
+    )
+}
+
+/// Runs the binary with `args`, tagged, to its end (at most [`WAIT`]).
+async fn run(tag: &str, args: &[&str], policy: &Path) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
+    cmd.args(args)
+        .arg("--policy")
+        .arg(policy)
+        .env("MCPB_IT_TAG", tag)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    tokio::time::timeout(WAIT, cmd.output())
+        .await
+        .expect("the command ends in time")
+        .expect("the command runs")
+}
+
+/// The `tools/list` result `serve --stdio` answers on `policy`, as JSON text.
+async fn served_list(policy: &Path, tag: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["serve", "--stdio", "--policy"])
+        .arg(policy)
+        .env("MCPB_IT_TAG", tag)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut client = RawClient::new(child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    client.initialize().await;
+    let list = client.request("tools/list", serde_json::json!({})).await;
+    assert!(list["result"]["tools"].is_array(), "{list}");
+    drop(client);
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    list["result"].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_on_a_policy_prints_what_serve_lists_and_leaves_no_process() {
+    let tag = new_tag("live-render");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    // The budget on, with a budget small enough that the plan compresses.
+    let budget = "[budget]\nenabled = true\nmodel = \"claude-sonnet-4-5\"\nthreshold_percent = 1\n";
+    let ups = [Up::everything("everything"), Up::time("time")];
+    let policy = policy(dir.path(), &tag, budget, &ups);
+
+    let out = run(&tag, &["render"], &policy).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every upstream was stopped before render exited.
+    assert_eq!(
+        tagged_pids(&tag),
+        Vec::<i32>::new(),
+        "children left by render"
+    );
+    let rendered: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = rendered["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"time__get_current_time"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("everything__")),
+        "{names:?}"
+    );
+
+    let live = served_list(&policy, &tag).await;
+    assert_eq!(live, rendered.to_string(), "serve and render differ");
+    assert_no_leftovers(&tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_on_a_policy_names_the_upstream_that_failed_and_why() {
+    let tag = new_tag("live-inspect");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let ups = [Up::time("time"), exits_with_reason("github")];
+    let policy = policy(dir.path(), &tag, "[budget]\nenabled = true\n", &ups);
+
+    let out = run(&tag, &["inspect", "--format", "json"], &policy).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a failed upstream fails inspect");
+    assert!(out.stdout.is_empty(), "nothing printed on failure");
+    assert!(
+        stderr.contains("1 of 2 upstream(s) did not start"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "  github: the process closed its output (exit status: 1); its stderr ended with: \
+             Error: GITHUB_TOKEN is not set"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--allow-failed"), "{stderr}");
+    assert_no_leftovers(&tag).await;
+
+    let out = run(
+        &tag,
+        &["inspect", "--format", "json", "--allow-failed"],
+        &policy,
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ups = report["upstreams"].as_array().unwrap();
+    assert_eq!(ups[0]["name"], "time");
+    assert_eq!(ups[0]["status"], "ready", "{report:#}");
+    assert_eq!(ups[0]["tools"], 2);
+    assert_eq!(ups[1]["status"], "down");
+    assert!(
+        ups[1]["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("its stderr ended with: Error: GITHUB_TOKEN is not set"),
+        "{report:#}"
+    );
+    assert_eq!(report["servers"][0]["server"], "time");
+    assert!(report["plan"]["rung"].is_string(), "{report:#}");
+    assert_no_leftovers(&tag).await;
+
+    let out = run(&tag, &["inspect", "--allow-failed"], &policy).await;
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("upstream time                 stdio ready protocol "),
+        "{table}"
+    );
+    assert!(
+        table.contains("upstream github               stdio DOWN ("),
+        "{table}"
+    );
+    assert_no_leftovers(&tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_exits_at_startup_shows_its_stderr_in_the_summary() {
+    let ups = [Up::time("time"), exits_with_reason("github")];
+    let gw = Gateway::start("exit-reason", Mode::Http, &ups).await;
+    let log = gw.log();
+    let line = log
+        .lines()
+        .find(|l| l.trim_start().starts_with("github "))
+        .unwrap_or_else(|| panic!("no summary line for github:\n{log}"));
+    assert!(
+        line.ends_with(
+            "DOWN (the process closed its output (exit status: 1); its stderr ended with: \
+             Error: GITHUB_TOKEN is not set) protocol - — 0 tools, 0 prompts, 0 resources"
+        ),
+        "{line}"
+    );
+    assert!(!log.contains("exit status exit status"), "{log}");
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_command_is_named_with_where_it_was_looked_for_and_the_fix() {
+    let empty = tempfile::tempdir().unwrap();
+    let path = empty.path().to_string_lossy().into_owned();
+    let ups = [
+        Up::time("time"),
+        Up::stdio("fetch", "uvx", &["mcp-server-fetch"]).env("PATH", &path),
+    ];
+    let gw = Gateway::start("missing-command", Mode::Http, &ups).await;
+    let log = gw.log();
+    let expected = format!(
+        "DOWN (cannot start \"uvx\": command not found in the one directory of its PATH \
+         ({path}); install uv (uvx comes with it: \
+         https://docs.astral.sh/uv/getting-started/installation/), or give its full path as the \
+         upstream's command (`command -v uvx` in a shell prints it))"
+    );
+    assert!(log.contains(&expected), "{log}");
+    assert!(!log.contains("os error 2"), "{log}");
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_in_use_fails_at_once_naming_it_before_any_upstream_starts() {
+    let tag = new_tag("port-in-use");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let script = format!(
+        "open({:?}, 'w').close(); import time; time.sleep(30)",
+        marker.to_string_lossy()
+    );
+    let ups = [Up::stdio("slow", &venv_bin("python"), &["-c", &script])];
+    let policy = policy(dir.path(), &tag, "", &ups);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+
+    let started = std::time::Instant::now();
+    let out = run(&tag, &["serve", "--http", &addr], &policy).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot listen on {addr} ([downstream] http / --http): the address is in use"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("upstream(s) in"),
+        "no startup summary: {stderr}"
+    );
+    assert!(!marker.exists(), "an upstream was started");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_no_leftovers(&tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_rule_naming_no_tool_is_warned_once_at_serve_time() {
+    let rules = "[budget.tools.\"time/get_curent_time\"]\npin = true\n\
+                 [budget.tools.\"time/convert_time\"]\npin = true\n";
+    let gw = Gateway::start_with("unknown-rule", Mode::Http, rules, &[Up::time("time")]).await;
+    let needle = "budget.tools.\"time/get_curent_time\": `time/get_curent_time` matches none of \
+                  the upstream's tools";
+    assert!(log_shows(|| gw.log(), needle, WAIT).await, "{}", gw.log());
+    // Later catalog versions do not repeat it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = gw.log();
+    assert_eq!(log.matches(needle).count(), 1, "{log}");
+    assert!(
+        !log.contains("time/convert_time`"),
+        "a rule that matches: {log}"
+    );
+    gw.stop_and_check().await;
+}
