@@ -5,7 +5,9 @@
 //! ([`Policy::warnings`]), and with `--tools` the tool rules that match none of the saved
 //! tools ([`Policy::unmatched_rules`]) and the namespaced names of the saved tools that collide
 //! under the policy ([`crate::catalog::Collision`]: resolved, but hosts see other names).
-//! Warnings are errors with `--strict`, for CI.
+//! Warnings are errors with `--strict`, for CI. With `--live` (instead of `--tools`), each
+//! valid policy's upstreams are started, listed and stopped ([`super::live`]), and the rules
+//! and names are checked against what they list; an upstream that does not start is an error.
 
 use std::path::PathBuf;
 
@@ -27,6 +29,13 @@ pub struct Args {
     /// Treat warnings as errors.
     #[arg(long)]
     pub strict: bool,
+    /// Start each policy's upstreams (and stop them): tool rules and names are checked
+    /// against what they list, as with --tools.
+    #[arg(long, conflicts_with = "tools")]
+    pub live: bool,
+    /// With --live: seconds the upstreams get to be ready.
+    #[arg(long, default_value_t = 30, requires = "live")]
+    pub ready_timeout_secs: u64,
 }
 
 /// What `check` found.
@@ -106,6 +115,15 @@ pub fn run(
             warnings.extend(policy.unmatched_rules(&tool_ids));
             warnings.extend(collisions(policy, &args.tools));
         }
+        if args.live {
+            match live_problems(policy, args.ready_timeout_secs) {
+                Ok(found) => warnings.extend(found),
+                Err(e) => {
+                    writeln!(err, "{origin}: {e:#}")?;
+                    outcome.errors += 1;
+                }
+            }
+        }
         for w in &warnings {
             writeln!(err, "warning: {origin}: {w}")?;
         }
@@ -128,6 +146,23 @@ pub fn run(
         writeln!(err, "{} warning(s): {tail}", outcome.warnings)?;
     }
     Ok(outcome)
+}
+
+/// The tool rules that match none of the tools `policy`'s upstreams list, and the names that
+/// collide among them; `Err` names the upstreams that did not start.
+fn live_problems(policy: &Policy, timeout_secs: u64) -> anyhow::Result<Vec<Problem>> {
+    let options = super::live::LiveArgs {
+        ready_timeout_secs: timeout_secs,
+        allow_failed: false,
+    };
+    let live = super::live::snapshot(policy, &options)?;
+    let mut found = crate::server::unknown_rules(policy, &live.catalog);
+    found.extend(live.catalog.collisions().iter().map(|c| Problem {
+        path: "upstreams".into(),
+        line: None,
+        message: c.to_string(),
+    }));
+    Ok(found)
 }
 
 /// The name collisions among the saved `tools` under `policy` (its upstreams' names and order,

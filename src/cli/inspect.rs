@@ -202,7 +202,7 @@ fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
         })
         .collect();
     let saved = plan.tokens_before.saturating_sub(plan.tokens_after);
-    json!({
+    let mut report = json!({
         "model": budget.model,
         "profile": {
             "name": profile.name,
@@ -246,7 +246,42 @@ fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
         "tools": tools,
         "collisions": collisions,
         "upstreams": p.upstreams.as_deref().map(upstreams_json),
-    })
+    });
+    report["plan"]["reason"] = Value::from(plan_reason(&report));
+    report
+}
+
+/// Why the plan is what it is, in one sentence, from the report's budget and plan.
+fn plan_reason(r: &Value) -> String {
+    let (plan, budget) = (&r["plan"], &r["budget"]);
+    if budget["enabled"] == false {
+        return "the budget is off ([budget] enabled = false): serve lists every tool as its \
+                upstream does"
+            .to_owned();
+    }
+    let limits = format!(
+        "the budget of {} tokens and {} tools",
+        budget["tokens"], budget["tools"]
+    );
+    let before = &plan["tokens_before"];
+    let reason = match (plan["rung"].as_str(), plan["level"].as_str()) {
+        (Some("full"), _) => format!("every tool in full ({before} tokens) fits {limits}"),
+        (Some("uniform" | "mixed"), Some(level)) => format!(
+            "in full ({before} tokens) the tools exceed {limits}; compressed to {level} they \
+             take {}",
+            plan["exposed_tokens"]
+        ),
+        _ => format!(
+            "even compressed the tools exceed {limits}; {} of them are deferred behind the \
+             search meta-tools",
+            plan["deferred_tools"]
+        ),
+    };
+    if plan["fits"] == true {
+        reason
+    } else {
+        format!("{reason}; the smallest plan still does not fit")
+    }
 }
 
 /// How each started upstream looked (live catalogs only): the status line `serve`'s startup
@@ -339,6 +374,8 @@ fn table(r: &Value) -> String {
             s,
             "budget: off ([budget] enabled = false): serve passes every tool through"
         );
+    } else {
+        let _ = writeln!(s, "why: {}", plan["reason"].as_str().unwrap_or(""));
     }
     for collision in r["collisions"].as_array().into_iter().flatten() {
         let _ = writeln!(s, "collision: {}", collision["text"].as_str().unwrap_or(""));
@@ -485,4 +522,38 @@ fn html(r: &Value) -> String {
         exposed = r["plan"]["exposed_tools"],
         deferred = r["plan"]["deferred_tools"],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plan_reason;
+    use serde_json::json;
+
+    #[test]
+    fn the_plan_reason_says_which_limit_decided() {
+        let report = |rung: &str, level: Option<&str>, fits: bool| {
+            json!({
+                "budget": {"enabled": true, "tokens": 4000, "tools": 128},
+                "plan": {"rung": rung, "level": level, "fits": fits, "tokens_before": 9000,
+                         "exposed_tokens": 3500, "deferred_tools": 40},
+            })
+        };
+        assert_eq!(
+            plan_reason(&report("full", Some("off"), true)),
+            "every tool in full (9000 tokens) fits the budget of 4000 tokens and 128 tools"
+        );
+        assert_eq!(
+            plan_reason(&report("uniform", Some("medium"), true)),
+            "in full (9000 tokens) the tools exceed the budget of 4000 tokens and 128 tools; \
+             compressed to medium they take 3500"
+        );
+        let search = plan_reason(&report("search", None, false));
+        assert!(search.contains("40 of them are deferred"), "{search}");
+        assert!(
+            search.ends_with("; the smallest plan still does not fit"),
+            "{search}"
+        );
+        let off = json!({"budget": {"enabled": false}, "plan": {}});
+        assert!(plan_reason(&off).starts_with("the budget is off"));
+    }
 }

@@ -157,6 +157,8 @@ async fn inspect_on_a_policy_names_the_upstream_that_failed_and_why() {
     );
     assert_eq!(report["servers"][0]["server"], "time");
     assert!(report["plan"]["rung"].is_string(), "{report:#}");
+    let reason = report["plan"]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("every tool in full ("), "{reason}");
     assert_no_leftovers(&tag).await;
 
     let out = run(&tag, &["inspect", "--allow-failed"], &policy).await;
@@ -268,4 +270,37 @@ async fn a_tool_rule_naming_no_tool_is_warned_once_at_serve_time() {
         "a rule that matches: {log}"
     );
     gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_live_judges_tool_rules_against_what_the_upstreams_list() {
+    let tag = new_tag("check-live");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "[budget.tools.\"time/get_curent_time\"]\npin = true\n";
+    let policy = policy(dir.path(), &tag, rules, &[Up::time("time")]);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
+    cmd.arg("check")
+        .arg(&policy)
+        .args(["--live", "--strict"])
+        .env("MCPB_IT_TAG", &tag)
+        .stdin(Stdio::null());
+    let out = tokio::time::timeout(WAIT, cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{stderr}");
+    assert!(
+        stderr.contains(
+            "budget.tools.\"time/get_curent_time\": `time/get_curent_time` matches none of the \
+             upstream's tools"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("1 warning(s): errors under --strict"),
+        "{stderr}"
+    );
+    assert_no_leftovers(&tag).await;
 }
