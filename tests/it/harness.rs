@@ -725,6 +725,28 @@ pub async fn inspector(tag: &str, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// The `tools/list` result `serve --stdio` answers on `policy` (one request, then stdin
+/// closed), as JSON text.
+pub async fn served_list(policy: &Path) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        // A free port for the policy's HTTP listener, if it has one.
+        .args(["serve", "--stdio", "--http", "127.0.0.1:0", "--policy"])
+        .arg(policy)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut client = RawClient::new(child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    client.initialize().await;
+    let list = client.request("tools/list", json!({})).await;
+    assert!(list["result"]["tools"].is_array(), "{list}");
+    drop(client);
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    list["result"].to_string()
+}
+
 /// The gateway command line for a client that starts it over stdio.
 pub fn gateway_stdio_args(policy: &Path) -> Vec<String> {
     vec![

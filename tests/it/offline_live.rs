@@ -6,13 +6,11 @@
 //! so `render` reads the shuffled lists the servers serve.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::{Map, Value};
-use tokio::process::Command;
 
 use crate::harness::{
-    assert_no_leftovers, new_tag, peer_file, root, venv_bin, RawClient, TagGuard,
+    assert_no_leftovers, new_tag, peer_file, root, served_list, venv_bin, TagGuard,
 };
 
 /// Saved lists standing in for upstreams; an upstream named after one takes it.
@@ -103,26 +101,6 @@ fn prepare(dir: &Path, policy: &Path, tag: &str, rng: &mut Lcg) -> (std::path::P
     let path = dir.join("policy.toml");
     std::fs::write(&path, out).unwrap();
     (path, loaded.budget.enabled)
-}
-
-async fn served_list(policy: &Path) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        // A free port for the policy's HTTP listener, if it has one.
-        .args(["serve", "--stdio", "--http", "127.0.0.1:0", "--policy"])
-        .arg(policy)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut client = RawClient::new(child.stdin.take().unwrap(), child.stdout.take().unwrap());
-    client.initialize().await;
-    let list = client.request("tools/list", serde_json::json!({})).await;
-    assert!(list["result"]["tools"].is_array(), "{list}");
-    drop(client);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait()).await;
-    list["result"].to_string()
 }
 
 fn rendered_list(policy: &Path, tools: &Path) -> String {

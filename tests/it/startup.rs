@@ -12,8 +12,8 @@ use serde_json::Value;
 use tokio::process::Command;
 
 use crate::harness::{
-    assert_no_leftovers, log_shows, new_tag, policy, tagged_pids, venv_bin, Gateway, Mode,
-    RawClient, TagGuard, Up, WAIT,
+    assert_no_leftovers, log_shows, new_tag, policy, served_list, tool_names, venv_bin, Gateway,
+    Mode, TagGuard, Up, WAIT,
 };
 
 /// A stdio server that explains on stderr why it cannot run, then exits 1 (as servers do
@@ -44,27 +44,6 @@ async fn run(tag: &str, args: &[&str], policy: &Path) -> std::process::Output {
         .expect("the command runs")
 }
 
-/// The `tools/list` result `serve --stdio` answers on `policy`, as JSON text.
-async fn served_list(policy: &Path, tag: &str) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["serve", "--stdio", "--policy"])
-        .arg(policy)
-        .env("MCPB_IT_TAG", tag)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut client = RawClient::new(child.stdin.take().unwrap(), child.stdout.take().unwrap());
-    client.initialize().await;
-    let list = client.request("tools/list", serde_json::json!({})).await;
-    assert!(list["result"]["tools"].is_array(), "{list}");
-    drop(client);
-    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
-    list["result"].to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn render_on_a_policy_prints_what_serve_lists_and_leaves_no_process() {
     let tag = new_tag("live-render");
@@ -81,26 +60,20 @@ async fn render_on_a_policy_prints_what_serve_lists_and_leaves_no_process() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // Every upstream was stopped before render exited.
-    assert_eq!(
-        tagged_pids(&tag),
-        Vec::<i32>::new(),
-        "children left by render"
-    );
+    // Every upstream was stopped with render (a leaked child would stay).
+    assert_no_leftovers(&tag).await;
     let rendered: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let names: Vec<&str> = rendered["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert!(names.contains(&"time__get_current_time"), "{names:?}");
+    let names = tool_names(&rendered);
+    assert!(
+        names.iter().any(|n| n == "time__get_current_time"),
+        "{names:?}"
+    );
     assert!(
         names.iter().any(|n| n.starts_with("everything__")),
         "{names:?}"
     );
 
-    let live = served_list(&policy, &tag).await;
+    let live = served_list(&policy).await;
     assert_eq!(live, rendered.to_string(), "serve and render differ");
     assert_no_leftovers(&tag).await;
 }
