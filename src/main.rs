@@ -47,9 +47,11 @@ enum Command {
     /// Validate policy files (and mcpServers JSON files): every problem with its line, then
     /// warnings; exits non-zero on any problem (and on warnings with --strict).
     Check(cli::check::Args),
-    /// Token counts per tool and level, the budget and the plan, on saved tools/list results.
+    /// Token counts per tool and level, the budget and the plan, on saved tools/list results
+    /// or (no --tools) on the policy's own upstreams, started and stopped again.
     Inspect(cli::inspect::Args),
-    /// Print the tools/list result a host would receive, on saved tools/list results.
+    /// Print the tools/list result a host would receive, on saved tools/list results or (no
+    /// --tools) on the policy's own upstreams, started and stopped again.
     Render(cli::render::Args),
     /// Search saved tools/list results as `search_tools` would.
     Search(cli::search::Args),

@@ -18,7 +18,7 @@ pub mod search;
 pub struct CatalogArgs {
     /// Saved tools/list results (a file's stem is the server id: a file named after a
     /// `[[upstream]]` of the policy stands for it), or directories of them. Without them,
-    /// `--policy`'s upstreams are started and asked (see [`live`]).
+    /// `--policy`'s upstreams are started, listed and stopped.
     #[arg(long = "tools", required_unless_present = "policy", num_args = 1..)]
     pub tools: Vec<PathBuf>,
     /// Policy file: its `[budget]`, `[discover]` and separator, and its `[[upstream]]` names
