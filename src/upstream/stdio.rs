@@ -6,7 +6,7 @@
 //! its last lines ([`TAIL_LINES`], at most [`TAIL_BYTES`]) into the reason it is down when it
 //! exits by itself: the line that says why (a missing token) is in the startup summary and in
 //! the error clients get, not only in the log. A command that cannot be started is named, with
-//! where it was looked for and the usual fix ([`spawn_failure`]).
+//! where it was looked for and the usual fix (`spawn_failure`).
 //!
 //! # Environment
 //!
