@@ -37,6 +37,7 @@
 //! - [`stack`]: the one place that orders the layers.
 //! - [`downstream`]: how hosts reach the gateway: stdio and streamable HTTP.
 //! - [`server`]: start, serve, stop: the library entry the binary wraps.
+//! - [`reload`]: the policy read again on file change or `SIGHUP`, and what it changes.
 //! - [`llm_api`]: cache-stable tool lists on the LLM-API side (Anthropic, `OpenAI`).
 //! - `cli` (feature `cli`): the offline commands `check`, `inspect`, `render`, `search`,
 //!   `calibrate`.
@@ -64,6 +65,7 @@ pub mod naming;
 pub mod plan;
 pub mod policy;
 pub mod profile;
+pub mod reload;
 pub mod search;
 pub mod server;
 pub mod stack;

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use mcp_budget::cli;
-use mcp_budget::policy::Policy;
 
 mod serve;
 
@@ -84,32 +83,19 @@ fn main() -> ExitCode {
             http,
             ready_timeout_secs,
         } => {
-            let mut loaded = match policy {
-                Some(path) => match Policy::load(&path) {
-                    Ok(p) => p,
-                    Err(err) => {
-                        eprintln!("{err}");
-                        return ExitCode::from(EXIT_CONFIG);
-                    }
-                },
-                None => Policy::default(),
+            let source = mcp_budget::reload::Source {
+                policy,
+                mcp_json,
+                stdio,
+                http,
             };
-            for file in &mcp_json {
-                if let Err(err) = loaded.add_mcp_json(file) {
+            let loaded = match source.load() {
+                Ok(p) => p,
+                Err(err) => {
                     eprintln!("{err}");
                     return ExitCode::from(EXIT_CONFIG);
                 }
-            }
-            if let Err(err) = loaded.resolve_env() {
-                eprintln!("{err}");
-                return ExitCode::from(EXIT_CONFIG);
-            }
-            if stdio {
-                loaded.downstream.stdio = true;
-            }
-            if http.is_some() {
-                loaded.downstream.http = http;
-            }
+            };
             // Stdout is the protocol in stdio mode: nothing here may hold its lock.
             serve::run(loaded, std::time::Duration::from_secs(ready_timeout_secs))
         }

@@ -1,0 +1,191 @@
+//! What a new policy changes, decided before anything is touched: which upstreams start, stop,
+//! restart or stay, and which settings only a restart can apply.
+
+use crate::policy::{Policy, UpstreamSpec};
+
+/// What happens to the upstreams and settings when `new` replaces `old`.
+///
+/// Upstreams are matched by name. One whose spec is equal in both (transport, command, env,
+/// headers, timeout, protocol, roots, `volatile`) is *kept*: its connection and sessions stay as
+/// they are, even when it moved in the list.
+///
+/// ```
+/// use mcp_budget::policy::Policy;
+/// use mcp_budget::reload::Reconcile;
+///
+/// let old = Policy::from_toml_str(
+///     "version = 1\n[[upstream]]\nname = \"a\"\ncommand = \"a\"\n[[upstream]]\nname = \"b\"\ncommand = \"b\"\n",
+///     "old",
+/// )
+/// .unwrap();
+/// let new = Policy::from_toml_str(
+///     "version = 1\n[[upstream]]\nname = \"b\"\ncommand = \"b2\"\n[[upstream]]\nname = \"c\"\ncommand = \"c\"\n",
+///     "new",
+/// )
+/// .unwrap();
+/// let plan = Reconcile::between(&old, &new);
+/// assert_eq!(plan.stop, ["a"]);
+/// assert_eq!(plan.restart, ["b"]);
+/// assert_eq!(plan.start, ["c"]);
+/// assert!(plan.keep.is_empty());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reconcile {
+    /// Upstreams only the new policy names: started.
+    pub start: Vec<String>,
+    /// Upstreams only the old policy names: stopped once their calls in flight end.
+    pub stop: Vec<String>,
+    /// Upstreams in both whose spec changed: stopped as above, then started with the new spec.
+    pub restart: Vec<String>,
+    /// Upstreams in both with an equal spec: untouched.
+    pub keep: Vec<String>,
+    /// The exposed names change for every upstream (the separator changed) or their order did:
+    /// the catalog is rebuilt even where no upstream changed.
+    pub renames: bool,
+    /// Settings that differ but apply only at the next start (the listen address, stdio),
+    /// named as in the policy file.
+    pub needs_restart: Vec<&'static str>,
+}
+
+impl Reconcile {
+    /// Compares two policies.
+    #[must_use]
+    pub fn between(old: &Policy, new: &Policy) -> Self {
+        let find = |list: &[UpstreamSpec], name: &str| list.iter().position(|u| u.name == name);
+        let mut plan = Self::default();
+        for up in &new.upstreams {
+            match find(&old.upstreams, &up.name) {
+                None => plan.start.push(up.name.clone()),
+                Some(i) if old.upstreams[i] == *up => plan.keep.push(up.name.clone()),
+                Some(_) => plan.restart.push(up.name.clone()),
+            }
+        }
+        for up in &old.upstreams {
+            if find(&new.upstreams, &up.name).is_none() {
+                plan.stop.push(up.name.clone());
+            }
+        }
+        let names = |p: &Policy| {
+            p.upstreams
+                .iter()
+                .map(|u| u.name.clone())
+                .collect::<Vec<_>>()
+        };
+        plan.renames = old.separator != new.separator || names(old) != names(new);
+        if old.downstream.http != new.downstream.http {
+            plan.needs_restart.push("downstream.http");
+        }
+        if old.downstream.stdio != new.downstream.stdio {
+            plan.needs_restart.push("downstream.stdio");
+        }
+        plan
+    }
+
+    /// Whether any upstream starts, stops or restarts.
+    #[must_use]
+    pub fn touches_upstreams(&self) -> bool {
+        !(self.start.is_empty() && self.stop.is_empty() && self.restart.is_empty())
+    }
+
+    /// One line for the log: `started [c], stopped [a], restarted [b], kept 3`.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let list = |names: &[String]| names.join(", ");
+        let mut parts = Vec::new();
+        for (verb, names) in [
+            ("started", &self.start),
+            ("stopped", &self.stop),
+            ("restarted", &self.restart),
+        ] {
+            if !names.is_empty() {
+                parts.push(format!("{verb} [{}]", list(names)));
+            }
+        }
+        parts.push(format!("kept {}", self.keep.len()));
+        if !self.needs_restart.is_empty() {
+            parts.push(format!(
+                "not applied until restart: {}",
+                self.needs_restart.join(", ")
+            ));
+        }
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(text: &str) -> Policy {
+        Policy::from_toml_str(&format!("version = 1\n{text}"), "test").expect("valid policy")
+    }
+
+    fn stdio(name: &str, command: &str) -> String {
+        format!("[[upstream]]\nname = \"{name}\"\ncommand = \"{command}\"\n")
+    }
+
+    #[test]
+    fn an_equal_policy_keeps_everything() {
+        let text = format!("{}{}", stdio("a", "x"), stdio("b", "y"));
+        let plan = Reconcile::between(&policy(&text), &policy(&text));
+        assert_eq!(plan.keep, ["a", "b"]);
+        assert!(!plan.touches_upstreams());
+        assert!(!plan.renames);
+        assert_eq!(plan.summary(), "kept 2");
+    }
+
+    #[test]
+    fn a_moved_upstream_is_kept_but_the_names_are_rebuilt() {
+        let old = policy(&format!("{}{}", stdio("a", "x"), stdio("b", "y")));
+        let new = policy(&format!("{}{}", stdio("b", "y"), stdio("a", "x")));
+        let plan = Reconcile::between(&old, &new);
+        assert_eq!(plan.keep, ["b", "a"]);
+        assert!(!plan.touches_upstreams());
+        assert!(plan.renames);
+    }
+
+    #[test]
+    fn any_spec_field_restarts_the_upstream() {
+        let old = policy(&stdio("a", "x"));
+        for changed in [
+            stdio("a", "x2"),
+            format!("{}args = [\"-v\"]\n", stdio("a", "x")),
+            format!("{}env = {{ K = \"v\" }}\n", stdio("a", "x")),
+            format!("{}timeout_secs = 7\n", stdio("a", "x")),
+            format!("{}volatile = true\n", stdio("a", "x")),
+        ] {
+            let plan = Reconcile::between(&old, &policy(&changed));
+            assert_eq!(plan.restart, ["a"], "{changed}");
+            assert!(plan.keep.is_empty());
+        }
+    }
+
+    #[test]
+    fn transport_changes_restart_and_listen_changes_wait_for_a_restart() {
+        let old = policy(&format!(
+            "[downstream]\nhttp = \"127.0.0.1:1\"\n{}",
+            stdio("a", "x")
+        ));
+        let new = policy(
+            "[downstream]\nhttp = \"127.0.0.1:2\"\n[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:9/mcp\"\n",
+        );
+        let plan = Reconcile::between(&old, &new);
+        assert_eq!(plan.restart, ["a"]);
+        assert_eq!(plan.needs_restart, ["downstream.http"]);
+        assert!(plan
+            .summary()
+            .ends_with("not applied until restart: downstream.http"));
+    }
+
+    #[test]
+    fn a_new_separator_renames_without_touching_upstreams() {
+        let old = policy(&stdio("a", "x"));
+        let new = policy(&format!(
+            "[aggregate]\nseparator = \"_\"\n{}",
+            stdio("a", "x")
+        ));
+        let plan = Reconcile::between(&old, &new);
+        assert!(plan.renames);
+        assert_eq!(plan.keep, ["a"]);
+    }
+}

@@ -1,0 +1,159 @@
+//! What asks for a reload: a change to one of the policy's files, or `SIGHUP`.
+//!
+//! Files are watched through their directory, because editors and config tools replace a file
+//! (write a new one, rename it over the old) rather than write into it, and a watch on the old
+//! file would go quiet after the first save. Bursts of events (a save is several) are merged:
+//! a request is sent once the directory has been quiet for [`QUIET`].
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher as _};
+use tokio::sync::mpsc;
+
+/// How long the files must be quiet after a change before the reload runs.
+pub const QUIET: Duration = Duration::from_millis(200);
+
+/// Why a reload was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// One of the watched files was written, created, renamed or removed.
+    File(PathBuf),
+    /// The process received `SIGHUP`.
+    Signal,
+}
+
+/// Reload requests, in order; the file watch lives as long as this value.
+#[derive(Debug)]
+pub struct Triggers {
+    rx: mpsc::UnboundedReceiver<Trigger>,
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+impl Triggers {
+    /// The next request, with the burst it started merged into it; `None` once nothing can
+    /// ask any more.
+    pub async fn next(&mut self) -> Option<Trigger> {
+        let first = self.rx.recv().await?;
+        loop {
+            match tokio::time::timeout(QUIET, self.rx.recv()).await {
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => return Some(first),
+            }
+        }
+    }
+}
+
+/// Watches `files` (through their directories) and, on Unix, `SIGHUP`.
+///
+/// Must be called inside a Tokio runtime (the signal is a Tokio stream).
+///
+/// # Errors
+/// The file watch or the signal handler could not be set up (the message names which).
+pub fn triggers(files: &[PathBuf]) -> Result<Triggers, String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let watcher = if files.is_empty() {
+        None
+    } else {
+        Some(watch_files(files, tx.clone())?)
+    };
+    listen_for_hangup(tx)?;
+    Ok(Triggers {
+        rx,
+        _watcher: watcher,
+    })
+}
+
+fn watch_files(
+    files: &[PathBuf],
+    tx: mpsc::UnboundedSender<Trigger>,
+) -> Result<notify::RecommendedWatcher, String> {
+    let dirs: BTreeSet<PathBuf> = files.iter().map(|f| directory_of(f)).collect();
+    let names: BTreeSet<OsString> = files
+        .iter()
+        .filter_map(|f| f.file_name().map(OsString::from))
+        .collect();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        if event.kind.is_access() {
+            return;
+        }
+        for path in event.paths {
+            if path.file_name().is_some_and(|n| names.contains(n)) {
+                let _ = tx.send(Trigger::File(path));
+            }
+        }
+    })
+    .map_err(|e| format!("cannot watch the policy files: {e}"))?;
+    for dir in &dirs {
+        watcher
+            .watch(dir, RecursiveMode::NonRecursive)
+            .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+    }
+    Ok(watcher)
+}
+
+fn directory_of(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
+        _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(unix)]
+fn listen_for_hangup(tx: mpsc::UnboundedSender<Trigger>) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangup =
+        signal(SignalKind::hangup()).map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            if tx.send(Trigger::Signal).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn listen_for_hangup(_tx: mpsc::UnboundedSender<Trigger>) -> Result<(), String> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_replaced_file_asks_once_per_burst() {
+        let dir = std::env::temp_dir().join(format!("mcp-budget-trigger-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("policy.toml");
+        std::fs::write(&file, "a").expect("write");
+        let mut triggers = triggers(std::slice::from_ref(&file)).expect("watch");
+        // An editor's save: a new file renamed over the old, plus a write into it.
+        let tmp = dir.join(".policy.toml.swp");
+        std::fs::write(&tmp, "b").expect("write");
+        std::fs::rename(&tmp, &file).expect("rename");
+        std::fs::write(&file, "c").expect("write");
+        let got = tokio::time::timeout(Duration::from_secs(5), triggers.next())
+            .await
+            .expect("a trigger within 5 s");
+        assert_eq!(got, Some(Trigger::File(file.clone())));
+        // The burst was merged: nothing else is pending.
+        assert!(
+            tokio::time::timeout(QUIET * 2, triggers.next())
+                .await
+                .is_err(),
+            "one request per burst"
+        );
+        // Files in the same directory that are not the policy do not ask.
+        std::fs::write(dir.join("other.toml"), "x").expect("write");
+        assert!(tokio::time::timeout(QUIET * 3, triggers.next())
+            .await
+            .is_err());
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}
