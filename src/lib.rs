@@ -26,6 +26,8 @@
 //! - [`listing`]: the one function from catalog and rules to the `tools/list` a host receives.
 //! - [`search`]: tool search behind `search_tools`.
 //! - [`discover`]: the meta-tools of progressive discovery.
+//! - [`authz`]: a client's scope, and the list-phase and call-phase answers it gives.
+//! - [`identity`]: credentials (API keys, OAuth bearer JWTs) → the principal of a message.
 //! - [`policy`]: the TOML policy file → a validated [`policy::Policy`].
 //!
 //! The aggregate wing (I/O):
@@ -43,6 +45,7 @@
 //!   `calibrate`.
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
+pub mod authz;
 pub mod canonical;
 pub mod catalog;
 #[cfg(feature = "cli")]
@@ -55,6 +58,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
+pub mod identity;
 pub mod jsonrpc;
 pub mod layer;
 pub mod listing;

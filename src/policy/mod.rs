@@ -21,6 +21,7 @@
 //! ```
 
 pub mod budget;
+pub mod client;
 pub mod discover;
 pub mod expand;
 pub(crate) mod mcp_json;
@@ -80,6 +81,10 @@ pub struct Policy {
     pub budget: BudgetPolicy,
     /// `[discover]`.
     pub discover: DiscoverPolicy,
+    /// `[[client]]`, in policy order (none: one anonymous principal with every right).
+    pub clients: Vec<client::ClientSpec>,
+    /// `[auth]`.
+    pub auth: client::AuthSpec,
     /// The policy file's text, so that warnings can name lines.
     source: Source,
     /// What importing host configs found worth a warning (renamed, skipped, ignored keys).
@@ -107,6 +112,8 @@ impl Default for Policy {
             upstreams: Vec::new(),
             budget: BudgetPolicy::default(),
             discover: DiscoverPolicy::default(),
+            clients: Vec::new(),
+            auth: client::AuthSpec::default(),
             source: Source::default(),
             import_warnings: Vec::new(),
         }
@@ -145,6 +152,10 @@ pub struct Downstream {
     pub max_json_depth: usize,
     /// Whether an HTTP POST must accept both JSON and SSE (`strict_accept`).
     pub strict_accept: bool,
+    /// The client stdio messages come from (`stdio_client`).
+    pub stdio_client: Option<String>,
+    /// Serve a non-loopback address without client authentication (`allow_anonymous`).
+    pub allow_anonymous: bool,
 }
 
 impl Default for Downstream {
@@ -164,6 +175,8 @@ impl Default for Downstream {
             max_json_depth: DEFAULT_MAX_JSON_DEPTH,
             max_outbound_messages: DEFAULT_MAX_OUTBOUND_MESSAGES,
             strict_accept: false,
+            stdio_client: None,
+            allow_anonymous: false,
         }
     }
 }

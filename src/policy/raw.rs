@@ -28,6 +28,13 @@ pub struct RawPolicy {
     /// Progressive discovery: meta-tools and search.
     #[serde(default)]
     pub discover: super::discover::RawDiscover,
+    /// Who may call the gateway (`[[client]]`). Default: nobody configured (one anonymous
+    /// principal with every right).
+    #[serde(default)]
+    pub client: Vec<super::client::RawClient>,
+    /// How callers authenticate beyond API keys (`[auth]`, `[auth.jwt]`).
+    #[serde(default)]
+    pub auth: super::client::RawAuth,
 }
 
 /// `[downstream]`.
@@ -77,6 +84,12 @@ pub struct RawDownstream {
     /// it accepts.
     #[serde(default)]
     pub strict_accept: bool,
+    /// The `[[client]]` that stdio messages come from. Default: none (with clients configured,
+    /// stdio then needs a client named `anonymous`).
+    pub stdio_client: Option<String>,
+    /// Serve a non-loopback HTTP address with no client authentication. Default: false.
+    #[serde(default)]
+    pub allow_anonymous: bool,
 }
 
 /// `[aggregate]`.

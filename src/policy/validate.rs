@@ -277,6 +277,22 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     let mut section_problems = Vec::new();
     let budget = raw.budget.validate(&mut section_problems);
     let discover = raw.discover.validate(&mut section_problems);
+    let (clients, auth) = super::client::validate(&raw.client, &raw.auth, &mut section_problems);
+    for (i, c) in clients.iter().enumerate() {
+        if let Some(model) = &c.model {
+            if let Err(e) = budget.with_model(model) {
+                section_problems.push((format!("client[{i}].model"), e.to_string()));
+            }
+        }
+    }
+    if let Some(name) = &raw.downstream.stdio_client {
+        if !clients.iter().any(|c| &c.name == name) {
+            section_problems.push((
+                "downstream.stdio_client".into(),
+                format!("{name:?} is no [[client]] of this policy"),
+            ));
+        }
+    }
     for (path, message) in section_problems {
         push(path, None, message);
     }
@@ -298,6 +314,8 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                 max_json_depth,
                 max_outbound_messages,
                 strict_accept: raw.downstream.strict_accept,
+                stdio_client: raw.downstream.stdio_client,
+                allow_anonymous: raw.downstream.allow_anonymous,
             },
             separator,
             source: super::Source(Some(text.into())),
@@ -305,6 +323,8 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             upstreams,
             budget,
             discover,
+            clients,
+            auth,
         })
     } else {
         Err(problems)

@@ -1,0 +1,104 @@
+//! `server/tool` globs: `*` matches any run of characters (the `/` included), `?` one
+//! character; everything else matches itself, case and all.
+
+/// A compiled glob.
+///
+/// ```
+/// use mcp_budget::authz::Glob;
+///
+/// let g = Glob::new("github/get_*");
+/// assert!(g.matches("github/get_issue"));
+/// assert!(!g.matches("github/delete_issue"));
+/// assert!(!g.matches("GitHub/get_issue"), "case counts: names are matched canonical");
+/// assert!(Glob::new("*").matches("any/thing"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glob {
+    text: String,
+}
+
+impl Glob {
+    /// A glob from its text.
+    #[must_use]
+    pub fn new(text: impl Into<String>) -> Self {
+        Self { text: text.into() }
+    }
+
+    /// The glob as written.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether `name` matches, in O(len(glob) × len(name)) at worst (no backtracking blow-up).
+    #[must_use]
+    pub fn matches(&self, name: &str) -> bool {
+        matches(self.text.as_bytes(), name.as_bytes())
+    }
+}
+
+/// Iterative wildcard match with one backtrack point (the last `*`), which is enough because a
+/// later `*` can always absorb what an earlier one would have.
+fn matches(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_usual_shapes() {
+        let cases = [
+            ("time/*", "time/now", true),
+            ("time/*", "timer/now", false),
+            ("*/get_*", "github/get_me", true),
+            ("github/get_?", "github/get_x", true),
+            ("github/get_?", "github/get_xy", false),
+            ("a*b*c", "aXbYc", true),
+            ("a*b*c", "aXbY", false),
+            ("", "", true),
+            ("", "a", false),
+            ("**", "", true),
+        ];
+        for (glob, name, want) in cases {
+            assert_eq!(Glob::new(glob).matches(name), want, "{glob} ~ {name}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_name_matches_itself_and_star_matches_all(name in "[a-z_/]{0,20}") {
+            prop_assert!(Glob::new(name.clone()).matches(&name));
+            prop_assert!(Glob::new("*").matches(&name));
+        }
+
+        #[test]
+        fn a_prefix_glob_is_a_prefix_test(prefix in "[a-z/]{0,6}", name in "[a-z/]{0,10}") {
+            prop_assert_eq!(Glob::new(format!("{prefix}*")).matches(&name), name.starts_with(&prefix));
+        }
+    }
+}

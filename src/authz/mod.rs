@@ -1,0 +1,275 @@
+//! Who may do what: a client's scope (allow and deny globs over `server/tool`, argument rules)
+//! and the two questions every layer asks of it — may this client *see* it (lists, search,
+//! schemas) and may it *call* it with these arguments. Both answers come from one function,
+//! so a tool is listed to a client exactly when a call of it can be allowed.
+//!
+//! Names are matched in their canonical form: the upstream's server id and the upstream's own
+//! tool name, as the catalog routes them — never the spelling a client sent, which must first
+//! resolve to a catalog entry (an unknown spelling is an unknown tool, not a bypass).
+//!
+//! Globs name tools by default (`github/get_*`); prompts and resources take a kind prefix:
+//! `prompt:github/*`, `resource:files/file:///docs/*` (resources by their URI).
+//!
+//! ```
+//! use mcp_budget::authz::{Decision, Glob, Kind, Scope, Target};
+//!
+//! let scope = Scope::new(
+//!     vec![Glob::new("github/get_*"), Glob::new("time/*")],
+//!     vec![Glob::new("github/get_secret")],
+//!     vec![],
+//! );
+//! assert!(scope.may_see(Target::tool("github", "get_issue")));
+//! assert!(!scope.may_see(Target::tool("github", "get_secret")));
+//! let denied = scope.check(Target::tool("github", "delete_repo"), None);
+//! assert!(matches!(denied, Decision::Deny { .. }));
+//! assert!(!scope.may_see(Target::new(Kind::Prompt, "time", "now")), "tool globs are not prompt globs");
+//! ```
+
+mod args;
+mod glob;
+
+pub use args::{ArgRule, Constraint};
+pub use glob::Glob;
+
+use serde_json::{Map, Value};
+
+/// What a name names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A tool (globs without a prefix).
+    Tool,
+    /// A prompt (`prompt:` globs).
+    Prompt,
+    /// A resource or resource template, by URI (`resource:` globs).
+    Resource,
+}
+
+impl Kind {
+    /// The glob prefix of this kind (`""` for tools).
+    #[must_use]
+    pub const fn prefix(self) -> &'static str {
+        match self {
+            Self::Tool => "",
+            Self::Prompt => "prompt:",
+            Self::Resource => "resource:",
+        }
+    }
+}
+
+/// One thing a client may see or call, in canonical form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target<'a> {
+    /// Tool, prompt or resource.
+    pub kind: Kind,
+    /// Server id (the upstream's name in the policy).
+    pub server: &'a str,
+    /// The upstream's own name (a resource's URI).
+    pub name: &'a str,
+}
+
+impl<'a> Target<'a> {
+    /// A target of any kind.
+    #[must_use]
+    pub const fn new(kind: Kind, server: &'a str, name: &'a str) -> Self {
+        Self { kind, server, name }
+    }
+
+    /// A tool.
+    #[must_use]
+    pub const fn tool(server: &'a str, name: &'a str) -> Self {
+        Self::new(Kind::Tool, server, name)
+    }
+
+    /// The string globs match: `[prefix]server/name`.
+    #[must_use]
+    pub fn key(&self) -> String {
+        format!("{}{}/{}", self.kind.prefix(), self.server, self.name)
+    }
+}
+
+/// The outcome of a call-phase check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Go ahead.
+    Allow,
+    /// Refused; nothing goes upstream.
+    Deny {
+        /// Why, as a sentence (`argument owner='evil' not in [acme]`).
+        reason: String,
+        /// Which part of the scope decided: `deny "github/delete_*"`, `not in allow`,
+        /// `rule 2`.
+        rule: String,
+    },
+}
+
+/// A client's rights.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    allow: Vec<Glob>,
+    deny: Vec<Glob>,
+    rules: Vec<ArgRule>,
+}
+
+impl Scope {
+    /// A scope from its parts. Deny wins over allow; argument rules apply to allowed calls.
+    #[must_use]
+    pub fn new(allow: Vec<Glob>, deny: Vec<Glob>, rules: Vec<ArgRule>) -> Self {
+        Self { allow, deny, rules }
+    }
+
+    /// Everything allowed: the one anonymous principal of a policy with no clients.
+    #[must_use]
+    pub fn everything() -> Self {
+        Self::new(
+            [Kind::Tool, Kind::Prompt, Kind::Resource]
+                .iter()
+                .map(|k| Glob::new(format!("{}*", k.prefix())))
+                .collect(),
+            Vec::new(),
+            Vec::new(),
+        )
+    }
+
+    /// List phase: whether the client may see `target` (in lists, search results, catalog
+    /// lines, schemas). Argument rules do not hide a tool: some arguments may be allowed.
+    #[must_use]
+    pub fn may_see(&self, target: Target<'_>) -> bool {
+        self.visibility(&target.key()).is_ok()
+    }
+
+    /// Call phase: whether the client may call `target` with `arguments` (the call's
+    /// `arguments` object, `None` when it has none).
+    #[must_use]
+    pub fn check(&self, target: Target<'_>, arguments: Option<&Map<String, Value>>) -> Decision {
+        let key = target.key();
+        if let Err(deny) = self.visibility(&key) {
+            return deny;
+        }
+        for (i, rule) in self.rules.iter().enumerate() {
+            if rule.applies_to(&key) {
+                if let Some(reason) = rule.violation(arguments) {
+                    return Decision::Deny {
+                        reason,
+                        rule: format!("rule {}", i + 1),
+                    };
+                }
+            }
+        }
+        Decision::Allow
+    }
+
+    fn visibility(&self, key: &str) -> Result<(), Decision> {
+        if let Some(glob) = self.deny.iter().find(|g| g.matches(key)) {
+            return Err(Decision::Deny {
+                reason: format!("{key} is denied to this client"),
+                rule: format!("deny {:?}", glob.as_str()),
+            });
+        }
+        if self.allow.iter().any(|g| g.matches(key)) {
+            Ok(())
+        } else {
+            Err(Decision::Deny {
+                reason: format!("{key} is not in this client's allow list"),
+                rule: "not in allow".to_owned(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    #[test]
+    fn deny_wins_and_the_reason_names_the_rule() {
+        let scope = Scope::new(
+            vec![Glob::new("github/*")],
+            vec![Glob::new("github/delete_*")],
+            vec![],
+        );
+        assert_eq!(
+            scope.check(Target::tool("github", "delete_repo"), None),
+            Decision::Deny {
+                reason: "github/delete_repo is denied to this client".into(),
+                rule: "deny \"github/delete_*\"".into(),
+            }
+        );
+        assert_eq!(
+            scope.check(Target::tool("github", "get_me"), None),
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn argument_rules_refuse_calls_but_do_not_hide_tools() {
+        let rule = ArgRule {
+            tools: vec![Glob::new("github/*")],
+            args: [(
+                "owner".to_owned(),
+                Constraint {
+                    one_of: Some(vec![json!("acme")]),
+                    ..Constraint::default()
+                },
+            )]
+            .into(),
+        };
+        let scope = Scope::new(vec![Glob::new("*")], vec![], vec![rule]);
+        let t = Target::tool("github", "list_issues");
+        assert!(scope.may_see(t));
+        let evil = json!({"owner": "evil"});
+        assert_eq!(
+            scope.check(t, evil.as_object()),
+            Decision::Deny {
+                reason: "argument owner='evil' not in [acme]".into(),
+                rule: "rule 1".into()
+            }
+        );
+        let acme = json!({"owner": "acme"});
+        assert_eq!(scope.check(t, acme.as_object()), Decision::Allow);
+        assert_eq!(
+            scope.check(Target::tool("time", "now"), None),
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn kinds_do_not_leak_into_each_other() {
+        let scope = Scope::new(vec![Glob::new("prompt:github/*")], vec![], vec![]);
+        assert!(scope.may_see(Target::new(Kind::Prompt, "github", "triage")));
+        assert!(!scope.may_see(Target::tool("github", "triage")));
+        assert!(!scope.may_see(Target::new(Kind::Resource, "github", "triage")));
+        let all = Scope::everything();
+        for kind in [Kind::Tool, Kind::Prompt, Kind::Resource] {
+            assert!(all.may_see(Target::new(kind, "s", "n")));
+        }
+    }
+
+    fn glob() -> impl Strategy<Value = Glob> {
+        prop_oneof![
+            Just(Glob::new("*")),
+            "[ab]/[xy]".prop_map(Glob::new),
+            "[ab]/\\*".prop_map(Glob::new),
+            "\\*/[xy]".prop_map(Glob::new),
+            "prompt:[ab]/\\*".prop_map(Glob::new),
+        ]
+    }
+
+    proptest! {
+        /// Listed ⇔ callable (arguments aside): the list phase and the call phase agree.
+        #[test]
+        fn seen_exactly_when_callable(
+            allow in proptest::collection::vec(glob(), 0..4),
+            deny in proptest::collection::vec(glob(), 0..3),
+            server in "[ab]",
+            name in "[xy]",
+            prompt in any::<bool>(),
+        ) {
+            let scope = Scope::new(allow, deny, vec![]);
+            let kind = if prompt { Kind::Prompt } else { Kind::Tool };
+            let t = Target::new(kind, &server, &name);
+            prop_assert_eq!(scope.may_see(t), scope.check(t, None) == Decision::Allow);
+        }
+    }
+}
