@@ -14,6 +14,14 @@ pub(crate) fn run(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()>
     for warning in policy.warnings() {
         tracing::warn!("policy: {warning}");
     }
+    if !policy.clients.is_empty() || policy.auth.jwt.is_some() {
+        // Parsed and checked, not enforced yet: serving would ignore the access control the
+        // policy asks for, so refuse instead.
+        anyhow::bail!(
+            "[[client]] and [auth] are checked by `mcp-budget check` but not enforced by this \
+             build's serve yet; remove them to serve without client authentication"
+        );
+    }
     if !policy.downstream.stdio && policy.downstream.http.is_none() {
         anyhow::bail!(
             "nothing to serve: pass --stdio and/or --http ADDR (or set them in [downstream])"

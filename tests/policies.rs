@@ -235,3 +235,30 @@ fn host_configs_import_as_their_hosts_run_them() {
     );
     assert!(err.contains("${env:GITHUB_TOKEN}"), "{err}");
 }
+
+/// Clients are checked but not yet enforced: `check` accepts the issue's example shape, and
+/// `serve` refuses it instead of serving without the access control it asks for.
+#[test]
+fn client_policies_check_but_serve_refuses_them_until_enforced() {
+    let dir = std::env::temp_dir().join(format!("mcp-budget-clients-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("clients.toml");
+    std::fs::write(
+        &file,
+        "version = 1\n[downstream]\nstdio = true\n\
+         [[client]]\nname = \"alice\"\napi_key_env = \"ALICE_KEY\"\nallow = [\"time/*\"]\n\
+         [[client.rule]]\ntools = [\"time/*\"]\nargs.timezone = { one_of = [\"UTC\"] }\n",
+    )
+    .expect("write");
+    let (ok, _, err) = check(&[file.as_os_str()]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = outcome(
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+            .args(["serve", "--policy"])
+            .arg(&file)
+            .stdin(std::process::Stdio::null()),
+    );
+    assert!(!ok);
+    assert!(err.contains("not enforced"), "{err}");
+    std::fs::remove_dir_all(&dir).expect("cleanup");
+}
