@@ -303,13 +303,21 @@ impl SearchIndex {
         let mut matched = vec![0.0f32; n];
         let mut touched: Vec<u32> = Vec::new();
         for (term, weight) in &concepts {
-            self.accumulate(term, *weight, &mut concept, &mut in_name, &mut touched);
+            let own_idf = self.idf_of(term);
+            self.accumulate(
+                term,
+                *weight,
+                own_idf,
+                &mut concept,
+                &mut in_name,
+                &mut touched,
+            );
             if let Some(others) = self.equivalents.get(term) {
                 for other in others {
                     if !concepts.iter().any(|(t, _)| t == other) {
                         let weight = weight * self.tuning.synonym;
                         let (c, m) = (&mut concept, &mut in_name);
-                        self.accumulate(other, weight, c, m, &mut touched);
+                        self.accumulate(other, weight, own_idf, c, m, &mut touched);
                     }
                 }
             }
@@ -357,15 +365,33 @@ impl SearchIndex {
     /// The distinct terms of a query with their weights: 1, or less inside argument-like spans.
     fn query_terms(&self, query: &str) -> Vec<(String, f32)> {
         let mut out: Vec<(String, f32)> = Vec::new();
-        for chunk in query.split_whitespace() {
+        let chunks: Vec<&str> = query.split_whitespace().collect();
+        for (i, chunk) in chunks.iter().enumerate() {
             let value = self.ranker == Ranker::Fielded && is_value_like(chunk);
             let (weight, terms) = if value {
                 (self.tuning.value, self.analyzer.literal_terms(chunk))
             } else {
                 (1.0, self.analyzer.terms(chunk))
             };
-            for term in terms {
-                add_term(&mut out, term, weight);
+            // "open a ticket": the verb means create; its own sense counts as an equivalent
+            // (or not at all: "file a bug").
+            let verb = (self.ranker == Ranker::Fielded)
+                .then(|| synonyms::creates(chunk, chunks.get(i + 1).copied()))
+                .flatten();
+            let own = match verb {
+                Some(true) => 0.0,
+                Some(false) => self.tuning.synonym,
+                None => 1.0,
+            };
+            if own > 0.0 {
+                for term in terms {
+                    add_term(&mut out, term, weight * own);
+                }
+            }
+            if verb.is_some() {
+                for term in self.analyzer.terms("create") {
+                    add_term(&mut out, term, weight);
+                }
             }
             if !value && self.tuning.typo > 0.0 {
                 self.correct_typos(chunk, &mut out);
@@ -405,20 +431,24 @@ impl SearchIndex {
     pub fn explain(&self, query: &str, doc: usize) -> Vec<(String, f32)> {
         let mut out = Vec::new();
         let n = self.len();
-        for term in self.analyzer.terms(query) {
+        for (term, weight) in self.query_terms(query) {
             let mut concept = vec![0.0f32; n];
             let mut named = vec![0.0f32; n];
             let mut touched = Vec::new();
-            self.accumulate(&term, 1.0, &mut concept, &mut named, &mut touched);
+            let own_idf = self.idf_of(&term);
+            self.accumulate(
+                &term,
+                weight,
+                own_idf,
+                &mut concept,
+                &mut named,
+                &mut touched,
+            );
             let own = concept[doc];
             for other in self.equivalents.get(&term).into_iter().flatten() {
-                self.accumulate(
-                    other,
-                    self.tuning.synonym,
-                    &mut concept,
-                    &mut named,
-                    &mut touched,
-                );
+                let (c, m) = (&mut concept, &mut named);
+                let weight = weight * self.tuning.synonym;
+                self.accumulate(other, weight, own_idf, c, m, &mut touched);
                 if concept[doc] > own {
                     out.push((format!("{term}~{other}"), concept[doc]));
                     concept[doc] = own;
@@ -429,13 +459,25 @@ impl SearchIndex {
         out
     }
 
+    /// The idf of `term` in this index; the highest possible for a term no tool has.
+    fn idf_of(&self, term: &str) -> f32 {
+        let df = self
+            .terms
+            .get(term)
+            .map_or(0, |&id| self.postings[id as usize].len());
+        idf(self.len(), df)
+    }
+
     /// Adds `weight` × the BM25F score of `term` into `concept` (keeping the best of a word and
     /// its equivalents, so a concept counts once), and into `named` the weighted idf of the term
-    /// for documents whose name has it.
+    /// for documents whose name has it. The term's idf is capped at `max_idf`: an equivalent
+    /// word found in the catalog says no more than the word typed would have (`information`
+    /// must not count as much as the rarer `metadata` it stands in for).
     fn accumulate(
         &self,
         term: &str,
         weight: f32,
+        max_idf: f32,
         concept: &mut [f32],
         named: &mut [f32],
         touched: &mut Vec<u32>,
@@ -444,7 +486,7 @@ impl SearchIndex {
             return;
         };
         let postings = &self.postings[id as usize];
-        let idf = idf(self.len(), postings.len());
+        let idf = idf(self.len(), postings.len()).min(max_idf);
         let t = &self.tuning;
         for p in postings {
             let d = p.doc as usize;

@@ -28,7 +28,7 @@ pub(crate) const GROUPS: &[&[&str]] = &[
         "all",
     ],
     &[
-        "search", "find", "query", "lookup", "seek", "locate", "discover", "look",
+        "search", "find", "query", "lookup", "seek", "discover", "look",
     ],
     &[
         "update", "edit", "modify", "change", "patch", "alter", "revise", "set",
@@ -54,6 +54,8 @@ pub(crate) const GROUPS: &[&[&str]] = &[
     &["type", "fill", "enter", "input"],
     &["send", "post", "publish", "share", "submit"],
     &["move", "rename", "relocate"],
+    // Moving an element on a page is dragging it (`drag`, drag and drop).
+    &["drag", "move"],
     &["copy", "duplicate", "clone"],
     &["compare", "diff", "difference"],
     &["download", "fetch", "pull", "grab", "scrape"],
@@ -197,6 +199,38 @@ pub(crate) const GROUPS: &[&[&str]] = &[
     &["reaction", "react", "emoji"],
 ];
 
+/// Verbs that mean *create* when an article or `new` follows them: trackers and code hosts
+/// say "open an issue", "file a bug", "raise a ticket", "report a bug", chat and task tools
+/// "start a new thread". `replace`: the word's own sense is not meant there ("file a bug" is
+/// not about files), so only *create* is looked for.
+pub(crate) const CREATE_VERBS: &[(&str, bool)] = &[
+    ("file", true),
+    ("open", false),
+    ("raise", false),
+    ("report", false),
+    ("start", false),
+];
+
+/// Words after which a [`CREATE_VERBS`] verb means *create*.
+pub(crate) const CREATE_OBJECTS_FOLLOW: &[&str] = &["a", "an", "another", "new"];
+
+/// Whether `word` followed by `next` means *create* ("open a ticket", "file a bug"): `None` when
+/// not, `Some(replace)` when it does, `replace` saying that the word's own sense is not meant.
+pub(crate) fn creates(word: &str, next: Option<&str>) -> Option<bool> {
+    let next = next?.trim_matches(|c: char| !c.is_alphanumeric());
+    if !CREATE_OBJECTS_FOLLOW
+        .iter()
+        .any(|w| w.eq_ignore_ascii_case(next))
+    {
+        return None;
+    }
+    let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+    CREATE_VERBS
+        .iter()
+        .find(|(verb, _)| verb.eq_ignore_ascii_case(word))
+        .map(|&(_, replace)| replace)
+}
+
 /// Abbreviations of tool land and what they stand for, each in the sense that tool names, API
 /// docs and issue trackers use it (see `docs/search.md`). Only unambiguous ones: `doc` (a file
 /// or documentation?), `desc` (description or descending?), `mr` (merge request or Mr.) are left
@@ -250,6 +284,17 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_verb_before_an_article_creates() {
+        assert_eq!(creates("file", Some("a")), Some(true));
+        assert_eq!(creates("Open", Some("an")), Some(false));
+        assert_eq!(creates("open", Some("new")), Some(false));
+        // An adjective ("open issues") or the end of the query: not a creation.
+        assert_eq!(creates("open", Some("issues")), None);
+        assert_eq!(creates("open", None), None);
+        assert_eq!(creates("read", Some("a")), None);
     }
 
     #[test]

@@ -314,3 +314,85 @@ fn sum_is_an_arithmetic_add() {
         "everything/get-sum"
     );
 }
+
+#[test]
+fn an_equivalent_counts_no_more_than_the_word_typed() {
+    // `metadata` is rarer than `information` here; standing in for `information` it must not
+    // outweigh a tool that has the word typed.
+    let mut tools = vec![
+        tool(
+            "store",
+            json!({"name": "get_metadata", "description": "Get the metadata of a record."}),
+        ),
+        tool(
+            "wiki",
+            json!({"name": "lookup", "description": "Look up information about a topic."}),
+        ),
+    ];
+    for i in 0..6 {
+        tools.push(tool(
+            "other",
+            json!({"name": format!("tool_{i}"), "description": "Returns information."}),
+        ));
+    }
+    let index = SearchIndex::build(&tools);
+    let got = ids(&tools, &index.search("information about cats", 10));
+    let at = |id: &str| got.iter().position(|g| g == id).unwrap_or(usize::MAX);
+    assert!(at("wiki/lookup") < at("store/get_metadata"), "{got:?}");
+}
+
+#[test]
+fn find_is_not_a_location() {
+    // `locate` (a verb of finding) and `location` share a stem; `find` must not look for places.
+    let tools = vec![
+        tool(
+            "device",
+            json!({"name": "get_location", "description": "Get the current location of the device."}),
+        ),
+        tool(
+            "notes",
+            json!({"name": "search_notes", "description": "Search notes."}),
+        ),
+    ];
+    let index = SearchIndex::build(&tools);
+    assert_eq!(
+        ids(&tools, &index.search("find my notes", 5)),
+        ["notes/search_notes"]
+    );
+}
+
+#[test]
+fn located_says_where_not_what() {
+    let (tools, index) = &*FIXTURES;
+    let query = "What are the details of the file located at ./src/main.py?";
+    let got = ids(tools, &index.search(query, 3));
+    assert!(got[0].ends_with("/get_file_info"), "{got:?}");
+}
+
+#[test]
+fn moving_an_element_is_dragging_it() {
+    let (tools, index) = &*FIXTURES;
+    let got = ids(
+        tools,
+        &index.search("move the element from .card to #deck", 3),
+    );
+    assert_eq!(got[0], "playwright/playwright_drag", "{got:?}");
+}
+
+#[test]
+fn open_or_file_a_thing_creates_it() {
+    let (tools, index) = &*FIXTURES;
+    for (query, want) in [
+        ("file a bug about the crash", "github/create_issue"),
+        ("open a PR for this branch", "github/create_pull_request"),
+    ] {
+        let got = ids(tools, &index.search(query, 5));
+        assert_eq!(got[0], want, "{query}: {got:?}");
+    }
+    let got = ids(tools, &index.search("open a ticket", 3));
+    assert!(
+        got.iter()
+            .any(|id| id == "github/create_issue" || id == "github/issue_write"),
+        "{got:?}"
+    );
+}

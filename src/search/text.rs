@@ -72,18 +72,19 @@ fn is_cjk(c: char) -> bool {
         0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0xAC00..=0xD7AF)
 }
 
-/// English function words that carry no tool-choosing signal.
+/// English function words that carry no tool-choosing signal. `located` is one in requests ("the
+/// file located at ./x" says where, not what); stemmed, it would be `location`.
 const STOP_WORDS: &[&str] = &[
     "a", "about", "above", "after", "again", "also", "am", "an", "and", "any", "are", "as", "at",
     "be", "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing",
     "e", "eg", "etc", "for", "from", "further", "g", "had", "has", "have", "having", "he", "her",
     "here", "hers", "him", "his", "how", "i", "ie", "if", "in", "into", "is", "it", "its",
-    "itself", "just", "let", "like", "may", "me", "might", "must", "my", "myself", "of", "on",
-    "onto", "or", "our", "ours", "please", "shall", "she", "should", "so", "some", "such", "than",
-    "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this", "those",
-    "through", "to", "too", "us", "via", "want", "was", "we", "were", "what", "when", "where",
-    "which", "while", "who", "whom", "whose", "why", "will", "with", "would", "you", "your",
-    "yours", "yourself",
+    "itself", "just", "let", "like", "located", "may", "me", "might", "must", "my", "myself", "of",
+    "on", "onto", "or", "our", "ours", "please", "shall", "she", "should", "so", "some", "such",
+    "than", "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this",
+    "those", "through", "to", "too", "us", "via", "want", "was", "we", "were", "what", "when",
+    "where", "which", "while", "who", "whom", "whose", "why", "will", "with", "would", "you",
+    "your", "yours", "yourself",
 ];
 
 /// Word → terms memo for [`Analyzer::terms_cached`].
