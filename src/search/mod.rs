@@ -9,7 +9,8 @@
 //! also looks for its equivalents in a small generic vocabulary of tool land (`fetch` ~ `get` ~
 //! `retrieve`, `share` ~ `stock` ~ `ticker`, ...) at a lower weight; a tool whose name words are
 //! covered by the query gets a bonus; the tools of a server the query names ("github") are
-//! preferred; a query word no tool has is corrected to the tool-name words it is a typo of.
+//! preferred; a query word no tool has is corrected to the tool-name words it is a typo of; a
+//! verb before an article ("open a ticket", "file a bug") also means create.
 //! Ties are broken by `server/tool` id, so results are deterministic. Building is a single pass
 //! over the catalog (no training, no model), cheap enough to redo on every catalog change.
 //!
