@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use mcp_budget::catalog::{load_saved, CatalogTool};
-use mcp_budget::plan::{apply, measure, plan};
+use mcp_budget::plan::{apply, measure_ranked, plan_ranked};
 use mcp_budget::policy::{BudgetPolicy, DiscoverPolicy};
 use mcp_budget::tokens::{render_tool, Bpe, Counter, Encoding, Rendering, Tokenizer};
 
@@ -61,8 +61,8 @@ fn pipeline(c: &mut Criterion) {
     // Rules are built per run, as the budget layer builds them per catalog version.
     let run_on = |counter: &Counter, catalog: &[CatalogTool], policy: &BudgetPolicy| {
         let rules = policy.rules(catalog, "__", &discover);
-        let measured = measure(counter, catalog, &rules);
-        let p = plan(catalog, &measured, &rules);
+        let (measured, ranked) = measure_ranked(counter, catalog, &rules);
+        let p = plan_ranked(catalog, &measured, ranked.as_ref(), &rules);
         apply(&p, catalog, &rules)
     };
     let run = |counter: &Counter| run_on(counter, &catalog, &policy);

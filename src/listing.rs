@@ -88,8 +88,9 @@ pub fn list_tools(
     volatile: &[String],
 ) -> Listing {
     let tools = catalog.tools();
-    let measured = plan::measure(counter, tools, rules);
-    let plan = plan::plan(tools, &measured, rules);
+    // Ranked once: the measurement and the plan share the value order.
+    let (measured, ranked) = plan::measure_ranked(counter, tools, rules);
+    let plan = plan::plan_ranked(tools, &measured, ranked.as_ref(), rules);
     let per_server = per_server(tools, &measured, &plan);
     let listed = static_before_dynamic(catalog, volatile, plan::apply(&plan, tools, rules));
     let result = to_raw(&json!({ "tools": listed }));

@@ -227,11 +227,7 @@ fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
         "plan": {
             "mode": plan.rung.mode(),
             "rung": plan.rung.name(),
-            "level": match plan.rung {
-                crate::plan::Rung::Uniform(l) | crate::plan::Rung::Mixed(l) => Value::from(l.as_str()),
-                crate::plan::Rung::Full => Value::from("off"),
-                _ => Value::Null,
-            },
+            "level": plan.listed_level.map(Level::as_str),
             "catalog_level": plan.catalog_level.map(Level::as_str),
             "meta_tools": plan.meta_tools,
             "fits": plan.fits,

@@ -63,12 +63,16 @@ use serde_json::Value;
 use crate::catalog::CatalogTool;
 use crate::compress::{self, Level};
 use crate::discover::meta_tool_definitions;
-use crate::tokens::{Counter, Measured, Wording};
+use crate::tokens::Measured;
 
+mod measure;
 mod rules;
+mod usage;
 mod value;
 
+pub use measure::{measure, measure_ranked, Ranked};
 pub use rules::{Budget, LevelChoice, ModeChoice, Rules, UnknownMode};
+pub use usage::{parse_usage, render_usage, usage_of, UsageCounts, UsageFileError};
 
 /// Number of meta-tools listed in progressive modes.
 pub const META_TOOLS: usize = 3;
@@ -130,6 +134,11 @@ pub struct Plan {
     /// Level of the deferred tools' catalog lines in the search tool's description (`None`:
     /// not listed).
     pub catalog_level: Option<Level>,
+    /// Level the listed tools were planned at: `off` for `full`, the rung's level for
+    /// `uniform` and `mixed` (some tools of a mixed plan one level richer), the level chosen for
+    /// the listed tools of a `hybrid` plan, `None` for `search` (nothing listed). Pinned tools
+    /// stay `off` and a tool's `min_level` may compress it further, whatever this says.
+    pub listed_level: Option<Level>,
     /// Whether the meta-tools are listed.
     pub meta_tools: bool,
     /// The budget planned for.
@@ -234,43 +243,22 @@ fn name_words(name: &str) -> Vec<String> {
     words
 }
 
-/// The token costs [`plan`] needs for `catalog` under `rules`, and no more: when the catalog is
-/// over the tool cap (and `mode` is not `full`), no direct listing of every tool can be chosen,
-/// so direct costs are counted at every level only for the tools the hybrid rung could list
-/// (the first of its value order, up to the tool cap), and at `off` for the others
-/// ([`Counter::measure_upper_bound`]). This is the call for a gateway's `tools/list`; use
-/// [`Counter::measure`] to report.
-#[must_use]
-pub fn measure(counter: &Counter, catalog: &[CatalogTool], rules: &Rules) -> Measured {
-    if rules.mode == ModeChoice::Full || catalog.len() <= rules.budget.tools {
-        return counter.measure(catalog, &rules.wording);
-    }
-    let mut measured = counter.measure_upper_bound(catalog, &rules.wording);
-    // The order reads only `off` costs, which the upper bound holds exactly.
-    let only_pinned = rules.mode == ModeChoice::Progressive;
-    let listable: Vec<usize> = value::order(catalog, &measured, rules, only_pinned)
-        .into_iter()
-        .take(rules.budget.tools.saturating_sub(META_TOOLS))
-        .collect();
-    let subset: Vec<CatalogTool> = listable.iter().map(|&i| catalog[i].clone()).collect();
-    let wording = Wording {
-        descriptions: listable
-            .iter()
-            .map(|&i| rules.wording.description(i).map(str::to_owned))
-            .collect(),
-        ..rules.wording.clone()
-    };
-    let exact = counter.measure(&subset, &wording);
-    for (&i, counts) in listable.iter().zip(exact.tools) {
-        measured.tools[i] = counts;
-    }
-    measured
-}
-
 /// Chooses the exposure of `catalog` under `rules` (its budget, level and mode choices, pins
 /// and minimum levels), given the token costs in `measured`. Pure and deterministic.
 #[must_use]
 pub fn plan(catalog: &[CatalogTool], measured: &Measured, rules: &Rules) -> Plan {
+    plan_ranked(catalog, measured, None, rules)
+}
+
+/// [`plan`] with the value order already computed (by [`measure_ranked`] for the same catalog
+/// and rules); `None` computes it when a deferring rung needs it.
+#[must_use]
+pub fn plan_ranked(
+    catalog: &[CatalogTool],
+    measured: &Measured,
+    ranked: Option<&Ranked>,
+    rules: &Rules,
+) -> Plan {
     debug_assert_eq!(catalog.len(), measured.tools.len());
     let facts = Facts::of(catalog, rules);
     let planner = Planner {
@@ -278,19 +266,18 @@ pub fn plan(catalog: &[CatalogTool], measured: &Measured, rules: &Rules) -> Plan
         facts: &facts,
         budget: rules.budget,
         list_catalog: rules.list_catalog,
+        // A host that searches itself loads definitions on demand: no tool cap.
+        capped: rules.mode != ModeChoice::HostSearch,
     };
-    // Only the pinned tools are listed in `progressive` mode; `auto` lists the most useful.
-    let order = || {
-        value::order(
-            catalog,
-            measured,
-            rules,
-            rules.mode == ModeChoice::Progressive,
-        )
+    let order = || match ranked {
+        Some(r) => std::borrow::Cow::Borrowed(r.order()),
+        None => std::borrow::Cow::Owned(Ranked::of(catalog, measured, rules).into_order()),
     };
     match (rules.mode, rules.level) {
-        (ModeChoice::Full, LevelChoice::Fixed(level)) => planner.uniform(level),
-        (ModeChoice::Full, LevelChoice::Auto) => planner
+        (ModeChoice::Full | ModeChoice::HostSearch, LevelChoice::Fixed(level)) => {
+            planner.uniform(level)
+        }
+        (ModeChoice::Full | ModeChoice::HostSearch, LevelChoice::Auto) => planner
             .full_ladder()
             .unwrap_or_else(|| planner.uniform(Level::Extreme)),
         (ModeChoice::Progressive, level) => planner.progressive(level, &order()),
@@ -313,6 +300,8 @@ struct Planner<'a> {
     facts: &'a Facts<'a>,
     budget: Budget,
     list_catalog: bool,
+    /// Whether the tool cap applies (not for `host_search`).
+    capped: bool,
 }
 
 impl Planner<'_> {
@@ -325,12 +314,29 @@ impl Planner<'_> {
     }
 
     fn finish(&self, rung: Rung, levels: Vec<Option<Level>>, catalog_level: Option<Level>) -> Plan {
+        self.finish_at(rung, None, levels, catalog_level)
+    }
+
+    fn finish_at(
+        &self,
+        rung: Rung,
+        hybrid_level: Option<Level>,
+        levels: Vec<Option<Level>>,
+        catalog_level: Option<Level>,
+    ) -> Plan {
+        let listed_level = match rung {
+            Rung::Full => Some(Level::Off),
+            Rung::Uniform(l) | Rung::Mixed(l) => Some(l),
+            Rung::Hybrid => hybrid_level,
+            Rung::Search => None,
+        };
         let meta_tools = matches!(rung, Rung::Hybrid | Rung::Search);
         let (tokens, tools) = self.cost(&levels, meta_tools, catalog_level);
         Plan {
             rung,
             levels,
             catalog_level,
+            listed_level,
             meta_tools,
             budget: self.budget,
             tokens_before: if self.n() == 0 {
@@ -340,7 +346,7 @@ impl Planner<'_> {
             },
             tokens_after: tokens,
             tools_after: tools,
-            fits: tokens <= self.budget.tokens && tools <= self.budget.tools,
+            fits: tokens <= self.budget.tokens && (!self.capped || tools <= self.budget.tools),
         }
     }
 
@@ -395,7 +401,7 @@ impl Planner<'_> {
 
     /// Rungs 1–3, or `None` when no full listing fits.
     fn full_ladder(&self) -> Option<Plan> {
-        if self.n() > self.budget.tools {
+        if self.capped && self.n() > self.budget.tools {
             return None;
         }
         let level = Level::ALL.into_iter().find(|&level| {
@@ -486,7 +492,7 @@ impl Planner<'_> {
         } else {
             Rung::Search
         };
-        self.finish(rung, levels, catalog_level)
+        self.finish_at(rung, Some(listed), levels, catalog_level)
     }
 
     /// How long a prefix of `order` can be listed at `listed` (pins at `off`) with the other

@@ -46,11 +46,35 @@ pub enum ModeChoice {
     Full,
     /// Meta-tools (plus pinned tools); the rest found by search.
     Progressive,
+    /// Every tool listed directly, no meta-tools, for a host that searches tools itself (it
+    /// loads names first, definitions on demand): the tool cap does not apply, the budget is
+    /// the larger `host_search_threshold_percent`, and the least lossy level that fits it is
+    /// chosen (`extreme` when none does).
+    HostSearch,
 }
 
-/// A mode name that is not `auto`, `full` or `progressive`.
+impl ModeChoice {
+    /// `auto`, `full`, `progressive` or `host_search`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Full => "full",
+            Self::Progressive => "progressive",
+            Self::HostSearch => "host_search",
+        }
+    }
+
+    /// Whether every tool is listed directly, whatever the budget (`full`, `host_search`).
+    #[must_use]
+    pub fn lists_all(self) -> bool {
+        matches!(self, Self::Full | Self::HostSearch)
+    }
+}
+
+/// A mode name that is not `auto`, `full`, `progressive` or `host_search`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown mode {0:?}; expected auto, full or progressive")]
+#[error("unknown mode {0:?}; expected auto, full, progressive or host_search")]
 pub struct UnknownMode(pub String);
 
 impl FromStr for ModeChoice {
@@ -61,6 +85,7 @@ impl FromStr for ModeChoice {
             "auto" => Ok(Self::Auto),
             "full" => Ok(Self::Full),
             "progressive" => Ok(Self::Progressive),
+            "host_search" => Ok(Self::HostSearch),
             other => Err(UnknownMode(other.to_owned())),
         }
     }

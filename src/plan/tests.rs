@@ -100,6 +100,7 @@ fn climbs_the_ladder() {
     assert_eq!(p.rung, Rung::Hybrid);
     assert_eq!((p.exposed_count(), p.tools_after), (17, 20));
     assert!(p.levels.iter().flatten().all(|&l| l == Level::Off));
+    assert_eq!(p.listed_level, Some(Level::Off));
     assert_eq!(p.catalog_level, Some(Level::Off));
     assert!(p.fits);
     // Tighter: the same tools compressed, lines kept at a findable level.
@@ -114,6 +115,7 @@ fn climbs_the_ladder() {
     assert_eq!((p.rung, p.exposed_count()), (Rung::Hybrid, 17));
     assert_eq!(p.catalog_level, Some(Level::Medium));
     assert!(p.levels.iter().flatten().all(|&l| l == Level::Extreme));
+    assert_eq!(p.listed_level, Some(Level::Extreme));
     // Tighter still: no room for lines, and fewer tools.
     let p = tight(20);
     assert_eq!(
@@ -185,7 +187,7 @@ proptest! {
         // Same input, same plan.
         prop_assert_eq!(&p, &plan(&cat, &m, &pol));
         // Never over budget when a fitting plan exists.
-        let planner = Planner { measured: &m, facts: &Facts::of(&cat, &pol), budget: pol.budget, list_catalog: true };
+        let planner = Planner { measured: &m, facts: &Facts::of(&cat, &pol), budget: pol.budget, list_catalog: true, capped: true };
         let cheapest_full = planner.uniform(Level::Extreme);
         let bare_search = planner.finish(Rung::Search, vec![None; cat.len()], None);
         if cheapest_full.fits || bare_search.fits {
@@ -349,6 +351,15 @@ mod accounting {
         assert_eq!(
             plan(&catalog, &partial, &rules),
             plan(&catalog, &reference, &rules)
+        );
+        // The order measured on the way plans the same as one computed again.
+        let (again, ranked) = measure_ranked(&counter, &catalog, &rules);
+        assert_eq!(again, partial);
+        let ranked = ranked.expect("over the tool cap: ranked");
+        assert_eq!(ranked, Ranked::of(&catalog, &partial, &rules));
+        assert_eq!(
+            plan_ranked(&catalog, &partial, Some(&ranked), &rules),
+            plan(&catalog, &partial, &rules)
         );
         // Upper bounds, never under-counts.
         for (p, r) in partial.tools.iter().zip(&reference.tools) {
