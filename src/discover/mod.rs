@@ -42,6 +42,7 @@
 //! ```
 
 mod arguments;
+mod instructions;
 mod recovery;
 
 use std::collections::HashMap;
@@ -49,6 +50,9 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 
 pub use arguments::check_arguments;
+pub use instructions::{
+    host_search_instructions, upstream_sections, ServerNote, GENERAL_CHARS, SERVER_CHARS,
+};
 
 use crate::catalog::CatalogTool;
 use crate::search::SearchIndex;

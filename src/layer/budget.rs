@@ -37,6 +37,9 @@
 //! # Ok::<(), mcp_budget::catalog::CatalogError>(())
 //! ```
 
+mod instructions;
+mod usage;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -79,6 +82,8 @@ pub struct PlanSummary {
 
 struct Planned {
     version: u64,
+    /// Generation of the usage counts it was planned with (0 without a usage file).
+    usage_generation: u64,
     per_server: Vec<ServerTokens>,
     plan: Plan,
     tools: usize,
@@ -104,6 +109,8 @@ struct State {
     promoted: Mutex<HashMap<String, Promoted>>,
     /// Servers whose tools are dynamic (`volatile = true` upstreams).
     volatile: Vec<String>,
+    /// Call counts and their file (`[budget] usage_file`).
+    usage: Option<usage::UsageLog>,
 }
 
 impl std::fmt::Debug for State {
@@ -128,23 +135,32 @@ impl State {
     fn planned(&self) -> Arc<Planned> {
         let catalog = self.catalog.borrow().clone();
         let version = catalog.version();
+        let learned = self.usage.as_ref().map(usage::UsageLog::learned);
+        let generation = learned.as_ref().map_or(0, |l| l.generation);
         // Held while planning: concurrent lists of a new catalog wait for one computation.
         let mut current = self
             .current
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(p) = current.as_ref().filter(|p| p.version == version) {
+        if let Some(p) = current
+            .as_ref()
+            .filter(|p| p.version == version && p.usage_generation == generation)
+        {
             return p.clone();
         }
-        let planned = Arc::new(self.compute(&catalog));
+        let usage = learned.map(|l| crate::plan::usage_of(catalog.tools(), &l.counts));
+        let mut planned = self.compute(&catalog, usage.unwrap_or_default());
+        planned.usage_generation = generation;
+        let planned = Arc::new(planned);
         *current = Some(planned.clone());
         planned
     }
 
-    fn compute(&self, catalog: &Catalog) -> Planned {
-        let rules = self
+    fn compute(&self, catalog: &Catalog, usage: Vec<u64>) -> Planned {
+        let mut rules = self
             .budget
             .rules(catalog.tools(), catalog.separator(), &self.discover);
+        rules.usage = usage;
         let listing = list_tools(catalog, &rules, &self.counter, &self.volatile);
         let deferred = listing.deferred(catalog);
         let Listing {
@@ -178,6 +194,7 @@ impl State {
         );
         Planned {
             version: catalog.version(),
+            usage_generation: 0,
             per_server,
             tools: catalog.tools().len(),
             listed,
@@ -185,6 +202,36 @@ impl State {
             result,
             discovery,
         }
+    }
+
+    /// Counts a call of the tool exposed as `exposed` (with a usage file; unknown names are not
+    /// counted).
+    fn count_call(&self, exposed: &str) {
+        let Some(usage) = &self.usage else { return };
+        let catalog = self.catalog.borrow();
+        if let Some((i, tool)) = catalog.tool(exposed) {
+            if let Some(server) = catalog.names().get(i) {
+                usage.record(server, tool);
+            }
+        }
+    }
+
+    /// Writes the usage file when something was counted since the last write.
+    async fn flush_usage(&self) {
+        if let Some((path, text)) = self.usage.as_ref().and_then(usage::UsageLog::pending_write) {
+            let _ = tokio::task::spawn_blocking(move || usage::write_usage(&path, &text)).await;
+        }
+    }
+
+    /// Makes the counts so far what the plan uses (the next list is planned with them), and
+    /// writes them.
+    async fn relearn_usage(&self) {
+        if let Some(usage) = &self.usage {
+            if usage.relearn() {
+                tracing::info!("Usage counts relearned; the tool list is planned again");
+            }
+        }
+        self.flush_usage().await;
     }
 
     /// The `tools/list` result for a session: the plan's list, then the tools this session
@@ -264,6 +311,12 @@ impl BudgetLayer {
                 current: Mutex::new(None),
                 promoted: Mutex::new(HashMap::new()),
                 volatile: volatile_servers(policy),
+                usage: policy.budget.usage_file.as_ref().map(|path| {
+                    usage::UsageLog::open(
+                        path,
+                        std::time::Duration::from_secs(policy.budget.relearn_secs),
+                    )
+                }),
             }),
         }
     }
@@ -282,9 +335,11 @@ impl BudgetLayer {
     }
 
     /// From now on, sends `notifications/tools/list_changed` to `sink` whenever a new catalog
-    /// changes the bytes this layer lists (a change that leaves them equal is not announced: a
-    /// quiet list keeps hosts from listing, and their caches, undisturbed). Spawns a task on
-    /// the current Tokio runtime; it ends with the layer or the catalog's publisher.
+    /// (or, with a usage file, a relearn of the call counts) changes the bytes this layer lists
+    /// (a change that leaves them equal is not announced: a quiet list keeps hosts from
+    /// listing, and their caches, undisturbed). The same task relearns and writes the usage
+    /// file on its schedule. Spawns a task on the current Tokio runtime; it ends with the
+    /// layer or the catalog's publisher.
     ///
     /// # Panics
     /// Outside a Tokio runtime.
@@ -333,7 +388,34 @@ async fn announce_changes(
     mut last: u64,
     sink: mpsc::UnboundedSender<Message>,
 ) {
-    while catalog.changed().await.is_ok() {
+    let relearn_every = state
+        .upgrade()
+        .and_then(|s| s.usage.as_ref().map(|u| u.relearn));
+    let mut relearn = relearn_every.map(every);
+    let mut flush = relearn_every.map(|r| every(r.min(usage::FLUSH_EVERY)));
+    // A fixed catalog (its publisher gone) changes no more, but usage still relearns.
+    let mut published = true;
+    loop {
+        tokio::select! {
+            changed = catalog.changed(), if published => {
+                if changed.is_err() {
+                    if relearn.is_none() {
+                        return;
+                    }
+                    published = false;
+                    continue;
+                }
+            }
+            () = tick(relearn.as_mut()) => {
+                let Some(state) = state.upgrade() else { return };
+                state.relearn_usage().await;
+            }
+            () = tick(flush.as_mut()) => {
+                let Some(state) = state.upgrade() else { return };
+                state.flush_usage().await;
+                continue;
+            }
+        }
         let Some(state) = state.upgrade() else { return };
         let now = state.fingerprint();
         if now == last {
@@ -345,6 +427,23 @@ async fn announce_changes(
         if sink.send(note).is_err() {
             return;
         }
+    }
+}
+
+/// An interval whose first tick is one `period` from now.
+fn every(period: std::time::Duration) -> tokio::time::Interval {
+    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval
+}
+
+/// The next tick of `interval`, or never.
+async fn tick(interval: Option<&mut tokio::time::Interval>) {
+    match interval {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -399,6 +498,19 @@ where
                 let reply = Message::response(id, self.state.list_for(&req.caller.session.id));
                 Box::pin(async move { Ok(Some(reply)) })
             }
+            Some("initialize" | "server/discover")
+                if self.state.budget.mode == crate::plan::ModeChoice::HostSearch =>
+            {
+                let state = self.state.clone();
+                Box::pin(async move {
+                    let mut reply = inner.call(req).await?;
+                    if let Some(message) = reply.as_mut() {
+                        let catalog = state.catalog.borrow().clone();
+                        instructions::rewrite(message, &catalog);
+                    }
+                    Ok(reply)
+                })
+            }
             Some("tools/call") => {
                 let Some(rewritten) = self.meta_call(&req.message, &req.caller.session) else {
                     return Box::pin(inner.call(req));
@@ -451,6 +563,7 @@ impl<S> Budget<S> {
         // arguments as a `Value`.
         let name: Name<'_> = message.params_as().ok()?;
         if !is_meta(&name.name) {
+            self.state.count_call(&name.name);
             return None;
         }
         let call: Call = message.params_as().ok()?;
@@ -471,11 +584,10 @@ impl<S> Budget<S> {
         match outcome {
             MetaCall::Result(result) => Some(Outcome::Answer(result)),
             MetaCall::Invoke { tool, arguments } => {
+                let exposed = tool.exposed_name(&self.state.separator).into_owned();
+                self.state.count_call(&exposed);
                 let mut params = Map::new();
-                params.insert(
-                    "name".into(),
-                    Value::String(tool.exposed_name(&self.state.separator).into_owned()),
-                );
+                params.insert("name".into(), Value::String(exposed));
                 params.insert("arguments".into(), arguments);
                 if let Some(meta) = call.meta {
                     params.insert("_meta".into(), meta);
@@ -487,22 +599,24 @@ impl<S> Budget<S> {
 }
 
 #[cfg(test)]
+mod planner_tests;
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::catalog::CatalogTool;
     use crate::context::{Caller, Session};
     use std::path::Path;
 
-    fn fixed(tools: Vec<CatalogTool>, policy: &Policy) -> BudgetLayer {
+    pub(super) fn fixed(tools: Vec<CatalogTool>, policy: &Policy) -> BudgetLayer {
         BudgetLayer::fixed(Catalog::from_tools(tools, &policy.separator), policy)
     }
 
-    fn fixtures() -> Vec<CatalogTool> {
+    pub(super) fn fixtures() -> Vec<CatalogTool> {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
         crate::catalog::load_saved(&[dir]).unwrap()
     }
 
-    fn request(id: i64, method: &str, params: &Value) -> McpRequest {
+    pub(super) fn request(id: i64, method: &str, params: &Value) -> McpRequest {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         McpRequest {
             message: Message::request(Id::Number(id), method, Some(to_raw(params))),
@@ -511,7 +625,7 @@ mod tests {
     }
 
     /// The inner service echoes the tools/call it receives.
-    fn echo() -> impl Service<
+    pub(super) fn echo() -> impl Service<
         McpRequest,
         Response = Option<Message>,
         Error = Infallible,

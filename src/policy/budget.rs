@@ -5,8 +5,11 @@
 //! model = "claude-haiku-4-5"     # default: claude-sonnet-4-5
 //! threshold_percent = 2          # 1 to 5; default 2
 //! level = "auto"                 # or off | low | medium | high | extreme
-//! mode = "auto"                  # or full | progressive
+//! mode = "auto"                  # or full | progressive | host_search
 //! list_catalog = true            # deferred tools' lines in search_tools' description when they fit
+//! host_search_threshold_percent = 10  # mode = "host_search": 1 to 50; default 10
+//! usage_file = "usage.json"      # call counts per tool, read at start (opt-in; default none)
+//! relearn_secs = 86400           # counts re-plan the list at most this often; default 86400
 //! # Profile overrides (required for a model without a built-in profile):
 //! # context_window = 200000, tokenizer = "cl100k_base", rendering = "anthropic",
 //! # max_tools = 12, overhead_tokens = 346, calibration = 1.25
@@ -18,6 +21,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -30,6 +34,12 @@ use crate::tokens::Wording;
 
 /// Default share of the context window, in hundredths of a percent (2%).
 pub const DEFAULT_THRESHOLD_BP: u32 = 200;
+/// Default share of the context window with `mode = "host_search"` (10%): the host loads tool
+/// names first and a definition only when its search picks the tool, so the whole list may be
+/// larger than what a host pays for on every turn.
+pub const DEFAULT_HOST_SEARCH_BP: u32 = 1_000;
+/// Default time between relearns of the usage file's counts (a day).
+pub const DEFAULT_RELEARN_SECS: u64 = 86_400;
 /// Largest `context_window` and `overhead_tokens` accepted (2^32 tokens, thousands of times any
 /// model's): budget and plan arithmetic on larger values would overflow.
 pub const MAX_TOKENS_SETTING: usize = 1 << 32;
@@ -53,6 +63,16 @@ pub struct RawBudget {
     /// List deferred tools' one-line entries in the search meta-tool's description when they
     /// fit. Default: true.
     pub list_catalog: Option<bool>,
+    /// With `mode = "host_search"`: share of the context window the listed tools may use, 1 to
+    /// 50 (percent). Default: 10.
+    pub host_search_threshold_percent: Option<f64>,
+    /// File of call counts per `"server/tool"` (a JSON object), read at start, counted into
+    /// and rewritten by the gateway; used tools are listed first by the hybrid rung.
+    /// Default: none (no counting).
+    pub usage_file: Option<PathBuf>,
+    /// Counts change the plan at most once per this many seconds, so the listed bytes stay
+    /// stable between relearns. Default: 86400.
+    pub relearn_secs: Option<u64>,
     /// Context window override, in tokens. Default: the model's.
     pub context_window: Option<usize>,
     /// Tokenizer override: `o200k_base` or `cl100k_base`. Default: the model's.
@@ -116,6 +136,12 @@ pub struct BudgetPolicy {
     pub mode: ModeChoice,
     /// List deferred tools' lines when they fit.
     pub list_catalog: bool,
+    /// With `mode = "host_search"`: share of the context window, in hundredths of a percent.
+    pub host_search_bp: u32,
+    /// The usage file, if counting is on.
+    pub usage_file: Option<PathBuf>,
+    /// Seconds between relearns of the usage counts (at least 1).
+    pub relearn_secs: u64,
     /// Per-tool rules: `(pattern, rule)`, patterns `server/tool` or `server/*`.
     pub tools: Vec<(String, ToolRule)>,
 }
@@ -132,6 +158,9 @@ impl Default for BudgetPolicy {
             level: LevelChoice::Auto,
             mode: ModeChoice::Auto,
             list_catalog: true,
+            host_search_bp: DEFAULT_HOST_SEARCH_BP,
+            usage_file: None,
+            relearn_secs: DEFAULT_RELEARN_SECS,
             tools: Vec::new(),
         }
     }
@@ -166,11 +195,17 @@ impl BudgetPolicy {
         best.map(|(_, r)| r)
     }
 
-    /// The token and tool-count budget.
+    /// The token and tool-count budget (with `mode = "host_search"`, its larger share; the
+    /// planner then ignores the tool cap).
     #[must_use]
     pub fn budget(&self) -> Budget {
+        let bp = if self.mode == ModeChoice::HostSearch {
+            self.host_search_bp
+        } else {
+            self.threshold_bp
+        };
         Budget {
-            tokens: self.profile.context_window * self.threshold_bp as usize / 10_000,
+            tokens: self.profile.context_window * bp as usize / 10_000,
             tools: self.profile.max_tools,
         }
     }
@@ -319,6 +354,25 @@ impl RawBudget {
             }
         }
         policy.list_catalog = self.list_catalog.unwrap_or(true);
+        if let Some(pct) = self.host_search_threshold_percent {
+            if (1.0..=50.0).contains(&pct) {
+                // In range 1..=50, so the product is a small positive integer.
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let bp = (pct * 100.0).round() as u32;
+                policy.host_search_bp = bp;
+            } else {
+                push(
+                    "host_search_threshold_percent",
+                    format!("{pct} is outside 1 to 50 (percent of the context window)"),
+                );
+            }
+        }
+        policy.usage_file.clone_from(&self.usage_file);
+        match self.relearn_secs {
+            Some(0) => push("relearn_secs", "must be at least 1".into()),
+            Some(secs) => policy.relearn_secs = secs,
+            None => {}
+        }
         policy.enabled = self.enabled.unwrap_or(true);
         if let Some(model) = &self.model {
             policy.model.clone_from(model);

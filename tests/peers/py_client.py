@@ -5,7 +5,7 @@ usage: py_client.py stdio <command> [args...]
 env:   MODE  = legacy | auto (default legacy)
        PLAN  = JSON {"calls": [{"name": str, "args": {...}, "progress": bool, "timeout": s}],
                      "sampling": bool, "elicit": {form content to accept with}}
-Prints one JSON object on stdout: protocol, server, tools (name + inputSchema), calls (each with
+Prints one JSON object on stdout: protocol, server, instructions, tools (name + inputSchema), calls (each with
 result or error, and the progress notifications seen), sampling and elicitation (requests the
 callbacks got).
 """
@@ -53,6 +53,7 @@ async def main() -> None:
     async with Client(target, **kwargs) as client:
         out["protocol"] = client.protocol_version
         out["server"] = client.server_info.model_dump(mode="json") if client.server_info else None
+        out["instructions"] = client.instructions
         tools = []
         cursor = None
         while True:

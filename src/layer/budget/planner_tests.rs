@@ -1,0 +1,138 @@
+//! Budget layer tests of the planner's inputs: the usage file and `host_search`.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tower::{Layer, Service};
+
+use super::tests::{echo, fixed, fixtures, request};
+use crate::jsonrpc::{to_raw, Id, Message};
+use crate::policy::Policy;
+
+fn listed(message: &Message) -> Vec<String> {
+    let list: Value = message.result_as().unwrap();
+    list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_change_the_hybrid_list_at_a_relearn_and_not_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("usage.json");
+    let policy = Policy::from_toml_str(
+        &format!(
+            "version = 1\n[budget]\nusage_file = {:?}\nrelearn_secs = 60\n",
+            file.display().to_string()
+        ),
+        "t.toml",
+    )
+    .unwrap();
+    let layer = fixed(fixtures(), &policy);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    layer.announce_to(tx);
+    let mut svc = layer.layer(echo());
+    let list = |svc: &mut super::Budget<_>, id| svc.call(request(id, "tools/list", &json!({})));
+    let before = list(&mut svc, 1).await.unwrap().unwrap();
+    let names = listed(&before);
+    assert!(
+        names.contains(&"search_tools".to_owned()),
+        "hybrid: {names:?}"
+    );
+    // A deferred tool of the biggest server: the value model lists it last.
+    let target = "github__actions_get";
+    assert!(!names.iter().any(|n| n == target), "{names:?}");
+    for id in 0..3 {
+        let call = json!({"name": target, "arguments": {}});
+        svc.call(request(10 + id, "tools/call", &call))
+            .await
+            .unwrap();
+    }
+    // Counted, but the list keeps its bytes until the relearn.
+    let same = list(&mut svc, 2).await.unwrap().unwrap();
+    let bytes = |m: &Message| m.result.as_ref().unwrap().get().to_owned();
+    assert!(
+        bytes(&same) == bytes(&before),
+        "the list changed before a relearn"
+    );
+    tokio::time::advance(Duration::from_secs(61)).await;
+    let note = rx.recv().await.unwrap();
+    assert_eq!(note.method(), Some("notifications/tools/list_changed"));
+    let after = listed(&list(&mut svc, 3).await.unwrap().unwrap());
+    assert!(
+        after.iter().any(|n| n == target),
+        "used tools first: {after:?}"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(
+        crate::plan::parse_usage(&text)
+            .unwrap()
+            .get("github/actions_get"),
+        Some(&3)
+    );
+    // A gateway started on that file lists the tool from the start.
+    let restarted =
+        fixed(fixtures(), &policy)
+            .layer(echo())
+            .call(request(4, "tools/list", &json!({})));
+    let restarted = listed(&restarted.await.unwrap().unwrap());
+    assert!(restarted.iter().any(|n| n == target));
+}
+
+#[tokio::test]
+async fn host_search_lists_real_tools_and_rewrites_the_instructions() {
+    let mut policy = Policy::default();
+    policy.budget.mode = crate::plan::ModeChoice::HostSearch;
+    let tools: Vec<_> = fixtures()
+        .into_iter()
+        .filter(|t| t.server == "time" || t.server == "github")
+        .collect();
+    let count = tools.len();
+    let layer = fixed(tools, &policy);
+    let upstream_init = tower::service_fn(|req: crate::context::McpRequest| async move {
+        let id = req.message.id.clone().unwrap();
+        let result = json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "mcp-budget", "version": "0"},
+            "instructions": "## time\nClocks\u{200B} and zones.\n\n## github\nIssues and pull requests.",
+        });
+        Ok::<_, std::convert::Infallible>(Some(Message::response_value(id, &result)))
+    });
+    let mut svc = layer.layer(upstream_init);
+    let names = listed(
+        &svc.call(request(1, "tools/list", &json!({})))
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    assert_eq!(names.len(), count, "every tool, over the cap: {names:?}");
+    assert!(!names.iter().any(|n| n == "search_tools"));
+    let init = Message::request(Id::Number(2), "initialize", Some(to_raw(&json!({}))));
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let init = crate::context::McpRequest {
+        message: init,
+        caller: crate::context::Caller::new(std::sync::Arc::new(crate::context::Session::new(
+            "t", tx,
+        ))),
+    };
+    let reply = svc.call(init).await.unwrap().unwrap();
+    let result: Value = reply.result_as().unwrap();
+    let text = result["instructions"].as_str().unwrap();
+    assert!(text.contains("`<server>__<tool>`"), "{text}");
+    assert!(
+        text.contains(
+            "## time (2 tools: time__convert_time, time__get_current_time)\nClocks and zones."
+        ),
+        "{text}"
+    );
+    assert!(text.contains("## github ("), "{text}");
+    assert!(text.contains("Issues and pull requests."), "{text}");
+    assert_eq!(
+        result["serverInfo"]["name"], "mcp-budget",
+        "the rest is kept"
+    );
+}

@@ -1,0 +1,204 @@
+//! The budget layer's call counter and its usage file (`[budget] usage_file`, `relearn_secs`).
+//!
+//! Every `tools/call` of a catalog tool (directly or through `invoke_tool`) adds one to its
+//! count: a short lock and two hash lookups, no allocation once a tool has been called. The
+//! counts reach the plan only at a *relearn*, at most once per `relearn_secs`: until then the
+//! plan — and so the listed bytes a host's prompt cache holds — stays what it was. The file is
+//! read at start (its counts plan the first list) and written at every relearn and every
+//! [`FLUSH_EVERY`] in between (writing changes no plan), so a restart keeps what was counted.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use crate::plan::{parse_usage, render_usage, UsageCounts};
+
+/// How often counts are written between relearns (when something was counted).
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(300);
+
+/// Call counts, the counts the plan uses, and the file they persist to.
+#[derive(Debug)]
+pub(crate) struct UsageLog {
+    path: PathBuf,
+    /// Time between relearns.
+    pub(crate) relearn: Duration,
+    /// False when the file at start could not be read as a usage file: it is the operator's,
+    /// and is never overwritten.
+    writable: bool,
+    live: Mutex<Live>,
+    learned: Mutex<Learned>,
+}
+
+#[derive(Debug, Default)]
+struct Live {
+    /// server → tool → calls (the file's counts included).
+    counts: HashMap<String, HashMap<String, u64>>,
+    /// Counted since the last write.
+    dirty: bool,
+}
+
+/// The counts the plan uses, and their generation (one more at each relearn that changed them).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Learned {
+    pub(crate) generation: u64,
+    pub(crate) counts: Arc<UsageCounts>,
+}
+
+impl UsageLog {
+    /// Opens `path` (a missing file is an empty one): its counts are what the first plan learns.
+    pub(crate) fn open(path: &Path, relearn: Duration) -> Self {
+        let (counts, writable) = match std::fs::read_to_string(path) {
+            Ok(text) => match parse_usage(&text) {
+                Ok(counts) => (counts, true),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "Usage file not read; it will not be written (fix or remove it)");
+                    (UsageCounts::new(), false)
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (UsageCounts::new(), true),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "Usage file not read; it will not be written");
+                (UsageCounts::new(), false)
+            }
+        };
+        let mut live = Live::default();
+        for (id, &n) in &counts {
+            let (server, tool) = id.split_once('/').unwrap_or((id.as_str(), ""));
+            live.counts
+                .entry(server.to_owned())
+                .or_default()
+                .insert(tool.to_owned(), n);
+        }
+        Self {
+            path: path.to_owned(),
+            relearn,
+            writable,
+            live: Mutex::new(live),
+            learned: Mutex::new(Learned {
+                generation: 0,
+                counts: Arc::new(counts),
+            }),
+        }
+    }
+
+    /// Counts one call of `server`'s tool `tool`.
+    pub(crate) fn record(&self, server: &str, tool: &str) {
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        live.dirty = true;
+        let tools = match live.counts.get_mut(server) {
+            Some(tools) => tools,
+            None => live.counts.entry(server.to_owned()).or_default(),
+        };
+        match tools.get_mut(tool) {
+            Some(n) => *n += 1,
+            None => {
+                tools.insert(tool.to_owned(), 1);
+            }
+        }
+    }
+
+    /// What the plan uses now.
+    pub(crate) fn learned(&self) -> Learned {
+        self.learned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Makes the counts so far what the plan uses; true when they differ from the last ones.
+    pub(crate) fn relearn(&self) -> bool {
+        let now = self.snapshot();
+        let mut learned = self.learned.lock().unwrap_or_else(PoisonError::into_inner);
+        if *learned.counts == now {
+            return false;
+        }
+        learned.generation += 1;
+        learned.counts = Arc::new(now);
+        true
+    }
+
+    /// The file's new text, when something was counted since the last write and the file may
+    /// be written; the write itself is [`write_usage`] (blocking I/O, run off the runtime).
+    pub(crate) fn pending_write(&self) -> Option<(PathBuf, String)> {
+        if !self.writable {
+            return None;
+        }
+        let text = {
+            let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+            if !live.dirty {
+                return None;
+            }
+            live.dirty = false;
+            render_usage(&ids(&live.counts))
+        };
+        Some((self.path.clone(), text))
+    }
+
+    fn snapshot(&self) -> UsageCounts {
+        ids(&self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .counts)
+    }
+}
+
+fn ids(counts: &HashMap<String, HashMap<String, u64>>) -> UsageCounts {
+    counts
+        .iter()
+        .flat_map(|(server, tools)| {
+            tools
+                .iter()
+                .map(move |(tool, &n)| (format!("{server}/{tool}"), n))
+        })
+        .collect()
+}
+
+/// Writes `text` to `path` whole (a temporary file beside it, then a rename), so a reader never
+/// sees half a file. Failures are logged: counting goes on, and the next write tries again.
+pub(crate) fn write_usage(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        tracing::warn!(path = %path.display(), error = %e, "Usage file not written");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_reach_the_plan_only_at_a_relearn_and_the_file_keeps_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("usage.json");
+        std::fs::write(&path, r#"{"time/now": 2}"#).unwrap();
+        let log = UsageLog::open(&path, Duration::from_secs(60));
+        assert_eq!(log.learned().counts.get("time/now"), Some(&2));
+        log.record("time", "now");
+        log.record("github", "get_issue");
+        assert_eq!(log.learned().generation, 0, "not before a relearn");
+        assert!(log.relearn());
+        assert!(!log.relearn(), "nothing new");
+        let learned = log.learned();
+        assert_eq!(learned.generation, 1);
+        assert_eq!(learned.counts.get("time/now"), Some(&3));
+        let (to, text) = log.pending_write().unwrap();
+        assert!(log.pending_write().is_none(), "written once");
+        write_usage(&to, &text);
+        let reopened = UsageLog::open(&path, Duration::from_secs(60));
+        assert_eq!(reopened.learned().counts, learned.counts);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_usage_file_is_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("usage.json");
+        std::fs::write(&path, "not json").unwrap();
+        let log = UsageLog::open(&path, Duration::from_secs(60));
+        log.record("time", "now");
+        assert!(log.pending_write().is_none());
+        assert!(log.learned().counts.is_empty());
+    }
+}
