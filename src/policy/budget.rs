@@ -498,6 +498,45 @@ mod tests {
     }
 
     #[test]
+    fn host_search_and_usage_keys() {
+        let p = Policy::from_toml_str(
+            "version = 1\n[budget]\nmode = \"host_search\"\nhost_search_threshold_percent = 20\n\
+             usage_file = \"u.json\"\nrelearn_secs = 60\n",
+            "t.toml",
+        )
+        .unwrap();
+        let b = &p.budget;
+        // 20% of Sonnet 4.5's 200k: the host-search share, not threshold_percent's 2%.
+        assert_eq!(b.budget().tokens, 40_000);
+        assert_eq!(
+            b.usage_file.as_deref(),
+            Some(std::path::Path::new("u.json"))
+        );
+        assert_eq!(b.relearn_secs, 60);
+        let plain = Policy::default();
+        assert_eq!(plain.budget.budget().tokens, 4_000);
+        assert_eq!(
+            (plain.budget.usage_file.as_ref(), plain.budget.relearn_secs),
+            (None, 86_400)
+        );
+        let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(
+            "version = 1\n[budget]\nrelearn_secs = 0\nhost_search_threshold_percent = 60\nmode = \"hosted\"\n",
+            "t.toml",
+        ) else {
+            panic!("expected problems")
+        };
+        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "budget.mode",
+                "budget.host_search_threshold_percent",
+                "budget.relearn_secs"
+            ]
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         assert!(Policy::from_toml_str("version = 1\n[budget]\nthreshold = 2\n", "t").is_err());
     }
