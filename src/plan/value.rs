@@ -156,22 +156,24 @@ pub(crate) fn order(
         s.0 += 1;
         s.1 += off(i);
     }
-    // Per tool once, so that sorting compares without allocating (a warm `tools/list` plans
-    // every time).
-    let size: Vec<(usize, usize)> = catalog.iter().map(|t| sizes[t.server.as_str()]).collect();
-    let operation: Vec<Operation> = catalog.iter().map(Operation::of).collect();
-    // Within a group: smallest server first, reads first, cheaper first, then the id (never
-    // the arrival order).
-    let rank = |i: usize| {
-        let tool = &catalog[i];
-        (
-            size[i],
-            tool.server.as_str(),
-            operation[i],
-            off(i),
-            tool.name.as_str(),
-        )
-    };
+    // Servers by name, as numbers: sorting then compares integers, not server names (many
+    // servers of one size tie on the size).
+    let mut names: Vec<&str> = sizes.keys().copied().collect();
+    names.sort_unstable();
+    let server_rank: HashMap<&str, usize> =
+        names.iter().enumerate().map(|(r, &n)| (n, r)).collect();
+    // Per tool once, so that sorting compares plain numbers (a warm `tools/list` plans every
+    // time): smallest server first, reads first, cheaper first, then the name (never the
+    // arrival order).
+    let keys: Vec<((usize, usize), usize, Operation, usize)> = catalog
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let server = t.server.as_str();
+            (sizes[server], server_rank[server], Operation::of(t), off(i))
+        })
+        .collect();
+    let rank = |i: usize| (keys[i], catalog[i].name.as_str());
     let mut pins: Vec<usize> = (0..catalog.len()).filter(|&i| pinned(i)).collect();
     pins.sort_by(|&a, &b| rank(a).cmp(&rank(b)));
     if only_pinned {
