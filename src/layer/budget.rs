@@ -38,6 +38,7 @@
 //! ```
 
 mod instructions;
+mod result_budget;
 mod usage;
 
 use std::collections::HashMap;
@@ -111,6 +112,8 @@ struct State {
     volatile: Vec<String>,
     /// Call counts and their file (`[budget] usage_file`).
     usage: Option<usage::UsageLog>,
+    /// Results cut to their `max_result_tokens` (for metrics).
+    results_cut: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for State {
@@ -311,6 +314,7 @@ impl BudgetLayer {
                 current: Mutex::new(None),
                 promoted: Mutex::new(HashMap::new()),
                 volatile: volatile_servers(policy),
+                results_cut: std::sync::atomic::AtomicU64::new(0),
                 usage: policy.budget.usage_file.as_ref().map(|path| {
                     usage::UsageLog::open(
                         path,
@@ -353,6 +357,14 @@ impl BudgetLayer {
             last,
             sink,
         ));
+    }
+
+    /// How many tool results were cut to their `max_result_tokens` so far.
+    #[must_use]
+    pub fn results_cut(&self) -> u64 {
+        self.state
+            .results_cut
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The current plan's totals (plans the current catalog if needed).
@@ -513,7 +525,8 @@ where
             }
             Some("tools/call") => {
                 let Some(rewritten) = self.meta_call(&req.message, &req.caller.session) else {
-                    return Box::pin(inner.call(req));
+                    let limit = self.result_budget(req.message.params.as_deref());
+                    return self.limited(limit, Box::pin(inner.call(req)));
                 };
                 match rewritten {
                     Outcome::Answer(result) => {
@@ -525,12 +538,42 @@ where
                             mut message,
                             caller,
                         } = req;
+                        let limit = self.result_budget(Some(&params));
                         message.params = Some(params);
-                        Box::pin(inner.call(McpRequest { message, caller }))
+                        self.limited(limit, Box::pin(inner.call(McpRequest { message, caller })))
                     }
                 }
             }
             _ => Box::pin(inner.call(req)),
+        }
+    }
+}
+
+impl<S> Budget<S> {
+    /// The result budget of a `tools/call` with these params, and the tool's exposed name:
+    /// `Some` when the tool has a `max_result_tokens`.
+    fn result_budget(&self, params: Option<&RawValue>) -> Option<(usize, String)> {
+        #[derive(serde::Deserialize)]
+        struct Name<'a> {
+            #[serde(borrow)]
+            name: std::borrow::Cow<'a, str>,
+        }
+        // Most policies set none: then nothing is parsed or looked up per call.
+        if !self.state.budget.has_result_budgets() {
+            return None;
+        }
+        let name: Name<'_> = serde_json::from_str(params?.get()).ok()?;
+        let max = self.state.result_limit(&name.name)?;
+        Some((max, name.name.into_owned()))
+    }
+
+    /// `future`, with its result cut to the budget in `limit` when there is one.
+    fn limited(&self, limit: Option<(usize, String)>, future: BoxFuture) -> BoxFuture {
+        match limit {
+            Some((max, exposed)) => {
+                result_budget::cut_on_return(self.state.clone(), exposed, max, future)
+            }
+            None => future,
         }
     }
 }

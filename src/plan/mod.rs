@@ -66,11 +66,13 @@ use crate::discover::meta_tool_definitions;
 use crate::tokens::Measured;
 
 mod measure;
+mod result;
 mod rules;
 mod usage;
 mod value;
 
 pub use measure::{measure, measure_ranked, Ranked};
+pub use result::{cut_note, cut_result, Cut};
 pub use rules::{Budget, LevelChoice, ModeChoice, Rules, UnknownMode};
 pub use usage::{parse_usage, render_usage, usage_of, UsageCounts, UsageFileError};
 

@@ -18,6 +18,7 @@
 //! pin = true                     # always listed directly, description never compressed
 //! description = "Open an issue"  # replaces the upstream's description
 //! min_level = "medium"           # compressed at least this much
+//! max_result_tokens = 2000       # longer text results are cut, with a note (default: no limit)
 //! ```
 
 use std::collections::BTreeMap;
@@ -103,6 +104,9 @@ pub struct RawToolRule {
     pub description: Option<String>,
     /// Compress this tool at least this much. Default: none.
     pub min_level: Option<String>,
+    /// Cut a text result over this many tokens, with a note of what was cut (`"server/*"`:
+    /// every tool of the server). Default: none (results pass whole).
+    pub max_result_tokens: Option<usize>,
 }
 
 /// A validated per-tool rule.
@@ -114,6 +118,8 @@ pub struct ToolRule {
     pub description: Option<String>,
     /// Least compression applied.
     pub min_level: Option<Level>,
+    /// Most tokens of a text result (longer ones are cut, with a note).
+    pub max_result_tokens: Option<usize>,
 }
 
 /// `[budget]` validated.
@@ -193,6 +199,24 @@ impl BudgetPolicy {
             }
         }
         best.map(|(_, r)| r)
+    }
+
+    /// The result budget of tool `tool` of server `server` (its rule's `max_result_tokens`).
+    #[must_use]
+    pub fn max_result_tokens(&self, server: &str, tool: &str) -> Option<usize> {
+        if !self.has_result_budgets() {
+            return None;
+        }
+        self.rule(server, tool)?.max_result_tokens
+    }
+
+    /// Whether any rule sets `max_result_tokens` (most policies: none, and then no rule is
+    /// looked up per call).
+    #[must_use]
+    pub fn has_result_budgets(&self) -> bool {
+        self.tools
+            .iter()
+            .any(|(_, r)| r.max_result_tokens.is_some())
     }
 
     /// The token and tool-count budget (with `mode = "host_search"`, its larger share; the
@@ -287,16 +311,30 @@ impl RawBudget {
         let mut push =
             |path: &str, message: String| problems.push((format!("budget.{path}"), message));
         let mut policy = BudgetPolicy::default();
-        if let Some(pct) = self.threshold_percent {
-            if (1.0..=5.0).contains(&pct) {
-                // In range 1..=5, so the product is a small positive integer.
+        for (key, value, max, bp) in [
+            (
+                "threshold_percent",
+                self.threshold_percent,
+                5.0,
+                &mut policy.threshold_bp,
+            ),
+            (
+                "host_search_threshold_percent",
+                self.host_search_threshold_percent,
+                50.0,
+                &mut policy.host_search_bp,
+            ),
+        ] {
+            let Some(pct) = value else { continue };
+            if (1.0..=max).contains(&pct) {
+                // In range 1..=50, so the product is a small positive integer.
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                let bp = (pct * 100.0).round() as u32;
-                policy.threshold_bp = bp;
+                let hundredths = (pct * 100.0).round() as u32;
+                *bp = hundredths;
             } else {
                 push(
-                    "threshold_percent",
-                    format!("{pct} is outside 1 to 5 (percent of the context window)"),
+                    key,
+                    format!("{pct} is outside 1 to {max} (percent of the context window)"),
                 );
             }
         }
@@ -354,19 +392,6 @@ impl RawBudget {
             }
         }
         policy.list_catalog = self.list_catalog.unwrap_or(true);
-        if let Some(pct) = self.host_search_threshold_percent {
-            if (1.0..=50.0).contains(&pct) {
-                // In range 1..=50, so the product is a small positive integer.
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                let bp = (pct * 100.0).round() as u32;
-                policy.host_search_bp = bp;
-            } else {
-                push(
-                    "host_search_threshold_percent",
-                    format!("{pct} is outside 1 to 50 (percent of the context window)"),
-                );
-            }
-        }
         policy.usage_file.clone_from(&self.usage_file);
         match self.relearn_secs {
             Some(0) => push("relearn_secs", "must be at least 1".into()),
@@ -398,6 +423,12 @@ impl RawBudget {
                     None
                 }
             };
+            if raw.max_result_tokens == Some(0) {
+                push(
+                    &format!("{path}.max_result_tokens"),
+                    "must be at least 1".into(),
+                );
+            }
             if raw.pin && min_level.is_some_and(|l| l > Level::Off) {
                 push(
                     &path,
@@ -410,6 +441,7 @@ impl RawBudget {
                     pin: raw.pin,
                     description: raw.description.clone(),
                     min_level,
+                    max_result_tokens: raw.max_result_tokens,
                 },
             ));
         }
@@ -529,8 +561,8 @@ mod tests {
         assert_eq!(
             paths,
             [
-                "budget.mode",
                 "budget.host_search_threshold_percent",
+                "budget.mode",
                 "budget.relearn_secs"
             ]
         );

@@ -1,9 +1,12 @@
-//! `mode = "host_search"` end to end: the Python MCP SDK (a real client, standing in for a host
-//! that searches tools itself) talks to the gateway binary over stdio; behind it, real
-//! upstreams (`mcp-server-time` from `PyPI`, `@modelcontextprotocol/server-everything` from
-//! npm). The budget of a `progressive` plan would defer most of the catalog; `host_search`
-//! lists every real tool, no meta-tools, and the `initialize` instructions say what each
-//! upstream is and how its tools are named.
+//! The budget layer end to end: the Python MCP SDK (a real client) talks to the gateway binary
+//! over stdio; behind it, real upstreams (`mcp-server-time` from `PyPI`,
+//! `@modelcontextprotocol/server-everything` from npm).
+//!
+//! - `mode = "host_search"` (the client standing in for a host that searches tools itself):
+//!   where a `progressive` plan defers most of the catalog, every real tool is listed, no
+//!   meta-tools, and the `initialize` instructions say what each upstream is and how its tools
+//!   are named.
+//! - `max_result_tokens`: a long `echo` result is cut with a note, a short one passes whole.
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`).
 #![allow(clippy::unwrap_used)] // test helpers
@@ -17,8 +20,9 @@ fn peers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
 }
 
-/// The Python client's report for the gateway serving `mode` (with a tiny tool cap).
-fn report(mode: &str) -> Value {
+/// The Python client's report for the gateway under `budget` (the `[budget]` section's keys,
+/// and any sections after it), making the calls of `plan`.
+fn report(budget: &str, plan: &Value) -> Value {
     let peers = peers();
     let python = peers.join(".venv/bin/python");
     assert!(python.exists(), "run scripts/install-test-deps.sh first");
@@ -31,9 +35,7 @@ fn report(mode: &str) -> Value {
 
 [budget]
 model = "claude-haiku-4-5"
-mode = "{mode}"
-# A cap no catalog here fits: only a host-search plan lists every tool.
-max_tools = 4
+{budget}
 
 [[upstream]]
 name = "time"
@@ -51,7 +53,6 @@ command = "{everything}"
         ),
     )
     .unwrap();
-    let plan = json!({"calls": [{"name": "everything__echo", "args": {"message": "hi"}}]});
     let output = Command::new("timeout")
         .arg("120")
         .arg(&python)
@@ -74,6 +75,14 @@ command = "{everything}"
     serde_json::from_str(last).unwrap_or_else(|e| panic!("bad report ({e}): {stdout}\n{stderr}"))
 }
 
+/// A cap no catalog here fits: only a host-search plan lists every tool.
+const HOST_SEARCH: &str = "mode = \"host_search\"\nmax_tools = 4";
+
+/// A plan of one `echo` call.
+fn echo(message: &str) -> Value {
+    json!({"calls": [{"name": "everything__echo", "args": {"message": message}}]})
+}
+
 fn names(report: &Value) -> Vec<&str> {
     report["tools"]
         .as_array()
@@ -85,7 +94,7 @@ fn names(report: &Value) -> Vec<&str> {
 
 #[test]
 fn a_searching_host_gets_every_real_tool_and_instructions_that_name_them() {
-    let r = report("host_search");
+    let r = report(HOST_SEARCH, &echo("hi"));
     let names = names(&r);
     assert!(!names.contains(&"search_tools"), "{names:?}");
     assert!(!names.contains(&"invoke_tool"), "{names:?}");
@@ -122,7 +131,10 @@ fn a_searching_host_gets_every_real_tool_and_instructions_that_name_them() {
 #[test]
 fn the_same_gateway_in_progressive_mode_defers_behind_meta_tools() {
     // The contrast: same upstreams and cap, the meta-tools stand in for the catalog.
-    let r = report("progressive");
+    let r = report(
+        &HOST_SEARCH.replace("host_search", "progressive"),
+        &echo("hi"),
+    );
     let names = names(&r);
     assert!(names.contains(&"search_tools"), "{names:?}");
     assert!(!names.contains(&"everything__echo"), "{names:?}");
@@ -131,4 +143,32 @@ fn the_same_gateway_in_progressive_mode_defers_behind_meta_tools() {
         !instructions.contains("`<server>__<tool>`"),
         "{instructions}"
     );
+}
+
+#[test]
+fn a_long_result_is_cut_to_its_budget_with_a_note_and_a_short_one_passes() {
+    let budget = "mode = \"full\"\n[budget.tools.\"everything/echo\"]\nmax_result_tokens = 30";
+    let long = "lorem ipsum dolor sit amet ".repeat(200);
+    let plan = json!({"calls": [
+        {"name": "everything__echo", "args": {"message": long}},
+        {"name": "everything__echo", "args": {"message": "short"}},
+    ]});
+    let r = report(budget, &plan);
+    let texts = |i: usize| -> Vec<String> {
+        r["calls"][i]["result"]["content"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .filter_map(|b| b["text"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let cut = texts(0);
+    assert_eq!(cut.len(), 2, "{cut:?}");
+    assert!(cut[0].starts_with("Echo: lorem ipsum"), "{cut:?}");
+    assert!(cut[0].len() < 200, "cut to about 30 tokens: {cut:?}");
+    assert!(
+        cut[1].starts_with("[… cut: ") && cut[1].ends_with(" tokens shown; ask for less]"),
+        "{cut:?}"
+    );
+    assert_eq!(texts(1), ["Echo: short"]);
 }
