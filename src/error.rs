@@ -58,6 +58,17 @@ pub enum Error {
         /// What it did.
         reason: String,
     },
+    /// An HTTP upstream cannot be reached at all (connection refused, unknown host, TLS
+    /// handshake failed): not a protocol fault, nothing was said.
+    #[error("upstream {upstream:?} is unreachable at {url}: {reason}")]
+    UpstreamUnreachable {
+        /// Server id.
+        upstream: String,
+        /// The URL tried.
+        url: String,
+        /// The operating system's (or TLS's) reason, e.g. `connection refused`.
+        reason: String,
+    },
     /// No upstream has a tool, prompt or resource of that name.
     #[error("unknown {what} {name:?}: it is not in the gateway's catalog (list again to see what exists)")]
     NotFound {
@@ -148,6 +159,34 @@ impl Error {
         }
     }
 
+    /// The [`Error::UpstreamUnreachable`] an error object stands for (the answer a request got
+    /// when its upstream could not be reached), so that it keeps its kind where it is passed on.
+    ///
+    /// ```
+    /// use mcp_budget::error::Error;
+    ///
+    /// let err = Error::UpstreamUnreachable {
+    ///     upstream: "web".into(),
+    ///     url: "http://127.0.0.1:1/mcp".into(),
+    ///     reason: "connection refused".into(),
+    /// };
+    /// let back = Error::unreachable_from(&err.to_error_object());
+    /// assert_eq!(back.map(|e| e.to_string()), Some(err.to_string()));
+    /// ```
+    #[must_use]
+    pub fn unreachable_from(obj: &ErrorObject) -> Option<Self> {
+        if obj.kind().as_deref() != Some(kind::UPSTREAM_UNREACHABLE) {
+            return None;
+        }
+        let data: serde_json::Value = serde_json::from_str(obj.data.as_ref()?.get()).ok()?;
+        let field = |name: &str| data.get(name)?.as_str().map(str::to_owned);
+        Some(Self::UpstreamUnreachable {
+            upstream: field("upstream")?,
+            url: field("url")?,
+            reason: field("reason")?,
+        })
+    }
+
     /// The JSON-RPC error object for this error, with its stable `data.type`.
     #[must_use]
     pub fn to_error_object(&self) -> ErrorObject {
@@ -167,6 +206,15 @@ impl Error {
                 UPSTREAM_ERROR,
                 kind::UPSTREAM_PROTOCOL,
                 Some(json!({ "upstream": upstream })),
+            ),
+            Self::UpstreamUnreachable {
+                upstream,
+                url,
+                reason,
+            } => (
+                UPSTREAM_ERROR,
+                kind::UPSTREAM_UNREACHABLE,
+                Some(json!({ "upstream": upstream, "url": url, "reason": reason })),
             ),
             Self::NotFound { what, name } => {
                 let mut data = json!({ "what": what, "name": name });

@@ -21,6 +21,9 @@ pub const UPSTREAM_UNAVAILABLE: &str = "mcp_budget.upstream.unavailable";
 pub const UPSTREAM_TIMEOUT: &str = "mcp_budget.upstream.timeout";
 /// An upstream broke the protocol: garbage, or a response of the wrong shape (`-32000`).
 pub const UPSTREAM_PROTOCOL: &str = "mcp_budget.upstream.protocol";
+/// An HTTP upstream cannot be reached at all: the connection was refused, the host is unknown
+/// or unreachable, or the TLS handshake failed (`-32000`).
+pub const UPSTREAM_UNREACHABLE: &str = "mcp_budget.upstream.unreachable";
 /// No upstream has a tool, prompt or resource of the name asked for (`-32602`).
 pub const CATALOG_NOT_FOUND: &str = "mcp_budget.catalog.not_found";
 /// A method the gateway does not serve, or one 2026-07-28 removed (`-32601`; HTTP 404 for a
@@ -105,6 +108,7 @@ pub const ALL: &[&str] = &[
     UPSTREAM_UNAVAILABLE,
     UPSTREAM_TIMEOUT,
     UPSTREAM_PROTOCOL,
+    UPSTREAM_UNREACHABLE,
     CATALOG_NOT_FOUND,
     METHOD_NOT_FOUND,
     REQUEST_PARSE,
