@@ -8,8 +8,7 @@
 //!   `${workspaceFolder}` (and asks the user for `${input:…}`, which a gateway cannot: an error
 //!   says what to write instead); Claude Desktop expands nothing.
 //! - `type` is honoured: `stdio`, `http` (also `streamable-http`), `sse` (the 2024-11-05
-//!   transport: imported as its URL with a warning, since servers that still speak it mostly
-//!   answer streamable HTTP on the same URL too); without `type`, `command` or `url` decides.
+//!   HTTP+SSE transport: `transport = "sse"`); without `type`, `command` or `url` decides.
 //! - A name that is not a valid server id (`my.server`, `web search`) is turned into one
 //!   (`my_server`, `web_search`) and reported; names that become equal get `_2`, `_3`, …
 //! - `disabled: true` entries are skipped (reported); keys the gateway does not use
@@ -135,6 +134,15 @@ pub(crate) fn parse_with(
         for key in server.other.keys() {
             warn(format!("`{key}` is not used by mcp-budget (ignored)"));
         }
+        let sse = server
+            .kind
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case("sse"));
+        let http = super::HttpOptions::default().with_transport(if sse {
+            super::HttpTransport::Sse
+        } else {
+            super::HttpTransport::Streamable
+        });
         match entry(server, syntax.as_ref(), env, &mut warn) {
             Ok(transport) => import.specs.push(UpstreamSpec {
                 name: id,
@@ -143,6 +151,7 @@ pub(crate) fn parse_with(
                 volatile: false,
                 protocol: super::UpstreamProtocol::Auto,
                 roots: None,
+                http,
             }),
             Err(message) => problems.push(Problem {
                 path: path.clone(),
@@ -230,13 +239,6 @@ fn entry(
     };
     if server.command.is_some() {
         return Err("give either \"command\" or \"url\", not both".into());
-    }
-    if kind.as_deref() == Some("sse") {
-        warn(
-            "\"type\": \"sse\" is the 2024-11-05 HTTP+SSE transport, which mcp-budget does not speak \
-             yet: the URL is used as streamable HTTP (servers that keep SSE mostly serve both)"
-                .into(),
-        );
     }
     let mut headers = BTreeMap::new();
     for (key, value) in &server.headers {
@@ -432,7 +434,15 @@ mod tests {
         );
         assert_eq!(got.specs.len(), 4);
         assert_eq!(http(&got.specs[1]).0, "http://127.0.0.1:1/sse");
-        assert!(got.warnings[0].message.contains("2024-11-05 HTTP+SSE"));
+        assert_eq!(
+            got.specs[1].http.transport,
+            super::super::HttpTransport::Sse
+        );
+        assert_eq!(
+            got.specs[2].http.transport,
+            super::super::HttpTransport::Streamable
+        );
+        assert!(got.warnings.is_empty(), "{:?}", got.warnings);
         let bad = parse_with(
             r#"{"mcpServers": {"a": {"type": "websocket", "url": "ws://x"}}}"#,
             ".mcp.json",

@@ -24,6 +24,7 @@ pub mod budget;
 pub mod client;
 pub mod discover;
 pub mod expand;
+pub(crate) mod http;
 pub(crate) mod mcp_json;
 mod parse;
 pub mod raw;
@@ -38,6 +39,7 @@ use std::time::Duration;
 
 pub use budget::BudgetPolicy;
 pub use discover::DiscoverPolicy;
+pub use http::{HttpOptions, HttpTransport};
 
 /// Default largest message accepted from a client: 4 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
@@ -199,6 +201,8 @@ pub struct UpstreamSpec {
     /// Roots the gateway answers this upstream's `roots/list` with itself, as MCP `Root`
     /// objects (`{"uri": "file:///...", "name"?: "..."}`); `None` when the policy declares none.
     pub roots: Option<Vec<serde_json::Value>>,
+    /// HTTP transport and TLS files (`url` upstreams only).
+    pub http: HttpOptions,
 }
 
 /// Which protocol era the gateway speaks to an upstream.
@@ -232,6 +236,7 @@ impl UpstreamSpec {
             volatile: false,
             protocol: UpstreamProtocol::Auto,
             roots: None,
+            http: HttpOptions::default(),
         }
     }
 
@@ -248,6 +253,7 @@ impl UpstreamSpec {
             volatile: false,
             protocol: UpstreamProtocol::Auto,
             roots: None,
+            http: HttpOptions::default(),
         }
     }
 
@@ -262,6 +268,13 @@ impl UpstreamSpec {
     #[must_use]
     pub fn with_protocol(mut self, protocol: UpstreamProtocol) -> Self {
         self.protocol = protocol;
+        self
+    }
+
+    /// Sets the HTTP transport and TLS files (`url` upstreams).
+    #[must_use]
+    pub fn with_http(mut self, http: HttpOptions) -> Self {
+        self.http = http;
         self
     }
 

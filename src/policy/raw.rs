@@ -125,6 +125,16 @@ pub struct RawUpstream {
     /// Headers sent to an HTTP server (e.g. `Authorization`).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// HTTP transport of a `url` upstream: `"streamable"` (default; falls back to HTTP+SSE
+    /// when the server refuses the first POST with a 4xx) or `"sse"` (2024-11-05 HTTP+SSE).
+    pub transport: Option<String>,
+    /// PEM file of the CA certificates an HTTPS server's certificate must chain to (replacing
+    /// the built-in roots for this upstream). Default: the built-in (Mozilla) roots.
+    pub ca_file: Option<PathBuf>,
+    /// PEM file of a client certificate for mutual TLS (with `client_key_file`). Default: none.
+    pub client_cert_file: Option<PathBuf>,
+    /// PEM file of the private key of `client_cert_file`. Default: none.
+    pub client_key_file: Option<PathBuf>,
     /// Seconds to wait for an answer to one request. Default: 60.
     pub timeout_secs: Option<u64>,
     /// Tools of this upstream change often (per session); they are listed after the static

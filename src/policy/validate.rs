@@ -191,8 +191,23 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             }
             roots
         });
+        let raw_http = super::http::RawHttp {
+            transport: up.transport,
+            ca_file: up.ca_file,
+            client_cert_file: up.client_cert_file,
+            client_key_file: up.client_key_file,
+        };
+        let http_keys = raw_http.any();
+        let (http_options, http_problems) = raw_http.validate();
         let transport = match (up.command, up.url) {
             (Some(command), None) => {
+                if http_keys {
+                    push(
+                        path("transport"),
+                        line,
+                        "transport, ca_file, client_cert_file and client_key_file apply to url upstreams only".into(),
+                    );
+                }
                 if !up.headers.is_empty() {
                     push(
                         path("headers"),
@@ -242,6 +257,18 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                         );
                     }
                 }
+                for (field, message) in http_problems {
+                    push(path(field), line, message);
+                }
+                if http_options.transport == super::HttpTransport::Sse
+                    && protocol == super::UpstreamProtocol::Modern
+                {
+                    push(
+                        path("transport"),
+                        line,
+                        "the 2024-11-05 HTTP+SSE transport cannot carry protocol 2026-07-28".into(),
+                    );
+                }
                 Transport::Http {
                     url,
                     headers: up.headers,
@@ -271,6 +298,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             volatile: up.volatile,
             protocol,
             roots,
+            http: http_options,
         });
     }
 
