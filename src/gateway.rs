@@ -642,10 +642,7 @@ impl Gateway {
                 .is_some_and(|rest| rest.starts_with(sep.as_str()));
             match u.status() {
                 Status::Ready => None,
-                Status::Down(reason) if owned => Some(Error::UpstreamUnavailable {
-                    upstream: u.name().to_owned(),
-                    reason,
-                }),
+                Status::Down(reason) if owned => Some(u.down_error(reason)),
                 Status::Starting if owned => Some(Error::UpstreamUnavailable {
                     upstream: u.name().to_owned(),
                     reason: "still starting".into(),

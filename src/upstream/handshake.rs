@@ -82,7 +82,7 @@ pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> 
         .params(Some(to_raw(&probe)))
         .before_ready()
         .wait(Some(PROBE_TIMEOUT.max(upstream.spec().timeout)));
-    let outcome = upstream.request(call).await;
+    let outcome = upstream.request(call).await.and_then(reached);
     match outcome {
         Ok(reply) => {
             if let Some(info) = parse_discover(upstream.name(), &reply) {
@@ -113,7 +113,8 @@ pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> 
 async fn discover(upstream: &Upstream) -> Result<ServerInfo, Error> {
     let reply = upstream
         .handshake_request("server/discover", &json!({}))
-        .await?;
+        .await
+        .and_then(reached)?;
     parse_discover(upstream.name(), &reply).ok_or_else(|| Error::UpstreamProtocol {
         upstream: upstream.name().to_owned(),
         reason: format!("server/discover did not offer {MODERN_VERSION}"),
@@ -123,7 +124,8 @@ async fn discover(upstream: &Upstream) -> Result<ServerInfo, Error> {
 async fn initialize(upstream: &Upstream) -> Result<ServerInfo, Error> {
     let reply = upstream
         .handshake_request("initialize", &upstream.initialize_params())
-        .await?;
+        .await
+        .and_then(reached)?;
     // A server that refuses `initialize` for 2026-07-28 (a late answer to the probe may have
     // put its connection in that era) is modern after all.
     let modern_only = reply.error.as_ref().is_some_and(|e| {
@@ -148,6 +150,15 @@ async fn initialize(upstream: &Upstream) -> Result<ServerInfo, Error> {
     let info = parse_initialize(upstream.name(), &reply)?;
     upstream.notify(Message::notification("notifications/initialized", None))?;
     Ok(info)
+}
+
+/// The reply, unless it says that the server could not be reached at all: then that error as
+/// it is (a refused connection is neither a refusal of the method nor a protocol fault).
+fn reached(reply: Message) -> Result<Message, Error> {
+    match reply.error.as_ref().and_then(Error::unreachable_from) {
+        Some(err) => Err(err),
+        None => Ok(reply),
+    }
 }
 
 /// [`ServerInfo`] from a `server/discover` reply, when it speaks 2026-07-28.

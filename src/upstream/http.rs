@@ -9,10 +9,17 @@
 //!
 //! 2026-07-28: no session; each POST carries the mirrored headers (`Mcp-Method`, `Mcp-Name`,
 //! the `Mcp-Param-*` a tool marks), and closing its response stream cancels the request.
+//!
+//! 2024-11-05 HTTP+SSE (`transport = "sse"`, or found when `initialize` is refused): see
+//! `legacy_sse`. `https://` URLs go through rustls (feature `tls`, on in the binary).
 
 mod client;
+mod legacy_sse;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,10 +27,11 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use http::{Method, StatusCode};
 
-use self::client::Client;
+use self::client::{Client, Failure};
 use super::sse::SseDecoder;
 use super::{handshake, Status, Upstream, PROTOCOL_VERSION};
 use crate::context::Outbound;
+use crate::error::{kind, Error};
 use crate::jsonrpc::{Id, Kind, Message};
 use crate::lock::lock;
 
@@ -38,7 +46,10 @@ const LOST: &str = "the connection was lost";
 /// One streamable HTTP session with an upstream.
 #[derive(Debug)]
 pub(crate) struct HttpLink {
-    /// The client for `url`, or why there is none (an invalid or unsupported URL).
+    /// The endpoint, for errors.
+    url: String,
+    /// The client for `url`, or why there is none (an invalid or unsupported URL, a TLS file
+    /// that cannot be used).
     client: Result<Client, String>,
     headers: HeaderMap,
     /// `headers` plus the fixed headers of a POST, built once.
@@ -53,11 +64,22 @@ pub(crate) struct HttpLink {
     /// A message could not reach the server at all (refused, reset) while it was ready: the
     /// connection loop checks whether the server is gone.
     suspect: tokio::sync::Notify,
+    /// Speaks the 2024-11-05 HTTP+SSE transport (policy, or found by the fallback).
+    sse: AtomicBool,
+    /// The open HTTP+SSE session, if any.
+    sse_session: Mutex<Option<legacy_sse::SseSession>>,
+    /// Held while an HTTP+SSE session is opened, so that only one is.
+    sse_open: tokio::sync::Mutex<()>,
 }
 
 impl HttpLink {
-    /// The link to the upstream at `url`, with the policy's `headers` on every request.
-    pub(crate) fn new(url: &str, headers: &BTreeMap<String, String>) -> Arc<Self> {
+    /// The link to the upstream at `url`, with the policy's `headers` on every request and
+    /// its TLS files.
+    pub(crate) fn new(
+        url: &str,
+        headers: &BTreeMap<String, String>,
+        options: &crate::policy::HttpOptions,
+    ) -> Arc<Self> {
         let mut map = HeaderMap::new();
         for (k, v) in headers {
             if let (Ok(k), Ok(v)) = (
@@ -75,7 +97,8 @@ impl HttpLink {
         );
         post_headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         Arc::new(Self {
-            client: Client::new(url),
+            url: url.to_owned(),
+            client: Client::new(url, options),
             headers: map,
             post_headers,
             session: Mutex::new(None),
@@ -84,6 +107,9 @@ impl HttpLink {
             protocol_header: Mutex::new(HeaderValue::from_str(PROTOCOL_VERSION).ok()),
             reinit: tokio::sync::Mutex::new(()),
             suspect: tokio::sync::Notify::new(),
+            sse: AtomicBool::new(options.transport == crate::policy::HttpTransport::Sse),
+            sse_session: Mutex::new(None),
+            sse_open: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -93,6 +119,10 @@ impl HttpLink {
     /// `ping` cannot either. Pending at shutdown.
     pub(crate) async fn serve(&self, upstream: &Upstream) -> String {
         let listen = async {
+            if self.speaks_sse() {
+                // The session lives as long as its stream.
+                return self.sse_ended().await;
+            }
             if !upstream.is_modern() && self.listen(upstream).await {
                 return;
             }
@@ -118,9 +148,10 @@ impl HttpLink {
         let ping = upstream.handshake_request("ping", &params);
         match tokio::time::timeout(RETRY * 2, ping).await {
             Ok(Ok(reply)) => reply.error.as_ref().is_some_and(|e| {
-                e.data
-                    .as_ref()
-                    .is_some_and(|d| d.get().contains("mcp_budget.upstream.unavailable"))
+                matches!(
+                    e.kind().as_deref(),
+                    Some(kind::UPSTREAM_UNAVAILABLE | kind::UPSTREAM_UNREACHABLE)
+                )
             }),
             Ok(Err(_)) | Err(_) => true,
         }
@@ -169,7 +200,7 @@ impl HttpLink {
                             link.suspect.notify_one();
                         }
                         if let Some(id) = request_id {
-                            upstream.fail_request(id, &err.to_string());
+                            upstream.fail_request_with(id, &link.error(&upstream, err));
                         }
                         return;
                     }
@@ -255,6 +286,19 @@ impl HttpLink {
         Ok(())
     }
 
+    /// The error a request that failed with `err` is answered with: a connection that could
+    /// not be made is "unreachable" (with the URL and the reason), anything else "unavailable".
+    fn error(&self, upstream: &Upstream, err: SendError) -> Error {
+        match err {
+            SendError::Unreachable(Failure::Connect(reason)) => Error::UpstreamUnreachable {
+                upstream: upstream.name().to_owned(),
+                url: self.url.clone(),
+                reason,
+            },
+            err => upstream.unavailable(&err.to_string()),
+        }
+    }
+
     async fn reinitialize(&self, upstream: &Upstream) -> Result<(), String> {
         let expired = lock(&self.session).clone();
         let _guard = self.reinit.lock().await;
@@ -333,6 +377,9 @@ impl HttpLink {
         msg: &Message,
         outbound: Option<&Outbound>,
     ) -> Result<(), SendError> {
+        if self.speaks_sse() {
+            return self.send_sse(upstream, msg).await;
+        }
         let client = self
             .client
             .as_ref()
@@ -392,6 +439,9 @@ impl HttpLink {
             return Ok(());
         }
         if !status.is_success() && Message::parse(&bytes).is_err() {
+            if self.falls_back_to_sse(upstream, msg, status, &bytes) {
+                return self.send_sse(upstream, msg).await;
+            }
             return Err(SendError::Other(format!(
                 "HTTP {status}: {}",
                 String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
@@ -454,7 +504,7 @@ fn modern_refusal(msg: &Message, status: StatusCode, bytes: &[u8]) -> Message {
                 crate::jsonrpc::ErrorObject::new(
                     crate::jsonrpc::INVALID_REQUEST,
                     format!("the upstream refused the request: HTTP {status}: {text}"),
-                    "mcp_budget.upstream.protocol",
+                    kind::UPSTREAM_PROTOCOL,
                     None,
                 ),
             )
@@ -475,7 +525,7 @@ enum SendError {
     Expired,
     /// The message did not reach the server (connection refused or reset).
     #[error("{0}")]
-    Unreachable(String),
+    Unreachable(Failure),
     #[error("{0}")]
     Other(String),
 }

@@ -172,6 +172,9 @@ struct Inner {
     /// modern upstream (its `subscriptions/listen` asks for them), and a nudge when they change.
     watched: Mutex<std::collections::BTreeSet<String>>,
     watch_changed: tokio::sync::Notify,
+    /// Why the last connection attempt failed, when the server could not be reached at all
+    /// (cleared once it is ready): calls while it is down say so.
+    unreachable: Mutex<Option<Error>>,
 }
 
 impl Upstream {
@@ -189,6 +192,8 @@ impl Upstream {
         let era = match spec.protocol {
             UpstreamProtocol::Modern => Era::Modern,
             UpstreamProtocol::Legacy => Era::Legacy,
+            // HTTP+SSE servers are 2024-11-05: no `server/discover` probe.
+            _ if spec.http.transport == crate::policy::HttpTransport::Sse => Era::Legacy,
             _ => Era::Unknown,
         };
         let upstream = Self {
@@ -211,14 +216,16 @@ impl Upstream {
                 param_marks: Mutex::new(HashMap::new()),
                 watched: Mutex::new(std::collections::BTreeSet::new()),
                 watch_changed: tokio::sync::Notify::new(),
+                unreachable: Mutex::new(None),
             }),
         };
-        let transport = match &upstream.inner.spec.transport {
-            Transport::Stdio { .. } => supervise::Transport::Stdio,
-            Transport::Http { url, headers } => {
-                supervise::Transport::Http(http::HttpLink::new(url, headers))
-            }
-        };
+        let transport =
+            match &upstream.inner.spec.transport {
+                Transport::Stdio { .. } => supervise::Transport::Stdio,
+                Transport::Http { url, headers } => supervise::Transport::Http(
+                    http::HttpLink::new(url, headers, &upstream.inner.spec.http),
+                ),
+            };
         let task = tokio::spawn(supervise::supervise(upstream.clone(), transport));
         *lock(&upstream.inner.task) = Some(task);
         upstream
@@ -333,7 +340,25 @@ impl Upstream {
         self.send_on(&link, msg, None)
     }
 
-    fn unavailable(&self, reason: &str) -> Error {
+    /// The error for a call while the upstream is down with `reason`:
+    /// [`Error::UpstreamUnreachable`] when its last attempt could not connect at all, else
+    /// [`Error::UpstreamUnavailable`].
+    #[must_use]
+    pub fn down_error(&self, reason: String) -> Error {
+        lock(&self.inner.unreachable)
+            .clone()
+            .unwrap_or(Error::UpstreamUnavailable {
+                upstream: self.name().to_owned(),
+                reason,
+            })
+    }
+
+    /// Notes (or forgets) that the server could not be reached.
+    pub(crate) fn set_unreachable(&self, err: Option<Error>) {
+        *lock(&self.inner.unreachable) = err;
+    }
+
+    pub(crate) fn unavailable(&self, reason: &str) -> Error {
         Error::UpstreamUnavailable {
             upstream: self.name().to_owned(),
             reason: reason.to_owned(),

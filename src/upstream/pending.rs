@@ -86,7 +86,7 @@ impl Upstream {
                     "the request was cancelled by the client: {}",
                     reason.unwrap_or("no reason given")
                 ),
-                "mcp_budget.request.cancelled",
+                crate::error::kind::REQUEST_CANCELLED,
                 None,
             );
             let _ = p.reply.send(Message::error(Id::Number(upstream_id), err));
@@ -127,9 +127,13 @@ impl Upstream {
 
     /// Fails one request in flight with `reason`.
     pub(crate) fn fail_request(&self, id: i64, reason: &str) {
+        self.fail_request_with(id, &self.unavailable(reason));
+    }
+
+    /// Fails one request in flight with `err`.
+    pub(crate) fn fail_request_with(&self, id: i64, err: &Error) {
         let pending = lock(&self.inner.pending).remove(&id);
         if let Some(p) = pending {
-            let err = self.unavailable(reason);
             let _ = p
                 .reply
                 .send(Message::error(Id::Number(id), err.to_error_object()));

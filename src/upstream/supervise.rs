@@ -176,6 +176,7 @@ impl Connection {
             Self::Http(link) => {
                 // A 2025 server gets a new session at the next handshake.
                 link.set_session(None);
+                link.end_sse();
                 reason
             }
         }
@@ -248,8 +249,18 @@ async fn serve(upstream: &Upstream, conn: &Connection, life: &mut Lifecycle) -> 
     let started = tokio::time::Instant::now();
     let info = match handshake(upstream).await {
         Ok(info) => info,
-        Err(err) => return Step::Failed(format!("initialize failed: {err}")),
+        Err(err) => {
+            let unreachable = matches!(err, crate::error::Error::UpstreamUnreachable { .. });
+            upstream.set_unreachable(unreachable.then(|| err.clone()));
+            // Nothing was said, so no handshake failed: the error alone says what to fix.
+            return Step::Failed(if unreachable {
+                err.to_string()
+            } else {
+                format!("initialize failed: {err}")
+            });
+        }
     };
+    upstream.set_unreachable(None);
     tracing::info!(upstream = upstream.name(), protocol = %info.protocol_version, ready_ms = started.elapsed().as_millis(), "Upstream ready");
     conn.handshaken(&info);
     upstream.set_info(info);

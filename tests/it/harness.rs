@@ -87,6 +87,8 @@ pub struct Up {
     env: Vec<(String, String)>,
     inherit_env: bool,
     timeout_secs: u64,
+    /// More `key = value` lines of the table, as written.
+    keys: Vec<String>,
 }
 
 impl Up {
@@ -99,6 +101,7 @@ impl Up {
             env: Vec::new(),
             inherit_env: false,
             timeout_secs: 30,
+            keys: Vec::new(),
         }
     }
 
@@ -111,6 +114,7 @@ impl Up {
             env: Vec::new(),
             inherit_env: false,
             timeout_secs: 30,
+            keys: Vec::new(),
         }
     }
 
@@ -122,6 +126,12 @@ impl Up {
     /// `inherit_env = true`: the child gets the gateway's whole environment.
     pub fn inherit_env(mut self) -> Self {
         self.inherit_env = true;
+        self
+    }
+
+    /// Adds `key = <value as a TOML string>` to the table.
+    pub fn key(mut self, key: &str, value: &str) -> Self {
+        self.keys.push(format!("{key} = {}", q(value)));
         self
     }
 
@@ -179,6 +189,10 @@ impl Up {
         s += &format!("timeout_secs = {}\n", self.timeout_secs);
         if self.inherit_env {
             s += "inherit_env = true\n";
+        }
+        for line in &self.keys {
+            s += line;
+            s += "\n";
         }
         if self.command.is_some() {
             s += "[upstream.env]\n";
@@ -612,7 +626,7 @@ pub fn first_text(resp: &Value) -> &str {
 
 /// Keeps `child`'s (piped) stderr in the returned log, echoed as `[name] line` when `IT_LOG` is
 /// set, and sends what `ready` makes of a line, when it makes something, on the returned channel.
-fn drain_stderr(
+pub fn drain_stderr(
     child: &mut Child,
     name: &'static str,
     ready: fn(&str) -> Option<String>,

@@ -25,4 +25,5 @@ mod modern_http;
 mod offline_live;
 mod routing;
 mod startup;
+mod transports;
 mod wire;

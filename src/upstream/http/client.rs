@@ -1,6 +1,6 @@
 //! The HTTP client of one upstream: hyper's HTTP/1.1 connections, driven by the caller.
 //!
-//! A pooled client (reqwest, hyper-util) runs each connection on a task of its own and hands it
+//! A pooled client (hyper-util's, reqwest) runs each connection on a task of its own and hands it
 //! every request through a channel, and the answer back through another: two task hops per
 //! message, each usually a thread wake-up, which on a loopback call cost several times what the
 //! rest of the gateway does. Here the task that awaits an answer polls the connection itself
@@ -9,7 +9,8 @@
 //! closed while idle is noticed when it is taken out (or, racing, by hyper before anything was
 //! written), and the message goes out on a fresh one.
 //!
-//! HTTPS upstreams (feature `tls`) go through reqwest with rustls.
+//! HTTPS upstreams (feature `tls`, on in the binary) take the same path, with rustls between
+//! the TCP stream and hyper ([`super::tls`]).
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -25,24 +26,37 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::policy::HttpOptions;
+
 /// Idle connections kept per upstream; more are closed when they come back.
 const MAX_IDLE: usize = 64;
 /// Attempts on a pooled connection that turned out to be closed before the message went out.
 const MAX_STALE: usize = 4;
 
-type Connection = http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
+/// The bytes under a connection: TCP, or TLS over it.
+#[cfg(feature = "tls")]
+type Stream = super::tls::Io;
+#[cfg(not(feature = "tls"))]
+type Stream = TcpStream;
+
+type Connection = http1::Connection<TokioIo<Stream>, Full<Bytes>>;
 
 /// A client bound to one upstream URL.
 #[derive(Debug)]
 pub(super) struct Client {
-    inner: Inner,
+    pool: Arc<Pool>,
 }
 
-#[derive(Debug)]
-enum Inner {
-    Plain(Arc<Pool>),
-    #[cfg(feature = "tls")]
-    Tls(reqwest::Client, reqwest::Url),
+/// Why a request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Failure {
+    /// No connection could be made (refused, unknown host, TLS handshake failed): nothing
+    /// reached the server. The reason, as the operating system (or TLS) gave it.
+    #[error("{0}")]
+    Connect(String),
+    /// The request failed on a connection (reset, closed, not HTTP).
+    #[error("request failed: {0}")]
+    Request(String),
 }
 
 /// An answer: status, headers, and a body read with [`Body::chunk`].
@@ -54,47 +68,43 @@ pub(super) struct Response {
 }
 
 /// The body of a [`Response`].
-#[derive(Debug)]
-pub(super) enum Body {
-    Plain(PlainBody),
-    #[cfg(feature = "tls")]
-    Tls(reqwest::Response),
-}
+pub(super) type Body = PlainBody;
 
 impl Client {
-    /// A client for `url` (`http://`, or `https://` with the `tls` feature).
-    pub(super) fn new(url: &str) -> Result<Self, String> {
+    /// A client for `url` (`http://`, or `https://` with the `tls` feature) with the
+    /// upstream's TLS files.
+    pub(super) fn new(url: &str, options: &HttpOptions) -> Result<Self, String> {
         let uri: Uri = url
             .parse()
             .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            #[cfg(feature = "tls")]
-            Some("https") => {
-                let parsed = reqwest::Url::parse(url)
-                    .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
-                return Ok(Self {
-                    inner: Inner::Tls(reqwest::Client::new(), parsed),
-                });
-            }
-            #[cfg(not(feature = "tls"))]
-            Some("https") => {
-                return Err(format!(
-                    "HTTPS upstream {url:?} needs mcp-budget built with the `tls` feature"
-                ))
-            }
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
             _ => return Err(format!("upstream URL {url:?} is not http:// or https://")),
-        }
+        };
         let authority = uri
             .authority()
             .ok_or_else(|| format!("upstream URL {url:?} has no host"))?;
         let host = authority.host();
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
         // Bracketed IPv6 literals connect without them.
         let connect_host = host
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
+        #[cfg(feature = "tls")]
+        let tls = https
+            .then(|| super::tls::Tls::new(&connect_host, options))
+            .transpose()?;
+        #[cfg(not(feature = "tls"))]
+        {
+            let _ = options;
+            if https {
+                return Err(format!(
+                    "HTTPS upstream {url:?} needs mcp-budget built with the `tls` feature"
+                ));
+            }
+        }
         let (userinfo, host_port) = match authority.as_str().rsplit_once('@') {
             Some((userinfo, host_port)) => (Some(userinfo), host_port),
             None => (None, authority.as_str()),
@@ -118,14 +128,16 @@ impl Client {
             .parse()
             .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
         Ok(Self {
-            inner: Inner::Plain(Arc::new(Pool {
+            pool: Arc::new(Pool {
                 host: connect_host,
                 port,
+                #[cfg(feature = "tls")]
+                tls,
                 host_header,
                 basic_auth,
                 target,
                 idle: Mutex::new(Vec::new()),
-            })),
+            }),
         })
     }
 
@@ -135,42 +147,27 @@ impl Client {
         method: Method,
         headers: HeaderMap,
         body: Bytes,
-    ) -> Result<Response, String> {
-        match &self.inner {
-            Inner::Plain(pool) => send_plain(pool, method, headers, body).await,
-            #[cfg(feature = "tls")]
-            Inner::Tls(client, url) => {
-                let mut req = reqwest::Request::new(method, url.clone());
-                *req.headers_mut() = headers;
-                if !body.is_empty() {
-                    *req.body_mut() = Some(body.into());
-                }
-                let resp = client
-                    .execute(req)
-                    .await
-                    .map_err(|e| format!("request failed: {e}"))?;
-                Ok(Response {
-                    status: resp.status(),
-                    headers: resp.headers().clone(),
-                    body: Body::Tls(resp),
-                })
-            }
-        }
+    ) -> Result<Response, Failure> {
+        send_plain(&self.pool, &self.pool.target, method, headers, body).await
+    }
+
+    /// Sends one request to another path (and query) of the same server: the endpoint the
+    /// 2024-11-05 HTTP+SSE transport names.
+    pub(super) async fn send_to(
+        &self,
+        target: &Uri,
+        method: Method,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response, Failure> {
+        send_plain(&self.pool, target, method, headers, body).await
     }
 }
 
-impl Body {
+impl PlainBody {
     /// The next piece of the body; `None` at its end.
     pub(super) async fn chunk(&mut self) -> Option<Result<Bytes, String>> {
-        match self {
-            Self::Plain(body) => poll_fn(|cx| body.poll_chunk(cx)).await,
-            #[cfg(feature = "tls")]
-            Self::Tls(resp) => resp
-                .chunk()
-                .await
-                .transpose()
-                .map(|r| r.map_err(|e| e.to_string())),
-        }
+        poll_fn(|cx| self.poll_chunk(cx)).await
     }
 
     /// The whole body.
@@ -201,6 +198,9 @@ impl Body {
 struct Pool {
     host: String,
     port: u16,
+    /// `Some` for `https://`.
+    #[cfg(feature = "tls")]
+    tls: Option<super::tls::Tls>,
     host_header: HeaderValue,
     /// `Authorization` from the URL's `user:password@`, if any.
     basic_auth: Option<HeaderValue>,
@@ -232,20 +232,22 @@ impl Pool {
         }
     }
 
-    async fn connect(&self) -> Result<Conn, String> {
+    async fn connect(&self) -> Result<Conn, Failure> {
         let tcp = TcpStream::connect((self.host.as_str(), self.port))
             .await
-            .map_err(|e| {
-                format!(
-                    "request failed: connect to {}:{}: {e}",
-                    self.host, self.port
-                )
-            })?;
+            .map_err(|e| Failure::Connect(os_reason(&e)))?;
         // Messages are single small writes: do not let them wait for ACKs.
         let _ = tcp.set_nodelay(true);
-        let (sender, conn) = http1::handshake(TokioIo::new(tcp))
+        #[cfg(feature = "tls")]
+        let stream = match &self.tls {
+            Some(tls) => Stream::Tls(Box::new(tls.connect(tcp).await.map_err(Failure::Connect)?)),
+            None => Stream::Plain(tcp),
+        };
+        #[cfg(not(feature = "tls"))]
+        let stream = tcp;
+        let (sender, conn) = http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| format!("request failed: {e}"))?;
+            .map_err(|e| Failure::Request(e.to_string()))?;
         Ok(Conn {
             sender,
             conn: Some(Box::pin(conn)),
@@ -288,10 +290,11 @@ impl Conn {
 
 async fn send_plain(
     pool: &Arc<Pool>,
+    target: &Uri,
     method: Method,
     mut headers: HeaderMap,
     body: Bytes,
-) -> Result<Response, String> {
+) -> Result<Response, Failure> {
     if !headers.contains_key(HOST) {
         headers.insert(HOST, pool.host_header.clone());
     }
@@ -302,7 +305,7 @@ async fn send_plain(
     }
     let mut req = Request::new(Full::new(body));
     *req.method_mut() = method;
-    *req.uri_mut() = pool.target.clone();
+    *req.uri_mut() = target.clone();
     *req.headers_mut() = headers;
     let mut stale = 0;
     loop {
@@ -322,7 +325,7 @@ async fn send_plain(
                 stale += 1;
                 continue;
             }
-            return Err(format!("request failed: {err}"));
+            return Err(Failure::Request(err.to_string()));
         }
         let mut sent = std::pin::pin!(conn.sender.try_send_request(req));
         let head = poll_fn(|cx| {
@@ -336,11 +339,11 @@ async fn send_plain(
                 return Ok(Response {
                     status: parts.status,
                     headers: parts.headers,
-                    body: Body::Plain(PlainBody {
+                    body: PlainBody {
                         incoming,
                         conn: Some(conn),
                         pool: pool.clone(),
-                    }),
+                    },
                 });
             }
             Err(mut err) => match err.take_message() {
@@ -349,10 +352,19 @@ async fn send_plain(
                     stale += 1;
                     req = unsent;
                 }
-                _ => return Err(format!("request failed: {}", err.error())),
+                _ => return Err(Failure::Request(err.error().to_string())),
             },
         }
     }
+}
+
+/// An I/O error as a person reads it: `connection refused (os error 111)`.
+fn os_reason(err: &std::io::Error) -> String {
+    let text = err.to_string();
+    let mut chars = text.chars();
+    chars.next().map_or(text.clone(), |first| {
+        first.to_lowercase().chain(chars).collect()
+    })
 }
 
 /// `%XX` escapes decoded (a URL's `user:password`).
@@ -489,7 +501,7 @@ mod tests {
     }
 
     async fn three_calls(url: &str) {
-        let client = Client::new(url).unwrap();
+        let client = Client::new(url, &HttpOptions::default()).unwrap();
         for _ in 0..3 {
             let mut resp = client
                 .send(Method::POST, HeaderMap::new(), Bytes::from_static(b"{}"))
@@ -517,12 +529,10 @@ mod tests {
     }
 
     #[test]
-    #[allow(irrefutable_let_patterns)] // Without `tls` there is one kind of client.
     fn credentials_in_the_url_become_basic_authorization() {
-        let client = Client::new("http://me:p%40ss@127.0.0.1:1/mcp").unwrap();
-        let Inner::Plain(pool) = &client.inner else {
-            panic!("plain HTTP")
-        };
+        let client =
+            Client::new("http://me:p%40ss@127.0.0.1:1/mcp", &HttpOptions::default()).unwrap();
+        let pool = &client.pool;
         assert_eq!(pool.host_header, "127.0.0.1:1");
         // base64("me:p@ss")
         assert_eq!(pool.basic_auth.as_ref().unwrap(), "Basic bWU6cEBzcw==");
@@ -531,11 +541,49 @@ mod tests {
 
     #[test]
     fn urls_without_a_client() {
-        assert!(Client::new("ftp://x/mcp").is_err());
-        assert!(Client::new("not a url").is_err());
+        let none = HttpOptions::default();
+        assert!(Client::new("ftp://x/mcp", &none).is_err());
+        assert!(Client::new("not a url", &none).is_err());
         #[cfg(not(feature = "tls"))]
-        assert!(Client::new("https://example.com/mcp")
+        assert!(Client::new("https://example.com/mcp", &none)
             .unwrap_err()
             .contains("tls"));
+        #[cfg(feature = "tls")]
+        {
+            assert_eq!(
+                Client::new("https://example.com/mcp", &none)
+                    .unwrap()
+                    .pool
+                    .port,
+                443
+            );
+            let missing = none.with_ca_file("/nonexistent/ca.pem");
+            let err = Client::new("https://example.com/mcp", &missing).unwrap_err();
+            assert!(
+                err.starts_with("ca_file: cannot read /nonexistent/ca.pem"),
+                "{err}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_a_connect_failure_with_the_os_reason() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let client = Client::new(
+            &format!("http://127.0.0.1:{port}/mcp"),
+            &HttpOptions::default(),
+        )
+        .unwrap();
+        let err = client
+            .send(Method::POST, HeaderMap::new(), Bytes::new())
+            .await
+            .unwrap_err();
+        let Failure::Connect(reason) = err else {
+            panic!("{err:?}")
+        };
+        assert!(reason.starts_with("connection refused"), "{reason}");
     }
 }
