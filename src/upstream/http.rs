@@ -66,6 +66,8 @@ pub(crate) struct HttpLink {
     suspect: tokio::sync::Notify,
     /// Speaks the 2024-11-05 HTTP+SSE transport (policy, or found by the fallback).
     sse: AtomicBool,
+    /// The fallback to HTTP+SSE was logged.
+    sse_logged: AtomicBool,
     /// The open HTTP+SSE session, if any.
     sse_session: Mutex<Option<legacy_sse::SseSession>>,
     /// Held while an HTTP+SSE session is opened, so that only one is.
@@ -108,6 +110,7 @@ impl HttpLink {
             reinit: tokio::sync::Mutex::new(()),
             suspect: tokio::sync::Notify::new(),
             sse: AtomicBool::new(options.transport == crate::policy::HttpTransport::Sse),
+            sse_logged: AtomicBool::new(false),
             sse_session: Mutex::new(None),
             sse_open: tokio::sync::Mutex::new(()),
         })
@@ -440,7 +443,7 @@ impl HttpLink {
         }
         if !status.is_success() && Message::parse(&bytes).is_err() {
             if self.falls_back_to_sse(upstream, msg, status, &bytes) {
-                return self.send_sse(upstream, msg).await;
+                return self.try_sse(upstream, msg, status).await;
             }
             return Err(SendError::Other(format!(
                 "HTTP {status}: {}",

@@ -44,9 +44,10 @@ impl HttpLink {
         self.sse.load(Ordering::Relaxed)
     }
 
-    /// Whether the answer to a streamable POST of `msg` says the URL is an HTTP+SSE endpoint
-    /// (the spec's backwards-compatibility test): `initialize` refused with a 4xx whose body is
-    /// no JSON-RPC message. Switches the link to HTTP+SSE, and says so once.
+    /// Whether the answer to a streamable POST of `msg` says the URL may be an HTTP+SSE
+    /// endpoint (the spec's backwards-compatibility test): `initialize` refused with 400, 404
+    /// or 405 and a body that is no JSON-RPC message (401, 403 and the like are about
+    /// credentials, not the transport). Switches the link to HTTP+SSE, and says so once.
     pub(super) fn falls_back_to_sse(
         &self,
         upstream: &Upstream,
@@ -54,13 +55,33 @@ impl HttpLink {
         status: StatusCode,
         body: &[u8],
     ) -> bool {
-        let refused = msg.method() == Some("initialize")
-            && status.is_client_error()
-            && Message::parse(body).is_err();
-        if refused && !self.sse.swap(true, Ordering::Relaxed) {
+        if !refuses_streamable(msg.method(), status, body) {
+            return false;
+        }
+        self.sse.store(true, Ordering::Relaxed);
+        if !self.sse_logged.swap(true, Ordering::Relaxed) {
             tracing::warn!(upstream = upstream.name(), %status, "Upstream refused streamable HTTP; speaking the 2024-11-05 HTTP+SSE transport (set transport = \"sse\" to skip the attempt)");
         }
-        refused
+        true
+    }
+
+    /// Sends `msg` over HTTP+SSE after the streamable POST got `status`; when the URL has no
+    /// event stream either, the link goes back to streamable HTTP and the error says both.
+    pub(super) async fn try_sse(
+        &self,
+        upstream: &Upstream,
+        msg: &Message,
+        status: StatusCode,
+    ) -> Result<(), SendError> {
+        match self.send_sse(upstream, msg).await {
+            Err(SendError::Other(err)) => {
+                self.sse.store(false, Ordering::Relaxed);
+                Err(SendError::Other(format!(
+                    "HTTP {status} to the initialize POST, and no HTTP+SSE transport either ({err})"
+                )))
+            }
+            outcome => outcome,
+        }
     }
 
     /// POSTs `msg` to the session's endpoint (opening the session first when there is none);
@@ -208,6 +229,17 @@ async fn read_stream(
     ended.cancel();
 }
 
+/// Whether `status` and `body` answering a POST of `method` refuse streamable HTTP itself (see
+/// [`HttpLink::falls_back_to_sse`]).
+fn refuses_streamable(method: Option<&str>, status: StatusCode, body: &[u8]) -> bool {
+    method == Some("initialize")
+        && matches!(
+            status,
+            StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+        )
+        && Message::parse(body).is_err()
+}
+
 /// The request target (path and query) that the `endpoint` event names, resolved against the
 /// stream's URL `base`: an absolute path, a path relative to the URL's directory, or a full
 /// URL, which must be on the same server (the policy's headers, credentials among them, go
@@ -242,6 +274,32 @@ fn resolve_endpoint(base: &str, endpoint: &str) -> Result<Uri, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_refused_initialize_page_means_http_sse() {
+        let page = b"Method Not Allowed";
+        let init = Some("initialize");
+        assert!(refuses_streamable(
+            init,
+            StatusCode::METHOD_NOT_ALLOWED,
+            page
+        ));
+        assert!(refuses_streamable(
+            init,
+            StatusCode::NOT_FOUND,
+            b"<html>404</html>"
+        ));
+        // Credentials, not the transport.
+        assert!(!refuses_streamable(init, StatusCode::UNAUTHORIZED, page));
+        // A JSON-RPC answer is the streamable server speaking.
+        let answer = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"bad"}}"#;
+        assert!(!refuses_streamable(init, StatusCode::BAD_REQUEST, answer));
+        assert!(!refuses_streamable(
+            Some("tools/list"),
+            StatusCode::NOT_FOUND,
+            page
+        ));
+    }
 
     #[test]
     fn endpoints_resolve_against_the_stream_url() {
