@@ -4,3 +4,4 @@
 pub mod bridge;
 pub mod modern;
 pub mod params;
+pub mod view;

@@ -28,7 +28,7 @@ pub const MODERN_VERSIONS: &[&str] = &[MODERN_VERSION];
 /// `_meta` key of the request's protocol version.
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// [`META_PROTOCOL_VERSION`] as encoders that escape `/` write it.
-const META_PROTOCOL_VERSION_ESCAPED: &str = r"io.modelcontextprotocol\/protocolVersion";
+pub(crate) const META_PROTOCOL_VERSION_ESCAPED: &str = r"io.modelcontextprotocol\/protocolVersion";
 /// `_meta` key of the client's capabilities.
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key of the client's info.
@@ -85,7 +85,14 @@ pub fn request_meta(msg: &Message) -> Option<RequestMeta> {
         return None;
     }
     let params: Value = serde_json::from_str(text).ok()?;
-    let meta = params.get("_meta")?.as_object()?;
+    meta_of(params.get("_meta")?)
+}
+
+/// The modern fields of a request's `_meta` (already parsed), or `None` when it names no
+/// protocol version. [`request_meta`] without the test of the params' text.
+#[must_use]
+pub fn meta_of(meta: &Value) -> Option<RequestMeta> {
+    let meta = meta.as_object()?;
     Some(RequestMeta {
         protocol_version: meta.get(META_PROTOCOL_VERSION)?.as_str()?.to_owned(),
         client_capabilities: meta
@@ -103,6 +110,15 @@ pub fn request_meta(msg: &Message) -> Option<RequestMeta> {
 /// # Errors
 /// The `-32602` error naming what is missing.
 pub fn check_envelope(msg: &Message) -> Result<(), ErrorObject> {
+    let params: Value = msg.params_as().unwrap_or(Value::Null);
+    check_meta_envelope(params.get("_meta"))
+}
+
+/// [`check_envelope`] of a request's `_meta` (already parsed; `None` when there is none).
+///
+/// # Errors
+/// The `-32602` error naming what is missing.
+pub fn check_meta_envelope(meta: Option<&Value>) -> Result<(), ErrorObject> {
     let invalid = |message: String| {
         Err(ErrorObject::new(
             INVALID_PARAMS,
@@ -111,8 +127,7 @@ pub fn check_envelope(msg: &Message) -> Result<(), ErrorObject> {
             None,
         ))
     };
-    let params: Value = msg.params_as().unwrap_or(Value::Null);
-    let Some(meta) = params.get("_meta").and_then(Value::as_object) else {
+    let Some(meta) = meta.and_then(Value::as_object) else {
         return invalid(format!(
             "params._meta must be an object carrying {META_PROTOCOL_VERSION:?} and \
              {META_CLIENT_CAPABILITIES:?}"
@@ -253,6 +268,23 @@ pub fn check_headers(
     meta: &RequestMeta,
     headers: MirroredHeaders<'_>,
 ) -> Result<(), ErrorObject> {
+    let params: Value = msg.params_as().unwrap_or(Value::Null);
+    let method = msg.method().unwrap_or_default();
+    let target = target_name(method, &params);
+    check_mirrored(method, target.as_deref(), meta, headers)
+}
+
+/// [`check_headers`] of a request already read: its `method` and the `target` of a
+/// name-bearing method ([`target_name`]).
+///
+/// # Errors
+/// The `-32020` error object naming what is missing or differs.
+pub fn check_mirrored(
+    method: &str,
+    target: Option<&str>,
+    meta: &RequestMeta,
+    headers: MirroredHeaders<'_>,
+) -> Result<(), ErrorObject> {
     match headers.protocol_version {
         None => return Err(header_mismatch("missing MCP-Protocol-Version header")),
         Some(v) if v != meta.protocol_version => {
@@ -263,7 +295,6 @@ pub fn check_headers(
         }
         Some(_) => {}
     }
-    let method = msg.method().unwrap_or_default();
     match headers.method {
         None => return Err(header_mismatch("missing Mcp-Method header")),
         Some(h) if h != method => {
@@ -273,8 +304,7 @@ pub fn check_headers(
         }
         Some(_) => {}
     }
-    let params: Value = msg.params_as().unwrap_or(Value::Null);
-    if let Some(target) = target_name(method, &params) {
+    if let Some(target) = target {
         let Some(raw) = headers.name else {
             return Err(header_mismatch(format!(
                 "missing Mcp-Name header (the body names {target:?})"
