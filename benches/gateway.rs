@@ -17,10 +17,10 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 fn request(caller: &Caller, method: &str) -> McpRequest {
-    McpRequest {
-        message: Message::request(Id::Number(1), method, None),
-        caller: caller.clone(),
-    }
+    McpRequest::new(
+        Message::request(Id::Number(1), method, None),
+        caller.clone(),
+    )
 }
 
 fn bench(c: &mut Criterion) {
@@ -50,10 +50,7 @@ fn bench(c: &mut Criterion) {
                 "clientInfo": {"name": "bench", "version": "0"}
             }))),
         );
-        let req = McpRequest {
-            message: init,
-            caller: caller.clone(),
-        };
+        let req = McpRequest::new(init, caller.clone());
         let _ = service.clone().oneshot(req).await;
     });
 

@@ -10,19 +10,58 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::jsonrpc::Message;
+use crate::mcp::view::RequestView;
 
 /// The future every message service of the stack returns (boxed where a layer rewrites).
 pub type McpFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<Option<Message>, std::convert::Infallible>> + Send>,
 >;
 
-/// A message from a client, with its caller.
+/// A message from a client, with its caller and its [`RequestView`] (read once, where it was
+/// decoded; layers read the view instead of parsing the params again).
 #[derive(Debug, Clone)]
 pub struct McpRequest {
     /// The decoded message (request, notification, or a response to a server→client request).
     pub message: Message,
     /// Who sent it.
     pub caller: Caller,
+    /// What the stack reads of `message` (shared: cloning a request stays cheap). Whoever
+    /// changes `message` builds a new one ([`McpRequest::with_params`]).
+    pub view: Arc<RequestView>,
+}
+
+impl McpRequest {
+    /// `message` from `caller`, with its view ([`RequestView::of`]: the era its `_meta` says).
+    #[must_use]
+    pub fn new(message: Message, caller: Caller) -> Self {
+        let view = Arc::new(RequestView::of(&message));
+        Self::with_view(message, caller, view)
+    }
+
+    /// `message` from `caller`, with a view the transport made of it (say
+    /// [`RequestView::of_modern`]).
+    #[must_use]
+    pub fn with_view(message: Message, caller: Caller, view: Arc<RequestView>) -> Self {
+        Self {
+            message,
+            caller,
+            view,
+        }
+    }
+
+    /// The request with `params` instead of its own, and the view of that (same era rules):
+    /// what a layer that rewrites a request sends down.
+    #[must_use]
+    pub fn with_params(self, params: Box<serde_json::value::RawValue>) -> Self {
+        let Self {
+            mut message,
+            caller,
+            view,
+        } = self;
+        message.params = Some(params);
+        let view = Arc::new(view.rebuilt(&message));
+        Self::with_view(message, caller, view)
+    }
 }
 
 /// The sending side of a client connection: messages to the client outside responses, tagged

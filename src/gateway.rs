@@ -421,7 +421,9 @@ impl Gateway {
     }
 
     async fn handle(&self, req: McpRequest) -> Option<Message> {
-        let McpRequest { message, caller } = req;
+        let McpRequest {
+            message, caller, ..
+        } = req;
         match message.kind() {
             Kind::Request => {
                 let id = message.id.clone().unwrap_or(Id::Null);

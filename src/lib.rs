@@ -58,6 +58,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
+mod gateway_sessions;
 pub mod identity;
 pub mod jsonrpc;
 pub mod layer;

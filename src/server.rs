@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Catalog;
-use crate::downstream::{http, stdio};
+use crate::downstream::{http, stdio, Endpoint};
 use crate::gateway::{Gateway, UpstreamSummary};
 use crate::layer::budget::{BudgetLayer, PlanSummary};
 use crate::policy::{Policy, Problem};
@@ -229,15 +229,21 @@ impl Server {
         self.service.clone()
     }
 
+    /// What the downstreams serve: the stack, the gateway's session registry and its
+    /// published catalog (for a transport of one's own, or [`http::router`] mounted by hand).
+    #[must_use]
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint::new(
+            self.service(),
+            Arc::new(self.gateway.clone()),
+            self.gateway.catalog(),
+        )
+    }
+
     /// The MCP endpoint at `path` (say [`MCP_PATH`]), with the policy's `[downstream]`
     /// settings, to merge into a router of one's own.
     pub fn router(&self, path: &str) -> Router {
-        http::router_at(
-            path,
-            self.service(),
-            self.gateway.clone(),
-            (&self.policy.downstream).into(),
-        )
+        http::router_at(path, self.endpoint(), (&self.policy.downstream).into())
     }
 
     /// Serves MCP on `listener` and on the one [`Server::start_listening`] bound (at
@@ -257,12 +263,11 @@ impl Server {
             ));
         }
         if let Some(Stdio { input, output }) = stdio {
-            let gateway = self.gateway.clone();
-            let service = self.service();
+            let endpoint = self.endpoint();
             let config = (&self.policy.downstream).into();
             let stop = self.shutdown.clone();
             tasks.spawn(async move {
-                stdio::serve(service, &gateway, input, output, config).await;
+                stdio::serve(endpoint, input, output, config).await;
                 if !stop.is_cancelled() {
                     tracing::info!("Input closed; shutting down");
                 }

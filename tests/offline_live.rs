@@ -115,10 +115,10 @@ fn served(policy: &Policy, upstreams: &[(String, Vec<Value>)]) -> String {
     let inner = tower::service_fn(|_: McpRequest| async { Ok(None) });
     let mut service = BudgetLayer::fixed(catalog, policy).layer(inner);
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    let request = McpRequest {
-        message: Message::request(Id::Number(1), "tools/list", None),
-        caller: Caller::new(Arc::new(Session::new("offline-live", tx))),
-    };
+    let request = McpRequest::new(
+        Message::request(Id::Number(1), "tools/list", None),
+        Caller::new(Arc::new(Session::new("offline-live", tx))),
+    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

@@ -1,4 +1,53 @@
 //! How hosts reach the gateway: stdio and streamable HTTP, both at once if asked.
+//!
+//! A downstream talks only to what it serves, an [`Endpoint`]: the stack for every message,
+//! a [`Sessions`] handle for when a session starts and ends, and the published catalog for the
+//! one check a transport makes against it (HTTP's `Mcp-Param-*` headers).
 
 pub mod http;
 pub mod stdio;
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::catalog::Catalog;
+use crate::context::Session;
+use crate::stack::McpService;
+
+/// Told when a downstream session starts and ends, beside its messages: the aggregator keeps
+/// its session registry (broadcasts, resource subscriptions) with it.
+pub trait Sessions: std::fmt::Debug + Send + Sync + 'static {
+    /// `session` started without an `initialize` through the stack (the stdio client's one
+    /// session); it gets broadcasts from now on.
+    fn opened(&self, session: &Arc<Session>);
+    /// Session `id` ended (stdio input closed, HTTP `DELETE` or idle expiry).
+    fn ended(&self, id: &str);
+}
+
+/// What a downstream serves.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The stack every message goes through.
+    pub service: McpService,
+    /// Where session starts and ends are told.
+    pub sessions: Arc<dyn Sessions>,
+    /// The catalog as published (each new snapshot when an upstream's lists change).
+    pub catalog: watch::Receiver<Arc<Catalog>>,
+}
+
+impl Endpoint {
+    /// An endpoint serving `service`, telling `sessions`, reading `catalog`.
+    #[must_use]
+    pub fn new(
+        service: McpService,
+        sessions: Arc<dyn Sessions>,
+        catalog: watch::Receiver<Arc<Catalog>>,
+    ) -> Self {
+        Self {
+            service,
+            sessions,
+            catalog,
+        }
+    }
+}

@@ -36,14 +36,14 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
+use super::Endpoint;
 use crate::context::{Caller, McpRequest, Session};
 use crate::error::Error;
-use crate::gateway::Gateway;
 use crate::jsonrpc::{Id, IdScanner, Kind, Message};
+use crate::lock::lock;
 use crate::policy::{
     Downstream, DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES,
 };
-use crate::stack::McpService;
 
 /// How long answers in flight may take once the client closed its input.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -84,23 +84,21 @@ impl From<&Downstream> for StdioConfig {
 }
 
 /// Serves one client on `input`/`output` until the input closes.
-pub async fn serve<R, W>(
-    service: McpService,
-    gateway: &Gateway,
-    input: R,
-    output: W,
-    config: StdioConfig,
-) where
+pub async fn serve<R, W>(endpoint: Endpoint, input: R, output: W, config: StdioConfig)
+where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let Endpoint {
+        service, sessions, ..
+    } = endpoint;
     let max_message_bytes = config.max_message_bytes;
     let limit = config.max_outbound_messages.max(1);
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let backlog = Arc::new(Backlog::new(limit));
     let writer = tokio::spawn(write_out(rx, output, backlog.clone()));
     let session = Arc::new(Session::new("stdio", tx.clone()));
-    gateway.register_session(&session);
+    sessions.opened(&session);
     let mut reader = BufReader::new(input);
     let mut tasks = JoinSet::new();
     // Requests in flight → whether the client cancelled them.
@@ -154,10 +152,7 @@ pub async fn serve<R, W>(
                     }
                 }
                 let inflight = inflight.clone();
-                let request = McpRequest {
-                    message,
-                    caller: Caller::new(session.clone()),
-                };
+                let request = McpRequest::new(message, Caller::new(session.clone()));
                 let service = service.clone();
                 let tx = tx.clone();
                 tasks.spawn(async move {
@@ -186,7 +181,7 @@ pub async fn serve<R, W>(
         while tasks.try_join_next().is_some() {}
     }
     let _ = tokio::time::timeout(DRAIN, async { while tasks.join_next().await.is_some() {} }).await;
-    gateway.remove_session(&session.id);
+    sessions.ended(&session.id);
     drop(tx);
     drop(session);
     // Flush what is queued; senders still held by upstream calls in flight must not keep the
@@ -375,11 +370,6 @@ where
     outbox.pending.clear();
     outbox.publish();
     outbox.report_dropped();
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Single inserts and removes: a poisoned map is still consistent.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The request a `notifications/cancelled` names (its id as sent, so `1.0` cancels `1.0`).
@@ -585,11 +575,12 @@ mod tests {
     /// A client writes `n` pings and reads nothing until its writes stall; then it reads.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_does_not_read_is_not_read_and_loses_no_answer() {
-        let gateway = Gateway::start(
+        let gateway = crate::gateway::Gateway::start(
             crate::policy::Policy::default(),
             tokio_util::sync::CancellationToken::new(),
         );
         let service = crate::stack::build(gateway.clone());
+        let endpoint = Endpoint::new(service, Arc::new(gateway.clone()), gateway.catalog());
         let (mut client_in, gateway_in) = tokio::io::duplex(4096);
         let (gateway_out, mut client_out) = tokio::io::duplex(4096);
         let config = StdioConfig {
@@ -597,7 +588,7 @@ mod tests {
             ..StdioConfig::default()
         };
         let server = tokio::spawn(async move {
-            serve(service, &gateway, gateway_in, gateway_out, config).await;
+            serve(endpoint, gateway_in, gateway_out, config).await;
         });
         let n = 5_000;
         let sent = Arc::new(AtomicUsize::new(0));

@@ -266,8 +266,8 @@ impl State {
 
     /// Promotes a deferred tool for a session and tells the session its list changed. Not for
     /// a 2026-07-28 request, whose session ends with it (the next list is another session's).
-    fn promote(&self, session: &Arc<Session>, exposed: &str) {
-        if session.is_modern() {
+    fn promote(&self, session: &Arc<Session>, modern: bool, exposed: &str) {
+        if modern {
             return;
         }
         let mut promoted = self
@@ -524,7 +524,7 @@ where
                 })
             }
             Some("tools/call") => {
-                let Some(rewritten) = self.meta_call(&req.message, &req.caller.session) else {
+                let Some(rewritten) = self.meta_call(&req) else {
                     let limit = self.result_budget(req.message.params.as_deref());
                     return self.limited(limit, Box::pin(inner.call(req)));
                 };
@@ -533,14 +533,10 @@ where
                         let reply = Message::response_value(id, &result);
                         Box::pin(async move { Ok(Some(reply)) })
                     }
+                    // The real call, with its own view, as if the client had sent it.
                     Outcome::Forward(params) => {
-                        let McpRequest {
-                            mut message,
-                            caller,
-                        } = req;
                         let limit = self.result_budget(Some(&params));
-                        message.params = Some(params);
-                        self.limited(limit, Box::pin(inner.call(McpRequest { message, caller })))
+                        self.limited(limit, Box::pin(inner.call(req.with_params(params))))
                     }
                 }
             }
@@ -583,36 +579,38 @@ enum Outcome {
     Forward(Box<RawValue>),
 }
 
+/// A `tools/call` of a meta-tool, as the request's view gives it.
+struct MetaRequest<'a> {
+    name: &'a str,
+    /// `null` when absent.
+    arguments: Value,
+    meta: Option<Value>,
+}
+
 impl<S> Budget<S> {
     /// `Some` when the call is of a meta-tool: its answer, or the real call to forward.
-    fn meta_call(&self, message: &Message, session: &Arc<Session>) -> Option<Outcome> {
-        #[derive(serde::Deserialize)]
-        struct Call {
-            name: String,
-            #[serde(default)]
-            arguments: Value,
-            #[serde(rename = "_meta")]
-            meta: Option<Value>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Name<'a> {
-            #[serde(borrow)]
-            name: std::borrow::Cow<'a, str>,
-        }
+    fn meta_call(&self, req: &McpRequest) -> Option<Outcome> {
         let names = &self.state.discover.names;
         let is_meta =
             |name: &str| name == names.search || name == names.schema || name == names.invoke;
         // Most calls are of real tools: their name alone says so, without building the
         // arguments as a `Value`.
-        let name: Name<'_> = message.params_as().ok()?;
-        if !is_meta(&name.name) {
-            self.state.count_call(&name.name);
+        let name = req.view.typed_name()?;
+        if !is_meta(name) {
+            self.state.count_call(name);
             return None;
         }
-        let call: Call = message.params_as().ok()?;
+        let call = MetaRequest {
+            name,
+            arguments: req.view.arguments_value(&req.message),
+            meta: req
+                .view
+                .meta(&req.message)
+                .and_then(|text| serde_json::from_str::<Option<Value>>(text).ok().flatten()),
+        };
         let planned = self.state.planned();
         let discovery = planned.discovery.as_ref()?;
-        let outcome = discovery.call(&call.name, &call.arguments)?;
+        let outcome = discovery.call(call.name, &call.arguments)?;
         if self.state.discover.promote_on_use {
             let inspected = matches!(&outcome, MetaCall::Result(r) if call.name == names.schema && r.get("isError").is_none());
             let used = matches!(&outcome, MetaCall::Invoke { .. });
@@ -620,7 +618,8 @@ impl<S> Budget<S> {
             if let (true, Some((i, _))) = (inspected || used, name.and_then(|n| discovery.find(n)))
             {
                 if let Some(exposed) = discovery.exposed_name(i) {
-                    self.state.promote(session, exposed);
+                    self.state
+                        .promote(&req.caller.session, req.view.is_modern(), exposed);
                 }
             }
         }
@@ -661,10 +660,10 @@ mod tests {
 
     pub(super) fn request(id: i64, method: &str, params: &Value) -> McpRequest {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        McpRequest {
-            message: Message::request(Id::Number(id), method, Some(to_raw(params))),
-            caller: Caller::new(Arc::new(Session::new("t", tx))),
-        }
+        McpRequest::new(
+            Message::request(Id::Number(id), method, Some(to_raw(params))),
+            Caller::new(Arc::new(Session::new("t", tx))),
+        )
     }
 
     /// The inner service echoes the tools/call it receives.
@@ -678,6 +677,8 @@ mod tests {
            + 'static {
         tower::service_fn(|req: McpRequest| async move {
             let params: Value = req.message.params_as().unwrap();
+            // What comes down is read as what it is (a rewritten call has a new view).
+            assert_eq!(req.view.name(), params.get("name").and_then(Value::as_str));
             let id = req.message.id.clone().unwrap();
             Ok(Some(Message::response_value(
                 id,
@@ -776,9 +777,11 @@ mod tests {
         let mut svc = layer.layer(echo());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let session = Arc::new(Session::new("promoting", tx));
-        let call = |id, method: &str, params: &Value| McpRequest {
-            message: Message::request(Id::Number(id), method, Some(to_raw(params))),
-            caller: Caller::new(session.clone()),
+        let call = |id, method: &str, params: &Value| {
+            McpRequest::new(
+                Message::request(Id::Number(id), method, Some(to_raw(params))),
+                Caller::new(session.clone()),
+            )
         };
         let before = svc
             .call(call(1, "tools/list", &json!({})))
@@ -821,22 +824,36 @@ mod tests {
         for n in 0..3 {
             let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
             let session = Arc::new(Session::new(format!("s{n}"), tx));
-            let req = McpRequest {
-                message: Message::request(Id::Number(n), "tools/call", Some(to_raw(&invoke))),
-                caller: Caller::new(session),
-            };
+            let req = McpRequest::new(
+                Message::request(Id::Number(n), "tools/call", Some(to_raw(&invoke))),
+                Caller::new(session),
+            );
             svc.call(req).await.unwrap();
         }
         // Each promotion dropped the entries of the sessions that ended before it.
         assert_eq!(layer.state.promoted.lock().unwrap().len(), 1);
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let modern = Arc::new(Session::new("modern", tx));
-        modern.update(|s| s.protocol_version = Some("2026-07-28".into()));
-        let req = McpRequest {
-            message: Message::request(Id::Number(9), "tools/call", Some(to_raw(&invoke))),
-            caller: Caller::new(modern),
-        };
-        svc.call(req).await.unwrap();
+        // The era is the request's own (its `_meta`), whatever the session's state says.
+        let mut modern_invoke = invoke.clone();
+        modern_invoke["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        });
+        let req = McpRequest::new(
+            Message::request(Id::Number(9), "tools/call", Some(to_raw(&modern_invoke))),
+            Caller::new(modern.clone()),
+        );
+        let reply = svc.call(req).await.unwrap().unwrap();
+        // Forwarded as the real call, `_meta` and all, with the view of what went down.
+        let result: Value = reply.result_as().unwrap();
+        let text = result["content"][0]["text"].as_str().unwrap();
+        let forwarded: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(forwarded["name"], "time__get_current_time");
+        assert_eq!(
+            forwarded["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
         assert!(!layer.state.promoted.lock().unwrap().contains_key("modern"));
     }
 

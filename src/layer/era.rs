@@ -23,7 +23,7 @@ use tower::{Layer, Service};
 
 use crate::context::McpRequest;
 use crate::jsonrpc::{Id, Kind, Message};
-use crate::mcp::modern::{self, MODERN_VERSIONS};
+use crate::mcp::modern;
 
 /// Layer of [`Era`].
 #[derive(Debug, Clone, Copy)]
@@ -74,32 +74,22 @@ where
     fn call(&mut self, req: McpRequest) -> BoxFuture {
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let meta = (req.message.kind() == Kind::Request)
-            .then(|| modern::request_meta(&req.message))
-            .flatten();
-        let Some(meta) = meta else {
+        if req.message.kind() != Kind::Request || !req.view.is_modern() {
             return Box::pin(inner.call(req));
-        };
+        }
         let id = req.message.id.clone().unwrap_or(Id::Null);
-        // The transport-independent rules (HTTP checks them first, with their statuses):
-        // a whole envelope, a served version, no method the era removed.
-        let method = req.message.method().unwrap_or_default();
-        let refused = modern::check_envelope(&req.message)
-            .err()
-            .or_else(|| {
-                (!MODERN_VERSIONS.contains(&meta.protocol_version.as_str()))
-                    .then(|| modern::unsupported_version(&meta.protocol_version))
-            })
-            .or_else(|| {
-                modern::REMOVED_METHODS
-                    .contains(&method)
-                    .then(|| modern::removed_method(method))
-            });
-        if let Some(err) = refused {
+        // The transport-independent rules (HTTP applies them first, between its header
+        // checks, with their statuses): a whole envelope, a served version, no method the era
+        // removed.
+        if let Some(err) = req.view.refusal() {
             let reply = Message::error(id, err);
             return Box::pin(async move { Ok(Some(reply)) });
         }
-        // A modern request is its own session: what it declares is what it has.
+        let Some(meta) = req.view.request_meta() else {
+            return Box::pin(inner.call(req));
+        };
+        // A modern request is its own session: what it declares is what it has. (The
+        // gateway reads the session's state for the client's capabilities and era.)
         req.caller.session.update(|s| {
             s.client_capabilities = meta.client_capabilities.clone();
             s.client_info = meta.client_info.clone();
@@ -129,10 +119,10 @@ mod tests {
 
     fn call(params: &Value, method: &str) -> McpRequest {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        McpRequest {
-            message: Message::request(Id::Number(1), method, Some(to_raw(params))),
-            caller: Caller::new(Arc::new(Session::new("s", tx))),
-        }
+        McpRequest::new(
+            Message::request(Id::Number(1), method, Some(to_raw(params))),
+            Caller::new(Arc::new(Session::new("s", tx))),
+        )
     }
 
     fn inner() -> impl Service<
@@ -183,6 +173,18 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(reply.error.unwrap().code, modern::UNSUPPORTED_VERSION);
+    }
+
+    #[tokio::test]
+    async fn a_request_the_transport_calls_modern_is_refused_without_an_envelope() {
+        let mut svc = EraLayer::new(false).layer(inner());
+        let plain = call(&json!({}), "tools/list");
+        let view = Arc::new(crate::mcp::view::RequestView::of_modern(&plain.message));
+        let req = McpRequest::with_view(plain.message, plain.caller, view);
+        let reply = svc.call(req).await.unwrap().unwrap();
+        // (Read by its `_meta` alone, the same message is a 2025-era one and passes: see
+        // `modern_lists_get_cache_hints_and_legacy_ones_do_not`.)
+        assert_eq!(reply.error.unwrap().code, crate::jsonrpc::INVALID_PARAMS);
     }
 
     #[tokio::test]

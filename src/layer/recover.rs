@@ -91,10 +91,10 @@ mod tests {
 
     fn request(method: &str) -> McpRequest {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        McpRequest {
-            message: Message::request(Id::Number(9), method, None),
-            caller: Caller::new(Arc::new(Session::new("s", tx))),
-        }
+        McpRequest::new(
+            Message::request(Id::Number(9), method, None),
+            Caller::new(Arc::new(Session::new("s", tx))),
+        )
     }
 
     #[tokio::test]

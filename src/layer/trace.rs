@@ -11,7 +11,6 @@
 
 use std::task::{Context, Poll};
 
-use serde::Deserialize;
 use tower::{Layer, Service};
 use tracing::Instrument;
 
@@ -33,12 +32,6 @@ impl<S> Layer<S> for TraceLayer {
 #[derive(Debug, Clone)]
 pub struct Trace<S> {
     inner: S,
-}
-
-#[derive(Deserialize)]
-struct Named<'a> {
-    #[serde(borrow)]
-    name: Option<&'a str>,
 }
 
 impl<S> Service<McpRequest> for Trace<S>
@@ -66,19 +59,9 @@ where
             id = ?req.message.id,
             name = tracing::field::Empty,
         );
-        // The tool or prompt name costs a parse of the params: only when the span is on.
-        if !span.is_disabled() {
-            let name = if method == "tools/call" || method == "prompts/get" {
-                req.message
-                    .params_as::<Named<'_>>()
-                    .ok()
-                    .and_then(|n| n.name)
-                    .unwrap_or_default()
-            } else {
-                ""
-            };
-            span.record("name", tracing::field::display(name));
-        }
+        // The tool or prompt name, as the downstream read it.
+        let name = req.view.tool_or_prompt().unwrap_or_default();
+        span.record("name", tracing::field::display(name));
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let log: fn(&Result<Option<Message>, S::Error>) = |result| {

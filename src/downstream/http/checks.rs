@@ -13,6 +13,7 @@ use crate::error::kind;
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
 use crate::mcp::modern;
 use crate::mcp::params::Marked;
+use crate::mcp::view::RequestView;
 
 /// A `Host` value or the authority of an origin, `host[:port]` (an IPv6 address in
 /// brackets, the port numeric), split into host and port; `None` for anything else (userinfo,
@@ -325,24 +326,36 @@ pub(super) enum PostEra {
     Session,
 }
 
+/// The view of a POST's message: modern by its `_meta`, or by its headers ([`modern_by_header`]).
+pub(super) fn view_of(message: &Message, headers: &HeaderMap) -> RequestView {
+    if modern_by_header(headers) {
+        RequestView::of_modern(message)
+    } else {
+        RequestView::of(message)
+    }
+}
+
 /// The era of a POST. A modern request is checked first: a 2026-07-28 `initialize` is a
 /// removed method (404), not a new 2025 session. A 2026-07-28 request passes the checks of
 /// the modern HTTP transport, first failure wins (the order of the Python SDK's ladder): a
 /// routing header sent twice or a header that differs from the body → `-32020`; a `_meta`
 /// envelope without protocol version or client capabilities → `-32602`; an unsupported
 /// version → `-32022` (all HTTP 400); a method 2026-07-28 removed → `-32601` (HTTP 404). A
-/// modern notification is checked for its version only.
+/// modern notification is checked for its version only. The envelope, version and method
+/// rules are the era's ([`RequestView::refusal`], which the `era` layer applies on every
+/// transport); this ladder puts the header checks between them and answers in JSON.
 ///
 /// # Errors
 /// The id to answer and the modern error, for a 2026-07-28 message that fails a check.
 pub(super) fn post_era(
     message: &Message,
+    view: &RequestView,
     headers: &HeaderMap,
 ) -> Result<PostEra, (Id, ErrorObject)> {
-    if is_modern(message, headers) {
+    if is_modern(view, headers) {
         if message.kind() == Kind::Request {
             let id = message.id.clone().unwrap_or(Id::Null);
-            check_modern_request(message, headers).map_err(|err| (id, err))?;
+            check_modern_request(view, headers).map_err(|err| (id, err))?;
         } else if let Some(v) = headers
             .get("mcp-protocol-version")
             .and_then(|v| v.to_str().ok())
@@ -359,23 +372,26 @@ pub(super) fn post_era(
     Ok(PostEra::Session)
 }
 
+/// Whether the headers say 2026-07-28: no `Mcp-Session-Id`, and an `MCP-Protocol-Version`
+/// that names a version no `initialize` handshake negotiates (unknown values included, so
+/// that they get a structured rejection).
+fn modern_by_header(headers: &HeaderMap) -> bool {
+    !headers.contains_key(SESSION_HEADER)
+        && headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| !crate::gateway::SUPPORTED_VERSIONS.contains(&v))
+}
+
 /// Whether the request speaks the 2026-07-28 era on HTTP: no `Mcp-Session-Id`, and its
-/// `MCP-Protocol-Version` header names a version no `initialize` handshake negotiates (unknown
-/// values included, so that they get a structured rejection), or its `_meta` names a protocol
-/// version.
-fn is_modern(message: &Message, headers: &HeaderMap) -> bool {
-    if headers.contains_key(SESSION_HEADER) {
-        return false;
-    }
-    let by_header = headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| !crate::gateway::SUPPORTED_VERSIONS.contains(&v));
-    by_header || (message.kind() == Kind::Request && modern::request_meta(message).is_some())
+/// headers say so ([`modern_by_header`]) or its `_meta` names a protocol version.
+fn is_modern(view: &RequestView, headers: &HeaderMap) -> bool {
+    modern_by_header(headers)
+        || (!headers.contains_key(SESSION_HEADER) && view.request_meta().is_some())
 }
 
 /// The checks of [`post_era`] for a 2026-07-28 request.
-fn check_modern_request(message: &Message, headers: &HeaderMap) -> Result<(), ErrorObject> {
+fn check_modern_request(view: &RequestView, headers: &HeaderMap) -> Result<(), ErrorObject> {
     for name in ["mcp-protocol-version", "mcp-method", "mcp-name"] {
         if headers.get_all(name).iter().nth(1).is_some() {
             return Err(modern::header_mismatch(format!(
@@ -383,8 +399,11 @@ fn check_modern_request(message: &Message, headers: &HeaderMap) -> Result<(), Er
             )));
         }
     }
-    modern::check_envelope(message)?;
-    let meta = modern::request_meta(message)
+    if let Some(err) = view.envelope_error() {
+        return Err(err.clone());
+    }
+    let meta = view
+        .request_meta()
         .ok_or_else(|| modern::header_mismatch("no protocol version in _meta"))?;
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let mirrored = modern::MirroredHeaders {
@@ -392,15 +411,9 @@ fn check_modern_request(message: &Message, headers: &HeaderMap) -> Result<(), Er
         method: header("mcp-method"),
         name: header("mcp-name"),
     };
-    modern::check_headers(message, &meta, mirrored)?;
-    if !modern::MODERN_VERSIONS.contains(&meta.protocol_version.as_str()) {
-        return Err(modern::unsupported_version(&meta.protocol_version));
-    }
-    let method = message.method().unwrap_or_default();
-    if modern::REMOVED_METHODS.contains(&method) {
-        return Err(modern::removed_method(method));
-    }
-    Ok(())
+    let method = view.method().unwrap_or_default();
+    modern::check_mirrored(method, view.target_name(), meta, mirrored)?;
+    view.version_error().map_or(Ok(()), Err)
 }
 
 /// The `Mcp-Param-*` headers of a modern `tools/call` against its arguments, for the tools
@@ -410,18 +423,18 @@ fn check_modern_request(message: &Message, headers: &HeaderMap) -> Result<(), Er
 /// The `-32020` error for a header that is missing or differs from its argument.
 pub(super) fn check_param_headers(
     message: &Message,
+    view: &RequestView,
     headers: &HeaderMap,
     marks_of: impl FnOnce(&str) -> Vec<Marked>,
 ) -> Result<(), ErrorObject> {
-    let params: serde_json::Value = message.params_as().unwrap_or_default();
-    let Some(name) = params.get("name").and_then(serde_json::Value::as_str) else {
+    let Some(name) = view.name() else {
         return Ok(());
     };
     let marks = marks_of(name);
     if marks.is_empty() {
         return Ok(());
     }
-    let arguments = params.get("arguments").cloned().unwrap_or_default();
+    let arguments = view.arguments_value(message);
     crate::mcp::params::check_param_headers(&marks, &arguments, |header| {
         headers
             .get_all(header)

@@ -16,9 +16,10 @@ use super::checks::{accepts, check_origin, modern_non_post};
 use super::listen::Peer;
 use super::reply::{plain_error, sse_event, sse_response, Overflow};
 use super::sessions::{GetStream, Link};
-use super::{lock, AppState, SESSION_HEADER};
+use super::{AppState, SESSION_HEADER};
 use crate::error::kind;
 use crate::jsonrpc::Message;
+use crate::lock::lock;
 
 /// Moves session-wide messages to the open GET stream, if any, at once: the gateway's side
 /// never waits. A stream whose client lets `limit` messages pile up is closed (the session

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::kind;
 use crate::jsonrpc::{ErrorObject, Id, Message, INVALID_REQUEST};
+use crate::lock::lock;
 use crate::policy::{Downstream, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT};
 
 /// How long a client may take to send the headers of a request, counted from its first byte
@@ -208,11 +209,6 @@ impl Drop for Slot {
             }
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // The counts are plain integers updated in one step each: a panic cannot tear them.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Why a connection was refused: the policy key and its value.

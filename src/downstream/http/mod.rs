@@ -20,8 +20,8 @@
 //!
 //! The files: `checks` (the header checks and the era and reply-shape decisions, pure),
 //! `post`, `get` (GET streams and DELETE), `sessions` (the table, its caps, idle expiry),
-//! `reply` (statuses, JSON and SSE framing), `lifecycle` (the only calls to the gateway beside
-//! the stack) and `listen` (connections).
+//! `reply` (statuses, JSON and SSE framing) and `listen` (connections). Beside the stack, a
+//! router reads only its [`Endpoint`](super::Endpoint)'s session handle and catalog.
 //!
 //! ```no_run
 //! # async fn run(server: mcp_budget::server::Server) {
@@ -36,7 +36,6 @@
 
 mod checks;
 mod get;
-mod lifecycle;
 mod listen;
 mod post;
 mod reply;
@@ -53,10 +52,12 @@ use std::time::Duration;
 use axum::routing::post;
 use axum::Router;
 
-use crate::gateway::Gateway;
+use tokio::sync::watch;
+
+use super::Endpoint;
+use crate::catalog::Catalog;
 use crate::policy::Downstream;
 use crate::stack::McpService;
-use lifecycle::GatewayLink;
 use sessions::Sessions;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -117,7 +118,10 @@ impl From<&Downstream> for HttpConfig {
 /// What every handler of one router shares.
 struct AppState {
     service: McpService,
-    gateway: GatewayLink,
+    /// Told when a session ends (DELETE, expiry).
+    sessions_handle: Arc<dyn super::Sessions>,
+    /// The published catalog: the `Mcp-Param-*` marks of the tools.
+    catalog: watch::Receiver<Arc<Catalog>>,
     config: HttpConfig,
     sessions: Mutex<Sessions>,
     /// Whether the sweeper for idle sessions runs (it starts with the first session).
@@ -126,23 +130,25 @@ struct AppState {
     refusing_sessions: AtomicBool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// The MCP endpoint as an axum router serving `/`: mount it with
 /// `Router::nest_service("/mcp", ..)`.
-pub fn router(service: McpService, gateway: Gateway, config: HttpConfig) -> Router {
-    router_at("/", service, gateway, config)
+pub fn router(endpoint: Endpoint, config: HttpConfig) -> Router {
+    router_at("/", endpoint, config)
 }
 
 /// The MCP endpoint as an axum router serving `path` (say `/mcp`): for a router of its own (or
 /// merged), one step less per request than a nested [`router`], which strips the prefix from
 /// every request's URI.
-pub fn router_at(path: &str, service: McpService, gateway: Gateway, config: HttpConfig) -> Router {
+pub fn router_at(path: &str, endpoint: Endpoint, config: HttpConfig) -> Router {
+    let Endpoint {
+        service,
+        sessions,
+        catalog,
+    } = endpoint;
     let state = Arc::new(AppState {
         service,
-        gateway: GatewayLink::new(gateway),
+        sessions_handle: sessions,
+        catalog,
         config,
         sessions: Mutex::new(Sessions::default()),
         sweeping: AtomicBool::new(false),

@@ -19,10 +19,12 @@ use super::checks::{self, PostEra, Shape};
 use super::listen::Peer;
 use super::reply::{self, answer, json_error, json_response, sse_event, sse_response, Overflow};
 use super::sessions::{Entry, InUse, Link, SessionCaps};
-use super::{lock, AppState};
+use super::AppState;
 use crate::context::{Caller, McpRequest, RunToEnd, Session};
 use crate::error::kind;
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message, INVALID_REQUEST};
+use crate::lock::lock;
+use crate::mcp::view::RequestView;
 use crate::stack::McpService;
 
 pub(super) async fn handle_post(
@@ -42,6 +44,8 @@ pub(super) async fn handle_post(
         Ok(message) => message,
         Err(resp) => return resp,
     };
+    // Read once: the era, the name, the `_meta`; every check and layer below reads this.
+    let view = Arc::new(checks::view_of(&message, &headers));
     let strict = state.config.strict_accept;
     let shape = checks::reply_shape(checks::accepts(&headers), strict, || {
         checks::http_sse_era_of(&headers, &message)
@@ -50,7 +54,7 @@ pub(super) async fn handle_post(
     let Some(shape) = shape else {
         return checks::not_acceptable(&headers, &message, strict).into_response();
     };
-    let era = match checks::post_era(&message, &headers) {
+    let era = match checks::post_era(&message, &view, &headers) {
         Ok(era) => era,
         Err((id, err)) => return *reply::modern_error(id, err),
     };
@@ -58,12 +62,13 @@ pub(super) async fn handle_post(
     let (session, in_use) = match era {
         PostEra::Initialize => {
             // Boxed: a future of its own keeps every other request's future small.
-            return Box::pin(initialize(&state, message, client_ip(&parts.extensions))).await;
+            let client = client_ip(&parts.extensions);
+            return Box::pin(initialize(&state, message, view, client)).await;
         }
         PostEra::Modern => {
-            if message.method() == Some("tools/call") {
-                let marks = |name: &str| state.gateway.param_marks(name);
-                if let Err(err) = checks::check_param_headers(&message, &headers, marks) {
+            if view.method() == Some("tools/call") {
+                let marks = |name: &str| state.catalog.borrow().param_marks(name).to_vec();
+                if let Err(err) = checks::check_param_headers(&message, &view, &headers, marks) {
                     let id = message.id.clone().unwrap_or(Id::Null);
                     return *reply::modern_error(id, err);
                 }
@@ -77,12 +82,13 @@ pub(super) async fn handle_post(
     };
     let is_modern = era == PostEra::Modern;
     if message.kind() != Kind::Request {
-        return not_a_request(&state.service, message, session).await;
+        return not_a_request(&state.service, message, view, session).await;
     }
     let call = Call {
         service: &state.service,
         cancel_on_close: CancelOnClose::new(&state.service, &session, &message, is_modern),
         message,
+        view,
         session,
         in_use,
         modern: is_modern,
@@ -143,11 +149,13 @@ fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
 /// A notification or a client's answer: 202. A refused client answer (to no request waiting
 /// for this session) comes back as an error without id: the spec's "cannot accept the input"
 /// is a 4xx with it.
-async fn not_a_request(service: &McpService, message: Message, session: Arc<Session>) -> Response {
-    let request = McpRequest {
-        message,
-        caller: Caller::new(session),
-    };
+async fn not_a_request(
+    service: &McpService,
+    message: Message,
+    view: Arc<RequestView>,
+    session: Arc<Session>,
+) -> Response {
+    let request = McpRequest::with_view(message, Caller::new(session), view);
     match service.clone().oneshot(request).await {
         Ok(Some(refusal)) => {
             let mut resp = json_response(&refusal, None);
@@ -164,16 +172,14 @@ async fn json_only(call: Call<'_>) -> Response {
     let Call {
         service,
         message,
+        view,
         session,
         in_use: _in_use,
         mut cancel_on_close,
         modern,
     } = call;
     let outbound = session.notify.clone();
-    let request = McpRequest {
-        message,
-        caller: Caller { session, outbound },
-    };
+    let request = McpRequest::with_view(message, Caller { session, outbound }, view);
     // Run to its end even if this handler is dropped first.
     let reply = RunToEnd::new(service.clone().oneshot(request)).await;
     cancel_on_close.disarm();
@@ -187,6 +193,7 @@ async fn json_only(call: Call<'_>) -> Response {
 struct Call<'a> {
     service: &'a McpService,
     message: Message,
+    view: Arc<RequestView>,
     session: Arc<Session>,
     in_use: Option<InUse>,
     cancel_on_close: CancelOnClose,
@@ -205,13 +212,14 @@ async fn json_or_sse(
     let Call {
         service,
         message,
+        view,
         session,
         in_use,
         mut cancel_on_close,
         modern,
     } = call;
     let (caller, mut out_rx) = Caller::with_channel(session);
-    let request = McpRequest { message, caller };
+    let request = McpRequest::with_view(message, caller, view);
     // Driven right here (no task of its own on the way to a JSON answer); if this handler is
     // dropped first, the call still runs to its end.
     let mut call = RunToEnd::new(service.clone().oneshot(request));
@@ -288,7 +296,12 @@ async fn json_or_sse(
 
 /// `initialize` (2025 era) opens a session, unless that would pass `max_sessions` or, for the
 /// client's address, `max_sessions_per_client` (503 `mcp_budget.session.limit`).
-async fn initialize(state: &Arc<AppState>, message: Message, client: Option<IpAddr>) -> Response {
+async fn initialize(
+    state: &Arc<AppState>,
+    message: Message,
+    view: Arc<RequestView>,
+    client: Option<IpAddr>,
+) -> Response {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let (notify_tx, notify_rx) = mpsc::unbounded_channel();
     let session = Arc::new(Session::new(id.clone(), notify_tx));
@@ -321,10 +334,7 @@ async fn initialize(state: &Arc<AppState>, message: Message, client: Option<IpAd
         state.config.max_outbound_messages,
     ));
     let _in_use = InUse::new(&link);
-    let request = McpRequest {
-        message,
-        caller: Caller::new(session),
-    };
+    let request = McpRequest::with_view(message, Caller::new(session), view);
     match state.service.clone().oneshot(request).await {
         Ok(Some(reply)) => json_response(&reply, Some(&id)),
         _ => reply::accepted(),
@@ -371,10 +381,10 @@ impl Drop for CancelOnClose {
             reason: "the client closed the response stream",
         })
         .expect("an id and a string always serialize");
-        let request = McpRequest {
-            message: Message::notification("notifications/cancelled", Some(params)),
-            caller: Caller::new(self.session.clone()),
-        };
+        let request = McpRequest::new(
+            Message::notification("notifications/cancelled", Some(params)),
+            Caller::new(self.session.clone()),
+        );
         tokio::spawn(service.oneshot(request));
     }
 }

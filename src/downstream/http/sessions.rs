@@ -15,10 +15,11 @@ use tokio::time::Instant;
 
 use super::listen::Peer;
 use super::reply::plain_error;
-use super::{lock, AppState, SESSION_HEADER};
+use super::{AppState, SESSION_HEADER};
 use crate::context::Session;
 use crate::error::kind;
 use crate::jsonrpc::Message;
+use crate::lock::lock;
 
 /// Longest wait between two sweeps for idle sessions (shorter for short idle times).
 const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
@@ -166,7 +167,7 @@ impl AppState {
     /// What ending a session takes besides removing its entry.
     fn forget(&self, id: &str, entry: &Entry) {
         lock(&entry.link.stream).take();
-        self.gateway.session_ended(id);
+        self.sessions_handle.ended(id);
     }
 
     /// Ends the sessions unused for [`super::HttpConfig::session_idle`] as DELETE does.

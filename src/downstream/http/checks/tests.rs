@@ -258,7 +258,8 @@ const MODERN_CALL: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","para
 
 #[test]
 fn the_era_of_a_post_is_decided_once() {
-    let post_era = |m: &Message, h: &HeaderMap| post_era(m, h).map_err(|(id, e)| (id, e.code));
+    let post_era =
+        |m: &Message, h: &HeaderMap| post_era(m, &view_of(m, h), h).map_err(|(id, e)| (id, e.code));
     let none = HeaderMap::new();
     let init = message(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#);
     assert_eq!(post_era(&init, &none), Ok(PostEra::Initialize));
@@ -279,7 +280,9 @@ fn the_era_of_a_post_is_decided_once() {
 
 #[test]
 fn a_modern_post_that_fails_a_check_gets_its_error_with_its_id() {
-    let code = |msg: &Message, h: &HeaderMap| post_era(msg, h).map_err(|(id, e)| (id, e.code));
+    let code = |msg: &Message, h: &HeaderMap| {
+        post_era(msg, &view_of(msg, h), h).map_err(|(id, e)| (id, e.code))
+    };
     let modern = message(MODERN_CALL);
     let mismatch = headers(&[
         ("mcp-protocol-version", "2026-07-28"),
