@@ -2,9 +2,9 @@
 //!
 //! Outermost first: `recover` answers every request exactly once even when something below
 //! panics, so it wraps everything; `trace` opens the span the rest logs into; `era` applies
-//! the 2026-07-28 rules to modern requests; the
-//! [`Gateway`](crate::gateway::Gateway) aggregates upstreams at the bottom and publishes the
-//! catalog that the budget layer (planning, compression and discovery in one) subscribes to.
+//! the 2026-07-28 rules to modern requests; the [`Gateway`] aggregates upstreams at the bottom
+//! and publishes the catalog that the budget layer (planning, compression and discovery in
+//! one) subscribes to.
 //! Every message comes with the [`RequestView`](crate::mcp::view::RequestView) its downstream
 //! read once; the layers read that, not the params.
 //!

@@ -21,7 +21,7 @@
 //! The files: `checks` (the header checks and the era and reply-shape decisions, pure),
 //! `post`, `get` (GET streams and DELETE), `sessions` (the table, its caps, idle expiry),
 //! `reply` (statuses, JSON and SSE framing) and `listen` (connections). Beside the stack, a
-//! router reads only its [`Endpoint`](super::Endpoint)'s session handle and catalog.
+//! router reads only its [`Endpoint`]'s session handle and catalog.
 //!
 //! ```no_run
 //! # async fn run(server: mcp_budget::server::Server) {
