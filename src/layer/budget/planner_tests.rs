@@ -113,12 +113,10 @@ async fn host_search_lists_real_tools_and_rewrites_the_instructions() {
     assert!(!names.iter().any(|n| n == "search_tools"));
     let init = Message::request(Id::Number(2), "initialize", Some(to_raw(&json!({}))));
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    let init = crate::context::McpRequest {
-        message: init,
-        caller: crate::context::Caller::new(std::sync::Arc::new(crate::context::Session::new(
-            "t", tx,
-        ))),
-    };
+    let init = crate::context::McpRequest::new(
+        init,
+        crate::context::Caller::new(std::sync::Arc::new(crate::context::Session::new("t", tx))),
+    );
     let reply = svc.call(init).await.unwrap().unwrap();
     let result: Value = reply.result_as().unwrap();
     let text = result["instructions"].as_str().unwrap();
