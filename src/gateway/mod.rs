@@ -1,0 +1,259 @@
+//! The aggregator: many upstreams behind one MCP server.
+//!
+//! Tools and prompts of every upstream are listed under namespaced names
+//! (`<server><sep><name>`, see [`crate::naming`]); resources keep their URIs (they are already
+//! global) and are routed by a URI → upstream map built from the lists, with the resource
+//! templates' literal prefixes as fallback. Calls are routed to the right upstream with the
+//! upstream's own name restored. The catalog ([`crate::catalog::Catalog`]) is rebuilt when an
+//! upstream becomes ready or says `list_changed`, and published: routing reads the current
+//! snapshot, and layers subscribe to it ([`Gateway::catalog`]). An upstream that goes down keeps
+//! its last known tools (calls to them fail with `mcp_budget.upstream.unavailable`).
+//!
+//! [`Gateway`] is the innermost [`tower::Service`] of the stack (see [`crate::stack`]): it
+//! parses each message's method once ([`Method`]) and dispatches it in one exhaustive `match`.
+//!
+//! # Rooms
+//!
+//! - `pool`: starting the upstreams, their events, list refreshes and the published catalog;
+//!   readiness, the startup summary, shutdown.
+//! - `route`: which upstream serves a request (names, URIs, completions), forwarding and
+//!   cancellation, clients' answers to server→client requests; `name_span`: the name splice
+//!   of the hot path.
+//! - `sessions`: the session registry, broadcasts, the handshake (`initialize`,
+//!   `server/discover`: capabilities, instructions), log levels.
+//! - `bridge`: calls between clients and upstreams of different eras; `parked`: a modern
+//!   client's call parked while a 2025-era upstream waits for its answers.
+//! - `tasks`: which upstream made which task, for whom; `tasks/*` and `tasks/list`.
+//! - `subscriptions`: `resources/subscribe` bookkeeping and `subscriptions/listen` streams.
+//! - `pages`: the gateway's own paged lists and their cursors.
+
+mod bridge;
+mod name_span;
+mod pages;
+mod parked;
+mod pool;
+mod route;
+mod sessions;
+mod subscriptions;
+mod tasks;
+
+pub use pool::{summary_lines, UpstreamSummary};
+pub use sessions::SUPPORTED_VERSIONS;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::Catalog;
+use crate::context::{Caller, McpRequest};
+use crate::error::Error;
+use crate::jsonrpc::{Id, Kind, Message};
+use crate::mcp::method::Method;
+use crate::policy::Policy;
+
+/// The aggregating gateway: upstream pool, catalog and sessions.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("upstreams", &self.inner.pool.upstreams)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the gateway holds, room by room.
+struct Inner {
+    policy: Policy,
+    /// The upstreams and the catalog they make.
+    pool: pool::Pool,
+    /// Messages for every session and listener, sent by layers (the budget layer's
+    /// `list_changed`).
+    broadcasts: mpsc::UnboundedSender<Message>,
+    sessions: sessions::Sessions,
+    subscriptions: subscriptions::Subscriptions,
+    /// Client requests in flight upstream, for cancellation.
+    inflight: route::Inflight,
+    /// Calls of modern clients to 2025-era upstreams waiting for the client's retry.
+    parked: parked::ParkedCalls,
+    /// Server→client requests the gateway sent for a modern upstream.
+    shim: bridge::Shim,
+    tasks: tasks::Tasks,
+    shutdown: CancellationToken,
+}
+
+impl Gateway {
+    fn new(
+        policy: Policy,
+        pool: pool::Pool,
+        broadcasts: mpsc::UnboundedSender<Message>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let inner = Inner {
+            policy,
+            pool,
+            broadcasts,
+            sessions: sessions::Sessions::default(),
+            subscriptions: subscriptions::Subscriptions::default(),
+            inflight: route::Inflight::default(),
+            parked: parked::ParkedCalls::default(),
+            shim: bridge::Shim::default(),
+            tasks: tasks::Tasks::default(),
+            shutdown,
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    async fn handle(&self, req: McpRequest) -> Option<Message> {
+        let McpRequest {
+            message, caller, ..
+        } = req;
+        match message.kind() {
+            Kind::Request => {
+                let id = message.id.clone().unwrap_or(Id::Null);
+                let method = Method::parse(message.method().unwrap_or_default());
+                let result = self.handle_request(&method, &message, &caller).await;
+                Some(match result {
+                    Ok(mut msg) => {
+                        msg.id = Some(id);
+                        msg
+                    }
+                    Err(err) => Message::error(id, err.to_error_object()),
+                })
+            }
+            Kind::Notification => {
+                let method = Method::parse(message.method().unwrap_or_default());
+                self.handle_notification(&method, &message, &caller);
+                None
+            }
+            Kind::Response | Kind::Error => self.handle_client_response(message, &caller),
+        }
+    }
+
+    async fn handle_request(
+        &self,
+        method: &Method,
+        msg: &Message,
+        caller: &Caller,
+    ) -> Result<Message, Error> {
+        let ok = |v: Value| Ok(Message::response_value(Id::Null, &v));
+        match method {
+            Method::Initialize => ok(self.initialize(msg, caller)),
+            Method::Discover => ok(self.discover()),
+            Method::Ping => ok(json!({})),
+            // With the budget on, its layer answers tools/list; this is the pass-through list.
+            Method::ToolsList => ok(self.list_page(msg, "tools", Catalog::listed_tools)?),
+            Method::PromptsList => ok(self.list_page(msg, "prompts", Catalog::listed_prompts)?),
+            Method::ResourcesList => {
+                ok(self.list_page(msg, "resources", Catalog::listed_resources)?)
+            }
+            Method::ResourcesTemplatesList => {
+                ok(self.list_page(msg, "resourceTemplates", Catalog::listed_templates)?)
+            }
+            Method::ToolsCall => self.call_named(msg, caller, "tool").await,
+            Method::PromptsGet => self.call_named(msg, caller, "prompt").await,
+            Method::ResourcesRead => self.call_by_uri(msg, caller).await,
+            Method::ResourcesSubscribe => self.subscribe(msg, caller, true).await,
+            Method::ResourcesUnsubscribe => self.subscribe(msg, caller, false).await,
+            Method::CompletionComplete => self.complete(msg, caller).await,
+            Method::SubscriptionsListen => self.listen(msg, caller).await,
+            Method::TasksGet | Method::TasksResult | Method::TasksCancel | Method::TasksUpdate => {
+                self.route_task(msg, caller).await
+            }
+            Method::TasksList => self.list_tasks(msg, caller).await,
+            Method::LoggingSetLevel => {
+                self.set_log_level(msg, caller).await;
+                ok(json!({}))
+            }
+            // Notifications sent as requests, server→client methods, and the unknown.
+            Method::Initialized
+            | Method::Cancelled
+            | Method::Progress
+            | Method::ToolsListChanged
+            | Method::PromptsListChanged
+            | Method::ResourcesListChanged
+            | Method::ResourcesUpdated
+            | Method::LogMessage
+            | Method::SubscriptionsAcknowledged
+            | Method::TasksStatus
+            | Method::SamplingCreateMessage
+            | Method::ElicitationCreate
+            | Method::ElicitationComplete
+            | Method::RootsList
+            | Method::RootsListChanged
+            | Method::Other(_) => Err(Error::MethodNotFound(method.as_str().to_owned())),
+        }
+    }
+
+    fn handle_notification(&self, method: &Method, msg: &Message, caller: &Caller) {
+        match method {
+            Method::Cancelled => self.cancel(msg, caller),
+            Method::Initialized => caller.session.update(|s| s.initialized = true),
+            Method::RootsListChanged => {
+                // Modern upstreams ask for roots within each call (MRTR): nothing to tell.
+                for u in self.inner.pool.legacy() {
+                    let _ = u.notify(msg.clone());
+                }
+            }
+            // Nothing for the gateway to do: progress and logs flow the other way, and the
+            // rest are requests.
+            Method::Initialize
+            | Method::Discover
+            | Method::Ping
+            | Method::Progress
+            | Method::ToolsList
+            | Method::ToolsCall
+            | Method::ToolsListChanged
+            | Method::PromptsList
+            | Method::PromptsGet
+            | Method::PromptsListChanged
+            | Method::ResourcesList
+            | Method::ResourcesTemplatesList
+            | Method::ResourcesRead
+            | Method::ResourcesSubscribe
+            | Method::ResourcesUnsubscribe
+            | Method::ResourcesListChanged
+            | Method::ResourcesUpdated
+            | Method::CompletionComplete
+            | Method::LoggingSetLevel
+            | Method::LogMessage
+            | Method::SubscriptionsListen
+            | Method::SubscriptionsAcknowledged
+            | Method::TasksGet
+            | Method::TasksResult
+            | Method::TasksCancel
+            | Method::TasksUpdate
+            | Method::TasksList
+            | Method::TasksStatus
+            | Method::SamplingCreateMessage
+            | Method::ElicitationCreate
+            | Method::ElicitationComplete
+            | Method::RootsList
+            | Method::Other(_) => {}
+        }
+    }
+}
+
+impl tower::Service<McpRequest> for Gateway {
+    type Response = Option<Message>;
+    type Error = Infallible;
+    type Future = crate::context::McpFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: McpRequest) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { Ok(this.handle(req).await) })
+    }
+}

@@ -1,0 +1,252 @@
+//! The gateway's clients: the session registry, what goes to every session (broadcasts,
+//! upstream-wide logs), and what a client learns at the handshake (`initialize` or
+//! `server/discover`: versions, capabilities, instructions), plus its log level.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use serde_json::{json, Map, Value};
+
+use super::Gateway;
+use crate::context::{Caller, Session, SessionState};
+use crate::jsonrpc::Message;
+use crate::lock::lock;
+use crate::mcp::method::Method;
+use crate::upstream::{Call, Status, Upstream};
+
+/// Protocol versions the gateway speaks downstream (2025 era), newest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The sessions that get broadcasts, by id. Weak: a session lives as long as its downstream
+/// connection holds it.
+#[derive(Default)]
+pub(super) struct Sessions(Mutex<HashMap<String, Weak<Session>>>);
+
+impl Sessions {
+    fn register(&self, session: &Arc<Session>) {
+        let mut sessions = lock(&self.0);
+        sessions.retain(|_, s| s.strong_count() > 0);
+        sessions.insert(session.id.clone(), Arc::downgrade(session));
+    }
+
+    fn remove(&self, id: &str) {
+        lock(&self.0).remove(id);
+    }
+
+    /// Sends `msg` to every initialized session.
+    pub(super) fn broadcast(&self, msg: &Message) {
+        self.send(msg, |_, _| true);
+    }
+
+    /// A log message of no client's call: to the sessions that asked for its level with
+    /// `logging/setLevel` (a session that asked for none gets no upstream-wide logs: they may
+    /// tell of other clients' work).
+    pub(super) fn log(&self, msg: &Message) {
+        let level = string_param(msg, "level").unwrap_or_default();
+        self.send(msg, |_, state| {
+            state
+                .log_level
+                .as_deref()
+                .is_some_and(|wanted| crate::mcp::bridge::level_wanted(wanted, &level))
+        });
+    }
+
+    /// Sends `msg` to every initialized session that `wants` it.
+    pub(super) fn send(&self, msg: &Message, wants: impl Fn(&Session, &SessionState) -> bool) {
+        let sessions: Vec<Arc<Session>> =
+            lock(&self.0).values().filter_map(Weak::upgrade).collect();
+        for s in sessions {
+            let state = s.state();
+            if state.initialized && wants(&s, &state) {
+                let _ = s.notify.send(msg.clone());
+            }
+        }
+    }
+}
+
+impl Gateway {
+    /// Registers a session for broadcasts (`list_changed`).
+    pub fn register_session(&self, session: &Arc<Session>) {
+        self.inner.sessions.register(session);
+    }
+
+    /// Forgets a session (and its resource subscriptions).
+    pub fn remove_session(&self, id: &str) {
+        self.inner.sessions.remove(id);
+        self.inner.subscriptions.remove_session(id);
+    }
+
+    /// `initialize`: the session learns what the gateway offers, and waits for
+    /// `notifications/initialized` before it gets broadcasts.
+    pub(super) fn initialize(&self, msg: &Message, caller: &Caller) -> Value {
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        let version = negotiate(params.get("protocolVersion").and_then(Value::as_str));
+        caller.session.update(|s| {
+            s.client_capabilities = params.get("capabilities").cloned().unwrap_or(json!({}));
+            s.client_info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
+            s.protocol_version = Some(version.to_owned());
+            // `initialized` waits for `notifications/initialized`: until then the client may
+            // not even have this result, and broadcasts (`list_changed`) must not reach it.
+            s.initialized = false;
+        });
+        self.register_session(&caller.session);
+        let upstreams = &self.inner.pool.upstreams;
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities(upstreams),
+            "serverInfo": server_info(),
+        });
+        if let Some(instructions) = instructions(upstreams) {
+            result["instructions"] = Value::String(instructions);
+        }
+        result
+    }
+
+    /// `server/discover`, the 2026-07-28 era's stateless handshake: what `initialize` would
+    /// say.
+    pub(super) fn discover(&self) -> Value {
+        let upstreams = &self.inner.pool.upstreams;
+        crate::mcp::modern::discover_result(
+            &capabilities(upstreams),
+            &server_info(),
+            instructions(upstreams).as_deref(),
+        )
+    }
+
+    /// `logging/setLevel` of a 2025-era client: the session's level, also asked of every
+    /// ready 2025-era upstream that logs.
+    pub(super) async fn set_log_level(&self, msg: &Message, caller: &Caller) {
+        let level = string_param(msg, "level");
+        caller.session.update(|s| s.log_level = level);
+        // 2026-07-28 has no session level: each modern request names its own (`_meta`, added
+        // from the session's level by `Call::client`).
+        for u in self.inner.pool.legacy() {
+            if u.status() == Status::Ready && u.info().capabilities.get("logging").is_some() {
+                let call = Call::new(Method::LoggingSetLevel.as_str()).params(msg.params.clone());
+                let _ = u.request(call).await;
+            }
+        }
+    }
+}
+
+/// What the gateway offers its clients: its own capabilities, plus the tasks its upstreams
+/// support (task requests are routed to the upstream that created the task).
+fn capabilities(upstreams: &[Upstream]) -> Value {
+    let mut caps = own_capabilities();
+    let mut tasks = Map::new();
+    for u in upstreams {
+        if let Some(Value::Object(t)) = u.info().capabilities.get("tasks") {
+            merge_objects(&mut tasks, t);
+        }
+    }
+    if !tasks.is_empty() {
+        caps["tasks"] = Value::Object(tasks);
+    }
+    caps
+}
+
+/// The upstreams' instructions, each under its server's name.
+fn instructions(upstreams: &[Upstream]) -> Option<String> {
+    joined_instructions(
+        upstreams
+            .iter()
+            .map(|u| (u.name().to_owned(), u.info().instructions)),
+    )
+}
+
+/// The string member `key` of `msg`'s params, if any.
+pub(super) fn string_param(msg: &Message, key: &str) -> Option<String> {
+    let params = msg.params_as::<Value>().ok()?;
+    params.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The version a 2025-era `initialize` gets: the one it asked for if the gateway speaks it,
+/// else the newest.
+fn negotiate(asked: Option<&str>) -> &'static str {
+    let known = asked.and_then(|v| SUPPORTED_VERSIONS.iter().find(|s| **s == v));
+    known.copied().unwrap_or(SUPPORTED_VERSIONS[0])
+}
+
+/// What the gateway itself offers its clients.
+fn own_capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": true},
+        "prompts": {"listChanged": true},
+        "resources": {"listChanged": true, "subscribe": true},
+        "logging": {},
+        "completions": {},
+    })
+}
+
+fn server_info() -> Value {
+    json!({"name": "mcp-budget", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// The instructions of each upstream that has some (by name, in order), under a heading of
+/// its name; `None` when none has any.
+fn joined_instructions(
+    upstreams: impl Iterator<Item = (String, Option<String>)>,
+) -> Option<String> {
+    let mut instructions = String::new();
+    for (name, text) in upstreams {
+        if let Some(text) = text {
+            instructions.push_str(&format!("## {name}\n{}\n\n", text.trim()));
+        }
+    }
+    (!instructions.is_empty()).then(|| instructions.trim_end().to_owned())
+}
+
+/// Adds what `from` has to `into`, recursively for objects on both sides.
+fn merge_objects(into: &mut Map<String, Value>, from: &Map<String, Value>) {
+    for (k, v) in from {
+        match (into.get_mut(k), v) {
+            (Some(Value::Object(a)), Value::Object(b)) => merge_objects(a, b),
+            (Some(_), _) => {}
+            (None, v) => {
+                into.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_known_version_is_kept_any_other_gets_the_newest() {
+        assert_eq!(negotiate(Some("2025-03-26")), "2025-03-26");
+        assert_eq!(negotiate(Some("2026-07-28")), SUPPORTED_VERSIONS[0]);
+        assert_eq!(negotiate(Some("1999-01-01")), SUPPORTED_VERSIONS[0]);
+        assert_eq!(negotiate(None), SUPPORTED_VERSIONS[0]);
+    }
+
+    #[test]
+    fn instructions_come_under_their_server_names() {
+        let of = |list: &[(&str, Option<&str>)]| {
+            joined_instructions((list.iter()).map(|(n, t)| ((*n).to_owned(), t.map(str::to_owned))))
+        };
+        assert_eq!(of(&[("a", None)]), None);
+        assert_eq!(
+            of(&[
+                ("a", Some(" Use x. \n")),
+                ("b", None),
+                ("c", Some("Ask y."))
+            ])
+            .as_deref(),
+            Some("## a\nUse x.\n\n## c\nAsk y.")
+        );
+    }
+
+    #[test]
+    fn task_capabilities_merge_without_overwriting() {
+        let object = |v: Value| v.as_object().cloned().unwrap();
+        let mut into = object(json!({"list": {}, "cancel": true, "requests": {"tools": {}}}));
+        let from = object(json!({"list": {"x": 1}, "cancel": {}, "requests": {"prompts": {}}}));
+        merge_objects(&mut into, &from);
+        assert_eq!(
+            Value::Object(into),
+            json!({"list": {"x": 1}, "cancel": true, "requests": {"tools": {}, "prompts": {}}})
+        );
+    }
+}
