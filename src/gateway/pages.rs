@@ -36,7 +36,8 @@ impl Gateway {
 /// The page of `items` from `offset` on, under `key`, with the cursor of the next page if
 /// there is one.
 fn page(key: &str, items: &[Value], offset: usize) -> Value {
-    let end = (offset + PAGE_SIZE).min(items.len());
+    // Saturating: the offset comes from a cursor, and a forged one must not overflow.
+    let end = offset.saturating_add(PAGE_SIZE).min(items.len());
     let page: Vec<Value> = (items.get(offset.min(items.len())..end))
         .unwrap_or(&[])
         .to_vec();
@@ -97,6 +98,7 @@ mod tests {
         );
         // A cursor past the end (an older, longer list) gives an empty last page.
         assert_eq!(page("tools", &items, 10_000), json!({"tools": []}));
+        assert_eq!(page("tools", &items, usize::MAX), json!({"tools": []}));
         assert_eq!(page("prompts", &[], 0), json!({"prompts": []}));
     }
 }
