@@ -12,6 +12,9 @@
 //!
 //! Values are never changed, only key order.
 //!
+//! [`jcs`] is the other canonical form, RFC 8785's, and [`schema_hash`] the tool fingerprint
+//! built on it.
+//!
 //! ```
 //! use mcp_budget::canonical::canonical_tool;
 //! use serde_json::json;
@@ -22,6 +25,10 @@
 //! assert!(serde_json::to_string(&a)?.starts_with(r#"{"name":"t","inputSchema""#));
 //! # Ok::<(), serde_json::Error>(())
 //! ```
+
+mod jcs;
+
+pub use jcs::{jcs, schema_hash};
 
 use serde_json::{Map, Value};
 
@@ -122,7 +129,7 @@ mod tests {
     use proptest::prelude::*;
 
     /// Rebuilds every object with its keys rotated by `shift`: same value, other key order.
-    fn reorder(value: &Value, shift: usize) -> Value {
+    pub(super) fn reorder(value: &Value, shift: usize) -> Value {
         match value {
             Value::Object(obj) => {
                 let mut entries: Vec<(&String, &Value)> = obj.iter().collect();
@@ -142,7 +149,7 @@ mod tests {
         }
     }
 
-    fn fixture_tools() -> Vec<Value> {
+    pub(super) fn fixture_tools() -> Vec<Value> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
         crate::catalog::load_saved(&[dir])
             .unwrap()
