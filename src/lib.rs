@@ -28,6 +28,8 @@
 //! - [`discover`]: the meta-tools of progressive discovery.
 //! - [`authz`]: a client's scope, and the list-phase and call-phase answers it gives.
 //! - [`identity`]: credentials (API keys, OAuth bearer JWTs) → the principal of a message.
+//! - [`sanitize`]: invisible and control text removed from what reaches the model, steering
+//!   text flagged.
 //! - [`policy`]: the TOML policy file → a validated [`policy::Policy`].
 //!
 //! The aggregate wing (I/O):
@@ -71,6 +73,7 @@ pub mod plan;
 pub mod policy;
 pub mod profile;
 pub mod reload;
+pub mod sanitize;
 pub mod search;
 pub mod server;
 pub mod stack;
