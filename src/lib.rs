@@ -30,6 +30,8 @@
 //! - [`identity`]: credentials (API keys, OAuth bearer JWTs) → the principal of a message.
 //! - [`sanitize`]: invisible and control text removed from what reaches the model, steering
 //!   text flagged.
+//! - [`pin`]: tool definitions pinned by `schemaHash` (lockfile, trust on first use); the
+//!   one door from the upstreams' lists into the catalog.
 //! - [`policy`]: the TOML policy file → a validated [`policy::Policy`].
 //!
 //! The aggregate wing (I/O):
@@ -69,6 +71,7 @@ pub mod llm_api;
 mod lock;
 pub mod mcp;
 pub mod naming;
+pub mod pin;
 pub mod plan;
 pub mod policy;
 pub mod profile;

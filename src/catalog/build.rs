@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::CatalogTool;
+use super::{CatalogTool, Held, Quarantined};
 use crate::mcp::params::{marked_tools, Marked};
 use crate::naming::{disambiguated, exposed_name};
 
@@ -88,6 +88,12 @@ pub struct Catalog {
     resource_routes: HashMap<String, usize>,
     param_marks: HashMap<String, Vec<Marked>>,
     collisions: Vec<Collision>,
+    /// With a guard ([`Catalog::build_guarded`]): the lists as the upstreams gave them (what
+    /// [`Catalog::upstreams`] returns), and per upstream what the guard held back.
+    raw: Option<Vec<Contribution>>,
+    held: Vec<Held>,
+    /// Exposed name of a quarantined tool → (upstream, index in its `held.quarantined`).
+    quarantine_routes: HashMap<String, (usize, usize)>,
 }
 
 impl Catalog {
@@ -146,6 +152,41 @@ impl Catalog {
             tracing::warn!(%collision, "Namespaced names collide; told apart");
         }
         catalog.derive();
+        catalog
+    }
+
+    /// [`Catalog::build`] with a guard at the door: `guard(i, raw, held)` turns upstream `i`'s
+    /// lists as it gave them, and what it returned for that upstream in `previous`, into the
+    /// lists that enter the catalog and its new state ([`crate::pin::admit`] in the gateway).
+    /// [`Catalog::upstreams`] still returns the lists as given (refreshes compare with
+    /// them); everything else sees the guarded ones.
+    ///
+    /// # Panics
+    /// When `per_upstream` and `names` differ in length.
+    #[must_use]
+    pub fn build_guarded(
+        per_upstream: Vec<Contribution>,
+        names: &[String],
+        separator: &str,
+        version: u64,
+        previous: &Self,
+        guard: impl Fn(usize, &Contribution, &Held) -> (Contribution, Held),
+    ) -> Self {
+        let empty = Held::default();
+        let (admitted, held): (Vec<Contribution>, Vec<Held>) = per_upstream
+            .iter()
+            .enumerate()
+            .map(|(i, raw)| guard(i, raw, previous.held.get(i).unwrap_or(&empty)))
+            .unzip();
+        let mut catalog = Self::build(admitted, names, separator, version);
+        for (i, h) in held.iter().enumerate() {
+            for (n, q) in h.quarantined.iter().enumerate() {
+                let exposed = exposed_name(&q.server, &q.name, separator);
+                catalog.quarantine_routes.insert(exposed, (i, n));
+            }
+        }
+        catalog.raw = Some(per_upstream);
+        catalog.held = held;
         catalog
     }
 
@@ -247,10 +288,23 @@ impl Catalog {
         &self.separator
     }
 
-    /// What each upstream contributed, in policy order.
+    /// What each upstream contributed, in policy order, as it gave it (before any guard).
     #[must_use]
     pub fn upstreams(&self) -> &[Contribution] {
-        &self.per_upstream
+        self.raw.as_deref().unwrap_or(&self.per_upstream)
+    }
+
+    /// Per upstream, what the guard held back and reported (empty without a guard).
+    #[must_use]
+    pub fn held(&self) -> &[Held] {
+        &self.held
+    }
+
+    /// The quarantined tool that would be exposed as `exposed`, if any.
+    #[must_use]
+    pub fn quarantined(&self, exposed: &str) -> Option<&Quarantined> {
+        let &(i, n) = self.quarantine_routes.get(exposed)?;
+        self.held.get(i)?.quarantined.get(n)
     }
 
     /// Every tool with its exposed name, in canonical order: servers in policy order, then

@@ -20,9 +20,11 @@
 //! ```
 
 mod build;
+mod guarded;
 mod saved;
 
 pub use build::{Catalog, Collision, Contribution};
+pub use guarded::{Held, Quarantined};
 pub use saved::{load_file, load_saved};
 
 use std::borrow::Cow;

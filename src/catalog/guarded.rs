@@ -1,0 +1,42 @@
+//! What the guard between the upstreams and the catalog ([`crate::pin::admit`]) held back or
+//! reported, kept in the catalog value so every reader sees the same.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::sanitize::ItemReport;
+
+/// A tool held out of the catalog (not listed, not searchable, calls refused), and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    /// Server id.
+    pub server: String,
+    /// The upstream's own tool name.
+    pub name: String,
+    /// `changed` (differs from the pin), `unknown` (not in the lock) or `steering` (flagged
+    /// by the sanitizer, with `[sanitize] steering = "quarantine"`).
+    pub reason: &'static str,
+    /// The pinned `schemaHash`, when there is one.
+    pub old: Option<String>,
+    /// The served tool's `schemaHash`.
+    pub new: String,
+    /// What changed: `description`, `schema`, `annotations`, `other` (empty unless
+    /// `changed`).
+    pub changed: Vec<&'static str>,
+}
+
+/// One upstream's guard state: what was held back and reported, and (trust on first use) the
+/// definitions first seen.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Held {
+    /// Tools held out of the catalog.
+    pub quarantined: Vec<Quarantined>,
+    /// Without a lock: the original definition of each tool as first seen, by its own name.
+    pub trusted: BTreeMap<String, Value>,
+    /// What sanitizing removed or flagged, per item (items with nothing to report are left
+    /// out).
+    pub reports: Vec<ItemReport>,
+    /// Warnings that did not hold anything back (`on_change = "warn"`, flags).
+    pub warnings: Vec<String>,
+}
