@@ -27,7 +27,9 @@ pub mod expand;
 pub(crate) mod http;
 pub(crate) mod mcp_json;
 mod parse;
+pub mod pin;
 pub mod raw;
+pub mod sanitize;
 mod validate;
 mod warnings;
 
@@ -40,6 +42,8 @@ use std::time::Duration;
 pub use budget::BudgetPolicy;
 pub use discover::DiscoverPolicy;
 pub use http::{HttpOptions, HttpTransport};
+pub use pin::PinPolicy;
+pub use sanitize::SanitizePolicy;
 
 /// Default largest message accepted from a client: 4 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
@@ -87,6 +91,10 @@ pub struct Policy {
     pub clients: Vec<client::ClientSpec>,
     /// `[auth]`.
     pub auth: client::AuthSpec,
+    /// `[sanitize]`.
+    pub sanitize: SanitizePolicy,
+    /// `[pin]` (with the lock read, once loaded).
+    pub pin: PinPolicy,
     /// The policy file's text, so that warnings can name lines.
     source: Source,
     /// What importing host configs found worth a warning (renamed, skipped, ignored keys).
@@ -116,6 +124,8 @@ impl Default for Policy {
             discover: DiscoverPolicy::default(),
             clients: Vec::new(),
             auth: client::AuthSpec::default(),
+            sanitize: SanitizePolicy::default(),
+            pin: PinPolicy::default(),
             source: Source::default(),
             import_warnings: Vec::new(),
         }
@@ -376,7 +386,24 @@ impl Policy {
             path: path.to_owned(),
             source,
         })?;
-        Self::from_toml_str(&text, &path.display().to_string())
+        let mut policy = Self::from_toml_str_at(&text, &path.display().to_string(), None)?;
+        let base = path.parent().unwrap_or_else(|| Path::new(""));
+        policy.read_lock(base, &path.display().to_string())?;
+        Ok(policy)
+    }
+
+    /// Reads the `[pin] lock` file, relative to `base`.
+    fn read_lock(&mut self, base: &Path, origin: &str) -> Result<(), ConfigError> {
+        self.pin
+            .read_lock(base)
+            .map_err(|message| ConfigError::Invalid {
+                path: origin.to_owned(),
+                problems: vec![Problem {
+                    path: "pin.lock".into(),
+                    line: parse::line_of(self.source.0.as_deref().unwrap_or(""), "pin.lock"),
+                    message,
+                }],
+            })
     }
 
     /// Parses and validates policy text; `origin` names it in errors.
@@ -384,17 +411,30 @@ impl Policy {
     /// # Errors
     /// [`ConfigError`] with every problem found.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        // A lock named here is relative to the working directory.
+        Self::from_toml_str_at(text, origin, Some(Path::new("")))
+    }
+
+    fn from_toml_str_at(
+        text: &str,
+        origin: &str,
+        lock_base: Option<&Path>,
+    ) -> Result<Self, ConfigError> {
         let invalid = |problems| ConfigError::Invalid {
             path: origin.to_owned(),
             problems,
         };
         let raw = parse::raw(text).map_err(invalid)?;
-        validate::validate(raw, text).map_err(|mut problems| {
+        let mut policy = validate::validate(raw, text).map_err(|mut problems| {
             for p in &mut problems {
                 p.line = parse::line_of(text, &p.path).or(p.line);
             }
             invalid(problems)
-        })
+        })?;
+        if let Some(base) = lock_base {
+            policy.read_lock(base, origin)?;
+        }
+        Ok(policy)
     }
 
     /// Resolves `${env:VAR}` / `${env:VAR:-default}` in HTTP upstreams' `url` and `headers`

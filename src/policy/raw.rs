@@ -35,6 +35,12 @@ pub struct RawPolicy {
     /// How callers authenticate beyond API keys (`[auth]`, `[auth.jwt]`).
     #[serde(default)]
     pub auth: super::client::RawAuth,
+    /// What is removed from and flagged in upstream text.
+    #[serde(default)]
+    pub sanitize: super::sanitize::RawSanitize,
+    /// Tool definitions pinned by hash.
+    #[serde(default)]
+    pub pin: super::pin::RawPin,
 }
 
 /// `[downstream]`.
@@ -148,4 +154,6 @@ pub struct RawUpstream {
     /// strings or `{ uri = "...", name = "..." }` tables. Kept as TOML values so that validation
     /// can name the exact entry and field of each problem. Default: not declared.
     pub roots: Option<Vec<toml::Value>>,
+    /// `[sanitize]` keys overridden for this upstream. Default: none (`[sanitize]` applies).
+    pub sanitize: Option<super::sanitize::RawSanitize>,
 }

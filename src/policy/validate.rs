@@ -1,6 +1,6 @@
 //! Raw policy → [`Policy`]: every problem reported with its field path and line.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
@@ -146,6 +146,14 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
 
     let mut seen = HashSet::new();
     let mut upstreams = Vec::new();
+    // `[sanitize]` first: upstreams' own `sanitize` tables build on it.
+    let mut guard_problems = Vec::new();
+    let sanitize_global = raw.sanitize.validate(
+        "sanitize",
+        &crate::sanitize::Rules::default(),
+        &mut guard_problems,
+    );
+    let mut sanitize_upstreams = BTreeMap::new();
     for (i, spanned) in raw.upstream.into_iter().enumerate() {
         let line = Some(super::parse::line_at(text, spanned.span().start));
         let up = spanned.into_inner();
@@ -199,6 +207,10 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         };
         let http_keys = raw_http.any();
         let (http_options, http_problems) = raw_http.validate();
+        if let Some(own) = &up.sanitize {
+            let rules = own.validate(&path("sanitize"), &sanitize_global, &mut guard_problems);
+            sanitize_upstreams.insert(up.name.clone(), rules);
+        }
         let transport = match (up.command, up.url) {
             (Some(command), None) => {
                 if http_keys {
@@ -321,6 +333,8 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             ));
         }
     }
+    let pin = raw.pin.validate(&mut section_problems);
+    section_problems.append(&mut guard_problems);
     for (path, message) in section_problems {
         push(path, None, message);
     }
@@ -353,6 +367,11 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             discover,
             clients,
             auth,
+            sanitize: super::sanitize::SanitizePolicy {
+                global: sanitize_global,
+                upstreams: sanitize_upstreams,
+            },
+            pin,
         })
     } else {
         Err(problems)

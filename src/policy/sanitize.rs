@@ -1,0 +1,137 @@
+//! `[sanitize]`: what the gateway removes from and flags in upstream text (see
+//! [`crate::sanitize`]), overridable per upstream.
+//!
+//! ```toml
+//! [sanitize]
+//! strip = true              # remove invisible and control text (default true)
+//! steering = "flag"         # "flag" | "quarantine" | "off" (default "flag")
+//! allow = ["calc/add"]      # tools let through whatever their steering score
+//!
+//! [[upstream]]
+//! name = "calc"
+//! command = "calc-server"
+//! sanitize = { steering = "quarantine" }   # keys not given come from [sanitize]
+//! ```
+
+use serde::Deserialize;
+
+use crate::sanitize::{Rules, Steering};
+
+/// `[sanitize]` (and an upstream's `sanitize = { .. }`) as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct RawSanitize {
+    /// Remove invisible and control text from what reaches the model. Default: true.
+    pub strip: Option<bool>,
+    /// What a definition whose steering score reaches the threshold gets: `"flag"` (reported),
+    /// `"quarantine"` (held back until allowed) or `"off"` (not scored). Default: `"flag"`.
+    pub steering: Option<String>,
+    /// Tools (`server/tool`) let through whatever their steering score. Default: none.
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+/// `[sanitize]` validated: the rules of each upstream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SanitizePolicy {
+    /// The `[sanitize]` section (upstream-agnostic; `allow` as `server/tool` ids).
+    pub global: Rules,
+    /// Per upstream id, its overriding rules (already merged with `global`).
+    pub upstreams: std::collections::BTreeMap<String, Rules>,
+}
+
+impl SanitizePolicy {
+    /// The rules for upstream `server`, with `allow` reduced to its own tool names.
+    #[must_use]
+    pub fn rules_for(&self, server: &str) -> Rules {
+        let rules = self.upstreams.get(server).unwrap_or(&self.global);
+        let prefix = format!("{server}/");
+        Rules {
+            allow: rules
+                .allow
+                .iter()
+                .filter_map(|id| id.strip_prefix(&prefix).map(str::to_owned))
+                .collect(),
+            ..rules.clone()
+        }
+    }
+}
+
+impl RawSanitize {
+    /// Validates the section at `path` on top of `base`, pushing problems as
+    /// `(field path, message)`.
+    pub(crate) fn validate(
+        &self,
+        path: &str,
+        base: &Rules,
+        problems: &mut Vec<(String, String)>,
+    ) -> Rules {
+        let steering = match self.steering.as_deref() {
+            None => base.steering,
+            Some("flag") => Steering::Flag,
+            Some("quarantine") => Steering::Quarantine,
+            Some("off") => Steering::Off,
+            Some(other) => {
+                problems.push((
+                    format!("{path}.steering"),
+                    format!("{other:?} is not one of \"flag\", \"quarantine\", \"off\""),
+                ));
+                base.steering
+            }
+        };
+        for id in &self.allow {
+            if !id.contains('/') {
+                problems.push((
+                    format!("{path}.allow"),
+                    format!("{id:?} is not a tool id such as \"server/tool\""),
+                ));
+            }
+        }
+        let mut allow = base.allow.clone();
+        allow.extend(self.allow.iter().cloned());
+        Rules {
+            strip: self.strip.unwrap_or(base.strip),
+            steering,
+            allow,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_overrides_merge_and_allow_is_per_server() {
+        let mut problems = Vec::new();
+        let global = RawSanitize {
+            allow: vec!["calc/add".into(), "fs/read".into()],
+            ..RawSanitize::default()
+        }
+        .validate("sanitize", &Rules::default(), &mut problems);
+        let calc = RawSanitize {
+            steering: Some("quarantine".into()),
+            ..RawSanitize::default()
+        }
+        .validate("upstream[0].sanitize", &global, &mut problems);
+        assert!(problems.is_empty());
+        let policy = SanitizePolicy {
+            upstreams: [("calc".to_owned(), calc)].into(),
+            global,
+        };
+        let rules = policy.rules_for("calc");
+        assert_eq!(
+            (rules.steering, rules.allow),
+            (Steering::Quarantine, vec!["add".to_owned()])
+        );
+        assert_eq!(policy.rules_for("fs").allow, ["read"]);
+        RawSanitize {
+            steering: Some("block".into()),
+            allow: vec!["add".into()],
+            ..RawSanitize::default()
+        }
+        .validate("sanitize", &Rules::default(), &mut problems);
+        assert_eq!(problems.len(), 2);
+    }
+}
