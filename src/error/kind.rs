@@ -97,6 +97,14 @@ pub const HTTP_BODY_TIMEOUT: &str = "mcp_budget.http.body_timeout";
 /// A connection over `downstream.max_connections` or `max_connections_per_client`
 /// (`-32600`; HTTP 503, then closed).
 pub const HTTP_TOO_MANY_CONNECTIONS: &str = "mcp_budget.http.too_many_connections";
+/// A call of a tool held back because its definition differs from its pin (changed since
+/// trusted, or not in the lock); `error.data` has `old` and `new` hash and what `changed`
+/// (`-32000`).
+pub const TOOL_CHANGED: &str = "mcp_budget.tool.changed";
+/// A call of a tool held back because its definition tries to steer the model
+/// (`[sanitize] steering = "quarantine"`, until `[sanitize] allow` lists it); `error.data`
+/// has its `new` hash (`-32000`).
+pub const TOOL_FLAGGED: &str = "mcp_budget.tool.flagged";
 /// The gateway is shutting down (`-32000`).
 pub const GATEWAY_SHUTTING_DOWN: &str = "mcp_budget.gateway.shutting_down";
 /// A bug or an unexpected fault inside the gateway: a panic, or a request left unanswered
@@ -138,6 +146,8 @@ pub const ALL: &[&str] = &[
     HTTP_NOT_ACCEPTABLE,
     HTTP_BODY_TIMEOUT,
     HTTP_TOO_MANY_CONNECTIONS,
+    TOOL_CHANGED,
+    TOOL_FLAGGED,
     GATEWAY_SHUTTING_DOWN,
     INTERNAL,
 ];

@@ -204,23 +204,32 @@ impl Pool {
             }
         }
         if !changed.is_empty() {
-            self.publish(i, fresh, &policy.separator);
+            self.publish(i, fresh, policy);
         }
         changed
     }
 
-    /// Publishes a catalog with upstream `i`'s lists replaced by `fresh`.
-    fn publish(&self, i: usize, fresh: Contribution, separator: &str) {
+    /// Publishes a catalog with upstream `i`'s lists replaced by `fresh`, through the one door
+    /// into the catalog: sanitized and pinned ([`crate::pin`]).
+    fn publish(&self, i: usize, fresh: Contribution, policy: &Policy) {
+        let names = &self.names;
+        let (sanitize, pin) = (&policy.sanitize, &policy.pin.rules);
         self.catalog.send_modify(|catalog| {
             let mut per_upstream = catalog.upstreams().to_vec();
             per_upstream[i] = fresh;
             let version = catalog.version() + 1;
-            *catalog = Arc::new(Catalog::build(
+            let guard = |i: usize, raw: &Contribution, held: &crate::catalog::Held| {
+                crate::pin::admit(&names[i], raw, held, &sanitize.rules_for(&names[i]), pin)
+            };
+            let guarded = Catalog::build_guarded(
                 per_upstream,
-                &self.names,
-                separator,
+                names,
+                &policy.separator,
                 version,
-            ));
+                catalog,
+                guard,
+            );
+            *catalog = Arc::new(guarded);
         });
     }
 }

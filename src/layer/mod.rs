@@ -2,5 +2,6 @@
 
 pub mod budget;
 pub mod era;
+pub mod guard;
 pub mod recover;
 pub mod trace;

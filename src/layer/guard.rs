@@ -1,0 +1,293 @@
+//! `guard`: refuses calls of quarantined tools and sanitizes what comes back.
+//!
+//! The catalog already leaves quarantined tools out of every list and search (they never
+//! enter it, see [`crate::pin::admit`]); this layer answers a `tools/call` of one — a host
+//! that listed it before, or an `invoke_tool`, which the budget layer above turns into a
+//! `tools/call` — with `mcp_budget.tool.changed` (or `mcp_budget.tool.flagged`), carrying the
+//! old and new `schemaHash` and what changed. On the way up it strips invisible and control
+//! text ([`crate::sanitize::result`]) from `tools/call`, `prompts/get` and `resources/read`
+//! results and from `initialize` / `server/discover` instructions, when `[sanitize] strip` is
+//! on. Results with nothing to strip pass through without being parsed. Everything else
+//! passes through untouched.
+//!
+//! Policy: `[sanitize]` and `[pin]`.
+//!
+//! ```
+//! use mcp_budget::catalog::Catalog;
+//! use mcp_budget::layer::guard::GuardLayer;
+//! use std::sync::Arc;
+//! use tower::Layer;
+//! # use mcp_budget::context::McpRequest;
+//! # let inner = tower::service_fn(|_: McpRequest| async { Ok::<Option<mcp_budget::jsonrpc::Message>, std::convert::Infallible>(None) });
+//! let (_tx, catalog) = tokio::sync::watch::channel(Arc::new(Catalog::default()));
+//! let service = GuardLayer::new(catalog, true).layer(inner);
+//! # let _ = service;
+//! ```
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tower::{Layer, Service};
+
+use crate::catalog::{Catalog, Quarantined};
+use crate::context::McpRequest;
+use crate::error::{kind, UPSTREAM_ERROR};
+use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
+use crate::sanitize::{self, strip};
+
+/// Layer of [`Guard`].
+#[derive(Debug, Clone)]
+pub struct GuardLayer {
+    catalog: watch::Receiver<Arc<Catalog>>,
+    strip: bool,
+}
+
+impl GuardLayer {
+    /// Guards against quarantined tools of the published `catalog`; `strip`: sanitize results
+    /// (`[sanitize] strip`).
+    #[must_use]
+    pub fn new(catalog: watch::Receiver<Arc<Catalog>>, strip: bool) -> Self {
+        Self { catalog, strip }
+    }
+}
+
+impl<S> Layer<S> for GuardLayer {
+    type Service = Guard<S>;
+    fn layer(&self, inner: S) -> Guard<S> {
+        Guard {
+            inner,
+            catalog: self.catalog.clone(),
+            strip: self.strip,
+        }
+    }
+}
+
+/// Refuses quarantined tools; sanitizes results.
+#[derive(Debug, Clone)]
+pub struct Guard<S> {
+    inner: S,
+    catalog: watch::Receiver<Arc<Catalog>>,
+    strip: bool,
+}
+
+/// Methods whose results a model reads.
+const SANITIZED: &[&str] = &[
+    "tools/call",
+    "prompts/get",
+    "resources/read",
+    "initialize",
+    "server/discover",
+];
+
+impl<S> Service<McpRequest> for Guard<S>
+where
+    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Option<Message>;
+    type Error = Infallible;
+    type Future = crate::context::McpFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: McpRequest) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let method = match req.message.kind() {
+            Kind::Request => req.message.method().unwrap_or_default(),
+            _ => return Box::pin(inner.call(req)),
+        };
+        if method == "tools/call" {
+            if let Some(refusal) = self.refusal(&req.message) {
+                return Box::pin(async move { Ok(Some(refusal)) });
+            }
+        }
+        if !self.strip || !SANITIZED.contains(&method) {
+            return Box::pin(inner.call(req));
+        }
+        Box::pin(async move {
+            let mut reply = inner.call(req).await?;
+            if let Some(msg) = reply.as_mut() {
+                sanitize_reply(msg);
+            }
+            Ok(reply)
+        })
+    }
+}
+
+impl<S> Guard<S> {
+    /// The error answering a call of a quarantined tool, if this is one.
+    fn refusal(&self, msg: &Message) -> Option<Message> {
+        let name = msg
+            .params_as::<Value>()
+            .ok()?
+            .get("name")?
+            .as_str()?
+            .to_owned();
+        let catalog = self.catalog.borrow().clone();
+        let q = catalog.quarantined(&name)?;
+        let id = msg.id.clone().unwrap_or(Id::Null);
+        Some(Message::error(id, refusal_error(&name, q)))
+    }
+}
+
+/// The `mcp_budget.tool.changed` / `.flagged` error for a call of `q` (exposed as `name`).
+#[must_use]
+pub fn refusal_error(name: &str, q: &Quarantined) -> ErrorObject {
+    let (kind, why) = match q.reason {
+        "steering" => (
+            kind::TOOL_FLAGGED,
+            "its definition tries to steer the model; review it and add it to [sanitize] allow"
+                .to_owned(),
+        ),
+        "unknown" => (
+            kind::TOOL_CHANGED,
+            "it is not in the lockfile; review it and update the lock (mcp-budget pin)".to_owned(),
+        ),
+        _ => (
+            kind::TOOL_CHANGED,
+            format!(
+                "its {} changed since it was pinned; review it and update the lock (mcp-budget \
+                 pin), or restart the gateway to trust it anew",
+                q.changed.join(", ")
+            ),
+        ),
+    };
+    ErrorObject::new(
+        UPSTREAM_ERROR,
+        format!("tool {name} is quarantined: {why}"),
+        kind,
+        Some(json!({
+            "tool": name,
+            "server": q.server,
+            "reason": q.reason,
+            "old": q.old,
+            "new": q.new,
+            "changed": q.changed,
+        })),
+    )
+}
+
+/// Strips a reply's result in place, parsing it only when its text may need it.
+fn sanitize_reply(msg: &mut Message) {
+    let Some(raw) = msg.result.as_ref() else {
+        return;
+    };
+    if !strip::may_need(raw.get().as_bytes()) {
+        return;
+    }
+    let Ok(mut result) = serde_json::from_str::<Value>(raw.get()) else {
+        return;
+    };
+    let counts = sanitize::result(&mut result);
+    if counts.total() > 0 {
+        tracing::info!(removed = %counts, "Stripped invisible or control text from a result");
+        msg.result = Some(crate::jsonrpc::to_raw(&result));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Contribution, Held};
+    use crate::context::{Caller, Session};
+    use crate::jsonrpc::to_raw;
+
+    fn call(method: &str, params: &Value) -> McpRequest {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        McpRequest {
+            message: Message::request(Id::Number(7), method, Some(to_raw(params))),
+            caller: Caller::new(Arc::new(Session::new("s", tx))),
+        }
+    }
+
+    fn catalog() -> watch::Receiver<Arc<Catalog>> {
+        let names = ["calc".to_owned()];
+        let raw = Contribution {
+            tools: vec![json!({"name": "add", "inputSchema": {"type": "object"}})],
+            ..Contribution::default()
+        };
+        let guard = |_: usize, raw: &Contribution, _: &Held| {
+            let q = Quarantined {
+                server: "calc".into(),
+                name: "add".into(),
+                reason: "changed",
+                old: Some("a".repeat(64)),
+                new: "b".repeat(64),
+                changed: vec!["description"],
+            };
+            let held = Held {
+                quarantined: vec![q],
+                ..Held::default()
+            };
+            (
+                Contribution {
+                    tools: vec![],
+                    ..raw.clone()
+                },
+                held,
+            )
+        };
+        let c = Catalog::build_guarded(vec![raw], &names, "__", 1, &Catalog::default(), guard);
+        watch::channel(Arc::new(c)).1
+    }
+
+    #[tokio::test]
+    async fn quarantined_tool_call_is_refused_with_both_hashes() {
+        let inner = tower::service_fn(|_: McpRequest| async { panic!("must not be called") });
+        let mut svc = GuardLayer::new(catalog(), true).layer(inner);
+        let reply = svc
+            .call(call(
+                "tools/call",
+                &json!({"name": "calc__add", "arguments": {}}),
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        let error = reply.error.unwrap();
+        assert_eq!(error.kind().as_deref(), Some(kind::TOOL_CHANGED));
+        let data: Value = serde_json::from_str(error.data.unwrap().get()).unwrap();
+        assert_eq!(data["old"], "a".repeat(64));
+        assert_eq!(data["new"], "b".repeat(64));
+        assert_eq!(data["changed"], json!(["description"]));
+        assert_eq!(reply.id, Some(Id::Number(7)));
+    }
+
+    #[tokio::test]
+    async fn results_are_stripped_and_clean_ones_left_as_bytes() {
+        let inner = tower::service_fn(|req: McpRequest| async move {
+            let name = req.message.params_as::<Value>().unwrap()["name"].clone();
+            let text = if name == "dirty" {
+                "ok\u{200b}\u{1b}[2J"
+            } else {
+                "ok \"—\""
+            };
+            let result = json!({"content": [{"type": "text", "text": text}]});
+            Ok::<_, Infallible>(Some(Message::response_value(Id::Number(1), &result)))
+        });
+        let mut svc = GuardLayer::new(catalog(), true).layer(inner);
+        let reply = svc
+            .call(call("tools/call", &json!({"name": "dirty"})))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            reply.result.unwrap().get(),
+            r#"{"content":[{"type":"text","text":"ok"}]}"#
+        );
+        let reply = svc
+            .call(call("tools/call", &json!({"name": "clean"})))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            reply.result.unwrap().get(),
+            r#"{"content":[{"type":"text","text":"ok \"—\""}]}"#
+        );
+    }
+}
