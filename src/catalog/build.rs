@@ -300,6 +300,12 @@ impl Catalog {
         &self.held
     }
 
+    /// Whether any tool is quarantined (most catalogs: none, and calls need no look-up).
+    #[must_use]
+    pub fn any_quarantined(&self) -> bool {
+        !self.quarantine_routes.is_empty()
+    }
+
     /// The quarantined tool that would be exposed as `exposed`, if any.
     #[must_use]
     pub fn quarantined(&self, exposed: &str) -> Option<&Quarantined> {
