@@ -1,5 +1,5 @@
 //! The `mcp-budget` command: `serve`, `check`, `inspect`, `render`, `search`, `calibrate`,
-//! `completions`.
+//! `pin`, `completions`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::PathBuf;
@@ -62,6 +62,9 @@ enum Command {
     },
     /// The calibration of a Claude model's counts, from one answer of Anthropic's token counter.
     Calibrate(cli::calibrate::Args),
+    /// Connect to a policy's upstreams and write the lockfile of their tools (schemaHash per
+    /// tool), for `[pin] lock` and `check --lock`.
+    Pin(cli::pin::Args),
 }
 
 fn main() -> ExitCode {
@@ -103,6 +106,7 @@ fn main() -> ExitCode {
         Command::Render(args) => cli::render::run(&args, &mut std::io::stdout().lock()),
         Command::Search(args) => cli::search::run(&args, &mut std::io::stdout().lock()),
         Command::Calibrate(args) => cli::calibrate::run(&args, &mut std::io::stdout().lock()),
+        Command::Pin(args) => cli::pin::run(&args, &mut std::io::stdout().lock()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

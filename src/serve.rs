@@ -93,6 +93,10 @@ fn print_summary(server: &Server, started: tokio::time::Instant) {
     for collision in server.collisions() {
         eprintln!("  collision: {collision}");
     }
+    let catalog = server.catalog();
+    for line in mcp_budget::pin::report::lines(catalog.held(), catalog.names()) {
+        eprintln!("  guard: {line}");
+    }
     let policy = server.policy();
     match server.plan() {
         Some(s) => {

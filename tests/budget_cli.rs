@@ -60,6 +60,7 @@ fn inspect_json_has_the_documented_shape() {
     let tools = r["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 117);
     assert_eq!(tools[0]["id"], "github/actions_get");
+    assert_eq!(tools[0]["schemaHash"].as_str().map(str::len), Some(64));
     for level in LEVELS {
         assert!(tools[0]["tokens"][level].is_u64());
     }

@@ -36,6 +36,13 @@ pub struct Args {
     /// With --live: seconds the upstreams get to be ready.
     #[arg(long, default_value_t = 30, requires = "live")]
     pub ready_timeout_secs: u64,
+    /// A policy file (as the positional files; the one `--lock` applies to, with it).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// A lockfile (`mcp-budget pin`): connect to the policy's upstreams and fail, printing the
+    /// differences, when what they serve differs from it (for CI).
+    #[arg(long, requires = "policy")]
+    pub lock: Option<PathBuf>,
 }
 
 /// What `check` found.
@@ -66,7 +73,7 @@ pub fn run(
 ) -> std::io::Result<Outcome> {
     let mut outcome = Outcome::default();
     let mut loaded: Vec<(String, Policy)> = Vec::new();
-    for file in &args.files {
+    for file in args.files.iter().chain(&args.policy) {
         match Policy::load(file) {
             Ok(p) => {
                 writeln!(
@@ -137,6 +144,9 @@ pub fn run(
         }
         outcome.warnings += found.len();
     }
+    if let (Some(lock), Some((_, policy))) = (&args.lock, loaded.last()) {
+        outcome.errors += check_lock(lock, policy.clone(), out, err)?;
+    }
     if outcome.warnings > 0 {
         let tail = if args.strict {
             "errors under --strict"
@@ -163,6 +173,60 @@ fn live_problems(policy: &Policy, timeout_secs: u64) -> anyhow::Result<Vec<Probl
         message: c.to_string(),
     }));
     Ok(found)
+}
+
+/// Compares what `policy`'s upstreams serve with `lock`: the differences on `err`, and 1
+/// (one failed check) when there are any or the comparison cannot be made.
+fn check_lock(
+    lock: &std::path::Path,
+    mut policy: Policy,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> std::io::Result<usize> {
+    let pinned = match std::fs::read_to_string(lock)
+        .map_err(|e| e.to_string())
+        .and_then(|text| crate::pin::Lock::parse(&text))
+    {
+        Ok(pinned) => pinned,
+        Err(e) => {
+            writeln!(err, "{}: {e}", lock.display())?;
+            return Ok(1);
+        }
+    };
+    let live = policy
+        .resolve_env()
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            super::pin::live_lock(&policy, std::time::Duration::from_secs(30))
+                .map_err(|e| format!("{e:#}"))
+        });
+    let live = match live {
+        Ok(live) => live,
+        Err(e) => {
+            writeln!(err, "{}: {e}", lock.display())?;
+            return Ok(1);
+        }
+    };
+    let differences = pinned.diff(&live);
+    if differences.is_empty() {
+        writeln!(
+            out,
+            "{}: ok ({} tools pinned)",
+            lock.display(),
+            pinned.entries().count()
+        )?;
+        return Ok(0);
+    }
+    for d in &differences {
+        writeln!(err, "{}: {d}", lock.display())?;
+    }
+    writeln!(
+        err,
+        "{}: {} difference(s); review them and run `mcp-budget pin` to update the lock",
+        lock.display(),
+        differences.len()
+    )?;
+    Ok(1)
 }
 
 /// The name collisions among the saved `tools` under `policy` (its upstreams' names and order,

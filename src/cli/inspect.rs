@@ -185,6 +185,7 @@ fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
             json!({
                 "id": t.id(),
                 "name": t.exposed_name(p.catalog.separator()),
+                "schemaHash": crate::pin::hash_of(&t.definition),
                 "tokens": per_level(|l| m.tools[i].direct[l.index()]),
                 "line_tokens": per_level(|l| m.tools[i].line[l.index()]),
                 "plan": plan.levels[i].map_or("deferred", Level::as_str),

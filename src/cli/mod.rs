@@ -10,6 +10,7 @@ pub mod calibrate;
 pub mod check;
 pub mod inspect;
 pub mod live;
+pub mod pin;
 pub mod render;
 pub mod search;
 

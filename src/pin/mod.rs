@@ -33,6 +33,7 @@
 //! ```
 
 pub mod lock;
+pub mod report;
 
 use serde_json::{Map, Value};
 
@@ -230,6 +231,20 @@ fn sanitize_items(out: &mut Contribution, rules: &sanitize::Rules, held: &mut He
             }
         }
     }
+}
+
+/// The `schemaHash` of a catalog tool's definition: the one [`admit`] wrote into its `_meta`
+/// (of the original), or, for a definition that did not pass [`admit`] (saved lists), its own.
+#[must_use]
+pub fn hash_of(definition: &Map<String, Value>) -> String {
+    definition
+        .get("_meta")
+        .and_then(|m| m.get(HASH_META_KEY))
+        .and_then(Value::as_str)
+        .map_or_else(
+            || schema_hash(&Value::Object(definition.clone())),
+            str::to_owned,
+        )
 }
 
 fn set_hash(tool: &mut Value, hash: String) {
