@@ -16,6 +16,7 @@ mod collisions;
 mod env;
 mod eras;
 mod faults;
+mod guard;
 mod http_downstream;
 mod http_upstream;
 mod isolation;

@@ -59,7 +59,9 @@ async def main() -> None:
         while True:
             page = await client.list_tools(cursor=cursor)
             tools += [
-                {"name": t.name, "inputSchema": t.input_schema} for t in page.tools
+                {"name": t.name, "inputSchema": t.input_schema, "title": t.title,
+                 "description": t.description, "meta": t.meta}
+                for t in page.tools
             ]
             cursor = page.next_cursor
             if not cursor:

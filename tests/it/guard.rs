@@ -1,0 +1,246 @@
+//! Sanitize and pin against real servers (Python `mcp` SDK, `tests/peers/poisoned_server.py`):
+//! poisoned metadata reaches a real client (Python SDK) clean and every finding is reported;
+//! a rug pull (a tool that changes its description and schema after a call and announces
+//! `list_changed`) is quarantined with trust on first use and with a lock, `check --lock`
+//! fails on it, and approving (re-pinning, restarting) restores the tool.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::harness::{
+    error_type, gateway_stdio_args, new_tag, peer_file, policy, python_client_output, venv_bin,
+    Gateway, Mode, TagGuard, Up, WAIT,
+};
+
+fn poisoned(name: &str, args: &[&str]) -> Up {
+    let server = peer_file("poisoned_server.py");
+    let mut all = vec![server.as_str()];
+    all.extend_from_slice(args);
+    Up::stdio(name, &venv_bin("python"), &all)
+}
+
+/// Whether `s` holds a character the sanitizer removes.
+fn dirty(s: &str) -> bool {
+    s.chars().any(|c| {
+        matches!(c, '\u{E0000}'..='\u{E007F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+            | '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}' | '\u{1b}')
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poisoned_metadata_reaches_the_python_client_clean_and_is_reported() {
+    let tag = new_tag("guard-poisoned");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy(dir.path(), &tag, "", &[poisoned("evil", &["poisoned"])]);
+    let args = gateway_stdio_args(&policy);
+    let mut target = vec!["stdio"];
+    target.extend(args.iter().map(String::as_str));
+    let plan = json!({"calls": [{"name": "evil__add", "args": {"a": 1, "b": 2}}]});
+    let out = python_client_output(&tag, "legacy", &target, &plan).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let tools = report["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 3, "{report}");
+    for tool in tools {
+        for field in ["title", "description"] {
+            let s = tool[field].as_str().unwrap_or("");
+            assert!(!dirty(s), "{field} of {tool}");
+        }
+        let schema = tool["inputSchema"].to_string();
+        assert!(!dirty(&schema) && !schema.contains("\\u00"), "{schema}");
+        let hash = tool["meta"]["mcp-budget/schemaHash"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(hash.len(), 64, "{tool}");
+    }
+    let add = tools.iter().find(|t| t["name"] == "evil__add").unwrap();
+    assert_eq!(add["title"], "Add numbers");
+    assert_eq!(add["description"], "Adds two numbers.");
+    assert_eq!(
+        add["inputSchema"]["properties"]["a"]["description"],
+        "first number red"
+    );
+    let call = &report["calls"][0]["result"];
+    assert_eq!(call["content"][0]["text"], "3", "{report}");
+    assert_eq!(call["structuredContent"]["result"], "3", "{report}");
+    // The startup summary (the gateway's stderr reaches the client's) names each finding.
+    for line in [
+        "guard: evil/add: removed 30 tag, 1 bidi, 4 invisible, 2 ansi",
+        "guard: evil/notes: steering score",
+        "hidden_block, conceal, secrets, other_tools, exfiltration",
+        "guard: evil/weather: steering score",
+        "guard: warning: evil/weather: steering text flagged (hidden_block, other_tools)",
+    ] {
+        assert!(stderr.contains(line), "{line} missing from:\n{stderr}");
+    }
+}
+
+/// Waits for the gateway to drop `name` from its list (after the upstream's `list_changed`).
+async fn gone(c: &mut crate::harness::RawClient, name: &str) -> bool {
+    let until = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < until {
+        let list = c.request("tools/list", json!({})).await;
+        let listed = list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == name);
+        if !listed {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+fn listed(list: &Value) -> Vec<String> {
+    list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rug_pull_is_quarantined_on_trust_on_first_use() {
+    let mut gw = Gateway::start(
+        "guard-tofu",
+        Mode::Stdio,
+        &[poisoned("rug", &["rugpull", "1"])],
+    )
+    .await;
+    let c = gw.client();
+    c.initialize().await;
+    assert_eq!(
+        listed(&c.request("tools/list", json!({})).await),
+        ["rug__fact"]
+    );
+    let first = c.call_tool("rug__fact", json!({"topic": "x"})).await;
+    assert_eq!(
+        first["result"]["content"][0]["text"], "fact about x",
+        "{first}"
+    );
+    assert!(
+        gone(c, "rug__fact").await,
+        "the changed tool is still listed"
+    );
+    let refused = c
+        .call_tool("rug__fact", json!({"topic": "x", "exfil": "k"}))
+        .await;
+    assert_eq!(error_type(&refused), "mcp_budget.tool.changed", "{refused}");
+    let data = &refused["error"]["data"];
+    assert_eq!(
+        data["changed"],
+        json!(["description", "schema"]),
+        "{refused}"
+    );
+    assert_ne!(data["old"], data["new"]);
+    assert_eq!(data["new"].as_str().unwrap().len(), 64);
+    let log = gw.log();
+    assert!(log.contains("Tool quarantined"), "{log}");
+    gw.stop_and_check().await;
+}
+
+fn run_cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(args)
+        .env("MCP_BUDGET_LOG", "warn")
+        .output()
+        .expect("mcp-budget runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rug_pull_against_a_lock_fails_check_and_approving_restores_it() {
+    let tag = new_tag("guard-lock");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("mcp-budget.lock");
+    let lock_str = lock.to_string_lossy().into_owned();
+    // Pin the honest version.
+    let honest = policy(dir.path(), &tag, "", &[poisoned("rug", &["rugpull", "5"])]);
+    let honest_str = honest.to_string_lossy().into_owned();
+    let out = run_cli(&["pin", "--policy", &honest_str, "--out", &lock_str]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&lock).unwrap();
+    assert!(
+        text.contains("server = \"rug\"\ntool = \"fact\"\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("description = \"Tells a fact about a topic.\""),
+        "{text}"
+    );
+    let ok = run_cli(&["check", "--policy", &honest_str, "--lock", &lock_str]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // The server now starts changed (`rugpull 0`): CI fails, naming what changed.
+    let changed_dir = tempfile::tempdir().unwrap();
+    let pin = format!("\n[pin]\nlock = {lock_str:?}\n");
+    let changed = policy(
+        changed_dir.path(),
+        &tag,
+        &pin,
+        &[poisoned("rug", &["rugpull", "0"])],
+    );
+    let changed_str = changed.to_string_lossy().into_owned();
+    let failed = run_cli(&["check", "--policy", &changed_str, "--lock", &lock_str]);
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success(), "{err}");
+    assert!(
+        err.contains("~ rug/fact: description, schema changed"),
+        "{err}"
+    );
+    // Served with the lock: held back and refused.
+    let ups = [poisoned("rug", &["rugpull", "0"])];
+    let mut gw = Gateway::start_with("guard-lock-serve", Mode::Stdio, &pin, &ups).await;
+    let c = gw.client();
+    c.initialize().await;
+    assert!(listed(&c.request("tools/list", json!({})).await).is_empty());
+    let refused = c.call_tool("rug__fact", json!({"topic": "x"})).await;
+    assert_eq!(error_type(&refused), "mcp_budget.tool.changed", "{refused}");
+    assert!(
+        gw.log()
+            .contains("rug/fact: QUARANTINED: description, schema changed"),
+        "{}",
+        gw.log()
+    );
+    gw.stop_and_check().await;
+    // Approve: re-pin the new version, restart.
+    let out = run_cli(&["pin", "--policy", &changed_str, "--out", &lock_str]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ok = run_cli(&["check", "--policy", &changed_str, "--lock", &lock_str]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let mut gw = Gateway::start_with("guard-lock-approved", Mode::Stdio, &pin, &ups).await;
+    let c = gw.client();
+    c.initialize().await;
+    assert_eq!(
+        listed(&c.request("tools/list", json!({})).await),
+        ["rug__fact"]
+    );
+    let served = c.call_tool("rug__fact", json!({"topic": "x"})).await;
+    assert_eq!(
+        served["result"]["content"][0]["text"], "fact about x",
+        "{served}"
+    );
+    gw.stop_and_check().await;
+}
