@@ -103,7 +103,7 @@ where
             _ => return Box::pin(inner.call(req)),
         };
         if method == "tools/call" {
-            if let Some(refusal) = self.refusal(&req.message) {
+            if let Some(refusal) = self.refusal(&req) {
                 return Box::pin(async move { Ok(Some(refusal)) });
             }
         }
@@ -122,21 +122,17 @@ where
 
 impl<S> Guard<S> {
     /// The error answering a call of a quarantined tool, if this is one.
-    fn refusal(&self, msg: &Message) -> Option<Message> {
-        // The common case costs one atomic read: no quarantine, no parse of the params.
+    fn refusal(&self, req: &McpRequest) -> Option<Message> {
+        // The common case costs one atomic read: no quarantine. The name comes from the
+        // request's view (parsed once, downstream; a repeated key resolves as a `Value` would).
         if !self.catalog.borrow().any_quarantined() {
             return None;
         }
-        let name = msg
-            .params_as::<Value>()
-            .ok()?
-            .get("name")?
-            .as_str()?
-            .to_owned();
+        let name = req.view.name()?;
         let catalog = self.catalog.borrow().clone();
-        let q = catalog.quarantined(&name)?;
-        let id = msg.id.clone().unwrap_or(Id::Null);
-        Some(Message::error(id, refusal_error(&name, q)))
+        let q = catalog.quarantined(name)?;
+        let id = req.message.id.clone().unwrap_or(Id::Null);
+        Some(Message::error(id, refusal_error(name, q)))
     }
 }
 
@@ -204,10 +200,10 @@ mod tests {
 
     fn call(method: &str, params: &Value) -> McpRequest {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        McpRequest {
-            message: Message::request(Id::Number(7), method, Some(to_raw(params))),
-            caller: Caller::new(Arc::new(Session::new("s", tx))),
-        }
+        McpRequest::new(
+            Message::request(Id::Number(7), method, Some(to_raw(params))),
+            Caller::new(Arc::new(Session::new("s", tx))),
+        )
     }
 
     fn catalog() -> watch::Receiver<Arc<Catalog>> {
