@@ -12,6 +12,7 @@ use crate::catalog::Catalog;
 use crate::compress::Level;
 use crate::gateway::{summary_lines, UpstreamSummary};
 use crate::listing::{list_tools, Listing};
+use crate::pin;
 use crate::plan::{Plan, Rules};
 use crate::policy::Policy;
 use crate::profile::ProfileOverrides;
@@ -86,7 +87,9 @@ pub(crate) fn prepare(args: &super::CatalogArgs) -> anyhow::Result<Prepared> {
         let names: Vec<String> = policy.upstreams.iter().map(|u| u.name.clone()).collect();
         let catalog =
             Catalog::from_saved(tools, &names, &policy.separator).context("loading --tools")?;
-        (catalog, None)
+        // Sanitized and pinned as the gateway admits lists, so offline = live.
+        let sanitize = |server: &str| policy.sanitize.rules_for(server);
+        (pin::admit_all(&catalog, sanitize, &policy.pin.rules), None)
     };
     let rules = policy
         .budget

@@ -40,7 +40,7 @@ use serde_json::{Map, Value};
 pub use lock::{Difference, Entry, Lock, Parts};
 
 use crate::canonical::schema_hash;
-use crate::catalog::{Contribution, Held, Quarantined};
+use crate::catalog::{Catalog, Contribution, Held, Quarantined};
 use crate::sanitize::{self, Steering};
 
 /// The `_meta` key of each listed tool's `schemaHash`. Prefixed: an unprefixed key could be
@@ -114,6 +114,28 @@ fn judge(
             }
         }
     }
+}
+
+/// `catalog` as the gateway would publish it: every upstream's lists through [`admit`] (a first
+/// sight, as at start). The offline commands use it, so `render` prints what `serve` lists.
+#[must_use]
+pub fn admit_all(
+    catalog: &Catalog,
+    sanitize: impl Fn(&str) -> sanitize::Rules,
+    rules: &Rules,
+) -> Catalog {
+    let names = catalog.names();
+    let guard = |i: usize, raw: &Contribution, held: &Held| {
+        admit(&names[i], raw, held, &sanitize(&names[i]), rules)
+    };
+    Catalog::build_guarded(
+        catalog.upstreams().to_vec(),
+        names,
+        catalog.separator(),
+        catalog.version(),
+        &Catalog::default(),
+        guard,
+    )
 }
 
 /// Sanitizes and pins the lists of upstream `server` (`raw`, as the upstream gave them) on
