@@ -109,6 +109,9 @@ fn served(policy: &Policy, upstreams: &[(String, Vec<Value>)]) -> String {
         })
         .collect();
     let catalog = Catalog::build(per_upstream, &names, &policy.separator, 1);
+    // Through the door the gateway's pool admits lists by: sanitized and pinned.
+    let sanitize = |server: &str| policy.sanitize.rules_for(server);
+    let catalog = mcp_budget::pin::admit_all(&catalog, sanitize, &policy.pin.rules);
     if !policy.budget.enabled {
         return mcp_budget::listing::pass_through(&catalog).get().to_owned();
     }
