@@ -222,7 +222,9 @@ fn host_configs_import_as_their_hosts_run_them() {
     let (ok, _, err) = check_import("project/.mcp.json");
     assert!(ok, "{err}");
     assert!(err.contains("imported as `docs_search`"), "{err}");
-    assert!(err.contains("2024-11-05 HTTP+SSE transport"), "{err}");
+    // `"type": "sse"` is served by the HTTP+SSE transport now: no warning about it.
+    assert!(!err.contains("HTTP+SSE"), "{err}");
+    assert!(err.contains("1 warning(s)"), "{err}");
 
     let (ok, _, err) = check_import("app/.vscode/mcp.json");
     assert!(ok, "{err}");
