@@ -145,7 +145,7 @@ pub fn run(
         outcome.warnings += found.len();
     }
     if let (Some(lock), Some((_, policy))) = (&args.lock, loaded.last()) {
-        outcome.errors += check_lock(lock, policy.clone(), out, err)?;
+        outcome.errors += check_lock(lock, policy, out, err)?;
     }
     if outcome.warnings > 0 {
         let tail = if args.strict {
@@ -179,7 +179,7 @@ fn live_problems(policy: &Policy, timeout_secs: u64) -> anyhow::Result<Vec<Probl
 /// (one failed check) when there are any or the comparison cannot be made.
 fn check_lock(
     lock: &std::path::Path,
-    mut policy: Policy,
+    policy: &Policy,
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> std::io::Result<usize> {
@@ -193,13 +193,9 @@ fn check_lock(
             return Ok(1);
         }
     };
-    let live = policy
-        .resolve_env()
-        .map_err(|e| e.to_string())
-        .and_then(|()| {
-            super::pin::live_lock(&policy, std::time::Duration::from_secs(30))
-                .map_err(|e| format!("{e:#}"))
-        });
+    // `live_lock` resolves `${env:…}` itself, once.
+    let live = super::pin::live_lock(policy, std::time::Duration::from_secs(30))
+        .map_err(|e| format!("{e:#}"));
     let live = match live {
         Ok(live) => live,
         Err(e) => {

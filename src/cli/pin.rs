@@ -27,8 +27,9 @@ pub struct Args {
 /// When the policy does not load, an upstream is not ready in time, or the lock cannot be
 /// written.
 pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-    let mut policy = Policy::load(&args.policy)?;
-    policy.resolve_env()?;
+    // `live_lock` resolves `${env:…}` as it starts the upstreams (once: a resolved value may
+    // itself hold `${`).
+    let policy = Policy::load(&args.policy)?;
     let lock = live_lock(&policy, Duration::from_secs(args.ready_timeout_secs))?;
     let text = lock.to_toml();
     match &args.out {
