@@ -525,7 +525,7 @@ where
             }
             Some("tools/call") => {
                 let Some(rewritten) = self.meta_call(&req) else {
-                    let limit = self.result_budget(req.message.params.as_deref());
+                    let limit = self.result_budget(&req);
                     return self.limited(limit, Box::pin(inner.call(req)));
                 };
                 match rewritten {
@@ -535,8 +535,9 @@ where
                     }
                     // The real call, with its own view, as if the client had sent it.
                     Outcome::Forward(params) => {
-                        let limit = self.result_budget(Some(&params));
-                        self.limited(limit, Box::pin(inner.call(req.with_params(params))))
+                        let req = req.with_params(params);
+                        let limit = self.result_budget(&req);
+                        self.limited(limit, Box::pin(inner.call(req)))
                     }
                 }
             }
@@ -546,21 +547,17 @@ where
 }
 
 impl<S> Budget<S> {
-    /// The result budget of a `tools/call` with these params, and the tool's exposed name:
+    /// The result budget of tools/call `req`, and the tool's exposed name:
     /// `Some` when the tool has a `max_result_tokens`.
-    fn result_budget(&self, params: Option<&RawValue>) -> Option<(usize, String)> {
-        #[derive(serde::Deserialize)]
-        struct Name<'a> {
-            #[serde(borrow)]
-            name: std::borrow::Cow<'a, str>,
-        }
-        // Most policies set none: then nothing is parsed or looked up per call.
+    fn result_budget(&self, req: &McpRequest) -> Option<(usize, String)> {
+        // Most policies set none: then nothing is looked up per call. The name is the
+        // request view's (parsed once, downstream).
         if !self.state.budget.has_result_budgets() {
             return None;
         }
-        let name: Name<'_> = serde_json::from_str(params?.get()).ok()?;
-        let max = self.state.result_limit(&name.name)?;
-        Some((max, name.name.into_owned()))
+        let name = req.view.typed_name()?;
+        let max = self.state.result_limit(name)?;
+        Some((max, name.to_owned()))
     }
 
     /// `future`, with its result cut to the budget in `limit` when there is one.
