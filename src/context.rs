@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::identity::Principal;
 use crate::jsonrpc::Message;
 use crate::mcp::view::RequestView;
 
@@ -126,13 +127,16 @@ impl Outbound {
     }
 }
 
-/// Who is calling: the session and where its server→client messages go.
+/// Who is calling: the principal, the session, and where its server→client messages go.
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// The session this message belongs to.
     pub session: Arc<Session>,
     /// Where server→client messages caused by this message go (on HTTP, the POST's stream).
     pub outbound: Outbound,
+    /// Who the downstream found the message is from ([`Principal::anonymous`] until a
+    /// downstream authenticates it, and always on a policy without `[[client]]`).
+    pub principal: Arc<Principal>,
 }
 
 /// One downstream client session.
@@ -213,7 +217,25 @@ impl Caller {
     #[must_use]
     pub fn new(session: Arc<Session>) -> Self {
         let outbound = session.notify.clone();
-        Self { session, outbound }
+        Self::on(session, outbound)
+    }
+
+    /// A caller for `session` whose messages go to `outbound`, anonymous until
+    /// [`Caller::with_principal`].
+    #[must_use]
+    pub fn on(session: Arc<Session>, outbound: Outbound) -> Self {
+        Self {
+            session,
+            outbound,
+            principal: Principal::anonymous(),
+        }
+    }
+
+    /// The same caller, from `principal`.
+    #[must_use]
+    pub fn with_principal(mut self, principal: Arc<Principal>) -> Self {
+        self.principal = principal;
+        self
     }
 
     /// A caller for `session` whose messages go to a channel of their own (on HTTP, the
@@ -221,7 +243,7 @@ impl Caller {
     #[must_use]
     pub fn with_channel(session: Arc<Session>) -> (Self, mpsc::UnboundedReceiver<Message>) {
         let (outbound, rx) = Outbound::channel(session.id.as_str());
-        (Self { session, outbound }, rx)
+        (Self::on(session, outbound), rx)
     }
 }
 

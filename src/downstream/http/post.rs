@@ -179,7 +179,7 @@ async fn json_only(call: Call<'_>) -> Response {
         modern,
     } = call;
     let outbound = session.notify.clone();
-    let request = McpRequest::with_view(message, Caller { session, outbound }, view);
+    let request = McpRequest::with_view(message, Caller::on(session, outbound), view);
     // Run to its end even if this handler is dropped first.
     let reply = RunToEnd::new(service.clone().oneshot(request)).await;
     cancel_on_close.disarm();
