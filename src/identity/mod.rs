@@ -130,7 +130,7 @@ impl Principal {
     pub fn anonymous() -> Arc<Self> {
         static ANON: std::sync::OnceLock<Arc<Principal>> = std::sync::OnceLock::new();
         ANON.get_or_init(|| {
-            Arc::new(Principal {
+            Arc::new(Self {
                 client: Client::new(ANONYMOUS, Scope::everything()),
                 via: Via::Anonymous,
                 subject: None,
