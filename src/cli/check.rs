@@ -33,8 +33,8 @@ pub struct Args {
     /// against what they list, as with --tools.
     #[arg(long, conflicts_with = "tools")]
     pub live: bool,
-    /// With --live: seconds the upstreams get to be ready.
-    #[arg(long, default_value_t = 30, requires = "live")]
+    /// With --live or --lock: seconds the upstreams get to be ready.
+    #[arg(long, default_value_t = 30)]
     pub ready_timeout_secs: u64,
     /// A policy file (as the positional files; the one `--lock` applies to, with it).
     #[arg(long)]
@@ -145,7 +145,7 @@ pub fn run(
         outcome.warnings += found.len();
     }
     if let (Some(lock), Some((_, policy))) = (&args.lock, loaded.last()) {
-        outcome.errors += check_lock(lock, policy, out, err)?;
+        outcome.errors += check_lock(lock, policy, args.ready_timeout_secs, out, err)?;
     }
     if outcome.warnings > 0 {
         let tail = if args.strict {
@@ -180,6 +180,7 @@ fn live_problems(policy: &Policy, timeout_secs: u64) -> anyhow::Result<Vec<Probl
 fn check_lock(
     lock: &std::path::Path,
     policy: &Policy,
+    ready_timeout_secs: u64,
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> std::io::Result<usize> {
@@ -194,7 +195,7 @@ fn check_lock(
         }
     };
     // `live_lock` resolves `${env:…}` itself, once.
-    let live = super::pin::live_lock(policy, std::time::Duration::from_secs(30))
+    let live = super::pin::live_lock(policy, std::time::Duration::from_secs(ready_timeout_secs))
         .map_err(|e| format!("{e:#}"));
     let live = match live {
         Ok(live) => live,
