@@ -15,6 +15,14 @@ if ! pkg-config --exists openssl 2>/dev/null; then
   apt-get update -qq >&2 && apt-get install -y -qq libssl-dev pkg-config >&2
 fi
 
+# The deploy/ manifests render with `kubectl kustomize` (tests/deploy.rs): this machine kind has
+# kubectl from the Google Cloud apt repository; Debian's kubernetes-client is the fallback.
+if ! command -v kubectl >/dev/null; then
+  echo "install-test-deps: apt-get install kubectl" >&2
+  apt-get update -qq >&2
+  apt-get install -y -qq kubectl >&2 || apt-get install -y -qq kubernetes-client >&2
+fi
+
 if ! command -v npm >/dev/null; then
   echo "install-test-deps: npm is required (Node 20+)" >&2
   exit 1

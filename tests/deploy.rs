@@ -1,0 +1,130 @@
+//! The Kubernetes deployment under `deploy/`: every kustomization renders with `kubectl
+//! kustomize`, validates against the Kubernetes schemas (the `kubernetes-validate` PyPI package,
+//! strict), fits together (selectors, probes on the admin port, the autoscaler's target, at least
+//! two replicas, hardened pods) and carries a policy `mcp-budget check` accepts
+//! (`tests/peers/scripts/check_manifests.py` does the checking). Broken copies must fail it.
+//!
+//! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`): the venv and `kubectl`.
+#![allow(clippy::unwrap_used)] // test helpers
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn check(deploy: &Path) -> Output {
+    let python = root().join("tests/peers/.venv/bin/python");
+    assert!(python.exists(), "run scripts/install-test-deps.sh first");
+    Command::new("timeout")
+        .arg("120")
+        .arg(python)
+        .arg(root().join("tests/peers/scripts/check_manifests.py"))
+        .arg(deploy)
+        .arg(env!("CARGO_BIN_EXE_mcp-budget"))
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A copy of `deploy/` in a temporary directory, with `file` edited by `edit`.
+fn broken(file: &str, edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("deploy");
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(root().join("deploy"))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let path = copy.join(file);
+    let before = std::fs::read_to_string(&path).unwrap();
+    let after = edit(&before);
+    assert_ne!(before, after, "the edit of {file} changed nothing");
+    std::fs::write(&path, after).unwrap();
+    (dir, copy)
+}
+
+#[test]
+fn manifests_render_validate_and_fit_together() {
+    let out = check(&root().join("deploy"));
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    for kustomization in ["kustomize/base", "kustomize/overlays/example"] {
+        assert!(
+            report.contains(&format!("{kustomization}: policy in configmap/mcp-budget-policy-")),
+            "{kustomization}'s policy was not checked:\n{report}"
+        );
+        assert!(
+            report.contains(&format!("{kustomization}: ")) && report.contains("objects rendered"),
+            "{report}"
+        );
+    }
+}
+
+#[test]
+fn a_field_kubernetes_does_not_know_fails_the_schema_check() {
+    let (_dir, copy) = broken("kustomize/base/deployment.yaml", |s| {
+        s.replace("  revisionHistoryLimit: 5", "  revisionHistoryLimit: 5\n  replicass: 2")
+    });
+    let out = check(&copy);
+    let report = text(&out);
+    assert!(!out.status.success(), "{report}");
+    assert!(report.contains("FAIL") && report.contains("replicass"), "{report}");
+}
+
+#[test]
+fn a_service_that_selects_no_pod_fails() {
+    let (_dir, copy) = broken("kustomize/base/service.yaml", |s| {
+        s.replacen(
+            "app.kubernetes.io/component: gateway",
+            "app.kubernetes.io/component: gatway",
+            1,
+        )
+    });
+    let out = check(&copy);
+    let report = text(&out);
+    assert!(!out.status.success(), "{report}");
+    assert!(
+        report.contains("FAIL kustomize/base: service/mcp-budget selects no pod"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_policy_mcp_budget_refuses_fails() {
+    let (_dir, copy) = broken("kustomize/overlays/example/policy.toml", |s| {
+        s.replace("[budget]\n", "[budget]\nthreshhold_percent = 2\n")
+    });
+    let out = check(&copy);
+    let report = text(&out);
+    assert!(!out.status.success(), "{report}");
+    assert!(
+        report.contains("FAIL kustomize/overlays/example: mcp-budget check refuses the policy")
+            && report.contains("threshhold_percent"),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_image_runs_as_non_root_from_a_minimal_base() {
+    let file = std::fs::read_to_string(root().join("deploy/Containerfile")).unwrap();
+    let stages: Vec<&str> = file
+        .lines()
+        .filter(|l| l.starts_with("FROM "))
+        .collect();
+    assert_eq!(stages.len(), 2, "a build stage and a runtime stage: {stages:?}");
+    assert!(stages[1].contains("distroless"), "{stages:?}");
+    let runtime = file.split(stages[1]).nth(1).unwrap();
+    assert!(runtime.lines().any(|l| l.starts_with("USER 65532")), "{runtime}");
+    assert!(runtime.contains("ENTRYPOINT [\"/usr/local/bin/mcp-budget\"]"), "{runtime}");
+}
