@@ -1,5 +1,5 @@
 //! The Kubernetes deployment under `deploy/`: every kustomization renders with `kubectl
-//! kustomize`, validates against the Kubernetes schemas (the `kubernetes-validate` PyPI package,
+//! kustomize`, validates against the Kubernetes schemas (the `kubernetes-validate` package from `PyPI`,
 //! strict), fits together (selectors, probes on the admin port, the autoscaler's target, at least
 //! two replicas, hardened pods) and carries a policy `mcp-budget check` accepts
 //! (`tests/peers/scripts/check_manifests.py` does the checking). Broken copies must fail it.
@@ -61,7 +61,9 @@ fn manifests_render_validate_and_fit_together() {
     assert!(out.status.success(), "{report}");
     for kustomization in ["kustomize/base", "kustomize/overlays/example"] {
         assert!(
-            report.contains(&format!("{kustomization}: policy in configmap/mcp-budget-policy-")),
+            report.contains(&format!(
+                "{kustomization}: policy in configmap/mcp-budget-policy-"
+            )),
             "{kustomization}'s policy was not checked:\n{report}"
         );
         assert!(
@@ -74,12 +76,18 @@ fn manifests_render_validate_and_fit_together() {
 #[test]
 fn a_field_kubernetes_does_not_know_fails_the_schema_check() {
     let (_dir, copy) = broken("kustomize/base/deployment.yaml", |s| {
-        s.replace("  revisionHistoryLimit: 5", "  revisionHistoryLimit: 5\n  replicass: 2")
+        s.replace(
+            "  revisionHistoryLimit: 5",
+            "  revisionHistoryLimit: 5\n  replicass: 2",
+        )
     });
     let out = check(&copy);
     let report = text(&out);
     assert!(!out.status.success(), "{report}");
-    assert!(report.contains("FAIL") && report.contains("replicass"), "{report}");
+    assert!(
+        report.contains("FAIL") && report.contains("replicass"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -118,13 +126,20 @@ fn a_policy_mcp_budget_refuses_fails() {
 #[test]
 fn the_image_runs_as_non_root_from_a_minimal_base() {
     let file = std::fs::read_to_string(root().join("deploy/Containerfile")).unwrap();
-    let stages: Vec<&str> = file
-        .lines()
-        .filter(|l| l.starts_with("FROM "))
-        .collect();
-    assert_eq!(stages.len(), 2, "a build stage and a runtime stage: {stages:?}");
+    let stages: Vec<&str> = file.lines().filter(|l| l.starts_with("FROM ")).collect();
+    assert_eq!(
+        stages.len(),
+        2,
+        "a build stage and a runtime stage: {stages:?}"
+    );
     assert!(stages[1].contains("distroless"), "{stages:?}");
     let runtime = file.split(stages[1]).nth(1).unwrap();
-    assert!(runtime.lines().any(|l| l.starts_with("USER 65532")), "{runtime}");
-    assert!(runtime.contains("ENTRYPOINT [\"/usr/local/bin/mcp-budget\"]"), "{runtime}");
+    assert!(
+        runtime.lines().any(|l| l.starts_with("USER 65532")),
+        "{runtime}"
+    );
+    assert!(
+        runtime.contains("ENTRYPOINT [\"/usr/local/bin/mcp-budget\"]"),
+        "{runtime}"
+    );
 }
