@@ -77,6 +77,7 @@ pub mod policy;
 pub mod profile;
 pub mod reload;
 pub mod sanitize;
+pub mod seal;
 pub mod search;
 pub mod server;
 pub mod stack;
