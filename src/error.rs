@@ -26,6 +26,9 @@ use crate::jsonrpc::{
 pub const UPSTREAM_ERROR: i64 = -32000;
 /// JSON-RPC code for a request refused because it is too large.
 pub const TOO_LARGE: i64 = -32001;
+/// JSON-RPC code for a call refused by a gateway limit (`RateLimited` of the draft
+/// rate-limiting SEP), with `error.data.retryAfterMs`.
+pub const RATE_LIMITED: i64 = -32023;
 
 /// A runtime error that becomes a JSON-RPC error response.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -66,6 +66,7 @@ mod gateway_sessions;
 pub mod identity;
 pub mod jsonrpc;
 pub mod layer;
+pub mod limits;
 pub mod listing;
 pub mod llm_api;
 mod lock;

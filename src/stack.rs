@@ -26,6 +26,7 @@ use crate::context::McpRequest;
 use crate::gateway::Gateway;
 use crate::jsonrpc::Message;
 use crate::layer::guard::GuardLayer;
+use crate::layer::limit::LimitLayer;
 use crate::layer::{budget::BudgetLayer, era::EraLayer, recover::RecoverLayer, trace::TraceLayer};
 
 /// The gateway's message service, as the downstream transports use it.
@@ -66,6 +67,14 @@ pub fn build_with_budget(gateway: Gateway) -> (McpService, Option<BudgetLayer>) 
         // invoke_tool goes on down as an ordinary tools/call, so it sits above everything
         // that must see real calls (authorization, isolation: later layers go below it).
         .option_layer(budget.clone())
+        // Below the budget, so an invoke_tool is counted as the call it is; keyed by the
+        // caller's principal. Left out without [limits].
+        .option_layer(
+            policy
+                .limits
+                .is_limited()
+                .then(|| LimitLayer::new(policy.limits.clone(), gateway.catalog())),
+        )
         // Below the budget, so an invoke_tool (a tools/call by then) of a quarantined tool
         // is refused as a direct call is; above the gateway, so every result a model reads
         // is sanitized whoever asked for it.

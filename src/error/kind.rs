@@ -111,6 +111,13 @@ pub const GATEWAY_SHUTTING_DOWN: &str = "mcp_budget.gateway.shutting_down";
 /// (`-32603`). The one kind without an area, older than the naming rule.
 pub const INTERNAL: &str = "mcp_budget.internal";
 
+/// A client over its `[limits]` calls per second (all upstreams, or the one it called):
+/// `-32023` with `data.retryAfterMs` (HTTP 429 with `Retry-After` for a 2026-07-28 request).
+pub const LIMIT_RATE: &str = "mcp_budget.limit.rate";
+/// A client over its `[limits] in_flight`, its queue full or waited `queue_ms`: `-32023` with
+/// `data.retryAfterMs` (HTTP 429 with `Retry-After` for a 2026-07-28 request).
+pub const LIMIT_IN_FLIGHT: &str = "mcp_budget.limit.in_flight";
+
 /// Every kind above, for tests and for tools that list them.
 pub const ALL: &[&str] = &[
     UPSTREAM_UNAVAILABLE,
@@ -148,6 +155,8 @@ pub const ALL: &[&str] = &[
     HTTP_TOO_MANY_CONNECTIONS,
     TOOL_CHANGED,
     TOOL_FLAGGED,
+    LIMIT_RATE,
+    LIMIT_IN_FLIGHT,
     GATEWAY_SHUTTING_DOWN,
     INTERNAL,
 ];

@@ -3,5 +3,6 @@
 pub mod budget;
 pub mod era;
 pub mod guard;
+pub mod limit;
 pub mod recover;
 pub mod trace;

@@ -173,6 +173,7 @@ pub fn http_status(code: i64) -> u16 {
         | HEADER_MISMATCH
         | MISSING_CAPABILITY
         | UNSUPPORTED_VERSION => 400,
+        crate::error::RATE_LIMITED => 429,
         _ => 200,
     }
 }

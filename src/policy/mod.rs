@@ -25,6 +25,7 @@ pub mod client;
 pub mod discover;
 pub mod expand;
 pub(crate) mod http;
+pub mod limits;
 pub(crate) mod mcp_json;
 mod parse;
 pub mod pin;
@@ -95,6 +96,8 @@ pub struct Policy {
     pub sanitize: SanitizePolicy,
     /// `[pin]` (with the lock read, once loaded).
     pub pin: PinPolicy,
+    /// `[limits]`.
+    pub limits: crate::limits::Limits,
     /// The policy file's text, so that warnings can name lines.
     source: Source,
     /// What importing host configs found worth a warning (renamed, skipped, ignored keys).
@@ -126,6 +129,7 @@ impl Default for Policy {
             auth: client::AuthSpec::default(),
             sanitize: SanitizePolicy::default(),
             pin: PinPolicy::default(),
+            limits: crate::limits::Limits::default(),
             source: Source::default(),
             import_warnings: Vec::new(),
         }

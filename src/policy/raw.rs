@@ -41,6 +41,9 @@ pub struct RawPolicy {
     /// Tool definitions pinned by hash.
     #[serde(default)]
     pub pin: super::pin::RawPin,
+    /// What each client may spend: calls in flight, calls per second.
+    #[serde(default)]
+    pub limits: super::limits::RawLimits,
 }
 
 /// `[downstream]`.

@@ -334,6 +334,14 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         }
     }
     let pin = raw.pin.validate(&mut section_problems);
+    let limits = {
+        let mut names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
+        if names.is_empty() {
+            names.push(crate::identity::ANONYMOUS);
+        }
+        let ups: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+        raw.limits.validate(&names, &ups, &mut section_problems)
+    };
     section_problems.append(&mut guard_problems);
     for (path, message) in section_problems {
         push(path, None, message);
@@ -372,6 +380,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                 upstreams: sanitize_upstreams,
             },
             pin,
+            limits,
         })
     } else {
         Err(problems)

@@ -11,6 +11,7 @@
 mod harness;
 
 mod cache;
+mod client_limits;
 mod clients;
 mod collisions;
 mod env;

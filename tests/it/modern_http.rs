@@ -24,6 +24,7 @@ struct Modern {
 struct Reply {
     status: u16,
     allow: Option<String>,
+    retry_after: Option<String>,
     body: Value,
 }
 
@@ -74,10 +75,12 @@ impl Modern {
         }
         let resp = req.send().await.expect("the gateway answers");
         let status = resp.status().as_u16();
-        let allow = resp
-            .headers()
-            .get("allow")
-            .map(|v| v.to_str().unwrap().to_owned());
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        let (allow, retry_after) = (header("allow"), header("retry-after"));
         let text = resp.text().await.unwrap_or_default();
         let json_text = text
             .lines()
@@ -88,6 +91,7 @@ impl Modern {
         Reply {
             status,
             allow,
+            retry_after,
             body: serde_json::from_str(&json_text).unwrap_or(Value::Null),
         }
     }
@@ -517,6 +521,39 @@ async fn modern_errors_from_the_stack_get_their_http_status() {
     let call = request(2, "tools/call", json!({"name": "e__nope", "arguments": {}}));
     let r = m.good(&call).await;
     r.assert_error(400, -32602);
+    gw.stop_and_check().await;
+}
+
+/// A modern call over the caller's `[limits]` rate: 429 with `Retry-After` (whole seconds,
+/// rounded up from `data.retryAfterMs`) and `-32023` `mcp_budget.limit.rate`; lists are still
+/// served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_call_over_the_rate_is_429_with_retry_after() {
+    let limits = "\n[limits]\ncalls_per_sec = 0.5\nburst = 1\n";
+    let gw = Gateway::start_with("modern-rate", Mode::Http, limits, &[Up::everything("e")]).await;
+    let m = Modern {
+        client: reqwest::Client::new(),
+        url: gw.url().to_owned(),
+    };
+    let call = |id| {
+        request(
+            id,
+            "tools/call",
+            json!({"name": "e__echo", "arguments": {"message": "hi"}}),
+        )
+    };
+    let first = m.good(&call(1)).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert!(first.body["result"]["content"].is_array(), "{}", first.body);
+    let r = m.good(&call(2)).await;
+    r.assert_error(429, -32023);
+    assert_eq!(error_type(&r.body), "mcp_budget.limit.rate");
+    let ms = r.body["error"]["data"]["retryAfterMs"]
+        .as_u64()
+        .expect("retryAfterMs");
+    assert!((1..=2000).contains(&ms), "{ms}");
+    assert_eq!(r.retry_after, Some(ms.div_ceil(1000).to_string()));
+    m.assert_serving("a rate-limited call").await;
     gw.stop_and_check().await;
 }
 

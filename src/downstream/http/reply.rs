@@ -40,6 +40,27 @@ pub(super) fn modern_error(id: Id, err: ErrorObject) -> Box<Response> {
     Box::new(json_error(modern_status(err.code), id, err))
 }
 
+/// Gives `resp` the status of a modern error, and a `429` its `Retry-After` (whole seconds,
+/// rounded up, from `error.data.retryAfterMs`).
+fn set_modern_status(resp: &mut Response, err: &ErrorObject) {
+    let status = modern_status(err.code);
+    *resp.status_mut() = status;
+    if status != StatusCode::TOO_MANY_REQUESTS {
+        return;
+    }
+    let ms = err
+        .data
+        .as_ref()
+        .and_then(|d| serde_json::from_str::<serde_json::Value>(d.get()).ok())
+        .and_then(|d| d.get("retryAfterMs").and_then(serde_json::Value::as_u64));
+    if let Some(ms) = ms {
+        resp.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(ms.div_ceil(1000).max(1)),
+        );
+    }
+}
+
 pub(super) fn sse_event(msg: &Message) -> Bytes {
     let mut out = b"event: message\ndata: ".to_vec();
     out.extend_from_slice(&msg.to_bytes());
@@ -70,7 +91,7 @@ pub(super) fn sse_response(
 pub(super) fn answer(reply: &Message, modern: bool) -> Response {
     let mut resp = json_response(reply, None);
     if let (true, Some(err)) = (modern, &reply.error) {
-        *resp.status_mut() = modern_status(err.code);
+        set_modern_status(&mut resp, err);
     }
     resp
 }
@@ -84,7 +105,7 @@ pub(super) fn answer_alone(reply: &Message, modern: bool, sse: bool) -> Response
     let event = sse_event(reply);
     let mut resp = sse_response(futures::stream::once(async move { event }), None);
     if let (true, Some(err)) = (modern, &reply.error) {
-        *resp.status_mut() = modern_status(err.code);
+        set_modern_status(&mut resp, err);
     }
     resp
 }

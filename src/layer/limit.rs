@@ -1,0 +1,295 @@
+//! `limit`: what each client may spend, keyed by principal (see [`crate::limits`]).
+//!
+//! Effect: a call (`tools/call`, `prompts/get`, `resources/read`, `completion/complete`) of a
+//! client over its rate (all upstreams, or the one it calls) is answered `-32023`
+//! `mcp_budget.limit.rate` with `error.data.retryAfterMs`; over its calls in flight it waits
+//! in its own bounded queue, and past the queue (or `queue_ms`) is answered
+//! `mcp_budget.limit.in_flight`. Nothing refused is forwarded. An upstream's `in_flight`
+//! caps its calls from all clients together; its waiting line is first come, first served,
+//! and because each client holds at most its own `in_flight` places in it, a flooding client
+//! delays another by at most that many calls per client, never starves it.
+//!
+//! The called upstream is the one the catalog routes the name to (as the gateway will). A
+//! name the catalog does not know is counted against the client's overall rate only, and goes
+//! on down to be refused there. Everything else passes through untouched; without `[limits]`
+//! the layer is not in the stack.
+//!
+//! ```
+//! use mcp_budget::catalog::Catalog;
+//! use mcp_budget::layer::limit::LimitLayer;
+//! use mcp_budget::limits::{ClientLimits, Limits};
+//! use std::sync::Arc;
+//! use tower::Layer;
+//! # use mcp_budget::context::McpRequest;
+//! # let inner = tower::service_fn(|_: McpRequest| async { Ok::<Option<mcp_budget::jsonrpc::Message>, std::convert::Infallible>(None) });
+//! let limits = Limits { default: ClientLimits { in_flight: Some(4), ..ClientLimits::default() }, ..Limits::default() };
+//! let (_tx, catalog) = tokio::sync::watch::channel(Arc::new(Catalog::default()));
+//! let service = LimitLayer::new(limits, catalog).layer(inner);
+//! # let _ = service;
+//! ```
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tower::{Layer, Service};
+
+use crate::catalog::Catalog;
+use crate::context::McpRequest;
+use crate::error::{kind, RATE_LIMITED};
+use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
+use crate::limits::{ClientLimits, Ledger, Limits, Refused, Which};
+
+/// Methods that are calls (they reach an upstream's tool, prompt, resource or completion).
+const CALLS: &[&str] = &[
+    "tools/call",
+    "prompts/get",
+    "resources/read",
+    "completion/complete",
+];
+
+/// Layer of [`Limit`].
+#[derive(Debug, Clone)]
+pub struct LimitLayer {
+    state: Arc<State>,
+}
+
+impl LimitLayer {
+    /// Limits calls as `limits` says, routing names through the published `catalog`.
+    #[must_use]
+    pub fn new(limits: Limits, catalog: watch::Receiver<Arc<Catalog>>) -> Self {
+        let upstreams = limits
+            .upstream_in_flight
+            .iter()
+            .map(|(name, n)| (name.clone(), Arc::new(Semaphore::new(*n))))
+            .collect();
+        Self {
+            state: Arc::new(State {
+                limits,
+                catalog,
+                ledger: Mutex::new(Ledger::default()),
+                slots: Mutex::new(HashMap::new()),
+                upstreams,
+                epoch: tokio::time::Instant::now(),
+            }),
+        }
+    }
+}
+
+impl<S> Layer<S> for LimitLayer {
+    type Service = Limit<S>;
+    fn layer(&self, inner: S) -> Limit<S> {
+        Limit {
+            inner,
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// Refuses or queues calls over a client's limits.
+#[derive(Debug, Clone)]
+pub struct Limit<S> {
+    inner: S,
+    state: Arc<State>,
+}
+
+/// One client's in-flight slots and how many wait for one.
+#[derive(Debug)]
+struct Slots {
+    free: Arc<Semaphore>,
+    waiting: AtomicUsize,
+}
+
+#[derive(Debug)]
+struct State {
+    limits: Limits,
+    catalog: watch::Receiver<Arc<Catalog>>,
+    ledger: Mutex<Ledger>,
+    /// By client name: bounded by the policy's clients (and the anonymous one).
+    slots: Mutex<HashMap<String, Arc<Slots>>>,
+    /// By upstream name, for upstreams with an `in_flight`.
+    upstreams: HashMap<String, Arc<Semaphore>>,
+    epoch: tokio::time::Instant,
+}
+
+impl<S> Service<McpRequest> for Limit<S>
+where
+    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Option<Message>;
+    type Error = Infallible;
+    type Future = crate::context::McpFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: McpRequest) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let is_call = req.message.kind() == Kind::Request
+            && req.message.method().is_some_and(|m| CALLS.contains(&m));
+        if !is_call {
+            return Box::pin(inner.call(req));
+        }
+        let state = self.state.clone();
+        Box::pin(async move {
+            let client = req.caller.principal.name().to_owned();
+            let upstream = state.upstream_of(&req);
+            let limits = state.limits.of(&client);
+            let id = req.message.id.clone().unwrap_or(Id::Null);
+            if let Err(refused) = state.admit_rate(&client, upstream.as_deref(), limits) {
+                return Ok(Some(refusal(id, &client, upstream.as_deref(), refused)));
+            }
+            let _client_slot = match state.client_slot(&client, limits).await {
+                Ok(permit) => permit,
+                Err(refused) => {
+                    return Ok(Some(refusal(id, &client, upstream.as_deref(), refused)));
+                }
+            };
+            let _upstream_slot = match upstream.as_deref().and_then(|u| state.upstreams.get(u)) {
+                // Closed never: the semaphore lives as long as the layer.
+                Some(line) => line.clone().acquire_owned().await.ok(),
+                None => None,
+            };
+            inner.call(req).await
+        })
+    }
+}
+
+impl State {
+    /// The upstream the catalog routes this call to, if it knows the name.
+    fn upstream_of(&self, req: &McpRequest) -> Option<String> {
+        let catalog = self.catalog.borrow().clone();
+        let index = match req.message.method()? {
+            "resources/read" => catalog.resource(req.view.uri()?)?,
+            "prompts/get" => catalog.prompt(req.view.name()?)?.0,
+            "tools/call" => catalog.tool(req.view.name()?)?.0,
+            _ => return None,
+        };
+        catalog.names().get(index).cloned()
+    }
+
+    fn admit_rate(
+        &self,
+        client: &str,
+        upstream: Option<&str>,
+        limits: &ClientLimits,
+    ) -> Result<(), Refused> {
+        if limits.calls_per_sec.is_none() && limits.upstream_calls_per_sec.is_none() {
+            return Ok(());
+        }
+        let now = self.now_ms();
+        let mut ledger = self
+            .ledger
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match upstream {
+            Some(u) => ledger.admit(client, u, limits, now),
+            // Unknown to the catalog: the overall rate only.
+            None => {
+                let overall = ClientLimits {
+                    upstream_calls_per_sec: None,
+                    ..limits.clone()
+                };
+                ledger.admit(client, "", &overall, now)
+            }
+        }
+    }
+
+    /// One of the client's in-flight slots, waiting in its queue if it must.
+    async fn client_slot(
+        &self,
+        client: &str,
+        limits: &ClientLimits,
+    ) -> Result<Option<OwnedSemaphorePermit>, Refused> {
+        let Some(n) = limits.in_flight else {
+            return Ok(None);
+        };
+        let slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(client.to_owned())
+            .or_insert_with(|| {
+                Arc::new(Slots {
+                    free: Arc::new(Semaphore::new(n)),
+                    waiting: AtomicUsize::new(0),
+                })
+            })
+            .clone();
+        if let Ok(permit) = slots.free.clone().try_acquire_owned() {
+            return Ok(Some(permit));
+        }
+        let full = Refused {
+            which: Which::InFlight,
+            // A slot frees when one of its calls ends; a tenth of the queue wait is a fair
+            // guess that does not make a client hammer.
+            retry_after_ms: (limits.queue_ms / 10).max(100),
+        };
+        if slots.waiting.fetch_add(1, Ordering::AcqRel) >= limits.queue {
+            slots.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(full);
+        }
+        let waited = tokio::time::timeout(
+            Duration::from_millis(limits.queue_ms),
+            slots.free.clone().acquire_owned(),
+        )
+        .await;
+        slots.waiting.fetch_sub(1, Ordering::AcqRel);
+        match waited {
+            Ok(Ok(permit)) => Ok(Some(permit)),
+            _ => Err(full),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The `-32023` answer to a refused call.
+fn refusal(id: Id, client: &str, upstream: Option<&str>, refused: Refused) -> Message {
+    let (what, kind) = match refused.which {
+        Which::ClientRate => ("calls per second".to_owned(), kind::LIMIT_RATE),
+        Which::UpstreamRate => (
+            format!("calls per second to upstream {}", upstream.unwrap_or("?")),
+            kind::LIMIT_RATE,
+        ),
+        Which::InFlight => ("calls in flight".to_owned(), kind::LIMIT_IN_FLIGHT),
+    };
+    tracing::info!(
+        client,
+        upstream = upstream.unwrap_or(""),
+        limit = refused.which.key(),
+        retry_after_ms = refused.retry_after_ms,
+        "Call refused by a limit"
+    );
+    Message::error(
+        id,
+        ErrorObject::new(
+            RATE_LIMITED,
+            format!(
+                "client {client:?} is over its {what} ([limits] {}); retry in {} ms",
+                refused.which.key(),
+                refused.retry_after_ms
+            ),
+            kind,
+            Some(json!({
+                "retryAfterMs": refused.retry_after_ms,
+                "limit": refused.which.key(),
+                "client": client,
+                "upstream": upstream,
+            })),
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests;

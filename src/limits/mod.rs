@@ -1,0 +1,264 @@
+//! Limits keyed by who calls, not by session: a reconnect does not reset them, and one client's
+//! flood spends only its own allowance.
+//!
+//! Every limit is **per client** (the principal's name; the anonymous principal is one client):
+//! calls in flight (then a bounded queue, then refusal), calls per second (a token bucket with a
+//! burst), and calls per second to each upstream. Concurrency per upstream, all clients
+//! together, is the upstream's own `max_in_flight`. A refusal is `-32023` with
+//! `error.data.retryAfterMs` (the rate-limited error of the draft SEP), never forwarded.
+//!
+//! This module holds the configuration and the rate decisions, pure (time is a parameter); the
+//! waiting for in-flight slots is the `limit` layer's.
+//!
+//! ```
+//! use mcp_budget::limits::{ClientLimits, Ledger, Rate};
+//!
+//! let limits = ClientLimits { calls_per_sec: Some(Rate::new(1.0, 2)), ..ClientLimits::default() };
+//! let mut ledger = Ledger::default();
+//! assert!(ledger.admit("alice", "github", &limits, 0).is_ok());
+//! assert!(ledger.admit("alice", "github", &limits, 0).is_ok());
+//! let refused = ledger.admit("alice", "github", &limits, 0).unwrap_err();
+//! assert_eq!(refused.retry_after_ms, 1000);
+//! assert!(ledger.admit("bob", "github", &limits, 0).is_ok(), "bob's own bucket");
+//! ```
+
+pub mod bucket;
+
+use std::collections::{BTreeMap, HashMap};
+
+pub use bucket::Bucket;
+
+/// A rate: calls per second on average, and the burst allowed above it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    /// Average calls per second.
+    pub per_sec: f64,
+    /// Calls allowed at once after a quiet spell (at least 1).
+    pub burst: u32,
+}
+
+impl Rate {
+    /// `per_sec` a second, bursts of `burst`.
+    #[must_use]
+    pub fn new(per_sec: f64, burst: u32) -> Self {
+        Self {
+            per_sec,
+            burst: burst.max(1),
+        }
+    }
+
+    /// The default burst for a rate: twice a second's worth, at least 1.
+    #[must_use]
+    pub fn default_burst(per_sec: f64) -> u32 {
+        // Rates are validated positive and far below u32::MAX / 2 by the policy.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let burst = (per_sec * 2.0).ceil() as u32;
+        burst.max(1)
+    }
+}
+
+/// One client's limits (`[limits]` for every client, `[limits.client.NAME]` for one).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClientLimits {
+    /// Calls in flight at once; `None`: no limit.
+    pub in_flight: Option<usize>,
+    /// Calls that may wait for an in-flight slot; more are refused at once.
+    pub queue: usize,
+    /// Longest wait for an in-flight slot, in milliseconds.
+    pub queue_ms: u64,
+    /// Calls per second, all upstreams together.
+    pub calls_per_sec: Option<Rate>,
+    /// Calls per second to each upstream.
+    pub upstream_calls_per_sec: Option<Rate>,
+}
+
+impl ClientLimits {
+    /// Whether any limit is set.
+    #[must_use]
+    pub fn is_limited(&self) -> bool {
+        self.in_flight.is_some()
+            || self.calls_per_sec.is_some()
+            || self.upstream_calls_per_sec.is_some()
+    }
+}
+
+/// The policy's limits: the default per client, overrides by client name, and the concurrency
+/// of each upstream.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Limits {
+    /// Every client's, unless overridden.
+    pub default: ClientLimits,
+    /// By client name.
+    pub clients: BTreeMap<String, ClientLimits>,
+    /// Calls in flight to each upstream (by name), all clients together.
+    pub upstream_in_flight: BTreeMap<String, usize>,
+}
+
+impl Limits {
+    /// Whether anything is limited (else the layer stays out of the stack).
+    #[must_use]
+    pub fn is_limited(&self) -> bool {
+        self.default.is_limited()
+            || self.clients.values().any(ClientLimits::is_limited)
+            || !self.upstream_in_flight.is_empty()
+    }
+
+    /// The limits of client `name`.
+    #[must_use]
+    pub fn of(&self, name: &str) -> &ClientLimits {
+        self.clients.get(name).unwrap_or(&self.default)
+    }
+}
+
+/// Which limit refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// The client's calls per second.
+    ClientRate,
+    /// The client's calls per second to this upstream.
+    UpstreamRate,
+    /// The client's calls in flight (queue full or waited too long).
+    InFlight,
+}
+
+impl Which {
+    /// The policy key that set it (for the error and the audit line).
+    #[must_use]
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::ClientRate => "calls_per_sec",
+            Self::UpstreamRate => "upstream_calls_per_sec",
+            Self::InFlight => "in_flight",
+        }
+    }
+}
+
+/// A refused call: which limit, and when to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    /// The limit.
+    pub which: Which,
+    /// Milliseconds until the call would be admitted.
+    pub retry_after_ms: u64,
+}
+
+/// The token buckets of every client, and of every (client, upstream).
+///
+/// Bounded by the policy: clients are `[[client]]` names (or the anonymous one), upstreams
+/// the policy's.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    clients: HashMap<String, Bucket>,
+    upstreams: HashMap<(String, String), Bucket>,
+}
+
+impl Ledger {
+    /// Admits (or refuses) a call of `client` to `upstream` at `now_ms` under `limits`. A
+    /// refused call takes no token from either bucket.
+    ///
+    /// # Errors
+    /// [`Refused`] with the limit and the wait.
+    pub fn admit(
+        &mut self,
+        client: &str,
+        upstream: &str,
+        limits: &ClientLimits,
+        now_ms: u64,
+    ) -> Result<(), Refused> {
+        // The narrower bucket first, without taking: a call refused by the client's overall
+        // rate must not spend the upstream's allowance (and the other way round).
+        if let Some(rate) = limits.upstream_calls_per_sec {
+            let key = (client.to_owned(), upstream.to_owned());
+            let bucket = self
+                .upstreams
+                .entry(key)
+                .or_insert_with(|| Bucket::new(rate.per_sec, rate.burst, now_ms));
+            let mut probe = bucket.clone();
+            probe.take(now_ms).map_err(|wait| Refused {
+                which: Which::UpstreamRate,
+                retry_after_ms: wait,
+            })?;
+        }
+        if let Some(rate) = limits.calls_per_sec {
+            let bucket = self
+                .clients
+                .entry(client.to_owned())
+                .or_insert_with(|| Bucket::new(rate.per_sec, rate.burst, now_ms));
+            bucket.take(now_ms).map_err(|wait| Refused {
+                which: Which::ClientRate,
+                retry_after_ms: wait,
+            })?;
+        }
+        if limits.upstream_calls_per_sec.is_some() {
+            if let Some(bucket) = self
+                .upstreams
+                .get_mut(&(client.to_owned(), upstream.to_owned()))
+            {
+                // Probed above at the same instant: there is a token.
+                let _ = bucket.take(now_ms);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited(client: Option<Rate>, upstream: Option<Rate>) -> ClientLimits {
+        ClientLimits {
+            calls_per_sec: client,
+            upstream_calls_per_sec: upstream,
+            ..ClientLimits::default()
+        }
+    }
+
+    #[test]
+    fn each_client_and_each_upstream_has_its_own_bucket() {
+        let l = limited(None, Some(Rate::new(1.0, 1)));
+        let mut ledger = Ledger::default();
+        assert!(ledger.admit("a", "git", &l, 0).is_ok());
+        assert_eq!(
+            ledger.admit("a", "git", &l, 0),
+            Err(Refused {
+                which: Which::UpstreamRate,
+                retry_after_ms: 1000
+            })
+        );
+        assert!(ledger.admit("a", "time", &l, 0).is_ok(), "another upstream");
+        assert!(ledger.admit("b", "git", &l, 0).is_ok(), "another client");
+    }
+
+    #[test]
+    fn a_call_refused_by_one_bucket_spends_nothing_of_the_other() {
+        // The upstream bucket barely refills: two calls in all.
+        let l = limited(Some(Rate::new(1.0, 1)), Some(Rate::new(0.001, 2)));
+        let mut ledger = Ledger::default();
+        assert!(ledger.admit("a", "git", &l, 0).is_ok());
+        assert_eq!(
+            ledger.admit("a", "git", &l, 0).unwrap_err().which,
+            Which::ClientRate
+        );
+        // Had the refused call spent the upstream's second token, this would be refused.
+        assert!(ledger.admit("a", "git", &l, 1000).is_ok());
+        assert_eq!(
+            ledger.admit("a", "git", &l, 2000).unwrap_err().which,
+            Which::UpstreamRate
+        );
+    }
+
+    #[test]
+    fn overrides_by_name_and_nothing_limited_by_default() {
+        let mut limits = Limits::default();
+        assert!(!limits.is_limited());
+        limits
+            .clients
+            .insert("bot".into(), limited(Some(Rate::new(5.0, 5)), None));
+        assert!(limits.is_limited());
+        assert_eq!(limits.of("bot").calls_per_sec, Some(Rate::new(5.0, 5)));
+        assert_eq!(limits.of("alice").calls_per_sec, None);
+        assert_eq!(Rate::default_burst(0.2), 1);
+        assert_eq!(Rate::default_burst(10.0), 20);
+    }
+}
