@@ -486,8 +486,8 @@ impl Gateway {
     pub fn reconcile(&self, mut policy: Policy) -> Reconcile {
         let old = self.policy();
         let plan = Reconcile::between(&old, &policy);
-        policy.downstream.http = old.downstream.http;
-        policy.downstream.stdio = old.downstream.stdio;
+        // The transports read `[downstream]` once, when they start: the section stays as served.
+        policy.downstream = old.downstream.clone();
         let before = self.snapshot();
         let policy = Arc::new(policy);
         *crate::lock::lock(&self.inner.policy) = policy.clone();
