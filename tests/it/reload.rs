@@ -308,3 +308,37 @@ async fn a_file_replaced_the_way_editors_save_is_reloaded() {
     assert!(Path::new(&file).exists());
     gw.stop_and_check().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_budget_on_hosts_hear_list_changed_only_when_their_list_changes() {
+    let budget = "[budget]\nenabled = true\nmodel = \"claude-sonnet-4-5\"\nthreshold_percent = 5\n";
+    let ups = [Up::time("time")];
+    let mut gw = Gateway::start_with("reload-announce", Mode::Stdio, budget, &ups).await;
+    gw.client().initialize().await;
+    listed(&mut gw).await;
+    let told = |gw: &mut Gateway| {
+        (gw.client().seen.iter())
+            .filter(|m| m["method"] == "notifications/tools/list_changed")
+            .count()
+    };
+    // A reload that changes nothing hosts see (the same file, SIGHUP) says nothing.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(gw.pid()),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .expect("signal sent");
+    reloaded(&gw, 1).await;
+    gw.client().drain(Duration::from_secs(1)).await;
+    assert_eq!(told(&mut gw), 0);
+    // A rule that rewrites a listed description: one announcement, and the new list.
+    let rule =
+        "[budget.tools.\"time/get_current_time\"]\ndescription = \"Reloaded: the time now\"\n";
+    rewrite(&gw, &format!("{budget}{rule}"), &ups);
+    reloaded(&gw, 2).await;
+    gw.client().drain(Duration::from_secs(1)).await;
+    assert_eq!(told(&mut gw), 1);
+    let list = gw.client().request("tools/list", json!({})).await;
+    let text = list.to_string();
+    assert!(text.contains("Reloaded: the time now"), "{text}");
+    gw.stop_and_check().await;
+}
