@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::harness::{
-    child_matching, first_text, log_shows, peer_file, policy, tool_names, venv_bin, Gateway, Mode,
-    Up, WAIT,
+    assert_no_leftovers, child_matching, drain_stderr, first_text, log_shows, new_tag, peer_file,
+    policy, tool_names, venv_bin, Gateway, Mode, RawClient, TagGuard, Up, WAIT,
 };
 
 /// `tests/peers/ask_server.py`: its `slow {seconds}` keeps a call in flight.
@@ -341,4 +341,71 @@ async fn with_the_budget_on_hosts_hear_list_changed_only_when_their_list_changes
     let text = list.to_string();
     assert!(text.contains("Reloaded: the time now"), "{text}");
     gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_config_given_with_mcp_json_is_watched_too() {
+    let tag = new_tag("reload-mcp-json");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("claude_desktop_config.json");
+    let server = |command: String, args: Vec<String>| json!({"command": command, "args": args, "env": {"MCPB_IT_TAG": tag}});
+    let time = server(
+        venv_bin("mcp-server-time"),
+        vec!["--local-timezone".into(), "UTC".into()],
+    );
+    let fake = server(
+        venv_bin("python"),
+        vec![peer_file("fake_server.py"), "hang".into()],
+    );
+    let write = |servers: Value| {
+        std::fs::write(&file, json!({"mcpServers": servers}).to_string()).unwrap();
+    };
+    write(json!({"time": time}));
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["serve", "--stdio", "--mcp-json"])
+        .arg(&file)
+        .env("MCPB_IT_TAG", &tag)
+        .env("MCP_BUDGET_LOG", "info")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the gateway starts");
+    let (log, mut ready) = drain_stderr(&mut child, "gw", |l| {
+        (l.trim() == "serving MCP on stdio").then(String::new)
+    });
+    let stdin = child.stdin.take().expect("piped");
+    let mut client = RawClient::new(stdin, child.stdout.take().expect("piped"));
+    tokio::time::timeout(WAIT, ready.recv())
+        .await
+        .expect("the gateway comes up");
+    client.initialize().await;
+
+    write(json!({"time": time, "added": fake}));
+    let logged = || log.lock().unwrap().clone();
+    assert!(
+        log_shows(logged, "reload: started [added], kept 1", WAIT).await,
+        "{}",
+        logged()
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut names = Vec::new();
+    while !names.iter().any(|n| n == "added__echo") && tokio::time::Instant::now() < deadline {
+        let list = client.request("tools/list", json!({})).await;
+        names = tool_names(&list["result"]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(names.contains(&"added__echo".to_owned()), "{names:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    tokio::time::timeout(WAIT, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_no_leftovers(&tag).await;
 }
