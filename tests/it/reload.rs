@@ -409,3 +409,59 @@ async fn a_host_config_given_with_mcp_json_is_watched_too() {
         .unwrap();
     assert_no_leftovers(&tag).await;
 }
+
+/// `tests/peers/poisoned_server.py` in one of its modes.
+fn poisoned(name: &str, args: &[&str]) -> Up {
+    let server = peer_file("poisoned_server.py");
+    let mut all = vec![server.as_str()];
+    all.extend_from_slice(args);
+    Up::stdio(name, &venv_bin("python"), &all)
+}
+
+fn pin(policy: &Path, lock: &Path) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .arg("pin")
+        .arg("--policy")
+        .arg(policy)
+        .arg("--out")
+        .arg(lock)
+        .env("MCP_BUDGET_LOG", "warn")
+        .output()
+        .expect("mcp-budget runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_approved_in_the_rewritten_lock_leaves_quarantine_without_a_restart() {
+    let scratch = tempfile::tempdir().unwrap();
+    let lock = scratch.path().join("mcp-budget.lock");
+    let pinned = format!("\n[pin]\nlock = {:?}\n", lock.to_string_lossy());
+    // The lock pins the honest version; the server then starts changed.
+    let honest = policy(
+        scratch.path(),
+        "reload-pin",
+        "",
+        &[poisoned("rug", &["rugpull", "5"])],
+    );
+    pin(&honest, &lock);
+    let ups = [poisoned("rug", &["rugpull", "0"])];
+    let mut gw = Gateway::start_with("reload-pin", Mode::Stdio, &pinned, &ups).await;
+    gw.client().initialize().await;
+    assert!(listed(&mut gw).await.is_empty());
+
+    // Approving the new version (writing the lock again) applies without a restart.
+    pin(&gw.policy_file(), &lock);
+    let outcome = reloaded(&gw, 1).await;
+    assert!(outcome.contains("reload: kept 1"), "{outcome}");
+    assert_eq!(listed(&mut gw).await, ["rug__fact"]);
+    let served = gw
+        .client()
+        .call_tool("rug__fact", json!({"topic": "x"}))
+        .await;
+    assert_eq!(first_text(&served), "fact about x", "{served}");
+    gw.stop_and_check().await;
+}
