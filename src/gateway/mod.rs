@@ -14,8 +14,9 @@
 //!
 //! # Rooms
 //!
-//! - `pool`: starting the upstreams, their events, list refreshes and the published catalog;
-//!   readiness, the startup summary, shutdown.
+//! - `pool`: starting the upstreams, their events, list refreshes and the published catalog
+//!   (with the upstream ids of its positions); readiness, the startup summary, shutdown;
+//!   `pool::reconcile`: a reloaded policy applied to the upstreams ([`Gateway::reconcile`]).
 //! - `route`: which upstream serves a request (names, URIs, completions), forwarding and
 //!   cancellation, clients' answers to server→client requests; `name_span`: the name splice
 //!   of the hot path.

@@ -22,7 +22,7 @@ pub use apply::{Reloaded, Reloader};
 pub use diff::Reconcile;
 pub use swap::Swap;
 pub use trigger::{triggers, Trigger, Triggers, QUIET};
-pub use watch::{problem_lines, watch};
+pub use watch::{problem_lines, watch, Outcome};
 
 use crate::policy::{ConfigError, Policy};
 

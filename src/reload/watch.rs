@@ -39,9 +39,30 @@ pub fn watch(
                 () = shutdown.cancelled() => None,
             };
             let Some(trigger) = trigger else { return };
-            reload_once(&source, &reloader, &accept, &trigger);
+            // The outcome is what a reload counter counts (telemetry adds it).
+            let _outcome = reload_once(&source, &reloader, &accept, &trigger);
         }
     })
+}
+
+/// How a reload ended (the label of a reload counter: `applied`, `refused`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The new policy runs.
+    Applied,
+    /// The old policy stays (invalid, or not servable by this process).
+    Refused,
+}
+
+impl Outcome {
+    /// `applied` or `refused`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "applied",
+            Self::Refused => "refused",
+        }
+    }
 }
 
 /// One reload, logged.
@@ -50,7 +71,7 @@ fn reload_once(
     reloader: &Reloader,
     accept: &impl Fn(&Policy) -> Result<(), String>,
     trigger: &Trigger,
-) {
+) -> Outcome {
     let cause = match trigger {
         Trigger::File(path) => path.display().to_string(),
         Trigger::Signal => "SIGHUP".to_owned(),
@@ -61,18 +82,19 @@ fn reload_once(
             for line in problem_lines(&err) {
                 tracing::warn!(cause, "Reload refused; the running policy stays: {line}");
             }
-            return;
+            return Outcome::Refused;
         }
     };
     if let Err(reason) = accept(&policy) {
         tracing::warn!(cause, "Reload refused; the running policy stays: {reason}");
-        return;
+        return Outcome::Refused;
     }
     for warning in policy.warnings() {
         tracing::warn!("policy: {warning}");
     }
     let plan = reloader.apply(Reloaded::new(policy));
     tracing::info!(cause, "reload: {}", plan.summary());
+    Outcome::Applied
 }
 
 /// One line per problem of `err`, each naming the file (and, when known, the line and the
