@@ -85,3 +85,49 @@ impl Service<McpRequest> for Swap {
         Box::pin(self.current().oneshot(req))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use tower::{service_fn, ServiceExt as _};
+
+    use super::*;
+    use crate::context::{Caller, Session};
+    use crate::jsonrpc::Id;
+
+    /// A stack that answers `{"stack": n}`, after `gate` opens.
+    fn stack(n: u8, gate: Arc<tokio::sync::Notify>) -> McpService {
+        BoxCloneSyncService::new(service_fn(move |req: McpRequest| {
+            let gate = gate.clone();
+            async move {
+                gate.notified().await;
+                let id = req.message.id.clone().unwrap_or(Id::Null);
+                Ok::<_, Infallible>(Some(Message::response_value(id, &json!({"stack": n}))))
+            }
+        }))
+    }
+
+    fn ping(id: i64) -> McpRequest {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let message = Message::request(Id::Number(id), "ping", None);
+        McpRequest::new(message, Caller::new(Arc::new(Session::new("s", tx))))
+    }
+
+    #[tokio::test]
+    async fn a_request_finishes_on_its_stack_and_the_next_goes_to_the_new_one() {
+        let (old_gate, new_gate) = (Arc::default(), Arc::<tokio::sync::Notify>::default());
+        let swap = Swap::new(stack(1, Arc::clone(&old_gate)));
+        let in_flight = tokio::spawn(swap.service().oneshot(ping(1)));
+        tokio::task::yield_now().await;
+        swap.replace(stack(2, Arc::clone(&new_gate)));
+        old_gate.notify_one();
+        new_gate.notify_one();
+        let first = in_flight.await.unwrap().unwrap().unwrap();
+        let next = swap.service().oneshot(ping(2)).await.unwrap().unwrap();
+        let stack_of = |m: &Message| m.result_as::<serde_json::Value>().unwrap()["stack"].clone();
+        assert_eq!(stack_of(&first), 1);
+        assert_eq!(stack_of(&next), 2);
+    }
+}
