@@ -63,6 +63,12 @@ fn init_tracing() {
 async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
     let started = tokio::time::Instant::now();
     let shutdown = CancellationToken::new();
+    // SIGHUP must not end the gateway while its upstreams start (the default action): the
+    // runtime's handler, once installed, stays for the life of the process; the reload watch
+    // listens from when the server is up.
+    drop(tokio::signal::unix::signal(
+        tokio::signal::unix::SignalKind::hangup(),
+    )?);
     // The listen address is bound first: a port in use fails now, before any upstream starts.
     let server = Server::start_listening(policy, ready_timeout, shutdown.clone()).await?;
     // SIGHUP and edits of the policy's files reload it from now on; the process keeps serving.
