@@ -43,7 +43,8 @@
 //! - [`stack`]: the one place that orders the layers.
 //! - [`downstream`]: how hosts reach the gateway: stdio and streamable HTTP.
 //! - [`server`]: start, serve, stop: the library entry the binary wraps.
-//! - [`reload`]: the policy read again on file change or `SIGHUP`, and what it changes.
+//! - [`reload`]: the policy read again on file change or `SIGHUP`, what it changes, and
+//!   applying it to a running server (upstreams reconciled, the stack swapped).
 //! - [`llm_api`]: cache-stable tool lists on the LLM-API side (Anthropic, `OpenAI`).
 //! - `cli` (feature `cli`): the offline commands `check`, `inspect`, `render`, `search`,
 //!   `calibrate`.

@@ -100,7 +100,8 @@ fn main() -> ExitCode {
                 }
             };
             // Stdout is the protocol in stdio mode: nothing here may hold its lock.
-            serve::run(loaded, std::time::Duration::from_secs(ready_timeout_secs))
+            let ready_timeout = std::time::Duration::from_secs(ready_timeout_secs);
+            serve::run(source, loaded, ready_timeout)
         }
         Command::Inspect(args) => cli::inspect::run(&args, &mut std::io::stdout().lock()),
         Command::Render(args) => cli::render::run(&args, &mut std::io::stdout().lock()),

@@ -6,21 +6,17 @@ use std::time::Duration;
 
 use mcp_budget::gateway::summary_lines;
 use mcp_budget::policy::Policy;
+use mcp_budget::reload::Source;
 use mcp_budget::server::{Server, Stdio, MCP_PATH};
 use tokio_util::sync::CancellationToken;
 
-pub(crate) fn run(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
+pub(crate) fn run(source: Source, policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
     init_tracing();
     for warning in policy.warnings() {
         tracing::warn!("policy: {warning}");
     }
-    if !policy.clients.is_empty() || policy.auth.jwt.is_some() {
-        // Parsed and checked, not enforced yet: serving would ignore the access control the
-        // policy asks for, so refuse instead.
-        anyhow::bail!(
-            "[[client]] and [auth] are checked by `mcp-budget check` but not enforced by this \
-             build's serve yet; remove them to serve without client authentication"
-        );
+    if let Err(reason) = servable(&policy) {
+        anyhow::bail!(reason);
     }
     if !policy.downstream.stdio && policy.downstream.http.is_none() {
         anyhow::bail!(
@@ -30,12 +26,26 @@ pub(crate) fn run(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()>
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let result = runtime.block_on(serve(policy, ready_timeout));
+    let result = runtime.block_on(serve(source, policy, ready_timeout));
     // Tokio reads stdin on a blocking thread stuck in read(2) until the host writes or closes
     // the pipe; dropping the runtime would wait for it forever (a SIGTERM'd gateway whose host
     // keeps stdin open never exited). Everything that matters is stopped by now.
     runtime.shutdown_timeout(Duration::from_millis(100));
     result
+}
+
+/// Whether this build can serve `policy` as it asks: checked at start and on every reload.
+fn servable(policy: &Policy) -> Result<(), String> {
+    if !policy.clients.is_empty() || policy.auth.jwt.is_some() {
+        // Parsed and checked, not enforced yet: serving would ignore the access control the
+        // policy asks for, so refuse instead.
+        return Err(
+            "[[client]] and [auth] are checked by `mcp-budget check` but not enforced by \
+             this build's serve yet; remove them to serve without client authentication"
+                .to_owned(),
+        );
+    }
+    Ok(())
 }
 
 fn init_tracing() {
@@ -50,11 +60,22 @@ fn init_tracing() {
         .init();
 }
 
-async fn serve(policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
+async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
     let started = tokio::time::Instant::now();
     let shutdown = CancellationToken::new();
+    // SIGHUP must not end the gateway while its upstreams start (the default action): the
+    // runtime's handler, once installed, stays for the life of the process; the reload watch
+    // listens from when the server is up.
+    drop(tokio::signal::unix::signal(
+        tokio::signal::unix::SignalKind::hangup(),
+    )?);
     // The listen address is bound first: a port in use fails now, before any upstream starts.
     let server = Server::start_listening(policy, ready_timeout, shutdown.clone()).await?;
+    // SIGHUP and edits of the policy's files reload it from now on; the process keeps serving.
+    match mcp_budget::reload::watch(source, server.reloader(), servable, shutdown.clone()) {
+        Ok(reloads) => drop(tokio::spawn(reloads)),
+        Err(err) => tracing::warn!("Hot reload is off: {err}"),
+    }
     print_summary(&server, started);
     let policy = server.policy();
     if let Some(addr) = server.local_addr() {

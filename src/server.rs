@@ -39,7 +39,8 @@ use crate::downstream::{http, stdio, Endpoint};
 use crate::gateway::{Gateway, UpstreamSummary};
 use crate::layer::budget::{BudgetLayer, PlanSummary};
 use crate::policy::{Policy, Problem};
-use crate::stack::{self, McpService};
+use crate::reload::Reloader;
+use crate::stack::McpService;
 
 /// How long [`run`] waits for upstreams to be ready before serving anyway (those not ready
 /// join when they are).
@@ -128,8 +129,8 @@ impl std::fmt::Debug for Stdio {
 pub struct Server {
     policy: Policy,
     gateway: Gateway,
-    service: McpService,
-    budget: Option<BudgetLayer>,
+    /// The stack, rebuilt on each reload ([`Server::reloader`]).
+    reloader: Reloader,
     upstreams: Vec<UpstreamSummary>,
     /// The listener [`Server::start_listening`] bound.
     listener: Option<TcpListener>,
@@ -170,17 +171,16 @@ impl Server {
     ) -> Self {
         let gateway = Gateway::start(policy.clone(), shutdown.clone());
         let upstreams = gateway.wait_ready(ready_timeout).await;
-        let (service, budget) = stack::build_with_budget(gateway.clone());
+        let reloader = Reloader::new(gateway.clone());
         tokio::spawn(warn_unknown_rules(
-            policy.clone(),
+            gateway.clone(),
             gateway.catalog(),
             shutdown.clone(),
         ));
         Self {
             policy,
             gateway,
-            service,
-            budget,
+            reloader,
             upstreams,
             listener: None,
             shutdown,
@@ -208,7 +208,7 @@ impl Server {
     /// The budget plan's summary; `None` when `[budget]` is off (tool lists pass through).
     #[must_use]
     pub fn plan(&self) -> Option<PlanSummary> {
-        self.budget.as_ref().map(BudgetLayer::summary)
+        self.reloader.budget().as_ref().map(BudgetLayer::summary)
     }
 
     /// Namespaced names that collided in the catalog, and the names they got.
@@ -217,16 +217,24 @@ impl Server {
         self.gateway.snapshot().collisions().to_vec()
     }
 
-    /// The policy it runs.
+    /// The policy it started with: its `[downstream]` settings are the ones served until a
+    /// restart (a reload applies the rest, see [`Server::reloader`]).
     #[must_use]
     pub fn policy(&self) -> &Policy {
         &self.policy
     }
 
+    /// What applies a reloaded policy to this server while it serves
+    /// ([`crate::reload::watch`] does so on file changes and `SIGHUP`).
+    #[must_use]
+    pub fn reloader(&self) -> Reloader {
+        self.reloader.clone()
+    }
+
     /// The stack every transport serves.
     #[must_use]
     pub fn service(&self) -> McpService {
-        self.service.clone()
+        self.reloader.service()
     }
 
     /// What the downstreams serve: the stack, the gateway's session registry and its
@@ -293,14 +301,15 @@ impl Server {
 /// Logs the tool rules that match none of the listed tools, each once while it stays
 /// unmatched: checked again on every catalog version, as upstreams (re)list their tools.
 async fn warn_unknown_rules(
-    policy: Policy,
+    gateway: Gateway,
     mut catalog: watch::Receiver<Arc<Catalog>>,
     shutdown: CancellationToken,
 ) {
     let mut reported: Vec<String> = Vec::new();
     loop {
         let current = catalog.borrow_and_update().clone();
-        let found: Vec<String> = unknown_rules(&policy, &current)
+        // The policy of the moment: a reload publishes a new catalog, so it is judged too.
+        let found: Vec<String> = unknown_rules(&gateway.policy(), &current)
             .iter()
             .map(ToString::to_string)
             .collect();

@@ -19,6 +19,7 @@
 
 use std::convert::Infallible;
 
+use tokio::sync::mpsc;
 use tower::util::BoxCloneSyncService;
 use tower::ServiceBuilder;
 
@@ -48,11 +49,25 @@ pub fn build(gateway: Gateway) -> McpService {
 /// Outside a Tokio runtime, as [`build`].
 #[must_use]
 pub fn build_with_budget(gateway: Gateway) -> (McpService, Option<BudgetLayer>) {
-    let policy = gateway.policy().clone();
+    let broadcasts = gateway.broadcasts();
+    build_announcing(gateway, broadcasts)
+}
+
+/// [`build_with_budget`], with the budget layer's `list_changed` sent to `announce` (a reload
+/// relays them only while this stack is the current one, see [`crate::reload::Reloader`]).
+///
+/// # Panics
+/// Outside a Tokio runtime, as [`build`].
+#[must_use]
+pub fn build_announcing(
+    gateway: Gateway,
+    announce: mpsc::UnboundedSender<Message>,
+) -> (McpService, Option<BudgetLayer>) {
+    let policy = gateway.policy();
     let budget = policy.budget.enabled.then(|| {
         let layer = BudgetLayer::new(gateway.catalog(), &policy);
         // Hosts see the plan's list: the layer announces list_changed when its bytes change.
-        layer.announce_to(gateway.broadcasts());
+        layer.announce_to(announce);
         layer
     });
     let service = ServiceBuilder::new()

@@ -81,7 +81,7 @@ impl Gateway {
     /// Sends a request of a client to an upstream in the upstream's era, and brings the
     /// answer back in the client's.
     pub(super) async fn forward_across(&self, forward: Forward<'_>) -> Result<Message, Error> {
-        let upstream = &self.inner.pool.upstreams[forward.upstream];
+        let upstream = &self.inner.pool.upstream(forward.upstream);
         let (msg, caller) = (forward.msg, forward.caller);
         let method = msg.method().unwrap_or_default().to_owned();
         let client_modern = caller.session.is_modern();
@@ -121,7 +121,7 @@ impl Gateway {
         client: &SessionState,
     ) -> Result<Message, Error> {
         let (i, msg, caller) = (forward.upstream, forward.msg, forward.caller);
-        let upstream = &self.inner.pool.upstreams[i];
+        let upstream = &self.inner.pool.upstream(i);
         let method = msg.method().unwrap_or_default().to_owned();
         let original: Value = (forward.params.as_ref())
             .and_then(|p| serde_json::from_str(p.get()).ok())

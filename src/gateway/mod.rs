@@ -14,8 +14,9 @@
 //!
 //! # Rooms
 //!
-//! - `pool`: starting the upstreams, their events, list refreshes and the published catalog;
-//!   readiness, the startup summary, shutdown.
+//! - `pool`: starting the upstreams, their events, list refreshes and the published catalog
+//!   (with the upstream ids of its positions); readiness, the startup summary, shutdown;
+//!   `pool::reconcile`: a reloaded policy applied to the upstreams ([`Gateway::reconcile`]).
 //! - `route`: which upstream serves a request (names, URIs, completions), forwarding and
 //!   cancellation, clients' answers to server→client requests; `name_span`: the name splice
 //!   of the hot path.
@@ -64,14 +65,15 @@ pub struct Gateway {
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gateway")
-            .field("upstreams", &self.inner.pool.upstreams)
+            .field("upstreams", &self.inner.pool.current())
             .finish_non_exhaustive()
     }
 }
 
 /// What the gateway holds, room by room.
 struct Inner {
-    policy: Policy,
+    /// The policy it runs: replaced as a whole by a reload ([`Gateway::reconcile`]).
+    policy: std::sync::Mutex<Arc<Policy>>,
     /// The upstreams and the catalog they make.
     pool: pool::Pool,
     /// Messages for every session and listener, sent by layers (the budget layer's
@@ -97,7 +99,7 @@ impl Gateway {
         shutdown: CancellationToken,
     ) -> Self {
         let inner = Inner {
-            policy,
+            policy: std::sync::Mutex::new(Arc::new(policy)),
             pool,
             broadcasts,
             sessions: sessions::Sessions::default(),

@@ -60,7 +60,7 @@ impl Gateway {
             caller,
             id: upstream_id,
         } = forward;
-        let upstream = self.inner.pool.upstreams[i].clone();
+        let upstream = self.inner.pool.upstream(i);
         let (tx, rx) = Outbound::channel(caller.session.id.as_str());
         let method = method.to_owned();
         let call = tokio::spawn(async move {
@@ -100,7 +100,7 @@ impl Gateway {
             }
             let _ = caller.outbound.send(m);
         };
-        let upstream = &self.inner.pool.upstreams[parked.upstream];
+        let upstream = &self.inner.pool.upstream(parked.upstream);
         let upstream_name = upstream.name().to_owned();
         let finished = |joined: Result<Result<Message, Error>, tokio::task::JoinError>| {
             joined.unwrap_or_else(|e| {
@@ -154,7 +154,7 @@ impl Gateway {
             };
             let expired = lock(&inner.parked.0).remove(&key);
             if let Some(p) = expired {
-                let upstream = &inner.pool.upstreams[p.upstream];
+                let upstream = &inner.pool.upstream(p.upstream);
                 tracing::debug!(upstream = upstream.name(), "Parked call expired");
                 upstream.cancel(p.upstream_id, Some("the client never retried"));
                 p.call.abort();
@@ -179,7 +179,7 @@ impl Gateway {
                 "requestState is unknown or expired; call again without it",
             ));
         };
-        let upstream = &self.inner.pool.upstreams[parked.upstream];
+        let upstream = &self.inner.pool.upstream(parked.upstream);
         for key in &parked.asked {
             let answer = answer_for(key, responses.get(key));
             if let Err(err) = upstream.answer_server_request(key, answer) {

@@ -1,11 +1,22 @@
 //! The upstream pool: starting every upstream, following what they do, fetching their lists
-//! and publishing the catalog built from them; readiness, the startup summary and shutdown.
+//! and publishing the catalog built from them; readiness, the startup summary, reconciling
+//! with a reloaded policy, and shutdown.
 //!
 //! Each upstream runs its own supervised lifecycle (see [`crate::upstream`]); the pool hears
 //! its events on one channel. When an upstream becomes ready or says `list_changed`, its lists
 //! are fetched again (on a task of their own, one refresh at a time per upstream) and, when
 //! they changed, a new [`Catalog`] is built and published on a `watch` channel: routing reads
 //! the current snapshot, layers subscribe to it.
+//!
+//! # Ids and members
+//!
+//! Every upstream the pool starts gets an id ([`Upstream::index`]) that is never reused: at
+//! start they are the policy positions, a reload appends. What the gateway keeps for later
+//! (tasks, parked calls, server→client requests, calls to cancel) names upstreams by id, so a
+//! reload that removes or reorders upstreams never sends those to the wrong one: a removed
+//! upstream's id keeps naming it, stopped. The catalog names upstreams by position (policy
+//! order); [`Members`] is the catalog published together with the ids of its positions, one
+//! value swapped at once, so a name is never routed with one catalog and another id list.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,25 +26,76 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+mod reconcile;
+
 use super::Gateway;
-use crate::catalog::{Catalog, Contribution};
+use crate::catalog::{Catalog, Contribution, Held};
 use crate::jsonrpc::{to_raw, Message};
 use crate::mcp::method::Method;
-use crate::policy::Policy;
+use crate::policy::{Policy, UpstreamSpec};
 use crate::upstream::{Call, Event, Status, Upstream};
 
 /// The upstreams, and the catalog of what they list.
 pub(super) struct Pool {
-    /// One per `[[upstream]]` of the policy, in policy order (their index is their id).
-    pub(super) upstreams: Vec<Upstream>,
-    /// The upstreams' names, in the same order (what [`Catalog::build`] namespaces with).
-    names: Vec<String>,
-    /// The current catalog, published to the layers that subscribe.
+    /// The catalog and the upstreams it was built from, published together (routing).
+    members: watch::Sender<Arc<Members>>,
+    /// The same catalog alone, for the layers that subscribe (sent right after `members`).
     catalog: watch::Sender<Arc<Catalog>>,
-    /// Per upstream: one refresh at a time (they run on tasks of their own), and how many
-    /// full refreshes finished (what `wait_ready` waits for).
-    refreshing: Vec<tokio::sync::Mutex<()>>,
-    refreshed: Vec<watch::Sender<u64>>,
+    /// What new upstreams report on, and what they declare upstream.
+    events: mpsc::UnboundedSender<Event>,
+    capabilities: Value,
+}
+
+/// One published state of the pool: every upstream ever started, which of them the catalog
+/// lists (in policy order), and that catalog.
+#[derive(Clone)]
+pub(super) struct Members {
+    /// Every upstream started, by id; append-only, so that an id kept for later stays valid.
+    all: Vec<Arc<Slot>>,
+    /// The ids of the catalog's upstreams: `ids[i]` is catalog position `i`.
+    ids: Vec<usize>,
+    catalog: Arc<Catalog>,
+}
+
+impl Members {
+    /// The id of the upstream at catalog position `i`.
+    fn id(&self, i: usize) -> usize {
+        self.ids[i]
+    }
+
+    /// The catalog position of upstream `id`, while the catalog lists it.
+    fn position(&self, id: usize) -> Option<usize> {
+        self.ids.iter().position(|&x| x == id)
+    }
+
+    /// The current upstreams, in policy order.
+    fn current(&self) -> impl Iterator<Item = &Upstream> {
+        self.ids.iter().map(|&id| &self.all[id].upstream)
+    }
+
+    /// The current upstreams' names, in policy order (what [`Catalog::build`] namespaces with).
+    fn names(&self) -> Vec<String> {
+        self.current().map(|u| u.name().to_owned()).collect()
+    }
+}
+
+/// One upstream and its refresh bookkeeping.
+struct Slot {
+    upstream: Upstream,
+    /// One refresh at a time (they run on tasks of their own).
+    refreshing: tokio::sync::Mutex<()>,
+    /// How many full refreshes finished (what `wait_ready` waits for).
+    refreshed: watch::Sender<u64>,
+}
+
+impl Slot {
+    fn new(upstream: Upstream) -> Arc<Self> {
+        Arc::new(Self {
+            upstream,
+            refreshing: tokio::sync::Mutex::new(()),
+            refreshed: watch::channel(0).0,
+        })
+    }
 }
 
 /// How one upstream looked when the gateway became ready, for the startup summary.
@@ -57,7 +119,7 @@ impl Pool {
         policy: &Policy,
         shutdown: &CancellationToken,
     ) -> (Self, mpsc::UnboundedReceiver<Event>) {
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (events, events_rx) = mpsc::unbounded_channel();
         // The gateway routes sampling, elicitation and roots requests to its clients, so it
         // declares them upstream: servers vary their tool lists by these capabilities.
         let capabilities = json!({
@@ -65,29 +127,37 @@ impl Pool {
             "sampling": {},
             "elicitation": {"form": {}, "url": {}},
         });
-        let upstreams: Vec<Upstream> = (policy.upstreams.iter().enumerate())
-            .map(|(i, spec)| {
-                Upstream::start(
-                    i,
-                    spec.clone(),
-                    capabilities.clone(),
-                    events_tx.clone(),
-                    shutdown.child_token(),
-                )
-            })
-            .collect();
         let names: Vec<String> = policy.upstreams.iter().map(|u| u.name.clone()).collect();
-        let count = upstreams.len();
-        let empty = vec![Contribution::default(); count];
-        let catalog = Catalog::build(empty, &names, &policy.separator, 0);
+        let empty = vec![Contribution::default(); names.len()];
+        let catalog = Arc::new(Catalog::build(empty, &names, &policy.separator, 0));
         let pool = Self {
-            upstreams,
-            names,
-            catalog: watch::channel(Arc::new(catalog)).0,
-            refreshing: (0..count).map(|_| tokio::sync::Mutex::new(())).collect(),
-            refreshed: (0..count).map(|_| watch::channel(0).0).collect(),
+            members: watch::channel(Arc::new(Members {
+                all: Vec::new(),
+                ids: Vec::new(),
+                catalog: catalog.clone(),
+            }))
+            .0,
+            catalog: watch::channel(catalog.clone()).0,
+            events,
+            capabilities,
         };
+        let all: Vec<Arc<Slot>> = (policy.upstreams.iter().enumerate())
+            .map(|(id, spec)| Slot::new(pool.start_one(id, spec, shutdown)))
+            .collect();
+        let ids = (0..all.len()).collect();
+        (pool.members).send_replace(Arc::new(Members { all, ids, catalog }));
         (pool, events_rx)
+    }
+
+    /// Starts upstream `spec` under `id`.
+    fn start_one(&self, id: usize, spec: &UpstreamSpec, shutdown: &CancellationToken) -> Upstream {
+        Upstream::start(
+            id,
+            spec.clone(),
+            self.capabilities.clone(),
+            self.events.clone(),
+            shutdown.child_token(),
+        )
     }
 
     /// The current catalog.
@@ -105,26 +175,79 @@ impl Pool {
         self.catalog.borrow()
     }
 
-    /// The upstreams that speak the 2025 era (those that keep per-session state upstream).
-    pub(super) fn legacy(&self) -> impl Iterator<Item = &Upstream> {
-        self.upstreams.iter().filter(|u| !u.is_modern())
+    /// What `find` finds in the current catalog, with the catalog position it returns turned
+    /// into the upstream's id, both read from one published state.
+    pub(super) fn route<T>(
+        &self,
+        find: impl FnOnce(&Catalog) -> Option<(usize, T)>,
+    ) -> Option<(usize, T)> {
+        let members = self.members.borrow();
+        find(&members.catalog).map(|(i, found)| (members.id(i), found))
+    }
+
+    /// Upstream `id`, if the pool ever started one under it (ids from clients are checked).
+    pub(super) fn get(&self, id: usize) -> Option<Upstream> {
+        (self.members.borrow().all.get(id)).map(|slot| slot.upstream.clone())
+    }
+
+    /// Upstream `id`, an id the gateway got from the pool.
+    pub(super) fn upstream(&self, id: usize) -> Upstream {
+        self.get(id).expect("upstream ids are never removed")
+    }
+
+    /// The current upstreams, in policy order.
+    pub(super) fn current(&self) -> Vec<Upstream> {
+        self.members.borrow().current().cloned().collect()
+    }
+
+    /// The current upstreams that speak the 2025 era (those that keep per-session state
+    /// upstream).
+    pub(super) fn legacy(&self) -> Vec<Upstream> {
+        let members = self.members.borrow();
+        members
+            .current()
+            .filter(|u| !u.is_modern())
+            .cloned()
+            .collect()
+    }
+
+    /// Every upstream ever started, the removed ones (already stopped) included.
+    pub(super) fn all(&self) -> Vec<Upstream> {
+        let members = self.members.borrow();
+        members
+            .all
+            .iter()
+            .map(|slot| slot.upstream.clone())
+            .collect()
+    }
+
+    fn slot(&self, id: usize) -> Arc<Slot> {
+        self.members.borrow().all[id].clone()
     }
 
     async fn wait_ready(&self, limit: Duration) -> Vec<UpstreamSummary> {
         let started = tokio::time::Instant::now();
-        let waits = self.upstreams.iter().map(|u| u.wait_ready(limit));
+        let slots: Vec<Arc<Slot>> = {
+            let members = self.members.borrow();
+            members
+                .ids
+                .iter()
+                .map(|&id| members.all[id].clone())
+                .collect()
+        };
+        let waits = slots.iter().map(|s| s.upstream.wait_ready(limit));
         futures::future::join_all(waits).await;
         // The lists are fetched once, by the refresh each upstream's readiness starts.
-        let fetched = (self.upstreams.iter().zip(&self.refreshed))
-            .filter(|(u, _)| u.status() == Status::Ready)
-            .map(|(_, done)| async move {
-                let mut done = done.subscribe();
+        let fetched = (slots.iter())
+            .filter(|s| s.upstream.status() == Status::Ready)
+            .map(|s| async move {
+                let mut done = s.refreshed.subscribe();
                 let _ = done.wait_for(|n| *n > 0).await;
             });
         let left = limit.saturating_sub(started.elapsed());
         let _ = tokio::time::timeout(left, futures::future::join_all(fetched)).await;
-        let catalog = self.snapshot();
-        (self.upstreams.iter().zip(catalog.upstreams()))
+        let members = self.members.borrow().clone();
+        (members.current().zip(members.catalog.upstreams()))
             .map(|(u, c)| UpstreamSummary {
                 name: u.name().to_owned(),
                 transport: u.spec().transport_name(),
@@ -135,29 +258,38 @@ impl Pool {
             .collect()
     }
 
-    /// Fetches the lists of upstream `i` (all, or one kind); returns the kinds that changed.
-    async fn refresh(&self, i: usize, only: Option<&str>, policy: &Policy) -> Vec<&'static str> {
-        let _one_at_a_time = self.refreshing[i].lock().await;
-        let changed = self.fetch_lists(i, only, policy).await;
+    /// Fetches the lists of upstream `id` (all, or one kind); returns the kinds that changed.
+    async fn refresh(&self, id: usize, only: Option<&str>, policy: &Policy) -> Vec<&'static str> {
+        let slot = self.slot(id);
+        let _one_at_a_time = slot.refreshing.lock().await;
+        let changed = self.fetch_lists(&slot.upstream, only, policy).await;
         if only.is_none() {
-            self.refreshed[i].send_modify(|n| *n += 1);
+            slot.refreshed.send_modify(|n| *n += 1);
         }
         changed
     }
 
+    /// The lists upstream `id` contributes to the current catalog, while it lists them.
+    fn contribution(&self, id: usize) -> Option<Contribution> {
+        let members = self.members.borrow();
+        let i = members.position(id)?;
+        Some(members.catalog.upstreams()[i].clone())
+    }
     async fn fetch_lists(
         &self,
-        i: usize,
+        upstream: &Upstream,
         only: Option<&str>,
         policy: &Policy,
     ) -> Vec<&'static str> {
-        let upstream = &self.upstreams[i];
         if upstream.status() != Status::Ready {
             return Vec::new();
         }
+        // An upstream a reload removed lists nothing any more.
+        let Some(mut fresh) = self.contribution(upstream.index()) else {
+            return Vec::new();
+        };
         let caps = upstream.info().capabilities;
         let wants = |kind: &str| only.is_none_or(|k| k == kind) && caps.get(kind).is_some();
-        let mut fresh = self.snapshot().upstreams()[i].clone();
         let mut changed = Vec::new();
         if wants("tools") {
             if let Some(mut tools) = fetch_all(upstream, &Method::ToolsList, "tools").await {
@@ -204,34 +336,68 @@ impl Pool {
             }
         }
         if !changed.is_empty() {
-            self.publish(i, fresh, policy);
+            self.publish(upstream.index(), fresh, policy);
         }
         changed
     }
 
-    /// Publishes a catalog with upstream `i`'s lists replaced by `fresh`, through the one door
-    /// into the catalog: sanitized and pinned ([`crate::pin`]).
-    fn publish(&self, i: usize, fresh: Contribution, policy: &Policy) {
-        let names = &self.names;
-        let (sanitize, pin) = (&policy.sanitize, &policy.pin.rules);
-        self.catalog.send_modify(|catalog| {
-            let mut per_upstream = catalog.upstreams().to_vec();
-            per_upstream[i] = fresh;
-            let version = catalog.version() + 1;
-            let guard = |i: usize, raw: &Contribution, held: &crate::catalog::Held| {
-                crate::pin::admit(&names[i], raw, held, &sanitize.rules_for(&names[i]), pin)
+    /// Publishes a catalog with upstream `id`'s lists replaced by `fresh` (nothing, once a
+    /// reload removed it), through the one door into the catalog: sanitized and pinned
+    /// ([`crate::pin`]).
+    fn publish(&self, id: usize, fresh: Contribution, policy: &Policy) {
+        self.members.send_if_modified(|members| {
+            let Some(i) = members.position(id) else {
+                return false;
             };
-            let guarded = Catalog::build_guarded(
-                per_upstream,
-                names,
-                &policy.separator,
-                version,
-                catalog,
-                guard,
-            );
-            *catalog = Arc::new(guarded);
+            let mut raw = members.catalog.upstreams().to_vec();
+            raw[i] = fresh;
+            let version = members.catalog.version() + 1;
+            let catalog = guarded(raw, &members.names(), policy, version, &members.catalog);
+            self.replace(members, members.all.clone(), members.ids.clone(), catalog);
+            true
         });
     }
+
+    /// Publishes a new state: to routing and, right after, to the layers.
+    fn replace(
+        &self,
+        members: &mut Arc<Members>,
+        all: Vec<Arc<Slot>>,
+        ids: Vec<usize>,
+        catalog: Catalog,
+    ) {
+        let catalog = Arc::new(catalog);
+        *members = Arc::new(Members {
+            all,
+            ids,
+            catalog: catalog.clone(),
+        });
+        self.catalog.send_replace(catalog);
+    }
+}
+
+/// The catalog of upstreams `names` from their lists as given (`raw`), each through the guard
+/// ([`crate::pin::admit`]) with what it held for the same upstream name in `previous` (so a
+/// trusted-on-first-use definition stays trusted when the upstream restarts or moves).
+fn guarded(
+    raw: Vec<Contribution>,
+    names: &[String],
+    policy: &Policy,
+    version: u64,
+    previous: &Catalog,
+) -> Catalog {
+    let (sanitize, pin) = (&policy.sanitize, &policy.pin.rules);
+    let empty = Held::default();
+    let held_of = |name: &str| {
+        (previous.names().iter().position(|n| n == name))
+            .and_then(|p| previous.held().get(p))
+            .unwrap_or(&empty)
+    };
+    let guard = |i: usize, raw: &Contribution, _: &Held| {
+        let name = &names[i];
+        crate::pin::admit(name, raw, held_of(name), &sanitize.rules_for(name), pin)
+    };
+    Catalog::build_guarded(raw, names, &policy.separator, version, previous, guard)
 }
 
 impl Gateway {
@@ -254,14 +420,15 @@ impl Gateway {
     /// Stops every upstream (children get SIGTERM, then SIGKILL) and waits until they are gone.
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();
-        let stops = (self.inner.pool.upstreams.iter()).map(|u| u.stop(Duration::from_secs(5)));
+        let all = self.inner.pool.all();
+        let stops = all.iter().map(|u| u.stop(Duration::from_secs(5)));
         futures::future::join_all(stops).await;
     }
 
-    /// The policy the gateway runs.
+    /// The policy the gateway runs (the one [`Gateway::reconcile`] applied last).
     #[must_use]
-    pub fn policy(&self) -> &Policy {
-        &self.inner.policy
+    pub fn policy(&self) -> Arc<Policy> {
+        crate::lock::lock(&self.inner.policy).clone()
     }
 
     /// The current catalog.
@@ -318,23 +485,24 @@ impl Gateway {
         }
     }
 
-    /// Refreshes upstream `i`'s lists (all, or one kind) on a task of its own, then announces
+    /// Refreshes upstream `id`'s lists (all, or one kind) on a task of its own, then announces
     /// what changed.
-    fn spawn_refresh(&self, i: usize, only: Option<String>) {
+    fn spawn_refresh(&self, id: usize, only: Option<String>) {
         let this = self.clone();
         tokio::spawn(async move {
-            let inner = &this.inner;
-            let changed = inner.pool.refresh(i, only.as_deref(), &inner.policy).await;
+            let policy = this.policy();
+            let changed = this.inner.pool.refresh(id, only.as_deref(), &policy).await;
             this.announce(&changed);
         });
     }
 
     /// Tells every session and listener that the lists of `kinds` changed.
     fn announce(&self, kinds: &[&'static str]) {
+        let budget = self.policy().budget.enabled;
         for kind in kinds {
             // With the budget on, hosts see its plan: the budget layer announces the tools
             // itself, when the bytes it lists change.
-            if *kind == "tools" && self.inner.policy.budget.enabled {
+            if *kind == "tools" && budget {
                 continue;
             }
             let msg = Message::notification(&format!("notifications/{kind}/list_changed"), None);

@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::jsonrpc::{to_raw, Id, Message};
 use crate::lock::lock;
 use crate::mcp::method::Method;
-use crate::upstream::{Call, Status};
+use crate::upstream::{Call, Status, Upstream};
 
 /// One client request on its way to one upstream.
 pub(super) struct Forward<'a> {
@@ -53,6 +53,12 @@ impl Inflight {
         lock(&self.0).remove(&key(caller, msg));
     }
 
+    /// How many client requests are in flight to upstream `i` (a removed upstream is stopped
+    /// once none is).
+    pub(super) fn to_upstream(&self, i: usize) -> usize {
+        lock(&self.0).values().filter(|(u, _)| *u == i).count()
+    }
+
     /// Takes the upstream request that client request `id` of `session` is now.
     fn take(&self, session: &str, id: Id) -> Option<(usize, i64)> {
         lock(&self.0).remove(&(session.to_owned(), id))
@@ -73,20 +79,19 @@ impl Gateway {
         caller: &Caller,
         what: &'static str,
     ) -> Result<Message, Error> {
-        let separator = &self.inner.policy.separator;
+        let not_listed = |name: String| {
+            let separator = self.inner.pool.borrow().separator().to_owned();
+            self.inner.pool.not_listed(what, name, &separator)
+        };
         // Hot path: find `name` without building the params' DOM and splice the upstream's
         // name into the raw params; everything else goes out as the client sent it.
         if let Some(fast) = msg.params.as_deref().and_then(NameSpan::find) {
-            let target = {
-                let catalog = self.inner.pool.borrow();
-                route_name(&catalog, what, &fast.name).map(|(i, own)| (i, fast.splice(own)))
-            };
+            let target = (self.inner.pool).route(|catalog| {
+                route_name(catalog, what, &fast.name).map(|(i, own)| (i, fast.splice(own)))
+            });
             return match target {
                 Some((i, params)) => self.forward(i, msg, Some(params), caller).await,
-                None => Err(self
-                    .inner
-                    .pool
-                    .not_listed(what, fast.name.into_owned(), separator)),
+                None => Err(not_listed(fast.name.into_owned())),
             };
         }
         let method = msg.method().unwrap_or_default();
@@ -96,12 +101,10 @@ impl Gateway {
         let name = (params.get("name").and_then(Value::as_str))
             .ok_or_else(|| Error::invalid_params(method, "missing string \"name\""))?
             .to_owned();
-        let target = {
-            let catalog = self.inner.pool.borrow();
-            route_name(&catalog, what, &name).map(|(i, own)| (i, own.to_owned()))
-        };
+        let target = (self.inner.pool)
+            .route(|catalog| route_name(catalog, what, &name).map(|(i, own)| (i, own.to_owned())));
         let Some((i, original)) = target else {
-            return Err(self.inner.pool.not_listed(what, name, separator));
+            return Err(not_listed(name));
         };
         params.insert("name".into(), Value::String(original));
         self.forward(i, msg, Some(to_raw(&Value::Object(params))), caller)
@@ -140,8 +143,8 @@ impl Gateway {
         let reference = params.get("ref").cloned().unwrap_or(Value::Null);
         let i = match completing(&reference)? {
             Completing::Prompt(name) => {
-                let found =
-                    (self.inner.pool.borrow().prompt(name)).map(|(i, own)| (i, own.to_owned()));
+                let found = (self.inner.pool)
+                    .route(|catalog| catalog.prompt(name).map(|(i, own)| (i, own.to_owned())));
                 let (i, original) = found.ok_or_else(|| Error::NotFound {
                     what: "prompt",
                     name: name.to_owned(),
@@ -174,7 +177,7 @@ impl Gateway {
         params: Option<Box<RawValue>>,
         caller: &Caller,
     ) -> Result<Message, Error> {
-        let upstream = &self.inner.pool.upstreams[i];
+        let upstream = &self.inner.pool.upstream(i);
         let id = upstream.next_request_id();
         // Only a request that asked for a task (2025-11-25) or went to a modern upstream can
         // create one.
@@ -213,7 +216,7 @@ impl Gateway {
         };
         if let Some((i, upstream_id)) = self.inner.inflight.take(&caller.session.id, id) {
             let reason = params.get("reason").and_then(Value::as_str);
-            self.inner.pool.upstreams[i].cancel(upstream_id, reason);
+            self.inner.pool.upstream(i).cancel(upstream_id, reason);
         }
     }
 
@@ -229,7 +232,7 @@ impl Gateway {
         let delivered = if gateway_id.starts_with(bridge::SHIM_PREFIX) {
             self.inner.shim.answer(&gateway_id, msg, session)
         } else {
-            match asking_upstream(&gateway_id).and_then(|i| self.inner.pool.upstreams.get(i)) {
+            match asking_upstream(&gateway_id).and_then(|i| self.inner.pool.get(i)) {
                 Some(upstream) => upstream.answer_from(&gateway_id, msg, session),
                 None => Err(Error::UnknownRequest { id: gateway_id }),
             }
@@ -253,11 +256,12 @@ impl Pool {
     /// crashed before listing), else "not found". Saying "unknown tool" would send the model
     /// looking for another tool when the real answer is "try again later".
     fn not_listed(&self, what: &'static str, name: String, separator: &str) -> Error {
-        let upstreams = (self.upstreams.iter()).map(|u| (u.name(), u.status()));
+        let current = self.current();
+        let upstreams = (current.iter()).map(|u| (u.name(), u.status()));
         match unavailable_owner(&name, separator, upstreams) {
             // A server that is down because it cannot be reached says so (URL, OS reason).
             Some(Error::UpstreamUnavailable { upstream, reason }) => {
-                let down = (self.upstreams.iter())
+                let down = (current.iter())
                     .find(|u| u.name() == upstream && matches!(u.status(), Status::Down(_)));
                 match down {
                     Some(u) => u.down_error(reason),
@@ -272,12 +276,13 @@ impl Pool {
     /// The upstream of resource `uri`: the one that lists it, then the one with the longest
     /// literal prefix of a template; then the only upstream with resources.
     pub(super) fn route_uri(&self, uri: &str) -> Option<usize> {
-        if let Some(i) = self.borrow().resource(uri) {
-            return Some(i);
+        if let Some((id, ())) = self.route(|catalog| catalog.resource(uri).map(|i| (i, ()))) {
+            return Some(id);
         }
-        let mut with_resources = (self.upstreams.iter().enumerate())
-            .filter(|(_, u)| u.info().capabilities.get("resources").is_some())
-            .map(|(i, _)| i);
+        let current = self.current();
+        let mut with_resources = (current.iter())
+            .filter(|u| u.info().capabilities.get("resources").is_some())
+            .map(Upstream::index);
         match (with_resources.next(), with_resources.next()) {
             (Some(i), None) => Some(i),
             _ => None,

@@ -90,7 +90,7 @@ impl Gateway {
             s.initialized = false;
         });
         self.register_session(&caller.session);
-        let upstreams = &self.inner.pool.upstreams;
+        let upstreams = &self.inner.pool.current();
         let mut result = json!({
             "protocolVersion": version,
             "capabilities": capabilities(upstreams),
@@ -105,7 +105,7 @@ impl Gateway {
     /// `server/discover`, the 2026-07-28 era's stateless handshake: what `initialize` would
     /// say.
     pub(super) fn discover(&self) -> Value {
-        let upstreams = &self.inner.pool.upstreams;
+        let upstreams = &self.inner.pool.current();
         crate::mcp::modern::discover_result(
             &capabilities(upstreams),
             &server_info(),

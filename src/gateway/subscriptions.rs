@@ -188,11 +188,15 @@ impl Gateway {
         // The upstream is shared: it stops sending updates only when no session wants them.
         let others_left = lock(&subscriptions.subscribers).others_left(&uri, session);
         let done = Message::response_value(Id::Null, &json!({}));
-        let upstreams = &self.inner.pool.upstreams;
-        let reply = match self.inner.pool.route_uri(&uri) {
+        let upstream = self
+            .inner
+            .pool
+            .route_uri(&uri)
+            .map(|i| self.inner.pool.upstream(i));
+        let reply = match upstream {
             _ if !on && others_left => done,
-            Some(i) if upstreams[i].is_modern() => {
-                upstreams[i].watch_resource(&uri, on);
+            Some(u) if u.is_modern() => {
+                u.watch_resource(&uri, on);
                 done
             }
             _ => self.call_by_uri(msg, caller).await?,
@@ -248,7 +252,7 @@ impl Gateway {
             let Some(i) = self.inner.pool.route_uri(uri) else {
                 continue;
             };
-            let upstream = self.inner.pool.upstreams[i].clone();
+            let upstream = self.inner.pool.upstream(i);
             if upstream.is_modern() {
                 upstream.watch_resource(uri, true);
                 continue;

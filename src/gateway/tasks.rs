@@ -112,7 +112,7 @@ impl Gateway {
                 Error::invalid_params(method, "unknown cursor; list again from the start")
             })?,
         };
-        let listing = task_listers(&self.inner.pool.upstreams);
+        let listing = task_listers(&self.inner.pool.current());
         let owner = task_owner(caller);
         // Bounded: upstreams that keep answering empty pages with cursors must not spin.
         for _ in 0..MAX_EMPTY_TASK_PAGES {
@@ -172,7 +172,8 @@ impl Gateway {
                 (tasks.unwrap_or_default(), next)
             }
             Err(err) => {
-                let name = self.inner.pool.upstreams[i].name();
+                let name = self.inner.pool.upstream(i);
+                let name = name.name();
                 tracing::warn!(upstream = name, error = %err, "tasks/list failed; its tasks are left out");
                 (Vec::new(), None)
             }
@@ -180,17 +181,19 @@ impl Gateway {
     }
 }
 
-/// The ready upstreams that list tasks, by index.
+/// The ready upstreams that list tasks, by id, ascending (the order cursors walk them in).
 fn task_listers(upstreams: &[Upstream]) -> Vec<usize> {
-    (upstreams.iter().enumerate())
-        .filter(|(_, u)| {
+    let mut ids: Vec<usize> = (upstreams.iter())
+        .filter(|u| {
             u.status() == Status::Ready
                 && (u.info().capabilities.get("tasks"))
                     .and_then(|t| t.get("list"))
                     .is_some()
         })
-        .map(|(i, _)| i)
-        .collect()
+        .map(Upstream::index)
+        .collect();
+    ids.sort_unstable();
+    ids
 }
 
 /// Whose tasks `caller` may see: its 2025-era session's, or (a sessionless modern caller)

@@ -1,7 +1,7 @@
 //! What a new policy changes, decided before anything is touched: which upstreams start, stop,
 //! restart or stay, and which settings only a restart can apply.
 
-use crate::policy::{Policy, UpstreamSpec};
+use crate::policy::{Downstream, Policy, UpstreamSpec};
 
 /// What happens to the upstreams and settings when `new` replaces `old`.
 ///
@@ -42,8 +42,9 @@ pub struct Reconcile {
     /// The exposed names change for every upstream (the separator changed) or their order did:
     /// the catalog is rebuilt even where no upstream changed.
     pub renames: bool,
-    /// Settings that differ but apply only at the next start (the listen address, stdio),
-    /// named as in the policy file.
+    /// Settings that differ but apply only at the next start (the `[downstream]` section: the
+    /// listen address, stdio, and the transports' limits and checks), named as in the policy
+    /// file.
     pub needs_restart: Vec<&'static str>,
 }
 
@@ -72,12 +73,7 @@ impl Reconcile {
                 .collect::<Vec<_>>()
         };
         plan.renames = old.separator != new.separator || names(old) != names(new);
-        if old.downstream.http != new.downstream.http {
-            plan.needs_restart.push("downstream.http");
-        }
-        if old.downstream.stdio != new.downstream.stdio {
-            plan.needs_restart.push("downstream.stdio");
-        }
+        plan.needs_restart = downstream_changes(&old.downstream, &new.downstream);
         plan
     }
 
@@ -110,6 +106,68 @@ impl Reconcile {
         }
         parts.join(", ")
     }
+}
+
+/// The `[downstream]` keys whose values differ: the transports read them once, when they
+/// start serving.
+fn downstream_changes(a: &Downstream, b: &Downstream) -> Vec<&'static str> {
+    [
+        ("downstream.http", a.http != b.http),
+        ("downstream.stdio", a.stdio != b.stdio),
+        (
+            "downstream.allowed_origins",
+            a.allowed_origins != b.allowed_origins,
+        ),
+        (
+            "downstream.allowed_hosts",
+            a.allowed_hosts != b.allowed_hosts,
+        ),
+        (
+            "downstream.max_message_bytes",
+            a.max_message_bytes != b.max_message_bytes,
+        ),
+        (
+            "downstream.max_json_depth",
+            a.max_json_depth != b.max_json_depth,
+        ),
+        (
+            "downstream.body_timeout_secs",
+            a.body_timeout != b.body_timeout,
+        ),
+        (
+            "downstream.max_connections",
+            a.max_connections != b.max_connections,
+        ),
+        (
+            "downstream.max_connections_per_client",
+            a.max_connections_per_client != b.max_connections_per_client,
+        ),
+        ("downstream.max_sessions", a.max_sessions != b.max_sessions),
+        (
+            "downstream.max_sessions_per_client",
+            a.max_sessions_per_client != b.max_sessions_per_client,
+        ),
+        (
+            "downstream.session_idle_secs",
+            a.session_idle != b.session_idle,
+        ),
+        (
+            "downstream.max_outbound_messages",
+            a.max_outbound_messages != b.max_outbound_messages,
+        ),
+        (
+            "downstream.strict_accept",
+            a.strict_accept != b.strict_accept,
+        ),
+        ("downstream.stdio_client", a.stdio_client != b.stdio_client),
+        (
+            "downstream.allow_anonymous",
+            a.allow_anonymous != b.allow_anonymous,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(key, differs)| differs.then_some(key))
+    .collect()
 }
 
 #[cfg(test)]
@@ -175,6 +233,13 @@ mod tests {
         assert!(plan
             .summary()
             .ends_with("not applied until restart: downstream.http"));
+        // The transports' limits are read once, when they start serving.
+        let limits = policy("[downstream]\nmax_sessions = 3\nstrict_accept = true\n");
+        let plan = Reconcile::between(&policy(""), &limits);
+        assert_eq!(
+            plan.needs_restart,
+            ["downstream.max_sessions", "downstream.strict_accept"]
+        );
     }
 
     #[test]

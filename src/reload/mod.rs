@@ -5,16 +5,24 @@
 //! The pieces: [`Source`] remembers how `serve` built its policy (the TOML file, the host
 //! configs it imported, the command-line overrides) and builds it again the same way;
 //! [`Reconcile`] is the pure decision of what a new policy changes; [`triggers`] turns file
-//! events and signals into reload requests.
+//! events and signals into reload requests; [`Reloader`] applies a new policy to a running
+//! gateway (upstreams reconciled, the stack rebuilt and swapped in through a [`Swap`]);
+//! [`watch`] is the loop of all that, with its outcome logged.
 
+mod apply;
 mod diff;
+mod swap;
 mod trigger;
+mod watch;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+pub use apply::{Reloaded, Reloader};
 pub use diff::Reconcile;
+pub use swap::Swap;
 pub use trigger::{triggers, Trigger, Triggers, QUIET};
+pub use watch::{problem_lines, watch, Outcome};
 
 use crate::policy::{ConfigError, Policy};
 

@@ -420,6 +420,11 @@ impl Gateway {
         self.url.as_deref().expect("serving HTTP")
     }
 
+    /// The policy file it serves (what a reload test edits).
+    pub fn policy_file(&self) -> PathBuf {
+        self._dir.path().join("policy.toml")
+    }
+
     pub fn client(&mut self) -> &mut RawClient {
         self.stdio.as_mut().expect("serving stdio")
     }

@@ -25,6 +25,7 @@ mod legacy_servers;
 mod limits;
 mod modern_http;
 mod offline_live;
+mod reload;
 mod routing;
 mod startup;
 mod transports;
