@@ -395,6 +395,10 @@ impl<S> Budget<S> {
 }
 
 #[cfg(test)]
+mod client_tests;
+#[cfg(test)]
+mod native_tests;
+#[cfg(test)]
 mod planner_tests;
 #[cfg(test)]
 mod tests;
