@@ -77,7 +77,7 @@ fn request(
     session: &Arc<Session>,
     who: Option<&Arc<Principal>>,
     method: &str,
-    params: Value,
+    params: &Value,
 ) -> McpRequest {
     let caller = Caller::new(session.clone());
     let caller = match who {
@@ -85,7 +85,7 @@ fn request(
         None => caller,
     };
     McpRequest::new(
-        Message::request(Id::Number(7), method, Some(to_raw(&params))),
+        Message::request(Id::Number(7), method, Some(to_raw(params))),
         caller,
     )
 }
@@ -105,7 +105,7 @@ async fn the_handshake_offers_the_capability_only_to_a_client_that_declares_it()
             &session(json!({})),
             None,
             "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": caps, "clientInfo": {"name": "t", "version": "0"}}),
+            &json!({"protocolVersion": "2025-06-18", "capabilities": caps, "clientInfo": {"name": "t", "version": "0"}}),
         )
     };
     let offered: Value = ask(&mut svc, init(declaring())).await.result_as().unwrap();
@@ -134,14 +134,14 @@ async fn catalog_describe_and_list_agree_byte_for_byte() {
     let catalog = tools();
     let mut svc = fixed(catalog.clone(), &policy()).layer(inner());
     let s = session(declaring());
-    let list = ask(&mut svc, request(&s, None, "tools/list", json!({}))).await;
+    let list = ask(&mut svc, request(&s, None, "tools/list", &json!({}))).await;
     let list_text = list.result.as_ref().unwrap().get().to_owned();
     let listed: Value = serde_json::from_str(&list_text).unwrap();
     let listed = listed["tools"].as_array().unwrap();
     // Every tool, no meta-tools: the same set tools/catalog gives.
     assert_eq!(listed.len(), catalog.len());
     assert!(listed.iter().all(|t| t["name"] != "search_tools"));
-    let entries: Value = ask(&mut svc, request(&s, None, "tools/catalog", json!({})))
+    let entries: Value = ask(&mut svc, request(&s, None, "tools/catalog", &json!({})))
         .await
         .result_as()
         .unwrap();
@@ -179,7 +179,7 @@ async fn catalog_describe_and_list_agree_byte_for_byte() {
     let names = [listed[3]["name"].clone(), listed[0]["name"].clone()];
     let described = ask(
         &mut svc,
-        request(&s, None, "tools/describe", json!({"names": names})),
+        request(&s, None, "tools/describe", &json!({"names": names})),
     )
     .await;
     let text = described.result.unwrap().get().to_owned();
@@ -203,7 +203,7 @@ async fn catalog_describe_and_list_agree_byte_for_byte() {
             &s,
             None,
             "tools/catalog",
-            json!({"query": "current time in a timezone"}),
+            &json!({"query": "current time in a timezone"}),
         ),
     )
     .await
@@ -225,7 +225,7 @@ async fn describe_refuses_unknown_and_denied_names_alike() {
     let s = session(declaring());
     let entries: Value = ask(
         &mut svc,
-        request(&s, Some(&timer), "tools/catalog", json!({})),
+        request(&s, Some(&timer), "tools/catalog", &json!({})),
     )
     .await
     .result_as()
@@ -238,7 +238,7 @@ async fn describe_refuses_unknown_and_denied_names_alike() {
         .collect();
     assert_eq!(names, ["time__convert_time", "time__get_current_time"]);
     let error = |names: Value| {
-        let req = request(&s, Some(&timer), "tools/describe", json!({"names": names}));
+        let req = request(&s, Some(&timer), "tools/describe", &json!({"names": names}));
         let mut svc = svc.clone();
         async move { ask(&mut svc, req).await.error.expect("an error") }
     };
@@ -265,7 +265,7 @@ async fn a_client_without_the_capability_gets_meta_tools_as_before() {
     policy.budget.mode = crate::plan::ModeChoice::Progressive;
     let mut svc = fixed(fixtures(), &policy).layer(inner());
     let s = session(json!({"sampling": {}}));
-    let list: Value = ask(&mut svc, request(&s, None, "tools/list", json!({})))
+    let list: Value = ask(&mut svc, request(&s, None, "tools/list", &json!({})))
         .await
         .result_as()
         .unwrap();
@@ -275,7 +275,7 @@ async fn a_client_without_the_capability_gets_meta_tools_as_before() {
         .iter()
         .any(|t| t["name"] == "search_tools"));
     // tools/catalog is not served to it: it goes down, and is unknown there.
-    let reply = ask(&mut svc, request(&s, None, "tools/catalog", json!({}))).await;
+    let reply = ask(&mut svc, request(&s, None, "tools/catalog", &json!({}))).await;
     assert_eq!(reply.error.unwrap().code, -32601);
     // The same for a declaring client when the policy leaves it off.
     let mut off = fixed(tools(), &Policy::default()).layer(inner());
@@ -285,7 +285,7 @@ async fn a_client_without_the_capability_gets_meta_tools_as_before() {
             &session(declaring()),
             None,
             "tools/describe",
-            json!({"names": ["time__convert_time"]}),
+            &json!({"names": ["time__convert_time"]}),
         ),
     )
     .await;
