@@ -268,6 +268,26 @@ mod tests {
     }
 
     #[test]
+    fn native_disclosure_needs_the_budget_layer() {
+        use crate::policy::{ConfigError, Policy};
+        let text = "version = 1\n[budget]\nenabled = false\n[discover]\nnative_disclosure = true\n";
+        let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(text, "t.toml")
+        else {
+            panic!("expected a problem")
+        };
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path, "discover.native_disclosure");
+        assert_eq!(problems[0].line, Some(5), "the line of the key");
+        let on = "version = 1\n[discover]\nnative_disclosure = true\n";
+        assert!(
+            Policy::from_toml_str(on, "t.toml")
+                .unwrap()
+                .discover
+                .native_disclosure
+        );
+    }
+
+    #[test]
     fn glob_matching() {
         let p = ToolPattern::new("git*/*_issue?");
         assert!(p.matches("github/create_issues"));

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use tower::{Layer, Service};
+use tower::Layer;
 
 use super::state::Audience;
-use super::tests::{echo, fixed, fixtures};
+use super::tests::{answer, echo, fixed, fixtures};
 use super::BudgetLayer;
 use crate::authz::{Decision, Glob, Scope, Target};
 use crate::catalog::{Catalog, CatalogTool};
@@ -78,13 +78,6 @@ fn names(list: &Value) -> Vec<String> {
         .iter()
         .map(|t| t["name"].as_str().expect("a name").to_owned())
         .collect()
-}
-
-async fn answer<S>(svc: &mut S, req: McpRequest) -> Message
-where
-    S: Service<McpRequest, Response = Option<Message>, Error = std::convert::Infallible>,
-{
-    svc.call(req).await.unwrap().expect("an answer")
 }
 
 #[tokio::test]

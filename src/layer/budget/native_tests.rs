@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tower::{Layer, Service};
 
-use super::tests::{fixed, fixtures};
+use super::tests::{answer as ask, fixed, fixtures};
 use crate::authz::{Glob, Scope};
 use crate::canonical::schema_hash;
 use crate::catalog::CatalogTool;
@@ -88,13 +88,6 @@ fn request(
         Message::request(Id::Number(7), method, Some(to_raw(params))),
         caller,
     )
-}
-
-async fn ask<S>(svc: &mut S, req: McpRequest) -> Message
-where
-    S: Service<McpRequest, Response = Option<Message>, Error = std::convert::Infallible>,
-{
-    svc.call(req).await.unwrap().expect("an answer")
 }
 
 #[tokio::test]

@@ -22,6 +22,14 @@ pub(super) fn request(id: i64, method: &str, params: &Value) -> McpRequest {
     )
 }
 
+/// The answer `svc` gives `req`.
+pub(super) async fn answer<S>(svc: &mut S, req: McpRequest) -> Message
+where
+    S: Service<McpRequest, Response = Option<Message>, Error = std::convert::Infallible>,
+{
+    svc.call(req).await.unwrap().expect("an answer")
+}
+
 /// The inner service echoes the tools/call it receives.
 pub(super) fn echo() -> impl Service<
     McpRequest,
