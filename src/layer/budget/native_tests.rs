@@ -284,3 +284,29 @@ async fn a_client_without_the_capability_gets_meta_tools_as_before() {
     .await;
     assert_eq!(reply.error.unwrap().code, -32601);
 }
+
+#[tokio::test]
+async fn a_modern_request_declares_it_in_its_own_meta() {
+    let mut svc = fixed(tools(), &policy()).layer(inner());
+    let meta = |caps: Value| {
+        json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": caps
+        }})
+    };
+    // The session knows nothing: the request's own capabilities decide.
+    let s = session(json!({}));
+    let entries = ask(
+        &mut svc,
+        request(&s, None, "tools/catalog", &meta(declaring())),
+    )
+    .await;
+    let entries: Value = entries.result_as().unwrap();
+    assert_eq!(entries["tools"].as_array().unwrap().len(), tools().len());
+    let plain = ask(
+        &mut svc,
+        request(&s, None, "tools/catalog", &meta(json!({}))),
+    )
+    .await;
+    assert_eq!(plain.error.unwrap().code, -32601);
+}
