@@ -348,7 +348,7 @@ impl<S> Budget<S> {
         // arguments as a `Value`.
         let name = req.view.typed_name()?;
         if !is_meta(name) {
-            self.state.count_call(name);
+            self.state.count_call(name, &req.caller.principal);
             return None;
         }
         let call = MetaRequest {
@@ -381,7 +381,7 @@ impl<S> Budget<S> {
             MetaCall::Result(result) => Some(Outcome::Answer(result)),
             MetaCall::Invoke { tool, arguments } => {
                 let exposed = tool.exposed_name(&self.state.separator).into_owned();
-                self.state.count_call(&exposed);
+                self.state.count_call(&exposed, &req.caller.principal);
                 let mut params = Map::new();
                 params.insert("name".into(), Value::String(exposed));
                 params.insert("arguments".into(), arguments);

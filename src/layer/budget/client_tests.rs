@@ -423,3 +423,30 @@ proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn calls_of_tools_a_client_may_not_see_are_not_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("usage.json");
+    let policy = Policy::from_toml_str(
+        &format!(
+            "version = 1\n[budget]\nusage_file = {:?}\n",
+            file.display().to_string()
+        ),
+        "t.toml",
+    )
+    .unwrap();
+    let layer = fixed(tools(), &policy);
+    let mut svc = layer.layer(echo());
+    let (alice, _) = alice_and_bob();
+    for (id, name) in [(1, "github__delete_file"), (2, "time__get_current_time")] {
+        let call = json!({"name": name, "arguments": {}});
+        answer(&mut svc, as_client(&alice, id, "tools/call", &call)).await;
+    }
+    let (_, text) = layer.state.usage.as_ref().unwrap().pending_write().unwrap();
+    assert!(text.contains("get_current_time"), "{text}");
+    assert!(
+        !text.contains("delete_file"),
+        "a denied call moved the plan: {text}"
+    );
+}

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use super::native::NativeCatalog;
 use super::usage;
-use crate::authz::Scope;
+use crate::authz::{Scope, Target};
 use crate::catalog::{Catalog, CatalogTool};
 use crate::compress::Level;
 use crate::context::{Caller, Session};
@@ -322,14 +322,23 @@ impl State {
         }
     }
 
-    /// Counts a call of the tool exposed as `exposed` (with a usage file; unknown names are not
-    /// counted).
-    pub(super) fn count_call(&self, exposed: &str) {
+    /// Counts a call of the tool exposed as `exposed` by `principal` (with a usage file;
+    /// unknown names, and tools the principal may not see, whose calls are refused below, are
+    /// not counted: a client cannot move other clients' plans with calls it may not make).
+    pub(super) fn count_call(&self, exposed: &str, principal: &Principal) {
         let Some(usage) = &self.usage else { return };
         let catalog = self.catalog.borrow();
         if let Some((i, tool)) = catalog.tool(exposed) {
             if let Some(server) = catalog.names().get(i) {
-                usage.record(server, tool);
+                let anonymous = principal.via() == Via::Anonymous;
+                if anonymous
+                    || principal
+                        .client()
+                        .scope()
+                        .may_see(Target::tool(server, tool))
+                {
+                    usage.record(server, tool);
+                }
             }
         }
     }
