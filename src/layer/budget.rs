@@ -7,6 +7,14 @@
 //! the search index are computed once per catalog version, so a warm `tools/list` costs a
 //! copy of cached bytes, and the same catalog always gives the same bytes.
 //!
+//! Each client (the request's [`Principal`](crate::identity::Principal)) gets the plan of
+//! what its scope lets it see, for its own model (`budget/state.rs`): a tool it may not see is
+//! unknown to its list, search, catalog lines, schemas and `invoke_tool`, as a missing one. The
+//! anonymous principal of a policy without clients has the one plan of the whole catalog.
+//! With `[discover] native_disclosure`, a client that declares the draft SEP's
+//! `tools.progressiveDisclosure` is served `tools/catalog` and `tools/describe` instead of
+//! meta-tools (`budget/native.rs`; `docs/budget.md` has the shapes).
+//!
 //! A `tools/call` of a meta-tool is answered here; `invoke_tool` with valid arguments goes on
 //! down the stack as an ordinary `tools/call` of the real tool, so everything below sees what a
 //! direct call would, and the upstream's result comes back unchanged. Direct calls of deferred
@@ -19,7 +27,8 @@
 //! ([`BudgetLayer::announce_to`]), only when the bytes it lists change.
 //!
 //! Policy: `[budget]` (model, threshold, level, mode, per-tool rules; `enabled = false` leaves
-//! the layer out) and `[discover]` (meta-tool names, `never_defer`, search limits).
+//! the layer out), `[discover]` (meta-tool names, `never_defer`, search limits,
+//! `native_disclosure`) and each `[[client]]`'s scope and `model`.
 //! Tracing: each new plan is logged with `rung`, `tokens_before`, `tokens_after`, `tools`.
 //!
 //! Over a fixed catalog (embedders, tests):
