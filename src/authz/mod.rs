@@ -323,5 +323,31 @@ mod tests {
             let t = Target::new(kind, &server, &name);
             prop_assert_eq!(scope.may_see(t), scope.check(t, None) == Decision::Allow);
         }
+
+        /// A catalog filtered by the list phase keeps exactly the callable tools, in order,
+        /// under their names; equal keys, equal filters.
+        #[test]
+        fn visible_tools_are_the_callable_ones(
+            allow in proptest::collection::vec(glob(), 0..4),
+            deny in proptest::collection::vec(glob(), 0..3),
+            ids in proptest::collection::btree_set(("[ab]", "[xy]"), 0..4),
+        ) {
+            let tools: Vec<CatalogTool> = ids
+                .iter()
+                .map(|(s, n)| CatalogTool::new(s, json!({"name": n})).unwrap())
+                .collect();
+            let mut reversed = allow.clone();
+            reversed.reverse();
+            let scope = Scope::new(allow, deny.clone(), vec![]);
+            let visible = scope.visible(&tools);
+            let callable: Vec<&CatalogTool> = tools
+                .iter()
+                .filter(|t| scope.check(Target::tool(&t.server, &t.name), None) == Decision::Allow)
+                .collect();
+            prop_assert_eq!(visible.iter().collect::<Vec<_>>(), callable);
+            let same = Scope::new(reversed, deny, vec![]);
+            prop_assert_eq!(same.key(), scope.key());
+            prop_assert_eq!(same.visible(&tools), visible);
+        }
     }
 }
