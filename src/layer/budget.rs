@@ -272,12 +272,15 @@ where
                 let state = self.state.clone();
                 let advertise =
                     state.discover.native_disclosure && native::declared_at_handshake(&req);
+                let principal = req.caller.principal.clone();
                 Box::pin(async move {
                     let mut reply = inner.call(req).await?;
                     if let Some(message) = reply.as_mut() {
                         if state.base.budget.mode == ModeChoice::HostSearch {
                             let catalog = state.catalog.borrow().clone();
-                            instructions::rewrite(message, &catalog);
+                            let visible = (principal.via() != crate::identity::Via::Anonymous)
+                                .then(|| principal.client().scope().visible(catalog.tools()));
+                            instructions::rewrite(message, &catalog, visible.as_deref());
                         }
                         if advertise {
                             native::advertise(message);

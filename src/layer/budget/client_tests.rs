@@ -450,3 +450,39 @@ async fn calls_of_tools_a_client_may_not_see_are_not_counted() {
         "a denied call moved the plan: {text}"
     );
 }
+
+#[tokio::test]
+async fn host_search_instructions_name_only_what_the_client_may_see() {
+    let mut policy = Policy::default();
+    policy.budget.mode = ModeChoice::HostSearch;
+    let layer = fixed(tools(), &policy);
+    let upstream_init = tower::service_fn(|req: McpRequest| async move {
+        let id = req.message.id.clone().unwrap();
+        let result = json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "mcp-budget", "version": "0"},
+            "instructions": "## time\nClocks.\n\n## git\nLocal repositories.\n\n## filesystem\nFiles.",
+        });
+        Ok::<_, std::convert::Infallible>(Some(Message::response_value(id, &result)))
+    });
+    let mut svc = layer.layer(upstream_init);
+    let (alice, _) = alice_and_bob();
+    let reply = answer(&mut svc, as_client(&alice, 1, "initialize", &json!({}))).await;
+    let result: Value = reply.result_as().unwrap();
+    let text = result["instructions"].as_str().unwrap();
+    assert!(text.contains("## time (2 tools"), "{text}");
+    assert!(
+        text.contains("github__get_issue") || text.contains("## github ("),
+        "{text}"
+    );
+    for hidden in [
+        "## git (",
+        "## filesystem",
+        "Local repositories",
+        "github__get_me",
+        "delete",
+    ] {
+        assert!(!text.contains(hidden), "{hidden:?} leaked: {text}");
+    }
+}
