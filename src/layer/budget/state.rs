@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -93,6 +93,13 @@ pub(super) struct Planned {
     pub(super) native: Option<NativeCatalog>,
 }
 
+/// An audience's plan of one catalog version and usage generation, computed once.
+pub(super) struct Slot {
+    version: u64,
+    generation: u64,
+    plan: OnceLock<Arc<Planned>>,
+}
+
 /// A model's `[budget]` and its counter.
 pub(super) struct Profiled {
     pub(super) budget: BudgetPolicy,
@@ -123,7 +130,7 @@ pub(super) struct State {
     /// every session at once.
     pub(super) open: bool,
     pub(super) current: Mutex<Option<Arc<Planned>>>,
-    pub(super) clients: Mutex<HashMap<PlanKey, Arc<Planned>>>,
+    pub(super) clients: Mutex<HashMap<PlanKey, Arc<Slot>>>,
     /// Model → its profile (clients with a `model` of their own).
     pub(super) profiles: Mutex<HashMap<String, Arc<Profiled>>>,
     /// Per session: exposed names of deferred tools it inspected or used, in that order
@@ -203,34 +210,49 @@ impl State {
         let version = catalog.version();
         let learned = self.usage.as_ref().map(usage::UsageLog::learned);
         let generation = learned.as_ref().map_or(0, |l| l.generation);
-        let fresh = |p: &Arc<Planned>| p.version == version && p.usage_generation == generation;
-        // Held while planning, as `planned`'s: one computation per audience and catalog.
-        let mut clients = lock(&self.clients);
-        if let Some(p) = clients.get(&audience.key).filter(|p| fresh(p)) {
-            return p.clone();
-        }
-        let visible = audience.scope.visible(catalog.tools());
-        let usage = learned.map(|l| crate::plan::usage_of(&visible, &l.counts));
-        let profile = self.profile(audience.key.model.as_deref());
-        let mut planned = self.compute(
-            &visible,
-            &catalog,
-            &profile,
-            usage.unwrap_or_default(),
-            audience.key.native,
-        );
-        planned.usage_generation = generation;
-        let planned = Arc::new(planned);
-        if clients.len() >= MAX_CLIENT_PLANS {
-            clients.retain(|_, p| fresh(p));
-        }
-        if clients.len() >= MAX_CLIENT_PLANS {
-            if let Some(any) = clients.keys().next().cloned() {
-                clients.remove(&any);
+        // The map is held only to find or make the audience's slot; the plan is computed in
+        // the slot, so one audience's new plan never holds up another's list.
+        let slot = {
+            let fresh = |s: &Arc<Slot>| s.version == version && s.generation == generation;
+            let mut clients = lock(&self.clients);
+            match clients.get(&audience.key).filter(|s| fresh(s)) {
+                Some(slot) => slot.clone(),
+                None => {
+                    if clients.len() >= MAX_CLIENT_PLANS {
+                        clients.retain(|_, s| fresh(s));
+                    }
+                    if clients.len() >= MAX_CLIENT_PLANS {
+                        if let Some(any) = clients.keys().next().cloned() {
+                            clients.remove(&any);
+                        }
+                    }
+                    let slot = Arc::new(Slot {
+                        version,
+                        generation,
+                        plan: OnceLock::new(),
+                    });
+                    clients.insert(audience.key.clone(), slot.clone());
+                    slot
+                }
             }
-        }
-        clients.insert(audience.key.clone(), planned.clone());
-        planned
+        };
+        // Concurrent lists of the same audience wait for one computation.
+        slot.plan
+            .get_or_init(|| {
+                let visible = audience.scope.visible(catalog.tools());
+                let usage = learned.map(|l| crate::plan::usage_of(&visible, &l.counts));
+                let profile = self.profile(audience.key.model.as_deref());
+                let mut planned = self.compute(
+                    &visible,
+                    &catalog,
+                    &profile,
+                    usage.unwrap_or_default(),
+                    audience.key.native,
+                );
+                planned.usage_generation = generation;
+                Arc::new(planned)
+            })
+            .clone()
     }
 
     /// The profile of `model` (the policy's own for `None`, and for a model that has no
