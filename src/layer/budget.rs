@@ -159,7 +159,7 @@ impl BudgetLayer {
     pub fn announce_to(&self, sink: mpsc::UnboundedSender<Message>) {
         let mut catalog = self.state.catalog.clone();
         catalog.borrow_and_update();
-        let last = self.state.fingerprint();
+        let last = self.state.open_fingerprint();
         tokio::spawn(announce::announce_changes(
             Arc::downgrade(&self.state),
             catalog,

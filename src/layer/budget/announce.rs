@@ -12,6 +12,19 @@ use crate::catalog::Catalog;
 use crate::jsonrpc::Message;
 
 impl State {
+    /// What an open gateway's `list_changed` follows: the one plan's bytes and, with native
+    /// disclosure, the bytes the anonymous declaring client is listed (every tool in full, which
+    /// can change while the plan's bytes do not, e.g. a deferred tool's description).
+    pub(super) fn open_fingerprint(&self) -> u64 {
+        let plain = self.fingerprint();
+        if !self.discover.native_disclosure {
+            return plain;
+        }
+        let anonymous = crate::identity::Principal::anonymous();
+        let native = self.planned_for(Audience::of(&anonymous, true).as_ref());
+        plain.rotate_left(1) ^ native.fingerprint
+    }
+
     /// Tells each client session that listed tools, and whose list is no longer what it was
     /// given, that its list changed (2025-era sessions: a modern request lists afresh each
     /// time, its session ends with it).
@@ -85,7 +98,7 @@ pub(super) async fn announce_changes(
             // Every session is a client's: each heard of its own list above.
             continue;
         }
-        let now = state.fingerprint();
+        let now = state.open_fingerprint();
         if now == last {
             tracing::debug!("Upstream tools changed, but not what hosts see; not announced");
             continue;

@@ -310,3 +310,31 @@ async fn a_modern_request_declares_it_in_its_own_meta() {
     .await;
     assert_eq!(plain.error.unwrap().code, -32601);
 }
+
+#[tokio::test]
+async fn a_change_only_native_clients_see_is_announced() {
+    let mut policy = policy();
+    policy.budget.mode = crate::plan::ModeChoice::Progressive;
+    policy.budget.list_catalog = false;
+    let catalog = |description: &str, version: u64| {
+        let mut tools = tools();
+        let first = tools.iter_mut().find(|t| t.server == "time").unwrap();
+        first
+            .definition
+            .insert("description".into(), Value::String(description.into()));
+        let built = crate::catalog::Catalog::from_tools(tools, "__");
+        crate::catalog::Catalog::build(built.upstreams().to_vec(), built.names(), "__", version)
+    };
+    let (publish, receiver) = tokio::sync::watch::channel(Arc::new(catalog("Before.", 1)));
+    let layer = super::BudgetLayer::new(receiver, &policy);
+    let plain_before = layer.fingerprint();
+    let (sink, mut everyone) = tokio::sync::mpsc::unbounded_channel();
+    layer.announce_to(sink);
+    publish.send(Arc::new(catalog("After.", 2))).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Behind search, the description does not show in the plain list...
+    assert_eq!(layer.fingerprint(), plain_before);
+    // ...but a declaring client lists every tool in full: it is told.
+    let note = everyone.try_recv().expect("announced");
+    assert_eq!(note.method(), Some("notifications/tools/list_changed"));
+}
