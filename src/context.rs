@@ -188,6 +188,11 @@ impl Session {
         f(&mut self.lock());
     }
 
+    /// Reads the session state in place (no copy of it, unlike [`Session::state`]).
+    pub fn with_state<R>(&self, f: impl FnOnce(&SessionState) -> R) -> R {
+        f(&self.lock())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
         // A panic while holding this lock cannot leave the state torn: every update is a
         // plain field assignment.

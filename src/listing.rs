@@ -67,8 +67,13 @@ impl Listing {
     /// The tools of `catalog` the plan deferred (behind the meta-tools), in catalog order.
     #[must_use]
     pub fn deferred(&self, catalog: &Catalog) -> Vec<CatalogTool> {
-        catalog
-            .tools()
+        self.deferred_of(catalog.tools())
+    }
+
+    /// The tools of `tools` (the ones it was planned for) the plan deferred, in their order.
+    #[must_use]
+    pub fn deferred_of(&self, tools: &[CatalogTool]) -> Vec<CatalogTool> {
+        tools
             .iter()
             .zip(&self.plan.levels)
             .filter(|(_, level)| level.is_none())
@@ -87,12 +92,32 @@ pub fn list_tools(
     counter: &Counter,
     volatile: &[String],
 ) -> Listing {
-    let tools = catalog.tools();
+    list_some(
+        catalog.tools(),
+        catalog.separator(),
+        rules,
+        counter,
+        volatile,
+    )
+}
+
+/// [`list_tools`] of some of a catalog's tools (in catalog order, say the ones a client may see:
+/// [`crate::authz::Scope::visible`]), under `rules` built for them. Each keeps the exposed name
+/// its catalog gave it; `separator` names tools outside a catalog.
+#[must_use]
+pub fn list_some(
+    tools: &[CatalogTool],
+    separator: &str,
+    rules: &Rules,
+    counter: &Counter,
+    volatile: &[String],
+) -> Listing {
     // Ranked once: the measurement and the plan share the value order.
     let (measured, ranked) = plan::measure_ranked(counter, tools, rules);
     let plan = plan::plan_ranked(tools, &measured, ranked.as_ref(), rules);
     let per_server = per_server(tools, &measured, &plan);
-    let listed = static_before_dynamic(catalog, volatile, plan::apply(&plan, tools, rules));
+    let listed =
+        static_before_dynamic(tools, separator, volatile, plan::apply(&plan, tools, rules));
     let result = to_raw(&json!({ "tools": listed }));
     Listing {
         measured,
@@ -132,15 +157,19 @@ fn per_server(tools: &[CatalogTool], measured: &Measured, plan: &Plan) -> Vec<Se
 }
 
 /// Static tools (and the meta-tools) first, then the tools of volatile upstreams.
-fn static_before_dynamic(catalog: &Catalog, volatile: &[String], tools: Vec<Value>) -> Vec<Value> {
+fn static_before_dynamic(
+    catalog: &[CatalogTool],
+    separator: &str,
+    volatile: &[String],
+    tools: Vec<Value>,
+) -> Vec<Value> {
     if volatile.is_empty() {
         return tools;
     }
     let dynamic: HashSet<String> = catalog
-        .tools()
         .iter()
         .filter(|t| volatile.contains(&t.server))
-        .map(|t| t.exposed_name(catalog.separator()).into_owned())
+        .map(|t| t.exposed_name(separator).into_owned())
         .collect();
     let (dynamic_tools, mut out): (Vec<Value>, Vec<Value>) = tools.into_iter().partition(|t| {
         t.get("name")

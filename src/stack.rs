@@ -30,6 +30,14 @@ use crate::layer::guard::GuardLayer;
 use crate::layer::limit::LimitLayer;
 use crate::layer::{budget::BudgetLayer, era::EraLayer, recover::RecoverLayer, trace::TraceLayer};
 
+/// Whether what a list shows depends on who asks: then modern list results say
+/// `cacheScope: private`, so no shared cache hands one caller's list to another.
+fn lists_are_private(policy: &crate::policy::Policy) -> bool {
+    let budget = &policy.budget;
+    let per_session = policy.discover.promote_on_use || policy.discover.native_disclosure;
+    (budget.enabled && per_session) || !policy.clients.is_empty()
+}
+
 /// The gateway's message service, as the downstream transports use it.
 pub type McpService = BoxCloneSyncService<McpRequest, Option<Message>, Infallible>;
 
@@ -76,8 +84,9 @@ pub fn build_announcing(
         // Then a span per message, so every layer below logs with session, method and id.
         .layer(TraceLayer)
         // Modern (2026-07-28) requests: version check and result fields around everything
-        // that answers, the budget's lists included.
-        .layer(EraLayer::new(policy.budget.enabled && policy.discover.promote_on_use))
+        // that answers, the budget's lists included. Lists are private (not for shared
+        // caches) when they depend on the caller: promoted tools, native disclosure, clients.
+        .layer(EraLayer::new(lists_are_private(&policy)))
         // The budget answers tools/list from its plan and serves the meta-tools; an
         // invoke_tool goes on down as an ordinary tools/call, so it sits above everything
         // that must see real calls (authorization, isolation: later layers go below it).
@@ -96,4 +105,27 @@ pub fn build_announcing(
         .layer(GuardLayer::new(gateway.catalog(), policy.sanitize.global.strip))
         .service(gateway);
     (BoxCloneSyncService::new(service), budget)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lists_are_private;
+    use crate::policy::Policy;
+
+    #[test]
+    fn lists_that_depend_on_the_caller_are_private() {
+        let mut policy = Policy::default();
+        assert!(!lists_are_private(&policy), "one list for everyone");
+        policy.discover.native_disclosure = true;
+        assert!(lists_are_private(&policy));
+        policy.discover.native_disclosure = false;
+        policy.clients.push(crate::policy::client::ClientSpec {
+            name: "alice".into(),
+            scope: crate::authz::Scope::everything(),
+            model: None,
+            key: None,
+            token_scopes: Vec::new(),
+        });
+        assert!(lists_are_private(&policy), "each client its own list");
+    }
 }

@@ -31,7 +31,11 @@ mod glob;
 pub use args::{ArgRule, Constraint};
 pub use glob::Glob;
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
+
+use crate::catalog::CatalogTool;
 
 /// What a name names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -108,13 +112,38 @@ pub struct Scope {
     allow: Vec<Glob>,
     deny: Vec<Glob>,
     rules: Vec<ArgRule>,
+    /// [`Scope::key`], computed once.
+    key: Arc<str>,
 }
 
 impl Scope {
     /// A scope from its parts. Deny wins over allow; argument rules apply to allowed calls.
     #[must_use]
     pub fn new(allow: Vec<Glob>, deny: Vec<Glob>, rules: Vec<ArgRule>) -> Self {
-        Self { allow, deny, rules }
+        let key = visibility_key(&allow, &deny).into();
+        Self {
+            allow,
+            deny,
+            rules,
+            key,
+        }
+    }
+
+    /// What decides the list phase, as one string: equal keys, equal visibility (argument
+    /// rules hide nothing, so they are not in it). Derived views of what a client may see (its
+    /// plan, its search index) are cached by it, so clients of equal rights share them.
+    ///
+    /// ```
+    /// use mcp_budget::authz::{Glob, Scope};
+    ///
+    /// let a = Scope::new(vec![Glob::new("a/*"), Glob::new("b/*")], vec![], vec![]);
+    /// let b = Scope::new(vec![Glob::new("b/*"), Glob::new("a/*"), Glob::new("a/*")], vec![], vec![]);
+    /// assert_eq!(a.key(), b.key(), "order and repeats do not count");
+    /// assert_ne!(a.key(), Scope::everything().key());
+    /// ```
+    #[must_use]
+    pub fn key(&self) -> &Arc<str> {
+        &self.key
     }
 
     /// Everything allowed: the one anonymous principal of a policy with no clients.
@@ -158,6 +187,17 @@ impl Scope {
         Decision::Allow
     }
 
+    /// List phase over tools: the tools of `tools` this client may see, in their order, with
+    /// their exposed names as they are (a tool has the same name for every client).
+    #[must_use]
+    pub fn visible(&self, tools: &[CatalogTool]) -> Vec<CatalogTool> {
+        tools
+            .iter()
+            .filter(|t| self.may_see(Target::tool(&t.server, &t.name)))
+            .cloned()
+            .collect()
+    }
+
     fn visibility(&self, key: &str) -> Result<(), Decision> {
         if let Some(glob) = self.deny.iter().find(|g| g.matches(key)) {
             return Err(Decision::Deny {
@@ -174,6 +214,18 @@ impl Scope {
             })
         }
     }
+}
+
+/// The allow and deny globs, each set sorted and without repeats, as JSON (so that no glob
+/// text can make two different scopes' keys equal).
+fn visibility_key(allow: &[Glob], deny: &[Glob]) -> String {
+    let sorted = |globs: &[Glob]| {
+        let mut texts: Vec<&str> = globs.iter().map(Glob::as_str).collect();
+        texts.sort_unstable();
+        texts.dedup();
+        Value::from(texts)
+    };
+    Value::Array(vec![sorted(allow), sorted(deny)]).to_string()
 }
 
 #[cfg(test)]
@@ -270,6 +322,32 @@ mod tests {
             let kind = if prompt { Kind::Prompt } else { Kind::Tool };
             let t = Target::new(kind, &server, &name);
             prop_assert_eq!(scope.may_see(t), scope.check(t, None) == Decision::Allow);
+        }
+
+        /// A catalog filtered by the list phase keeps exactly the callable tools, in order,
+        /// under their names; equal keys, equal filters.
+        #[test]
+        fn visible_tools_are_the_callable_ones(
+            allow in proptest::collection::vec(glob(), 0..4),
+            deny in proptest::collection::vec(glob(), 0..3),
+            ids in proptest::collection::btree_set(("[ab]", "[xy]"), 0..4),
+        ) {
+            let tools: Vec<CatalogTool> = ids
+                .iter()
+                .map(|(s, n)| CatalogTool::new(s, json!({"name": n})).unwrap())
+                .collect();
+            let mut reversed = allow.clone();
+            reversed.reverse();
+            let scope = Scope::new(allow, deny.clone(), vec![]);
+            let visible = scope.visible(&tools);
+            let callable: Vec<&CatalogTool> = tools
+                .iter()
+                .filter(|t| scope.check(Target::tool(&t.server, &t.name), None) == Decision::Allow)
+                .collect();
+            prop_assert_eq!(visible.iter().collect::<Vec<_>>(), callable);
+            let same = Scope::new(reversed, deny, vec![]);
+            prop_assert_eq!(same.key(), scope.key());
+            prop_assert_eq!(same.visible(&tools), visible);
         }
     }
 }

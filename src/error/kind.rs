@@ -24,7 +24,8 @@ pub const UPSTREAM_PROTOCOL: &str = "mcp_budget.upstream.protocol";
 /// An HTTP upstream cannot be reached at all: the connection was refused, the host is unknown
 /// or unreachable, or the TLS handshake failed (`-32000`).
 pub const UPSTREAM_UNREACHABLE: &str = "mcp_budget.upstream.unreachable";
-/// No upstream has a tool, prompt or resource of the name asked for (`-32602`).
+/// No upstream has a tool, prompt or resource of the name asked for (`-32602`; `-32002` from
+/// `tools/describe`, as the draft SEP asks, for names the client may not see).
 pub const CATALOG_NOT_FOUND: &str = "mcp_budget.catalog.not_found";
 /// A method the gateway does not serve, or one 2026-07-28 removed (`-32601`; HTTP 404 for a
 /// 2026-07-28 request).

@@ -192,6 +192,8 @@ impl Gateway {
             | Method::ElicitationComplete
             | Method::RootsList
             | Method::RootsListChanged
+            // The budget layer serves these to the clients it offered them to.
+            | Method::ToolsCatalog | Method::ToolsDescribe
             | Method::Other(_) => Err(Error::MethodNotFound(method.as_str().to_owned())),
         }
     }
@@ -240,6 +242,8 @@ impl Gateway {
             | Method::ElicitationCreate
             | Method::ElicitationComplete
             | Method::RootsList
+            | Method::ToolsCatalog
+            | Method::ToolsDescribe
             | Method::Other(_) => {}
         }
     }

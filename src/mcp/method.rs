@@ -76,6 +76,11 @@ methods! {
     ToolsCall => "tools/call",
     /// `notifications/tools/list_changed`.
     ToolsListChanged => "notifications/tools/list_changed",
+    /// `tools/catalog`: one light entry per tool (draft SEP "Progressive Tool Disclosure";
+    /// served by the budget layer with `[discover] native_disclosure`).
+    ToolsCatalog => "tools/catalog",
+    /// `tools/describe`: full tools by name (the same draft SEP).
+    ToolsDescribe => "tools/describe",
     /// `prompts/list`.
     PromptsList => "prompts/list",
     /// `prompts/get`.
@@ -148,7 +153,8 @@ impl std::fmt::Display for Method {
 mod tests {
     use super::*;
 
-    /// Every name of the 2025-11-25 and 2026-07-28 schemas that the crate reads or writes.
+    /// Every name of the 2025-11-25 and 2026-07-28 schemas that the crate reads or writes,
+    /// and of the draft SEPs it serves.
     const SPEC_NAMES: &[&str] = &[
         "initialize",
         "notifications/initialized",
@@ -159,6 +165,8 @@ mod tests {
         "tools/list",
         "tools/call",
         "notifications/tools/list_changed",
+        "tools/catalog",
+        "tools/describe",
         "prompts/list",
         "prompts/get",
         "notifications/prompts/list_changed",

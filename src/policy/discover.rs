@@ -9,6 +9,7 @@
 //! promote_on_use = false
 //! default_limit = 5
 //! max_limit = 20
+//! native_disclosure = false          # experimental: tools/catalog + tools/describe
 //! ```
 
 use serde::Deserialize;
@@ -41,6 +42,11 @@ pub struct RawDiscover {
     pub default_limit: Option<usize>,
     /// Most results search returns, whatever `limit` the model asks for. Default: 20.
     pub max_limit: Option<usize>,
+    /// Experimental: serve the draft SEP "Progressive Tool Disclosure" (`tools/catalog`,
+    /// `tools/describe`) to clients that declare `tools.progressiveDisclosure`, instead of
+    /// the meta-tools. Needs the budget layer. Default: false.
+    #[serde(default)]
+    pub native_disclosure: bool,
 }
 
 /// `[discover]` validated (defaults: the default meta-tool names and search limits, nothing
@@ -57,6 +63,9 @@ pub struct DiscoverPolicy {
     /// Search results: `default` from `default_limit` (1..=`max`), `max` from `max_limit`
     /// (1..=[`MAX_SEARCH_LIMIT`]).
     pub limits: SearchLimits,
+    /// Serve `tools/catalog` and `tools/describe` to clients that declare progressive
+    /// disclosure.
+    pub native_disclosure: bool,
 }
 
 impl DiscoverPolicy {
@@ -177,6 +186,7 @@ impl RawDiscover {
             names,
             never_defer,
             promote_on_use: self.promote_on_use,
+            native_disclosure: self.native_disclosure,
             limits: SearchLimits {
                 default: default_limit.clamp(1, MAX_SEARCH_LIMIT),
                 max: max_limit.clamp(1, MAX_SEARCH_LIMIT),
@@ -202,6 +212,7 @@ mod tests {
         assert_eq!(policy.names, MetaToolNames::default());
         assert_eq!((policy.limits.default, policy.limits.max), (5, 20));
         assert!(!policy.promote_on_use);
+        assert!(!policy.native_disclosure);
     }
 
     #[test]
@@ -215,9 +226,11 @@ mod tests {
             promote_on_use = true
             default_limit = 3
             max_limit = 10
+            native_disclosure = true
             "#,
         );
         assert!(problems.is_empty(), "{problems:?}");
+        assert!(policy.native_disclosure);
         assert_eq!(policy.names.search, "find_tools");
         assert!(policy.promote_on_use);
         assert_eq!((policy.limits.default, policy.limits.max), (3, 10));
@@ -252,6 +265,26 @@ mod tests {
     #[test]
     fn unknown_keys_are_errors() {
         assert!(toml::from_str::<RawDiscover>("search = \"x\"").is_err());
+    }
+
+    #[test]
+    fn native_disclosure_needs_the_budget_layer() {
+        use crate::policy::{ConfigError, Policy};
+        let text = "version = 1\n[budget]\nenabled = false\n[discover]\nnative_disclosure = true\n";
+        let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(text, "t.toml")
+        else {
+            panic!("expected a problem")
+        };
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path, "discover.native_disclosure");
+        assert_eq!(problems[0].line, Some(5), "the line of the key");
+        let on = "version = 1\n[discover]\nnative_disclosure = true\n";
+        assert!(
+            Policy::from_toml_str(on, "t.toml")
+                .unwrap()
+                .discover
+                .native_disclosure
+        );
     }
 
     #[test]

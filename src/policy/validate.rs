@@ -325,6 +325,13 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             }
         }
     }
+    if discover.native_disclosure && !budget.enabled {
+        section_problems.push((
+            "discover.native_disclosure".into(),
+            "needs the budget layer, which [budget] enabled = false leaves out; drop one of the two"
+                .into(),
+        ));
+    }
     if let Some(name) = &raw.downstream.stdio_client {
         if !clients.iter().any(|c| &c.name == name) {
             section_problems.push((

@@ -24,6 +24,7 @@ mod isolation;
 mod legacy_servers;
 mod limits;
 mod modern_http;
+mod native_disclosure;
 mod offline_live;
 mod reload;
 mod routing;

@@ -3,15 +3,16 @@
 
 use serde_json::{Map, Value};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, CatalogTool};
 use crate::discover::{host_search_instructions, upstream_sections, ServerNote};
 use crate::jsonrpc::{to_raw, Message};
 
 /// Replaces the instructions of a handshake result with what a searching host needs: every
 /// server with tools, what it is for (its own instructions, found under its `## <server>`
-/// heading in the gateway's) and how its tools are named. Errors and other shapes pass as
-/// they are.
-pub(super) fn rewrite(message: &mut Message, catalog: &Catalog) {
+/// heading in the gateway's) and how its tools are named. For a client, `visible` holds the
+/// tools it may see: only those are named, and only their servers. Errors and other shapes
+/// pass as they are.
+pub(super) fn rewrite(message: &mut Message, catalog: &Catalog, visible: Option<&[CatalogTool]>) {
     let Ok(mut result) = message.result_as::<Map<String, Value>>() else {
         return;
     };
@@ -30,8 +31,8 @@ pub(super) fn rewrite(message: &mut Message, catalog: &Catalog) {
     for (s, text) in sections {
         notes[s].instructions = Some(text);
     }
-    let exposed: Vec<_> = catalog
-        .tools()
+    let exposed: Vec<_> = visible
+        .unwrap_or(catalog.tools())
         .iter()
         .map(|t| (t.server.as_str(), t.exposed_name(separator)))
         .collect();
@@ -40,7 +41,8 @@ pub(super) fn rewrite(message: &mut Message, catalog: &Catalog) {
             note.tools.push(name);
         }
     }
-    notes.retain(|n| !n.tools.is_empty() || n.instructions.is_some());
+    // A client hears only of the servers whose tools it may see.
+    notes.retain(|n| !n.tools.is_empty() || (visible.is_none() && n.instructions.is_some()));
     let text = host_search_instructions(&notes, separator, general);
     result.insert("instructions".into(), Value::String(text));
     message.result = Some(to_raw(&Value::Object(result)));

@@ -14,7 +14,9 @@ impl State {
     pub(super) fn result_limit(&self, exposed: &str) -> Option<usize> {
         let catalog = self.catalog.borrow();
         let (i, tool) = catalog.tool(exposed)?;
-        self.budget.max_result_tokens(catalog.names().get(i)?, tool)
+        self.base
+            .budget
+            .max_result_tokens(catalog.names().get(i)?, tool)
     }
 
     /// Cuts the result in `message` to `max` tokens when it is over (a note says so).
@@ -22,7 +24,7 @@ impl State {
         let Ok(mut result) = message.result_as::<Value>() else {
             return;
         };
-        let count = |t: &str| self.counter.count_text(t);
+        let count = |t: &str| self.base.counter.count_text(t);
         if let Some(cut) = crate::plan::cut_result(&mut result, max, &count) {
             self.results_cut.fetch_add(1, Ordering::Relaxed);
             tracing::info!(

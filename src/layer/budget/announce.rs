@@ -1,0 +1,129 @@
+//! `notifications/tools/list_changed`, sent only when what a host is listed changes: on an open
+//! gateway, to every session at once when the one plan's bytes change; on a gateway with
+//! clients, to each client session whose own list (its audience's plan) changed.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use super::state::{lock, Audience, State};
+use super::usage;
+use crate::catalog::Catalog;
+use crate::jsonrpc::Message;
+
+impl State {
+    /// What an open gateway's `list_changed` follows: the one plan's bytes and, with native
+    /// disclosure, the bytes the anonymous declaring client is listed (every tool in full, which
+    /// can change while the plan's bytes do not, e.g. a deferred tool's description).
+    pub(super) fn open_fingerprint(&self) -> u64 {
+        let plain = self.fingerprint();
+        if !self.discover.native_disclosure {
+            return plain;
+        }
+        let anonymous = crate::identity::Principal::anonymous();
+        let native = self.planned_for(Audience::of(&anonymous, true).as_ref());
+        plain.rotate_left(1) ^ native.fingerprint
+    }
+
+    /// Tells each client session that listed tools, and whose list is no longer what it was
+    /// given, that its list changed (2025-era sessions: a modern request lists afresh each
+    /// time, its session ends with it).
+    pub(super) fn announce_to_clients(&self) {
+        let listeners: Vec<_> = {
+            let mut listeners = lock(&self.listeners);
+            listeners.retain(|_, l| l.session.strong_count() > 0);
+            listeners
+                .iter()
+                .map(|(id, l)| (id.clone(), l.principal.clone(), l.native, l.fingerprint))
+                .collect()
+        };
+        for (id, principal, native, given) in listeners {
+            let now = self
+                .planned_for(Audience::of(&principal, native).as_ref())
+                .fingerprint;
+            if now == given {
+                continue;
+            }
+            let mut listeners = lock(&self.listeners);
+            let Some(listener) = listeners.get_mut(&id) else {
+                continue;
+            };
+            listener.fingerprint = now;
+            if let Some(session) = listener.session.upgrade() {
+                let note = Message::notification("notifications/tools/list_changed", None);
+                let _ = session.notify.send(note);
+            }
+        }
+    }
+}
+
+/// The loop of [`BudgetLayer::announce_to`].
+pub(super) async fn announce_changes(
+    state: std::sync::Weak<State>,
+    mut catalog: watch::Receiver<Arc<Catalog>>,
+    mut last: u64,
+    sink: mpsc::UnboundedSender<Message>,
+) {
+    let relearn_every = state
+        .upgrade()
+        .and_then(|s| s.usage.as_ref().map(|u| u.relearn));
+    let mut relearn = relearn_every.map(every);
+    let mut flush = relearn_every.map(|r| every(r.min(usage::FLUSH_EVERY)));
+    // A fixed catalog (its publisher gone) changes no more, but usage still relearns.
+    let mut published = true;
+    loop {
+        tokio::select! {
+            changed = catalog.changed(), if published => {
+                if changed.is_err() {
+                    if relearn.is_none() {
+                        return;
+                    }
+                    published = false;
+                    continue;
+                }
+            }
+            () = tick(relearn.as_mut()) => {
+                let Some(state) = state.upgrade() else { return };
+                state.relearn_usage().await;
+            }
+            () = tick(flush.as_mut()) => {
+                let Some(state) = state.upgrade() else { return };
+                state.flush_usage().await;
+                continue;
+            }
+        }
+        let Some(state) = state.upgrade() else { return };
+        state.announce_to_clients();
+        if !state.open {
+            // Every session is a client's: each heard of its own list above.
+            continue;
+        }
+        let now = state.open_fingerprint();
+        if now == last {
+            tracing::debug!("Upstream tools changed, but not what hosts see; not announced");
+            continue;
+        }
+        last = now;
+        let note = Message::notification("notifications/tools/list_changed", None);
+        if sink.send(note).is_err() {
+            return;
+        }
+    }
+}
+
+/// An interval whose first tick is one `period` from now.
+fn every(period: std::time::Duration) -> tokio::time::Interval {
+    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval
+}
+
+/// The next tick of `interval`, or never.
+async fn tick(interval: Option<&mut tokio::time::Interval>) {
+    match interval {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
