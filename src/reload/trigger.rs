@@ -66,15 +66,21 @@ pub fn triggers(files: &[PathBuf]) -> Result<Triggers, String> {
     })
 }
 
+/// The link a Kubernetes volume swaps to update every file it mounts at once.
+const KUBERNETES_DATA: &str = "..data";
+
 fn watch_files(
     files: &[PathBuf],
     tx: mpsc::UnboundedSender<Trigger>,
 ) -> Result<notify::RecommendedWatcher, String> {
     let dirs: BTreeSet<PathBuf> = files.iter().map(|f| directory_of(f)).collect();
-    let names: BTreeSet<OsString> = files
+    let mut names: BTreeSet<OsString> = files
         .iter()
         .filter_map(|f| f.file_name().map(OsString::from))
         .collect();
+    // A Kubernetes ConfigMap or Secret volume never touches the file itself: `policy.toml` is
+    // a link into `..data/`, and an update renames a new `..data` link over the old one.
+    names.insert(OsString::from(KUBERNETES_DATA));
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
         if event.kind.is_access() {
@@ -83,6 +89,8 @@ fn watch_files(
         for path in event.paths {
             if path.file_name().is_some_and(|n| names.contains(n)) {
                 let _ = tx.send(Trigger::File(path));
+                // One request per event, whichever of its paths matched.
+                break;
             }
         }
     })
@@ -154,6 +162,33 @@ mod tests {
         assert!(tokio::time::timeout(QUIET * 3, triggers.next())
             .await
             .is_err());
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    /// What the kubelet does to a ConfigMap volume: `policy.toml` links to `..data/policy.toml`,
+    /// `..data` links to a timestamped directory, and an update writes a new directory and
+    /// renames a new `..data` link over the old one. The file's own name sees no event.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_kubernetes_volume_update_asks() {
+        use std::os::unix::fs::symlink;
+        let dir = std::env::temp_dir().join(format!("mcp-budget-k8s-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("..2026_12_01_1")).expect("temp dir");
+        std::fs::write(dir.join("..2026_12_01_1/policy.toml"), "a").expect("write");
+        symlink("..2026_12_01_1", dir.join("..data")).expect("link");
+        symlink("..data/policy.toml", dir.join("policy.toml")).expect("link");
+        let file = dir.join("policy.toml");
+        let mut triggers = triggers(std::slice::from_ref(&file)).expect("watch");
+        std::fs::create_dir_all(dir.join("..2026_12_01_2")).expect("dir");
+        std::fs::write(dir.join("..2026_12_01_2/policy.toml"), "b").expect("write");
+        symlink("..2026_12_01_2", dir.join("..data_tmp")).expect("link");
+        std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).expect("swap");
+        let got = tokio::time::timeout(Duration::from_secs(5), triggers.next())
+            .await
+            .expect("a trigger within 5 s");
+        assert!(matches!(got, Some(Trigger::File(_))), "{got:?}");
+        assert_eq!(std::fs::read_to_string(&file).expect("read"), "b");
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 }
