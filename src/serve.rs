@@ -132,6 +132,11 @@ fn print_summary(server: &Server, started: tokio::time::Instant) {
                 f64::from(policy.budget.threshold_bp) / 100.0,
                 s.rung
             );
+            let why = mcp_budget::cli::report::from_summary(policy, &s, &catalog);
+            eprintln!("  why: {}", mcp_budget::cli::report::reason(&why));
+            if let Some(advice) = mcp_budget::cli::report::advice(&why) {
+                eprintln!("  to list more: {advice}");
+            }
             for server in &s.per_server {
                 eprintln!(
                     "    {:<18} tokens {} → {} ({} of {} tools listed)",

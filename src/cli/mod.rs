@@ -13,6 +13,7 @@ pub mod inspect;
 pub mod live;
 pub mod pin;
 pub mod render;
+pub mod report;
 pub mod search;
 
 /// What `inspect` and `render` read: saved tool lists, a policy, the host.
