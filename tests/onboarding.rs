@@ -296,3 +296,98 @@ fn serve_mcp_json_serves_a_host_file_to_a_real_client() {
         .unwrap_or_default();
     assert!(time.contains("\"timezone\": \"UTC\""), "{report}");
 }
+
+/// Headless Chromium (Debian's `chromium`, from `scripts/install-test-deps.sh`) on `page` with
+/// `args`; its stdout.
+fn chromium(page: &Path, dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("timeout")
+        .args([
+            "120",
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .output()
+        .expect("chromium runs (install it with scripts/install-test-deps.sh)");
+    assert!(out.status.success(), "chromium: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// The report of six real servers (a hybrid plan: over the tool cap) renders in a browser: the
+/// DOM has a stacked bar per server, costliest first, and the budget lines; the screenshot has
+/// the bars' and the budget line's pixels. Nothing is fetched: no scripts, links or `src`.
+#[test]
+fn the_html_report_renders_its_chart_in_headless_chromium() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let page = dir.path().join("report.html");
+    let sets = [
+        "github",
+        "filesystem",
+        "playwright",
+        "time",
+        "memory",
+        "git",
+    ];
+    let run = Command::new(BIN)
+        .args(["inspect", "--format", "html", "--out"])
+        .arg(&page)
+        .arg("--tools")
+        .args(sets.map(|s| format!("tests/fixtures/toolsets/{s}.json")))
+        .output()
+        .expect("inspect runs");
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let html = std::fs::read_to_string(&page).expect("report written");
+    for fetch in ["<script", "<link", " src=", "url(", "@import"] {
+        assert!(!html.contains(fetch), "{fetch} in the report");
+    }
+    assert!(html.contains("tool cap: 185 tools &gt; cap 20"), "{html}");
+
+    let dom = chromium(&page, dir.path(), &["--dump-dom"]);
+    let servers: Vec<&str> = dom
+        .split("data-server=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    let mut distinct = servers.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), sets.len(), "{servers:?}");
+    assert_eq!(distinct[0], "github", "costliest first: {distinct:?}");
+    assert_eq!(dom.matches("class=\"budget\"").count(), 2, "{dom}");
+
+    let shot = dir.path().join("report.png");
+    chromium(
+        &page,
+        dir.path(),
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1200,1400",
+            "--hide-scrollbars",
+        ],
+    );
+    let out = Command::new("tests/peers/.venv/bin/python")
+        .args(["tests/peers/png_colours.py"])
+        .arg(&shot)
+        .args(["4e79a7", "bab0ac", "e15759", "59a14f"])
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let counts: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // Listed (blue) and deferred (grey) bar segments, the budget line and the over-budget
+    // levels (red), the plan's bar under the budget (green).
+    for (colour, least) in [
+        ("4e79a7", 200),
+        ("bab0ac", 5000),
+        ("e15759", 2000),
+        ("59a14f", 500),
+    ] {
+        assert!(
+            counts[colour].as_u64().unwrap_or(0) >= least,
+            "#{colour}: fewer than {least} pixels: {counts}"
+        );
+    }
+}
