@@ -211,7 +211,7 @@ pub fn reason(w: &Why) -> String {
                 .map(|c| format!(" and the cap of {c} tools"))
                 .unwrap_or_default();
             return format!(
-                "fits: all {tools} tools in full take {before} tokens, within {}{cap}",
+                "every tool in full ({tools} tools, {before} tokens) fits {}{cap}",
                 w.limits()
             );
         }

@@ -14,7 +14,7 @@ fn a_fitting_plan_says_so_and_asks_for_nothing() {
     assert_eq!(w.decided_by(), "fits");
     assert_eq!(
         reason(&w),
-        "fits: all 19 tools in full take 2583 tokens, within the budget of 4000 tokens (2% of \
+        "every tool in full (19 tools, 2583 tokens) fits the budget of 4000 tokens (2% of \
          claude-sonnet-4-5's 200000) and the cap of 20 tools"
     );
     assert_eq!(advice(&w), None);
