@@ -86,18 +86,33 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
         let (input, output) = stdio_streams();
         Stdio::new(input, output)
     });
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let terminated = terminated()?;
     let stop = shutdown.clone();
     tokio::spawn(async move {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
-            _ = sigterm.recv() => tracing::info!("SIGTERM received; shutting down"),
+            () = terminated => tracing::info!("SIGTERM received; shutting down"),
             () = stop.cancelled() => return,
         }
         stop.cancel();
     });
     server.serve(None, stdio).await;
     Ok(())
+}
+
+/// Resolves when the process is asked to terminate (SIGTERM).
+#[cfg(unix)]
+fn terminated() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(async move {
+        sigterm.recv().await;
+    })
+}
+
+/// Elsewhere (Windows) Ctrl-C, and stdin's end in stdio mode, are the ways to stop.
+#[cfg(not(unix))]
+fn terminated() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    Ok(std::future::pending())
 }
 
 /// The startup summary on stderr: each upstream, then the budget plan.
@@ -156,6 +171,7 @@ type Output = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
 /// write to a blocking thread, two thread switches per message. Anything else (a terminal, a
 /// file), and a stdout that is the same pipe as stderr (non-blocking mode would reach the log
 /// writer too), keeps tokio's.
+#[cfg(unix)]
 fn stdio_streams() -> (Input, Output) {
     use std::os::fd::{AsFd, OwnedFd};
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -184,4 +200,10 @@ fn stdio_streams() -> (Input, Output) {
         None => Box::new(tokio::io::stdout()),
     };
     (input, output)
+}
+
+/// Elsewhere (Windows) tokio's own stdin and stdout.
+#[cfg(not(unix))]
+fn stdio_streams() -> (Input, Output) {
+    (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
 }
