@@ -95,6 +95,8 @@ pub(crate) enum Host {
 /// ids, disabled entries and unused keys reported.
 #[derive(Debug)]
 pub(crate) struct Entries {
+    // Read by `init` (the `cli` feature).
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub(crate) host: Host,
     /// How the host reads `${…}` (`None`: it does not).
     pub(crate) syntax: Option<Syntax>,
