@@ -83,7 +83,7 @@ fn deferral_says_whether_the_cap_or_the_tokens_decided() {
     let tokens = Why {
         tools: 15,
         exposed: 5,
-        ..capped.clone()
+        ..capped
     };
     assert_eq!(tokens.decided_by(), "token_budget");
     assert!(
