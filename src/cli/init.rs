@@ -419,11 +419,7 @@ fn quote(text: &str) -> String {
 }
 
 fn bare_or_quoted(key: &str) -> String {
-    if !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
+    if crate::policy::bare_key(key) {
         key.to_owned()
     } else {
         quote(key)
