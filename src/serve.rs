@@ -65,7 +65,8 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
     let shutdown = CancellationToken::new();
     // SIGHUP must not end the gateway while its upstreams start (the default action): the
     // runtime's handler, once installed, stays for the life of the process; the reload watch
-    // listens from when the server is up.
+    // listens from when the server is up. (No SIGHUP elsewhere.)
+    #[cfg(unix)]
     drop(tokio::signal::unix::signal(
         tokio::signal::unix::SignalKind::hangup(),
     )?);
