@@ -23,6 +23,12 @@ if ! command -v kubectl >/dev/null; then
   apt-get install -y -qq kubectl >&2 || apt-get install -y -qq kubernetes-client >&2
 fi
 
+# The HTML report's screenshot test (tests/onboarding.rs) renders it in headless Chromium.
+if ! command -v chromium >/dev/null; then
+  echo "install-test-deps: apt-get install chromium" >&2
+  apt-get update -qq >&2 && apt-get install -y -qq chromium >&2
+fi
+
 if ! command -v npm >/dev/null; then
   echo "install-test-deps: npm is required (Node 20+)" >&2
   exit 1

@@ -1,5 +1,5 @@
 //! The `mcp-budget` command: `serve`, `check`, `inspect`, `render`, `search`, `calibrate`,
-//! `pin`, `completions`.
+//! `pin`, `init`, `completions`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::PathBuf;
@@ -62,6 +62,9 @@ enum Command {
     },
     /// The calibration of a Claude model's counts, from one answer of Anthropic's token counter.
     Calibrate(cli::calibrate::Args),
+    /// Write a commented policy from a host's server list (Claude Desktop, Claude Code, VS
+    /// Code), and print the entry that makes the host start the gateway instead.
+    Init(cli::init::Args),
     /// Connect to a policy's upstreams and write the lockfile of their tools (schemaHash per
     /// tool), for `[pin] lock` and `check --lock`.
     Pin(cli::pin::Args),
@@ -108,6 +111,11 @@ fn main() -> ExitCode {
         Command::Search(args) => cli::search::run(&args, &mut std::io::stdout().lock()),
         Command::Calibrate(args) => cli::calibrate::run(&args, &mut std::io::stdout().lock()),
         Command::Pin(args) => cli::pin::run(&args, &mut std::io::stdout().lock()),
+        Command::Init(args) => cli::init::run(
+            &args,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr().lock(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -65,7 +65,8 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
     let shutdown = CancellationToken::new();
     // SIGHUP must not end the gateway while its upstreams start (the default action): the
     // runtime's handler, once installed, stays for the life of the process; the reload watch
-    // listens from when the server is up.
+    // listens from when the server is up. (No SIGHUP elsewhere.)
+    #[cfg(unix)]
     drop(tokio::signal::unix::signal(
         tokio::signal::unix::SignalKind::hangup(),
     )?);
@@ -86,18 +87,33 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
         let (input, output) = stdio_streams();
         Stdio::new(input, output)
     });
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let terminated = terminated()?;
     let stop = shutdown.clone();
     tokio::spawn(async move {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
-            _ = sigterm.recv() => tracing::info!("SIGTERM received; shutting down"),
+            () = terminated => tracing::info!("SIGTERM received; shutting down"),
             () = stop.cancelled() => return,
         }
         stop.cancel();
     });
     server.serve(None, stdio).await;
     Ok(())
+}
+
+/// Resolves when the process is asked to terminate (SIGTERM).
+#[cfg(unix)]
+fn terminated() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(async move {
+        sigterm.recv().await;
+    })
+}
+
+/// Elsewhere (Windows) Ctrl-C, and stdin's end in stdio mode, are the ways to stop.
+#[cfg(not(unix))]
+fn terminated() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    Ok(std::future::pending())
 }
 
 /// The startup summary on stderr: each upstream, then the budget plan.
@@ -132,6 +148,11 @@ fn print_summary(server: &Server, started: tokio::time::Instant) {
                 f64::from(policy.budget.threshold_bp) / 100.0,
                 s.rung
             );
+            let why = mcp_budget::cli::report::from_summary(policy, &s, &catalog);
+            eprintln!("  why: {}", mcp_budget::cli::report::reason(&why));
+            if let Some(advice) = mcp_budget::cli::report::advice(&why) {
+                eprintln!("  to list more: {advice}");
+            }
             for server in &s.per_server {
                 eprintln!(
                     "    {:<18} tokens {} → {} ({} of {} tools listed)",
@@ -151,6 +172,7 @@ type Output = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
 /// write to a blocking thread, two thread switches per message. Anything else (a terminal, a
 /// file), and a stdout that is the same pipe as stderr (non-blocking mode would reach the log
 /// writer too), keeps tokio's.
+#[cfg(unix)]
 fn stdio_streams() -> (Input, Output) {
     use std::os::fd::{AsFd, OwnedFd};
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -179,4 +201,10 @@ fn stdio_streams() -> (Input, Output) {
         None => Box::new(tokio::io::stdout()),
     };
     (input, output)
+}
+
+/// Elsewhere (Windows) tokio's own stdin and stdout.
+#[cfg(not(unix))]
+fn stdio_streams() -> (Input, Output) {
+    (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
 }

@@ -123,7 +123,7 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
             s
         }
         Format::Table => table(&report),
-        Format::Html => html(&report),
+        Format::Html => super::report::html::page(&report),
     };
     match &args.out {
         Some(path) => {
@@ -195,6 +195,28 @@ fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
             })
         })
         .collect();
+    // Per server: what its listed tools cost as planned, what compression saved on them,
+    // and the full cost of its deferred tools (the three add up to its cost in full).
+    let costs: Vec<Value> = servers
+        .iter()
+        .map(|(_, idx)| {
+            let (mut listed, mut compressed, mut deferred) = (0, 0, 0);
+            for &i in idx {
+                let full = m.tools[i].direct[Level::Off.index()];
+                match plan.levels[i] {
+                    Some(level) => {
+                        let now = m.tools[i].direct[level.index()];
+                        listed += now;
+                        compressed += full.saturating_sub(now);
+                    }
+                    None => deferred += full,
+                }
+            }
+            json!({"listed_tokens": listed, "compression_saved_tokens": compressed,
+                   "deferred_tokens": deferred,
+                   "listed_tools": idx.iter().filter(|&&i| plan.levels[i].is_some()).count()})
+        })
+        .collect();
     let servers: Vec<Value> = servers
         .iter()
         .map(|(s, idx)| {
@@ -247,41 +269,107 @@ fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
         "collisions": collisions,
         "upstreams": p.upstreams.as_deref().map(upstreams_json),
     });
-    report["plan"]["reason"] = Value::from(plan_reason(&report));
+    let why = why(p, m, plan);
+    report["plan"]["reason"] = Value::from(super::report::reason(&why));
+    report["plan"]["decided_by"] = Value::from(why.decided_by());
+    report["plan"]["advice"] = super::report::advice(&why).map_or(Value::Null, Value::from);
+    report["levels"] = levels(m, plan, catalog_empty);
+    report["discovery"] = discovery(p, plan);
+    for (server, cost) in report["servers"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+        .zip(costs)
+    {
+        server["plan"] = cost;
+    }
     report
 }
 
-/// Why the plan is what it is, in one sentence, from the report's budget and plan.
-fn plan_reason(r: &Value) -> String {
-    let (plan, budget) = (&r["plan"], &r["budget"]);
-    if budget["enabled"] == false {
-        return "the budget is off ([budget] enabled = false): serve lists every tool as its \
-                upstream does"
-            .to_owned();
+/// The plan's facts for [`super::report::reason`] and [`super::report::advice`].
+fn why(p: &Prepared, m: &Measured, plan: &Plan) -> super::report::Why {
+    let budget = &p.policy.budget;
+    let tools = p.catalog.tools().len();
+    super::report::Why {
+        enabled: budget.enabled,
+        model: budget.model.clone(),
+        context_window: budget.profile.context_window,
+        threshold_percent: f64::from(budget.threshold_bp) / 100.0,
+        tools,
+        cap: (budget.mode != crate::plan::ModeChoice::HostSearch).then_some(plan.budget.tools),
+        budget_tokens: plan.budget.tokens,
+        tokens_before: plan.tokens_before,
+        tokens_smallest: (tools > 0).then(|| m.total_at(Level::Extreme)),
+        tokens_after: plan.tokens_after,
+        rung: plan.rung.name().to_owned(),
+        level: plan.listed_level.map(|l| l.as_str().to_owned()),
+        exposed: plan.exposed_count(),
+        pinned: p.rules.pins.iter().filter(|&&pin| pin).count(),
+        fits: plan.fits,
+        fixed: super::report::fixed_choice(budget),
     }
-    let limits = format!(
-        "the budget of {} tokens and {} tools",
-        budget["tokens"], budget["tools"]
+}
+
+/// What every tool at each level would cost, and whether that fits the token budget (the
+/// tool cap aside).
+fn levels(m: &Measured, plan: &Plan, empty: bool) -> Value {
+    Level::ALL
+        .into_iter()
+        .map(|l| {
+            let tokens = if empty { 0 } else { m.total_at(l) };
+            json!({"level": l.as_str(), "tokens": tokens, "fits": tokens <= plan.budget.tokens})
+        })
+        .collect()
+}
+
+/// What a deferred tool costs to reach: one `search_tools` answer (the median over searches
+/// for the deferred tools' own names) and one `get_tool_schema` answer (the median over the
+/// deferred tools), in the host's tokens; `null` when nothing is deferred.
+fn discovery(p: &Prepared, plan: &Plan) -> Value {
+    let deferred: Vec<crate::catalog::CatalogTool> = p
+        .catalog
+        .tools()
+        .iter()
+        .zip(&plan.levels)
+        .filter(|(_, level)| level.is_none())
+        .map(|(t, _)| t.clone())
+        .collect();
+    if deferred.is_empty() {
+        return Value::Null;
+    }
+    let discovery = crate::discover::Discovery::new(
+        deferred,
+        p.catalog.separator(),
+        &p.policy.discover.names,
+        p.policy.discover.limits,
     );
-    let before = &plan["tokens_before"];
-    let reason = match (plan["rung"].as_str(), plan["level"].as_str()) {
-        (Some("full"), _) => format!("every tool in full ({before} tokens) fits {limits}"),
-        (Some("uniform" | "mixed"), Some(level)) => format!(
-            "in full ({before} tokens) the tools exceed {limits}; compressed to {level} they \
-             take {}",
-            plan["exposed_tokens"]
-        ),
-        _ => format!(
-            "even compressed the tools exceed {limits}; {} of them are deferred behind the \
-             search meta-tools",
-            plan["deferred_tools"]
-        ),
+    let answer = |result: &Value| {
+        p.counter
+            .count_text(result["content"][0]["text"].as_str().unwrap_or_default())
     };
-    if plan["fits"] == true {
-        reason
-    } else {
-        format!("{reason}; the smallest plan still does not fit")
-    }
+    let median = |mut v: Vec<usize>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    // A sample is enough for a typical answer, and keeps big catalogs quick.
+    let sample = || discovery.tools().iter().take(25);
+    let search = median(
+        sample()
+            .map(|t| answer(&discovery.search_tools(&t.name.replace(['_', '-'], " "), None)))
+            .collect(),
+    );
+    let schema = median(
+        (0..discovery.tools().len().min(25))
+            .filter_map(|i| discovery.exposed_name(i))
+            .map(|name| answer(&discovery.get_tool_schema(name)))
+            .collect(),
+    );
+    json!({
+        "search_answer_tokens": search,
+        "schema_answer_tokens": schema,
+        "round_trip_tokens": search + schema,
+        "search_results": p.policy.discover.limits.default,
+    })
 }
 
 /// How each started upstream looked (live catalogs only): the status line `serve`'s startup
@@ -376,6 +464,31 @@ fn table(r: &Value) -> String {
         );
     } else {
         let _ = writeln!(s, "why: {}", plan["reason"].as_str().unwrap_or(""));
+        if let Some(advice) = plan["advice"].as_str() {
+            let _ = writeln!(s, "to list more: {advice}");
+        }
+        let levels: Vec<String> = r["levels"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| {
+                let over = if l["fits"] == true { "" } else { " (over)" };
+                format!(
+                    "{} {}{over}",
+                    l["level"].as_str().unwrap_or(""),
+                    l["tokens"]
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "every tool at: {}", levels.join(" | "));
+        let d = &r["discovery"];
+        if !d.is_null() {
+            let _ = writeln!(
+                s,
+                "reaching a deferred tool: one search ({} tokens, {} results) + one schema ({} tokens) = {} tokens",
+                d["search_answer_tokens"], d["search_results"], d["schema_answer_tokens"], d["round_trip_tokens"]
+            );
+        }
     }
     for collision in r["collisions"].as_array().into_iter().flatten() {
         let _ = writeln!(s, "collision: {}", collision["text"].as_str().unwrap_or(""));
@@ -415,145 +528,4 @@ fn table(r: &Value) -> String {
         );
     }
     s
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-const COLORS: [&str; 5] = ["#4e79a7", "#59a14f", "#edc948", "#f28e2b", "#e15759"];
-
-fn html(r: &Value) -> String {
-    let servers: Vec<&Value> = r["servers"].as_array().into_iter().flatten().collect();
-    let max = servers
-        .iter()
-        .filter_map(|s| s["tokens"]["off"].as_u64())
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let (label_w, chart_w, bar_h, gap) = (220u64, 600u64, 4u64, 6u64);
-    let row_h = bar_h * 5 + gap;
-    let height = row_h * servers.len() as u64 + 40;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">",
-        label_w + chart_w + 80
-    );
-    for (li, level) in Level::ALL.iter().enumerate() {
-        let x = label_w + li as u64 * 90;
-        let _ = write!(
-            svg,
-            "<rect x=\"{x}\" y=\"4\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"13\">{}</text>",
-            COLORS[li],
-            x + 14,
-            level.as_str()
-        );
-    }
-    for (si, server) in servers.iter().enumerate() {
-        let y0 = 24 + si as u64 * row_h;
-        let _ = write!(
-            svg,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-            label_w - 6,
-            y0 + bar_h * 3,
-            escape(server["server"].as_str().unwrap_or(""))
-        );
-        for (li, level) in Level::ALL.iter().enumerate() {
-            let v = server["tokens"][level.as_str()].as_u64().unwrap_or(0);
-            let w = (v * chart_w / max).max(1);
-            let _ = write!(
-                svg,
-                "<rect x=\"{label_w}\" y=\"{}\" width=\"{w}\" height=\"{bar_h}\" fill=\"{}\"><title>{}: {v} tokens at {}</title></rect>",
-                y0 + li as u64 * bar_h,
-                COLORS[li],
-                escape(server["server"].as_str().unwrap_or("")),
-                level.as_str()
-            );
-        }
-        let _ = write!(
-            svg,
-            "<text x=\"{}\" y=\"{}\">{}</text>",
-            label_w + (server["tokens"]["off"].as_u64().unwrap_or(0) * chart_w / max) + 4,
-            y0 + bar_h * 3,
-            server["tokens"]["off"]
-        );
-    }
-    svg.push_str("</svg>");
-    let mut rows = String::new();
-    for tool in r["tools"].as_array().into_iter().flatten() {
-        let _ = write!(
-            rows,
-            "<tr><td>{}</td><td>{}</td>{}</tr>",
-            escape(tool["id"].as_str().unwrap_or("")),
-            tool["plan"].as_str().unwrap_or(""),
-            Level::ALL
-                .iter()
-                .map(|l| format!("<td class=n>{}</td>", tool["tokens"][l.as_str()]))
-                .collect::<String>()
-        );
-    }
-    let head: String = Level::ALL
-        .iter()
-        .map(|l| format!("<th>{}</th>", l.as_str()))
-        .collect();
-    let totals: String = Level::ALL
-        .iter()
-        .map(|l| format!("<td class=n>{}</td>", r["totals"][l.as_str()]))
-        .collect();
-    format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>mcp-budget inspect</title>\
-         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{padding:2px 8px;border-bottom:1px solid #ddd}}.n{{text-align:right}}</style></head><body>\
-         <h1>Tool tokens: {model}</h1><p>Rendering <b>{rendering}</b>; budget <b>{budget}</b> tokens and <b>{tools}</b> tools. \
-         Plan: <b>{mode}</b> ({rung}), {before} → <b>{after}</b> tokens (saved {saved}%), {exposed} listed, {deferred} deferred.</p>\
-         <h2>Tokens per server and level</h2>{svg}\
-         <h2>Whole catalog</h2><table><tr>{head}</tr><tr>{totals}</tr></table>\
-         <h2>Tools</h2><table><tr><th>tool</th><th>plan</th>{head}</tr>{rows}</table></body></html>\n",
-        model = escape(r["model"].as_str().unwrap_or("")),
-        rendering = r["rendering"].as_str().unwrap_or(""),
-        budget = r["budget"]["tokens"],
-        tools = r["budget"]["tools"],
-        mode = r["plan"]["mode"].as_str().unwrap_or(""),
-        rung = r["plan"]["rung"].as_str().unwrap_or(""),
-        before = r["plan"]["tokens_before"],
-        after = r["plan"]["exposed_tokens"],
-        saved = r["plan"]["saved_percent"],
-        exposed = r["plan"]["exposed_tools"],
-        deferred = r["plan"]["deferred_tools"],
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::plan_reason;
-    use serde_json::json;
-
-    #[test]
-    fn the_plan_reason_says_which_limit_decided() {
-        let report = |rung: &str, level: Option<&str>, fits: bool| {
-            json!({
-                "budget": {"enabled": true, "tokens": 4000, "tools": 128},
-                "plan": {"rung": rung, "level": level, "fits": fits, "tokens_before": 9000,
-                         "exposed_tokens": 3500, "deferred_tools": 40},
-            })
-        };
-        assert_eq!(
-            plan_reason(&report("full", Some("off"), true)),
-            "every tool in full (9000 tokens) fits the budget of 4000 tokens and 128 tools"
-        );
-        assert_eq!(
-            plan_reason(&report("uniform", Some("medium"), true)),
-            "in full (9000 tokens) the tools exceed the budget of 4000 tokens and 128 tools; \
-             compressed to medium they take 3500"
-        );
-        let search = plan_reason(&report("search", None, false));
-        assert!(search.contains("40 of them are deferred"), "{search}");
-        assert!(
-            search.ends_with("; the smallest plan still does not fit"),
-            "{search}"
-        );
-        let off = json!({"budget": {"enabled": false}, "plan": {}});
-        assert!(plan_reason(&off).starts_with("the budget is off"));
-    }
 }

@@ -8,10 +8,12 @@ use crate::tokens::Rendering;
 
 pub mod calibrate;
 pub mod check;
+pub mod init;
 pub mod inspect;
 pub mod live;
 pub mod pin;
 pub mod render;
+pub mod report;
 pub mod search;
 
 /// What `inspect` and `render` read: saved tool lists, a policy, the host.

@@ -52,25 +52,52 @@ pub fn expand(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
+    for piece in pieces(value)? {
+        match piece {
+            Piece::Text(text) => out.push_str(text),
+            Piece::Reference(reference) => match resolve(reference, syntax, env)? {
+                Some(text) => out.push_str(&text),
+                None => {
+                    out.push_str("${");
+                    out.push_str(reference);
+                    out.push('}');
+                }
+            },
+        }
+    }
+    Ok(out)
+}
+
+/// A part of a value: text as written, or the inside of one `${…}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Piece<'a> {
+    /// Written text.
+    Text(&'a str),
+    /// What is between `${` and `}`.
+    Reference(&'a str),
+}
+
+/// `value` cut into text and references.
+///
+/// # Errors
+/// A `${` without `}`.
+pub(crate) fn pieces(value: &str) -> Result<Vec<Piece<'_>>, String> {
+    let mut out = Vec::new();
     let mut rest = value;
     while let Some(at) = rest.find("${") {
-        out.push_str(&rest[..at]);
+        if at > 0 {
+            out.push(Piece::Text(&rest[..at]));
+        }
         let body = &rest[at + 2..];
         let Some(end) = body.find('}') else {
             return Err(format!("\"${{\" without a closing \"}}\" in {value:?}"));
         };
-        let reference = &body[..end];
-        match resolve(reference, syntax, env)? {
-            Some(text) => out.push_str(&text),
-            None => {
-                out.push_str("${");
-                out.push_str(reference);
-                out.push('}');
-            }
-        }
+        out.push(Piece::Reference(&body[..end]));
         rest = &body[end + 1..];
     }
-    out.push_str(rest);
+    if !rest.is_empty() {
+        out.push(Piece::Text(rest));
+    }
     Ok(out)
 }
 
@@ -127,7 +154,7 @@ fn resolve(
 
 /// An environment variable name suggested for a VS Code input id (`github-token` →
 /// `GITHUB_TOKEN`).
-fn env_name(id: &str) -> String {
+pub(crate) fn env_name(id: &str) -> String {
     id.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {

@@ -39,31 +39,70 @@ struct File {
 
 // Lenient on purpose: these files carry keys of other tools (`autoApprove`, ...): kept in
 // `other` and reported.
-#[derive(Deserialize)]
-struct Server {
+#[derive(Debug, Deserialize)]
+pub(crate) struct Server {
     #[serde(rename = "type")]
-    kind: Option<String>,
-    command: Option<String>,
+    pub(crate) kind: Option<String>,
+    pub(crate) command: Option<String>,
     #[serde(default)]
-    args: Vec<String>,
+    pub(crate) args: Vec<String>,
     #[serde(default)]
-    env: BTreeMap<String, String>,
-    cwd: Option<PathBuf>,
-    url: Option<String>,
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) url: Option<String>,
     #[serde(default)]
-    headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
     #[serde(default)]
     disabled: bool,
     #[serde(flatten)]
     other: BTreeMap<String, Value>,
 }
 
+impl Server {
+    /// Whether it is a stdio server (`type`, else whether it has a `command`).
+    pub(crate) fn is_stdio(&self) -> Result<bool, String> {
+        let kind = self.kind.as_deref().map(str::to_ascii_lowercase);
+        match kind.as_deref() {
+            Some("stdio") => Ok(true),
+            Some("http" | "streamable-http" | "streamablehttp" | "sse") => Ok(false),
+            Some(other) => Err(format!(
+                "unknown \"type\": {other:?} (expected \"stdio\", \"http\" or \"sse\")"
+            )),
+            None => Ok(self.command.is_some()),
+        }
+    }
+
+    /// Whether `type: sse` asks for the 2024-11-05 HTTP+SSE transport.
+    pub(crate) fn is_sse(&self) -> bool {
+        self.kind
+            .as_deref()
+            .is_some_and(|k| k.eq_ignore_ascii_case("sse"))
+    }
+}
+
 /// The host whose file it is, which decides how `${…}` is read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Host {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Host {
+    /// `claude_desktop_config.json`: nothing expanded.
     ClaudeDesktop,
+    /// `.mcp.json`, `~/.claude.json`: `${VAR}`, `${VAR:-default}`.
     ClaudeCode,
+    /// `.vscode/mcp.json` (`servers`): `${env:VAR}`, `${input:id}`, …
     VsCode,
+}
+
+/// A host file's entries to import, before their references are resolved: names made valid
+/// ids, disabled entries and unused keys reported.
+#[derive(Debug)]
+pub(crate) struct Entries {
+    // Read by `init` (the `cli` feature).
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
+    pub(crate) host: Host,
+    /// How the host reads `${…}` (`None`: it does not).
+    pub(crate) syntax: Option<Syntax>,
+    /// Field path in the file (`mcpServers."github.com"`), server id, entry.
+    pub(crate) servers: Vec<(String, String, Server)>,
+    pub(crate) warnings: Vec<Problem>,
 }
 
 /// What an import gives: the upstreams, and what the user should know about them.
@@ -85,35 +124,13 @@ pub(crate) fn parse_with(
     origin: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Import, ConfigError> {
-    let not_a_list = |message: String| ConfigError::Parse {
-        path: origin.to_owned(),
-        message,
+    let entries = entries(text, origin)?;
+    let mut import = Import {
+        specs: Vec::new(),
+        warnings: entries.warnings,
     };
-    let file: File = serde_json::from_str(text).map_err(|e| {
-        not_a_list(format!(
-            "not an mcpServers (Claude Desktop / Claude Code) or servers (VS Code) JSON file: {e}"
-        ))
-    })?;
-    let (host, servers, key) = match (file.mcp_servers, file.servers) {
-        (Some(servers), _) => (host_of(origin), servers, "mcpServers"),
-        (None, Some(servers)) => (Host::VsCode, servers, "servers"),
-        (None, None) => return Err(not_a_list(
-            "has neither \"mcpServers\" (Claude Desktop / Claude Code) nor \"servers\" (VS Code)"
-                .into(),
-        )),
-    };
-    let syntax = match host {
-        Host::ClaudeDesktop => None,
-        Host::ClaudeCode => Some(Syntax::Shell),
-        Host::VsCode => Some(Syntax::VsCode {
-            workspace: workspace_of(Path::new(origin)),
-        }),
-    };
-    let mut import = Import::default();
     let mut problems = Vec::new();
-    let mut taken = BTreeSet::new();
-    for (name, server) in servers {
-        let path = format!("{key}.{}", super::parse::path_key(&name));
+    for (path, id, server) in entries.servers {
         let mut warn = |message: String| {
             import.warnings.push(Problem {
                 path: path.clone(),
@@ -121,29 +138,12 @@ pub(crate) fn parse_with(
                 message: format!("({origin}) {message}"),
             });
         };
-        if server.disabled {
-            warn("disabled in the file: not imported".into());
-            continue;
-        }
-        let id = unique_id(&name, &mut taken);
-        if id != name {
-            warn(format!(
-                "imported as `{id}` (a server id may use only A-Z a-z 0-9 _ -, at most 32)"
-            ));
-        }
-        for key in server.other.keys() {
-            warn(format!("`{key}` is not used by mcp-budget (ignored)"));
-        }
-        let sse = server
-            .kind
-            .as_deref()
-            .is_some_and(|k| k.eq_ignore_ascii_case("sse"));
-        let http = super::HttpOptions::default().with_transport(if sse {
+        let http = super::HttpOptions::default().with_transport(if server.is_sse() {
             super::HttpTransport::Sse
         } else {
             super::HttpTransport::Streamable
         });
-        match entry(server, syntax.as_ref(), env, &mut warn) {
+        match entry(server, entries.syntax.as_ref(), env, &mut warn) {
             Ok(transport) => import.specs.push(UpstreamSpec {
                 name: id,
                 transport,
@@ -170,6 +170,67 @@ pub(crate) fn parse_with(
     }
 }
 
+/// The entries of a host's server list `text` (from `origin`, whose file name tells Claude
+/// Desktop from Claude Code).
+pub(crate) fn entries(text: &str, origin: &str) -> Result<Entries, ConfigError> {
+    let not_a_list = |message: String| ConfigError::Parse {
+        path: origin.to_owned(),
+        message,
+    };
+    let file: File = serde_json::from_str(text).map_err(|e| {
+        not_a_list(format!(
+            "not an mcpServers (Claude Desktop / Claude Code) or servers (VS Code) JSON file: {e}"
+        ))
+    })?;
+    let (host, servers, key) = match (file.mcp_servers, file.servers) {
+        (Some(servers), _) => (host_of(origin), servers, "mcpServers"),
+        (None, Some(servers)) => (Host::VsCode, servers, "servers"),
+        (None, None) => return Err(not_a_list(
+            "has neither \"mcpServers\" (Claude Desktop / Claude Code) nor \"servers\" (VS Code)"
+                .into(),
+        )),
+    };
+    let syntax = match host {
+        Host::ClaudeDesktop => None,
+        Host::ClaudeCode => Some(Syntax::Shell),
+        Host::VsCode => Some(Syntax::VsCode {
+            workspace: workspace_of(Path::new(origin)),
+        }),
+    };
+    let mut out = Entries {
+        host,
+        syntax,
+        servers: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let mut taken = BTreeSet::new();
+    for (name, server) in servers {
+        let path = format!("{key}.{}", super::parse::path_key(&name));
+        let mut warn = |message: String| {
+            out.warnings.push(Problem {
+                path: path.clone(),
+                line: None,
+                message: format!("({origin}) {message}"),
+            });
+        };
+        if server.disabled {
+            warn("disabled in the file: not imported".into());
+            continue;
+        }
+        let id = unique_id(&name, &mut taken);
+        if id != name {
+            warn(format!(
+                "imported as `{id}` (a server id may use only A-Z a-z 0-9 _ -, at most 32)"
+            ));
+        }
+        for key in server.other.keys() {
+            warn(format!("`{key}` is not used by mcp-budget (ignored)"));
+        }
+        out.servers.push((path, id, server));
+    }
+    Ok(out)
+}
+
 /// One entry's transport, references resolved.
 fn entry(
     server: Server,
@@ -193,18 +254,7 @@ fn entry(
             warn("has `${…}`, which Claude Desktop passes to the server as written; so does mcp-budget".into());
         }
     }
-    let kind = server.kind.as_deref().map(str::to_ascii_lowercase);
-    let stdio = match kind.as_deref() {
-        Some("stdio") => true,
-        Some("http" | "streamable-http" | "streamablehttp" | "sse") => false,
-        Some(other) => {
-            return Err(format!(
-                "unknown \"type\": {other:?} (expected \"stdio\", \"http\" or \"sse\")"
-            ))
-        }
-        None => server.command.is_some(),
-    };
-    if stdio {
+    if server.is_stdio()? {
         let Some(command) = server.command else {
             return Err("a stdio server needs \"command\"".into());
         };

@@ -43,6 +43,8 @@ use std::time::Duration;
 pub use budget::BudgetPolicy;
 pub use discover::DiscoverPolicy;
 pub use http::{HttpOptions, HttpTransport};
+#[cfg(feature = "cli")]
+pub(crate) use parse::bare_key;
 pub use pin::PinPolicy;
 pub use sanitize::SanitizePolicy;
 

@@ -224,13 +224,17 @@ fn display(steps: &[Step]) -> String {
     out
 }
 
-/// One key of a field path: bare when TOML allows it bare, else quoted (`"x/y"`).
-pub(super) fn path_key(key: &str) -> String {
-    if !key.is_empty()
+/// Whether TOML allows `key` bare (`A-Z a-z 0-9 _ -`, not empty).
+pub(crate) fn bare_key(key: &str) -> bool {
+    !key.is_empty()
         && key
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
+}
+
+/// One key of a field path: bare when TOML allows it bare, else quoted (`"x/y"`).
+pub(super) fn path_key(key: &str) -> String {
+    if bare_key(key) {
         key.to_owned()
     } else {
         format!("{key:?}")

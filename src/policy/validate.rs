@@ -247,11 +247,11 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                     );
                 }
                 // `${env:…}` is resolved when the gateway starts (`Policy::resolve_env`): check
-                // the URL's shape with a stand-in value.
-                let probe = super::expand::expand(&url, &super::expand::Syntax::Policy, &|_| {
-                    Some("x".to_owned())
-                })
-                .unwrap_or_else(|_| url.clone());
+                // the URL's shape with the defaults, else with a stand-in value.
+                let syntax = super::expand::Syntax::Policy;
+                let probe = super::expand::expand(&url, &syntax, &|_| None)
+                    .or_else(|_| super::expand::expand(&url, &syntax, &|_| Some("x".to_owned())))
+                    .unwrap_or_else(|_| url.clone());
                 match probe.parse::<http::Uri>() {
                     Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => {}
                     _ => push(

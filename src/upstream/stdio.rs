@@ -86,8 +86,10 @@ fn spawn(upstream: &Upstream) -> Result<Child, String> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
+        .kill_on_drop(true);
+    // Its own process group, so that `terminate` ends what it starts too.
+    #[cfg(unix)]
+    cmd.process_group(0);
     if let Some(cwd) = cwd {
         cmd.current_dir(cwd);
     }
@@ -484,6 +486,7 @@ async fn read(upstream: Upstream, stdout: ChildStdout) -> String {
 }
 
 /// Ends the child's whole process group: SIGTERM, then SIGKILL after a grace period; reaps it.
+#[cfg(unix)]
 async fn terminate(child: &mut Child, pid: Option<u32>) {
     use nix::sys::signal::{killpg, Signal};
     use nix::unistd::Pid;
@@ -501,6 +504,15 @@ async fn terminate(child: &mut Child, pid: Option<u32>) {
     // Stragglers in the group (grandchildren that ignored SIGTERM) go too.
     if let Some(group) = group {
         let _ = killpg(group, Signal::SIGKILL);
+    }
+}
+
+/// Elsewhere (Windows, no process groups or signals): closed stdin (done by the caller) and a
+/// grace period to exit, then the child is killed; reaps it.
+#[cfg(not(unix))]
+async fn terminate(child: &mut Child, _pid: Option<u32>) {
+    if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
+        let _ = child.kill().await;
     }
 }
 
@@ -691,6 +703,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
     fn a_stopped_child_reports_its_status_once_and_its_stderr() {
         use std::os::unix::process::ExitStatusExt;
         let status = std::process::ExitStatus::from_raw(1 << 8);

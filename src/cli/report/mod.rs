@@ -1,0 +1,346 @@
+//! The story of a plan, shared by `inspect` (table, JSON `plan.reason` / `plan.advice`, HTML)
+//! and `serve`'s startup summary: which rule decided it (the tool cap, the token budget, pins,
+//! a level or mode the policy fixes) and the policy change that would list more tools.
+//!
+//! ```
+//! use mcp_budget::cli::report::{advice, reason, Why};
+//!
+//! let why = Why {
+//!     model: "claude-sonnet-4-5".into(),
+//!     tools: 41,
+//!     cap: Some(20),
+//!     exposed: 17,
+//!     rung: "hybrid".into(),
+//!     ..Why::fitting(41, 3000, 4000, 200_000)
+//! };
+//! assert!(reason(&why).starts_with("tool cap: 41 tools > cap 20 for claude-sonnet-4-5"));
+//! assert!(advice(&why).unwrap().contains("max_tools = 41"));
+//! ```
+
+pub mod html;
+
+use crate::catalog::Catalog;
+use crate::layer::budget::PlanSummary;
+use crate::plan::{LevelChoice, ModeChoice, META_TOOLS};
+use crate::policy::{BudgetPolicy, Policy};
+
+/// What `[budget]` fixes instead of letting the planner choose (`mode = "progressive"`,
+/// `level = "high"`), if anything.
+#[must_use]
+pub fn fixed_choice(budget: &BudgetPolicy) -> Option<String> {
+    match (budget.mode, budget.level) {
+        (ModeChoice::Auto, LevelChoice::Auto) => None,
+        (ModeChoice::Auto, LevelChoice::Fixed(l)) => Some(format!("level = \"{}\"", l.as_str())),
+        (mode, _) => Some(format!("mode = \"{}\"", mode.as_str())),
+    }
+}
+
+/// The facts of a running gateway's plan (`serve`'s startup summary), for `catalog` under
+/// `policy`; the smallest level's total is not known there.
+#[must_use]
+pub fn from_summary(policy: &Policy, summary: &PlanSummary, catalog: &Catalog) -> Why {
+    let budget = &policy.budget;
+    let limits = budget.budget();
+    let cap = (budget.mode != ModeChoice::HostSearch).then_some(limits.tools);
+    let (rung, level) = match summary.rung.split_once(':') {
+        Some((rung, level)) => (rung.to_owned(), Some(level.to_owned())),
+        None => (
+            summary.rung.clone(),
+            (summary.rung == "full").then(|| "off".to_owned()),
+        ),
+    };
+    let listed = summary.exposed
+        + if matches!(rung.as_str(), "hybrid" | "search") {
+            META_TOOLS
+        } else {
+            0
+        };
+    let rules = budget.rules(catalog.tools(), catalog.separator(), &policy.discover);
+    Why {
+        enabled: budget.enabled,
+        model: budget.model.clone(),
+        context_window: budget.profile.context_window,
+        threshold_percent: f64::from(budget.threshold_bp) / 100.0,
+        tools: summary.tools,
+        cap,
+        budget_tokens: summary.budget_tokens,
+        tokens_before: summary.tokens_before,
+        tokens_smallest: None,
+        tokens_after: summary.tokens_after,
+        rung,
+        level,
+        exposed: summary.exposed,
+        pinned: rules.pins.iter().filter(|&&pin| pin).count(),
+        fits: summary.tokens_after <= summary.budget_tokens && cap.is_none_or(|c| listed <= c),
+        fixed: fixed_choice(budget),
+    }
+}
+
+/// What a plan decided, in plain numbers (from a [`crate::plan::Plan`] or a
+/// [`crate::layer::budget::PlanSummary`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Why {
+    /// `[budget] enabled`.
+    pub enabled: bool,
+    /// The host model.
+    pub model: String,
+    /// Its context window, in tokens.
+    pub context_window: usize,
+    /// `threshold_percent` the budget is.
+    pub threshold_percent: f64,
+    /// Tools in the catalog.
+    pub tools: usize,
+    /// The tool cap (`None`: not capped, as with `mode = "host_search"`).
+    pub cap: Option<usize>,
+    /// The token budget.
+    pub budget_tokens: usize,
+    /// Every tool in full.
+    pub tokens_before: usize,
+    /// Every tool at the smallest level (`extreme`), when known.
+    pub tokens_smallest: Option<usize>,
+    /// What the plan lists.
+    pub tokens_after: usize,
+    /// The rung: `full`, `uniform`, `mixed`, `hybrid` or `search`.
+    pub rung: String,
+    /// The level the listed tools are planned at.
+    pub level: Option<String>,
+    /// Catalog tools listed directly.
+    pub exposed: usize,
+    /// Pinned tools (always listed, in full).
+    pub pinned: usize,
+    /// Whether the plan is within both limits.
+    pub fits: bool,
+    /// What the policy fixes instead of letting the planner choose (`mode = "progressive"`,
+    /// `level = "high"`), if anything.
+    pub fixed: Option<String>,
+}
+
+impl Why {
+    /// A plan that lists all `tools` in full (`tokens` of `budget`, a 2% threshold of
+    /// `window`), for building others with `..`.
+    #[must_use]
+    pub fn fitting(tools: usize, tokens: usize, budget: usize, window: usize) -> Self {
+        Self {
+            enabled: true,
+            model: String::new(),
+            context_window: window,
+            threshold_percent: 2.0,
+            tools,
+            cap: None,
+            budget_tokens: budget,
+            tokens_before: tokens,
+            tokens_smallest: None,
+            tokens_after: tokens,
+            rung: "full".into(),
+            level: None,
+            exposed: tools,
+            pinned: 0,
+            fits: true,
+            fixed: None,
+        }
+    }
+
+    /// Catalog tools deferred behind search.
+    #[must_use]
+    pub fn deferred(&self) -> usize {
+        self.tools.saturating_sub(self.exposed)
+    }
+
+    fn over_cap(&self) -> bool {
+        self.cap.is_some_and(|cap| self.tools > cap)
+    }
+
+    fn deferring(&self) -> bool {
+        matches!(self.rung.as_str(), "hybrid" | "search")
+    }
+
+    /// The rule that decided: `off`, `fits`, `fixed`, `tool_cap`, `token_budget` or `pins`.
+    #[must_use]
+    pub fn decided_by(&self) -> &'static str {
+        if !self.enabled {
+            "off"
+        } else if !self.fits && self.pinned > 0 {
+            "pins"
+        } else if self.fixed.is_some() {
+            "fixed"
+        } else if self.rung == "full" {
+            "fits"
+        } else if self.deferring() && self.over_cap() {
+            "tool_cap"
+        } else {
+            "token_budget"
+        }
+    }
+
+    fn limits(&self) -> String {
+        format!(
+            "the budget of {} tokens ({}% of {}'s {})",
+            self.budget_tokens, self.threshold_percent, self.model, self.context_window
+        )
+    }
+
+    fn listed(&self) -> String {
+        let pins = if self.pinned > 0 {
+            format!(" ({} pinned)", self.pinned)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} listed{pins} + 3 meta-tools, {} deferred behind search ({} tokens)",
+            self.exposed,
+            self.deferred(),
+            self.tokens_after
+        )
+    }
+}
+
+/// Why the plan is what it is, in one sentence that starts with the deciding rule.
+#[must_use]
+pub fn reason(w: &Why) -> String {
+    let (tools, before) = (w.tools, w.tokens_before);
+    let level = w.level.as_deref().unwrap_or("extreme");
+    let core = match w.decided_by() {
+        "off" => {
+            return "the budget is off ([budget] enabled = false): serve lists every tool as its \
+                    upstream does"
+                .into()
+        }
+        "fits" => {
+            let cap = w
+                .cap
+                .map(|c| format!(" and the cap of {c} tools"))
+                .unwrap_or_default();
+            return format!(
+                "every tool in full ({tools} tools, {before} tokens) fits {}{cap}",
+                w.limits()
+            );
+        }
+        "fixed" => format!(
+            "the policy fixes {}: {} tools listed at {}",
+            w.fixed.as_deref().unwrap_or(""),
+            w.exposed,
+            w.level.as_deref().unwrap_or("-")
+        ),
+        "tool_cap" | "pins" if w.deferring() && w.over_cap() => format!(
+            "tool cap: {tools} tools > cap {} for {}; {}",
+            w.cap.unwrap_or(0),
+            w.model,
+            w.listed()
+        ),
+        _ if w.deferring() => {
+            let smallest = w
+                .tokens_smallest
+                .map_or_else(|| "exceed".to_owned(), |t| format!("take {t} tokens >"));
+            format!(
+                "token budget: even compressed to extreme all {tools} tools {smallest} {}; {}",
+                w.limits(),
+                w.listed()
+            )
+        }
+        _ => format!(
+            "token budget: all {tools} tools in full take {before} tokens > {}; compressed to \
+             {level} they take {}",
+            w.limits(),
+            w.tokens_after
+        ),
+    };
+    if w.fits {
+        core
+    } else if w.pinned > 0 {
+        format!(
+            "pins: {core}; still {} tokens > {}: the {} pinned tools are always listed in full",
+            w.tokens_after, w.budget_tokens, w.pinned
+        )
+    } else {
+        format!(
+            "{core}; the smallest plan still takes {} tokens > {}",
+            w.tokens_after, w.budget_tokens
+        )
+    }
+}
+
+/// The smallest `threshold_percent` (one decimal) whose budget holds `tokens`, if the policy
+/// allows it (at most 5).
+fn threshold_for(tokens: usize, window: usize) -> Option<f64> {
+    if window == 0 {
+        return None;
+    }
+    let tenths = (tokens * 1000).div_ceil(window).max(10);
+    // Display only: a percentage in tenths, far below 2^52.
+    #[allow(clippy::cast_precision_loss)]
+    let percent = tenths as f64 / 10.0;
+    (percent <= 5.0).then_some(percent)
+}
+
+/// The concrete policy change that would list more tools (`None`: every tool is listed).
+#[must_use]
+pub fn advice(w: &Why) -> Option<String> {
+    let pin =
+        "pin the tools you use most so they are always listed ([budget.tools.\"server/tool\"] \
+               pin = true)";
+    match w.decided_by() {
+        "off" | "fits" => None,
+        "fixed" if w.deferred() == 0 => None,
+        "fixed" => Some(format!(
+            "remove [budget] {} to let the planner list more tools",
+            w.fixed.as_deref().unwrap_or("")
+        )),
+        "pins" => Some(format!(
+            "pin fewer tools: the {} pinned tools alone do not fit {} tokens",
+            w.pinned, w.budget_tokens
+        )),
+        "tool_cap" => {
+            let smallest = w.tokens_smallest.unwrap_or(0);
+            let tokens = if w.tokens_smallest.is_none() {
+                " (if their tokens fit the budget)".to_owned()
+            } else if smallest <= w.budget_tokens {
+                String::new()
+            } else if let Some(p) = threshold_for(smallest, w.context_window) {
+                format!(" and threshold_percent = {p} (compressed they take {smallest} tokens)")
+            } else {
+                return Some(format!(
+                    "{pin}: no max_tools lists all {} tools, since even compressed they take \
+                     {smallest} tokens, more than threshold_percent = 5 allows",
+                    w.tools
+                ));
+            };
+            Some(format!(
+                "[budget] max_tools = {}{tokens} lists every tool (models choose worse past the \
+                 {}-tool cap of {}); or {pin}",
+                w.tools,
+                w.cap.unwrap_or(0),
+                w.model
+            ))
+        }
+        _ if w.deferring() => Some(
+            match w
+                .tokens_smallest
+                .and_then(|t| threshold_for(t, w.context_window).map(|p| (t, p)))
+            {
+                Some((t, p)) => format!(
+                    "[budget] threshold_percent = {p} lists all {} tools compressed ({t} tokens); \
+                     or {pin}",
+                    w.tools
+                ),
+                None => format!(
+                    "{pin}; no threshold_percent up to 5 lists all {} tools",
+                    w.tools
+                ),
+            },
+        ),
+        _ => Some(match threshold_for(w.tokens_before, w.context_window) {
+            Some(p) => format!(
+                "[budget] threshold_percent = {p} lists every tool in full ({} tokens)",
+                w.tokens_before
+            ),
+            None => format!(
+                "no threshold_percent up to 5 holds every tool in full ({} tokens); pin the \
+                 tools that must keep their whole description",
+                w.tokens_before
+            ),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;
