@@ -165,7 +165,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 
-    /// What the kubelet does to a ConfigMap volume: `policy.toml` links to `..data/policy.toml`,
+    /// What the kubelet does to a `ConfigMap` volume: `policy.toml` links to `..data/policy.toml`,
     /// `..data` links to a timestamped directory, and an update writes a new directory and
     /// renames a new `..data` link over the old one. The file's own name sees no event.
     #[cfg(unix)]
