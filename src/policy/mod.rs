@@ -31,6 +31,7 @@ mod parse;
 pub mod pin;
 pub mod raw;
 pub mod sanitize;
+pub mod telemetry;
 mod validate;
 mod warnings;
 
@@ -45,6 +46,7 @@ pub use discover::DiscoverPolicy;
 pub use http::{HttpOptions, HttpTransport};
 pub use pin::PinPolicy;
 pub use sanitize::SanitizePolicy;
+pub use telemetry::{AdminPolicy, LogFormat, TelemetryPolicy};
 
 /// Default largest message accepted from a client: 4 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
@@ -98,6 +100,10 @@ pub struct Policy {
     pub pin: PinPolicy,
     /// `[limits]`.
     pub limits: crate::limits::Limits,
+    /// `[telemetry]`.
+    pub telemetry: TelemetryPolicy,
+    /// `[admin]`.
+    pub admin: AdminPolicy,
     /// The policy file's text, so that warnings can name lines.
     source: Source,
     /// What importing host configs found worth a warning (renamed, skipped, ignored keys).
@@ -130,6 +136,8 @@ impl Default for Policy {
             sanitize: SanitizePolicy::default(),
             pin: PinPolicy::default(),
             limits: crate::limits::Limits::default(),
+            telemetry: TelemetryPolicy::default(),
+            admin: AdminPolicy::default(),
             source: Source::default(),
             import_warnings: Vec::new(),
         }
@@ -217,6 +225,8 @@ pub struct UpstreamSpec {
     pub roots: Option<Vec<serde_json::Value>>,
     /// HTTP transport and TLS files (`url` upstreams only).
     pub http: HttpOptions,
+    /// `/readyz` waits for it (`required`, default true).
+    pub required: bool,
 }
 
 /// Which protocol era the gateway speaks to an upstream.
@@ -251,6 +261,7 @@ impl UpstreamSpec {
             protocol: UpstreamProtocol::Auto,
             roots: None,
             http: HttpOptions::default(),
+            required: true,
         }
     }
 
@@ -268,6 +279,7 @@ impl UpstreamSpec {
             protocol: UpstreamProtocol::Auto,
             roots: None,
             http: HttpOptions::default(),
+            required: true,
         }
     }
 
