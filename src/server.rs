@@ -231,6 +231,15 @@ impl Server {
         self.reloader.clone()
     }
 
+    /// What the admin listener reads ([`crate::admin::router`]).
+    #[must_use]
+    pub fn admin_source(&self) -> crate::admin::Source {
+        let reloader = self.reloader.clone();
+        crate::admin::Source::new(self.gateway.clone(), move || {
+            reloader.budget().as_ref().map(BudgetLayer::summary)
+        })
+    }
+
     /// The stack every transport serves.
     #[must_use]
     pub fn service(&self) -> McpService {

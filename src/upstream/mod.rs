@@ -271,6 +271,12 @@ impl Upstream {
         Era::from_u8(self.inner.era.load(Ordering::Relaxed))
     }
 
+    /// Requests sent to it and not answered yet.
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        lock(&self.inner.pending).len()
+    }
+
     /// Whether it speaks 2026-07-28.
     #[must_use]
     pub fn is_modern(&self) -> bool {
