@@ -104,6 +104,16 @@ pub fn reload(outcome: &'static str) {
     }
 }
 
+/// `server` is connected again after it was down: a restart of a stdio child, else a
+/// reconnect.
+pub fn upstream_retry(server: &str, stdio: bool) {
+    if stdio {
+        upstream_restart(server);
+    } else {
+        upstream_reconnect(server);
+    }
+}
+
 /// `server`'s child was started again.
 pub fn upstream_restart(server: &str) {
     if enabled() {

@@ -167,7 +167,15 @@ impl HttpLink {
         msg: Message,
         outbound: Option<Outbound>,
     ) {
-        tokio::spawn(self.post_future(upstream, msg, outbound));
+        if crate::telemetry::tracing_on() && msg.kind() == Kind::Request {
+            // The upstream request's client span, child of the client request's; its
+            // `traceparent` goes in the POST's headers.
+            use tracing::Instrument as _;
+            let span = crate::telemetry::span::upstream(upstream.name(), &msg);
+            tokio::spawn(self.post_future(upstream, msg, outbound).instrument(span));
+        } else {
+            tokio::spawn(self.post_future(upstream, msg, outbound));
+        }
     }
 
     /// What [`HttpLink::post`] runs: sends `msg`; what comes back is fed to `upstream.incoming`.
@@ -337,6 +345,7 @@ impl HttpLink {
     /// `Content-Type`) plus the session and version header values.
     fn post_headers(&self, msg: &Message) -> Result<HeaderMap, SendError> {
         let mut headers = self.post_headers.clone();
+        trace_context(&mut headers);
         if lock(&self.session).is_some() {
             let session = lock(&self.session_header).clone().ok_or_else(|| {
                 SendError::Other("request failed: the session id is not a valid header".into())
@@ -358,6 +367,7 @@ impl HttpLink {
     /// instead (method, target, and the arguments the tool marks for `Mcp-Param-*`).
     fn modern_headers(&self, msg: &Message, upstream: &Upstream) -> Result<HeaderMap, SendError> {
         let mut headers = self.post_headers.clone();
+        trace_context(&mut headers);
         let mirrored = crate::mcp::bridge::http_headers(msg).unwrap_or_default();
         let mirrored = mirrored.into_iter().map(|(n, v)| (n.to_owned(), v));
         for (name, value) in mirrored.chain(upstream.param_headers(msg)) {
@@ -531,4 +541,20 @@ enum SendError {
     Unreachable(Failure),
     #[error("{0}")]
     Other(String),
+}
+/// The current span's W3C trace context, as `traceparent` / `tracestate` headers (while spans
+/// are exported).
+fn trace_context(headers: &mut HeaderMap) {
+    use crate::telemetry::context::{current_headers, TRACEPARENT, TRACESTATE};
+    if !crate::telemetry::tracing_on() {
+        return;
+    }
+    if let Some((parent, state)) = current_headers() {
+        if let Ok(v) = HeaderValue::from_str(&parent) {
+            headers.insert(HeaderName::from_static(TRACEPARENT), v);
+        }
+        if let Some(v) = state.and_then(|s| HeaderValue::from_str(&s).ok()) {
+            headers.insert(HeaderName::from_static(TRACESTATE), v);
+        }
+    }
 }
