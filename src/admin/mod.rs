@@ -92,6 +92,13 @@ pub fn install_recorder() -> Option<PrometheusHandle> {
         })
         .ok()?;
     let handle = builder.install_recorder().ok()?;
+    for &(name, kind, help) in names::METRICS {
+        match kind {
+            names::MetricType::Counter => metrics::describe_counter!(name, help),
+            names::MetricType::Gauge => metrics::describe_gauge!(name, help),
+            names::MetricType::Histogram => metrics::describe_histogram!(name, help),
+        }
+    }
     crate::telemetry::record::enable();
     Some(handle)
 }

@@ -83,3 +83,115 @@ pub const UNKNOWN: &str = "unknown";
 pub const OTHER_METHOD: &str = "other";
 /// The profile of the policy's own `[budget]`.
 pub const DEFAULT_PROFILE: &str = "default";
+
+/// Every metric: name, type, help text (the `# HELP` line of the exposition).
+pub const METRICS: &[(&str, MetricType, &str)] = &[
+    (
+        REQUESTS,
+        MetricType::Counter,
+        "Requests answered, by method and outcome.",
+    ),
+    (
+        TOOL_CALLS,
+        MetricType::Counter,
+        "Tool calls answered, by server, tool and outcome.",
+    ),
+    (
+        TOOL_CALL_DURATION,
+        MetricType::Histogram,
+        "Seconds from a tools/call to its answer.",
+    ),
+    (
+        UPSTREAM_UP,
+        MetricType::Gauge,
+        "1 while the upstream is ready, else 0.",
+    ),
+    (
+        UPSTREAM_IN_FLIGHT,
+        MetricType::Gauge,
+        "Requests sent to the upstream, not answered yet.",
+    ),
+    (
+        UPSTREAM_RESTARTS,
+        MetricType::Counter,
+        "Restarts of a stdio upstream's child.",
+    ),
+    (
+        UPSTREAM_RECONNECTS,
+        MetricType::Counter,
+        "Reconnections of an HTTP upstream.",
+    ),
+    (
+        TOKENS_BEFORE,
+        MetricType::Gauge,
+        "Tokens of the upstream's tools listed in full.",
+    ),
+    (
+        TOKENS_AFTER,
+        MetricType::Gauge,
+        "Tokens of the upstream's tools as the plan lists them.",
+    ),
+    (
+        TOKENS_SAVED,
+        MetricType::Gauge,
+        "Tokens the plan saves on the upstream's tools.",
+    ),
+    (
+        PLAN_RUNG,
+        MetricType::Gauge,
+        "1 for the rung the profile's plan is on.",
+    ),
+    (
+        TOOLS,
+        MetricType::Gauge,
+        "Tools the upstream lists in the catalog.",
+    ),
+    (
+        SEARCHES,
+        MetricType::Counter,
+        "search_tools calls, by outcome (hit, zero).",
+    ),
+    (
+        SEARCH_RANK_INVOKED,
+        MetricType::Histogram,
+        "Search rank of tools then invoked.",
+    ),
+    (
+        LIST_CHANGED,
+        MetricType::Counter,
+        "Upstream list_changed, forwarded or suppressed.",
+    ),
+    (
+        STATIC_PREFIX_CHANGES,
+        MetricType::Counter,
+        "Changes of the listed tools' static prefix.",
+    ),
+    (
+        AUTHORIZATION_DENIED,
+        MetricType::Counter,
+        "Requests denied, by client and reason.",
+    ),
+    (
+        LIMITED,
+        MetricType::Counter,
+        "Requests refused by a limit, by client and limit.",
+    ),
+    (RELOADS, MetricType::Counter, "Policy reloads, by outcome."),
+    (SESSIONS_ACTIVE, MetricType::Gauge, "Client sessions open."),
+    (
+        BUILD_INFO,
+        MetricType::Gauge,
+        "Always 1, labelled with the gateway's version.",
+    ),
+];
+
+/// The type of a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    /// Only goes up.
+    Counter,
+    /// A value now.
+    Gauge,
+    /// Observations in buckets.
+    Histogram,
+}

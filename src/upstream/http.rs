@@ -167,15 +167,7 @@ impl HttpLink {
         msg: Message,
         outbound: Option<Outbound>,
     ) {
-        if crate::telemetry::tracing_on() && msg.kind() == Kind::Request {
-            // The upstream request's client span, child of the client request's; its
-            // `traceparent` goes in the POST's headers.
-            use tracing::Instrument as _;
-            let span = crate::telemetry::span::upstream(upstream.name(), &msg);
-            tokio::spawn(self.post_future(upstream, msg, outbound).instrument(span));
-        } else {
-            tokio::spawn(self.post_future(upstream, msg, outbound));
-        }
+        tokio::spawn(self.post_future(upstream, msg, outbound));
     }
 
     /// What [`HttpLink::post`] runs: sends `msg`; what comes back is fed to `upstream.incoming`.
@@ -185,7 +177,15 @@ impl HttpLink {
         msg: Message,
         outbound: Option<Outbound>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        use tracing::Instrument as _;
         let link = self.clone();
+        // The upstream request's client span, child of the client request's (its
+        // `traceparent` goes in the POST's headers); no span while none is exported.
+        let span = if crate::telemetry::tracing_on() && msg.kind() == Kind::Request {
+            crate::telemetry::span::upstream(upstream.name(), &msg)
+        } else {
+            tracing::Span::none()
+        };
         async move {
             let request_id = match (&msg.id, msg.kind()) {
                 (Some(Id::Number(id)), Kind::Request) => Some(*id),
@@ -218,6 +218,7 @@ impl HttpLink {
                 }
             }
         }
+        .instrument(span)
     }
 
     /// Holds the session's GET stream until shutdown: what the server says outside any
