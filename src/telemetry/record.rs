@@ -56,6 +56,18 @@ pub fn search(hits: usize) {
     }
 }
 
+/// The outcome of a meta-tool call, counted when it is a `search_tools` one (`is_search`):
+/// how many tools its result names.
+pub fn search_outcome(is_search: bool, outcome: &crate::discover::MetaCall<'_>) {
+    if let (true, crate::discover::MetaCall::Result(result)) = (is_search && enabled(), outcome) {
+        search(
+            result["structuredContent"]["tools"]
+                .as_array()
+                .map_or(0, Vec::len),
+        );
+    }
+}
+
 /// A tool invoked that the session's last search ranked `rank` (1-based).
 pub fn search_rank_invoked(rank: usize) {
     if enabled() {
