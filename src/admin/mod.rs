@@ -1,8 +1,9 @@
 //! The admin listener (`[admin] http`, off by default): `/metrics` (Prometheus text),
 //! `/healthz` (alive), `/readyz` (every `required` upstream ready) and `/status` (JSON:
 //! upstreams, plan and tokens per profile). Like the MCP listener it binds where the policy
-//! says (127.0.0.1 in the examples) and answers only requests whose `Host` names this machine
-//! or an `[admin] allowed_hosts` name (DNS rebinding).
+//! says (127.0.0.1 in the examples); `/status` and `/metrics` answer only requests whose
+//! `Host` names this machine or an `[admin] allowed_hosts` name (DNS rebinding), the probes
+//! (states only) any.
 //!
 //! Metrics are recorded only once [`install_recorder`] ran: without an admin listener every
 //! recording site is a relaxed atomic load.
@@ -166,17 +167,13 @@ fn refuse_host() -> Response {
         .into_response()
 }
 
-async fn healthz(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    if !host_allowed(&headers, &state.allowed_hosts) {
-        return refuse_host();
-    }
+// The probes answer whatever `Host` says (a kubelet sends the pod's IP): they tell only
+// states, never reasons or figures.
+async fn healthz() -> Response {
     "ok\n".into_response()
 }
 
-async fn readyz(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    if !host_allowed(&headers, &state.allowed_hosts) {
-        return refuse_host();
-    }
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     match status::readiness(&state.source.gateway.upstream_states()) {
         Ok(()) => "ready\n".into_response(),
         Err(waiting) => (

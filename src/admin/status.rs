@@ -8,10 +8,11 @@ use crate::layer::budget::PlanSummary;
 use crate::telemetry::names;
 use crate::upstream::Status;
 
-/// `Ok` when every required upstream is ready; else the ones that are not, with why.
+/// `Ok` when every required upstream is ready; else the ones that are not.
 ///
 /// # Errors
-/// The required upstreams that are not ready, as `name: state` lines.
+/// The required upstreams that are not ready, as `name: state` lines (no reasons: probes
+/// come from anywhere, `/status` tells why).
 pub fn readiness(upstreams: &[UpstreamState]) -> Result<(), Vec<String>> {
     let waiting: Vec<String> = upstreams
         .iter()
@@ -25,11 +26,11 @@ pub fn readiness(upstreams: &[UpstreamState]) -> Result<(), Vec<String>> {
     }
 }
 
-fn state(status: &Status) -> String {
+fn state(status: &Status) -> &'static str {
     match status {
-        Status::Ready => "ready".into(),
-        Status::Starting => "starting".into(),
-        Status::Down(reason) => format!("down ({reason})"),
+        Status::Ready => "ready",
+        Status::Starting => "starting",
+        Status::Down(_) => "down",
     }
 }
 
@@ -40,11 +41,11 @@ pub fn document(upstreams: &[UpstreamState], plan: Option<&PlanSummary>, session
     let upstreams: Vec<Value> = upstreams
         .iter()
         .map(|u| {
-            let (status, reason) = match &u.status {
-                Status::Ready => ("ready", None),
-                Status::Starting => ("starting", None),
-                Status::Down(reason) => ("down", Some(reason.as_str())),
+            let reason = match &u.status {
+                Status::Down(reason) => Some(reason.as_str()),
+                _ => None,
             };
+            let status = state(&u.status);
             json!({
                 "name": u.name,
                 "transport": u.transport,
@@ -130,4 +131,55 @@ pub fn set_gauges(upstreams: &[UpstreamState], plan: Option<&PlanSummary>, sessi
     }
     gauge!(names::SESSIONS_ACTIVE).set(sessions as f64);
     gauge!(names::BUILD_INFO, names::VERSION => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(name: &str, status: Status, required: bool) -> UpstreamState {
+        let mut state = UpstreamState::new(name, status);
+        state.required = required;
+        state
+    }
+
+    #[test]
+    fn readiness_waits_for_required_upstreams_only_and_tells_no_reasons() {
+        let ups = [
+            up("a", Status::Ready, true),
+            up("b", Status::Down("secret.internal refused".into()), true),
+            up("c", Status::Starting, false),
+        ];
+        assert_eq!(readiness(&ups), Err(vec!["b: down".to_owned()]));
+        assert_eq!(readiness(&ups[..1]), Ok(()));
+        assert_eq!(readiness(&[up("c", Status::Starting, false)]), Ok(()));
+    }
+
+    #[test]
+    fn the_status_document_tells_states_reasons_and_the_plan() {
+        let ups = [up("a", Status::Down("gone".into()), false)];
+        let plan = PlanSummary {
+            per_server: vec![crate::listing::ServerTokens {
+                server: "a".into(),
+                tools: 3,
+                exposed: 1,
+                before: 300,
+                after: 80,
+            }],
+            rung: "hybrid".into(),
+            tools: 3,
+            exposed: 1,
+            tokens_before: 300,
+            tokens_after: 120,
+            budget_tokens: 150,
+        };
+        let doc = document(&ups, Some(&plan), 2);
+        assert_eq!(doc["ready"], true);
+        assert_eq!(doc["upstreams"][0]["status"], "down");
+        assert_eq!(doc["upstreams"][0]["reason"], "gone");
+        let default = &doc["budget"]["profiles"]["default"];
+        assert_eq!(default["tokens_saved"], 180);
+        assert_eq!(default["per_server"][0]["tokens_after"], 80);
+        assert_eq!(doc["sessions_active"], 2);
+    }
 }

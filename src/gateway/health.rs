@@ -26,6 +26,24 @@ pub struct UpstreamState {
     pub required: bool,
 }
 
+impl UpstreamState {
+    /// A required stdio upstream `name` in `status`, era unknown, nothing listed (for tests
+    /// and embedders that build states of their own).
+    #[must_use]
+    pub fn new(name: &str, status: Status) -> Self {
+        Self {
+            name: name.to_owned(),
+            transport: "stdio",
+            status,
+            era: "unknown",
+            protocol_version: String::new(),
+            counts: (0, 0, 0),
+            in_flight: 0,
+            required: true,
+        }
+    }
+}
+
 impl Gateway {
     /// Every upstream as it is now, in policy order.
     #[must_use]

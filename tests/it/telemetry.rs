@@ -92,6 +92,14 @@ async fn readyz_follows_a_required_upstream_down_and_back() {
         .await
         .unwrap();
     assert_eq!(foreign.status().as_u16(), 400);
+    // Probes answer any Host (a kubelet sends the pod's address).
+    let probe = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{admin_port}/readyz"))
+        .header("Host", "10.1.2.3:9464")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(probe.status().as_u16(), 200);
     gw.stop_and_check().await;
     kill_tagged(&tag);
 }
