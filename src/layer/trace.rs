@@ -216,7 +216,10 @@ where
         };
         let is_request = req.message.id.is_some() && req.message.method().is_some();
         let metrics = record::enabled() && is_request;
-        let call = (is_request && method == "tools/call").then(|| {
+        // Nothing to note when neither the call's log line nor its metrics are wanted (say
+        // `MCP_BUDGET_LOG=warn` without an admin listener): no catalog lookup, no clock.
+        let noted = metrics || tracing::enabled!(tracing::Level::INFO);
+        let call = (noted && is_request && method == "tools/call").then(|| {
             let exposed = req.view.tool_or_prompt().unwrap_or_default();
             let (server, tool) = self.server_and_tool(exposed);
             ToolCall {

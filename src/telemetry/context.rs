@@ -5,6 +5,8 @@
 
 use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
 
+use crate::jsonrpc::Message;
+
 /// The header (and `_meta` key) of the parent's ids.
 pub const TRACEPARENT: &str = "traceparent";
 /// The header (and `_meta` key) of vendor trace state.
@@ -111,6 +113,47 @@ pub fn current_headers() -> Option<(String, Option<String>)> {
     Some((format(sc), (!state.is_empty()).then_some(state)))
 }
 
+/// `msg` with the current span's trace context in `params._meta` (`traceparent`,
+/// `tracestate`), for an upstream that reads no headers (stdio); unchanged unless spans are
+/// exported and `msg` is a request with object (or no) params.
+#[must_use]
+pub fn into_meta(msg: Message) -> Message {
+    if !super::tracing_on() || msg.kind() != crate::jsonrpc::Kind::Request {
+        return msg;
+    }
+    match current_headers() {
+        Some((parent, state)) => with_meta(msg, &parent, state.as_deref()),
+        None => msg,
+    }
+}
+
+/// `msg` with `traceparent` (and `tracestate`) set in `params._meta`, replacing what was
+/// there (the client's context was the gateway's parent, not the upstream's).
+#[must_use]
+pub fn with_meta(mut msg: Message, traceparent: &str, tracestate: Option<&str>) -> Message {
+    use serde_json::{Map, Value};
+    let mut params: Map<String, Value> = match msg.params.as_deref() {
+        None => Map::new(),
+        Some(raw) => match serde_json::from_str(raw.get()) {
+            Ok(Value::Object(map)) => map,
+            _ => return msg,
+        },
+    };
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(meta) = meta else {
+        return msg;
+    };
+    meta.insert(TRACEPARENT.into(), traceparent.into());
+    match tracestate {
+        Some(state) => meta.insert(TRACESTATE.into(), state.into()),
+        None => meta.remove(TRACESTATE),
+    };
+    msg.params = Some(crate::jsonrpc::to_raw(&Value::Object(params)));
+    msg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +169,31 @@ mod tests {
         assert_eq!(meta, from_http);
         assert!(meta.is_remote() && meta.is_sampled());
         assert_eq!(meta.trace_state().header(), "k=v");
+    }
+
+    #[test]
+    fn the_context_goes_into_meta_keeping_the_rest() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let msg = Message::request(
+            crate::jsonrpc::Id::Number(7),
+            "tools/call",
+            Some(crate::jsonrpc::to_raw(&serde_json::json!(
+                {"name": "t", "_meta": {"progressToken": 1, "tracestate": "old=1"}}
+            ))),
+        );
+        let out = with_meta(msg, tp, None);
+        let params: serde_json::Value =
+            serde_json::from_str(out.params.as_deref().unwrap().get()).unwrap();
+        assert_eq!(
+            params,
+            serde_json::json!({"name": "t", "_meta": {"progressToken": 1, "traceparent": tp}})
+        );
+        let bare = Message::request(crate::jsonrpc::Id::Number(8), "tools/list", None);
+        let out = with_meta(bare, tp, Some("k=v"));
+        assert_eq!(
+            out.params.as_deref().unwrap().get(),
+            format!(r#"{{"_meta":{{"traceparent":"{tp}","tracestate":"k=v"}}}}"#)
+        );
     }
 
     #[test]

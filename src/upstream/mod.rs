@@ -393,7 +393,7 @@ impl Upstream {
     ) -> Result<(), Error> {
         match link.as_ref() {
             Link::Stdio(writer) => writer
-                .send(msg)
+                .send(crate::telemetry::context::into_meta(msg))
                 .map_err(|_| self.unavailable("the process is gone")),
             Link::Http(http) => {
                 http.post(self.clone(), msg, outbound);
