@@ -238,8 +238,13 @@ where
         });
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        // What layers below record while building their future (the budget layer's plan)
+        // lands on the exported span too.
+        let entered = exported.then(|| span.enter());
+        let future = inner.call(req);
+        drop(entered);
         ResponseFuture {
-            inner: inner.call(req).instrument(span),
+            inner: future.instrument(span),
             pending,
         }
     }

@@ -113,6 +113,20 @@ pub fn answered(span: &Span, answer: Option<&Message>) {
     }
 }
 
+/// Records the plan a `tools/list` is answered from on the current (request) span: its rung
+/// and the tokens listed. A no-op while spans are not exported.
+pub fn record_plan(rung: &dyn std::fmt::Display, tokens_listed: usize) {
+    if super::tracing_on() {
+        let span = Span::current();
+        span.record(PLAN_RUNG, display(rung));
+        // An i64: OpenTelemetry has no unsigned integers (a u64 would arrive as a string).
+        span.record(
+            TOKENS_LISTED,
+            i64::try_from(tokens_listed).unwrap_or(i64::MAX),
+        );
+    }
+}
+
 /// The client span of a request to upstream `server` (a child of the current span).
 #[must_use]
 pub fn upstream(server: &str, msg: &Message) -> Span {

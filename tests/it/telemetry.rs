@@ -410,13 +410,15 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
     let mut gw = Gateway::start_with_env(
         "telemetry-otlp",
         Mode::Stdio,
-        "",
+        "\n[budget]\nenabled = true\n",
         &[Up::http("up", &url)],
         &env,
     )
     .await;
     let c = gw.client();
     c.initialize().await;
+    let listed = c.request("tools/list", json!({})).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
     let parent_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let parent_span = "00f067aa0ba902b7";
     let ok = c
@@ -469,6 +471,16 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
     );
     assert!(seen.contains(&header), "{header} not in:\n{seen}");
 
+    let list = spans
+        .iter()
+        .find(|s| s["name"] == "tools/list" && s["kind"] == "SPAN_KIND_SERVER")
+        .unwrap();
+    assert!(
+        list["attributes"]["mcp_budget.plan.rung"].is_string(),
+        "{list}"
+    );
+    let listed_tokens = list["attributes"]["mcp_budget.tokens.listed"].as_i64();
+    assert!(listed_tokens.is_some_and(|t| t > 0), "{list}");
     let fail = spans
         .iter()
         .find(|s| s["name"] == "tools/call up__fail")
