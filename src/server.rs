@@ -260,7 +260,13 @@ impl Server {
     /// The MCP endpoint at `path` (say [`MCP_PATH`]), with the policy's `[downstream]`
     /// settings, to merge into a router of one's own.
     pub fn router(&self, path: &str) -> Router {
-        http::router_at(path, self.endpoint(), (&self.policy.downstream).into())
+        let router = http::router_at(path, self.endpoint(), (&self.policy.downstream).into());
+        // While spans are exported, a request's `traceparent` header parents its messages.
+        if crate::telemetry::tracing_on() {
+            router.layer(crate::telemetry::http_parent::HttpParentLayer)
+        } else {
+            router
+        }
     }
 
     /// Serves MCP on `listener` and on the one [`Server::start_listening`] bound (at

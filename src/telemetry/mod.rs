@@ -15,6 +15,7 @@
 //! ```
 
 pub mod context;
+pub mod http_parent;
 pub mod names;
 #[cfg(feature = "otlp")]
 pub mod otlp;

@@ -492,3 +492,49 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
         "a new trace without a parent"
     );
 }
+
+/// Over streamable HTTP, the `traceparent` header of a POST parents the request's server span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_traceparent_header_parents_the_request_span() {
+    use tokio::io::AsyncBufReadExt as _;
+    let otlp_port = free_port();
+    let (mut receiver, _) = python_peer(
+        &[&peer_file("otlp_receiver.py"), &otlp_port.to_string()],
+        |l| (l == "listening").then(String::new),
+    )
+    .await;
+    let endpoint = format!("http://127.0.0.1:{otlp_port}");
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
+    let gw = Gateway::start_with_env("telemetry-otlp-http", Mode::Http, "", &[], &env).await;
+    let trace = "0af7651916cd43dd8448eb211c80319c";
+    let resp = reqwest::Client::new()
+        .post(gw.url())
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("traceparent", format!("00-{trace}-b7ad6b7169203331-01"))
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    gw.stop_and_check().await;
+    let mut out = tokio::io::BufReader::new(receiver.stdout.take().unwrap()).lines();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let line = tokio::time::timeout_at(deadline, out.next_line()).await;
+        let Ok(Ok(Some(line))) = line else {
+            panic!("no initialize span")
+        };
+        let span: Value = serde_json::from_str(&line).unwrap();
+        if span["name"] == "initialize" {
+            assert_eq!(span["trace_id"], trace, "{span}");
+            assert_eq!(span["parent_span_id"], "b7ad6b7169203331", "{span}");
+            break;
+        }
+    }
+}
