@@ -29,6 +29,13 @@ if ! command -v chromium >/dev/null; then
   apt-get update -qq >&2 && apt-get install -y -qq chromium >&2
 fi
 
+# The telemetry tests check the metrics exposition with promtool and scrape it with a real
+# Prometheus server (both in Debian's prometheus package).
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  echo "install-test-deps: apt-get install prometheus" >&2
+  apt-get update -qq >&2 && apt-get install -y -qq prometheus >&2
+fi
+
 if ! command -v npm >/dev/null; then
   echo "install-test-deps: npm is required (Node 20+)" >&2
   exit 1

@@ -32,6 +32,7 @@
 //!   text flagged.
 //! - [`pin`]: tool definitions pinned by `schemaHash` (lockfile, trust on first use); the
 //!   one door from the upstreams' lists into the catalog.
+//! - [`telemetry`]: metric and span names, recording, W3C trace context, OTLP export.
 //! - [`policy`]: the TOML policy file → a validated [`policy::Policy`].
 //!
 //! The aggregate wing (I/O):
@@ -42,6 +43,7 @@
 //! - [`layer`]: the tower layers (recover, trace, era, budget), one module each.
 //! - [`stack`]: the one place that orders the layers.
 //! - [`downstream`]: how hosts reach the gateway: stdio and streamable HTTP.
+//! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/readyz`, `/status`.
 //! - [`server`]: start, serve, stop: the library entry the binary wraps.
 //! - [`reload`]: the policy read again on file change or `SIGHUP`, what it changes, and
 //!   applying it to a running server (upstreams reconciled, the stack swapped).
@@ -50,6 +52,7 @@
 //!   `calibrate`.
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
+pub mod admin;
 pub mod authz;
 pub mod canonical;
 pub mod catalog;
@@ -83,5 +86,6 @@ pub mod seal;
 pub mod search;
 pub mod server;
 pub mod stack;
+pub mod telemetry;
 pub mod tokens;
 pub mod upstream;

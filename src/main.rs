@@ -42,6 +42,9 @@ enum Command {
         /// Seconds to wait for upstreams before serving anyway.
         #[arg(long, default_value_t = 30)]
         ready_timeout_secs: u64,
+        /// Log lines as `text` or `json` (one object per line); overrides `[telemetry] log_format`.
+        #[arg(long, value_parser = ["text", "json"])]
+        log_format: Option<String>,
     },
     /// Validate policy files (and mcpServers JSON files): every problem with its line, then
     /// warnings; exits non-zero on any problem (and on warnings with --strict).
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
             stdio,
             http,
             ready_timeout_secs,
+            log_format,
         } => {
             let source = mcp_budget::reload::Source {
                 policy,
@@ -103,8 +107,9 @@ fn main() -> ExitCode {
                 }
             };
             // Stdout is the protocol in stdio mode: nothing here may hold its lock.
+            let log_format = log_format.and_then(|f| f.parse().ok());
             let ready_timeout = std::time::Duration::from_secs(ready_timeout_secs);
-            serve::run(source, loaded, ready_timeout)
+            serve::run(source, loaded, ready_timeout, log_format)
         }
         Command::Inspect(args) => cli::inspect::run(&args, &mut std::io::stdout().lock()),
         Command::Render(args) => cli::render::run(&args, &mut std::io::stdout().lock()),

@@ -5,13 +5,33 @@
 use std::time::Duration;
 
 use mcp_budget::gateway::summary_lines;
-use mcp_budget::policy::Policy;
+use mcp_budget::policy::{LogFormat, Policy};
 use mcp_budget::reload::Source;
 use mcp_budget::server::{Server, Stdio, MCP_PATH};
+use mcp_budget::telemetry::otlp::Exporter;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) fn run(source: Source, policy: Policy, ready_timeout: Duration) -> anyhow::Result<()> {
-    init_tracing();
+pub(crate) fn run(
+    source: Source,
+    policy: Policy,
+    ready_timeout: Duration,
+    log_format: Option<LogFormat>,
+) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    // The exporter sends its batches on this runtime.
+    let exporter = {
+        let _on_runtime = runtime.enter();
+        Exporter::start(&policy.telemetry)?
+    };
+    let format = log_format
+        .or(policy.telemetry.log_format)
+        .unwrap_or_default();
+    init_tracing(format, exporter.as_ref());
+    if exporter.is_some() {
+        mcp_budget::telemetry::enable_tracing();
+    }
     for warning in policy.warnings() {
         tracing::warn!("policy: {warning}");
     }
@@ -23,10 +43,11 @@ pub(crate) fn run(source: Source, policy: Policy, ready_timeout: Duration) -> an
             "nothing to serve: pass --stdio and/or --http ADDR (or set them in [downstream])"
         );
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     let result = runtime.block_on(serve(source, policy, ready_timeout));
+    // Off the workers, the runtime still up: the last batch is sent on it.
+    if let Some(exporter) = exporter {
+        exporter.shutdown();
+    }
     // Tokio reads stdin on a blocking thread stuck in read(2) until the host writes or closes
     // the pipe; dropping the runtime would wait for it forever (a SIGTERM'd gateway whose host
     // keeps stdin open never exited). Everything that matters is stopped by now.
@@ -48,15 +69,25 @@ fn servable(policy: &Policy) -> Result<(), String> {
     Ok(())
 }
 
-fn init_tracing() {
+fn init_tracing(format: LogFormat, exporter: Option<&Exporter>) {
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_env("MCP_BUDGET_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_target(false);
+    let fmt = match format {
+        // One object per line, the event's fields at the top level (log shippers index them).
+        LogFormat::Json => fmt.json().flatten_event(true).with_span_list(false).boxed(),
         // Hosts capture stderr into log files: colour codes only on a terminal.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
+        _ => fmt
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .with(exporter.map(Exporter::layer))
         .init();
 }
 
@@ -70,6 +101,16 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
     drop(tokio::signal::unix::signal(
         tokio::signal::unix::SignalKind::hangup(),
     )?);
+    // Bound before anything starts, as the MCP address is; recording starts with it.
+    let admin = match policy.admin.http {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {addr} ([admin] http): {e}"))?;
+            Some((listener, mcp_budget::admin::install_recorder()))
+        }
+        None => None,
+    };
     // The listen address is bound first: a port in use fails now, before any upstream starts.
     let server = Server::start_listening(policy, ready_timeout, shutdown.clone()).await?;
     // SIGHUP and edits of the policy's files reload it from now on; the process keeps serving.
@@ -78,9 +119,18 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
         Err(err) => tracing::warn!("Hot reload is off: {err}"),
     }
     print_summary(&server, started);
+    log_started(&server, started);
     let policy = server.policy();
     if let Some(addr) = server.local_addr() {
         eprintln!("  listening on http://{addr}{MCP_PATH}");
+    }
+    if let Some((listener, metrics)) = admin {
+        if let Ok(addr) = listener.local_addr() {
+            eprintln!("  admin on http://{addr} (/metrics /healthz /readyz /status)");
+        }
+        let hosts = policy.admin.allowed_hosts.clone();
+        let app = mcp_budget::admin::router(server.admin_source(), metrics, hosts);
+        tokio::spawn(mcp_budget::admin::serve(listener, app, shutdown.clone()));
     }
     let stdio = policy.downstream.stdio.then(|| {
         eprintln!("  serving MCP on stdio");
@@ -162,6 +212,26 @@ fn print_summary(server: &Server, started: tokio::time::Instant) {
         }
         None => eprintln!("  budget: off (tool lists pass through)"),
     }
+}
+
+/// The startup summary as one structured event, for log shippers.
+fn log_started(server: &Server, started: tokio::time::Instant) {
+    let plan = server.plan();
+    let ready = (server.upstreams().iter())
+        .filter(|u| u.status == mcp_budget::upstream::Status::Ready)
+        .count();
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        upstreams = server.upstreams().len(),
+        upstreams_ready = ready,
+        startup_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        tools = plan.as_ref().map(|p| p.tools),
+        listed = plan.as_ref().map(|p| p.exposed),
+        tokens_before = plan.as_ref().map(|p| p.tokens_before),
+        tokens_after = plan.as_ref().map(|p| p.tokens_after),
+        rung = plan.as_ref().map(|p| p.rung.as_str()),
+        "Gateway started"
+    );
 }
 
 type Input = Box<dyn tokio::io::AsyncRead + Unpin + Send>;

@@ -231,6 +231,15 @@ impl Server {
         self.reloader.clone()
     }
 
+    /// What the admin listener reads ([`crate::admin::router`]).
+    #[must_use]
+    pub fn admin_source(&self) -> crate::admin::Source {
+        let reloader = self.reloader.clone();
+        crate::admin::Source::new(self.gateway.clone(), move || {
+            reloader.budget().as_ref().map(BudgetLayer::summary)
+        })
+    }
+
     /// The stack every transport serves.
     #[must_use]
     pub fn service(&self) -> McpService {
@@ -251,7 +260,13 @@ impl Server {
     /// The MCP endpoint at `path` (say [`MCP_PATH`]), with the policy's `[downstream]`
     /// settings, to merge into a router of one's own.
     pub fn router(&self, path: &str) -> Router {
-        http::router_at(path, self.endpoint(), (&self.policy.downstream).into())
+        let router = http::router_at(path, self.endpoint(), (&self.policy.downstream).into());
+        // While spans are exported, a request's `traceparent` header parents its messages.
+        if crate::telemetry::tracing_on() {
+            router.layer(crate::telemetry::http_parent::HttpParentLayer)
+        } else {
+            router
+        }
     }
 
     /// Serves MCP on `listener` and on the one [`Server::start_listening`] bound (at

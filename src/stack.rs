@@ -82,7 +82,7 @@ pub fn build_announcing(
         // Outermost: whatever fails below, each request id gets exactly one answer.
         .layer(RecoverLayer)
         // Then a span per message, so every layer below logs with session, method and id.
-        .layer(TraceLayer)
+        .layer(TraceLayer::new(gateway.catalog()))
         // Modern (2026-07-28) requests: version check and result fields around everything
         // that answers, the budget's lists included. Lists are private (not for shared
         // caches) when they depend on the caller: promoted tools, native disclosure, clients.

@@ -29,6 +29,7 @@
 //! - `pages`: the gateway's own paged lists and their cursors.
 
 mod bridge;
+mod health;
 mod name_span;
 mod pages;
 mod parked;
@@ -38,6 +39,7 @@ mod sessions;
 mod subscriptions;
 mod tasks;
 
+pub use health::UpstreamState;
 pub use pool::{summary_lines, UpstreamSummary};
 pub use sessions::SUPPORTED_VERSIONS;
 

@@ -225,6 +225,16 @@ impl Pool {
         self.members.borrow().all[id].clone()
     }
 
+    /// The current upstreams in policy order, with the catalog they make (the admin
+    /// listener's view, `super::health`).
+    pub(super) fn current_with_catalog(&self) -> (Vec<Upstream>, Arc<Catalog>) {
+        let members = self.members.borrow();
+        (
+            members.current().cloned().collect(),
+            members.catalog.clone(),
+        )
+    }
+
     async fn wait_ready(&self, limit: Duration) -> Vec<UpstreamSummary> {
         let started = tokio::time::Instant::now();
         let slots: Vec<Arc<Slot>> = {

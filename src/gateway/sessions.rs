@@ -33,6 +33,14 @@ impl Sessions {
         lock(&self.0).remove(id);
     }
 
+    /// Sessions still held by their connection.
+    pub(super) fn active(&self) -> usize {
+        lock(&self.0)
+            .values()
+            .filter(|s| s.strong_count() > 0)
+            .count()
+    }
+
     /// Sends `msg` to every initialized session.
     pub(super) fn broadcast(&self, msg: &Message) {
         self.send(msg, |_, _| true);

@@ -377,6 +377,7 @@ impl<S> Budget<S> {
             .planned_for(Audience::of(&req.caller.principal, native).as_ref());
         let discovery = planned.discovery.as_ref()?;
         let outcome = discovery.call(call.name, &call.arguments)?;
+        crate::telemetry::record::search_outcome(call.name == names.search, &outcome);
         if self.state.discover.promote_on_use {
             let inspected = matches!(&outcome, MetaCall::Result(r) if call.name == names.schema && r.get("isError").is_none());
             let used = matches!(&outcome, MetaCall::Invoke { .. });

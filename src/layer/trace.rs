@@ -1,30 +1,62 @@
-//! `trace`: one span per message (session, method, id, tool) and a log line per answer.
+//! `trace`: one span per message (session, method, id, tool), a log line per answer, and
+//! one `info` line per tool call (duration, server, tool, outcome, principal when known; never
+//! arguments).
+//!
+//! Metrics (once [`crate::telemetry::record::enable`]d): `mcp_budget_requests_total` per
+//! method and outcome, `mcp_budget_tool_calls_total` and
+//! `mcp_budget_tool_call_duration_seconds` per server and tool. While a trace exporter is on
+//! ([`crate::telemetry::tracing_on`]), the span is the MCP server span of the OpenTelemetry
+//! conventions ([`crate::telemetry::span::request`]).
 //!
 //! ```
 //! use mcp_budget::layer::trace::TraceLayer;
 //! use tower::Layer;
 //! # use mcp_budget::context::McpRequest;
 //! # let inner = tower::service_fn(|_: McpRequest| async { Ok::<Option<mcp_budget::jsonrpc::Message>, std::convert::Infallible>(None) });
-//! let service = TraceLayer.layer(inner);
+//! let service = TraceLayer::default().layer(inner);
 //! # let _ = service;
 //! ```
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tower::{Layer, Service};
-use tracing::Instrument;
+use tracing::instrument::Instrumented;
+use tracing::{Instrument, Span};
 
+use crate::catalog::Catalog;
 use crate::context::McpRequest;
+use crate::identity::{Principal, Via};
 use crate::jsonrpc::Message;
+use crate::telemetry::{names, record, span};
 
-/// Layer of [`Trace`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TraceLayer;
+/// Layer of [`Trace`]; with a catalog, tool calls are logged and counted by server and tool.
+#[derive(Debug, Clone, Default)]
+pub struct TraceLayer {
+    catalog: Option<watch::Receiver<Arc<Catalog>>>,
+}
+
+impl TraceLayer {
+    /// A layer that names the server and tool of each `tools/call` from `catalog`.
+    #[must_use]
+    pub fn new(catalog: watch::Receiver<Arc<Catalog>>) -> Self {
+        Self {
+            catalog: Some(catalog),
+        }
+    }
+}
 
 impl<S> Layer<S> for TraceLayer {
     type Service = Trace<S>;
     fn layer(&self, inner: S) -> Trace<S> {
-        Trace { inner }
+        Trace {
+            inner,
+            catalog: self.catalog.clone(),
+        }
     }
 }
 
@@ -32,6 +64,123 @@ impl<S> Layer<S> for TraceLayer {
 #[derive(Debug, Clone)]
 pub struct Trace<S> {
     inner: S,
+    catalog: Option<watch::Receiver<Arc<Catalog>>>,
+}
+
+/// A tool call being answered: what its log line and metrics need.
+#[derive(Debug)]
+struct ToolCall {
+    started: Instant,
+    server: String,
+    tool: String,
+    principal: Arc<Principal>,
+}
+
+/// What is noted once the answer is there.
+#[derive(Debug)]
+struct Pending {
+    /// The request's method label, when metrics are recorded.
+    method: Option<&'static str>,
+    call: Option<ToolCall>,
+    /// The span to record the outcome on, when it is exported.
+    span: Option<Span>,
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Trace`]: the inner future in the message's span, then the log line and
+    /// metrics of its answer.
+    #[derive(Debug)]
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: Instrumented<F>,
+        pending: Option<Box<Pending>>,
+    }
+}
+
+impl<F, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Option<Message>, E>>,
+{
+    type Output = Result<Option<Message>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let result = std::task::ready!(this.inner.as_mut().poll(cx));
+        let answer = result.as_ref().ok().and_then(Option::as_ref);
+        if let Some(msg) = answer {
+            let _in_span = this.inner.span().enter();
+            match &msg.error {
+                Some(err) => {
+                    tracing::debug!(code = err.code, kind = ?err.kind(), "Answered with an error");
+                }
+                None => tracing::trace!("Answered"),
+            }
+        }
+        if let Some(pending) = this.pending.take() {
+            note(&pending, this.inner.span(), answer);
+        }
+        Poll::Ready(result)
+    }
+}
+
+/// The log line and metrics of an answer.
+fn note(pending: &Pending, in_span: &Span, answer: Option<&Message>) {
+    if let Some(span) = &pending.span {
+        span::answered(span, answer);
+    }
+    let failed = answer.is_some_and(|m| m.error.is_some());
+    if let Some(method) = pending.method {
+        record::request(method, if failed { names::ERROR } else { names::OK });
+    }
+    let Some(call) = &pending.call else { return };
+    let outcome = match answer {
+        _ if failed => names::ERROR,
+        Some(m)
+            if m.result
+                .as_deref()
+                .is_some_and(|r| span::is_tool_error(r.get())) =>
+        {
+            names::TOOL_ERROR
+        }
+        _ => names::OK,
+    };
+    let elapsed = call.started.elapsed();
+    record::tool_call(&call.server, &call.tool, outcome, elapsed.as_secs_f64());
+    let _in_span = in_span.enter();
+    let duration_ms = elapsed.as_secs_f64() * 1000.0;
+    if call.principal.via() == Via::Anonymous {
+        tracing::info!(
+            duration_ms,
+            server = %call.server,
+            tool = %call.tool,
+            outcome,
+            "Tool call"
+        );
+    } else {
+        tracing::info!(
+            duration_ms,
+            server = %call.server,
+            tool = %call.tool,
+            outcome,
+            principal = %call.principal.name(),
+            "Tool call"
+        );
+    }
+}
+
+impl<S> Trace<S> {
+    /// The server and own name of the tool exposed as `exposed` (both
+    /// [`names::UNKNOWN`] for a name the catalog does not know: labels stay bounded).
+    fn server_and_tool(&self, exposed: &str) -> (String, String) {
+        let catalog = self.catalog.as_ref().map(|c| c.borrow().clone());
+        catalog
+            .as_deref()
+            .and_then(|c| {
+                let (i, tool) = c.tool(exposed)?;
+                Some((c.names().get(i)?.clone(), tool.to_owned()))
+            })
+            .unwrap_or_else(|| (names::UNKNOWN.to_owned(), names::UNKNOWN.to_owned()))
+    }
 }
 
 impl<S> Service<McpRequest> for Trace<S>
@@ -41,39 +190,62 @@ where
 {
     type Response = Option<Message>;
     type Error = S::Error;
-    type Future = tracing::instrument::Instrumented<
-        futures::future::Inspect<S::Future, fn(&Result<Option<Message>, S::Error>)>,
-    >;
+    type Future = ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: McpRequest) -> Self::Future {
-        use futures::FutureExt;
         let method = req.message.method().unwrap_or("(response)");
-        let span = tracing::info_span!(
-            "mcp",
-            session = %req.caller.session.id,
-            method = %method,
-            id = ?req.message.id,
-            name = tracing::field::Empty,
-        );
-        // The tool or prompt name, as the downstream read it.
-        let name = req.view.tool_or_prompt().unwrap_or_default();
-        span.record("name", tracing::field::display(name));
+        let exported = crate::telemetry::tracing_on();
+        let span = if exported {
+            span::request(&req)
+        } else {
+            let span = tracing::info_span!(
+                "mcp",
+                session = %req.caller.session.id,
+                method = %method,
+                id = ?req.message.id,
+                name = tracing::field::Empty,
+            );
+            // The tool or prompt name, as the downstream read it.
+            let name = req.view.tool_or_prompt().unwrap_or_default();
+            span.record("name", tracing::field::display(name));
+            span
+        };
+        let is_request = req.message.id.is_some() && req.message.method().is_some();
+        let metrics = record::enabled() && is_request;
+        // Nothing to note when neither the call's log line nor its metrics are wanted (say
+        // `MCP_BUDGET_LOG=warn` without an admin listener): no catalog lookup, no clock.
+        let noted = metrics || tracing::enabled!(tracing::Level::INFO);
+        let call = (noted && is_request && method == "tools/call").then(|| {
+            let exposed = req.view.tool_or_prompt().unwrap_or_default();
+            let (server, tool) = self.server_and_tool(exposed);
+            ToolCall {
+                started: Instant::now(),
+                server,
+                tool,
+                principal: req.caller.principal.clone(),
+            }
+        });
+        let pending = (metrics || call.is_some() || exported).then(|| {
+            Box::new(Pending {
+                method: metrics.then(|| record::method_label(method)),
+                call,
+                span: exported.then(|| span.clone()),
+            })
+        });
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let log: fn(&Result<Option<Message>, S::Error>) = |result| {
-            if let Ok(Some(msg)) = result {
-                match &msg.error {
-                    Some(err) => {
-                        tracing::debug!(code = err.code, kind = ?err.kind(), "Answered with an error");
-                    }
-                    None => tracing::trace!("Answered"),
-                }
-            }
-        };
-        inner.call(req).inspect(log).instrument(span)
+        // What layers below record while building their future (the budget layer's plan)
+        // lands on the exported span too.
+        let entered = exported.then(|| span.enter());
+        let future = inner.call(req);
+        drop(entered);
+        ResponseFuture {
+            inner: future.instrument(span),
+            pending,
+        }
     }
 }

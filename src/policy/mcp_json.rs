@@ -152,6 +152,7 @@ pub(crate) fn parse_with(
                 protocol: super::UpstreamProtocol::Auto,
                 roots: None,
                 http,
+                required: true,
             }),
             Err(message) => problems.push(Problem {
                 path: path.clone(),

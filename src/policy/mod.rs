@@ -31,6 +31,7 @@ mod parse;
 pub mod pin;
 pub mod raw;
 pub mod sanitize;
+pub mod telemetry;
 mod validate;
 mod warnings;
 
@@ -47,6 +48,7 @@ pub use http::{HttpOptions, HttpTransport};
 pub(crate) use parse::bare_key;
 pub use pin::PinPolicy;
 pub use sanitize::SanitizePolicy;
+pub use telemetry::{AdminPolicy, LogFormat, TelemetryPolicy};
 
 /// Default largest message accepted from a client: 4 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
@@ -100,6 +102,10 @@ pub struct Policy {
     pub pin: PinPolicy,
     /// `[limits]`.
     pub limits: crate::limits::Limits,
+    /// `[telemetry]`.
+    pub telemetry: TelemetryPolicy,
+    /// `[admin]`.
+    pub admin: AdminPolicy,
     /// The policy file's text, so that warnings can name lines.
     source: Source,
     /// What importing host configs found worth a warning (renamed, skipped, ignored keys).
@@ -132,6 +138,8 @@ impl Default for Policy {
             sanitize: SanitizePolicy::default(),
             pin: PinPolicy::default(),
             limits: crate::limits::Limits::default(),
+            telemetry: TelemetryPolicy::default(),
+            admin: AdminPolicy::default(),
             source: Source::default(),
             import_warnings: Vec::new(),
         }
@@ -219,6 +227,8 @@ pub struct UpstreamSpec {
     pub roots: Option<Vec<serde_json::Value>>,
     /// HTTP transport and TLS files (`url` upstreams only).
     pub http: HttpOptions,
+    /// `/readyz` waits for it (`required`, default true).
+    pub required: bool,
 }
 
 /// Which protocol era the gateway speaks to an upstream.
@@ -253,6 +263,7 @@ impl UpstreamSpec {
             protocol: UpstreamProtocol::Auto,
             roots: None,
             http: HttpOptions::default(),
+            required: true,
         }
     }
 
@@ -270,6 +281,7 @@ impl UpstreamSpec {
             protocol: UpstreamProtocol::Auto,
             roots: None,
             http: HttpOptions::default(),
+            required: true,
         }
     }
 

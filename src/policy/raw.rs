@@ -44,6 +44,12 @@ pub struct RawPolicy {
     /// What each client may spend: calls in flight, calls per second.
     #[serde(default)]
     pub limits: super::limits::RawLimits,
+    /// Log format and OTLP trace export.
+    #[serde(default)]
+    pub telemetry: super::telemetry::RawTelemetry,
+    /// The admin listener: metrics and health.
+    #[serde(default)]
+    pub admin: super::telemetry::RawAdmin,
 }
 
 /// `[downstream]`.
@@ -159,4 +165,6 @@ pub struct RawUpstream {
     pub roots: Option<Vec<toml::Value>>,
     /// `[sanitize]` keys overridden for this upstream. Default: none (`[sanitize]` applies).
     pub sanitize: Option<super::sanitize::RawSanitize>,
+    /// `/readyz` on the admin listener waits for this upstream. Default: true.
+    pub required: Option<bool>,
 }

@@ -311,6 +311,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             protocol,
             roots,
             http: http_options,
+            required: up.required.unwrap_or(true),
         });
     }
 
@@ -349,6 +350,8 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         let ups: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
         raw.limits.validate(&names, &ups, &mut section_problems)
     };
+    let telemetry = raw.telemetry.validate(&mut section_problems);
+    let admin = raw.admin.validate(&mut section_problems);
     section_problems.append(&mut guard_problems);
     for (path, message) in section_problems {
         push(path, None, message);
@@ -388,6 +391,8 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             },
             pin,
             limits,
+            telemetry,
+            admin,
         })
     } else {
         Err(problems)

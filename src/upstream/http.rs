@@ -177,7 +177,15 @@ impl HttpLink {
         msg: Message,
         outbound: Option<Outbound>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        use tracing::Instrument as _;
         let link = self.clone();
+        // The upstream request's client span, child of the client request's (its
+        // `traceparent` goes in the POST's headers); no span while none is exported.
+        let span = if crate::telemetry::tracing_on() && msg.kind() == Kind::Request {
+            crate::telemetry::span::upstream(upstream.name(), &msg)
+        } else {
+            tracing::Span::none()
+        };
         async move {
             let request_id = match (&msg.id, msg.kind()) {
                 (Some(Id::Number(id)), Kind::Request) => Some(*id),
@@ -210,6 +218,7 @@ impl HttpLink {
                 }
             }
         }
+        .instrument(span)
     }
 
     /// Holds the session's GET stream until shutdown: what the server says outside any
@@ -337,6 +346,7 @@ impl HttpLink {
     /// `Content-Type`) plus the session and version header values.
     fn post_headers(&self, msg: &Message) -> Result<HeaderMap, SendError> {
         let mut headers = self.post_headers.clone();
+        trace_context(&mut headers);
         if lock(&self.session).is_some() {
             let session = lock(&self.session_header).clone().ok_or_else(|| {
                 SendError::Other("request failed: the session id is not a valid header".into())
@@ -358,6 +368,7 @@ impl HttpLink {
     /// instead (method, target, and the arguments the tool marks for `Mcp-Param-*`).
     fn modern_headers(&self, msg: &Message, upstream: &Upstream) -> Result<HeaderMap, SendError> {
         let mut headers = self.post_headers.clone();
+        trace_context(&mut headers);
         let mirrored = crate::mcp::bridge::http_headers(msg).unwrap_or_default();
         let mirrored = mirrored.into_iter().map(|(n, v)| (n.to_owned(), v));
         for (name, value) in mirrored.chain(upstream.param_headers(msg)) {
@@ -531,4 +542,20 @@ enum SendError {
     Unreachable(Failure),
     #[error("{0}")]
     Other(String),
+}
+/// The current span's W3C trace context, as `traceparent` / `tracestate` headers (while spans
+/// are exported).
+fn trace_context(headers: &mut HeaderMap) {
+    use crate::telemetry::context::{current_headers, TRACEPARENT, TRACESTATE};
+    if !crate::telemetry::tracing_on() {
+        return;
+    }
+    if let Some((parent, state)) = current_headers() {
+        if let Ok(v) = HeaderValue::from_str(&parent) {
+            headers.insert(HeaderName::from_static(TRACEPARENT), v);
+        }
+        if let Some(v) = state.and_then(|s| HeaderValue::from_str(&s).ok()) {
+            headers.insert(HeaderName::from_static(TRACESTATE), v);
+        }
+    }
 }

@@ -271,6 +271,12 @@ impl Upstream {
         Era::from_u8(self.inner.era.load(Ordering::Relaxed))
     }
 
+    /// Requests sent to it and not answered yet.
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        lock(&self.inner.pending).len()
+    }
+
     /// Whether it speaks 2026-07-28.
     #[must_use]
     pub fn is_modern(&self) -> bool {
@@ -387,7 +393,7 @@ impl Upstream {
     ) -> Result<(), Error> {
         match link.as_ref() {
             Link::Stdio(writer) => writer
-                .send(msg)
+                .send(crate::telemetry::context::into_meta(msg))
                 .map_err(|_| self.unavailable("the process is gone")),
             Link::Http(http) => {
                 http.post(self.clone(), msg, outbound);

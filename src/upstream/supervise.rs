@@ -211,6 +211,10 @@ pub(crate) async fn supervise(upstream: Upstream, transport: Transport) {
             () = tokio::time::sleep(retry_in) => {}
             () = upstream.shutdown_token().cancelled() => return,
         }
+        crate::telemetry::record::upstream_retry(
+            upstream.name(),
+            matches!(transport, Transport::Stdio),
+        );
     }
 }
 

@@ -135,6 +135,12 @@ impl Up {
         self
     }
 
+    /// Adds `key = value` to the table, `value` as written (a boolean, a number).
+    pub fn raw_key(mut self, key: &str, value: &str) -> Self {
+        self.keys.push(format!("{key} = {value}"));
+        self
+    }
+
     pub fn timeout(mut self, secs: u64) -> Self {
         self.timeout_secs = secs;
         self

@@ -29,5 +29,6 @@ mod offline_live;
 mod reload;
 mod routing;
 mod startup;
+mod telemetry;
 mod transports;
 mod wire;

@@ -101,9 +101,11 @@ pub(super) async fn announce_changes(
         let now = state.open_fingerprint();
         if now == last {
             tracing::debug!("Upstream tools changed, but not what hosts see; not announced");
+            crate::telemetry::record::list_changed(false);
             continue;
         }
         last = now;
+        crate::telemetry::record::list_changed(true);
         let note = Message::notification("notifications/tools/list_changed", None);
         if sink.send(note).is_err() {
             return;

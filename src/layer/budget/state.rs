@@ -389,6 +389,7 @@ impl State {
     pub(super) fn list_for(&self, caller: &Caller, native: bool, modern: bool) -> Box<RawValue> {
         let audience = Audience::of(&caller.principal, native);
         let planned = self.planned_for(audience.as_ref());
+        crate::telemetry::span::record_plan(&planned.plan.rung, planned.plan.tokens_after);
         if audience.is_some() && !modern && !self.open {
             self.listen(caller, native, planned.fingerprint);
         }

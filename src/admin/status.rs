@@ -1,0 +1,185 @@
+//! Pure: readiness, the `/status` document and the scrape-time gauges, from the gateway's
+//! state now.
+
+use serde_json::{json, Value};
+
+use crate::gateway::UpstreamState;
+use crate::layer::budget::PlanSummary;
+use crate::telemetry::names;
+use crate::upstream::Status;
+
+/// `Ok` when every required upstream is ready; else the ones that are not.
+///
+/// # Errors
+/// The required upstreams that are not ready, as `name: state` lines (no reasons: probes
+/// come from anywhere, `/status` tells why).
+pub fn readiness(upstreams: &[UpstreamState]) -> Result<(), Vec<String>> {
+    let waiting: Vec<String> = upstreams
+        .iter()
+        .filter(|u| u.required && u.status != Status::Ready)
+        .map(|u| format!("{}: {}", u.name, state(&u.status)))
+        .collect();
+    if waiting.is_empty() {
+        Ok(())
+    } else {
+        Err(waiting)
+    }
+}
+
+fn state(status: &Status) -> &'static str {
+    match status {
+        Status::Ready => "ready",
+        Status::Starting => "starting",
+        Status::Down(_) => "down",
+    }
+}
+
+/// The `/status` document: upstreams (state, era, counts), the plan and tokens per profile,
+/// sessions.
+#[must_use]
+pub fn document(upstreams: &[UpstreamState], plan: Option<&PlanSummary>, sessions: usize) -> Value {
+    let upstreams: Vec<Value> = upstreams
+        .iter()
+        .map(|u| {
+            let reason = match &u.status {
+                Status::Down(reason) => Some(reason.as_str()),
+                _ => None,
+            };
+            let status = state(&u.status);
+            json!({
+                "name": u.name,
+                "transport": u.transport,
+                "status": status,
+                "reason": reason,
+                "era": u.era,
+                "protocol_version": u.protocol_version,
+                "required": u.required,
+                "tools": u.counts.0,
+                "prompts": u.counts.1,
+                "resources": u.counts.2,
+                "in_flight": u.in_flight,
+            })
+        })
+        .collect();
+    let profiles: Value = match plan {
+        Some(p) => json!({ names::DEFAULT_PROFILE: {
+            "rung": p.rung,
+            "tools": p.tools,
+            "exposed": p.exposed,
+            "tokens_before": p.tokens_before,
+            "tokens_after": p.tokens_after,
+            "tokens_saved": p.tokens_before.saturating_sub(p.tokens_after),
+            "budget_tokens": p.budget_tokens,
+            "per_server": p.per_server.iter().map(|s| json!({
+                "server": s.server,
+                "tools": s.tools,
+                "exposed": s.exposed,
+                "tokens_before": s.before,
+                "tokens_after": s.after,
+            })).collect::<Vec<_>>(),
+        }}),
+        None => json!({}),
+    };
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "ready": ready(&upstreams),
+        "upstreams": upstreams,
+        "budget": { "enabled": plan.is_some(), "profiles": profiles },
+        "sessions_active": sessions,
+    })
+}
+
+/// Whether every rendered upstream entry that is `required` is `ready`.
+fn ready(entries: &[Value]) -> bool {
+    entries
+        .iter()
+        .all(|u| u["required"] != true || u["status"] == "ready")
+}
+
+static LAST_RUNG: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Sets the gauges that are state, not events: upstream up and in flight, tools, tokens
+/// before / after / saved per server and profile, the plan rung, sessions, build info.
+#[allow(clippy::cast_precision_loss)] // Counts far below 2^52.
+pub fn set_gauges(upstreams: &[UpstreamState], plan: Option<&PlanSummary>, sessions: usize) {
+    use metrics::gauge;
+    for u in upstreams {
+        let up = if u.status == Status::Ready { 1.0 } else { 0.0 };
+        gauge!(names::UPSTREAM_UP, names::SERVER => u.name.clone()).set(up);
+        gauge!(names::UPSTREAM_IN_FLIGHT, names::SERVER => u.name.clone()).set(u.in_flight as f64);
+        gauge!(names::TOOLS, names::SERVER => u.name.clone()).set(u.counts.0 as f64);
+    }
+    if let Some(p) = plan {
+        let profile = names::DEFAULT_PROFILE;
+        for s in &p.per_server {
+            let labels = [
+                (names::SERVER, s.server.clone()),
+                (names::PROFILE, profile.to_owned()),
+            ];
+            gauge!(names::TOKENS_BEFORE, &labels).set(s.before as f64);
+            gauge!(names::TOKENS_AFTER, &labels).set(s.after as f64);
+            gauge!(names::TOKENS_SAVED, &labels).set(s.before.saturating_sub(s.after) as f64);
+        }
+        // The rung left behind reads 0, so that one series per profile is 1.
+        let mut last = LAST_RUNG
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(old) = last.replace(p.rung.clone()).filter(|old| *old != p.rung) {
+            gauge!(names::PLAN_RUNG, names::PROFILE => profile, names::RUNG => old).set(0.0);
+        }
+        gauge!(names::PLAN_RUNG, names::PROFILE => profile, names::RUNG => p.rung.clone()).set(1.0);
+    }
+    gauge!(names::SESSIONS_ACTIVE).set(sessions as f64);
+    gauge!(names::BUILD_INFO, names::VERSION => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(name: &str, status: Status, required: bool) -> UpstreamState {
+        let mut state = UpstreamState::new(name, status);
+        state.required = required;
+        state
+    }
+
+    #[test]
+    fn readiness_waits_for_required_upstreams_only_and_tells_no_reasons() {
+        let ups = [
+            up("a", Status::Ready, true),
+            up("b", Status::Down("secret.internal refused".into()), true),
+            up("c", Status::Starting, false),
+        ];
+        assert_eq!(readiness(&ups), Err(vec!["b: down".to_owned()]));
+        assert_eq!(readiness(&ups[..1]), Ok(()));
+        assert_eq!(readiness(&[up("c", Status::Starting, false)]), Ok(()));
+    }
+
+    #[test]
+    fn the_status_document_tells_states_reasons_and_the_plan() {
+        let ups = [up("a", Status::Down("gone".into()), false)];
+        let plan = PlanSummary {
+            per_server: vec![crate::listing::ServerTokens {
+                server: "a".into(),
+                tools: 3,
+                exposed: 1,
+                before: 300,
+                after: 80,
+            }],
+            rung: "hybrid".into(),
+            tools: 3,
+            exposed: 1,
+            tokens_before: 300,
+            tokens_after: 120,
+            budget_tokens: 150,
+        };
+        let doc = document(&ups, Some(&plan), 2);
+        assert_eq!(doc["ready"], true);
+        assert_eq!(doc["upstreams"][0]["status"], "down");
+        assert_eq!(doc["upstreams"][0]["reason"], "gone");
+        let default = &doc["budget"]["profiles"]["default"];
+        assert_eq!(default["tokens_saved"], 180);
+        assert_eq!(default["per_server"][0]["tokens_after"], 80);
+        assert_eq!(doc["sessions_active"], 2);
+    }
+}

@@ -1,0 +1,75 @@
+//! What the admin listener reads of the gateway at each probe or scrape: every upstream's
+//! state now (not as it started), and how many client sessions are open.
+
+use super::Gateway;
+use crate::upstream::{Era, Status};
+
+/// One upstream as it is now.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct UpstreamState {
+    /// Server id.
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: &'static str,
+    /// Health.
+    pub status: Status,
+    /// `2026-07-28`, `2025` or `unknown` (before the first handshake).
+    pub era: &'static str,
+    /// Negotiated protocol version (empty before the first handshake).
+    pub protocol_version: String,
+    /// Tools, prompts, resources it lists in the current catalog.
+    pub counts: (usize, usize, usize),
+    /// Requests sent to it and not answered yet.
+    pub in_flight: usize,
+    /// `/readyz` waits for it (`required`).
+    pub required: bool,
+}
+
+impl UpstreamState {
+    /// A required stdio upstream `name` in `status`, era unknown, nothing listed (for tests
+    /// and embedders that build states of their own).
+    #[must_use]
+    pub fn new(name: &str, status: Status) -> Self {
+        Self {
+            name: name.to_owned(),
+            transport: "stdio",
+            status,
+            era: "unknown",
+            protocol_version: String::new(),
+            counts: (0, 0, 0),
+            in_flight: 0,
+            required: true,
+        }
+    }
+}
+
+impl Gateway {
+    /// Every upstream as it is now, in policy order.
+    #[must_use]
+    pub fn upstream_states(&self) -> Vec<UpstreamState> {
+        let (upstreams, catalog) = self.inner.pool.current_with_catalog();
+        (upstreams.iter().zip(catalog.upstreams()))
+            .map(|(u, c)| UpstreamState {
+                name: u.name().to_owned(),
+                transport: u.spec().transport_name(),
+                status: u.status(),
+                era: match u.era() {
+                    Era::Unknown => "unknown",
+                    Era::Legacy => "2025",
+                    Era::Modern => "2026-07-28",
+                },
+                protocol_version: u.info().protocol_version,
+                counts: (c.tools.len(), c.prompts.len(), c.resources.len()),
+                in_flight: u.in_flight(),
+                required: u.spec().required,
+            })
+            .collect()
+    }
+
+    /// Client sessions open now.
+    #[must_use]
+    pub fn sessions_active(&self) -> usize {
+        self.inner.sessions.active()
+    }
+}

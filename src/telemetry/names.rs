@@ -1,0 +1,197 @@
+//! Every metric name and label key, in one place (the README's metrics table lists the same).
+//!
+//! Label values are bounded: server and tool names come from the catalog (a tool name the
+//! catalog does not know is [`UNKNOWN`]), methods from the MCP method list (others are
+//! [`OTHER_METHOD`]), outcomes from the constants below. Never ids, never argument values.
+
+/// Requests answered, by `method` and `outcome` (counter).
+pub const REQUESTS: &str = "mcp_budget_requests_total";
+/// Tool calls answered, by `server`, `tool` and `outcome` (counter).
+pub const TOOL_CALLS: &str = "mcp_budget_tool_calls_total";
+/// Time from a `tools/call` entering the stack to its answer, by `server` and `tool`
+/// (histogram, seconds).
+pub const TOOL_CALL_DURATION: &str = "mcp_budget_tool_call_duration_seconds";
+/// 1 while the upstream is ready, 0 otherwise, by `server` (gauge, read at scrape).
+pub const UPSTREAM_UP: &str = "mcp_budget_upstream_up";
+/// Requests sent to the upstream and not answered yet, by `server` (gauge, read at scrape).
+pub const UPSTREAM_IN_FLIGHT: &str = "mcp_budget_upstream_in_flight";
+/// Times a stdio upstream's child was started again, by `server` (counter).
+pub const UPSTREAM_RESTARTS: &str = "mcp_budget_upstream_restarts_total";
+/// Times an HTTP upstream was connected again after it was ready, by `server` (counter).
+pub const UPSTREAM_RECONNECTS: &str = "mcp_budget_upstream_reconnects_total";
+/// Tokens of the catalog's tools listed in full, by `server` and `profile` (gauge).
+pub const TOKENS_BEFORE: &str = "mcp_budget_tokens_before";
+/// Tokens of what hosts are listed under the plan, by `server` and `profile` (gauge).
+pub const TOKENS_AFTER: &str = "mcp_budget_tokens_after";
+/// `tokens_before - tokens_after`, by `server` and `profile` (gauge).
+pub const TOKENS_SAVED: &str = "mcp_budget_tokens_saved";
+/// 1 for the plan's current rung, by `profile` and `rung` (gauge).
+pub const PLAN_RUNG: &str = "mcp_budget_plan_rung";
+/// Tools in the catalog, by `server` (gauge).
+pub const TOOLS: &str = "mcp_budget_tools";
+/// `search_tools` calls, by `outcome` (`hit` | `zero`) (counter).
+pub const SEARCHES: &str = "mcp_budget_searches_total";
+/// Rank (1-based) a tool had in the last search of its session when it was invoked
+/// (histogram).
+pub const SEARCH_RANK_INVOKED: &str = "mcp_budget_search_rank_invoked";
+/// `notifications/tools/list_changed` from upstreams, by `outcome` (`forwarded` |
+/// `suppressed`) (counter).
+pub const LIST_CHANGED: &str = "mcp_budget_list_changed_total";
+/// Times the static prefix of the listed tools changed (host caches lost) (counter).
+pub const STATIC_PREFIX_CHANGES: &str = "mcp_budget_static_prefix_changes_total";
+/// Requests refused by authorization, by `client` and `reason` (counter).
+pub const AUTHORIZATION_DENIED: &str = "mcp_budget_authorization_denied_total";
+/// Requests refused by a limit, by `client` and `limit` (counter).
+pub const LIMITED: &str = "mcp_budget_limited_total";
+/// Policy reloads, by `outcome` (`applied` | `rejected`) (counter).
+pub const RELOADS: &str = "mcp_budget_reloads_total";
+/// Client sessions open (gauge, read at scrape).
+pub const SESSIONS_ACTIVE: &str = "mcp_budget_sessions_active";
+/// Always 1, by `version` (gauge).
+pub const BUILD_INFO: &str = "mcp_budget_build_info";
+
+/// Label: the upstream's name.
+pub const SERVER: &str = "server";
+/// Label: the tool's own name (as its upstream lists it).
+pub const TOOL: &str = "tool";
+/// Label: the JSON-RPC method.
+pub const METHOD: &str = "method";
+/// Label: how it ended.
+pub const OUTCOME: &str = "outcome";
+/// Label: the budget profile (`default` until per-client plans).
+pub const PROFILE: &str = "profile";
+/// Label: the plan's rung.
+pub const RUNG: &str = "rung";
+/// Label: the client (principal) name.
+pub const CLIENT: &str = "client";
+/// Label: why a request was refused.
+pub const REASON: &str = "reason";
+/// Label: which limit refused a request.
+pub const LIMIT: &str = "limit";
+/// Label: the gateway's version.
+pub const VERSION: &str = "version";
+
+/// Outcome: answered with a result.
+pub const OK: &str = "ok";
+/// Outcome: answered with a JSON-RPC error.
+pub const ERROR: &str = "error";
+/// Outcome of a tool call: a result with `isError: true`.
+pub const TOOL_ERROR: &str = "tool_error";
+/// Label value of a tool name the catalog does not know.
+pub const UNKNOWN: &str = "unknown";
+/// Label value of a method outside the MCP method list.
+pub const OTHER_METHOD: &str = "other";
+/// The profile of the policy's own `[budget]`.
+pub const DEFAULT_PROFILE: &str = "default";
+
+/// Every metric: name, type, help text (the `# HELP` line of the exposition).
+pub const METRICS: &[(&str, MetricType, &str)] = &[
+    (
+        REQUESTS,
+        MetricType::Counter,
+        "Requests answered, by method and outcome.",
+    ),
+    (
+        TOOL_CALLS,
+        MetricType::Counter,
+        "Tool calls answered, by server, tool and outcome.",
+    ),
+    (
+        TOOL_CALL_DURATION,
+        MetricType::Histogram,
+        "Seconds from a tools/call to its answer.",
+    ),
+    (
+        UPSTREAM_UP,
+        MetricType::Gauge,
+        "1 while the upstream is ready, else 0.",
+    ),
+    (
+        UPSTREAM_IN_FLIGHT,
+        MetricType::Gauge,
+        "Requests sent to the upstream, not answered yet.",
+    ),
+    (
+        UPSTREAM_RESTARTS,
+        MetricType::Counter,
+        "Restarts of a stdio upstream's child.",
+    ),
+    (
+        UPSTREAM_RECONNECTS,
+        MetricType::Counter,
+        "Reconnections of an HTTP upstream.",
+    ),
+    (
+        TOKENS_BEFORE,
+        MetricType::Gauge,
+        "Tokens of the upstream's tools listed in full.",
+    ),
+    (
+        TOKENS_AFTER,
+        MetricType::Gauge,
+        "Tokens of the upstream's tools as the plan lists them.",
+    ),
+    (
+        TOKENS_SAVED,
+        MetricType::Gauge,
+        "Tokens the plan saves on the upstream's tools.",
+    ),
+    (
+        PLAN_RUNG,
+        MetricType::Gauge,
+        "1 for the rung the profile's plan is on.",
+    ),
+    (
+        TOOLS,
+        MetricType::Gauge,
+        "Tools the upstream lists in the catalog.",
+    ),
+    (
+        SEARCHES,
+        MetricType::Counter,
+        "search_tools calls, by outcome (hit, zero).",
+    ),
+    (
+        SEARCH_RANK_INVOKED,
+        MetricType::Histogram,
+        "Search rank of tools then invoked.",
+    ),
+    (
+        LIST_CHANGED,
+        MetricType::Counter,
+        "Upstream list_changed, forwarded or suppressed.",
+    ),
+    (
+        STATIC_PREFIX_CHANGES,
+        MetricType::Counter,
+        "Changes of the listed tools' static prefix.",
+    ),
+    (
+        AUTHORIZATION_DENIED,
+        MetricType::Counter,
+        "Requests denied, by client and reason.",
+    ),
+    (
+        LIMITED,
+        MetricType::Counter,
+        "Requests refused by a limit, by client and limit.",
+    ),
+    (RELOADS, MetricType::Counter, "Policy reloads, by outcome."),
+    (SESSIONS_ACTIVE, MetricType::Gauge, "Client sessions open."),
+    (
+        BUILD_INFO,
+        MetricType::Gauge,
+        "Always 1, labelled with the gateway's version.",
+    ),
+];
+
+/// The type of a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    /// Only goes up.
+    Counter,
+    /// A value now.
+    Gauge,
+    /// Observations in buckets.
+    Histogram,
+}

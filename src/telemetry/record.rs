@@ -1,0 +1,154 @@
+//! One-line recording calls, each with its fixed label set ([`super::names`]). No-ops until
+//! [`enable`] (the admin listener installs a Prometheus recorder and calls it).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::names;
+
+static METRICS: AtomicBool = AtomicBool::new(false);
+
+/// Whether metrics are recorded.
+#[must_use]
+pub fn enabled() -> bool {
+    METRICS.load(Ordering::Relaxed)
+}
+
+/// Starts recording (once a recorder is installed).
+pub fn enable() {
+    METRICS.store(true, Ordering::Relaxed);
+}
+
+/// The `method` label of `method`: the MCP method name, or [`names::OTHER_METHOD`].
+#[must_use]
+pub fn method_label(method: &str) -> &'static str {
+    crate::mcp::method::Method::KNOWN
+        .iter()
+        .map(crate::mcp::method::Method::as_str)
+        .find(|m| *m == method)
+        .unwrap_or(names::OTHER_METHOD)
+}
+
+/// A request answered, with `outcome` ([`names::OK`] or [`names::ERROR`]).
+pub fn request(method: &'static str, outcome: &'static str) {
+    if enabled() {
+        metrics::counter!(names::REQUESTS, names::METHOD => method, names::OUTCOME => outcome)
+            .increment(1);
+    }
+}
+
+/// A tool call of `server`'s `tool` answered after `seconds`.
+pub fn tool_call(server: &str, tool: &str, outcome: &'static str, seconds: f64) {
+    if enabled() {
+        let (server, tool) = (server.to_owned(), tool.to_owned());
+        metrics::counter!(names::TOOL_CALLS, names::SERVER => server.clone(),
+            names::TOOL => tool.clone(), names::OUTCOME => outcome)
+        .increment(1);
+        metrics::histogram!(names::TOOL_CALL_DURATION, names::SERVER => server, names::TOOL => tool)
+            .record(seconds);
+    }
+}
+
+/// A `search_tools` call that found `hits` tools.
+pub fn search(hits: usize) {
+    if enabled() {
+        let outcome = if hits == 0 { "zero" } else { "hit" };
+        metrics::counter!(names::SEARCHES, names::OUTCOME => outcome).increment(1);
+    }
+}
+
+/// The outcome of a meta-tool call, counted when it is a `search_tools` one (`is_search`):
+/// how many tools its result names.
+pub fn search_outcome(is_search: bool, outcome: &crate::discover::MetaCall<'_>) {
+    if let (true, crate::discover::MetaCall::Result(result)) = (is_search && enabled(), outcome) {
+        search(
+            result["structuredContent"]["tools"]
+                .as_array()
+                .map_or(0, Vec::len),
+        );
+    }
+}
+
+/// A tool invoked that the session's last search ranked `rank` (1-based).
+pub fn search_rank_invoked(rank: usize) {
+    if enabled() {
+        #[allow(clippy::cast_precision_loss)] // Ranks are small.
+        metrics::histogram!(names::SEARCH_RANK_INVOKED).record(rank as f64);
+    }
+}
+
+/// An upstream's `list_changed`, forwarded to hosts or not.
+pub fn list_changed(forwarded: bool) {
+    if enabled() {
+        let outcome = if forwarded { "forwarded" } else { "suppressed" };
+        metrics::counter!(names::LIST_CHANGED, names::OUTCOME => outcome).increment(1);
+    }
+}
+
+/// The static prefix of the listed tools changed.
+pub fn static_prefix_changed() {
+    if enabled() {
+        metrics::counter!(names::STATIC_PREFIX_CHANGES).increment(1);
+    }
+}
+
+/// A request of `client` refused by authorization for `reason` (a fixed word, say
+/// `not_allowed`).
+pub fn denied(client: &str, reason: &'static str) {
+    if enabled() {
+        metrics::counter!(names::AUTHORIZATION_DENIED, names::CLIENT => client.to_owned(),
+            names::REASON => reason)
+        .increment(1);
+    }
+}
+
+/// A request of `client` refused by `limit` (a fixed word, say `rate`).
+pub fn limited(client: &str, limit: &'static str) {
+    if enabled() {
+        metrics::counter!(names::LIMITED, names::CLIENT => client.to_owned(), names::LIMIT => limit)
+            .increment(1);
+    }
+}
+
+/// A policy reload, `applied` or `rejected`.
+pub fn reload(outcome: &'static str) {
+    if enabled() {
+        metrics::counter!(names::RELOADS, names::OUTCOME => outcome).increment(1);
+    }
+}
+
+/// `server` is connected again after it was down: a restart of a stdio child, else a
+/// reconnect.
+pub fn upstream_retry(server: &str, stdio: bool) {
+    if stdio {
+        upstream_restart(server);
+    } else {
+        upstream_reconnect(server);
+    }
+}
+
+/// `server`'s child was started again.
+pub fn upstream_restart(server: &str) {
+    if enabled() {
+        metrics::counter!(names::UPSTREAM_RESTARTS, names::SERVER => server.to_owned())
+            .increment(1);
+    }
+}
+
+/// `server` was connected again after it had been ready.
+pub fn upstream_reconnect(server: &str) {
+    if enabled() {
+        metrics::counter!(names::UPSTREAM_RECONNECTS, names::SERVER => server.to_owned())
+            .increment(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_outside_the_list_share_one_label() {
+        assert_eq!(method_label("tools/call"), "tools/call");
+        assert_eq!(method_label("tools/frobnicate-1234"), names::OTHER_METHOD);
+    }
+}
