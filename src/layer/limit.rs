@@ -264,6 +264,7 @@ fn refusal(id: Id, client: &str, upstream: Option<&str>, refused: Refused) -> Me
         ),
         Which::InFlight => ("calls in flight".to_owned(), kind::LIMIT_IN_FLIGHT),
     };
+    crate::telemetry::record::limited(client, refused.which.key());
     tracing::info!(
         client,
         upstream = upstream.unwrap_or(""),

@@ -40,7 +40,8 @@ pub fn watch(
             };
             let Some(trigger) = trigger else { return };
             // The outcome is what a reload counter counts (telemetry adds it).
-            let _outcome = reload_once(&source, &reloader, &accept, &trigger);
+            let outcome = reload_once(&source, &reloader, &accept, &trigger);
+            crate::telemetry::record::reload(outcome.as_str());
         }
     })
 }

@@ -43,7 +43,7 @@ pub const STATIC_PREFIX_CHANGES: &str = "mcp_budget_static_prefix_changes_total"
 pub const AUTHORIZATION_DENIED: &str = "mcp_budget_authorization_denied_total";
 /// Requests refused by a limit, by `client` and `limit` (counter).
 pub const LIMITED: &str = "mcp_budget_limited_total";
-/// Policy reloads, by `outcome` (`applied` | `rejected`) (counter).
+/// Policy reloads, by `outcome` (`applied` | `refused`) (counter).
 pub const RELOADS: &str = "mcp_budget_reloads_total";
 /// Client sessions open (gauge, read at scrape).
 pub const SESSIONS_ACTIVE: &str = "mcp_budget_sessions_active";

@@ -109,7 +109,7 @@ pub fn limited(client: &str, limit: &'static str) {
     }
 }
 
-/// A policy reload, `applied` or `rejected`.
+/// A policy reload, `applied` or `refused` ([`crate::reload::Outcome::as_str`]).
 pub fn reload(outcome: &'static str) {
     if enabled() {
         metrics::counter!(names::RELOADS, names::OUTCOME => outcome).increment(1);
