@@ -24,7 +24,10 @@
 
 pub mod api_key;
 pub mod challenge;
+mod gate;
 pub mod jwt;
+
+pub use gate::{Gate, Protected};
 
 use std::sync::Arc;
 
@@ -215,6 +218,10 @@ pub enum Refusal {
     /// Credentials that match no client (the reason is safe to show the client).
     #[error("the credentials were not accepted: {0}")]
     Invalid(String),
+    /// A valid bearer token whose principal is no client and whose scopes match none: the
+    /// client needs a token with more scopes (HTTP 403, `insufficient_scope`).
+    #[error("the token is valid but grants no access here: {0}")]
+    Insufficient(String),
 }
 
 /// The policy's clients and how to check their credentials.
@@ -318,7 +325,7 @@ impl Directory {
                 subject: Some(verified.principal.clone()),
             })
             .ok_or_else(|| {
-                Refusal::Invalid(format!(
+                Refusal::Insufficient(format!(
                     "the token's principal {:?} is no client of this gateway, and its scopes match none",
                     verified.principal
                 ))
