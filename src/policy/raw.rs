@@ -35,6 +35,8 @@ pub struct RawPolicy {
     /// How callers authenticate beyond API keys (`[auth]`, `[auth.jwt]`).
     #[serde(default)]
     pub auth: super::client::RawAuth,
+    /// The audit log (`[audit]`). Default: none (stderr once clients are configured).
+    pub audit: Option<super::audit::RawAudit>,
     /// What is removed from and flagged in upstream text.
     #[serde(default)]
     pub sanitize: super::sanitize::RawSanitize,
