@@ -37,15 +37,20 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::Catalog;
 use crate::downstream::{http, stdio, Endpoint};
 use crate::gateway::{Gateway, UpstreamSummary};
-use crate::identity::{Directory, Gate, Protected};
+use crate::identity::{jwks, Directory, Gate, Protected};
 use crate::layer::budget::{BudgetLayer, PlanSummary};
+use crate::policy::client::JwksSource;
 use crate::policy::{Policy, Problem};
 use crate::reload::Reloader;
 use crate::stack::McpService;
+use crate::upstream::http::get_document;
 
 /// How long [`run`] waits for upstreams to be ready before serving anyway (those not ready
 /// join when they are).
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long fetching a JWKS may take.
+const JWKS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long serving tasks get to finish once the gateway is shutting down.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -173,7 +178,7 @@ impl Server {
         {
             return Err(refusal);
         }
-        let gate = gate_of(&policy, None)?;
+        let gate = gate_of(&policy).await?;
         if policy.downstream.stdio {
             gate.stdio(policy.downstream.stdio_client.as_deref())
                 .map_err(|r| StartError::Clients(r.to_string()))?;
@@ -199,7 +204,7 @@ impl Server {
         ready_timeout: Duration,
         shutdown: CancellationToken,
     ) -> Self {
-        let gate = gate_of(&policy, None).unwrap_or_else(|err| {
+        let gate = gate_of(&policy).await.unwrap_or_else(|err| {
             tracing::error!("{err}; refusing every request");
             closed_gate()
         });
@@ -212,6 +217,20 @@ impl Server {
         shutdown: CancellationToken,
         gate: Gate,
     ) -> Self {
+        if let Some(JwksSource::Url { url, refresh_secs }) =
+            policy.auth.jwt.as_ref().map(|j| &j.jwks)
+        {
+            let url = url.clone();
+            tokio::spawn(crate::identity::jwks::keep_fresh(
+                gate.clone(),
+                Duration::from_secs(*refresh_secs),
+                move || {
+                    let url = url.clone();
+                    async move { fetch_jwks(&url).await }
+                },
+                shutdown.clone(),
+            ));
+        }
         let gateway = Gateway::start(policy.clone(), shutdown.clone());
         let upstreams = gateway.wait_ready(ready_timeout).await;
         let reloader = Reloader::new(gateway.clone());
@@ -372,11 +391,19 @@ fn anonymous_bind(addr: SocketAddr, policy: &Policy) -> Option<StartError> {
     (open && !addr.ip().is_loopback()).then_some(StartError::Anonymous { addr })
 }
 
-/// The gate of `policy`'s clients (`fetched`: the JWKS of a `jwks_url`).
-fn gate_of(
-    policy: &Policy,
-    fetched: Option<Arc<jsonwebtoken::jwk::JwkSet>>,
-) -> Result<Gate, StartError> {
+/// The gate of `policy`'s clients, with the JWKS of a `jwks_url` fetched.
+async fn gate_of(policy: &Policy) -> Result<Gate, StartError> {
+    let fetched = match policy.auth.jwt.as_ref().map(|j| &j.jwks) {
+        Some(JwksSource::Url { url, .. }) => {
+            Some(Arc::new(fetch_jwks(url).await.map_err(|e| {
+                StartError::Clients(format!(
+                    "cannot fetch the JWKS of [auth.jwt] jwks_url ({e}); without the keys no \
+                     token can be checked: make the URL reachable, or use jwks_file"
+                ))
+            })?))
+        }
+        _ => None,
+    };
     let directory = policy
         .directory(fetched)
         .map_err(|e| StartError::Clients(e.to_string()))?;
@@ -386,6 +413,14 @@ fn gate_of(
         scopes_supported: policy.auth.scopes_supported.clone(),
     };
     Ok(Gate::new(directory, protected))
+}
+
+/// The JWKS at `url`, within [`JWKS_TIMEOUT`].
+async fn fetch_jwks(url: &str) -> Result<jsonwebtoken::jwk::JwkSet, String> {
+    let body = tokio::time::timeout(JWKS_TIMEOUT, get_document(url, jwks::MAX_JWKS_BYTES))
+        .await
+        .map_err(|_| format!("GET {url}: no answer within {} s", JWKS_TIMEOUT.as_secs()))??;
+    jwks::parse(&body).map_err(|e| format!("{url}: {e}"))
 }
 
 /// A gate that lets nobody in: clients are configured, none can prove it.

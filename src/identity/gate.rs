@@ -32,6 +32,8 @@ pub struct Protected {
 pub struct Gate {
     directory: Arc<ArcSwap<Directory>>,
     protected: Arc<Protected>,
+    /// Told when a token names a key the JWKS lacks ([`super::jwks::keep_fresh`] listens).
+    unknown_kid: Arc<tokio::sync::Notify>,
 }
 
 impl Default for Gate {
@@ -53,6 +55,7 @@ impl Gate {
         Self {
             directory: Arc::new(ArcSwap::from_pointee(directory)),
             protected: Arc::new(protected),
+            unknown_kid: Arc::default(),
         }
     }
 
@@ -86,11 +89,33 @@ impl Gate {
         if directory.is_open() {
             return Ok(Principal::anonymous());
         }
-        directory.authenticate(credential).map(Arc::new)
+        let result = directory.authenticate(credential).map(Arc::new);
+        if let (Err(Refusal::Invalid(_)), Credential::Bearer(token)) = (&result, credential) {
+            if directory.lacks_key_of(token) {
+                self.unknown_kid.notify_one();
+            }
+        }
+        result
     }
 
-    /// The stdio transport's principal: the client `name`, else the client named after the
-    /// local user (`$USER`), else the anonymous one when no clients are configured.
+    /// Replaces the JWKS of the directory in use (a refresh).
+    pub fn set_jwks(&self, keys: &Arc<jsonwebtoken::jwk::JwkSet>) {
+        self.directory.rcu(|current| {
+            let mut next = Directory::clone(current);
+            next.set_jwks(keys.clone());
+            next
+        });
+    }
+
+    /// Notified when a token names a key id the JWKS lacks.
+    #[must_use]
+    pub fn unknown_kid(&self) -> &tokio::sync::Notify {
+        &self.unknown_kid
+    }
+
+    /// The stdio transport's principal: the client `name`; unset, the client named after the
+    /// local user (`$USER`), else the one named `anonymous`. Without clients, the anonymous
+    /// principal.
     ///
     /// # Errors
     /// [`Refusal::Invalid`] when clients are configured and none has that name.
@@ -100,14 +125,22 @@ impl Gate {
             return Ok(Principal::anonymous());
         }
         let user = std::env::var("USER").ok();
-        directory
-            .stdio(name.or(user.as_deref()))
+        let tried: Vec<&str> = match name {
+            Some(name) => vec![name],
+            None => user
+                .iter()
+                .map(String::as_str)
+                .chain([super::ANONYMOUS])
+                .collect(),
+        };
+        tried
+            .iter()
+            .find_map(|n| directory.stdio(Some(n)).ok())
             .map(Arc::new)
-            .map_err(|_| {
+            .ok_or_else(|| {
                 Refusal::Invalid(format!(
                     "stdio messages come from no [[client]]: set [downstream] stdio_client to a \
-                     client's name (tried {:?})",
-                    name.or(user.as_deref()).unwrap_or(super::ANONYMOUS)
+                     client's name (tried {tried:?})"
                 ))
             })
     }

@@ -25,6 +25,7 @@
 pub mod api_key;
 pub mod challenge;
 mod gate;
+pub mod jwks;
 pub mod jwt;
 
 pub use gate::{Gate, Protected};
@@ -261,6 +262,19 @@ impl Directory {
         if let Some((_, current)) = &mut self.jwt {
             *current = keys;
         }
+    }
+
+    /// Whether `token` names a key id (`kid`) that the JWKS in use does not have: a reason to
+    /// fetch the keys again (the authorization server may have rotated them).
+    #[must_use]
+    pub fn lacks_key_of(&self, token: &str) -> bool {
+        let Some((_, keys)) = &self.jwt else {
+            return false;
+        };
+        jsonwebtoken::decode_header(token)
+            .ok()
+            .and_then(|h| h.kid)
+            .is_some_and(|kid| keys.find(&kid).is_none())
     }
 
     /// Whether clients are configured (then every message must authenticate).

@@ -102,7 +102,7 @@ pub struct RawDownstream {
     #[serde(default)]
     pub strict_accept: bool,
     /// The `[[client]]` that stdio messages come from. Default: none (with clients configured,
-    /// stdio then needs a client named `anonymous`).
+    /// stdio then needs a client named after the local user, `$USER`, or `anonymous`).
     pub stdio_client: Option<String>,
     /// Serve a non-loopback HTTP address with no client authentication. Default: false.
     #[serde(default)]
