@@ -257,6 +257,13 @@ impl Directory {
         self
     }
 
+    /// The JWKS in use, if bearer tokens are accepted (a reload passes it on to the new
+    /// directory, [`crate::policy::Policy::directory`]'s `fetched`).
+    #[must_use]
+    pub fn jwks(&self) -> Option<Arc<JwkSet>> {
+        self.jwt.as_ref().map(|(_, keys)| keys.clone())
+    }
+
     /// Replaces the JWKS (after a refresh); no effect without JWT rules.
     pub fn set_jwks(&mut self, keys: Arc<JwkSet>) {
         if let Some((_, current)) = &mut self.jwt {
