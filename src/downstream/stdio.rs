@@ -100,14 +100,16 @@ where
         gate,
         ..
     } = endpoint;
-    // One principal for the whole connection: whoever started the gateway on a pipe.
-    let principal = match gate.stdio(config.client.as_deref()) {
+    // One principal for the whole connection (whoever started the gateway on a pipe), found
+    // again when a reload stores another directory: its rights are the new ones.
+    let mut principal = match gate.stdio(config.client.as_deref()) {
         Ok(principal) => principal,
         Err(refusal) => {
             tracing::error!("Not serving stdio: {refusal}");
             return;
         }
     };
+    let mut directory = gate.directory().load_full();
     let max_message_bytes = config.max_message_bytes;
     let limit = config.max_outbound_messages.max(1);
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
@@ -168,6 +170,17 @@ where
                     }
                 }
                 let inflight = inflight.clone();
+                let current = gate.directory().load_full();
+                if !Arc::ptr_eq(&current, &directory) {
+                    match gate.stdio(config.client.as_deref()) {
+                        Ok(now) => principal = now,
+                        Err(refusal) => {
+                            tracing::error!("Not serving stdio any more: {refusal}");
+                            break;
+                        }
+                    }
+                    directory = current;
+                }
                 let caller = Caller::new(session.clone()).with_principal(principal.clone());
                 let request = McpRequest::new(message, caller);
                 let service = service.clone();
