@@ -26,6 +26,7 @@
 //! - [`listing`]: the one function from catalog and rules to the `tools/list` a host receives.
 //! - [`search`]: tool search behind `search_tools`.
 //! - [`discover`]: the meta-tools of progressive discovery.
+//! - [`audit`]: the audit log, one JSON line per authorization decision and call outcome.
 //! - [`authz`]: a client's scope, and the list-phase and call-phase answers it gives.
 //! - [`identity`]: credentials (API keys, OAuth bearer JWTs) → the principal of a message.
 //! - [`sanitize`]: invisible and control text removed from what reaches the model, steering
@@ -53,6 +54,7 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod admin;
+pub mod audit;
 pub mod authz;
 pub mod canonical;
 pub mod catalog;

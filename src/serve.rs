@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use mcp_budget::gateway::summary_lines;
+use mcp_budget::identity::Gate;
+use mcp_budget::policy::client::JwksSource;
 use mcp_budget::policy::{LogFormat, Policy};
 use mcp_budget::reload::Source;
 use mcp_budget::server::{Server, Stdio, MCP_PATH};
@@ -35,9 +37,6 @@ pub(crate) fn run(
     for warning in policy.warnings() {
         tracing::warn!("policy: {warning}");
     }
-    if let Err(reason) = servable(&policy) {
-        anyhow::bail!(reason);
-    }
     if !policy.downstream.stdio && policy.downstream.http.is_none() {
         anyhow::bail!(
             "nothing to serve: pass --stdio and/or --http ADDR (or set them in [downstream])"
@@ -55,18 +54,29 @@ pub(crate) fn run(
     result
 }
 
-/// Whether this build can serve `policy` as it asks: checked at start and on every reload.
-fn servable(policy: &Policy) -> Result<(), String> {
-    if !policy.clients.is_empty() || policy.auth.jwt.is_some() {
-        // Parsed and checked, not enforced yet: serving would ignore the access control the
-        // policy asks for, so refuse instead.
-        return Err(
-            "[[client]] and [auth] are checked by `mcp-budget check` but not enforced by \
-             this build's serve yet; remove them to serve without client authentication"
-                .to_owned(),
-        );
+/// The check of every reloaded policy: its clients replace the running ones (their keys read
+/// from the environment again), so a reload that takes a client's rights away takes effect at
+/// once. A `jwks_url` keeps the keys fetched for it; another JWKS source needs a restart.
+fn reload_clients(
+    gate: Gate,
+    jwks: Option<JwksSource>,
+) -> impl Fn(&Policy) -> Result<(), String> + Send + 'static {
+    move |policy: &Policy| {
+        let source = policy.auth.jwt.as_ref().map(|j| j.jwks.clone());
+        if source != jwks {
+            return Err(
+                "[auth.jwt] jwks_file / jwks_url changed: restart the gateway to load other keys"
+                    .to_owned(),
+            );
+        }
+        let fetched = match &source {
+            Some(JwksSource::Url { .. }) => gate.directory().load().jwks(),
+            _ => None,
+        };
+        let directory = policy.directory(fetched).map_err(|e| e.to_string())?;
+        gate.directory().store(std::sync::Arc::new(directory));
+        Ok(())
     }
-    Ok(())
 }
 
 fn init_tracing(format: LogFormat, exporter: Option<&Exporter>) {
@@ -114,7 +124,9 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
     // The listen address is bound first: a port in use fails now, before any upstream starts.
     let server = Server::start_listening(policy, ready_timeout, shutdown.clone()).await?;
     // SIGHUP and edits of the policy's files reload it from now on; the process keeps serving.
-    match mcp_budget::reload::watch(source, server.reloader(), servable, shutdown.clone()) {
+    let jwks = server.policy().auth.jwt.as_ref().map(|j| j.jwks.clone());
+    let accept = reload_clients(server.gate().clone(), jwks);
+    match mcp_budget::reload::watch(source, server.reloader(), accept, shutdown.clone()) {
         Ok(reloads) => drop(tokio::spawn(reloads)),
         Err(err) => tracing::warn!("Hot reload is off: {err}"),
     }

@@ -37,14 +37,20 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::Catalog;
 use crate::downstream::{http, stdio, Endpoint};
 use crate::gateway::{Gateway, UpstreamSummary};
+use crate::identity::{jwks, Directory, Gate, Protected};
 use crate::layer::budget::{BudgetLayer, PlanSummary};
+use crate::policy::client::JwksSource;
 use crate::policy::{Policy, Problem};
 use crate::reload::Reloader;
 use crate::stack::McpService;
+use crate::upstream::http::get_document;
 
 /// How long [`run`] waits for upstreams to be ready before serving anyway (those not ready
 /// join when they are).
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long fetching a JWKS may take.
+const JWKS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long serving tasks get to finish once the gateway is shutting down.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -72,6 +78,21 @@ pub enum StartError {
         /// What went wrong, and what to do.
         reason: String,
     },
+    /// A non-loopback HTTP address and no `[[client]]`: anyone who reaches it could call every
+    /// tool (nothing was started).
+    #[error(
+        "refusing to serve {addr} without client authentication: every host that reaches it \
+         could call every tool; add [[client]] entries, bind 127.0.0.1, or set \
+         [downstream] allow_anonymous = true"
+    )]
+    Anonymous {
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// The clients' credentials could not be set up (a key variable unset, a JWKS missing),
+    /// or stdio has no client (nothing was started).
+    #[error("cannot check clients: {0}")]
+    Clients(String),
 }
 
 impl StartError {
@@ -135,6 +156,7 @@ pub struct Server {
     /// The listener [`Server::start_listening`] bound.
     listener: Option<TcpListener>,
     shutdown: CancellationToken,
+    gate: Gate,
 }
 
 impl Server {
@@ -149,6 +171,18 @@ impl Server {
         ready_timeout: Duration,
         shutdown: CancellationToken,
     ) -> Result<Self, StartError> {
+        if let Some(refusal) = policy
+            .downstream
+            .http
+            .and_then(|a| anonymous_bind(a, &policy))
+        {
+            return Err(refusal);
+        }
+        let gate = gate_of(&policy).await?;
+        if policy.downstream.stdio {
+            gate.stdio(policy.downstream.stdio_client.as_deref())
+                .map_err(|r| StartError::Clients(r.to_string()))?;
+        }
         let listener = match policy.downstream.http {
             Some(addr) => Some(
                 TcpListener::bind(addr)
@@ -157,18 +191,46 @@ impl Server {
             ),
             None => None,
         };
-        let mut server = Self::start(policy, ready_timeout, shutdown).await;
+        let mut server = Self::start_with(policy, ready_timeout, shutdown, gate).await;
         server.listener = listener;
         Ok(server)
     }
 
     /// Starts the upstreams of `policy`, waits up to `ready_timeout` for them, and builds the
-    /// stack. Cancelling `shutdown` stops everything.
+    /// stack. Cancelling `shutdown` stops everything. When the policy's clients cannot be set
+    /// up (see [`StartError::Clients`]), every request is refused and an error is logged.
     pub async fn start(
         policy: Policy,
         ready_timeout: Duration,
         shutdown: CancellationToken,
     ) -> Self {
+        let gate = gate_of(&policy).await.unwrap_or_else(|err| {
+            tracing::error!("{err}; refusing every request");
+            closed_gate()
+        });
+        Self::start_with(policy, ready_timeout, shutdown, gate).await
+    }
+
+    async fn start_with(
+        policy: Policy,
+        ready_timeout: Duration,
+        shutdown: CancellationToken,
+        gate: Gate,
+    ) -> Self {
+        if let Some(JwksSource::Url { url, refresh_secs }) =
+            policy.auth.jwt.as_ref().map(|j| &j.jwks)
+        {
+            let url = url.clone();
+            tokio::spawn(crate::identity::jwks::keep_fresh(
+                gate.clone(),
+                Duration::from_secs(*refresh_secs),
+                move || {
+                    let url = url.clone();
+                    async move { fetch_jwks(&url).await }
+                },
+                shutdown.clone(),
+            ));
+        }
         let gateway = Gateway::start(policy.clone(), shutdown.clone());
         let upstreams = gateway.wait_ready(ready_timeout).await;
         let reloader = Reloader::new(gateway.clone());
@@ -184,7 +246,15 @@ impl Server {
             upstreams,
             listener: None,
             shutdown,
+            gate,
         }
+    }
+
+    /// Who may call: the directory every downstream checks. A reload stores its new
+    /// directory in [`Gate::directory`].
+    #[must_use]
+    pub fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     /// The address [`Server::start_listening`] bound, if it did.
@@ -255,6 +325,7 @@ impl Server {
             Arc::new(self.gateway.clone()),
             self.gateway.catalog(),
         )
+        .with_gate(self.gate.clone())
     }
 
     /// The MCP endpoint at `path` (say [`MCP_PATH`]), with the policy's `[downstream]`
@@ -311,6 +382,51 @@ impl Server {
         self.shutdown.cancel();
         self.gateway.shutdown().await;
     }
+}
+
+/// The refusal of serving `addr` when it is not loopback, no `[[client]]` authenticates
+/// callers and `[downstream] allow_anonymous` is not set.
+fn anonymous_bind(addr: SocketAddr, policy: &Policy) -> Option<StartError> {
+    let open = policy.clients.is_empty() && !policy.downstream.allow_anonymous;
+    (open && !addr.ip().is_loopback()).then_some(StartError::Anonymous { addr })
+}
+
+/// The gate of `policy`'s clients, with the JWKS of a `jwks_url` fetched.
+async fn gate_of(policy: &Policy) -> Result<Gate, StartError> {
+    let fetched = match policy.auth.jwt.as_ref().map(|j| &j.jwks) {
+        Some(JwksSource::Url { url, .. }) => {
+            Some(Arc::new(fetch_jwks(url).await.map_err(|e| {
+                StartError::Clients(format!(
+                    "cannot fetch the JWKS of [auth.jwt] jwks_url ({e}); without the keys no \
+                     token can be checked: make the URL reachable, or use jwks_file"
+                ))
+            })?))
+        }
+        _ => None,
+    };
+    let directory = policy
+        .directory(fetched)
+        .map_err(|e| StartError::Clients(e.to_string()))?;
+    let protected = Protected {
+        resource: policy.auth.resource.clone(),
+        authorization_servers: policy.auth.authorization_servers.clone(),
+        scopes_supported: policy.auth.scopes_supported.clone(),
+    };
+    Ok(Gate::new(directory, protected))
+}
+
+/// The JWKS at `url`, within [`JWKS_TIMEOUT`].
+async fn fetch_jwks(url: &str) -> Result<jsonwebtoken::jwk::JwkSet, String> {
+    let body = tokio::time::timeout(JWKS_TIMEOUT, get_document(url, jwks::MAX_JWKS_BYTES))
+        .await
+        .map_err(|_| format!("GET {url}: no answer within {} s", JWKS_TIMEOUT.as_secs()))??;
+    jwks::parse(&body).map_err(|e| format!("{url}: {e}"))
+}
+
+/// A gate that lets nobody in: clients are configured, none can prove it.
+fn closed_gate() -> Gate {
+    let nobody = crate::identity::Client::new("", crate::authz::Scope::new(vec![], vec![], vec![]));
+    Gate::new(Directory::new(vec![nobody]), Protected::default())
 }
 
 /// Logs the tool rules that match none of the listed tools, each once while it stays
@@ -389,6 +505,30 @@ mod tests {
         );
         let empty = Catalog::build(vec![Contribution::default(); 2], &names, "__", 0);
         assert!(unknown_rules(&policy, &empty).is_empty());
+    }
+
+    #[test]
+    fn only_loopback_binds_serve_without_clients_unless_allowed() {
+        let policy = |extra: &str| {
+            let text = format!("version = 1\n[downstream]\n{extra}");
+            Policy::from_toml_str(&text, "p.toml").unwrap()
+        };
+        let open: SocketAddr = "0.0.0.0:8931".parse().unwrap();
+        let local: SocketAddr = "127.0.0.1:8931".parse().unwrap();
+        let refused = anonymous_bind(open, &policy("")).map(|e| e.to_string());
+        let shown = refused.unwrap_or_default();
+        assert!(
+            shown.contains("0.0.0.0:8931") && shown.contains("allow_anonymous"),
+            "{shown}"
+        );
+        assert!(anonymous_bind(local, &policy("")).is_none());
+        assert!(anonymous_bind(open, &policy("allow_anonymous = true")).is_none());
+        let with_client = "[[client]]\nname = \"a\"\napi_key_sha256 = \"".to_owned()
+            + &"0".repeat(64)
+            + "\"\nallow = [\"*\"]\n";
+        let text = format!("version = 1\n{with_client}");
+        let p = Policy::from_toml_str(&text, "p.toml").unwrap();
+        assert!(anonymous_bind(open, &p).is_none());
     }
 
     #[test]

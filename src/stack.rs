@@ -26,6 +26,7 @@ use tower::ServiceBuilder;
 use crate::context::McpRequest;
 use crate::gateway::Gateway;
 use crate::jsonrpc::Message;
+use crate::layer::authorize::AuthorizeLayer;
 use crate::layer::guard::GuardLayer;
 use crate::layer::limit::LimitLayer;
 use crate::layer::{budget::BudgetLayer, era::EraLayer, recover::RecoverLayer, trace::TraceLayer};
@@ -91,6 +92,15 @@ pub fn build_announcing(
         // invoke_tool goes on down as an ordinary tools/call, so it sits above everything
         // that must see real calls (authorization, isolation: later layers go below it).
         .option_layer(budget.clone())
+        // Below the budget, so an invoke_tool is authorized as the tools/call it becomes and
+        // the budget plans lists over what the client may see; above the limits (a denied
+        // call spends none of the client's quota), the guard and the gateway, so a denied
+        // call reaches nothing.
+        .layer(AuthorizeLayer::new(
+            gateway.catalog(),
+            audit_of(&policy),
+            !policy.budget.enabled,
+        ))
         // Below the budget, so an invoke_tool is counted as the call it is; keyed by the
         // caller's principal. Left out without [limits].
         .option_layer(
@@ -105,6 +115,21 @@ pub fn build_announcing(
         .layer(GuardLayer::new(gateway.catalog(), policy.sanitize.global.strip))
         .service(gateway);
     (BoxCloneSyncService::new(service), budget)
+}
+
+/// The audit log of `policy`: `[audit]`, or stderr once clients are configured; none without
+/// either. A file that cannot be opened falls back to stderr, with an error logged.
+fn audit_of(policy: &crate::policy::Policy) -> crate::audit::Audit {
+    use crate::audit::{Audit, Config};
+    let config = match (&policy.audit, policy.clients.is_empty()) {
+        (Some(config), _) => config.clone(),
+        (None, false) => Config::default(),
+        (None, true) => return Audit::off(),
+    };
+    Audit::start(config.clone()).unwrap_or_else(|err| {
+        tracing::error!(error = %err, path = ?config.path, "Cannot open the audit log; writing it to stderr");
+        Audit::start(Config { path: None, ..config }).unwrap_or_default()
+    })
 }
 
 #[cfg(test)]

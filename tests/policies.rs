@@ -241,26 +241,34 @@ fn host_configs_import_as_their_hosts_run_them() {
 /// Clients are checked but not yet enforced: `check` accepts the issue's example shape, and
 /// `serve` refuses it instead of serving without the access control it asks for.
 #[test]
-fn client_policies_check_but_serve_refuses_them_until_enforced() {
+fn client_policies_check_and_serve_once_their_keys_are_set() {
     let dir = std::env::temp_dir().join(format!("mcp-budget-clients-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("clients.toml");
     std::fs::write(
         &file,
-        "version = 1\n[downstream]\nstdio = true\n\
+        "version = 1\n[downstream]\nstdio = true\nstdio_client = \"alice\"\n\
          [[client]]\nname = \"alice\"\napi_key_env = \"ALICE_KEY\"\nallow = [\"time/*\"]\n\
          [[client.rule]]\ntools = [\"time/*\"]\nargs.timezone = { one_of = [\"UTC\"] }\n",
     )
     .expect("write");
     let (ok, _, err) = check(&[file.as_os_str()]);
     assert!(ok, "{err}");
-    let (ok, _, err) = outcome(
-        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-            .args(["serve", "--policy"])
+    let serve = || {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
+        cmd.args(["serve", "--policy"])
             .arg(&file)
-            .stdin(std::process::Stdio::null()),
-    );
+            .env_remove("ALICE_KEY")
+            .stdin(std::process::Stdio::null());
+        cmd
+    };
+    // Without the key variable, serving refuses and names it.
+    let (ok, _, err) = outcome(&mut serve());
     assert!(!ok);
-    assert!(err.contains("not enforced"), "{err}");
+    assert!(err.contains("ALICE_KEY"), "{err}");
+    // With it, the gateway serves stdio (until its input ends, at once here).
+    let (ok, _, err) = outcome(serve().env("ALICE_KEY", "k"));
+    assert!(ok, "{err}");
+    assert!(err.contains("serving MCP on stdio"), "{err}");
     std::fs::remove_dir_all(&dir).expect("cleanup");
 }

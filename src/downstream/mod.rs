@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::catalog::Catalog;
 use crate::context::Session;
+use crate::identity::Gate;
 use crate::stack::McpService;
 
 /// Told when a downstream session starts and ends, beside its messages: the aggregator keeps
@@ -34,6 +35,9 @@ pub struct Endpoint {
     pub sessions: Arc<dyn Sessions>,
     /// The catalog as published (each new snapshot when an upstream's lists change).
     pub catalog: watch::Receiver<Arc<Catalog>>,
+    /// Who may call: every message gets its principal here (open unless
+    /// [`Endpoint::with_gate`]).
+    pub gate: Gate,
 }
 
 impl Endpoint {
@@ -48,6 +52,14 @@ impl Endpoint {
             service,
             sessions,
             catalog,
+            gate: Gate::open(),
         }
+    }
+
+    /// The same endpoint, authenticating its callers at `gate`.
+    #[must_use]
+    pub fn with_gate(mut self, gate: Gate) -> Self {
+        self.gate = gate;
+        self
     }
 }

@@ -61,6 +61,9 @@ pub struct StdioConfig {
     /// Messages waiting for the host to read them before stdin stops being read; also the
     /// most requests in flight.
     pub max_outbound_messages: usize,
+    /// The `[[client]]` stdio messages come from (`[downstream] stdio_client`; the one named
+    /// after the local user when unset). Unused without clients.
+    pub client: Option<String>,
 }
 
 impl Default for StdioConfig {
@@ -69,6 +72,7 @@ impl Default for StdioConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_json_depth: DEFAULT_MAX_JSON_DEPTH,
             max_outbound_messages: DEFAULT_MAX_OUTBOUND_MESSAGES.get(),
+            client: None,
         }
     }
 }
@@ -79,6 +83,7 @@ impl From<&Downstream> for StdioConfig {
             max_message_bytes: d.max_message_bytes,
             max_json_depth: d.max_json_depth,
             max_outbound_messages: d.max_outbound_messages.get(),
+            client: d.stdio_client.clone(),
         }
     }
 }
@@ -90,8 +95,21 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let Endpoint {
-        service, sessions, ..
+        service,
+        sessions,
+        gate,
+        ..
     } = endpoint;
+    // One principal for the whole connection (whoever started the gateway on a pipe), found
+    // again when a reload stores another directory: its rights are the new ones.
+    let mut principal = match gate.stdio(config.client.as_deref()) {
+        Ok(principal) => principal,
+        Err(refusal) => {
+            tracing::error!("Not serving stdio: {refusal}");
+            return;
+        }
+    };
+    let mut directory = gate.directory().load_full();
     let max_message_bytes = config.max_message_bytes;
     let limit = config.max_outbound_messages.max(1);
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
@@ -152,7 +170,19 @@ where
                     }
                 }
                 let inflight = inflight.clone();
-                let request = McpRequest::new(message, Caller::new(session.clone()));
+                let current = gate.directory().load_full();
+                if !Arc::ptr_eq(&current, &directory) {
+                    match gate.stdio(config.client.as_deref()) {
+                        Ok(now) => principal = now,
+                        Err(refusal) => {
+                            tracing::error!("Not serving stdio any more: {refusal}");
+                            break;
+                        }
+                    }
+                    directory = current;
+                }
+                let caller = Caller::new(session.clone()).with_principal(principal.clone());
+                let request = McpRequest::new(message, caller);
                 let service = service.clone();
                 let tx = tx.clone();
                 tasks.spawn(async move {

@@ -106,6 +106,21 @@ pub const TOOL_CHANGED: &str = "mcp_budget.tool.changed";
 /// (`[sanitize] steering = "quarantine"`, until `[sanitize] allow` lists it); `error.data`
 /// has its `new` hash (`-32000`).
 pub const TOOL_FLAGGED: &str = "mcp_budget.tool.flagged";
+/// Clients are configured and the request came without credentials (`-32600`, HTTP 401 with a
+/// `WWW-Authenticate` challenge).
+pub const AUTHENTICATION_REQUIRED: &str = "mcp_budget.authentication.required";
+/// The credentials match no client: an unknown API key, a bad, expired or foreign token
+/// (`-32600`, HTTP 401 with `error="invalid_token"`).
+pub const AUTHENTICATION_INVALID: &str = "mcp_budget.authentication.invalid";
+/// A valid bearer token whose principal and scopes map to no client (`-32600`, HTTP 403 with
+/// `error="insufficient_scope"`).
+pub const AUTHENTICATION_INSUFFICIENT_SCOPE: &str = "mcp_budget.authentication.insufficient_scope";
+/// A request on a 2025-era session that another client opened (`-32600`, HTTP 403): a session
+/// id is no credential.
+pub const SESSION_FOREIGN: &str = "mcp_budget.session.foreign";
+/// The client's scope does not allow this call (its tool, prompt, resource or arguments);
+/// `error.data` has `tool`, `reason` and the `audit_id` of the audit line (`-32000`).
+pub const AUTHORIZATION_DENIED: &str = "mcp_budget.authorization.denied";
 /// The gateway is shutting down (`-32000`).
 pub const GATEWAY_SHUTTING_DOWN: &str = "mcp_budget.gateway.shutting_down";
 /// A bug or an unexpected fault inside the gateway: a panic, or a request left unanswered
@@ -158,6 +173,11 @@ pub const ALL: &[&str] = &[
     TOOL_FLAGGED,
     LIMIT_RATE,
     LIMIT_IN_FLIGHT,
+    AUTHENTICATION_REQUIRED,
+    AUTHENTICATION_INVALID,
+    AUTHENTICATION_INSUFFICIENT_SCOPE,
+    SESSION_FOREIGN,
+    AUTHORIZATION_DENIED,
     GATEWAY_SHUTTING_DOWN,
     INTERNAL,
 ];

@@ -24,7 +24,11 @@
 
 pub mod api_key;
 pub mod challenge;
+mod gate;
+pub mod jwks;
 pub mod jwt;
+
+pub use gate::{Gate, Protected};
 
 use std::sync::Arc;
 
@@ -215,6 +219,10 @@ pub enum Refusal {
     /// Credentials that match no client (the reason is safe to show the client).
     #[error("the credentials were not accepted: {0}")]
     Invalid(String),
+    /// A valid bearer token whose principal is no client and whose scopes match none: the
+    /// client needs a token with more scopes (HTTP 403, `insufficient_scope`).
+    #[error("the token is valid but grants no access here: {0}")]
+    Insufficient(String),
 }
 
 /// The policy's clients and how to check their credentials.
@@ -249,11 +257,31 @@ impl Directory {
         self
     }
 
+    /// The JWKS in use, if bearer tokens are accepted (a reload passes it on to the new
+    /// directory, [`crate::policy::Policy::directory`]'s `fetched`).
+    #[must_use]
+    pub fn jwks(&self) -> Option<Arc<JwkSet>> {
+        self.jwt.as_ref().map(|(_, keys)| keys.clone())
+    }
+
     /// Replaces the JWKS (after a refresh); no effect without JWT rules.
     pub fn set_jwks(&mut self, keys: Arc<JwkSet>) {
         if let Some((_, current)) = &mut self.jwt {
             *current = keys;
         }
+    }
+
+    /// Whether `token` names a key id (`kid`) that the JWKS in use does not have: a reason to
+    /// fetch the keys again (the authorization server may have rotated them).
+    #[must_use]
+    pub fn lacks_key_of(&self, token: &str) -> bool {
+        let Some((_, keys)) = &self.jwt else {
+            return false;
+        };
+        jsonwebtoken::decode_header(token)
+            .ok()
+            .and_then(|h| h.kid)
+            .is_some_and(|kid| keys.find(&kid).is_none())
     }
 
     /// Whether clients are configured (then every message must authenticate).
@@ -318,7 +346,7 @@ impl Directory {
                 subject: Some(verified.principal.clone()),
             })
             .ok_or_else(|| {
-                Refusal::Invalid(format!(
+                Refusal::Insufficient(format!(
                     "the token's principal {:?} is no client of this gateway, and its scopes match none",
                     verified.principal
                 ))

@@ -20,6 +20,7 @@
 //! # Ok::<(), mcp_budget::policy::ConfigError>(())
 //! ```
 
+pub mod audit;
 pub mod budget;
 pub mod client;
 pub mod discover;
@@ -96,6 +97,8 @@ pub struct Policy {
     pub clients: Vec<client::ClientSpec>,
     /// `[auth]`.
     pub auth: client::AuthSpec,
+    /// `[audit]`, when set (clients without it log to stderr).
+    pub audit: Option<crate::audit::Config>,
     /// `[sanitize]`.
     pub sanitize: SanitizePolicy,
     /// `[pin]` (with the lock read, once loaded).
@@ -135,6 +138,7 @@ impl Default for Policy {
             discover: DiscoverPolicy::default(),
             clients: Vec::new(),
             auth: client::AuthSpec::default(),
+            audit: None,
             sanitize: SanitizePolicy::default(),
             pin: PinPolicy::default(),
             limits: crate::limits::Limits::default(),

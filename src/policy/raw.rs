@@ -35,6 +35,8 @@ pub struct RawPolicy {
     /// How callers authenticate beyond API keys (`[auth]`, `[auth.jwt]`).
     #[serde(default)]
     pub auth: super::client::RawAuth,
+    /// The audit log (`[audit]`). Default: none (stderr once clients are configured).
+    pub audit: Option<super::audit::RawAudit>,
     /// What is removed from and flagged in upstream text.
     #[serde(default)]
     pub sanitize: super::sanitize::RawSanitize,
@@ -100,7 +102,7 @@ pub struct RawDownstream {
     #[serde(default)]
     pub strict_accept: bool,
     /// The `[[client]]` that stdio messages come from. Default: none (with clients configured,
-    /// stdio then needs a client named `anonymous`).
+    /// stdio then needs a client named after the local user, `$USER`, or `anonymous`).
     pub stdio_client: Option<String>,
     /// Serve a non-loopback HTTP address with no client authentication. Default: false.
     #[serde(default)]

@@ -341,6 +341,10 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             ));
         }
     }
+    let audit = raw
+        .audit
+        .as_ref()
+        .map(|a| a.validate(&mut section_problems));
     let pin = raw.pin.validate(&mut section_problems);
     let limits = {
         let mut names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
@@ -385,6 +389,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             discover,
             clients,
             auth,
+            audit,
             sanitize: super::sanitize::SanitizePolicy {
                 global: sanitize_global,
                 upstreams: sanitize_upstreams,

@@ -14,6 +14,7 @@
 //! `legacy_sse`. `https://` URLs go through rustls (feature `tls`, on in the binary).
 
 mod client;
+mod document;
 mod legacy_sse;
 #[cfg(feature = "tls")]
 mod tls;
@@ -28,6 +29,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use http::{Method, StatusCode};
 
 use self::client::{Client, Failure};
+pub use self::document::get_document;
 use super::sse::SseDecoder;
 use super::{handshake, Status, Upstream, PROTOCOL_VERSION};
 use crate::context::Outbound;

@@ -672,7 +672,7 @@ pub async fn python_client(tag: &str, mode: &str, target: &[&str], plan: &Value)
 }
 
 /// The JSON report a Python client printed last, and its stderr; panics when the client failed.
-fn report(out: &std::process::Output) -> (Value, String) {
+pub fn report(out: &std::process::Output) -> (Value, String) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
@@ -699,7 +699,7 @@ pub async fn python_client_output(
 
 /// Runs the Python client `script` (in `tests/peers`) with `MODE`, `PLAN`, the tag and `env`;
 /// what it printed, whether it succeeded or not.
-async fn py_script_output(
+pub async fn py_script_output(
     script: &str,
     tag: &str,
     mode: &str,

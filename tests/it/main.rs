@@ -20,6 +20,7 @@ mod faults;
 mod guard;
 mod http_downstream;
 mod http_upstream;
+mod identity;
 mod isolation;
 mod legacy_servers;
 mod limits;

@@ -129,6 +129,11 @@ async fn render_prints_what_serve_lists_for_every_policy() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        // A policy with clients serves each its own list, which a render of the whole
+        // catalog cannot equal (and needs their keys to start).
+        .filter(|p| {
+            mcp_budget::policy::Policy::load(p).is_ok_and(|policy| policy.clients.is_empty())
+        })
         .collect();
     policies.sort();
     assert!(policies.len() >= 4, "{policies:?}");

@@ -70,7 +70,11 @@ pub(super) async fn handle_get(
             kind::HTTP_NOT_ACCEPTABLE,
         );
     }
-    let (_, in_use) = match state.session_of(headers) {
+    let principal = match super::auth::principal(&state.gate, headers, &parts.uri) {
+        Ok(p) => p,
+        Err(resp) => return *resp,
+    };
+    let (_, in_use) = match state.session_of(headers, &principal) {
         Ok(s) => s,
         Err(resp) => return *resp,
     };
@@ -112,6 +116,10 @@ pub(super) async fn handle_delete(
     if let Some(resp) = modern_non_post(&headers) {
         return resp;
     }
+    let principal = match super::auth::principal(&state.gate, &headers, &uri) {
+        Ok(p) => p,
+        Err(resp) => return *resp,
+    };
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return plain_error(
             StatusCode::BAD_REQUEST,
@@ -119,13 +127,13 @@ pub(super) async fn handle_delete(
             kind::SESSION_MISSING,
         );
     };
-    if state.end_session(id) {
-        StatusCode::OK.into_response()
-    } else {
-        plain_error(
+    match state.end_session(id, &principal) {
+        Ok(true) => StatusCode::OK.into_response(),
+        Ok(false) => plain_error(
             StatusCode::NOT_FOUND,
             "unknown or expired session",
             kind::SESSION_UNKNOWN,
-        )
+        ),
+        Err(resp) => *resp,
     }
 }

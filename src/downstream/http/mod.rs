@@ -34,6 +34,7 @@
 //! # }
 //! ```
 
+mod auth;
 mod checks;
 mod get;
 mod listen;
@@ -56,6 +57,8 @@ use tokio::sync::watch;
 
 use super::Endpoint;
 use crate::catalog::Catalog;
+use crate::identity::challenge::METADATA_PATH;
+use crate::identity::Gate;
 use crate::policy::Downstream;
 use crate::stack::McpService;
 use sessions::Sessions;
@@ -122,6 +125,8 @@ struct AppState {
     sessions_handle: Arc<dyn super::Sessions>,
     /// The published catalog: the `Mcp-Param-*` marks of the tools.
     catalog: watch::Receiver<Arc<Catalog>>,
+    /// Who may call.
+    gate: Gate,
     config: HttpConfig,
     sessions: Mutex<Sessions>,
     /// Whether the sweeper for idle sessions runs (it starts with the first session).
@@ -144,22 +149,30 @@ pub fn router_at(path: &str, endpoint: Endpoint, config: HttpConfig) -> Router {
         service,
         sessions,
         catalog,
+        gate,
     } = endpoint;
     let state = Arc::new(AppState {
         service,
         sessions_handle: sessions,
         catalog,
+        gate,
         config,
         sessions: Mutex::new(Sessions::default()),
         sweeping: AtomicBool::new(false),
         refusing_sessions: AtomicBool::new(false),
     });
-    Router::new()
-        .route(
-            path,
-            post(post::handle_post)
-                .get(get::handle_get)
-                .delete(get::handle_delete),
-        )
-        .with_state(state)
+    // RFC 9728 §3.1: the metadata of resource `/mcp` is at the well-known path plus `/mcp`;
+    // the bare well-known path serves it too (clients that guess from the origin).
+    let metadata = format!("{METADATA_PATH}{}", path.trim_end_matches('/'));
+    let mut router = Router::new().route(
+        path,
+        post(post::handle_post)
+            .get(get::handle_get)
+            .delete(get::handle_delete),
+    );
+    router = router.route(METADATA_PATH, axum::routing::get(auth::handle_metadata));
+    if metadata != METADATA_PATH {
+        router = router.route(&metadata, axum::routing::get(auth::handle_metadata));
+    }
+    router.with_state(state)
 }

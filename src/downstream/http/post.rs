@@ -22,6 +22,7 @@ use super::sessions::{Entry, InUse, Link, SessionCaps};
 use super::AppState;
 use crate::context::{Caller, McpRequest, RunToEnd, Session};
 use crate::error::kind;
+use crate::identity::Principal;
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message, INVALID_REQUEST};
 use crate::lock::lock;
 use crate::mcp::view::RequestView;
@@ -40,6 +41,11 @@ pub(super) async fn handle_post(
     if !checks::is_json_body(&headers) {
         return reply::unsupported_media_type();
     }
+    // Before the body is read: a client without credentials costs no more than its headers.
+    let principal = match super::auth::principal(&state.gate, &headers, &parts.uri) {
+        Ok(principal) => principal,
+        Err(resp) => return *resp,
+    };
     let message = match read_message(&state, body).await {
         Ok(message) => message,
         Err(resp) => return resp,
@@ -63,7 +69,7 @@ pub(super) async fn handle_post(
         PostEra::Initialize => {
             // Boxed: a future of its own keeps every other request's future small.
             let client = client_ip(&parts.extensions);
-            return Box::pin(initialize(&state, message, view, client)).await;
+            return Box::pin(initialize(&state, message, view, client, principal)).await;
         }
         PostEra::Modern => {
             if view.method() == Some("tools/call") {
@@ -75,14 +81,15 @@ pub(super) async fn handle_post(
             }
             (modern_session(), None)
         }
-        PostEra::Session => match state.session_of(&headers) {
+        PostEra::Session => match state.session_of(&headers, &principal) {
             Ok((session, in_use)) => (session, Some(in_use)),
             Err(resp) => return *resp,
         },
     };
     let is_modern = era == PostEra::Modern;
     if message.kind() != Kind::Request {
-        return not_a_request(&state.service, message, view, session).await;
+        let caller = Caller::new(session).with_principal(principal);
+        return not_a_request(&state.service, message, view, caller).await;
     }
     let call = Call {
         service: &state.service,
@@ -90,6 +97,7 @@ pub(super) async fn handle_post(
         message,
         view,
         session,
+        principal,
         in_use,
         modern: is_modern,
     };
@@ -153,9 +161,9 @@ async fn not_a_request(
     service: &McpService,
     message: Message,
     view: Arc<RequestView>,
-    session: Arc<Session>,
+    caller: Caller,
 ) -> Response {
-    let request = McpRequest::with_view(message, Caller::new(session), view);
+    let request = McpRequest::with_view(message, caller, view);
     match service.clone().oneshot(request).await {
         Ok(Some(refusal)) => {
             let mut resp = json_response(&refusal, None);
@@ -174,12 +182,14 @@ async fn json_only(call: Call<'_>) -> Response {
         message,
         view,
         session,
+        principal,
         in_use: _in_use,
         mut cancel_on_close,
         modern,
     } = call;
     let outbound = session.notify.clone();
-    let request = McpRequest::with_view(message, Caller::on(session, outbound), view);
+    let caller = Caller::on(session, outbound).with_principal(principal);
+    let request = McpRequest::with_view(message, caller, view);
     // Run to its end even if this handler is dropped first.
     let reply = RunToEnd::new(service.clone().oneshot(request)).await;
     cancel_on_close.disarm();
@@ -195,6 +205,7 @@ struct Call<'a> {
     message: Message,
     view: Arc<RequestView>,
     session: Arc<Session>,
+    principal: Arc<Principal>,
     in_use: Option<InUse>,
     cancel_on_close: CancelOnClose,
     /// A 2026-07-28 request: errors get the status of their code.
@@ -214,11 +225,13 @@ async fn json_or_sse(
         message,
         view,
         session,
+        principal,
         in_use,
         mut cancel_on_close,
         modern,
     } = call;
     let (caller, mut out_rx) = Caller::with_channel(session);
+    let caller = caller.with_principal(principal);
     let request = McpRequest::with_view(message, caller, view);
     // Driven right here (no task of its own on the way to a JSON answer); if this handler is
     // dropped first, the call still runs to its end.
@@ -301,6 +314,7 @@ async fn initialize(
     message: Message,
     view: Arc<RequestView>,
     client: Option<IpAddr>,
+    principal: Arc<Principal>,
 ) -> Response {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let (notify_tx, notify_rx) = mpsc::unbounded_channel();
@@ -310,7 +324,7 @@ async fn initialize(
         max: state.config.max_sessions,
         per_client: state.config.max_sessions_per_client,
     };
-    let entry = Entry::new(session.clone(), link.clone(), client);
+    let entry = Entry::new(session.clone(), link.clone(), principal.clone(), client);
     let refused = lock(&state.sessions).admit(id.clone(), entry, caps).err();
     // A flood is logged once, when refusals start, not once per refusal.
     let was_refusing = state
@@ -334,7 +348,8 @@ async fn initialize(
         state.config.max_outbound_messages,
     ));
     let _in_use = InUse::new(&link);
-    let request = McpRequest::with_view(message, Caller::new(session), view);
+    let caller = Caller::new(session).with_principal(principal);
+    let request = McpRequest::with_view(message, caller, view);
     match state.service.clone().oneshot(request).await {
         Ok(Some(reply)) => json_response(&reply, Some(&id)),
         _ => reply::accepted(),

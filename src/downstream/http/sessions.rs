@@ -18,6 +18,7 @@ use super::reply::plain_error;
 use super::{AppState, SESSION_HEADER};
 use crate::context::Session;
 use crate::error::kind;
+use crate::identity::Principal;
 use crate::jsonrpc::Message;
 use crate::lock::lock;
 
@@ -28,6 +29,8 @@ const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 pub(super) struct Entry {
     pub(super) session: Arc<Session>,
     pub(super) link: Arc<Link>,
+    /// The client that opened it: the only one that may use it.
+    pub(super) principal: Arc<Principal>,
     /// The address that opened it, counted in [`Sessions::per_client`].
     client: Option<IpAddr>,
     /// The sweeper's view: [`Link::uses`] when it last looked, and since when that has not
@@ -38,10 +41,16 @@ pub(super) struct Entry {
 
 impl Entry {
     /// A new session's entry, opened from `client`.
-    pub(super) fn new(session: Arc<Session>, link: Arc<Link>, client: Option<IpAddr>) -> Self {
+    pub(super) fn new(
+        session: Arc<Session>,
+        link: Arc<Link>,
+        principal: Arc<Principal>,
+        client: Option<IpAddr>,
+    ) -> Self {
         Self {
             session,
             link,
+            principal,
             client,
             seen_uses: 0,
             idle_since: Instant::now(),
@@ -154,14 +163,27 @@ impl Sessions {
 }
 
 impl AppState {
-    /// Ends session `id` (DELETE): it is forgotten here and by the gateway, and its GET
-    /// stream ends. Whether it existed.
-    pub(super) fn end_session(&self, id: &str) -> bool {
-        let Some(entry) = lock(&self.sessions).remove(id) else {
-            return false;
+    /// Ends session `id` (DELETE) of `principal`: it is forgotten here and by the gateway, and
+    /// its GET stream ends. Whether it existed; a session of another client is not ended.
+    pub(super) fn end_session(
+        &self,
+        id: &str,
+        principal: &Principal,
+    ) -> Result<bool, Box<Response>> {
+        let entry = {
+            let mut sessions = lock(&self.sessions);
+            match sessions.map.get(id) {
+                None => return Ok(false),
+                Some(e) if !super::auth::same(&e.principal, principal) => {
+                    return Err(super::auth::foreign_session())
+                }
+                Some(_) => sessions.remove(id),
+            }
         };
-        self.forget(id, &entry);
-        true
+        if let Some(entry) = entry {
+            self.forget(id, &entry);
+        }
+        Ok(true)
     }
 
     /// What ending a session takes besides removing its entry.
@@ -188,10 +210,12 @@ impl AppState {
         }
     }
 
-    /// The session a request names, marked in use until the returned guard is dropped.
+    /// The session a request of `principal` names, marked in use until the returned guard is
+    /// dropped. A session opened by another client is refused.
     pub(super) fn session_of(
         &self,
         headers: &HeaderMap,
+        principal: &Principal,
     ) -> Result<(Arc<Session>, InUse), Box<Response>> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Box::new(plain_error(
@@ -202,6 +226,9 @@ impl AppState {
         };
         let sessions = lock(&self.sessions);
         match sessions.map.get(id) {
+            Some(entry) if !super::auth::same(&entry.principal, principal) => {
+                Err(super::auth::foreign_session())
+            }
             Some(entry) => Ok((entry.session.clone(), InUse::new(&entry.link))),
             None => Err(Box::new(plain_error(
                 StatusCode::NOT_FOUND,
@@ -266,7 +293,7 @@ mod tests {
     fn entry(client: Option<IpAddr>) -> Entry {
         let (notify, _) = mpsc::unbounded_channel();
         let session = Arc::new(Session::new("s", notify));
-        Entry::new(session, Arc::default(), client)
+        Entry::new(session, Arc::default(), Principal::anonymous(), client)
     }
 
     fn caps(max: usize, per_client: usize) -> SessionCaps {

@@ -1,0 +1,307 @@
+//! The audit log: one JSON line per authorization decision and per call outcome, so that every
+//! denial (its `audit_id` is in the error the client got) and every call can be explained
+//! afterwards.
+//!
+//! Lines go to `[audit] path` (appended) or to stderr. They are written by a thread of their
+//! own behind a bounded channel of [`QUEUE`] lines: a call never waits for the disk, and the
+//! async runtime never blocks on it. When the
+//! writer falls that far behind, lines are dropped and counted ([`Audit::dropped`]), with a
+//! warning when dropping starts — calls go on.
+//!
+//! Argument values are not logged unless `log_arguments = true`; then the members named in
+//! `redact` (at any depth) are replaced by `"[redacted]"`.
+//!
+//! ```
+//! use mcp_budget::audit::{self, Entry};
+//! let line = audit::line(&Entry {
+//!     audit_id: "a1",
+//!     principal: "alice",
+//!     method: "tools/call",
+//!     tool: Some("github__delete_repo"),
+//!     decision: Some("deny"),
+//!     rule: Some("deny \"github/delete_*\""),
+//!     ..Entry::default()
+//! });
+//! assert!(line.contains(r#""audit_id":"a1""#) && line.contains(r#""decision":"deny""#));
+//! ```
+
+mod time;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+use std::io::Write;
+use std::sync::mpsc;
+
+pub use time::rfc3339;
+
+/// Lines waiting for the writer before new ones are dropped.
+pub const QUEUE: usize = 8192;
+
+/// `[audit]`, validated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Where lines are appended (`None`: stderr).
+    pub path: Option<PathBuf>,
+    /// Log the call's arguments.
+    pub log_arguments: bool,
+    /// Argument members whose values are never logged.
+    pub redact: Vec<String>,
+}
+
+/// One audit line. `event` is `decision` (with `decision`, `rule`, `reason`) or `outcome`
+/// (with `outcome`, `error_type`, `duration_ms`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Entry<'a> {
+    /// `decision` or `outcome` (filled by [`Audit::decision`] / [`Audit::outcome`]).
+    pub event: &'a str,
+    /// RFC 3339 UTC time (filled when empty).
+    pub time: String,
+    /// The id shared by a call's decision and outcome lines and by its error.
+    pub audit_id: &'a str,
+    /// The client.
+    pub principal: &'a str,
+    /// The downstream session.
+    pub session: &'a str,
+    /// The JSON-RPC method.
+    pub method: &'a str,
+    /// The name the client called (exposed tool or prompt name, resource URI).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<&'a str>,
+    /// `server/name` it routes to, when it routes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// `allow` or `deny`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<&'a str>,
+    /// Which part of the scope decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'a str>,
+    /// Why a call was denied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'a str>,
+    /// `ok`, `is_error` (a tool result with `isError`), `error` or `none` (no answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<&'a str>,
+    /// The error's `data.type` (or its code) for `outcome = error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    /// How long the call took below the authorization, milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The arguments (only with `log_arguments`, redacted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+}
+
+/// `entry` as its line (no newline), with the time filled in when empty.
+#[must_use]
+pub fn line(entry: &Entry<'_>) -> String {
+    if entry.time.is_empty() {
+        let mut timed = entry.clone();
+        timed.time = rfc3339(std::time::SystemTime::now());
+        return serde_json::to_string(&timed).unwrap_or_default();
+    }
+    serde_json::to_string(entry).unwrap_or_default()
+}
+
+/// `arguments` with the values of members named in `redact` replaced, at any depth.
+#[must_use]
+pub fn redacted(arguments: &Value, redact: &[String]) -> Value {
+    match arguments {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let v = if redact.iter().any(|r| r == k) {
+                        Value::String("[redacted]".into())
+                    } else {
+                        redacted(v, redact)
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|v| redacted(v, redact)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A new audit id.
+#[must_use]
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// The audit log's sending side: cheap to clone; off when no lines are wanted.
+#[derive(Debug, Clone, Default)]
+pub struct Audit {
+    inner: Option<Arc<Inner>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    tx: mpsc::SyncSender<String>,
+    dropped: AtomicU64,
+    config: Config,
+}
+
+impl Audit {
+    /// No audit log.
+    #[must_use]
+    pub fn off() -> Self {
+        Self::default()
+    }
+
+    /// Starts the writer thread of `config`'s log; it ends when the last [`Audit`] clone is
+    /// dropped, after writing what is queued.
+    ///
+    /// # Errors
+    /// The file at `config.path` cannot be opened for appending, or no thread can be started.
+    pub fn start(config: Config) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        let out: Box<dyn Write + Send> = match &config.path {
+            Some(path) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)?,
+            ),
+            None => Box::new(std::io::stderr()),
+        };
+        std::thread::Builder::new()
+            .name("mcp-budget-audit".into())
+            .spawn(move || write_lines(&rx, out))?;
+        Ok(Self {
+            inner: Some(Arc::new(Inner {
+                tx,
+                dropped: AtomicU64::new(0),
+                config,
+            })),
+        })
+    }
+
+    /// Whether lines are written.
+    #[must_use]
+    pub fn is_on(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// Lines dropped because the writer was [`QUEUE`] lines behind.
+    #[must_use]
+    pub fn dropped(&self) -> u64 {
+        self.inner
+            .as_ref()
+            .map_or(0, |i| i.dropped.load(Ordering::Relaxed))
+    }
+
+    /// The arguments as the log may show them: `None` unless `log_arguments`.
+    #[must_use]
+    pub fn arguments(&self, arguments: impl FnOnce() -> Value) -> Option<Value> {
+        let inner = self.inner.as_ref()?;
+        inner
+            .config
+            .log_arguments
+            .then(|| redacted(&arguments(), &inner.config.redact))
+    }
+
+    /// Logs a decision line.
+    pub fn decision(&self, mut entry: Entry<'_>) {
+        entry.event = "decision";
+        self.record(&entry);
+    }
+
+    /// Logs an outcome line.
+    pub fn outcome(&self, mut entry: Entry<'_>) {
+        entry.event = "outcome";
+        self.record(&entry);
+    }
+
+    fn record(&self, entry: &Entry<'_>) {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        if inner.tx.try_send(line(entry)).is_err() {
+            // Full (or the writer is gone at shutdown): never make a call wait for the log.
+            if inner.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!(
+                    queue = QUEUE,
+                    "Audit log writer is behind: dropping audit lines (counted)"
+                );
+            }
+        }
+    }
+}
+
+/// Writes lines as they come, what is queued together, flushing whenever the queue is empty.
+fn write_lines(rx: &mpsc::Receiver<String>, mut out: Box<dyn Write + Send>) {
+    while let Ok(mut line) = rx.recv() {
+        line.push('\n');
+        while let Ok(more) = rx.try_recv() {
+            line.push_str(&more);
+            line.push('\n');
+        }
+        if let Err(err) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
+            tracing::error!(error = %err, "Writing the audit log failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn redaction_reaches_nested_members_and_leaves_the_rest() {
+        let args = json!({"owner": "acme", "auth": {"token": "s3cret"}, "list": [{"token": 1}]});
+        let shown = redacted(&args, &["token".into()]);
+        assert_eq!(
+            shown,
+            json!({"owner": "acme", "auth": {"token": "[redacted]"}, "list": [{"token": "[redacted]"}]})
+        );
+    }
+
+    #[test]
+    fn lines_reach_the_file_and_arguments_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let audit = Audit::start(Config {
+            path: Some(path.clone()),
+            log_arguments: false,
+            redact: vec![],
+        })
+        .unwrap();
+        assert_eq!(audit.arguments(|| json!({"a": 1})), None);
+        audit.decision(Entry {
+            audit_id: "x1",
+            principal: "alice",
+            method: "tools/call",
+            decision: Some("allow"),
+            ..Entry::default()
+        });
+        let mut text = String::new();
+        for _ in 0..100 {
+            text = std::fs::read_to_string(&path).unwrap_or_default();
+            if !text.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let v: Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(v["event"], "decision");
+        assert_eq!(v["audit_id"], "x1");
+        assert!(v["time"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(audit.dropped(), 0);
+    }
+
+    #[test]
+    fn an_audit_that_is_off_records_nothing_and_costs_nothing() {
+        let audit = Audit::off();
+        assert!(!audit.is_on());
+        audit.decision(Entry::default());
+        assert_eq!(audit.dropped(), 0);
+    }
+}

@@ -1,0 +1,398 @@
+//! `authorize`: what the caller's principal may call and see.
+//!
+//! *Call phase*: a `tools/call` (an `invoke_tool` reaches this layer as one), `prompts/get`,
+//! `resources/read`, `resources/subscribe` and `completion/complete` are checked against the
+//! principal's [`Scope`] with their arguments. The called name is resolved **through the
+//! catalog**, exactly as the gateway routes it (exposed name → upstream and its own name), and
+//! the scope is checked on that routed identity: a spelling the gateway would not route
+//! (another case, separator or a confusable character) is an unknown name and is refused, and
+//! one it would route is checked as what it reaches. A refusal is the JSON-RPC error
+//! `-32000` with `data = { type: "mcp_budget.authorization.denied", tool, reason, audit_id }`;
+//! nothing goes upstream.
+//!
+//! *List phase*: `prompts/list`, `resources/list`, `resources/templates/list` — and
+//! `tools/list` when the budget layer is off (it plans the tool list within the scope
+//! otherwise) — come back holding only what the principal may see.
+//!
+//! Each decision and each allowed call's outcome is a line of the [`Audit`] log, with the
+//! `audit_id` the error carries. The anonymous principal of a policy without `[[client]]`
+//! passes with one pointer check when no `[audit]` is configured.
+//!
+//! Policy: `[[client]]` (allow, deny, rules), `[audit]`.
+//!
+//! ```
+//! use mcp_budget::audit::Audit;
+//! use mcp_budget::catalog::Catalog;
+//! use mcp_budget::layer::authorize::AuthorizeLayer;
+//! use std::sync::Arc;
+//! use tower::Layer;
+//! # use mcp_budget::context::McpRequest;
+//! # let inner = tower::service_fn(|_: McpRequest| async { Ok::<Option<mcp_budget::jsonrpc::Message>, std::convert::Infallible>(None) });
+//! let (_tx, catalog) = tokio::sync::watch::channel(Arc::new(Catalog::default()));
+//! let service = AuthorizeLayer::new(catalog, Audit::off(), true).layer(inner);
+//! # let _ = service;
+//! ```
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use serde_json::{json, Map, Value};
+use tokio::sync::watch;
+use tower::{Layer, Service};
+
+use crate::audit::{self, Audit, Entry};
+use crate::authz::{Decision, Kind, Scope, Target};
+use crate::catalog::Catalog;
+use crate::context::McpRequest;
+use crate::error::{kind, UPSTREAM_ERROR};
+use crate::identity::{Principal, Via};
+use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind as MessageKind, Message};
+
+/// Layer of [`Authorize`].
+#[derive(Debug, Clone)]
+pub struct AuthorizeLayer {
+    catalog: watch::Receiver<Arc<Catalog>>,
+    audit: Audit,
+    filter_tools: bool,
+}
+
+impl AuthorizeLayer {
+    /// Authorizes against the published `catalog`, logging to `audit`; `filter_tools`: the
+    /// list phase covers `tools/list` too (when no budget layer plans it).
+    #[must_use]
+    pub fn new(catalog: watch::Receiver<Arc<Catalog>>, audit: Audit, filter_tools: bool) -> Self {
+        Self {
+            catalog,
+            audit,
+            filter_tools,
+        }
+    }
+}
+
+impl<S> Layer<S> for AuthorizeLayer {
+    type Service = Authorize<S>;
+    fn layer(&self, inner: S) -> Authorize<S> {
+        Authorize {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// Checks calls and filters lists by the caller's scope.
+#[derive(Debug, Clone)]
+pub struct Authorize<S> {
+    inner: S,
+    layer: AuthorizeLayer,
+}
+
+impl<S> Authorize<S> {
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+/// What a call names, resolved through the catalog.
+#[derive(Debug, PartialEq)]
+struct Called {
+    kind: Kind,
+    /// As the client sent it.
+    exposed: String,
+    /// (server, own name) it routes to; `None`: it routes nowhere.
+    routed: Vec<(String, String)>,
+}
+
+impl<S> Service<McpRequest> for Authorize<S>
+where
+    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Option<Message>;
+    type Error = Infallible;
+    type Future = crate::context::McpFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: McpRequest) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let anonymous = req.caller.principal.via() == Via::Anonymous;
+        // The open gateway's whole cost: one pointer read (and one flag).
+        if anonymous && !self.layer.audit.is_on() || req.message.kind() != MessageKind::Request {
+            return Box::pin(inner.call(req));
+        }
+        let method = req.view.method().unwrap_or_default();
+        let list = match method {
+            "tools/list" if self.layer.filter_tools => Some(Kind::Tool),
+            "prompts/list" => Some(Kind::Prompt),
+            "resources/list" | "resources/templates/list" => Some(Kind::Resource),
+            _ => None,
+        };
+        if let Some(list) = list {
+            if anonymous {
+                return Box::pin(inner.call(req));
+            }
+            let principal = req.caller.principal.clone();
+            let catalog = self.layer.catalog.clone();
+            return Box::pin(async move {
+                let mut reply = inner.call(req).await?;
+                if let Some(msg) = reply.as_mut() {
+                    let catalog = catalog.borrow().clone();
+                    filter_list(msg, list, &catalog, principal.client().scope());
+                }
+                Ok(reply)
+            });
+        }
+        let catalog = self.layer.catalog.borrow().clone();
+        let Some(called) = called(&req, &catalog) else {
+            return Box::pin(inner.call(req));
+        };
+        let arguments = matches!(method, "tools/call" | "prompts/get")
+            .then(|| req.view.arguments_value(&req.message));
+        let decision = decide(&req, &called, arguments.as_ref());
+        let audit = self.layer.audit.clone();
+        let audit_id = audit::new_id();
+        let (rule, reason) = match &decision {
+            Decision::Allow if anonymous => ("no clients configured", None),
+            Decision::Allow => ("allow", None),
+            Decision::Deny { rule, reason } => (rule.as_str(), Some(reason.as_str())),
+        };
+        let upstream = called.routed.first().map(|(s, n)| format!("{s}/{n}"));
+        let session = req.caller.session.id.clone();
+        let principal = req.caller.principal.clone();
+        let entry = Entry {
+            audit_id: &audit_id,
+            principal: principal.name(),
+            session: &session,
+            method,
+            tool: Some(&called.exposed),
+            upstream: upstream.clone(),
+            decision: Some(if reason.is_some() { "deny" } else { "allow" }),
+            rule: Some(rule),
+            reason,
+            arguments: audit.arguments(|| arguments.clone().unwrap_or_default()),
+            ..Entry::default()
+        };
+        audit.decision(entry);
+        if let Some(reason) = reason {
+            let id = req.message.id.clone().unwrap_or(Id::Null);
+            let error = denied(&principal, &called.exposed, reason, &audit_id);
+            return Box::pin(async move { Ok(Some(Message::error(id, error))) });
+        }
+        let method = method.to_owned();
+        Box::pin(async move {
+            let started = tokio::time::Instant::now();
+            let reply = inner.call(req).await?;
+            let (outcome, error_type) = outcome_of(reply.as_ref());
+            let elapsed = started.elapsed().as_millis();
+            audit.outcome(Entry {
+                audit_id: &audit_id,
+                principal: principal.name(),
+                session: &session,
+                method: &method,
+                tool: Some(&called.exposed),
+                upstream,
+                outcome: Some(outcome),
+                error_type,
+                duration_ms: Some(u64::try_from(elapsed).unwrap_or(u64::MAX)),
+                ..Entry::default()
+            });
+            Ok(reply)
+        })
+    }
+}
+
+/// The decision on `called` for the request's principal (every routed identity must be
+/// allowed).
+fn decide(req: &McpRequest, called: &Called, arguments: Option<&Value>) -> Decision {
+    let principal = &req.caller.principal;
+    if principal.via() == Via::Anonymous {
+        return Decision::Allow;
+    }
+    // A repeated `name`, `arguments` or `_meta` could be read one way here and another way
+    // by whoever reads the message next: refused, not guessed.
+    if req.view.name().is_some() && req.view.typed_name().is_none() {
+        return Decision::Deny {
+            reason: "the params repeat name, arguments or _meta".into(),
+            rule: "malformed".into(),
+        };
+    }
+    if called.routed.is_empty() {
+        return Decision::Deny {
+            reason: format!(
+                "{} {:?} is not on this gateway (names must be spelled as listed)",
+                noun(called.kind),
+                called.exposed
+            ),
+            rule: "unknown name".into(),
+        };
+    }
+    let scope = principal.client().scope();
+    let arguments = arguments.and_then(Value::as_object);
+    for (server, name) in &called.routed {
+        let target = Target::new(called.kind, server, name);
+        let decision = match req.view.method() {
+            // Completing a prompt's or template's arguments needs only the right to see it.
+            Some("completion/complete") if scope.may_see(target) => Decision::Allow,
+            _ => scope.check(target, arguments.or(empty_arguments(called.kind))),
+        };
+        if decision != Decision::Allow {
+            return decision;
+        }
+    }
+    Decision::Allow
+}
+
+/// Tool and prompt calls without `arguments` are checked as calls with none (`{}`); resources
+/// have no arguments.
+fn empty_arguments(kind: Kind) -> Option<&'static Map<String, Value>> {
+    static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    (kind != Kind::Resource).then(|| EMPTY.get_or_init(Map::new))
+}
+
+fn noun(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Tool => "tool",
+        Kind::Prompt => "prompt",
+        Kind::Resource => "resource",
+    }
+}
+
+/// What the request calls, resolved as the gateway routes it; `None` for a method with no
+/// call phase.
+fn called(req: &McpRequest, catalog: &Catalog) -> Option<Called> {
+    let names = catalog.names();
+    let named = |kind: Kind, exposed: &str| {
+        let route = match kind {
+            Kind::Tool => catalog.tool(exposed),
+            _ => catalog.prompt(exposed),
+        };
+        Called {
+            kind,
+            exposed: exposed.to_owned(),
+            routed: route
+                .and_then(|(i, own)| Some((names.get(i)?.clone(), own.to_owned())))
+                .into_iter()
+                .collect(),
+        }
+    };
+    let by_uri = |uri: &str| Called {
+        kind: Kind::Resource,
+        exposed: uri.to_owned(),
+        routed: resource_routes(catalog, uri),
+    };
+    match req.view.method()? {
+        "tools/call" => Some(named(Kind::Tool, req.view.name().unwrap_or_default())),
+        "prompts/get" => Some(named(Kind::Prompt, req.view.name().unwrap_or_default())),
+        "resources/read" | "resources/subscribe" => {
+            Some(by_uri(req.view.uri().unwrap_or_default()))
+        }
+        "completion/complete" => {
+            let params: Value = req.message.params_as().unwrap_or_default();
+            let reference = &params["ref"];
+            let text = |key: &str| reference[key].as_str().unwrap_or_default();
+            Some(match reference["type"].as_str() {
+                Some("ref/resource") => by_uri(text("uri")),
+                // Anything else is a prompt, or an error the gateway gives.
+                _ => named(Kind::Prompt, text("name")),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The upstreams a resource URI may reach: the one the catalog routes it to; else (the
+/// gateway falls back to the only upstream with resources) every upstream, so that the
+/// client must be allowed the URI wherever it lands.
+fn resource_routes(catalog: &Catalog, uri: &str) -> Vec<(String, String)> {
+    let names = catalog.names();
+    match catalog.resource(uri) {
+        Some(i) => names
+            .get(i)
+            .map(|s| (s.clone(), uri.to_owned()))
+            .into_iter()
+            .collect(),
+        None => names.iter().map(|s| (s.clone(), uri.to_owned())).collect(),
+    }
+}
+
+/// The `mcp_budget.authorization.denied` error.
+fn denied(principal: &Principal, exposed: &str, reason: &str, audit_id: &str) -> ErrorObject {
+    ErrorObject::new(
+        UPSTREAM_ERROR,
+        format!(
+            "client {:?} may not call {exposed}: {reason} (if it should, the gateway's operator \
+             extends this client's [[client]] allow list or rules; audit id {audit_id})",
+            principal.name()
+        ),
+        kind::AUTHORIZATION_DENIED,
+        Some(json!({"tool": exposed, "reason": reason, "audit_id": audit_id})),
+    )
+}
+
+/// `ok`, `is_error`, `error` (with its type) or `none`.
+fn outcome_of(reply: Option<&Message>) -> (&'static str, Option<String>) {
+    let Some(reply) = reply else {
+        return ("none", None);
+    };
+    if let Some(error) = &reply.error {
+        let kind = error.kind().unwrap_or_else(|| error.code.to_string());
+        return ("error", Some(kind));
+    }
+    #[derive(serde::Deserialize)]
+    struct Flag {
+        #[serde(rename = "isError", default)]
+        is_error: bool,
+    }
+    let is_error = reply
+        .result
+        .as_deref()
+        .and_then(|r| serde_json::from_str::<Flag>(r.get()).ok())
+        .is_some_and(|f| f.is_error);
+    (if is_error { "is_error" } else { "ok" }, None)
+}
+
+/// Keeps in a list result only the items `scope` may see.
+fn filter_list(msg: &mut Message, kind: Kind, catalog: &Catalog, scope: &Scope) {
+    let Some(raw) = msg.result.as_deref() else {
+        return;
+    };
+    let Ok(mut result) = serde_json::from_str::<Map<String, Value>>(raw.get()) else {
+        return;
+    };
+    let names = catalog.names();
+    for (key, field) in [
+        ("tools", "name"),
+        ("prompts", "name"),
+        ("resources", "uri"),
+        ("resourceTemplates", "uriTemplate"),
+    ] {
+        let Some(Value::Array(items)) = result.get_mut(key) else {
+            continue;
+        };
+        items.retain(|item| {
+            let name = item.get(field).and_then(Value::as_str).unwrap_or_default();
+            let visible = |server: &str, own: &str| scope.may_see(Target::new(kind, server, own));
+            match kind {
+                Kind::Tool => catalog
+                    .tool(name)
+                    .is_some_and(|(i, own)| names.get(i).is_some_and(|s| visible(s, own))),
+                Kind::Prompt => catalog
+                    .prompt(name)
+                    .is_some_and(|(i, own)| names.get(i).is_some_and(|s| visible(s, own))),
+                Kind::Resource => {
+                    let routes = resource_routes(catalog, name);
+                    !routes.is_empty() && routes.iter().all(|(s, uri)| visible(s, uri))
+                }
+            }
+        });
+    }
+    msg.result = Some(to_raw(&Value::Object(result)));
+}
+
+#[cfg(test)]
+mod tests;
