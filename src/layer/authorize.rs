@@ -179,6 +179,7 @@ where
         };
         audit.decision(entry);
         if let Some(reason) = reason {
+            crate::telemetry::record::denied(principal.name(), denial_label(rule));
             let id = req.message.id.clone().unwrap_or(Id::Null);
             let error = denied(&principal, &called.exposed, reason, &audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
@@ -317,6 +318,17 @@ fn resource_routes(catalog: &Catalog, uri: &str) -> Vec<(String, String)> {
             .into_iter()
             .collect(),
         None => names.iter().map(|s| (s.clone(), uri.to_owned())).collect(),
+    }
+}
+
+/// The bounded metric label of a denial's rule (`deny "…"`, `not in allow`, `rule N`).
+fn denial_label(rule: &str) -> &'static str {
+    if rule.starts_with("deny") {
+        "deny"
+    } else if rule.starts_with("rule") {
+        "argument"
+    } else {
+        "not_allowed"
     }
 }
 
