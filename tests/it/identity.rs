@@ -719,3 +719,102 @@ async fn a_reload_that_takes_a_right_away_takes_effect_at_once() {
     assert_eq!(error_type(&r), DENIED, "{r}");
     gw.stop_and_check().await;
 }
+
+/// The names a `search_tools` call of a report found.
+fn found(call: &Value) -> Vec<String> {
+    call["result"]["structuredContent"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a search answer: {call}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Behind a progressive plan, the real Python SDK (both eras) and TypeScript SDK clients with
+/// two API keys search and inspect only their own scope: a tool a client may not call is not
+/// found by `search_tools` and is unknown to `get_tool_schema`, while its own tools are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_and_schema_show_each_client_only_its_scope_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let budget =
+        "[budget]\nmodel = \"claude-haiku-4-5\"\nmode = \"progressive\"\nlist_catalog = false\n";
+    let ups = [Up::everything("e"), Up::time("time")];
+    let gw = Gateway::start_with_env(
+        "identity-search",
+        Mode::Http,
+        &clients(&audit, budget),
+        &ups,
+        &KEYS,
+    )
+    .await;
+    let search = |q: &str| json!({"name": "search_tools", "args": {"query": q, "limit": 20}});
+    let schema = |n: &str| json!({"name": "get_tool_schema", "args": {"name": n}});
+    let calls = json!([
+        search("echo a message back"),
+        search("convert a time between timezones"),
+        search("start a long running operation"),
+        schema(CONVERT),
+        schema("time__get_current_time"),
+        schema("e__trigger-long-running-operation"),
+    ]);
+    let mut reports = Vec::new();
+    for mode in ["legacy", "auto"] {
+        for who in [ALICE, BOB] {
+            let r = py(&gw.tag, &["http", gw.url()], mode, &key(who), &calls).await;
+            reports.push((format!("python {mode} {who}"), who, r));
+        }
+    }
+    for who in [ALICE, BOB] {
+        reports.push((
+            format!("typescript {who}"),
+            who,
+            ts(gw.url(), &key(who), &calls).await,
+        ));
+    }
+    for (what, who, r) in &reports {
+        let c = r["calls"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{what}: {r}"));
+        let all: Vec<String> = c[..3].iter().flat_map(found).collect();
+        if *who == ALICE {
+            assert!(
+                found(&c[0]).contains(&"e__echo".to_owned()),
+                "{what}: {c:?}"
+            );
+            assert!(
+                all.iter()
+                    .all(|n| n == "e__echo" || n == "time__get_current_time"),
+                "{what}: alice finds only her scope: {all:?}"
+            );
+            assert_eq!(
+                c[3]["result"]["isError"], true,
+                "{what}: denied tool has no schema"
+            );
+            assert_eq!(
+                c[4]["result"]["structuredContent"]["name"], "time__get_current_time",
+                "{what}"
+            );
+            assert_eq!(
+                c[5]["result"]["isError"], true,
+                "{what}: bob's tool is unknown to alice"
+            );
+        } else {
+            assert!(
+                found(&c[2]).contains(&"e__trigger-long-running-operation".to_owned()),
+                "{what}: {c:?}"
+            );
+            assert!(
+                all.iter().all(|n| n.starts_with("e__")),
+                "{what}: bob finds no time tool: {all:?}"
+            );
+            assert_eq!(c[3]["result"]["isError"], true, "{what}");
+            assert_eq!(c[4]["result"]["isError"], true, "{what}");
+            assert_eq!(
+                c[5]["result"]["structuredContent"]["name"], "e__trigger-long-running-operation",
+                "{what}"
+            );
+        }
+    }
+    gw.stop_and_check().await;
+}
