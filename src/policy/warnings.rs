@@ -29,13 +29,15 @@ impl Policy {
     pub fn warnings(&self) -> Vec<Problem> {
         let mut out = self.import_warnings.clone();
         if let Some(addr) = self.downstream.http {
-            if !addr.ip().is_loopback() {
+            // With clients, every request must authenticate: reachable from elsewhere is fine.
+            if !addr.ip().is_loopback() && self.clients.is_empty() && self.auth.jwt.is_none() {
                 out.push(self.problem(
                     "downstream.http".into(),
                     format!(
                         "serves every client that can reach {addr}, from other machines too, and \
-                         clients are not authenticated yet; bind 127.0.0.1 (the default) unless \
-                         a proxy in front authenticates them"
+                         no [[client]] is configured, so nobody is asked who they are; bind \
+                         127.0.0.1 (the default), add [[client]] entries, or keep \
+                         allow_anonymous = true only behind a proxy that authenticates them"
                     ),
                 ));
             }
