@@ -460,10 +460,13 @@ impl Gateway {
             nix::sys::signal::Signal::SIGTERM,
         )
         .expect("signal sent");
-        tokio::time::timeout(WAIT, self.child.wait())
-            .await
-            .expect("the gateway exits after SIGTERM")
-            .expect("wait works");
+        let Ok(waited) = tokio::time::timeout(WAIT, self.child.wait()).await else {
+            panic!(
+                "the gateway did not exit within {WAIT:?} after SIGTERM; its stderr:\n{}",
+                self.log()
+            );
+        };
+        waited.expect("wait works");
         started.elapsed()
     }
 
