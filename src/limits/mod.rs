@@ -165,23 +165,23 @@ impl Ledger {
         limits: &ClientLimits,
         now_ms: u64,
     ) -> Result<(), Refused> {
+        let Self { clients, upstreams } = self;
         // The narrower bucket first, without taking: a call refused by the client's overall
         // rate must not spend the upstream's allowance (and the other way round).
-        if let Some(rate) = limits.upstream_calls_per_sec {
-            let key = (client.to_owned(), upstream.to_owned());
-            let bucket = self
-                .upstreams
-                .entry(key)
-                .or_insert_with(|| Bucket::new(rate.per_sec, rate.burst, now_ms));
-            let mut probe = bucket.clone();
+        let upstream_bucket = limits.upstream_calls_per_sec.map(|rate| {
+            upstreams
+                .entry((client.to_owned(), upstream.to_owned()))
+                .or_insert_with(|| Bucket::new(rate.per_sec, rate.burst, now_ms))
+        });
+        if let Some(bucket) = &upstream_bucket {
+            let mut probe = Bucket::clone(bucket);
             probe.take(now_ms).map_err(|wait| Refused {
                 which: Which::UpstreamRate,
                 retry_after_ms: wait,
             })?;
         }
         if let Some(rate) = limits.calls_per_sec {
-            let bucket = self
-                .clients
+            let bucket = clients
                 .entry(client.to_owned())
                 .or_insert_with(|| Bucket::new(rate.per_sec, rate.burst, now_ms));
             bucket.take(now_ms).map_err(|wait| Refused {
@@ -189,14 +189,9 @@ impl Ledger {
                 retry_after_ms: wait,
             })?;
         }
-        if limits.upstream_calls_per_sec.is_some() {
-            if let Some(bucket) = self
-                .upstreams
-                .get_mut(&(client.to_owned(), upstream.to_owned()))
-            {
-                // Probed above at the same instant: there is a token.
-                let _ = bucket.take(now_ms);
-            }
+        if let Some(bucket) = upstream_bucket {
+            // Probed above at the same instant: there is a token.
+            let _ = bucket.take(now_ms);
         }
         Ok(())
     }
