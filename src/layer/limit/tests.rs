@@ -58,6 +58,13 @@ impl Upstream {
         }
     }
 
+    /// Yields until `n` calls have reached the upstream.
+    async fn reached(&self, n: usize) {
+        while self.calls.load(Ordering::SeqCst) < n {
+            tokio::task::yield_now().await;
+        }
+    }
+
     fn service(
         &self,
     ) -> impl Service<
@@ -179,9 +186,7 @@ async fn past_its_in_flight_and_queue_a_client_is_refused_while_another_is_serve
     let svc = LimitLayer::new(l, catalog()).layer(up.service());
     let mut first = svc.clone();
     let held = tokio::spawn(async move { first.call(call("alice", "git__log")).await });
-    while up.calls.load(Ordering::SeqCst) == 0 {
-        tokio::task::yield_now().await;
-    }
+    up.reached(1).await;
     let refused = svc
         .clone()
         .call(call("alice", "time__now"))
@@ -194,9 +199,7 @@ async fn past_its_in_flight_and_queue_a_client_is_refused_while_another_is_serve
     // Bob is not behind alice's call.
     let mut bob = svc.clone();
     let bob_call = tokio::spawn(async move { bob.call(call("bob", "git__log")).await });
-    while up.calls.load(Ordering::SeqCst) < 2 {
-        tokio::task::yield_now().await;
-    }
+    up.reached(2).await;
     up.release.notify_waiters();
     assert!(held.await.unwrap().unwrap().unwrap().error.is_none());
     assert!(bob_call.await.unwrap().unwrap().unwrap().error.is_none());
@@ -215,9 +218,7 @@ async fn a_queued_call_runs_when_a_slot_frees() {
     let svc = LimitLayer::new(l, catalog()).layer(up.service());
     let mut a = svc.clone();
     let first = tokio::spawn(async move { a.call(call("alice", "git__log")).await });
-    while up.calls.load(Ordering::SeqCst) == 0 {
-        tokio::task::yield_now().await;
-    }
+    up.reached(1).await;
     let mut b = svc.clone();
     let queued = tokio::spawn(async move { b.call(call("alice", "git__log")).await });
     while waiting(&svc, "alice") == 0 {
@@ -234,9 +235,7 @@ async fn a_queued_call_runs_when_a_slot_frees() {
     up.release.notify_one();
     assert!(first.await.unwrap().unwrap().unwrap().error.is_none());
     // The queued call got the slot and is now in the upstream.
-    while up.calls.load(Ordering::SeqCst) < 2 {
-        tokio::task::yield_now().await;
-    }
+    up.reached(2).await;
     up.release.notify_one();
     assert!(queued.await.unwrap().unwrap().unwrap().error.is_none());
 }
@@ -253,9 +252,7 @@ async fn a_queued_call_is_refused_after_queue_ms() {
     let svc = LimitLayer::new(l, catalog()).layer(up.service());
     let mut a = svc.clone();
     let first = tokio::spawn(async move { a.call(call("alice", "git__log")).await });
-    while up.calls.load(Ordering::SeqCst) == 0 {
-        tokio::task::yield_now().await;
-    }
+    up.reached(1).await;
     let late = svc
         .clone()
         .call(call("alice", "git__log"))
@@ -279,16 +276,12 @@ async fn an_upstream_in_flight_caps_all_clients_together_but_not_other_upstreams
     let svc = LimitLayer::new(l, catalog()).layer(up.service());
     let mut a = svc.clone();
     let first = tokio::spawn(async move { a.call(call("alice", "git__log")).await });
-    while up.calls.load(Ordering::SeqCst) == 0 {
-        tokio::task::yield_now().await;
-    }
+    up.reached(1).await;
     let mut b = svc.clone();
     let waiting = tokio::spawn(async move { b.call(call("bob", "git__log")).await });
     let mut c = svc.clone();
     let other = tokio::spawn(async move { c.call(call("bob", "time__now")).await });
-    while up.calls.load(Ordering::SeqCst) < 2 {
-        tokio::task::yield_now().await;
-    }
+    up.reached(2).await;
     tokio::task::yield_now().await;
     assert_eq!(
         up.calls.load(Ordering::SeqCst),
@@ -298,9 +291,7 @@ async fn an_upstream_in_flight_caps_all_clients_together_but_not_other_upstreams
     up.release.notify_waiters();
     assert!(first.await.unwrap().unwrap().unwrap().error.is_none());
     assert!(other.await.unwrap().unwrap().unwrap().error.is_none());
-    while up.calls.load(Ordering::SeqCst) < 3 {
-        tokio::task::yield_now().await;
-    }
+    up.reached(3).await;
     up.release.notify_waiters();
     assert!(waiting.await.unwrap().unwrap().unwrap().error.is_none());
 }
