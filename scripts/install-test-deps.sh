@@ -9,31 +9,27 @@ cd "$(dirname "$0")/../tests/peers"
 
 stamp() { sha256sum "$1" | cut -c1-16; }
 
-# The rmcp test client's HTTP transport links OpenSSL (native-tls).
-if ! pkg-config --exists openssl 2>/dev/null; then
-  echo "install-test-deps: apt-get install libssl-dev pkg-config" >&2
-  apt-get update -qq >&2 && apt-get install -y -qq libssl-dev pkg-config >&2
-fi
-
-# The deploy/ manifests render with `kubectl kustomize` (tests/deploy.rs): this machine kind has
-# kubectl from the Google Cloud apt repository; Debian's kubernetes-client is the fallback.
-if ! command -v kubectl >/dev/null; then
-  echo "install-test-deps: apt-get install kubectl" >&2
+# System packages, found missing first and installed with one `apt-get update`:
+# - libssl-dev, pkg-config: the rmcp test client's HTTP transport links OpenSSL (native-tls);
+# - chromium: the HTML report's screenshot test (tests/onboarding.rs) renders it headless;
+# - prometheus: the telemetry tests check the metrics exposition with promtool and scrape it
+#   with a real Prometheus server (both in Debian's prometheus package);
+# - kubectl: the deploy/ manifests render with `kubectl kustomize` (tests/deploy.rs); this
+#   machine kind has it from the Google Cloud apt repository, Debian's kubernetes-client is
+#   the fallback.
+apt_missing=()
+pkg-config --exists openssl 2>/dev/null || apt_missing+=(libssl-dev pkg-config)
+command -v chromium >/dev/null || apt_missing+=(chromium)
+{ command -v promtool >/dev/null && command -v prometheus >/dev/null; } || apt_missing+=(prometheus)
+if [ "${#apt_missing[@]}" -gt 0 ] || ! command -v kubectl >/dev/null; then
+  echo "install-test-deps: apt-get install ${apt_missing[*]} kubectl" >&2
   apt-get update -qq >&2
-  apt-get install -y -qq kubectl >&2 || apt-get install -y -qq kubernetes-client >&2
-fi
-
-# The HTML report's screenshot test (tests/onboarding.rs) renders it in headless Chromium.
-if ! command -v chromium >/dev/null; then
-  echo "install-test-deps: apt-get install chromium" >&2
-  apt-get update -qq >&2 && apt-get install -y -qq chromium >&2
-fi
-
-# The telemetry tests check the metrics exposition with promtool and scrape it with a real
-# Prometheus server (both in Debian's prometheus package).
-if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
-  echo "install-test-deps: apt-get install prometheus" >&2
-  apt-get update -qq >&2 && apt-get install -y -qq prometheus >&2
+  if [ "${#apt_missing[@]}" -gt 0 ]; then
+    apt-get install -y -qq "${apt_missing[@]}" >&2
+  fi
+  if ! command -v kubectl >/dev/null; then
+    apt-get install -y -qq kubectl >&2 || apt-get install -y -qq kubernetes-client >&2
+  fi
 fi
 
 if ! command -v npm >/dev/null; then
