@@ -20,6 +20,12 @@
 //! `BENCH_GW_PREFIX="taskset -c 0"` runs every gateway under that command (placement
 //! experiments; `taskset -c 0 scripts/bench-gateway.sh latency` pins everything instead).
 //!
+//! `BENCH_POLICY_EXTRA`: TOML appended to every policy the bench writes (say a `[[client]]` with
+//! `api_key_env` and an `[audit]` section), and `BENCH_BEARER`: the token HTTP clients send as
+//! `Authorization: Bearer …` (the key's `api_key_env` variable exported for the gateway), so
+//! the per-call cost of an authenticated, audited call can be measured. (The stdio downstream
+//! needs `stdio_client` in the policy for the same.)
+//!
 //! Binaries are found next to this one (`target/release/examples/bench_echo`,
 //! `target/release/mcp-budget`); override with `BENCH_ECHO` / `BENCH_GATEWAY`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -112,7 +118,8 @@ fn start(mut cmd: Command, marker: &'static str) -> (Proc, String, Vec<String>) 
 
 fn write_policy(dir: &Path, name: &str, upstreams: &str) -> PathBuf {
     let path = dir.join(name);
-    std::fs::write(&path, format!("version = 1\n{upstreams}")).expect("policy written");
+    let extra = std::env::var("BENCH_POLICY_EXTRA").unwrap_or_default();
+    std::fs::write(&path, format!("version = 1\n{upstreams}\n{extra}\n")).expect("policy written");
     path
 }
 
@@ -271,6 +278,9 @@ impl HttpClient {
         );
         if let Some(s) = &self.session {
             req.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
+        }
+        if let Ok(token) = std::env::var("BENCH_BEARER") {
+            req.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
         req.push_str("\r\n");
         req.push_str(body);
