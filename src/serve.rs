@@ -121,8 +121,15 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
         }
         None => None,
     };
+    // SIGINT and SIGTERM stop the gateway from now on, while its upstreams start too: the
+    // signals' default action would leave their process groups running.
+    stop_on_signals(shutdown.clone())?;
     // The listen address is bound first: a port in use fails now, before any upstream starts.
     let server = Server::start_listening(policy, ready_timeout, shutdown.clone()).await?;
+    if shutdown.is_cancelled() {
+        server.stop().await;
+        return Ok(());
+    }
     // SIGHUP and edits of the policy's files reload it from now on; the process keeps serving.
     let jwks = server.policy().auth.jwt.as_ref().map(|j| j.jwks.clone());
     let accept = reload_clients(server.gate().clone(), jwks);
@@ -149,17 +156,21 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
         let (input, output) = stdio_streams();
         Stdio::new(input, output)
     });
+    server.serve(None, stdio).await;
+    Ok(())
+}
+
+/// Cancels `shutdown` at the first SIGINT or SIGTERM.
+fn stop_on_signals(shutdown: CancellationToken) -> std::io::Result<()> {
     let terminated = terminated()?;
-    let stop = shutdown.clone();
     tokio::spawn(async move {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
             () = terminated => tracing::info!("SIGTERM received; shutting down"),
-            () = stop.cancelled() => return,
+            () = shutdown.cancelled() => return,
         }
-        stop.cancel();
+        shutdown.cancel();
     });
-    server.serve(None, stdio).await;
     Ok(())
 }
 

@@ -235,7 +235,11 @@ impl Pool {
         )
     }
 
-    async fn wait_ready(&self, limit: Duration) -> Vec<UpstreamSummary> {
+    async fn wait_ready(
+        &self,
+        limit: Duration,
+        shutdown: &CancellationToken,
+    ) -> Vec<UpstreamSummary> {
         let started = tokio::time::Instant::now();
         let slots: Vec<Arc<Slot>> = {
             let members = self.members.borrow();
@@ -246,7 +250,11 @@ impl Pool {
                 .collect()
         };
         let waits = slots.iter().map(|s| s.upstream.wait_ready(limit));
-        futures::future::join_all(waits).await;
+        // A shutdown while they start ends the wait: nothing will be served.
+        tokio::select! {
+            _ = futures::future::join_all(waits) => {}
+            () = shutdown.cancelled() => {}
+        }
         // The lists are fetched once, by the refresh each upstream's readiness starts.
         let fetched = (slots.iter())
             .filter(|s| s.upstream.status() == Status::Ready)
@@ -255,7 +263,10 @@ impl Pool {
                 let _ = done.wait_for(|n| *n > 0).await;
             });
         let left = limit.saturating_sub(started.elapsed());
-        let _ = tokio::time::timeout(left, futures::future::join_all(fetched)).await;
+        tokio::select! {
+            _ = tokio::time::timeout(left, futures::future::join_all(fetched)) => {}
+            () = shutdown.cancelled() => {}
+        }
         let members = self.members.borrow().clone();
         (members.current().zip(members.catalog.upstreams()))
             .map(|(u, c)| UpstreamSummary {
@@ -424,7 +435,10 @@ impl Gateway {
 
     /// Waits until every upstream is ready or down (at most `limit`) and its lists fetched.
     pub async fn wait_ready(&self, limit: Duration) -> Vec<UpstreamSummary> {
-        self.inner.pool.wait_ready(limit).await
+        self.inner
+            .pool
+            .wait_ready(limit, &self.inner.shutdown)
+            .await
     }
 
     /// Stops every upstream (children get SIGTERM, then SIGKILL) and waits until they are gone.

@@ -227,6 +227,56 @@ async fn a_port_in_use_fails_at_once_naming_it_before_any_upstream_starts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigterm_while_upstreams_start_stops_the_gateway_and_its_children_at_once() {
+    use std::os::unix::process::ExitStatusExt;
+    let tag = new_tag("sigterm-at-start");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    // A server that starts and never answers `initialize`: the gateway waits for it.
+    let marker = dir.path().join("started");
+    let script = format!(
+        "open({:?}, 'w').close(); import time; time.sleep(30)",
+        marker.to_string_lossy()
+    );
+    let ups = [Up::stdio("slow", &venv_bin("python"), &["-c", &script])];
+    let policy = policy(dir.path(), &tag, "", &ups);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["serve", "--http", "127.0.0.1:0", "--policy"])
+        .arg(&policy)
+        .env("MCPB_IT_TAG", &tag)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !marker.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the upstream never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let started = std::time::Instant::now();
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("the gateway exits after SIGTERM")
+        .unwrap();
+    // Stopped by its own handler (exit 0), not killed by the signal's default action, which
+    // would leave the upstream's process group running.
+    assert_eq!(status.signal(), None, "{status:?}");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_no_leftovers(&tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_rule_naming_no_tool_is_warned_once_at_serve_time() {
     let rules = "[budget.tools.\"time/get_curent_time\"]\npin = true\n\
                  [budget.tools.\"time/convert_time\"]\npin = true\n";
