@@ -8,9 +8,13 @@
 //! Warnings are errors with `--strict`, for CI. With `--live` (instead of `--tools`), each
 //! valid policy's upstreams are started, listed and stopped ([`super::live`]), and the rules
 //! and names are checked against what they list; an upstream that does not start is an error.
+//! A `[sessions]` seal key is read as `serve` reads it: one that does not decode (or a key file
+//! that cannot be read) is an error, an unset variable a warning (it may be set where the
+//! gateway runs).
 
 use std::path::PathBuf;
 
+use crate::policy::sessions::SealKeyProblem;
 use crate::policy::{Policy, Problem};
 
 /// Arguments of `check`.
@@ -118,6 +122,16 @@ pub fn run(
     };
     for (origin, policy) in &loaded {
         let mut warnings = policy.warnings();
+        // The seal key as `serve` will read it: a variable unset here may be set where the
+        // gateway runs, a key that does not decode is wrong everywhere.
+        match policy.sealer() {
+            Ok(_) => {}
+            Err(SealKeyProblem::Unset(p)) => warnings.push(p),
+            Err(e) => {
+                writeln!(err, "{origin}: {}", e.problem())?;
+                outcome.errors += 1;
+            }
+        }
         if !args.tools.is_empty() {
             warnings.extend(policy.unmatched_rules(&tool_ids));
             warnings.extend(collisions(policy, &args.tools));
