@@ -20,7 +20,8 @@
 //!
 //! The files: `checks` (the header checks and the era and reply-shape decisions, pure),
 //! `post`, `get` (GET streams and DELETE), `sessions` (the table, its caps, idle expiry),
-//! `reply` (statuses, JSON and SSE framing) and `listen` (connections). Beside the stack, a
+//! `sealed` (with `[sessions]` a seal key: what a sealed id carries, rebuilding a session from
+//! it, what ends one), `reply` (statuses, JSON and SSE framing) and `listen` (connections). Beside the stack, a
 //! router reads only its [`Endpoint`]'s session handle and catalog.
 //!
 //! ```no_run

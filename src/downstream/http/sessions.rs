@@ -292,7 +292,12 @@ impl AppState {
                 Some(entry) if entry.expires.is_some_and(|exp| sealed::unix_now() >= exp) => {
                     sessions.remove(id)
                 }
-                Some(entry) => return Ok((entry.session.clone(), InUse::new(&entry.link))),
+                Some(entry) => {
+                    if entry.expires.is_some() {
+                        mark_initialized(&entry.session);
+                    }
+                    return Ok((entry.session.clone(), InUse::new(&entry.link)));
+                }
                 None => None,
             }
         };
@@ -376,6 +381,15 @@ impl AppState {
                 .open_sealed(id)
                 .is_some_and(|c| c.protocol_version == version),
         }
+    }
+}
+
+/// Marks a sealed session initialized once its client uses it after `initialize`: its
+/// `notifications/initialized` may have gone to another replica, and without the mark this one
+/// would never send it broadcasts (`list_changed`) on a GET stream opened here.
+fn mark_initialized(session: &Session) {
+    if !session.with_state(|s| s.initialized) {
+        session.update(|s| s.initialized = true);
     }
 }
 
