@@ -32,6 +32,12 @@ if [ "${#apt_missing[@]}" -gt 0 ] || ! command -v kubectl >/dev/null; then
   fi
 fi
 
+# The scale-out tests (tests/scaleout.rs) put three gateways behind HAProxy.
+if ! command -v haproxy >/dev/null; then
+  echo "install-test-deps: apt-get install haproxy" >&2
+  apt-get update -qq >&2 && apt-get install -y -qq haproxy >&2
+fi
+
 if ! command -v npm >/dev/null; then
   echo "install-test-deps: npm is required (Node 20+)" >&2
   exit 1
