@@ -488,3 +488,112 @@ async fn a_load_run_with_an_upstream_crash_and_a_replica_restart_loses_no_call()
     drop(haproxy);
     harness::assert_no_leftovers(&tag).await;
 }
+
+/// A raw POST to `url` as the client with API key `key`, on session `session`.
+async fn post_as(url: &str, key: &str, session: Option<&str>, body: &Value) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("x-api-key", key)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if let Some(id) = session {
+        request = request.header("mcp-session-id", id);
+    }
+    request.send().await.unwrap()
+}
+
+async fn error_type_of(resp: reqwest::Response) -> (u16, String) {
+    let status = resp.status().as_u16();
+    let body: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null);
+    (
+        status,
+        body["error"]["data"]["type"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_id_serves_only_its_client_and_delete_ends_it_where_it_was_sent() {
+    use sha2::Digest as _;
+    let _turn = TURN.lock().await;
+    let tag = harness::new_tag("scaleout-owner");
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), &tag);
+    let digest = |key: &str| format!("{:x}", sha2::Sha256::digest(key.as_bytes()));
+    let clients = format!(
+        "\n[[client]]\nname = \"alice\"\napi_key_sha256 = \"{}\"\nallow = [\"*\"]\n\
+         \n[[client]]\nname = \"bob\"\napi_key_sha256 = \"{}\"\nallow = [\"*\"]\n",
+        digest("key-a"),
+        digest("key-b")
+    );
+    let text = std::fs::read_to_string(&policy).unwrap() + &clients;
+    std::fs::write(&policy, text).unwrap();
+    let (a, b) = (free_port(), free_port());
+    let (_first, _second) = tokio::join!(
+        Replica::start(&policy, a, &tag),
+        Replica::start(&policy, b, &tag)
+    );
+    let (url_a, url_b) = (
+        format!("http://127.0.0.1:{a}/mcp"),
+        format!("http://127.0.0.1:{b}/mcp"),
+    );
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let resp = post_as(&url_a, "key-a", None, &init).await;
+    assert_eq!(resp.status(), 200);
+    let id = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(id.starts_with("s1."), "{id}");
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+
+    // Replica B never saw the session: bob may not use it, alice may.
+    let foreign = error_type_of(post_as(&url_b, "key-b", Some(&id), &list).await).await;
+    assert_eq!(foreign, (403, "mcp_budget.session.foreign".into()));
+    let resp = post_as(&url_b, "key-a", Some(&id), &list).await;
+    assert_eq!(resp.status(), 200);
+    let listed: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{listed}"
+    );
+
+    // An altered id is nobody's session.
+    let mut altered = id.clone().into_bytes();
+    let at = altered.len() - 5;
+    altered[at] = if altered[at] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    let unknown = error_type_of(post_as(&url_b, "key-a", Some(&altered), &list).await).await;
+    assert_eq!(unknown, (404, "mcp_budget.session.unknown".into()));
+
+    // DELETE on B ends it there: B refuses it from now on, even to alice.
+    let delete = |url: String, key: &'static str| {
+        let id = id.clone();
+        async move {
+            reqwest::Client::new()
+                .delete(url)
+                .header("x-api-key", key)
+                .header("mcp-session-id", id)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(delete(url_b.clone(), "key-b").await, 403);
+    assert_eq!(delete(url_b.clone(), "key-a").await, 200);
+    let ended = error_type_of(post_as(&url_b, "key-a", Some(&id), &list).await).await;
+    assert_eq!(ended, (404, "mcp_budget.session.unknown".into()));
+    assert_eq!(delete(url_b.clone(), "key-a").await, 404);
+    drop((_first, _second));
+    harness::assert_no_leftovers(&tag).await;
+}
