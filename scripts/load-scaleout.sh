@@ -19,5 +19,5 @@ trap 'rm -f "$log"' EXIT
 status=0
 SCALEOUT_CLIENTS="$clients" SCALEOUT_SECS="$phase" \
   cargo test --test scaleout a_load_run -- --nocapture --test-threads 1 >"$log" 2>&1 || status=$?
-grep -E '^scaleout load|test result|panicked' "$log" || tail -40 "$log"
+grep -E -A3 'scaleout load|test result|panicked' "$log" || tail -40 "$log"
 exit "$status"

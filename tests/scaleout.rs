@@ -440,7 +440,9 @@ async fn a_load_run_with_an_upstream_crash_and_a_replica_restart_loses_no_call()
         ("MAX_SECS", (phase_secs * 10 + 60).to_string()),
     ];
     let mut load = Scripted::python("load_client.py", &haproxy.url(), &env, &tag);
-    let running = load.next(Duration::from_secs(120)).await;
+    // Opening the sessions takes longer the more there are (the script runs thousands).
+    let opening = Duration::from_secs(120 + clients as u64 / 4);
+    let running = load.next(opening).await;
     assert_eq!(running["sessions"], clients, "{running}");
 
     // The upstream of replica 1 crashes: the gateway answers its calls in flight with errors
@@ -460,7 +462,7 @@ async fn a_load_run_with_an_upstream_crash_and_a_replica_restart_loses_no_call()
     gateways[1] = Replica::start(&policy, ports[1], &tag).await;
     tokio::time::sleep(phase).await;
     load.resume("stop").await;
-    let report = load.report(Duration::from_secs(120)).await;
+    let report = load.report(opening).await;
     eprintln!("scaleout load ({clients} sessions, 3 replicas behind HAProxy, an upstream crash and a replica restart): {report}");
 
     let restarted = children_of(gateways[0].pid());
