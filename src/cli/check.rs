@@ -257,3 +257,52 @@ fn collisions(policy: &Policy, tools: &[PathBuf]) -> Vec<Problem> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(policy: &str) -> (Outcome, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        let key = dir.path().join("seal");
+        std::fs::write(&key, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n").unwrap();
+        let bad = dir.path().join("bad");
+        std::fs::write(&bad, "not a key\n").unwrap();
+        let text = policy
+            .replace("KEY_FILE", &key.display().to_string())
+            .replace("BAD_FILE", &bad.display().to_string());
+        std::fs::write(&path, format!("version = 1\n{text}")).unwrap();
+        let args = Args {
+            files: vec![path],
+            mcp_json: Vec::new(),
+            tools: Vec::new(),
+            strict: false,
+            live: false,
+            ready_timeout_secs: 30,
+            policy: None,
+            lock: None,
+        };
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let outcome = run(&args, &mut out, &mut err).unwrap();
+        (outcome, String::from_utf8(err).unwrap())
+    }
+
+    #[test]
+    fn the_seal_key_is_read_as_serve_reads_it() {
+        let (ok, err) = check("[sessions]\nseal_key_file = \"KEY_FILE\"\n");
+        assert_eq!(ok, Outcome::default(), "{err}");
+        let (bad, err) = check("[sessions]\nseal_key_file = \"BAD_FILE\"\n");
+        assert_eq!(bad.errors, 1, "{err}");
+        assert!(
+            err.contains("line 3: sessions.seal_key_file: seal key 1: not base64"),
+            "{err}"
+        );
+        let (unset, err) = check("[sessions]\nseal_key_env = \"MCPB_TEST_NO_SUCH_VARIABLE\"\n");
+        assert_eq!((unset.errors, unset.warnings), (0, 1), "{err}");
+        assert!(
+            err.contains("MCPB_TEST_NO_SUCH_VARIABLE is not set"),
+            "{err}"
+        );
+    }
+}
