@@ -16,11 +16,13 @@ stamp() { sha256sum "$1" | cut -c1-16; }
 #   with a real Prometheus server (both in Debian's prometheus package);
 # - kubectl: the deploy/ manifests render with `kubectl kustomize` (tests/deploy.rs); this
 #   machine kind has it from the Google Cloud apt repository, Debian's kubernetes-client is
-#   the fallback.
+#   the fallback;
+# - haproxy: the scale-out tests (tests/scaleout.rs) put three gateways behind it.
 apt_missing=()
 pkg-config --exists openssl 2>/dev/null || apt_missing+=(libssl-dev pkg-config)
 command -v chromium >/dev/null || apt_missing+=(chromium)
 { command -v promtool >/dev/null && command -v prometheus >/dev/null; } || apt_missing+=(prometheus)
+command -v haproxy >/dev/null || apt_missing+=(haproxy)
 if [ "${#apt_missing[@]}" -gt 0 ] || ! command -v kubectl >/dev/null; then
   echo "install-test-deps: apt-get install ${apt_missing[*]} kubectl" >&2
   apt-get update -qq >&2

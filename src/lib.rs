@@ -46,6 +46,7 @@
 //! - [`downstream`]: how hosts reach the gateway: stdio and streamable HTTP.
 //! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/readyz`, `/status`.
 //! - [`server`]: start, serve, stop: the library entry the binary wraps.
+//! - [`seal`]: sealed 2025-era session ids (AEAD), so any replica serves any session.
 //! - [`reload`]: the policy read again on file change or `SIGHUP`, what it changes, and
 //!   applying it to a running server (upstreams reconciled, the stack swapped).
 //! - [`llm_api`]: cache-stable tool lists on the LLM-API side (Anthropic, `OpenAI`).

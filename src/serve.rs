@@ -142,6 +142,14 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
     let policy = server.policy();
     if let Some(addr) = server.local_addr() {
         eprintln!("  listening on http://{addr}{MCP_PATH}");
+        match server.sealing_key_id() {
+            Some(key) => eprintln!(
+                "  sessions: sealed ids (key {key}): they survive restarts and any replica with the key serves them"
+            ),
+            None => eprintln!(
+                "  sessions: in memory: 2025-era sessions end with this process and other replicas do not know them ([sessions] seal_key_env shares them)"
+            ),
+        }
     }
     if let Some((listener, metrics)) = admin {
         if let Ok(addr) = listener.local_addr() {

@@ -42,6 +42,7 @@ use crate::layer::budget::{BudgetLayer, PlanSummary};
 use crate::policy::client::JwksSource;
 use crate::policy::{Policy, Problem};
 use crate::reload::Reloader;
+use crate::seal::Sealer;
 use crate::stack::McpService;
 use crate::upstream::http::get_document;
 
@@ -93,6 +94,9 @@ pub enum StartError {
     /// or stdio has no client (nothing was started).
     #[error("cannot check clients: {0}")]
     Clients(String),
+    /// The `[sessions]` seal key is unset, unreadable or not a key (nothing was started).
+    #[error("cannot seal session ids: {0}")]
+    Sessions(String),
 }
 
 impl StartError {
@@ -157,6 +161,8 @@ pub struct Server {
     listener: Option<TcpListener>,
     shutdown: CancellationToken,
     gate: Gate,
+    /// Seals 2025-era HTTP session ids (`[sessions]`).
+    sealer: Option<Arc<Sealer>>,
 }
 
 impl Server {
@@ -179,6 +185,9 @@ impl Server {
             return Err(refusal);
         }
         let gate = gate_of(&policy).await?;
+        let sealer = policy
+            .sealer()
+            .map_err(|e| StartError::Sessions(e.problem().to_string()))?;
         if policy.downstream.stdio {
             gate.stdio(policy.downstream.stdio_client.as_deref())
                 .map_err(|r| StartError::Clients(r.to_string()))?;
@@ -193,12 +202,14 @@ impl Server {
         };
         let mut server = Self::start_with(policy, ready_timeout, shutdown, gate).await;
         server.listener = listener;
+        server.sealer = sealer.map(Arc::new);
         Ok(server)
     }
 
     /// Starts the upstreams of `policy`, waits up to `ready_timeout` for them, and builds the
     /// stack. Cancelling `shutdown` stops everything. When the policy's clients cannot be set
-    /// up (see [`StartError::Clients`]), every request is refused and an error is logged.
+    /// up (see [`StartError::Clients`]), every request is refused and an error is logged;
+    /// when its seal key cannot be read, session ids are not sealed and an error is logged.
     pub async fn start(
         policy: Policy,
         ready_timeout: Duration,
@@ -208,7 +219,14 @@ impl Server {
             tracing::error!("{err}; refusing every request");
             closed_gate()
         });
-        Self::start_with(policy, ready_timeout, shutdown, gate).await
+        let sealer = policy.sealer().unwrap_or_else(|e| {
+            let err = StartError::Sessions(e.problem().to_string());
+            tracing::error!("{err}; 2025-era sessions are known to this process only");
+            None
+        });
+        let mut server = Self::start_with(policy, ready_timeout, shutdown, gate).await;
+        server.sealer = sealer.map(Arc::new);
+        server
     }
 
     async fn start_with(
@@ -247,6 +265,7 @@ impl Server {
             listener: None,
             shutdown,
             gate,
+            sealer: None,
         }
     }
 
@@ -255,6 +274,13 @@ impl Server {
     #[must_use]
     pub fn gate(&self) -> &Gate {
         &self.gate
+    }
+
+    /// Whether 2025-era HTTP session ids are sealed (`[sessions]`): then they outlive this
+    /// process and any replica with the key serves them. The sealing key's id, if so.
+    #[must_use]
+    pub fn sealing_key_id(&self) -> Option<String> {
+        self.sealer.as_ref().map(|s| s.sealing_key_id())
     }
 
     /// The address [`Server::start_listening`] bound, if it did.
@@ -331,7 +357,11 @@ impl Server {
     /// The MCP endpoint at `path` (say [`MCP_PATH`]), with the policy's `[downstream]`
     /// settings, to merge into a router of one's own.
     pub fn router(&self, path: &str) -> Router {
-        let router = http::router_at(path, self.endpoint(), (&self.policy.downstream).into());
+        let mut config = http::HttpConfig::from(&self.policy.downstream);
+        if let Some(sealer) = &self.sealer {
+            config = config.with_sealer(sealer.clone(), self.policy.sessions.max_lifetime);
+        }
+        let router = http::router_at(path, self.endpoint(), config);
         // While spans are exported, a request's `traceparent` header parents its messages.
         if crate::telemetry::tracing_on() {
             router.layer(crate::telemetry::http_parent::HttpParentLayer)

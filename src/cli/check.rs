@@ -8,9 +8,13 @@
 //! Warnings are errors with `--strict`, for CI. With `--live` (instead of `--tools`), each
 //! valid policy's upstreams are started, listed and stopped ([`super::live`]), and the rules
 //! and names are checked against what they list; an upstream that does not start is an error.
+//! A `[sessions]` seal key is read as `serve` reads it: one that does not decode (or a key file
+//! that cannot be read) is an error, an unset variable a warning (it may be set where the
+//! gateway runs).
 
 use std::path::PathBuf;
 
+use crate::policy::sessions::SealKeyProblem;
 use crate::policy::{Policy, Problem};
 
 /// Arguments of `check`.
@@ -118,6 +122,16 @@ pub fn run(
     };
     for (origin, policy) in &loaded {
         let mut warnings = policy.warnings();
+        // The seal key as `serve` will read it: a variable unset here may be set where the
+        // gateway runs, a key that does not decode is wrong everywhere.
+        match policy.sealer() {
+            Ok(_) => {}
+            Err(SealKeyProblem::Unset(p)) => warnings.push(p),
+            Err(e) => {
+                writeln!(err, "{origin}: {}", e.problem())?;
+                outcome.errors += 1;
+            }
+        }
         if !args.tools.is_empty() {
             warnings.extend(policy.unmatched_rules(&tool_ids));
             warnings.extend(collisions(policy, &args.tools));
@@ -242,4 +256,53 @@ fn collisions(policy: &Policy, tools: &[PathBuf]) -> Vec<Problem> {
             message: c.to_string(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(policy: &str) -> (Outcome, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        let key = dir.path().join("seal");
+        std::fs::write(&key, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n").unwrap();
+        let bad = dir.path().join("bad");
+        std::fs::write(&bad, "not a key\n").unwrap();
+        let text = policy
+            .replace("KEY_FILE", &key.display().to_string())
+            .replace("BAD_FILE", &bad.display().to_string());
+        std::fs::write(&path, format!("version = 1\n{text}")).unwrap();
+        let args = Args {
+            files: vec![path],
+            mcp_json: Vec::new(),
+            tools: Vec::new(),
+            strict: false,
+            live: false,
+            ready_timeout_secs: 30,
+            policy: None,
+            lock: None,
+        };
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let outcome = run(&args, &mut out, &mut err).unwrap();
+        (outcome, String::from_utf8(err).unwrap())
+    }
+
+    #[test]
+    fn the_seal_key_is_read_as_serve_reads_it() {
+        let (ok, err) = check("[sessions]\nseal_key_file = \"KEY_FILE\"\n");
+        assert_eq!(ok, Outcome::default(), "{err}");
+        let (bad, err) = check("[sessions]\nseal_key_file = \"BAD_FILE\"\n");
+        assert_eq!(bad.errors, 1, "{err}");
+        assert!(
+            err.contains("line 3: sessions.seal_key_file: seal key 1: not base64"),
+            "{err}"
+        );
+        let (unset, err) = check("[sessions]\nseal_key_env = \"MCPB_TEST_NO_SUCH_VARIABLE\"\n");
+        assert_eq!((unset.errors, unset.warnings), (0, 1), "{err}");
+        assert!(
+            err.contains("MCPB_TEST_NO_SUCH_VARIABLE is not set"),
+            "{err}"
+        );
+    }
 }

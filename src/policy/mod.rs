@@ -32,6 +32,7 @@ mod parse;
 pub mod pin;
 pub mod raw;
 pub mod sanitize;
+pub mod sessions;
 pub mod telemetry;
 mod validate;
 mod warnings;
@@ -109,6 +110,8 @@ pub struct Policy {
     pub telemetry: TelemetryPolicy,
     /// `[admin]`.
     pub admin: AdminPolicy,
+    /// `[sessions]`.
+    pub sessions: sessions::SessionsPolicy,
     /// The policy file's text, so that warnings can name lines.
     source: Source,
     /// What importing host configs found worth a warning (renamed, skipped, ignored keys).
@@ -144,6 +147,7 @@ impl Default for Policy {
             limits: crate::limits::Limits::default(),
             telemetry: TelemetryPolicy::default(),
             admin: AdminPolicy::default(),
+            sessions: sessions::SessionsPolicy::default(),
             source: Source::default(),
             import_warnings: Vec::new(),
         }

@@ -52,6 +52,9 @@ pub struct RawPolicy {
     /// The admin listener: metrics and health.
     #[serde(default)]
     pub admin: super::telemetry::RawAdmin,
+    /// Sealed session ids: where the seal key is (`[sessions]`).
+    #[serde(default)]
+    pub sessions: super::sessions::RawSessions,
 }
 
 /// `[downstream]`.

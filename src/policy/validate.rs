@@ -356,6 +356,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     };
     let telemetry = raw.telemetry.validate(&mut section_problems);
     let admin = raw.admin.validate(&mut section_problems);
+    let sessions = raw.sessions.validate(&mut section_problems);
     section_problems.append(&mut guard_problems);
     for (path, message) in section_problems {
         push(path, None, message);
@@ -398,6 +399,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             limits,
             telemetry,
             admin,
+            sessions,
         })
     } else {
         Err(problems)

@@ -53,6 +53,10 @@ pub struct Claims {
     pub sid: String,
     /// The client the session belongs to (every request on it must authenticate as that client).
     pub principal: String,
+    /// The bearer token's own subject, when it differs from the client name (a scope-mapped
+    /// token): part of who the session belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
     /// The negotiated protocol version.
     pub protocol_version: String,
     /// The client's declared capabilities.
@@ -78,6 +82,7 @@ impl Claims {
         Self {
             sid: uuid::Uuid::new_v4().simple().to_string(),
             principal: principal.to_owned(),
+            subject: None,
             protocol_version: protocol_version.to_owned(),
             client_capabilities: Value::Null,
             client_info: Value::Null,

@@ -74,7 +74,11 @@ pub(super) async fn handle_get(
         Ok(p) => p,
         Err(resp) => return *resp,
     };
-    let (_, in_use) = match state.session_of(headers, &principal) {
+    let (_, in_use) = match state.session_of(
+        headers,
+        &principal,
+        super::post::client_ip(&parts.extensions),
+    ) {
         Ok(s) => s,
         Err(resp) => return *resp,
     };

@@ -20,7 +20,8 @@
 //!
 //! The files: `checks` (the header checks and the era and reply-shape decisions, pure),
 //! `post`, `get` (GET streams and DELETE), `sessions` (the table, its caps, idle expiry),
-//! `reply` (statuses, JSON and SSE framing) and `listen` (connections). Beside the stack, a
+//! `sealed` (with `[sessions]` a seal key: what a sealed id carries, rebuilding a session from
+//! it, what ends one), `reply` (statuses, JSON and SSE framing) and `listen` (connections). Beside the stack, a
 //! router reads only its [`Endpoint`]'s session handle and catalog.
 //!
 //! ```no_run
@@ -40,6 +41,7 @@ mod get;
 mod listen;
 mod post;
 mod reply;
+mod sealed;
 mod sessions;
 
 pub use listen::{serve, serve_with, ListenConfig, HEADER_READ_TIMEOUT, REFUSALS_IN_FLIGHT};
@@ -60,6 +62,7 @@ use crate::catalog::Catalog;
 use crate::identity::challenge::METADATA_PATH;
 use crate::identity::Gate;
 use crate::policy::Downstream;
+use crate::seal::Sealer;
 use crate::stack::McpService;
 use sessions::Sessions;
 
@@ -93,6 +96,11 @@ pub struct HttpConfig {
     /// Refuse a POST that does not accept both JSON and SSE (`[downstream] strict_accept`);
     /// otherwise it is answered in a shape it accepts.
     pub strict_accept: bool,
+    /// Seals session ids (`[sessions]`), so that another replica, or this one restarted,
+    /// serves the session; `None`: random ids, known only here.
+    pub sealer: Option<Arc<Sealer>>,
+    /// How long a sealed id is accepted after `initialize` (`[sessions] max_lifetime_secs`).
+    pub session_lifetime: Duration,
 }
 
 impl Default for HttpConfig {
@@ -114,7 +122,19 @@ impl From<&Downstream> for HttpConfig {
             max_outbound_messages: d.max_outbound_messages,
             max_json_depth: d.max_json_depth,
             strict_accept: d.strict_accept,
+            sealer: None,
+            session_lifetime: crate::policy::sessions::DEFAULT_MAX_LIFETIME,
         }
+    }
+}
+
+impl HttpConfig {
+    /// Seals session ids with `sealer`, each accepted for `lifetime` after `initialize`.
+    #[must_use]
+    pub fn with_sealer(mut self, sealer: Arc<Sealer>, lifetime: Duration) -> Self {
+        self.sealer = Some(sealer);
+        self.session_lifetime = lifetime;
+        self
     }
 }
 

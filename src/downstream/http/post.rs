@@ -18,7 +18,8 @@ use tower::ServiceExt;
 use super::checks::{self, PostEra, Shape};
 use super::listen::Peer;
 use super::reply::{self, answer, json_error, json_response, sse_event, sse_response, Overflow};
-use super::sessions::{Entry, InUse, Link, SessionCaps};
+use super::sealed;
+use super::sessions::{Entry, InUse, Link};
 use super::AppState;
 use crate::context::{Caller, McpRequest, RunToEnd, Session};
 use crate::error::kind;
@@ -81,10 +82,12 @@ pub(super) async fn handle_post(
             }
             (modern_session(), None)
         }
-        PostEra::Session => match state.session_of(&headers, &principal) {
-            Ok((session, in_use)) => (session, Some(in_use)),
-            Err(resp) => return *resp,
-        },
+        PostEra::Session => {
+            match state.session_of(&headers, &principal, client_ip(&parts.extensions)) {
+                Ok((session, in_use)) => (session, Some(in_use)),
+                Err(resp) => return *resp,
+            }
+        }
     };
     let is_modern = era == PostEra::Modern;
     if message.kind() != Kind::Request {
@@ -145,7 +148,7 @@ fn modern_session() -> Arc<Session> {
 }
 
 /// The client's address: from [`super::serve`]'s connection, or axum's `ConnectInfo`.
-fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+pub(super) fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
     let addr = Peer::current().map(|p| p.addr).or_else(|| {
         extensions
             .get::<axum::extract::ConnectInfo<SocketAddr>>()
@@ -320,12 +323,10 @@ async fn initialize(
     let (notify_tx, notify_rx) = mpsc::unbounded_channel();
     let session = Arc::new(Session::new(id.clone(), notify_tx));
     let link = Arc::new(Link::default());
-    let caps = SessionCaps {
-        max: state.config.max_sessions,
-        per_client: state.config.max_sessions_per_client,
-    };
     let entry = Entry::new(session.clone(), link.clone(), principal.clone(), client);
-    let refused = lock(&state.sessions).admit(id.clone(), entry, caps).err();
+    let refused = lock(&state.sessions)
+        .admit(id.clone(), entry, state.caps())
+        .err();
     // A flood is logged once, when refusals start, not once per refusal.
     let was_refusing = state
         .refusing_sessions
@@ -348,12 +349,33 @@ async fn initialize(
         state.config.max_outbound_messages,
     ));
     let _in_use = InUse::new(&link);
-    let caller = Caller::new(session).with_principal(principal);
+    let caller = Caller::new(session.clone()).with_principal(principal.clone());
     let request = McpRequest::with_view(message, caller, view);
-    match state.service.clone().oneshot(request).await {
+    let reply = state.service.clone().oneshot(request).await;
+    // Sealed once answered: the id carries what `initialize` agreed.
+    let id = seal(state, &session, &principal).unwrap_or(id);
+    match reply {
         Ok(Some(reply)) => json_response(&reply, Some(&id)),
         _ => reply::accepted(),
     }
+}
+
+/// The sealed id of `session`, just initialized by `principal`, under which it is filed from
+/// now on; `None` without a seal key, or when the session cannot be sealed (it keeps its
+/// random id, known to this replica only).
+fn seal(state: &AppState, session: &Session, principal: &Principal) -> Option<String> {
+    let sealer = state.config.sealer.as_ref()?;
+    let now = sealed::unix_now();
+    let lifetime = state.config.session_lifetime;
+    let claims = sealed::claims_of(&session.id, &session.state(), principal, now, lifetime)?;
+    let token = sealer
+        .seal(&claims)
+        .inspect_err(|e| {
+            tracing::warn!(session = %session.id, "Session id not sealed, so only this replica knows it: {e}");
+        })
+        .ok()?;
+    lock(&state.sessions).rekey(&session.id, token.clone(), claims.exp);
+    Some(token)
 }
 
 /// For a 2026-07-28 request, where closing the response stream is how a client cancels:

@@ -1,5 +1,6 @@
 //! The table of live 2025-era sessions: who opened each (for the per-client cap), whether it
-//! is in use, its GET stream, the caps on opening one and the expiry of idle ones.
+//! is in use, its GET stream, the caps on opening one and the expiry of idle ones. With a seal
+//! key, a session this replica does not know is rebuilt from its sealed id (see [`super::sealed`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -15,6 +16,7 @@ use tokio::time::Instant;
 
 use super::listen::Peer;
 use super::reply::plain_error;
+use super::sealed::{self, Revoked};
 use super::{AppState, SESSION_HEADER};
 use crate::context::Session;
 use crate::error::kind;
@@ -33,6 +35,8 @@ pub(super) struct Entry {
     pub(super) principal: Arc<Principal>,
     /// The address that opened it, counted in [`Sessions::per_client`].
     client: Option<IpAddr>,
+    /// When its sealed id expires (Unix seconds); `None` for an unsealed id.
+    expires: Option<u64>,
     /// The sweeper's view: [`Link::uses`] when it last looked, and since when that has not
     /// changed with the session idle.
     seen_uses: u64,
@@ -52,9 +56,16 @@ impl Entry {
             link,
             principal,
             client,
+            expires: None,
             seen_uses: 0,
             idle_since: Instant::now(),
         }
+    }
+
+    /// The entry of a session whose sealed id expires at `exp` (Unix seconds).
+    pub(super) fn expiring(mut self, exp: u64) -> Self {
+        self.expires = Some(exp);
+        self
     }
 }
 
@@ -91,6 +102,8 @@ pub(super) struct SessionCaps {
 pub(super) struct Sessions {
     pub(super) map: HashMap<String, Entry>,
     per_client: HashMap<IpAddr, usize>,
+    /// Sealed sessions ended here by `DELETE`, not to be rebuilt from their ids.
+    revoked: Revoked,
 }
 
 impl Sessions {
@@ -125,6 +138,14 @@ impl Sessions {
         }
         self.map.insert(id, entry);
         Ok(())
+    }
+
+    /// Files the session admitted as `old` under its sealed id `new`, which expires at `exp`
+    /// (a sealed id is made once `initialize` is answered, after the session was admitted).
+    pub(super) fn rekey(&mut self, old: &str, new: String, exp: u64) {
+        if let Some(entry) = self.map.remove(old) {
+            self.map.insert(new, entry.expiring(exp));
+        }
     }
 
     pub(super) fn remove(&mut self, id: &str) -> Option<Entry> {
@@ -164,7 +185,8 @@ impl Sessions {
 
 impl AppState {
     /// Ends session `id` (DELETE) of `principal`: it is forgotten here and by the gateway, and
-    /// its GET stream ends. Whether it existed; a session of another client is not ended.
+    /// its GET stream ends; a sealed one is not rebuilt here until its id expires. Whether it
+    /// existed; a session of another client is not ended.
     pub(super) fn end_session(
         &self,
         id: &str,
@@ -173,32 +195,59 @@ impl AppState {
         let entry = {
             let mut sessions = lock(&self.sessions);
             match sessions.map.get(id) {
-                None => return Ok(false),
+                None => None,
                 Some(e) if !super::auth::same(&e.principal, principal) => {
                     return Err(super::auth::foreign_session())
                 }
-                Some(_) => sessions.remove(id),
+                Some(_) => sessions.remove(id).inspect(|entry| {
+                    if let Some(exp) = entry.expires {
+                        sessions.revoked.insert(&entry.session.id, exp);
+                    }
+                }),
             }
         };
         if let Some(entry) = entry {
-            self.forget(id, &entry);
+            self.forget(&entry);
+            return Ok(true);
         }
+        // Not held here: a sealed id this replica never served (or served before a restart)
+        // ends here too.
+        let Some(claims) = self.open_sealed(id) else {
+            return Ok(false);
+        };
+        if !sealed::belongs_to(&claims, principal) {
+            return Err(super::auth::foreign_session());
+        }
+        let mut sessions = lock(&self.sessions);
+        if sessions.revoked.contains(&claims.sid) {
+            return Ok(false);
+        }
+        sessions.revoked.insert(&claims.sid, claims.exp);
         Ok(true)
     }
 
     /// What ending a session takes besides removing its entry.
-    fn forget(&self, id: &str, entry: &Entry) {
+    fn forget(&self, entry: &Entry) {
         lock(&entry.link.stream).take();
-        self.sessions_handle.ended(id);
+        self.sessions_handle.ended(&entry.session.id);
     }
 
-    /// Ends the sessions unused for [`super::HttpConfig::session_idle`] as DELETE does.
+    /// Ends the sessions unused for [`super::HttpConfig::session_idle`] as DELETE does (a
+    /// sealed one is rebuilt from its id when it comes back), and forgets the revocations of
+    /// ids that have expired.
     fn expire_idle(&self) {
         // Found and removed under one lock: a request takes its session under the same lock,
         // so a session cannot be expired while a request starts on it.
-        let expired = lock(&self.sessions).take_idle(Instant::now(), self.config.session_idle);
-        for (id, entry) in expired {
-            self.forget(&id, &entry);
+        let expired = {
+            let mut sessions = lock(&self.sessions);
+            if self.config.sealer.is_some() {
+                sessions.revoked.prune(sealed::unix_now());
+            }
+            sessions.take_idle(Instant::now(), self.config.session_idle)
+        };
+        for (_, entry) in expired {
+            self.forget(&entry);
+            let id = &entry.session.id;
             tracing::debug!(session = %id, "Session expired (downstream.session_idle_secs)");
         }
     }
@@ -210,12 +259,22 @@ impl AppState {
         }
     }
 
-    /// The session a request of `principal` names, marked in use until the returned guard is
-    /// dropped. A session opened by another client is refused.
+    /// The caps on opening sessions.
+    pub(super) fn caps(&self) -> SessionCaps {
+        SessionCaps {
+            max: self.config.max_sessions,
+            per_client: self.config.max_sessions_per_client,
+        }
+    }
+
+    /// The session a request of `principal` from `client` names, marked in use until the
+    /// returned guard is dropped. A session opened by another client is refused; a sealed id
+    /// this replica does not hold is rebuilt.
     pub(super) fn session_of(
-        &self,
+        self: &Arc<Self>,
         headers: &HeaderMap,
-        principal: &Principal,
+        principal: &Arc<Principal>,
+        client: Option<IpAddr>,
     ) -> Result<(Arc<Session>, InUse), Box<Response>> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(Box::new(plain_error(
@@ -224,18 +283,90 @@ impl AppState {
                 kind::SESSION_MISSING,
             )));
         };
-        let sessions = lock(&self.sessions);
-        match sessions.map.get(id) {
-            Some(entry) if !super::auth::same(&entry.principal, principal) => {
-                Err(super::auth::foreign_session())
+        let expired = {
+            let mut sessions = lock(&self.sessions);
+            match sessions.map.get(id) {
+                Some(entry) if !super::auth::same(&entry.principal, principal) => {
+                    return Err(super::auth::foreign_session())
+                }
+                Some(entry) if entry.expires.is_some_and(|exp| sealed::unix_now() >= exp) => {
+                    sessions.remove(id)
+                }
+                Some(entry) => {
+                    if entry.expires.is_some() {
+                        mark_initialized(&entry.session);
+                    }
+                    return Ok((entry.session.clone(), InUse::new(&entry.link)));
+                }
+                None => None,
             }
-            Some(entry) => Ok((entry.session.clone(), InUse::new(&entry.link))),
-            None => Err(Box::new(plain_error(
-                StatusCode::NOT_FOUND,
-                "unknown or expired session: initialize again",
-                kind::SESSION_UNKNOWN,
-            ))),
+        };
+        if let Some(entry) = expired {
+            // Its id is refused everywhere now (`open` checks `exp`).
+            self.forget(&entry);
         }
+        self.rebuild(id, principal, client)
+    }
+
+    /// The session of sealed id `id`, rebuilt here from what the id carries and registered
+    /// with the gateway, if the id is ours, not expired, not ended here, and `principal`'s.
+    fn rebuild(
+        self: &Arc<Self>,
+        id: &str,
+        principal: &Arc<Principal>,
+        client: Option<IpAddr>,
+    ) -> Result<(Arc<Session>, InUse), Box<Response>> {
+        let Some(claims) = self.open_sealed(id) else {
+            return Err(unknown_session());
+        };
+        if !sealed::belongs_to(&claims, principal) {
+            return Err(super::auth::foreign_session());
+        }
+        let (notify_tx, notify_rx) = mpsc::unbounded_channel();
+        let session = Arc::new(Session::new(claims.sid.clone(), notify_tx));
+        let state = sealed::state_of(&claims);
+        session.update(|s| *s = state);
+        let link = Arc::new(Link::default());
+        let in_use = {
+            let mut sessions = lock(&self.sessions);
+            if sessions.revoked.contains(&claims.sid) {
+                return Err(unknown_session());
+            }
+            // Another request on the same id rebuilt it meanwhile.
+            if let Some(entry) = sessions.map.get(id) {
+                return Ok((entry.session.clone(), InUse::new(&entry.link)));
+            }
+            let entry = Entry::new(session.clone(), link.clone(), principal.clone(), client)
+                .expiring(claims.exp);
+            if let Err(refusal) = sessions.admit(id.to_owned(), entry, self.caps()) {
+                return Err(Box::new(plain_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &refusal,
+                    kind::SESSION_LIMIT,
+                )));
+            }
+            // Under the lock: the sweeper cannot take it before it is in use.
+            InUse::new(&link)
+        };
+        self.start_sweeping();
+        tokio::spawn(super::get::forward_session(
+            notify_rx,
+            link,
+            claims.sid.clone(),
+            self.config.max_outbound_messages,
+        ));
+        self.sessions_handle.opened(&session);
+        tracing::debug!(session = %claims.sid, principal = %claims.principal, "Session rebuilt from its sealed id");
+        Ok((session, in_use))
+    }
+
+    /// The claims of `id` if it is a sealed id this gateway can open, not expired.
+    fn open_sealed(&self, id: &str) -> Option<crate::seal::Claims> {
+        let sealer = self.config.sealer.as_ref()?;
+        sealer
+            .open(id, sealed::unix_now())
+            .inspect_err(|e| tracing::debug!(reason = %e, "Session id refused"))
+            .ok()
     }
 
     /// Whether the request names a live session that negotiated protocol `version`.
@@ -244,8 +375,31 @@ impl AppState {
             return false;
         };
         let session = lock(&self.sessions).map.get(id).map(|e| e.session.clone());
-        session.is_some_and(|s| s.state().protocol_version.as_deref() == Some(version))
+        match session {
+            Some(s) => s.state().protocol_version.as_deref() == Some(version),
+            None => self
+                .open_sealed(id)
+                .is_some_and(|c| c.protocol_version == version),
+        }
     }
+}
+
+/// Marks a sealed session initialized once its client uses it after `initialize`: its
+/// `notifications/initialized` may have gone to another replica, and without the mark this one
+/// would never send it broadcasts (`list_changed`) on a GET stream opened here.
+fn mark_initialized(session: &Session) {
+    if !session.with_state(|s| s.initialized) {
+        session.update(|s| s.initialized = true);
+    }
+}
+
+/// The refusal of an id this gateway does not know (or no longer knows).
+fn unknown_session() -> Box<Response> {
+    Box::new(plain_error(
+        StatusCode::NOT_FOUND,
+        "unknown or expired session: initialize again",
+        kind::SESSION_UNKNOWN,
+    ))
 }
 
 /// Looks for idle sessions every quarter of the idle time (at most every minute) until the

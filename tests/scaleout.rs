@@ -1,0 +1,601 @@
+//! Scale-out, for real: 2025-era sessions with sealed ids (`[sessions] seal_key_env`) outlive a
+//! gateway restart and move between replicas behind HAProxy (round-robin, no stickiness), with
+//! the Python and TypeScript SDKs as clients and `server-everything` as the upstream; and a
+//! load run of 200 concurrent sessions through HAProxy with an upstream crash and a replica
+//! restart injected, where no call may be lost or answered twice.
+//!
+//! Loopback only; every process is tagged and killed at the end. The three tests take turns
+//! (one lock): each runs three gateways, and together they would crowd a small machine.
+//! `scripts/load-scaleout.sh` runs the load test bigger (`SCALEOUT_CLIENTS`, `SCALEOUT_SECS`).
+//!
+//! Needs `scripts/install-test-deps.sh`: the peers and `haproxy` (Debian package).
+#![allow(clippy::unwrap_used, clippy::print_stderr, clippy::doc_markdown)] // test helpers; the load figures are printed; HAProxy is a name
+
+#[path = "it/harness.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use harness::{free_port, peer_file, venv_bin, Up, WAIT};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// The seal key every replica shares (test only).
+const SEAL_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+/// The tests take turns: each runs three gateways.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The policy every replica serves: `server-everything`, sealed session ids, and the caps an
+/// HTTP proxy in front needs (every connection and session comes from its address).
+fn write_policy(dir: &Path, tag: &str) -> PathBuf {
+    let downstream = "max_sessions_per_client = 100000\nmax_connections = 4096\n\
+                      max_connections_per_client = 4096\n\n\
+                      [sessions]\nseal_key_env = \"MCP_BUDGET_SEAL_KEY\"\n";
+    harness::policy(dir, tag, downstream, &[Up::everything("e")])
+}
+
+/// One gateway process on a fixed port (a restart comes back on the same one).
+struct Replica {
+    port: u16,
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Replica {
+    async fn start(policy: &Path, port: u16, tag: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+            .arg("serve")
+            .arg("--policy")
+            .arg(policy)
+            .arg("--http")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--ready-timeout-secs")
+            .arg("20")
+            .env("MCPB_IT_TAG", tag)
+            .env("MCP_BUDGET_SEAL_KEY", SEAL_KEY)
+            .env("MCP_BUDGET_LOG", "warn")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the gateway starts");
+        let (log, mut ready) = harness::drain_stderr(&mut child, "gw", |line| {
+            line.trim().strip_prefix("listening on ").map(str::to_owned)
+        });
+        if !matches!(tokio::time::timeout(WAIT, ready.recv()).await, Ok(Some(_))) {
+            panic!("a gateway did not come up:\n{}", log.lock().unwrap());
+        }
+        Self { port, child, log }
+    }
+
+    fn pid(&self) -> i32 {
+        i32::try_from(self.child.id().expect("running")).unwrap()
+    }
+
+    /// SIGKILL: no goodbye to anyone.
+    async fn kill(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+/// Pids of the live children of `parent`.
+fn children_of(parent: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() != Some(&"Z") && fields.get(1) == Some(&parent.to_string().as_str()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// HAProxy in front of `ports`: round-robin per request, no stickiness; a refused connection
+/// is tried on the next server (a replica that is down), nothing else is retried.
+struct Haproxy {
+    port: u16,
+    stats_port: u16,
+    _child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Haproxy {
+    async fn start(ports: &[u16], tag: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (port, stats_port) = (free_port(), free_port());
+        let servers: String = ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("  server g{} 127.0.0.1:{p}\n", i + 1))
+            .collect();
+        let config = format!(
+            "global\n  maxconn 4000\n\
+             defaults\n  mode http\n  timeout connect 2s\n  timeout client 60s\n  \
+             timeout server 60s\n  retries 3\n  option redispatch 1\n\
+             frontend mcp\n  bind 127.0.0.1:{port}\n  default_backend gateways\n\
+             frontend stats\n  bind 127.0.0.1:{stats_port}\n  stats enable\n  stats uri /stats\n\
+             backend gateways\n  balance roundrobin\n  \
+             default-server check inter 300ms fall 1 rise 1\n{servers}"
+        );
+        let path = dir.path().join("haproxy.cfg");
+        std::fs::write(&path, config).unwrap();
+        let haproxy =
+            which("haproxy").expect("haproxy is installed (scripts/install-test-deps.sh)");
+        let child = Command::new(haproxy)
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .env("MCPB_IT_TAG", tag)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(started.elapsed() < WAIT, "haproxy did not listen");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self {
+            port,
+            stats_port,
+            _child: child,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// Responses each gateway sent through HAProxy (`hrsp_2xx` of its server line), by name.
+    async fn answers_per_server(&self) -> Vec<(String, u64)> {
+        let url = format!("http://127.0.0.1:{}/stats;csv", self.stats_port);
+        let csv = reqwest::get(url).await.unwrap().text().await.unwrap();
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines
+            .next()
+            .unwrap()
+            .trim_start_matches("# ")
+            .split(',')
+            .collect();
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let (px, sv, ok) = (col("pxname"), col("svname"), col("hrsp_2xx"));
+        lines
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[px] == "gateways" && f[sv].starts_with('g'))
+            .map(|f| (f[sv].to_owned(), f[ok].parse().unwrap_or(0)))
+            .collect()
+    }
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Three replicas of one policy, each on its own port.
+async fn replicas(policy: &Path, tag: &str) -> Vec<Replica> {
+    let ports = [free_port(), free_port(), free_port()];
+    let started = ports.map(|port| Replica::start(policy, port, tag));
+    futures::future::join_all(started).await
+}
+
+/// A client script driven over its stdin and stdout: it pauses at `{"op": "pause"}` steps.
+struct Scripted {
+    name: &'static str,
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Scripted {
+    fn python(script: &str, url: &str, env: &[(&str, String)], tag: &str) -> Self {
+        let mut cmd = Command::new(venv_bin("python"));
+        cmd.arg(peer_file(script)).arg(url);
+        Self::spawn("python", cmd, env, tag)
+    }
+
+    fn node(script: &str, url: &str, env: &[(&str, String)], tag: &str) -> Self {
+        // `node` from PATH, as the npm peers' own scripts use it.
+        let mut cmd = Command::new("node");
+        cmd.arg(peer_file(script)).arg(url);
+        Self::spawn("node", cmd, env, tag)
+    }
+
+    fn spawn(name: &'static str, mut cmd: Command, env: &[(&str, String)], tag: &str) -> Self {
+        let mut child = cmd
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("MCPB_IT_TAG", tag)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Self {
+            name,
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// The next JSON line it prints, within `limit`.
+    async fn next(&mut self, limit: Duration) -> Value {
+        let line = tokio::time::timeout(limit, self.lines.next_line()).await;
+        let line = line
+            .unwrap_or_else(|_| panic!("{}: nothing printed in {limit:?}", self.name))
+            .unwrap()
+            .unwrap_or_else(|| panic!("{}: exited without a report", self.name));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{}: {e}: {line}", self.name))
+    }
+
+    async fn resume(&mut self, line: &str) {
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    async fn report(mut self, limit: Duration) -> Value {
+        let report = self.next(limit).await;
+        let _ = tokio::time::timeout(WAIT, self.child.wait()).await;
+        report
+    }
+}
+
+/// The steps of one session: list, a call, a call with progress over the POST's SSE; a pause
+/// (the test restarts or kills gateways); the same again, and more calls so that they land on
+/// every replica.
+fn session_plan() -> Value {
+    let call =
+        |a: u32, b: u32| json!({"op": "call", "name": "e__get-sum", "args": {"a": a, "b": b}});
+    let progress = json!({"op": "call", "name": "e__trigger-long-running-operation",
+                          "args": {"duration": 1, "steps": 3}, "progress": true});
+    json!({"steps": [
+        {"op": "list_tools"}, call(1, 2), progress.clone(),
+        {"op": "pause"},
+        {"op": "list_tools"}, call(3, 4), progress, call(5, 6), call(7, 8), call(9, 10),
+    ]})
+}
+
+/// What every session client must show: all steps answered, one `initialize`, one session id
+/// on every request, progress seen, the sums right.
+fn assert_one_session(name: &str, report: &Value) {
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 9, "{name}: {report:#}");
+    for step in steps {
+        assert!(
+            step.get("error").is_none(),
+            "{name}: a step failed: {step:#}\n{report:#}"
+        );
+    }
+    assert_eq!(
+        report["initializes"], 1,
+        "{name}: initialized again: {report:#}"
+    );
+    let sessions: std::collections::BTreeSet<&str> = report["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["session"].as_str())
+        .collect();
+    assert_eq!(
+        sessions.len(),
+        1,
+        "{name}: more than one session id: {sessions:?}"
+    );
+    assert!(
+        sessions.iter().all(|s| s.starts_with("s1.")),
+        "{name}: {sessions:?}"
+    );
+    let texts: Vec<String> = steps
+        .iter()
+        .filter(|s| s["op"] == "call")
+        .map(|s| {
+            s["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    for (at, sum) in [(0, "3"), (2, "7"), (4, "11"), (5, "15"), (6, "19")] {
+        assert!(texts[at].contains(sum), "{name}: {texts:?}");
+    }
+    for at in [1, 3] {
+        let progress = steps.iter().filter(|s| s["op"] == "call").nth(at).unwrap();
+        assert_eq!(
+            progress["progress"].as_array().map(Vec::len),
+            Some(3),
+            "{name}: progress over the POST's SSE: {progress:#}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_session_outlives_a_gateway_restart() {
+    let _turn = TURN.lock().await;
+    let tag = harness::new_tag("scaleout-restart");
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), &tag);
+    let port = free_port();
+    let mut gateway = Replica::start(&policy, port, &tag).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let plan = [("PLAN", session_plan().to_string())];
+    let mut client = Scripted::python("session_client.py", &url, &plan, &tag);
+    assert_eq!(client.next(WAIT).await, json!({"paused": 1}));
+
+    gateway.kill().await;
+    let gateway = Replica::start(&policy, port, &tag).await;
+    client.resume("go").await;
+    let report = client.report(Duration::from_secs(60)).await;
+    assert_one_session("python", &report);
+    assert!(
+        gateway.log().contains("sessions: sealed ids"),
+        "{}",
+        gateway.log()
+    );
+    drop(gateway);
+    harness::assert_no_leftovers(&tag).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_ts_sessions_span_three_replicas_behind_haproxy() {
+    let _turn = TURN.lock().await;
+    let tag = harness::new_tag("scaleout-haproxy");
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), &tag);
+    let mut gateways = replicas(&policy, &tag).await;
+    let ports: Vec<u16> = gateways.iter().map(|g| g.port).collect();
+    let haproxy = Haproxy::start(&ports, &tag).await;
+    let plan = [("PLAN", session_plan().to_string())];
+    let mut python = Scripted::python("session_client.py", &haproxy.url(), &plan, &tag);
+    let mut ts = Scripted::node("ts_session_client.mjs", &haproxy.url(), &plan, &tag);
+    assert_eq!(python.next(WAIT).await, json!({"paused": 1}));
+    assert_eq!(ts.next(WAIT).await, json!({"paused": 1}));
+
+    // Mid-run, one replica dies and comes back; the sessions go on on the others meanwhile.
+    gateways[1].kill().await;
+    python.resume("go").await;
+    ts.resume("go").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    gateways[1] = Replica::start(&policy, ports[1], &tag).await;
+    let (python, ts) = tokio::join!(
+        python.report(Duration::from_secs(60)),
+        ts.report(Duration::from_secs(60))
+    );
+    assert_one_session("python", &python);
+    assert_one_session("ts", &ts);
+    let answers = haproxy.answers_per_server().await;
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    assert!(
+        answers.iter().all(|(_, n)| *n > 0),
+        "every replica served the sessions: {answers:?}"
+    );
+    drop(gateways);
+    drop(haproxy);
+    harness::assert_no_leftovers(&tag).await;
+}
+
+/// How many sessions and seconds the load run has (`SCALEOUT_CLIENTS`, `SCALEOUT_SECS`: the
+/// script runs it bigger).
+fn load_size() -> (usize, u64) {
+    fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+    (env("SCALEOUT_CLIENTS", 200), env("SCALEOUT_SECS", 3))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_run_with_an_upstream_crash_and_a_replica_restart_loses_no_call() {
+    let _turn = TURN.lock().await;
+    let (clients, phase_secs) = load_size();
+    let phase = Duration::from_secs(phase_secs);
+    let tag = harness::new_tag("scaleout-load");
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), &tag);
+    let mut gateways = replicas(&policy, &tag).await;
+    let ports: Vec<u16> = gateways.iter().map(|g| g.port).collect();
+    let haproxy = Haproxy::start(&ports, &tag).await;
+    let env = [
+        ("CLIENTS", clients.to_string()),
+        ("MAX_SECS", (phase_secs * 10 + 60).to_string()),
+    ];
+    let mut load = Scripted::python("load_client.py", &haproxy.url(), &env, &tag);
+    // Opening the sessions takes longer the more there are (the script runs thousands).
+    let opening = Duration::from_secs(120 + clients as u64 / 4);
+    let running = load.next(opening).await;
+    assert_eq!(running["sessions"], clients, "{running}");
+
+    // The upstream of replica 1 crashes: the gateway answers its calls in flight with errors
+    // and starts it again.
+    tokio::time::sleep(phase).await;
+    let upstream = children_of(gateways[0].pid());
+    assert_eq!(upstream.len(), 1, "{upstream:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(upstream[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // Replica 2 is killed and started again: its sessions go on elsewhere, then on it again.
+    tokio::time::sleep(phase).await;
+    gateways[1].kill().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    gateways[1] = Replica::start(&policy, ports[1], &tag).await;
+    tokio::time::sleep(phase).await;
+    load.resume("stop").await;
+    let report = load.report(opening).await;
+    eprintln!("scaleout load ({clients} sessions, 3 replicas behind HAProxy, an upstream crash and a replica restart): {report}");
+
+    let restarted = children_of(gateways[0].pid());
+    assert!(
+        restarted.len() == 1 && restarted != upstream,
+        "the crashed upstream was started again: {restarted:?}\n{}",
+        gateways[0].log()
+    );
+    let n = |k: &str| report[k].as_u64().unwrap();
+    assert_eq!(
+        n("lost"),
+        0,
+        "calls with no answer and no error: {report:#}"
+    );
+    assert_eq!(n("duplicated"), 0, "calls answered twice: {report:#}");
+    assert_eq!(n("wrong"), 0, "answers that are not the sum: {report:#}");
+    assert_eq!(n("answered") + n("errored"), n("calls"), "{report:#}");
+    assert!(n("answered") > n("errored"), "{report:#}");
+    let errors = report["errors"].as_object().unwrap();
+    assert!(
+        !errors.keys().any(|k| k.contains("session")),
+        "every replica served every session: {report:#}"
+    );
+    drop(gateways);
+    drop(haproxy);
+    harness::assert_no_leftovers(&tag).await;
+}
+
+/// A raw POST to `url` as the client with API key `key`, on session `session`.
+async fn post_as(url: &str, key: &str, session: Option<&str>, body: &Value) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("x-api-key", key)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if let Some(id) = session {
+        request = request.header("mcp-session-id", id);
+    }
+    request.send().await.unwrap()
+}
+
+async fn error_type_of(resp: reqwest::Response) -> (u16, String) {
+    let status = resp.status().as_u16();
+    let body: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null);
+    (
+        status,
+        body["error"]["data"]["type"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_id_serves_only_its_client_and_delete_ends_it_where_it_was_sent() {
+    use sha2::Digest as _;
+    let _turn = TURN.lock().await;
+    let tag = harness::new_tag("scaleout-owner");
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), &tag);
+    let digest = |key: &str| format!("{:x}", sha2::Sha256::digest(key.as_bytes()));
+    let clients = format!(
+        "\n[[client]]\nname = \"alice\"\napi_key_sha256 = \"{}\"\nallow = [\"*\"]\n\
+         \n[[client]]\nname = \"bob\"\napi_key_sha256 = \"{}\"\nallow = [\"*\"]\n",
+        digest("key-a"),
+        digest("key-b")
+    );
+    let text = std::fs::read_to_string(&policy).unwrap() + &clients;
+    std::fs::write(&policy, text).unwrap();
+    let (a, b) = (free_port(), free_port());
+    let (_first, _second) = tokio::join!(
+        Replica::start(&policy, a, &tag),
+        Replica::start(&policy, b, &tag)
+    );
+    let (url_a, url_b) = (
+        format!("http://127.0.0.1:{a}/mcp"),
+        format!("http://127.0.0.1:{b}/mcp"),
+    );
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let resp = post_as(&url_a, "key-a", None, &init).await;
+    assert_eq!(resp.status(), 200);
+    let id = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(id.starts_with("s1."), "{id}");
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+
+    // Replica B never saw the session: bob may not use it, alice may.
+    let foreign = error_type_of(post_as(&url_b, "key-b", Some(&id), &list).await).await;
+    assert_eq!(foreign, (403, "mcp_budget.session.foreign".into()));
+    let resp = post_as(&url_b, "key-a", Some(&id), &list).await;
+    assert_eq!(resp.status(), 200);
+    let listed: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{listed}"
+    );
+
+    // An altered id is nobody's session.
+    let mut altered = id.clone().into_bytes();
+    let at = altered.len() - 5;
+    altered[at] = if altered[at] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    let unknown = error_type_of(post_as(&url_b, "key-a", Some(&altered), &list).await).await;
+    assert_eq!(unknown, (404, "mcp_budget.session.unknown".into()));
+
+    // DELETE on B ends it there: B refuses it from now on, even to alice.
+    let delete = |url: String, key: &'static str| {
+        let id = id.clone();
+        async move {
+            reqwest::Client::new()
+                .delete(url)
+                .header("x-api-key", key)
+                .header("mcp-session-id", id)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(delete(url_b.clone(), "key-b").await, 403);
+    assert_eq!(delete(url_b.clone(), "key-a").await, 200);
+    let ended = error_type_of(post_as(&url_b, "key-a", Some(&id), &list).await).await;
+    assert_eq!(ended, (404, "mcp_budget.session.unknown".into()));
+    assert_eq!(delete(url_b.clone(), "key-a").await, 404);
+    drop((_first, _second));
+    harness::assert_no_leftovers(&tag).await;
+}
