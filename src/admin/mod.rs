@@ -216,6 +216,7 @@ async fn metrics_text(State(state): State<Arc<AppState>>, headers: HeaderMap) ->
         plan.as_ref(),
         source.gateway.sessions_active(),
     );
+    status::set_quarantine_gauges(&source.gateway.snapshot());
     handle.run_upkeep();
     (
         [(

@@ -133,6 +133,27 @@ pub fn set_gauges(upstreams: &[UpstreamState], plan: Option<&PlanSummary>, sessi
     gauge!(names::BUILD_INFO, names::VERSION => env!("CARGO_PKG_VERSION")).set(1.0);
 }
 
+/// Why the guard holds tools (the `reason` label of [`names::TOOLS_QUARANTINED`]).
+const QUARANTINE_REASONS: [&str; 3] = ["changed", "unknown", "steering"];
+
+/// Sets the quarantine gauge: tools held per upstream and reason, every reason of every
+/// upstream (0 once released), so a series never lingers at its last count.
+#[allow(clippy::cast_precision_loss)] // Counts far below 2^52.
+pub fn set_quarantine_gauges(catalog: &crate::catalog::Catalog) {
+    for (server, held) in catalog.names().iter().zip(catalog.held()) {
+        for reason in QUARANTINE_REASONS {
+            let n = held
+                .quarantined
+                .iter()
+                .filter(|q| q.reason == reason)
+                .count();
+            metrics::gauge!(names::TOOLS_QUARANTINED, names::SERVER => server.clone(),
+                names::REASON => reason)
+            .set(n as f64);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

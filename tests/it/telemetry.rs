@@ -538,3 +538,112 @@ async fn an_http_traceparent_header_parents_the_request_span() {
         }
     }
 }
+
+/// The audit lines of `path` once `done` says they are all there (at most [`WAIT`]), and a
+/// little longer (a duplicate would be written with them).
+async fn audit_lines(path: &Path, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let read = || -> Vec<Value> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("each audit line is JSON"))
+            .collect()
+    };
+    while !done(&read()) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    read()
+}
+
+/// What the guard does reaches the audit log once per event and the metrics: a poisoned
+/// upstream's stripped characters and steering flags (per tool, logged at start and not again
+/// when another upstream's `list_changed` re-lists everything), a rug pull quarantined (one
+/// line, however often the client lists), each refused call, a stripped result; the
+/// quarantine gauge and the sanitize counters pass `promtool`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_events_reach_the_audit_log_once_and_the_metrics() {
+    use crate::guard::{gone, poisoned};
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let admin_port = free_port();
+    let downstream = format!("\n[audit]\npath = {:?}\n{}", audit, admin(admin_port));
+    let ups = [
+        poisoned("evil", &["poisoned"]),
+        poisoned("rug", &["rugpull", "1"]),
+    ];
+    let mut gw = Gateway::start_with("telemetry-guard", Mode::Stdio, &downstream, &ups).await;
+    let c = gw.client();
+    c.initialize().await;
+    let added = c.call_tool("evil__add", json!({"a": 1, "b": 2})).await;
+    assert_eq!(added["result"]["content"][0]["text"], "3", "{added}");
+    let first = c.call_tool("rug__fact", json!({"topic": "x"})).await;
+    assert!(first["result"].is_object(), "{first}");
+    assert!(
+        gone(c, "rug__fact").await,
+        "the changed tool is still listed"
+    );
+    for _ in 0..2 {
+        let refused = c.call_tool("rug__fact", json!({"topic": "x"})).await;
+        assert_eq!(refused["error"]["data"]["type"], "mcp_budget.tool.changed");
+    }
+
+    let count = |lines: &[Value], event: &str| lines.iter().filter(|l| l["event"] == event).count();
+    let lines = audit_lines(&audit, |l| {
+        count(l, "refusal") >= 2 && count(l, "quarantine") >= 1
+    })
+    .await;
+    let of =
+        |event: &str| -> Vec<&Value> { lines.iter().filter(|l| l["event"] == event).collect() };
+    let quarantined = of("quarantine");
+    assert_eq!(quarantined.len(), 1, "{lines:#?}");
+    let q = quarantined[0];
+    assert_eq!(q["tool"], "rug__fact");
+    assert_eq!(q["upstream"], "rug/fact");
+    assert_eq!(q["reason"], "changed");
+    assert_eq!(q["changed"], json!(["description", "schema"]));
+    assert_eq!(q["old_hash"].as_str().unwrap().len(), 64, "{q}");
+    assert_ne!(q["old_hash"], q["new_hash"]);
+    let refusals = of("refusal");
+    assert_eq!(refusals.len(), 2, "one per refused call: {lines:#?}");
+    assert_eq!(refusals[0]["error_type"], "mcp_budget.tool.changed");
+    assert_eq!(refusals[0]["new_hash"], q["new_hash"]);
+    let sanitized = of("sanitize");
+    let about = |upstream: &str, reason: &str| -> Vec<&Value> {
+        (sanitized.iter().copied())
+            .filter(|l| l["upstream"] == upstream && l["reason"] == reason)
+            .collect()
+    };
+    let add = about("evil/add", "tool");
+    assert_eq!(add.len(), 1, "once, not once per listing: {lines:#?}");
+    assert_eq!(
+        add[0]["removed"],
+        json!({"tag": 30, "bidi": 1, "invisible": 4, "ansi": 2, "control": 0})
+    );
+    let notes = about("evil/notes", "tool");
+    assert_eq!(notes.len(), 1, "{lines:#?}");
+    assert!(notes[0]["flags"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("secrets")));
+    assert!(notes[0]["score"].as_u64().unwrap() > 0);
+    assert_eq!(about("evil/weather", "tool").len(), 1, "{lines:#?}");
+    let result = about("evil/add", "result");
+    assert_eq!(result.len(), 1, "{lines:#?}");
+    assert_eq!(result[0]["tool"], "evil__add");
+    assert_eq!(result[0]["method"], "tools/call");
+
+    let (status, text) = get(admin_port, "/metrics").await;
+    assert_eq!(status, 200);
+    for line in [
+        "mcp_budget_tools_quarantined{server=\"rug\",reason=\"changed\"} 1",
+        "mcp_budget_tools_quarantined{server=\"evil\",reason=\"changed\"} 0",
+        "mcp_budget_sanitize_removed_total{server=\"evil\",class=\"tag\",part=\"definition\"} 30",
+        "mcp_budget_sanitize_removed_total{server=\"evil\",class=\"tag\",part=\"result\"} 12",
+        "mcp_budget_sanitize_flagged_total{server=\"evil\"} 2",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    promtool_check(dir.path(), &text).await;
+    gw.stop_and_check().await;
+}
