@@ -411,7 +411,7 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
         "telemetry-otlp",
         Mode::Stdio,
         "\n[budget]\nenabled = true\n",
-        &[Up::http("up", &url)],
+        &[Up::http("up", &url), Up::fake("st", "hang")],
         &env,
     )
     .await;
@@ -429,6 +429,18 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
         )
         .await;
     assert!(ok["result"].is_object(), "{ok}");
+    let stdio_trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let seen_by_stdio = c
+        .request(
+            "tools/call",
+            json!({"name": "st__echo", "arguments": {"message": "traceparent?"},
+                   "_meta": {"traceparent": format!("00-{stdio_trace}-{parent_span}-01")}}),
+        )
+        .await;
+    let seen_by_stdio = seen_by_stdio["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{seen_by_stdio}"))
+        .to_owned();
     let failed = c.call_tool("up__fail", json!({})).await;
     assert_eq!(failed["result"]["isError"], true, "{failed}");
     gw.stop_and_check().await;
@@ -470,6 +482,25 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
         child["span_id"].as_str().unwrap()
     );
     assert!(seen.contains(&header), "{header} not in:\n{seen}");
+
+    // A stdio upstream's request has its client span too, and the upstream gets its context
+    // in `_meta`.
+    let stdio = spans
+        .iter()
+        .find(|s| s["name"] == "tools/call st__echo")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    assert_eq!(stdio["trace_id"], stdio_trace, "{stdio}");
+    let stdio_child = spans
+        .iter()
+        .find(|s| s["kind"] == "SPAN_KIND_CLIENT" && s["parent_span_id"] == stdio["span_id"])
+        .unwrap_or_else(|| panic!("no stdio upstream span under {stdio}: {spans:#?}"));
+    assert_eq!(stdio_child["name"], "tools/call echo", "{stdio_child}");
+    assert_eq!(
+        stdio_child["attributes"]["server.name"], "st",
+        "{stdio_child}"
+    );
+    let child_id = stdio_child["span_id"].as_str().unwrap();
+    assert_eq!(seen_by_stdio, format!("00-{stdio_trace}-{child_id}-01"));
 
     let list = spans
         .iter()
