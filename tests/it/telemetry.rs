@@ -570,6 +570,56 @@ async fn an_http_traceparent_header_parents_the_request_span() {
     }
 }
 
+/// An `https://` OTLP endpoint whose certificate chains to the CA named by
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE` gets the spans (through the upstreams' rustls client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_reach_an_https_otlp_endpoint_trusting_the_named_ca() {
+    use tokio::io::AsyncBufReadExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let made = Command::new(venv_bin("python"))
+        .arg(peer_file("transport_server.py"))
+        .arg("--make-certs")
+        .arg(&certs)
+        .status()
+        .await
+        .expect("the transport fixture runs");
+    assert!(made.success());
+    let otlp_port = free_port();
+    let certs_arg = certs.to_str().unwrap();
+    let (mut receiver, log) = python_peer(
+        &[
+            &peer_file("otlp_receiver.py"),
+            &otlp_port.to_string(),
+            certs_arg,
+        ],
+        |l| (l == "listening").then(String::new),
+    )
+    .await;
+    let endpoint = format!("https://127.0.0.1:{otlp_port}");
+    let ca = certs.join("ca.pem");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap()),
+    ];
+    let mut gw = Gateway::start_with_env("telemetry-otlp-https", Mode::Stdio, "", &[], &env).await;
+    gw.client().initialize().await;
+    gw.stop_and_check().await;
+    let mut out = tokio::io::BufReader::new(receiver.stdout.take().unwrap()).lines();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let line = tokio::time::timeout_at(deadline, out.next_line()).await;
+        let Ok(Ok(Some(line))) = line else {
+            panic!("no initialize span over HTTPS: {}", log.lock().unwrap())
+        };
+        let span: Value = serde_json::from_str(&line).unwrap();
+        if span["name"] == "initialize" {
+            assert_eq!(span["kind"], "SPAN_KIND_SERVER", "{span}");
+            break;
+        }
+    }
+}
+
 /// The audit lines of `path` once `done` says they are all there (at most [`WAIT`]), and a
 /// little longer (a duplicate would be written with them).
 async fn audit_lines(path: &Path, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
