@@ -421,21 +421,22 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
     assert!(listed["result"]["tools"].is_array(), "{listed}");
     let parent_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let parent_span = "00f067aa0ba902b7";
+    // A tools/call whose `_meta` names a client's span in `trace` as its parent.
+    let traced = |name: &str, arguments: Value, trace: &str| {
+        let traceparent = format!("00-{trace}-{parent_span}-01");
+        json!({"name": name, "arguments": arguments, "_meta": {"traceparent": traceparent}})
+    };
     let ok = c
         .request(
             "tools/call",
-            json!({"name": "up__echo", "arguments": {"text": "hi"},
-                   "_meta": {"traceparent": format!("00-{parent_trace}-{parent_span}-01")}}),
+            traced("up__echo", json!({"text": "hi"}), parent_trace),
         )
         .await;
     assert!(ok["result"].is_object(), "{ok}");
     let stdio_trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let asked = json!({"message": "traceparent?"});
     let seen_by_stdio = c
-        .request(
-            "tools/call",
-            json!({"name": "st__echo", "arguments": {"message": "traceparent?"},
-                   "_meta": {"traceparent": format!("00-{stdio_trace}-{parent_span}-01")}}),
-        )
+        .request("tools/call", traced("st__echo", asked, stdio_trace))
         .await;
     let seen_by_stdio = seen_by_stdio["result"]["content"][0]["text"]
         .as_str()
@@ -527,7 +528,6 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
 /// Over streamable HTTP, the `traceparent` header of a POST parents the request's server span.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_traceparent_header_parents_the_request_span() {
-    use tokio::io::AsyncBufReadExt as _;
     let otlp_port = free_port();
     let (mut receiver, _) = python_peer(
         &[&peer_file("otlp_receiver.py"), &otlp_port.to_string()],
@@ -554,18 +554,26 @@ async fn an_http_traceparent_header_parents_the_request_span() {
         .unwrap();
     assert!(resp.status().is_success(), "{}", resp.status());
     gw.stop_and_check().await;
-    let mut out = tokio::io::BufReader::new(receiver.stdout.take().unwrap()).lines();
+    let span = first_span(&mut receiver, "initialize")
+        .await
+        .expect("an initialize span");
+    assert_eq!(span["trace_id"], trace, "{span}");
+    assert_eq!(span["parent_span_id"], "b7ad6b7169203331", "{span}");
+}
+
+/// The first span named `name` the OTLP receiver prints (within 10 s).
+async fn first_span(receiver: &mut Child, name: &str) -> Option<Value> {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut out = tokio::io::BufReader::new(receiver.stdout.take()?).lines();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let line = tokio::time::timeout_at(deadline, out.next_line()).await;
         let Ok(Ok(Some(line))) = line else {
-            panic!("no initialize span")
+            return None;
         };
         let span: Value = serde_json::from_str(&line).unwrap();
-        if span["name"] == "initialize" {
-            assert_eq!(span["trace_id"], trace, "{span}");
-            assert_eq!(span["parent_span_id"], "b7ad6b7169203331", "{span}");
-            break;
+        if span["name"] == name {
+            return Some(span);
         }
     }
 }
@@ -574,7 +582,6 @@ async fn an_http_traceparent_header_parents_the_request_span() {
 /// `OTEL_EXPORTER_OTLP_CERTIFICATE` gets the spans (through the upstreams' rustls client).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_reach_an_https_otlp_endpoint_trusting_the_named_ca() {
-    use tokio::io::AsyncBufReadExt as _;
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
     let made = Command::new(venv_bin("python"))
@@ -605,19 +612,9 @@ async fn spans_reach_an_https_otlp_endpoint_trusting_the_named_ca() {
     let mut gw = Gateway::start_with_env("telemetry-otlp-https", Mode::Stdio, "", &[], &env).await;
     gw.client().initialize().await;
     gw.stop_and_check().await;
-    let mut out = tokio::io::BufReader::new(receiver.stdout.take().unwrap()).lines();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let line = tokio::time::timeout_at(deadline, out.next_line()).await;
-        let Ok(Ok(Some(line))) = line else {
-            panic!("no initialize span over HTTPS: {}", log.lock().unwrap())
-        };
-        let span: Value = serde_json::from_str(&line).unwrap();
-        if span["name"] == "initialize" {
-            assert_eq!(span["kind"], "SPAN_KIND_SERVER", "{span}");
-            break;
-        }
-    }
+    let span = first_span(&mut receiver, "initialize").await;
+    let span = span.unwrap_or_else(|| panic!("no span over HTTPS: {}", log.lock().unwrap()));
+    assert_eq!(span["kind"], "SPAN_KIND_SERVER", "{span}");
 }
 
 /// The audit lines of `path` once `done` says they are all there (at most [`WAIT`]), and a
