@@ -330,10 +330,11 @@ impl Server {
     /// What the admin listener reads ([`crate::admin::router`]).
     #[must_use]
     pub fn admin_source(&self) -> crate::admin::Source {
-        let reloader = self.reloader.clone();
+        let (reloader, each) = (self.reloader.clone(), self.reloader.clone());
         crate::admin::Source::new(self.gateway.clone(), move || {
             reloader.budget().as_ref().map(BudgetLayer::summary)
         })
+        .with_profiles(move || each.budget().as_ref().map(BudgetLayer::profile_summaries))
     }
 
     /// The stack every transport serves.

@@ -98,7 +98,7 @@ pub fn build_announcing(
         // call reaches nothing.
         .layer(AuthorizeLayer::new(
             gateway.catalog(),
-            audit_of(&policy),
+            gateway.audit(),
             !policy.budget.enabled,
         ))
         // Below the budget, so an invoke_tool is counted as the call it is; keyed by the
@@ -112,24 +112,12 @@ pub fn build_announcing(
         // Below the budget, so an invoke_tool (a tools/call by then) of a quarantined tool
         // is refused as a direct call is; above the gateway, so every result a model reads
         // is sanitized whoever asked for it.
-        .layer(GuardLayer::new(gateway.catalog(), policy.sanitize.global.strip))
+        .layer(
+            GuardLayer::new(gateway.catalog(), policy.sanitize.global.strip)
+                .with_audit(gateway.audit()),
+        )
         .service(gateway);
     (BoxCloneSyncService::new(service), budget)
-}
-
-/// The audit log of `policy`: `[audit]`, or stderr once clients are configured; none without
-/// either. A file that cannot be opened falls back to stderr, with an error logged.
-fn audit_of(policy: &crate::policy::Policy) -> crate::audit::Audit {
-    use crate::audit::{Audit, Config};
-    let config = match (&policy.audit, policy.clients.is_empty()) {
-        (Some(config), _) => config.clone(),
-        (None, false) => Config::default(),
-        (None, true) => return Audit::off(),
-    };
-    Audit::start(config.clone()).unwrap_or_else(|err| {
-        tracing::error!(error = %err, path = ?config.path, "Cannot open the audit log; writing it to stderr");
-        Audit::start(Config { path: None, ..config }).unwrap_or_default()
-    })
 }
 
 #[cfg(test)]

@@ -46,11 +46,15 @@ const RANK_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 5.0, 10.0, 20.0];
 /// The current plan's summary (`None` with `[budget]` off), read at each request.
 type PlanFn = Arc<dyn Fn() -> Option<PlanSummary> + Send + Sync>;
 
+/// The current plans' summaries by profile (`None` with `[budget]` off).
+type ProfilesFn = Arc<dyn Fn() -> Option<Vec<(String, PlanSummary)>> + Send + Sync>;
+
 /// What the admin endpoints read: the gateway's state and the current plan.
 #[derive(Clone)]
 pub struct Source {
     gateway: Gateway,
     plan: PlanFn,
+    profiles: Option<ProfilesFn>,
 }
 
 impl std::fmt::Debug for Source {
@@ -72,6 +76,26 @@ impl Source {
         Self {
             gateway,
             plan: Arc::new(plan),
+            profiles: None,
+        }
+    }
+
+    /// Reads every profile's plan from `profiles` (the default profile and each `[[client]]`'s,
+    /// [`crate::layer::budget::BudgetLayer::profile_summaries`]) instead of the one plan.
+    #[must_use]
+    pub fn with_profiles(
+        mut self,
+        profiles: impl Fn() -> Option<Vec<(String, PlanSummary)>> + Send + Sync + 'static,
+    ) -> Self {
+        self.profiles = Some(Arc::new(profiles));
+        self
+    }
+
+    /// Each profile's plan, `None` with `[budget]` off.
+    fn profiles(&self) -> Option<Vec<(String, PlanSummary)>> {
+        match &self.profiles {
+            Some(profiles) => profiles(),
+            None => (self.plan)().map(|p| vec![(names::DEFAULT_PROFILE.to_owned(), p)]),
         }
     }
 }
@@ -189,10 +213,10 @@ async fn status_json(State(state): State<Arc<AppState>>, headers: HeaderMap) -> 
         return refuse_host();
     }
     let source = &state.source;
-    let plan = (source.plan)();
-    let doc = status::document(
+    let profiles = source.profiles();
+    let doc = status::document_of_profiles(
         &source.gateway.upstream_states(),
-        plan.as_ref(),
+        profiles.as_deref(),
         source.gateway.sessions_active(),
     );
     (
@@ -210,12 +234,13 @@ async fn metrics_text(State(state): State<Arc<AppState>>, headers: HeaderMap) ->
         return (StatusCode::NOT_FOUND, "metrics are recorded elsewhere\n").into_response();
     };
     let source = &state.source;
-    let plan = (source.plan)();
-    status::set_gauges(
+    let profiles = source.profiles().unwrap_or_default();
+    status::set_gauges_of_profiles(
         &source.gateway.upstream_states(),
-        plan.as_ref(),
+        &profiles,
         source.gateway.sessions_active(),
     );
+    status::set_quarantine_gauges(&source.gateway.snapshot());
     handle.run_upkeep();
     (
         [(

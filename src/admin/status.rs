@@ -34,58 +34,75 @@ fn state(status: &Status) -> &'static str {
     }
 }
 
-/// The `/status` document: upstreams (state, era, counts), the plan and tokens per profile,
-/// sessions.
+/// The `/status` document: upstreams (state, era, counts), the plan and tokens of the
+/// [`names::DEFAULT_PROFILE`] profile, sessions.
 #[must_use]
 pub fn document(upstreams: &[UpstreamState], plan: Option<&PlanSummary>, sessions: usize) -> Value {
-    let upstreams: Vec<Value> = upstreams
-        .iter()
-        .map(|u| {
-            let reason = match &u.status {
-                Status::Down(reason) => Some(reason.as_str()),
-                _ => None,
-            };
-            let status = state(&u.status);
-            json!({
-                "name": u.name,
-                "transport": u.transport,
-                "status": status,
-                "reason": reason,
-                "era": u.era,
-                "protocol_version": u.protocol_version,
-                "required": u.required,
-                "tools": u.counts.0,
-                "prompts": u.counts.1,
-                "resources": u.counts.2,
-                "in_flight": u.in_flight,
-            })
-        })
+    let profiles: Vec<(String, PlanSummary)> = plan
+        .map(|p| (names::DEFAULT_PROFILE.to_owned(), p.clone()))
+        .into_iter()
         .collect();
-    let profiles: Value = match plan {
-        Some(p) => json!({ names::DEFAULT_PROFILE: {
-            "rung": p.rung,
-            "tools": p.tools,
-            "exposed": p.exposed,
-            "tokens_before": p.tokens_before,
-            "tokens_after": p.tokens_after,
-            "tokens_saved": p.tokens_before.saturating_sub(p.tokens_after),
-            "budget_tokens": p.budget_tokens,
-            "per_server": p.per_server.iter().map(|s| json!({
-                "server": s.server,
-                "tools": s.tools,
-                "exposed": s.exposed,
-                "tokens_before": s.before,
-                "tokens_after": s.after,
-            })).collect::<Vec<_>>(),
-        }}),
-        None => json!({}),
-    };
+    document_of_profiles(upstreams, plan.is_some().then_some(&profiles[..]), sessions)
+}
+
+/// [`document`] with the plan of every profile (`None`: `[budget]` off).
+#[must_use]
+pub fn document_of_profiles(
+    upstreams: &[UpstreamState],
+    profiles: Option<&[(String, PlanSummary)]>,
+    sessions: usize,
+) -> Value {
+    let upstreams: Vec<Value> = upstreams.iter().map(upstream_entry).collect();
+    let by_name: serde_json::Map<String, Value> = profiles
+        .unwrap_or_default()
+        .iter()
+        .map(|(name, p)| (name.clone(), profile_entry(p)))
+        .collect();
     json!({
         "version": env!("CARGO_PKG_VERSION"),
         "ready": ready(&upstreams),
         "upstreams": upstreams,
-        "budget": { "enabled": plan.is_some(), "profiles": profiles },
+        "budget": { "enabled": profiles.is_some(), "profiles": by_name },
         "sessions_active": sessions,
+    })
+}
+
+fn upstream_entry(u: &UpstreamState) -> Value {
+    let reason = match &u.status {
+        Status::Down(reason) => Some(reason.as_str()),
+        _ => None,
+    };
+    json!({
+        "name": u.name,
+        "transport": u.transport,
+        "status": state(&u.status),
+        "reason": reason,
+        "era": u.era,
+        "protocol_version": u.protocol_version,
+        "required": u.required,
+        "tools": u.counts.0,
+        "prompts": u.counts.1,
+        "resources": u.counts.2,
+        "in_flight": u.in_flight,
+    })
+}
+
+fn profile_entry(p: &PlanSummary) -> Value {
+    json!({
+        "rung": p.rung,
+        "tools": p.tools,
+        "exposed": p.exposed,
+        "tokens_before": p.tokens_before,
+        "tokens_after": p.tokens_after,
+        "tokens_saved": p.tokens_before.saturating_sub(p.tokens_after),
+        "budget_tokens": p.budget_tokens,
+        "per_server": p.per_server.iter().map(|s| json!({
+            "server": s.server,
+            "tools": s.tools,
+            "exposed": s.exposed,
+            "tokens_before": s.before,
+            "tokens_after": s.after,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -96,12 +113,27 @@ fn ready(entries: &[Value]) -> bool {
         .all(|u| u["required"] != true || u["status"] == "ready")
 }
 
-static LAST_RUNG: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+/// Each profile's last rung, so the rung left behind reads 0.
+static LAST_RUNG: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
 
 /// Sets the gauges that are state, not events: upstream up and in flight, tools, tokens
-/// before / after / saved per server and profile, the plan rung, sessions, build info.
-#[allow(clippy::cast_precision_loss)] // Counts far below 2^52.
+/// before / after / saved per server of the [`names::DEFAULT_PROFILE`] profile, its plan
+/// rung, sessions, build info.
 pub fn set_gauges(upstreams: &[UpstreamState], plan: Option<&PlanSummary>, sessions: usize) {
+    let profiles: Vec<(String, PlanSummary)> = plan
+        .map(|p| (names::DEFAULT_PROFILE.to_owned(), p.clone()))
+        .into_iter()
+        .collect();
+    set_gauges_of_profiles(upstreams, &profiles, sessions);
+}
+
+/// [`set_gauges`] with the tokens and rung of every profile (empty: `[budget]` off).
+#[allow(clippy::cast_precision_loss)] // Counts far below 2^52.
+pub fn set_gauges_of_profiles(
+    upstreams: &[UpstreamState],
+    profiles: &[(String, PlanSummary)],
+    sessions: usize,
+) {
     use metrics::gauge;
     for u in upstreams {
         let up = if u.status == Status::Ready { 1.0 } else { 0.0 };
@@ -109,28 +141,54 @@ pub fn set_gauges(upstreams: &[UpstreamState], plan: Option<&PlanSummary>, sessi
         gauge!(names::UPSTREAM_IN_FLIGHT, names::SERVER => u.name.clone()).set(u.in_flight as f64);
         gauge!(names::TOOLS, names::SERVER => u.name.clone()).set(u.counts.0 as f64);
     }
-    if let Some(p) = plan {
-        let profile = names::DEFAULT_PROFILE;
+    let mut last = LAST_RUNG
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (profile, p) in profiles {
         for s in &p.per_server {
             let labels = [
                 (names::SERVER, s.server.clone()),
-                (names::PROFILE, profile.to_owned()),
+                (names::PROFILE, profile.clone()),
             ];
             gauge!(names::TOKENS_BEFORE, &labels).set(s.before as f64);
             gauge!(names::TOKENS_AFTER, &labels).set(s.after as f64);
             gauge!(names::TOKENS_SAVED, &labels).set(s.before.saturating_sub(s.after) as f64);
         }
-        // The rung left behind reads 0, so that one series per profile is 1.
-        let mut last = LAST_RUNG
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(old) = last.replace(p.rung.clone()).filter(|old| *old != p.rung) {
-            gauge!(names::PLAN_RUNG, names::PROFILE => profile, names::RUNG => old).set(0.0);
+        match last.iter_mut().find(|(name, _)| name == profile) {
+            Some((_, rung)) if *rung != p.rung => {
+                let old = std::mem::replace(rung, p.rung.clone());
+                gauge!(names::PLAN_RUNG, names::PROFILE => profile.clone(), names::RUNG => old)
+                    .set(0.0);
+            }
+            Some(_) => {}
+            None => last.push((profile.clone(), p.rung.clone())),
         }
-        gauge!(names::PLAN_RUNG, names::PROFILE => profile, names::RUNG => p.rung.clone()).set(1.0);
+        gauge!(names::PLAN_RUNG, names::PROFILE => profile.clone(), names::RUNG => p.rung.clone())
+            .set(1.0);
     }
     gauge!(names::SESSIONS_ACTIVE).set(sessions as f64);
     gauge!(names::BUILD_INFO, names::VERSION => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
+/// Why the guard holds tools (the `reason` label of [`names::TOOLS_QUARANTINED`]).
+const QUARANTINE_REASONS: [&str; 3] = ["changed", "unknown", "steering"];
+
+/// Sets the quarantine gauge: tools held per upstream and reason, every reason of every
+/// upstream (0 once released), so a series never lingers at its last count.
+#[allow(clippy::cast_precision_loss)] // Counts far below 2^52.
+pub fn set_quarantine_gauges(catalog: &crate::catalog::Catalog) {
+    for (server, held) in catalog.names().iter().zip(catalog.held()) {
+        for reason in QUARANTINE_REASONS {
+            let n = held
+                .quarantined
+                .iter()
+                .filter(|q| q.reason == reason)
+                .count();
+            metrics::gauge!(names::TOOLS_QUARANTINED, names::SERVER => server.clone(),
+                names::REASON => reason)
+            .set(n as f64);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -181,5 +239,13 @@ mod tests {
         assert_eq!(default["tokens_saved"], 180);
         assert_eq!(default["per_server"][0]["tokens_after"], 80);
         assert_eq!(doc["sessions_active"], 2);
+        let mut alice = plan.clone();
+        alice.tokens_before = 100;
+        let profiles = [("default".to_owned(), plan), ("alice".to_owned(), alice)];
+        let doc = document_of_profiles(&ups, Some(&profiles), 0);
+        let profiles = &doc["budget"]["profiles"];
+        assert_eq!(profiles["default"]["tokens_before"], 300);
+        assert_eq!(profiles["alice"]["tokens_before"], 100);
+        assert_eq!(profiles["alice"]["tokens_saved"], 0);
     }
 }

@@ -25,6 +25,7 @@
 //! assert!(line.contains(r#""audit_id":"a1""#) && line.contains(r#""decision":"deny""#));
 //! ```
 
+pub mod guard;
 mod time;
 
 use std::path::PathBuf;
@@ -52,8 +53,10 @@ pub struct Config {
     pub redact: Vec<String>,
 }
 
-/// One audit line. `event` is `decision` (with `decision`, `rule`, `reason`) or `outcome`
-/// (with `outcome`, `error_type`, `duration_ms`).
+/// One audit line. `event` is `decision` (with `decision`, `rule`, `reason`), `outcome`
+/// (with `outcome`, `error_type`, `duration_ms`) or one of the guard's ([`guard`]):
+/// `quarantine` / `release` (with `reason`, the hashes, `changed`), `refusal` (a call of a
+/// quarantined tool) and `sanitize` (with `removed`, `flags`, `score`).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Entry<'a> {
     /// `decision` or `outcome` (filled by [`Audit::decision`] / [`Audit::outcome`]).
@@ -95,6 +98,25 @@ pub struct Entry<'a> {
     /// The arguments (only with `log_arguments`, redacted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
+    /// Guard events: the `schemaHash` the tool was pinned at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_hash: Option<&'a str>,
+    /// Guard events: the `schemaHash` of the tool as the upstream lists it now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_hash: Option<&'a str>,
+    /// Guard events: what changed since the pin (`description`, `schema`, `annotations`,
+    /// `other`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed: Option<&'a [&'static str]>,
+    /// Sanitize events: the characters removed, by class.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed: Option<crate::sanitize::Counts>,
+    /// Sanitize events: the steering rules that matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flags: Option<Vec<&'a str>>,
+    /// Sanitize events: the steering score (the matched rules' weights).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<u32>,
 }
 
 /// `entry` as its line (no newline), with the time filled in when empty.
@@ -219,6 +241,26 @@ impl Audit {
         self.record(&entry);
     }
 
+    /// Logs a line whose `event` the caller set (the guard's events, [`guard`]).
+    pub fn event(&self, entry: &Entry<'_>) {
+        self.record(entry);
+    }
+
+    /// [`Audit::start`], falling back to stderr (with an error logged) when the file cannot be
+    /// opened, and to no log when not even that can start.
+    #[must_use]
+    pub fn start_or_stderr(config: &Config) -> Self {
+        Self::start(config.clone()).unwrap_or_else(|err| {
+            tracing::error!(error = %err, path = ?config.path,
+                "Cannot open the audit log; writing it to stderr");
+            Self::start(Config {
+                path: None,
+                ..config.clone()
+            })
+            .unwrap_or_default()
+        })
+    }
+
     fn record(&self, entry: &Entry<'_>) {
         let Some(inner) = &self.inner else {
             return;
@@ -232,6 +274,34 @@ impl Audit {
                 );
             }
         }
+    }
+}
+
+/// One writer per configuration, handed to everyone who logs under it: the authorize layer
+/// of each stack generation and the guard's journal ([`guard::journal`]) write through the
+/// same thread, so their lines never interleave; a reload that changes `[audit]` starts a new
+/// writer (the old one ends with its last user).
+#[derive(Debug, Default)]
+pub struct Shared {
+    current: std::sync::Mutex<Option<(Option<Config>, Audit)>>,
+}
+
+impl Shared {
+    /// The writer of `config` (`None`: no log), started on first use.
+    #[must_use]
+    pub fn get(&self, config: Option<&Config>) -> Audit {
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((open, audit)) = current.as_ref() {
+            if open.as_ref() == config {
+                return audit.clone();
+            }
+        }
+        let audit = config.map_or_else(Audit::off, Audit::start_or_stderr);
+        *current = Some((config.cloned(), audit.clone()));
+        audit
     }
 }
 

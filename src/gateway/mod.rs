@@ -91,6 +91,8 @@ struct Inner {
     shim: bridge::Shim,
     tasks: tasks::Tasks,
     shutdown: CancellationToken,
+    /// The audit log's writer, shared by every stack generation and the guard's journal.
+    audit: crate::audit::Shared,
 }
 
 impl Gateway {
@@ -111,10 +113,34 @@ impl Gateway {
             shim: bridge::Shim::default(),
             tasks: tasks::Tasks::default(),
             shutdown,
+            audit: crate::audit::Shared::default(),
         };
-        Self {
+        let gateway = Self {
             inner: Arc::new(inner),
-        }
+        };
+        // What the guard quarantines or sanitizes goes to the audit log as it happens.
+        let (g, shutdown) = (gateway.clone(), gateway.inner.shutdown.clone());
+        let catalog = gateway.inner.pool.subscribe();
+        tokio::spawn(crate::audit::guard::journal(
+            catalog,
+            move || g.audit(),
+            shutdown,
+        ));
+        gateway
+    }
+
+    /// The audit log of the policy it runs: `[audit]`, or stderr once clients are configured;
+    /// none without either. One writer per configuration: the stacks' authorize and guard
+    /// layers and the guard's journal share it.
+    #[must_use]
+    pub fn audit(&self) -> crate::audit::Audit {
+        let policy = self.policy();
+        let config = match (&policy.audit, policy.clients.is_empty()) {
+            (Some(config), _) => Some(config.clone()),
+            (None, false) => Some(crate::audit::Config::default()),
+            (None, true) => None,
+        };
+        self.inner.audit.get(config.as_ref())
     }
 
     async fn handle(&self, req: McpRequest) -> Option<Message> {

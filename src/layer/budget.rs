@@ -121,6 +121,8 @@ impl BudgetLayer {
                 promoted: Mutex::new(HashMap::new()),
                 listeners: Mutex::new(HashMap::new()),
                 volatile: volatile_servers(policy),
+                searches: crate::telemetry::rank::Searches::default(),
+                policy_clients: policy.clients.clone(),
                 results_cut: std::sync::atomic::AtomicU64::new(0),
                 usage: policy.budget.usage_file.as_ref().map(|path| {
                     usage::UsageLog::open(
@@ -179,16 +181,35 @@ impl BudgetLayer {
     /// The current plan's totals (plans the current catalog if needed).
     #[must_use]
     pub fn summary(&self) -> PlanSummary {
-        let planned = self.state.planned();
-        PlanSummary {
-            per_server: planned.per_server.clone(),
-            rung: planned.plan.rung.to_string(),
-            tools: planned.tools,
-            exposed: planned.plan.exposed_count(),
-            tokens_before: planned.plan.tokens_before,
-            tokens_after: planned.plan.tokens_after,
-            budget_tokens: planned.plan.budget.tokens,
+        summary_of(&self.state.planned())
+    }
+
+    /// The plan's totals per profile: [`names::DEFAULT_PROFILE`] (the policy's `[budget]`
+    /// over the whole catalog, [`BudgetLayer::summary`]), then each `[[client]]` by name (its
+    /// scope's tools, its model). As many as the policy has clients, plus one.
+    ///
+    /// [`names::DEFAULT_PROFILE`]: crate::telemetry::names::DEFAULT_PROFILE
+    #[must_use]
+    pub fn profile_summaries(&self) -> Vec<(String, PlanSummary)> {
+        let default = crate::telemetry::names::DEFAULT_PROFILE.to_owned();
+        let mut out = vec![(default, self.summary())];
+        for spec in &self.state.policy_clients {
+            let planned = self.state.planned_for(Some(&Audience::of_spec(spec)));
+            out.push((spec.name.clone(), summary_of(&planned)));
         }
+        out
+    }
+}
+
+fn summary_of(planned: &state::Planned) -> PlanSummary {
+    PlanSummary {
+        per_server: planned.per_server.clone(),
+        rung: planned.plan.rung.to_string(),
+        tools: planned.tools,
+        exposed: planned.plan.exposed_count(),
+        tokens_before: planned.plan.tokens_before,
+        tokens_after: planned.plan.tokens_after,
+        budget_tokens: planned.plan.budget.tokens,
     }
 }
 
@@ -361,6 +382,7 @@ impl<S> Budget<S> {
         let name = req.view.typed_name()?;
         if !is_meta(name) {
             self.state.count_call(name, &req.caller.principal);
+            self.state.searches.invoked(&req.caller.session, name);
             return None;
         }
         let call = MetaRequest {
@@ -378,6 +400,9 @@ impl<S> Budget<S> {
         let discovery = planned.discovery.as_ref()?;
         let outcome = discovery.call(call.name, &call.arguments)?;
         crate::telemetry::record::search_outcome(call.name == names.search, &outcome);
+        if let (true, MetaCall::Result(found)) = (call.name == names.search, &outcome) {
+            self.state.searches.searched(&req.caller.session, found);
+        }
         if self.state.discover.promote_on_use {
             let inspected = matches!(&outcome, MetaCall::Result(r) if call.name == names.schema && r.get("isError").is_none());
             let used = matches!(&outcome, MetaCall::Invoke { .. });
@@ -395,6 +420,7 @@ impl<S> Budget<S> {
             MetaCall::Invoke { tool, arguments } => {
                 let exposed = tool.exposed_name(&self.state.separator).into_owned();
                 self.state.count_call(&exposed, &req.caller.principal);
+                self.state.searches.invoked(&req.caller.session, &exposed);
                 let mut params = Map::new();
                 params.insert("name".into(), Value::String(exposed));
                 params.insert("arguments".into(), arguments);

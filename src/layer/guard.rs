@@ -32,6 +32,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tower::{Layer, Service};
 
+use crate::audit::{self, Audit};
 use crate::catalog::{Catalog, Quarantined};
 use crate::context::McpRequest;
 use crate::error::{kind, UPSTREAM_ERROR};
@@ -43,6 +44,7 @@ use crate::sanitize::{self, strip};
 pub struct GuardLayer {
     catalog: watch::Receiver<Arc<Catalog>>,
     strip: bool,
+    audit: Audit,
 }
 
 impl GuardLayer {
@@ -50,7 +52,18 @@ impl GuardLayer {
     /// (`[sanitize] strip`).
     #[must_use]
     pub fn new(catalog: watch::Receiver<Arc<Catalog>>, strip: bool) -> Self {
-        Self { catalog, strip }
+        Self {
+            catalog,
+            strip,
+            audit: Audit::off(),
+        }
+    }
+
+    /// Writes a line to `audit` for each refused call and each result stripped.
+    #[must_use]
+    pub fn with_audit(mut self, audit: Audit) -> Self {
+        self.audit = audit;
+        self
     }
 }
 
@@ -61,6 +74,7 @@ impl<S> Layer<S> for GuardLayer {
             inner,
             catalog: self.catalog.clone(),
             strip: self.strip,
+            audit: self.audit.clone(),
         }
     }
 }
@@ -71,6 +85,7 @@ pub struct Guard<S> {
     inner: S,
     catalog: watch::Receiver<Arc<Catalog>>,
     strip: bool,
+    audit: Audit,
 }
 
 /// Methods whose results a model reads.
@@ -107,13 +122,27 @@ where
                 return Box::pin(async move { Ok(Some(refusal)) });
             }
         }
-        if !self.strip || !SANITIZED.contains(&method) {
+        let Some(&method) = SANITIZED
+            .iter()
+            .find(|m| **m == method)
+            .filter(|_| self.strip)
+        else {
             return Box::pin(inner.call(req));
-        }
+        };
+        let stripped = Stripped {
+            audit: self.audit.clone(),
+            catalog: self.catalog.clone(),
+            method,
+            name: req.view.name().map(str::to_owned),
+            principal: req.caller.principal.clone(),
+            session: req.caller.session.id.clone(),
+        };
         Box::pin(async move {
             let mut reply = inner.call(req).await?;
             if let Some(msg) = reply.as_mut() {
-                sanitize_reply(msg);
+                if let Some(counts) = sanitize_reply(msg) {
+                    stripped.report(&counts);
+                }
             }
             Ok(reply)
         })
@@ -131,8 +160,48 @@ impl<S> Guard<S> {
         let name = req.view.name()?;
         let catalog = self.catalog.borrow().clone();
         let q = catalog.quarantined(name)?;
+        let (principal, session) = (req.caller.principal.name(), &req.caller.session.id);
+        audit::guard::refusal(&self.audit, q, name, principal, session);
         let id = req.message.id.clone().unwrap_or(Id::Null);
         Some(Message::error(id, refusal_error(name, q)))
+    }
+}
+
+/// Who asked for a result that was stripped: its metric and audit line.
+struct Stripped {
+    audit: Audit,
+    catalog: watch::Receiver<Arc<Catalog>>,
+    method: &'static str,
+    name: Option<String>,
+    principal: Arc<crate::identity::Principal>,
+    session: String,
+}
+
+impl Stripped {
+    fn report(&self, counts: &sanitize::Counts) {
+        let catalog = self.catalog.borrow().clone();
+        let routed = (self.method == "tools/call")
+            .then_some(self.name.as_deref())
+            .flatten()
+            .and_then(|name| catalog.tool(name));
+        let server = routed.and_then(|(i, _)| catalog.names().get(i));
+        let server = server.map_or(crate::telemetry::names::UNKNOWN, String::as_str);
+        crate::telemetry::record::sanitized(server, crate::telemetry::record::RESULT, counts);
+        if self.audit.is_on() {
+            let id = audit::new_id();
+            self.audit.event(&audit::Entry {
+                event: "sanitize",
+                audit_id: &id,
+                principal: self.principal.name(),
+                session: &self.session,
+                method: self.method,
+                tool: self.name.as_deref(),
+                upstream: routed.map(|(_, own)| format!("{server}/{own}")),
+                reason: Some("result"),
+                removed: Some(*counts),
+                ..audit::Entry::default()
+            });
+        }
     }
 }
 
@@ -173,22 +242,21 @@ pub fn refusal_error(name: &str, q: &Quarantined) -> ErrorObject {
     )
 }
 
-/// Strips a reply's result in place, parsing it only when its text may need it.
-fn sanitize_reply(msg: &mut Message) {
-    let Some(raw) = msg.result.as_ref() else {
-        return;
-    };
+/// Strips a reply's result in place, parsing it only when its text may need it; what it
+/// removed, if anything.
+fn sanitize_reply(msg: &mut Message) -> Option<sanitize::Counts> {
+    let raw = msg.result.as_ref()?;
     if !strip::may_need(raw.get().as_bytes()) {
-        return;
+        return None;
     }
-    let Ok(mut result) = serde_json::from_str::<Value>(raw.get()) else {
-        return;
-    };
+    let mut result = serde_json::from_str::<Value>(raw.get()).ok()?;
     let counts = sanitize::result(&mut result);
-    if counts.total() > 0 {
-        tracing::info!(removed = %counts, "Stripped invisible or control text from a result");
-        msg.result = Some(crate::jsonrpc::to_raw(&result));
+    if counts.total() == 0 {
+        return None;
     }
+    tracing::info!(removed = %counts, "Stripped invisible or control text from a result");
+    msg.result = Some(crate::jsonrpc::to_raw(&result));
+    Some(counts)
 }
 
 #[cfg(test)]

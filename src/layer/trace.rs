@@ -108,12 +108,14 @@ where
         let result = std::task::ready!(this.inner.as_mut().poll(cx));
         let answer = result.as_ref().ok().and_then(Option::as_ref);
         if let Some(msg) = answer {
-            let _in_span = this.inner.span().enter();
+            // In the message's span as their parent, without entering it: at `info` and
+            // above these are off and cost nothing.
+            let span = this.inner.span();
             match &msg.error {
                 Some(err) => {
-                    tracing::debug!(code = err.code, kind = ?err.kind(), "Answered with an error");
+                    tracing::debug!(parent: span, code = err.code, kind = ?err.kind(), "Answered with an error");
                 }
-                None => tracing::trace!("Answered"),
+                None => tracing::trace!(parent: span, "Answered"),
             }
         }
         if let Some(pending) = this.pending.take() {
@@ -146,10 +148,12 @@ fn note(pending: &Pending, in_span: &Span, answer: Option<&Message>) {
     };
     let elapsed = call.started.elapsed();
     record::tool_call(&call.server, &call.tool, outcome, elapsed.as_secs_f64());
-    let _in_span = in_span.enter();
     let duration_ms = elapsed.as_secs_f64() * 1000.0;
+    // The message's span is the line's parent (its fields prefix the line), not entered: one
+    // enter and exit fewer per call.
     if call.principal.via() == Via::Anonymous {
         tracing::info!(
+            parent: in_span,
             duration_ms,
             server = %call.server,
             tool = %call.tool,
@@ -158,6 +162,7 @@ fn note(pending: &Pending, in_span: &Span, answer: Option<&Message>) {
         );
     } else {
         tracing::info!(
+            parent: in_span,
             duration_ms,
             server = %call.server,
             tool = %call.tool,
@@ -202,17 +207,16 @@ where
         let span = if exported {
             span::request(&req)
         } else {
-            let span = tracing::info_span!(
+            // The tool or prompt name, as the downstream read it: a field of the span from
+            // the start (recording it afterwards formats the span's fields twice).
+            let name = req.view.tool_or_prompt().unwrap_or_default();
+            tracing::info_span!(
                 "mcp",
                 session = %req.caller.session.id,
                 method = %method,
                 id = ?req.message.id,
-                name = tracing::field::Empty,
-            );
-            // The tool or prompt name, as the downstream read it.
-            let name = req.view.tool_or_prompt().unwrap_or_default();
-            span.record("name", tracing::field::display(name));
-            span
+                name = %name,
+            )
         };
         let is_request = req.message.id.is_some() && req.message.method().is_some();
         let metrics = record::enabled() && is_request;

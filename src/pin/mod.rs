@@ -32,6 +32,7 @@
 //! assert_eq!(held.quarantined[0].changed, ["description"]);
 //! ```
 
+pub mod events;
 pub mod lock;
 pub mod report;
 

@@ -19,6 +19,7 @@ pub mod http_parent;
 pub mod names;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+pub mod rank;
 pub mod record;
 pub mod span;
 

@@ -47,6 +47,16 @@ pub const LIMITED: &str = "mcp_budget_limited_total";
 pub const RELOADS: &str = "mcp_budget_reloads_total";
 /// Client sessions open (gauge, read at scrape).
 pub const SESSIONS_ACTIVE: &str = "mcp_budget_sessions_active";
+/// Tools held out of the catalog by the guard, by `server` and `reason` (`changed` |
+/// `unknown` | `steering`) (gauge, read at scrape).
+pub const TOOLS_QUARANTINED: &str = "mcp_budget_tools_quarantined";
+/// Characters the sanitizer removed, by `server`, `class` (`tag` | `bidi` | `invisible` |
+/// `ansi` | `control`) and `part` (`definition` | `result`) (counter). Definitions count
+/// once when first listed so, results at each answer.
+pub const SANITIZE_REMOVED: &str = "mcp_budget_sanitize_removed_total";
+/// Definitions whose steering score reached the threshold, by `server` (counter, once per
+/// definition).
+pub const SANITIZE_FLAGGED: &str = "mcp_budget_sanitize_flagged_total";
 /// Always 1, by `version` (gauge).
 pub const BUILD_INFO: &str = "mcp_budget_build_info";
 
@@ -70,6 +80,10 @@ pub const REASON: &str = "reason";
 pub const LIMIT: &str = "limit";
 /// Label: the gateway's version.
 pub const VERSION: &str = "version";
+/// Label: the class of characters removed ([`crate::sanitize::Counts`]' fields).
+pub const CLASS: &str = "class";
+/// Label: where text was sanitized, [`DEFINITION`] or [`RESULT`].
+pub const PART: &str = "part";
 
 /// Outcome: answered with a result.
 pub const OK: &str = "ok";
@@ -81,6 +95,10 @@ pub const TOOL_ERROR: &str = "tool_error";
 pub const UNKNOWN: &str = "unknown";
 /// Label value of a method outside the MCP method list.
 pub const OTHER_METHOD: &str = "other";
+/// Part: a tool, prompt, resource or template definition.
+pub const DEFINITION: &str = "definition";
+/// Part: a result (tool, prompt, resource) or server instructions.
+pub const RESULT: &str = "result";
 /// The profile of the policy's own `[budget]`.
 pub const DEFAULT_PROFILE: &str = "default";
 
@@ -178,6 +196,21 @@ pub const METRICS: &[(&str, MetricType, &str)] = &[
     ),
     (RELOADS, MetricType::Counter, "Policy reloads, by outcome."),
     (SESSIONS_ACTIVE, MetricType::Gauge, "Client sessions open."),
+    (
+        TOOLS_QUARANTINED,
+        MetricType::Gauge,
+        "Tools held out of the catalog, by server and reason.",
+    ),
+    (
+        SANITIZE_REMOVED,
+        MetricType::Counter,
+        "Characters removed from upstream text, by server, class and part.",
+    ),
+    (
+        SANITIZE_FLAGGED,
+        MetricType::Counter,
+        "Definitions flagged as steering the model, by server.",
+    ),
     (
         BUILD_INFO,
         MetricType::Gauge,

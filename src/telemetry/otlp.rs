@@ -2,7 +2,10 @@
 //! standard `OTEL_*` variables; no endpoint in either means no exporter and no cost.
 //!
 //! Spans are batched on the SDK's own thread; each batch is sent by a hyper client *on the
-//! gateway's runtime* (the thread waits, the runtime never does). [`Exporter::shutdown`]
+//! gateway's runtime* (the thread waits, the runtime never does) — for an `https://` endpoint,
+//! the upstreams' HTTPS client (rustls), trusting the CAs of
+//! `OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE` / `OTEL_EXPORTER_OTLP_CERTIFICATE` when set, else the
+//! built-in roots. [`Exporter::shutdown`]
 //! flushes what is left: call it once serving stopped, while the runtime still runs.
 
 use std::future::Future;
@@ -85,10 +88,7 @@ impl Exporter {
             return Ok(None);
         };
         let client = OnRuntime {
-            client: opentelemetry_http::hyper::HyperClient::with_default_connector(
-                EXPORT_TIMEOUT,
-                None,
-            ),
+            client: sender(&endpoint, &env)?,
             runtime: tokio::runtime::Handle::current(),
         };
         let exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -143,10 +143,41 @@ impl Exporter {
     }
 }
 
-/// The hyper client, driven on the gateway's runtime from the SDK's export thread.
+/// Most bytes read of a collector's answer (an `ExportTraceServiceResponse`: a few bytes).
+const ANSWER_LIMIT: usize = 1 << 20;
+
+/// What sends a batch: hyper's client for `http://`; for `https://`, the upstream HTTP client
+/// (rustls; the webpki roots, or the CAs of `OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE` /
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE` instead).
+#[derive(Debug, Clone)]
+enum Sender {
+    Plain(Box<opentelemetry_http::hyper::HyperClient>),
+    Tls(crate::upstream::http::Poster),
+}
+
+/// The sender of `endpoint`.
+fn sender(endpoint: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Sender, OtlpError> {
+    if !endpoint.starts_with("https://") {
+        return Ok(Sender::Plain(Box::new(
+            opentelemetry_http::hyper::HyperClient::with_default_connector(EXPORT_TIMEOUT, None),
+        )));
+    }
+    let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let ca_file = set("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
+        .or_else(|| set("OTEL_EXPORTER_OTLP_CERTIFICATE"))
+        .map(std::path::PathBuf::from);
+    crate::upstream::http::Poster::new(endpoint, ca_file)
+        .map(Sender::Tls)
+        .map_err(|reason| OtlpError {
+            endpoint: endpoint.to_owned(),
+            reason,
+        })
+}
+
+/// The sender, driven on the gateway's runtime from the SDK's export thread.
 #[derive(Debug, Clone)]
 struct OnRuntime {
-    client: opentelemetry_http::hyper::HyperClient,
+    client: Sender,
     runtime: tokio::runtime::Handle,
 }
 
@@ -160,9 +191,21 @@ impl HttpClient for OnRuntime {
         Self: 'async_trait,
     {
         let client = self.client.clone();
-        let task = self
-            .runtime
-            .spawn(async move { client.send_bytes(request).await });
+        let task = self.runtime.spawn(async move {
+            match client {
+                Sender::Plain(hyper) => hyper.send_bytes(request).await,
+                Sender::Tls(poster) => {
+                    let (parts, body) = request.into_parts();
+                    let send = poster.post(parts.headers, body, ANSWER_LIMIT);
+                    let (status, headers, body) = tokio::time::timeout(EXPORT_TIMEOUT, send)
+                        .await
+                        .map_err(|_| HttpError::from("the OTLP export timed out"))??;
+                    let mut answer = Response::builder().status(status).body(body)?;
+                    *answer.headers_mut() = headers;
+                    Ok(answer)
+                }
+            }
+        });
         Box::pin(async move { task.await.map_err(|e| Box::new(e) as HttpError)? })
     }
 }

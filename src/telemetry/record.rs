@@ -142,6 +142,34 @@ pub fn upstream_reconnect(server: &str) {
     }
 }
 
+pub use names::{DEFINITION, RESULT};
+
+/// Characters removed from `server`'s text (`part`: [`DEFINITION`] or [`RESULT`]), by class.
+pub fn sanitized(server: &str, part: &'static str, removed: &crate::sanitize::Counts) {
+    if !enabled() || removed.total() == 0 {
+        return;
+    }
+    let classes = [
+        ("tag", removed.tag),
+        ("bidi", removed.bidi),
+        ("invisible", removed.invisible),
+        ("ansi", removed.ansi),
+        ("control", removed.control),
+    ];
+    for (class, n) in classes.into_iter().filter(|(_, n)| *n > 0) {
+        metrics::counter!(names::SANITIZE_REMOVED, names::SERVER => server.to_owned(),
+            names::CLASS => class, names::PART => part)
+        .increment(n as u64);
+    }
+}
+
+/// A definition of `server` flagged as steering the model.
+pub fn flagged(server: &str) {
+    if enabled() {
+        metrics::counter!(names::SANITIZE_FLAGGED, names::SERVER => server.to_owned()).increment(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

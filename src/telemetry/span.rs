@@ -127,7 +127,8 @@ pub fn record_plan(rung: &dyn std::fmt::Display, tokens_listed: usize) {
     }
 }
 
-/// The client span of a request to upstream `server` (a child of the current span).
+/// The client span of a request to upstream `server` (a child of the current span), for HTTP
+/// and stdio upstreams alike; [`answered`] records an error answer on it.
 #[must_use]
 pub fn upstream(server: &str, msg: &Message) -> Span {
     let method = msg.method().unwrap_or("(response)");
@@ -139,6 +140,9 @@ pub fn upstream(server: &str, msg: &Message) -> Span {
         mcp.method.name = %method,
         server.name = %server,
         jsonrpc.request.id = msg.id.as_ref().map(id_text).unwrap_or_default(),
+        otel.status_code = Empty,
+        error.type = Empty,
+        rpc.response.status_code = Empty,
     )
 }
 

@@ -139,6 +139,9 @@ impl Upstream {
             Wait::For(timeout) => Some(timeout),
         };
         let (msg, outbound, abort, rx) = self.enter(id, call, &link);
+        // A stdio request's client span (none while no spans are exported): its context goes
+        // in the message's `_meta`, and it lasts until the answer is in.
+        let mut stdio_span = tracing::Span::none();
         // On HTTP the POST is driven by this very future until the answer is in (no task of
         // its own on the way); whatever it still has to do then (the rest of an SSE stream),
         // or after a timeout, it finishes on its own task, as a spawned POST would.
@@ -154,7 +157,10 @@ impl Upstream {
                 }))
             }
             Link::Stdio(_) => {
-                if let Err(err) = self.send_on(&link, msg, outbound) {
+                if crate::telemetry::tracing_on() {
+                    stdio_span = crate::telemetry::span::upstream(self.name(), &msg);
+                }
+                if let Err(err) = stdio_span.in_scope(|| self.send_on(&link, msg, outbound)) {
                     let _ = self.forget(id);
                     return Err(err);
                 }
@@ -172,7 +178,11 @@ impl Upstream {
             }
             rx.await
         };
-        self.wait_for(id, reply, timeout).await
+        let answer = self.wait_for(id, reply, timeout).await;
+        if let Ok(reply) = &answer {
+            crate::telemetry::span::answered(&stdio_span, Some(reply));
+        }
+        answer
     }
 
     /// The message of `call` under `id`, rewritten for this upstream, with its pending entry

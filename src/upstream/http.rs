@@ -29,7 +29,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use http::{Method, StatusCode};
 
 use self::client::{Client, Failure};
-pub use self::document::get_document;
+pub use self::document::{get_document, Poster};
 use super::sse::SseDecoder;
 use super::{handshake, Status, Upstream, PROTOCOL_VERSION};
 use crate::context::Outbound;

@@ -13,7 +13,7 @@ use crate::harness::{
     Gateway, Mode, TagGuard, Up, WAIT,
 };
 
-fn poisoned(name: &str, args: &[&str]) -> Up {
+pub(crate) fn poisoned(name: &str, args: &[&str]) -> Up {
     let server = peer_file("poisoned_server.py");
     let mut all = vec![server.as_str()];
     all.extend_from_slice(args);
@@ -80,7 +80,7 @@ async fn poisoned_metadata_reaches_the_python_client_clean_and_is_reported() {
 }
 
 /// Waits for the gateway to drop `name` from its list (after the upstream's `list_changed`).
-async fn gone(c: &mut crate::harness::RawClient, name: &str) -> bool {
+pub(crate) async fn gone(c: &mut crate::harness::RawClient, name: &str) -> bool {
     let until = tokio::time::Instant::now() + WAIT;
     while tokio::time::Instant::now() < until {
         let list = c.request("tools/list", json!({})).await;

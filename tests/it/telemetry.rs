@@ -411,7 +411,7 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
         "telemetry-otlp",
         Mode::Stdio,
         "\n[budget]\nenabled = true\n",
-        &[Up::http("up", &url)],
+        &[Up::http("up", &url), Up::fake("st", "hang")],
         &env,
     )
     .await;
@@ -421,14 +421,27 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
     assert!(listed["result"]["tools"].is_array(), "{listed}");
     let parent_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let parent_span = "00f067aa0ba902b7";
+    // A tools/call whose `_meta` names a client's span in `trace` as its parent.
+    let traced = |name: &str, arguments: Value, trace: &str| {
+        let traceparent = format!("00-{trace}-{parent_span}-01");
+        json!({"name": name, "arguments": arguments, "_meta": {"traceparent": traceparent}})
+    };
     let ok = c
         .request(
             "tools/call",
-            json!({"name": "up__echo", "arguments": {"text": "hi"},
-                   "_meta": {"traceparent": format!("00-{parent_trace}-{parent_span}-01")}}),
+            traced("up__echo", json!({"text": "hi"}), parent_trace),
         )
         .await;
     assert!(ok["result"].is_object(), "{ok}");
+    let stdio_trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let asked = json!({"message": "traceparent?"});
+    let seen_by_stdio = c
+        .request("tools/call", traced("st__echo", asked, stdio_trace))
+        .await;
+    let seen_by_stdio = seen_by_stdio["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{seen_by_stdio}"))
+        .to_owned();
     let failed = c.call_tool("up__fail", json!({})).await;
     assert_eq!(failed["result"]["isError"], true, "{failed}");
     gw.stop_and_check().await;
@@ -471,6 +484,25 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
     );
     assert!(seen.contains(&header), "{header} not in:\n{seen}");
 
+    // A stdio upstream's request has its client span too, and the upstream gets its context
+    // in `_meta`.
+    let stdio = spans
+        .iter()
+        .find(|s| s["name"] == "tools/call st__echo")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    assert_eq!(stdio["trace_id"], stdio_trace, "{stdio}");
+    let stdio_child = spans
+        .iter()
+        .find(|s| s["kind"] == "SPAN_KIND_CLIENT" && s["parent_span_id"] == stdio["span_id"])
+        .unwrap_or_else(|| panic!("no stdio upstream span under {stdio}: {spans:#?}"));
+    assert_eq!(stdio_child["name"], "tools/call echo", "{stdio_child}");
+    assert_eq!(
+        stdio_child["attributes"]["server.name"], "st",
+        "{stdio_child}"
+    );
+    let child_id = stdio_child["span_id"].as_str().unwrap();
+    assert_eq!(seen_by_stdio, format!("00-{stdio_trace}-{child_id}-01"));
+
     let list = spans
         .iter()
         .find(|s| s["name"] == "tools/list" && s["kind"] == "SPAN_KIND_SERVER")
@@ -496,7 +528,6 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
 /// Over streamable HTTP, the `traceparent` header of a POST parents the request's server span.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_traceparent_header_parents_the_request_span() {
-    use tokio::io::AsyncBufReadExt as _;
     let otlp_port = free_port();
     let (mut receiver, _) = python_peer(
         &[&peer_file("otlp_receiver.py"), &otlp_port.to_string()],
@@ -523,18 +554,174 @@ async fn an_http_traceparent_header_parents_the_request_span() {
         .unwrap();
     assert!(resp.status().is_success(), "{}", resp.status());
     gw.stop_and_check().await;
-    let mut out = tokio::io::BufReader::new(receiver.stdout.take().unwrap()).lines();
+    let span = first_span(&mut receiver, "initialize")
+        .await
+        .expect("an initialize span");
+    assert_eq!(span["trace_id"], trace, "{span}");
+    assert_eq!(span["parent_span_id"], "b7ad6b7169203331", "{span}");
+}
+
+/// The first span named `name` the OTLP receiver prints (within 10 s).
+async fn first_span(receiver: &mut Child, name: &str) -> Option<Value> {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut out = tokio::io::BufReader::new(receiver.stdout.take()?).lines();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let line = tokio::time::timeout_at(deadline, out.next_line()).await;
         let Ok(Ok(Some(line))) = line else {
-            panic!("no initialize span")
+            return None;
         };
         let span: Value = serde_json::from_str(&line).unwrap();
-        if span["name"] == "initialize" {
-            assert_eq!(span["trace_id"], trace, "{span}");
-            assert_eq!(span["parent_span_id"], "b7ad6b7169203331", "{span}");
-            break;
+        if span["name"] == name {
+            return Some(span);
         }
     }
+}
+
+/// An `https://` OTLP endpoint whose certificate chains to the CA named by
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE` gets the spans (through the upstreams' rustls client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_reach_an_https_otlp_endpoint_trusting_the_named_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let made = Command::new(venv_bin("python"))
+        .arg(peer_file("transport_server.py"))
+        .arg("--make-certs")
+        .arg(&certs)
+        .status()
+        .await
+        .expect("the transport fixture runs");
+    assert!(made.success());
+    let otlp_port = free_port();
+    let certs_arg = certs.to_str().unwrap();
+    let (mut receiver, log) = python_peer(
+        &[
+            &peer_file("otlp_receiver.py"),
+            &otlp_port.to_string(),
+            certs_arg,
+        ],
+        |l| (l == "listening").then(String::new),
+    )
+    .await;
+    let endpoint = format!("https://127.0.0.1:{otlp_port}");
+    let ca = certs.join("ca.pem");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap()),
+    ];
+    let mut gw = Gateway::start_with_env("telemetry-otlp-https", Mode::Stdio, "", &[], &env).await;
+    gw.client().initialize().await;
+    gw.stop_and_check().await;
+    let span = first_span(&mut receiver, "initialize").await;
+    let span = span.unwrap_or_else(|| panic!("no span over HTTPS: {}", log.lock().unwrap()));
+    assert_eq!(span["kind"], "SPAN_KIND_SERVER", "{span}");
+}
+
+/// The audit lines of `path` once `done` says they are all there (at most [`WAIT`]), and a
+/// little longer (a duplicate would be written with them).
+async fn audit_lines(path: &Path, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let read = || -> Vec<Value> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("each audit line is JSON"))
+            .collect()
+    };
+    while !done(&read()) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    read()
+}
+
+/// What the guard does reaches the audit log once per event and the metrics: a poisoned
+/// upstream's stripped characters and steering flags (per tool, logged at start and not again
+/// when another upstream's `list_changed` re-lists everything), a rug pull quarantined (one
+/// line, however often the client lists), each refused call, a stripped result; the
+/// quarantine gauge and the sanitize counters pass `promtool`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_events_reach_the_audit_log_once_and_the_metrics() {
+    use crate::guard::{gone, poisoned};
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let admin_port = free_port();
+    let downstream = format!("\n[audit]\npath = {:?}\n{}", audit, admin(admin_port));
+    let ups = [
+        poisoned("evil", &["poisoned"]),
+        poisoned("rug", &["rugpull", "1"]),
+    ];
+    let mut gw = Gateway::start_with("telemetry-guard", Mode::Stdio, &downstream, &ups).await;
+    let c = gw.client();
+    c.initialize().await;
+    let added = c.call_tool("evil__add", json!({"a": 1, "b": 2})).await;
+    assert_eq!(added["result"]["content"][0]["text"], "3", "{added}");
+    let first = c.call_tool("rug__fact", json!({"topic": "x"})).await;
+    assert!(first["result"].is_object(), "{first}");
+    assert!(
+        gone(c, "rug__fact").await,
+        "the changed tool is still listed"
+    );
+    for _ in 0..2 {
+        let refused = c.call_tool("rug__fact", json!({"topic": "x"})).await;
+        assert_eq!(refused["error"]["data"]["type"], "mcp_budget.tool.changed");
+    }
+
+    let count = |lines: &[Value], event: &str| lines.iter().filter(|l| l["event"] == event).count();
+    let lines = audit_lines(&audit, |l| {
+        count(l, "refusal") >= 2 && count(l, "quarantine") >= 1
+    })
+    .await;
+    let of =
+        |event: &str| -> Vec<&Value> { lines.iter().filter(|l| l["event"] == event).collect() };
+    let quarantined = of("quarantine");
+    assert_eq!(quarantined.len(), 1, "{lines:#?}");
+    let q = quarantined[0];
+    assert_eq!(q["tool"], "rug__fact");
+    assert_eq!(q["upstream"], "rug/fact");
+    assert_eq!(q["reason"], "changed");
+    assert_eq!(q["changed"], json!(["description", "schema"]));
+    assert_eq!(q["old_hash"].as_str().unwrap().len(), 64, "{q}");
+    assert_ne!(q["old_hash"], q["new_hash"]);
+    let refusals = of("refusal");
+    assert_eq!(refusals.len(), 2, "one per refused call: {lines:#?}");
+    assert_eq!(refusals[0]["error_type"], "mcp_budget.tool.changed");
+    assert_eq!(refusals[0]["new_hash"], q["new_hash"]);
+    let sanitized = of("sanitize");
+    let about = |upstream: &str, reason: &str| -> Vec<&Value> {
+        (sanitized.iter().copied())
+            .filter(|l| l["upstream"] == upstream && l["reason"] == reason)
+            .collect()
+    };
+    let add = about("evil/add", "tool");
+    assert_eq!(add.len(), 1, "once, not once per listing: {lines:#?}");
+    assert_eq!(
+        add[0]["removed"],
+        json!({"tag": 30, "bidi": 1, "invisible": 4, "ansi": 2, "control": 0})
+    );
+    let notes = about("evil/notes", "tool");
+    assert_eq!(notes.len(), 1, "{lines:#?}");
+    assert!(notes[0]["flags"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("secrets")));
+    assert!(notes[0]["score"].as_u64().unwrap() > 0);
+    assert_eq!(about("evil/weather", "tool").len(), 1, "{lines:#?}");
+    let result = about("evil/add", "result");
+    assert_eq!(result.len(), 1, "{lines:#?}");
+    assert_eq!(result[0]["tool"], "evil__add");
+    assert_eq!(result[0]["method"], "tools/call");
+
+    let (status, text) = get(admin_port, "/metrics").await;
+    assert_eq!(status, 200);
+    for line in [
+        "mcp_budget_tools_quarantined{server=\"rug\",reason=\"changed\"} 1",
+        "mcp_budget_tools_quarantined{server=\"evil\",reason=\"changed\"} 0",
+        "mcp_budget_sanitize_removed_total{server=\"evil\",class=\"tag\",part=\"definition\"} 30",
+        "mcp_budget_sanitize_removed_total{server=\"evil\",class=\"tag\",part=\"result\"} 12",
+        "mcp_budget_sanitize_flagged_total{server=\"evil\"} 2",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    promtool_check(dir.path(), &text).await;
+    gw.stop_and_check().await;
 }

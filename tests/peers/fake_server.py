@@ -5,7 +5,8 @@ usage: fake_server.py hang | garbage | flood
 Tools:
   hang       never answered (the gateway must time out, or pass on a client's cancel)
   cancelled  returns the request ids this server received `notifications/cancelled` for
-  echo       returns its "message" argument
+  echo       returns its "message" argument (the `traceparent` of the request's `_meta`, or
+             "-", when the message is "traceparent?")
   grow       adds a tool `extra_<n>` and sends notifications/tools/list_changed before answering
   flood      (`flood` mode only) sends `count` progress notifications carrying `size` bytes
              each, then answers
@@ -81,6 +82,8 @@ for line in sys.stdin:
                     "progressToken": token, "progress": i, "message": pad}}) + "\n")
             args = {"message": "flooded"}
         text = json.dumps(cancelled) if name == "cancelled" else str(args.get("message"))
+        if name == "echo" and args.get("message") == "traceparent?":
+            text = (msg["params"].get("_meta") or {}).get("traceparent", "-")
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": mid, "result": {}})

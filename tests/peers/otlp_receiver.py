@@ -1,7 +1,10 @@
 """An OTLP/HTTP trace receiver for the telemetry tests (tests/it/telemetry.rs), decoding with
 the official OpenTelemetry protobuf definitions (`opentelemetry-proto`).
 
-usage: otlp_receiver.py PORT
+usage: otlp_receiver.py PORT [CERTS_DIR]
+
+With CERTS_DIR (made by `transport_server.py --make-certs`), it serves HTTPS with
+server.pem / server-key.pem (a certificate for 127.0.0.1 signed by ca.pem).
 
 Accepts `POST /v1/traces` (application/x-protobuf `ExportTraceServiceRequest`), answers an
 empty `ExportTraceServiceResponse`, and prints one JSON line per span on stdout:
@@ -65,5 +68,13 @@ class Handler(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    if len(sys.argv) > 2:
+        import os
+        import ssl
+
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        certs = sys.argv[2]
+        tls.load_cert_chain(os.path.join(certs, "server.pem"), os.path.join(certs, "server-key.pem"))
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     print("listening", file=sys.stderr, flush=True)
     server.serve_forever()

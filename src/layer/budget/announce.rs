@@ -25,6 +25,31 @@ impl State {
         plain.rotate_left(1) ^ native.fingerprint
     }
 
+    /// Equal fingerprints, equal bytes of the static prefix of the listed tools: every listed
+    /// tool but those of `volatile = true` upstreams (listed after the rest, see
+    /// [`crate::listing::list_tools`]) — what a host's prompt cache keeps across a change.
+    pub(super) fn prefix_fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let planned = self.planned();
+        let catalog = self.catalog.borrow().clone();
+        let volatile = |tool: &&serde_json::Value| {
+            let name = tool.get("name").and_then(serde_json::Value::as_str);
+            let server = name
+                .and_then(|n| catalog.tool(n))
+                .and_then(|(i, _)| catalog.names().get(i));
+            server.is_some_and(|s| self.volatile.contains(s))
+        };
+        // The list as hosts get it (`listed` is kept only for sessions that promote tools).
+        let result: serde_json::Value =
+            serde_json::from_str(planned.result.get()).unwrap_or_default();
+        let tools = result["tools"].as_array().map_or(&[][..], Vec::as_slice);
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for tool in tools.iter().filter(|t| !volatile(t)) {
+            tool.to_string().hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
     /// Tells each client session that listed tools, and whose list is no longer what it was
     /// given, that its list changed (2025-era sessions: a modern request lists afresh each
     /// time, its session ends with it).
@@ -71,6 +96,12 @@ pub(super) async fn announce_changes(
     let mut flush = relearn_every.map(|r| every(r.min(usage::FLUSH_EVERY)));
     // A fixed catalog (its publisher gone) changes no more, but usage still relearns.
     let mut published = true;
+    // Followed only while metrics are recorded (it is their only reader).
+    let metrics = crate::telemetry::record::enabled();
+    let mut prefix = state
+        .upgrade()
+        .filter(|_| metrics)
+        .map(|s| s.prefix_fingerprint());
     loop {
         tokio::select! {
             changed = catalog.changed(), if published => {
@@ -93,6 +124,11 @@ pub(super) async fn announce_changes(
             }
         }
         let Some(state) = state.upgrade() else { return };
+        let now = metrics.then(|| state.prefix_fingerprint());
+        if now != prefix {
+            prefix = now;
+            crate::telemetry::record::static_prefix_changed();
+        }
         state.announce_to_clients();
         if !state.open {
             // Every session is a client's: each heard of its own list above.

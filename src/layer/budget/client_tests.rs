@@ -486,3 +486,31 @@ async fn host_search_instructions_name_only_what_the_client_may_see() {
         assert!(!text.contains(hidden), "{hidden:?} leaked: {text}");
     }
 }
+
+#[tokio::test]
+async fn each_client_is_a_token_profile_of_its_own() {
+    let mut policy = Policy::default();
+    policy.budget.mode = ModeChoice::Full;
+    for (name, allow) in [("timer", "time/*"), ("gitter", "git/*")] {
+        policy.clients.push(crate::policy::client::ClientSpec {
+            name: name.into(),
+            scope: scope(&[allow], &[]),
+            model: None,
+            key: None,
+            token_scopes: Vec::new(),
+        });
+    }
+    let profiles = fixed(tools(), &policy).profile_summaries();
+    let names: Vec<&str> = profiles.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["default", "timer", "gitter"]);
+    let servers = |i: usize| -> Vec<String> {
+        let per_server = &profiles[i].1.per_server;
+        per_server.iter().map(|s| s.server.clone()).collect()
+    };
+    assert_eq!(servers(1), ["time"]);
+    assert_eq!(servers(2), ["git"]);
+    assert!(servers(0).len() >= 4, "{:?}", servers(0));
+    let before = |i: usize| profiles[i].1.tokens_before;
+    assert!(before(1) < before(0) && before(2) < before(0));
+    assert_ne!(before(1), before(2));
+}

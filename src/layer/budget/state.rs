@@ -72,6 +72,18 @@ impl<'a> Audience<'a> {
             scope: client.scope(),
         })
     }
+
+    /// The audience of `[[client]]` `spec` (as listed without native disclosure).
+    pub(super) fn of_spec(spec: &'a crate::policy::client::ClientSpec) -> Self {
+        Self {
+            key: PlanKey {
+                scope: spec.scope.key().clone(),
+                model: spec.model.clone(),
+                native: false,
+            },
+            scope: &spec.scope,
+        }
+    }
 }
 
 /// One plan and what is derived from it.
@@ -146,6 +158,10 @@ pub(super) struct State {
     pub(super) usage: Option<usage::UsageLog>,
     /// Results cut to their `max_result_tokens` (for metrics).
     pub(super) results_cut: AtomicU64,
+    /// Each session's last search (for the rank of the tool it then invokes).
+    pub(super) searches: crate::telemetry::rank::Searches,
+    /// The policy's `[[client]]`s: each a profile of the token metrics and `/status`.
+    pub(super) policy_clients: Vec<crate::policy::client::ClientSpec>,
 }
 
 impl std::fmt::Debug for State {

@@ -286,3 +286,55 @@ async fn never_deferred_tools_are_listed_in_full_with_their_rules() {
     assert!(tools.iter().all(|t| t["name"] != "time__convert_time"));
     assert!(tools.iter().any(|t| t["name"] == "search_tools"));
 }
+
+#[tokio::test]
+async fn the_session_remembers_its_last_search_for_the_rank_of_what_it_invokes() {
+    crate::telemetry::record::enable();
+    let mut policy = Policy::default();
+    policy.budget.mode = crate::plan::ModeChoice::Progressive;
+    let layer = fixed(fixtures(), &policy);
+    let mut svc = layer.layer(echo());
+    let search =
+        json!({"name": "search_tools", "arguments": {"query": "current time in a timezone"}});
+    let found = answer(&mut svc, request(1, "tools/call", &search)).await;
+    let found: Value = found.result_as().unwrap();
+    let ranked: Vec<&str> = found["structuredContent"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(ranked.len() >= 2, "{found}");
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let session = crate::context::Session::new("t", tx);
+    let searches = &layer.state.searches;
+    assert_eq!(searches.rank(&session, ranked[1]), Some(2));
+    assert_eq!(searches.rank(&session, "nowhere__tool"), None);
+    let other = crate::context::Session::new("another", tokio::sync::mpsc::unbounded_channel().0);
+    assert_eq!(searches.rank(&other, ranked[0]), None, "per session");
+}
+
+#[test]
+fn the_static_prefix_changes_with_static_tools_not_with_volatile_ones() {
+    let policy = Policy::from_toml_str(
+        "version = 1\n[[upstream]]\nname = \"github\"\ncommand = \"x\"\nvolatile = true\n",
+        "t.toml",
+    )
+    .unwrap();
+    let tools = |drop: &str| -> Vec<CatalogTool> {
+        fixtures()
+            .into_iter()
+            .filter(|t| (t.server == "github" || t.server == "time") && t.name != drop)
+            .collect()
+    };
+    let mut policy = policy;
+    policy.budget.mode = crate::plan::ModeChoice::Full;
+    let prefix = |tools| fixed(tools, &policy).state.prefix_fingerprint();
+    let all = prefix(tools(""));
+    let github = fixtures()
+        .into_iter()
+        .find(|t| t.server == "github")
+        .unwrap();
+    assert_eq!(prefix(tools(&github.name)), all, "a volatile tool went");
+    assert_ne!(prefix(tools("get_current_time")), all, "a static tool went");
+}

@@ -30,3 +30,53 @@ pub async fn get_document(url: &str, limit: usize) -> Result<Bytes, String> {
     }
     Ok(Bytes::from(body))
 }
+
+/// `POST`s to one URL through the upstream HTTP client, keeping its connections: what the OTLP
+/// trace exporter sends an `https://` endpoint's batches with (TLS with the webpki roots, or
+/// the CAs of `ca_file` instead).
+#[derive(Debug, Clone)]
+pub struct Poster {
+    client: std::sync::Arc<Client>,
+    url: String,
+}
+
+impl Poster {
+    /// A poster to `url` trusting the CAs in `ca_file` (PEM), else the built-in roots.
+    ///
+    /// # Errors
+    /// The URL is not `http://` / `https://`, or `ca_file` cannot be read.
+    pub fn new(url: &str, ca_file: Option<std::path::PathBuf>) -> Result<Self, String> {
+        let mut options = HttpOptions::default();
+        if let Some(path) = ca_file {
+            options = options.with_ca_file(path);
+        }
+        Ok(Self {
+            client: std::sync::Arc::new(Client::new(url, &options)?),
+            url: url.to_owned(),
+        })
+    }
+
+    /// Sends `body` with `headers`: the answer's status, headers and body (at most `limit`
+    /// bytes).
+    ///
+    /// # Errors
+    /// What went wrong, naming the URL: no connection, a larger body.
+    pub async fn post(
+        &self,
+        headers: HeaderMap,
+        body: Bytes,
+        limit: usize,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), String> {
+        let url = &self.url;
+        let mut response = (self.client.send(Method::POST, headers, body).await)
+            .map_err(|e| format!("POST {url}: {e}"))?;
+        let mut body = Vec::new();
+        while let Some(chunk) = response.body.chunk().await {
+            body.extend_from_slice(&chunk.map_err(|e| format!("POST {url}: {e}"))?);
+            if body.len() > limit {
+                return Err(format!("POST {url}: the body is over {limit} bytes"));
+            }
+        }
+        Ok((response.status, response.headers, Bytes::from(body)))
+    }
+}
