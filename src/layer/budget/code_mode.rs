@@ -111,7 +111,7 @@ impl Bridge for ThreadBridge {
         };
         let chosen: Vec<usize> = match query {
             Some(query) => {
-                let found = d.search_tools(query, Some(u64::MAX));
+                let found = d.search_tools(query, None);
                 found["structuredContent"]["tools"]
                     .as_array()
                     .map(|tools| {
