@@ -430,6 +430,8 @@ impl<S> Budget<S> {
 #[cfg(test)]
 mod client_tests;
 #[cfg(test)]
+mod code_mode_tests;
+#[cfg(test)]
 mod native_tests;
 #[cfg(test)]
 mod planner_tests;

@@ -1,0 +1,128 @@
+//! `run_code` in the layer: a script's calls reach the inner service as the caller's
+//! `tools/call`s, under the run's audit id, and its result comes back capped.
+use std::sync::Mutex;
+
+use super::tests::{answer, fixed, request};
+use super::*;
+use crate::catalog::CatalogTool;
+use crate::policy::CodeMode;
+use serde_json::json;
+
+fn weather() -> Vec<CatalogTool> {
+    let tool = |name: &str| {
+        CatalogTool::new(
+            "weather",
+            json!({"name": name, "description": format!("The {name} of a city."),
+                   "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}),
+        )
+        .unwrap()
+    };
+    vec![tool("forecast"), tool("alerts")]
+}
+
+fn code_policy(max_result_tokens: usize) -> Policy {
+    let mut policy = Policy::default();
+    policy.discover.names.code = Some("run_code".into());
+    policy.discover.code_mode = Some(CodeMode {
+        max_result_tokens,
+        ..CodeMode::default()
+    });
+    policy
+}
+
+/// What reached the inner service: (tool name, session, run id) per call.
+type Seen = Arc<Mutex<Vec<(String, String, Option<String>)>>>;
+
+fn recording(
+    seen: Seen,
+) -> impl Service<
+    McpRequest,
+    Response = Option<Message>,
+    Error = Infallible,
+    Future = impl std::future::Future<Output = Result<Option<Message>, Infallible>> + Send,
+> + Clone
+       + Send
+       + 'static {
+    tower::service_fn(move |req: McpRequest| {
+        let seen = seen.clone();
+        async move {
+            let params: Value = req.message.params_as().unwrap();
+            let name = params["name"].as_str().unwrap().to_owned();
+            seen.lock().unwrap().push((
+                name.clone(),
+                req.caller.session.id.clone(),
+                req.caller.run.as_deref().map(str::to_owned),
+            ));
+            let id = req.message.id.clone().unwrap();
+            let result = if name == "weather__alerts" {
+                json!({"content": [{"type": "text", "text": "no alerts feed"}], "isError": true})
+            } else {
+                json!({"content": [{"type": "text", "text": json!({"city": params["arguments"]["city"], "t": 21}).to_string()}]})
+            };
+            Ok(Some(Message::response_value(id, &result)))
+        }
+    })
+}
+
+fn run(code: &str) -> McpRequest {
+    request(
+        7,
+        "tools/call",
+        &json!({"name": "run_code", "arguments": {"code": code}}),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripts_calls_go_down_as_the_callers_under_the_runs_audit_id() {
+    let seen = Seen::default();
+    let layer = fixed(weather(), &code_policy(4000));
+    let mut svc = layer.layer(recording(seen.clone()));
+    let code = r#"
+        const cities = ["Paris", "Oslo"].map(city => tools.call("weather/forecast", {city}));
+        let alerts; try { tools.call("alerts", {}); } catch (e) { alerts = e.message; }
+        return {warm: cities.filter(c => c.t > 20).map(c => c.city), alerts};
+    "#;
+    let reply = answer(&mut svc, run(code)).await;
+    let result: Value = reply.result_as().unwrap();
+    assert!(result.get("isError").is_none(), "{result}");
+    let returned: Value =
+        serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        returned,
+        json!({"warm": ["Paris", "Oslo"], "alerts": "no alerts feed"})
+    );
+    let run_id = result["_meta"]["mcp_budget/run_audit_id"].as_str().unwrap();
+    let seen = seen.lock().unwrap();
+    let names: Vec<&str> = seen.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["weather__forecast", "weather__forecast", "weather__alerts"]
+    );
+    assert!(
+        seen.iter()
+            .all(|(_, session, run)| session == "t" && run.as_deref() == Some(run_id)),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typed_api_is_the_callers_tools_and_big_results_are_refused() {
+    let layer = fixed(weather(), &code_policy(4000));
+    let mut svc = layer.layer(recording(Seen::default()));
+    let reply = answer(&mut svc, run("return tools.describe()")).await;
+    let result: Value = reply.result_as().unwrap();
+    let api: String = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert!(
+        api.contains("type weather__forecast = (_: {") && api.contains("type weather__alerts"),
+        "{api}"
+    );
+    let mut svc = fixed(weather(), &code_policy(50)).layer(recording(Seen::default()));
+    let reply = answer(&mut svc, run("return 'word '.repeat(500)")).await;
+    let result: Value = reply.result_as().unwrap();
+    assert_eq!(result["isError"], true);
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("`[discover] code_mode_max_result_tokens`"),
+        "{text}"
+    );
+}
