@@ -5,11 +5,10 @@
 //! serving; a tool denied to an API-key client is denied inside a script as it is when called
 //! directly, with the run's audit id on the audit line.
 
-use std::path::Path;
-
 use serde_json::{json, Value};
 
 use crate::harness::{peer_file, py_script_output, report, root, venv_bin, Gateway, Mode, Up};
+use crate::identity::audit_lines;
 
 const DENIED: &str = "mcp_budget.authorization.denied";
 
@@ -222,15 +221,6 @@ async fn the_escape_and_exhaustion_suite_is_contained() {
     let (text, is_error) = text_of(&c[attempts.len() + 2]);
     assert!(!is_error && text.contains("still serving"), "{text}");
     gw.stop_and_check().await;
-}
-
-/// The audit log's lines.
-fn audit_lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("an audit line is JSON"))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
