@@ -482,6 +482,19 @@ mod tests {
     }
 
     #[test]
+    fn code_mode_needs_the_budget_layer() {
+        use crate::policy::{ConfigError, Policy};
+        let text = "version = 1\n[budget]\nenabled = false\n[discover]\ncode_mode = true\n";
+        let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(text, "t.toml")
+        else {
+            panic!("expected a problem")
+        };
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path, "discover.code_mode");
+        assert_eq!(problems[0].line, Some(5), "the line of the key");
+    }
+
+    #[test]
     fn glob_matching() {
         let p = ToolPattern::new("git*/*_issue?");
         assert!(p.matches("github/create_issues"));

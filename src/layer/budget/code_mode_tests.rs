@@ -126,3 +126,44 @@ async fn the_typed_api_is_the_callers_tools_and_big_results_are_refused() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_code_mode_max_runs_is_refused_at_once() {
+    let mut policy = code_policy(4000);
+    if let Some(code) = policy.discover.code_mode.as_mut() {
+        code.max_runs = 1;
+    }
+    let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let held = release.clone();
+    let inner = tower::service_fn(move |req: McpRequest| {
+        let (entered_tx, held) = (entered_tx.clone(), held.clone());
+        async move {
+            let _ = entered_tx.send(());
+            held.notified().await;
+            let id = req.message.id.clone().unwrap();
+            Ok::<_, Infallible>(Some(Message::response_value(id, &json!({"content": []}))))
+        }
+    });
+    let layer = fixed(weather(), &policy);
+    let mut first = layer.layer(inner.clone());
+    let running = tokio::spawn(async move {
+        answer(
+            &mut first,
+            run("tools.call('weather__forecast', {}); 'done'"),
+        )
+        .await
+    });
+    entered
+        .recv()
+        .await
+        .expect("the first run's call reached the inner service");
+    let mut second = layer.layer(inner);
+    let refused: Value = answer(&mut second, run("1")).await.result_as().unwrap();
+    assert_eq!(refused["isError"], true);
+    let text = refused["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("`[discover] code_mode_max_runs`"), "{text}");
+    release.notify_one();
+    let done: Value = running.await.unwrap().result_as().unwrap();
+    assert_eq!(done["content"][0]["text"], "\"done\"", "{done}");
+}
