@@ -461,17 +461,23 @@ mod tests {
         assert!(toml::from_str::<RawDiscover>("search = \"x\"").is_err());
     }
 
-    #[test]
-    fn native_disclosure_needs_the_budget_layer() {
+    /// `[discover] key = true` with the budget layer off is one problem, at the key's line.
+    fn assert_needs_the_budget_layer(key: &str) {
         use crate::policy::{ConfigError, Policy};
-        let text = "version = 1\n[budget]\nenabled = false\n[discover]\nnative_disclosure = true\n";
-        let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(text, "t.toml")
+        let text = format!("version = 1\n[budget]\nenabled = false\n[discover]\n{key} = true\n");
+        let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(&text, "t.toml")
         else {
             panic!("expected a problem")
         };
         assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(problems[0].path, "discover.native_disclosure");
+        assert_eq!(problems[0].path, format!("discover.{key}"));
         assert_eq!(problems[0].line, Some(5), "the line of the key");
+    }
+
+    #[test]
+    fn native_disclosure_needs_the_budget_layer() {
+        use crate::policy::Policy;
+        assert_needs_the_budget_layer("native_disclosure");
         let on = "version = 1\n[discover]\nnative_disclosure = true\n";
         assert!(
             Policy::from_toml_str(on, "t.toml")
@@ -483,15 +489,7 @@ mod tests {
 
     #[test]
     fn code_mode_needs_the_budget_layer() {
-        use crate::policy::{ConfigError, Policy};
-        let text = "version = 1\n[budget]\nenabled = false\n[discover]\ncode_mode = true\n";
-        let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(text, "t.toml")
-        else {
-            panic!("expected a problem")
-        };
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(problems[0].path, "discover.code_mode");
-        assert_eq!(problems[0].line, Some(5), "the line of the key");
+        assert_needs_the_budget_layer("code_mode");
     }
 
     #[test]
