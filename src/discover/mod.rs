@@ -74,6 +74,14 @@ pub struct MetaToolNames {
     pub code: Option<String>,
 }
 
+impl MetaToolNames {
+    /// How many meta-tools are listed: the three, and the code-mode one when on.
+    #[must_use]
+    pub fn count(&self) -> usize {
+        3 + usize::from(self.code.is_some())
+    }
+}
+
 impl Default for MetaToolNames {
     fn default() -> Self {
         Self {

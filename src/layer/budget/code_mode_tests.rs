@@ -167,3 +167,37 @@ async fn a_run_past_code_mode_max_runs_is_refused_at_once() {
     let done: Value = running.await.unwrap().result_as().unwrap();
     assert_eq!(done["content"][0]["text"], "\"done\"", "{done}");
 }
+
+#[tokio::test]
+async fn run_code_is_listed_with_the_meta_tools_and_counted_by_the_planner() {
+    let mut without = Policy::default();
+    without.budget.mode = crate::plan::ModeChoice::Progressive;
+    let mut with = code_policy(4000);
+    with.budget.mode = crate::plan::ModeChoice::Progressive;
+    let plain = fixed(weather(), &without);
+    let coded = fixed(weather(), &with);
+    let mut svc = coded.layer(recording(Seen::default()));
+    let list: Value = answer(&mut svc, request(1, "tools/list", &json!({})))
+        .await
+        .result_as()
+        .unwrap();
+    let names: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["search_tools", "get_tool_schema", "invoke_tool", "run_code"]
+    );
+    let definition = crate::codemode::definition("run_code");
+    let counter = crate::tokens::Counter::new(&with.budget.profile);
+    let own = counter.count_tool("run_code", definition.as_object().unwrap());
+    let (before, after) = (plain.summary().tokens_after, coded.summary().tokens_after);
+    assert_eq!(
+        after - before,
+        own,
+        "the plan pays for run_code's definition"
+    );
+}
