@@ -137,6 +137,9 @@ pub struct Caller {
     /// Who the downstream found the message is from ([`Principal::anonymous`] until a
     /// downstream authenticates it, and always on a policy without `[[client]]`).
     pub principal: Arc<Principal>,
+    /// The audit id of the `run_code` run this message was made by (a script's tool call),
+    /// `None` for what the client sent itself: audit lines carry it as `run_audit_id`.
+    pub run: Option<Arc<str>>,
 }
 
 /// One downstream client session.
@@ -233,6 +236,7 @@ impl Caller {
             session,
             outbound,
             principal: Principal::anonymous(),
+            run: None,
         }
     }
 

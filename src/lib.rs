@@ -26,6 +26,7 @@
 //! - [`listing`]: the one function from catalog and rules to the `tools/list` a host receives.
 //! - [`search`]: tool search behind `search_tools`.
 //! - [`discover`]: the meta-tools of progressive discovery.
+//! - [`codemode`]: the `run_code` meta-tool's sandbox (`QuickJS`), its limits and typed API.
 //! - [`audit`]: the audit log, one JSON line per authorization decision and call outcome.
 //! - [`authz`]: a client's scope, and the list-phase and call-phase answers it gives.
 //! - [`identity`]: credentials (API keys, OAuth bearer JWTs) → the principal of a message.
@@ -61,6 +62,7 @@ pub mod canonical;
 pub mod catalog;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod codemode;
 pub mod compress;
 pub mod context;
 pub mod discover;

@@ -95,6 +95,9 @@ pub struct Entry<'a> {
     /// How long the call took below the authorization, milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// The audit id of the `run_code` run whose script made the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_audit_id: Option<&'a str>,
     /// The arguments (only with `log_arguments`, redacted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,

@@ -69,6 +69,17 @@ pub struct MetaToolNames {
     pub schema: String,
     /// Call a deferred tool.
     pub invoke: String,
+    /// Run a script that calls tools (`[discover] code_mode`): listed after the three, `None`
+    /// when code mode is off.
+    pub code: Option<String>,
+}
+
+impl MetaToolNames {
+    /// How many meta-tools are listed: the three, and the code-mode one when on.
+    #[must_use]
+    pub fn count(&self) -> usize {
+        3 + usize::from(self.code.is_some())
+    }
 }
 
 impl Default for MetaToolNames {
@@ -77,6 +88,7 @@ impl Default for MetaToolNames {
             search: "search_tools".into(),
             schema: "get_tool_schema".into(),
             invoke: "invoke_tool".into(),
+            code: None,
         }
     }
 }
@@ -100,12 +112,22 @@ impl Default for SearchLimits {
     }
 }
 
-/// The MCP tool objects of the meta-tools, in the order they are listed.
+/// The MCP tool objects of the meta-tools, in the order they are listed (the code-mode one
+/// last, when on).
 ///
 /// Written for the model and kept short (every host prompt pays for them): what each does, when
 /// to use it, and the order of use.
 #[must_use]
 pub fn meta_tool_definitions(names: &MetaToolNames) -> Vec<Value> {
+    let mut definitions = discovery_definitions(names);
+    if let Some(code) = &names.code {
+        definitions.push(crate::codemode::definition(code));
+    }
+    definitions
+}
+
+/// The three discovery meta-tools' definitions.
+fn discovery_definitions(names: &MetaToolNames) -> Vec<Value> {
     vec![
         json!({
             "name": names.search,

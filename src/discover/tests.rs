@@ -256,10 +256,18 @@ fn meta_tool_names_follow_the_policy() {
         search: "a".into(),
         schema: "b".into(),
         invoke: "c".into(),
+        code: None,
     };
     let defs = meta_tool_definitions(&names);
     let listed: Vec<&str> = defs.iter().map(|d| d["name"].as_str().unwrap()).collect();
     assert_eq!(listed, ["a", "b", "c"]);
+    let with_code = MetaToolNames {
+        code: Some("d".into()),
+        ..names
+    };
+    let defs = meta_tool_definitions(&with_code);
+    let listed: Vec<&str> = defs.iter().map(|d| d["name"].as_str().unwrap()).collect();
+    assert_eq!(listed, ["a", "b", "c", "d"]);
     assert!(defs[0]["description"].as_str().unwrap().contains("call c"));
 }
 

@@ -175,6 +175,7 @@ where
             rule: Some(rule),
             reason,
             arguments: audit.arguments(|| arguments.clone().unwrap_or_default()),
+            run_audit_id: req.caller.run.as_deref(),
             ..Entry::default()
         };
         audit.decision(entry);
@@ -185,6 +186,7 @@ where
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
         let method = method.to_owned();
+        let run = req.caller.run.clone();
         Box::pin(async move {
             let started = tokio::time::Instant::now();
             let reply = inner.call(req).await?;
@@ -200,6 +202,7 @@ where
                 outcome: Some(outcome),
                 error_type,
                 duration_ms: Some(u64::try_from(elapsed).unwrap_or(u64::MAX)),
+                run_audit_id: run.as_deref(),
                 ..Entry::default()
             });
             Ok(reply)

@@ -47,6 +47,7 @@
 //! ```
 
 mod announce;
+mod code_mode;
 mod instructions;
 mod native;
 mod result_budget;
@@ -124,6 +125,7 @@ impl BudgetLayer {
                 searches: crate::telemetry::rank::Searches::default(),
                 policy_clients: policy.clients.clone(),
                 results_cut: std::sync::atomic::AtomicU64::new(0),
+                code_runs: code_mode::runs_gate(policy.discover.code_mode.as_ref()),
                 usage: policy.budget.usage_file.as_ref().map(|path| {
                     usage::UsageLog::open(
                         path,
@@ -320,6 +322,15 @@ where
                         let reply = Message::response_value(id, &result);
                         Box::pin(async move { Ok(Some(reply)) })
                     }
+                    // A script whose tool calls go down the stack from here.
+                    Outcome::Run(arguments, planned) => {
+                        let state = self.state.clone();
+                        Box::pin(async move {
+                            let result =
+                                code_mode::run_code(state, inner, req, arguments, planned).await;
+                            Ok(Some(Message::response_value(id, &result)))
+                        })
+                    }
                     // The real call, with its own view, as if the client had sent it.
                     Outcome::Forward(params) => {
                         let req = req.with_params(params);
@@ -361,6 +372,8 @@ impl<S> Budget<S> {
 enum Outcome {
     Answer(Value),
     Forward(Box<RawValue>),
+    /// `run_code`: its arguments, and the caller's plan its script sees the tools of.
+    Run(Value, Arc<state::Planned>),
 }
 
 /// A `tools/call` of a meta-tool, as the request's view gives it.
@@ -375,8 +388,12 @@ impl<S> Budget<S> {
     /// `Some` when the call is of a meta-tool: its answer, or the real call to forward.
     fn meta_call(&self, req: &McpRequest) -> Option<Outcome> {
         let names = &self.state.discover.names;
-        let is_meta =
-            |name: &str| name == names.search || name == names.schema || name == names.invoke;
+        let is_meta = |name: &str| {
+            name == names.search
+                || name == names.schema
+                || name == names.invoke
+                || names.code.as_deref() == Some(name)
+        };
         // Most calls are of real tools: their name alone says so, without building the
         // arguments as a `Value`.
         let name = req.view.typed_name()?;
@@ -397,6 +414,9 @@ impl<S> Budget<S> {
         let planned = self
             .state
             .planned_for(Audience::of(&req.caller.principal, native).as_ref());
+        if names.code.as_deref() == Some(call.name) {
+            return Some(Outcome::Run(call.arguments, planned));
+        }
         let discovery = planned.discovery.as_ref()?;
         let outcome = discovery.call(call.name, &call.arguments)?;
         crate::telemetry::record::search_outcome(call.name == names.search, &outcome);
@@ -435,6 +455,8 @@ impl<S> Budget<S> {
 
 #[cfg(test)]
 mod client_tests;
+#[cfg(test)]
+mod code_mode_tests;
 #[cfg(test)]
 mod native_tests;
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! What the planner needs counted, and the value order it ranks the catalog by: both computed
 //! once per `tools/list` of a new catalog version.
 
-use super::{value, ModeChoice, Rules, META_TOOLS};
+use super::{value, ModeChoice, Rules};
 use crate::catalog::CatalogTool;
 use crate::tokens::{Counter, Measured, Wording};
 
@@ -71,7 +71,12 @@ pub fn measure_ranked(
         .order
         .iter()
         .copied()
-        .take(rules.budget.tools.saturating_sub(META_TOOLS))
+        .take(
+            rules
+                .budget
+                .tools
+                .saturating_sub(rules.wording.meta.count()),
+        )
         .collect();
     let subset: Vec<CatalogTool> = listable.iter().map(|&i| catalog[i].clone()).collect();
     let wording = Wording {

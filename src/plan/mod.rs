@@ -76,7 +76,8 @@ pub use result::{cut_note, cut_result, Cut};
 pub use rules::{Budget, LevelChoice, ModeChoice, Rules, UnknownMode};
 pub use usage::{parse_usage, render_usage, usage_of, UsageCounts, UsageFileError};
 
-/// Number of meta-tools listed in progressive modes.
+/// Number of discovery meta-tools listed in progressive modes (one more with code mode:
+/// [`MetaToolNames::count`](crate::discover::MetaToolNames::count)).
 pub const META_TOOLS: usize = 3;
 
 /// The rung of the ladder a plan stands on.
@@ -267,6 +268,7 @@ pub fn plan_ranked(
         measured,
         facts: &facts,
         budget: rules.budget,
+        meta_count: rules.wording.meta.count(),
         list_catalog: rules.list_catalog,
         // A host that searches itself loads definitions on demand: no tool cap.
         capped: rules.mode != ModeChoice::HostSearch,
@@ -301,6 +303,8 @@ struct Planner<'a> {
     measured: &'a Measured,
     facts: &'a Facts<'a>,
     budget: Budget,
+    /// Meta-tools listed with the progressive rungs.
+    meta_count: usize,
     list_catalog: bool,
     /// Whether the tool cap applies (not for `host_search`).
     capped: bool,
@@ -375,7 +379,7 @@ impl Planner<'_> {
         }
         if meta_tools {
             tokens += self.measured.meta;
-            tools += META_TOOLS;
+            tools += self.meta_count;
             if catalog_level.is_some() && levels.iter().any(Option::is_none) {
                 tokens += self.measured.listing_header;
             }
@@ -514,10 +518,10 @@ impl Planner<'_> {
         if let Some(c) = catalog.filter(|_| n > 0) {
             tokens += self.measured.listing_header + line_totals[c.index()];
         }
-        if tokens > self.budget.tokens || META_TOOLS > self.budget.tools {
+        if tokens > self.budget.tokens || self.meta_count > self.budget.tools {
             return None;
         }
-        let slots = self.budget.tools - META_TOOLS;
+        let slots = self.budget.tools - self.meta_count;
         let mut count = 0;
         for &i in order.iter().take(slots) {
             let mut next = tokens + self.direct(i, self.facts.effective(i, listed)) - line(i);

@@ -187,7 +187,7 @@ proptest! {
         // Same input, same plan.
         prop_assert_eq!(&p, &plan(&cat, &m, &pol));
         // Never over budget when a fitting plan exists.
-        let planner = Planner { measured: &m, facts: &Facts::of(&cat, &pol), budget: pol.budget, list_catalog: true, capped: true };
+        let planner = Planner { measured: &m, facts: &Facts::of(&cat, &pol), budget: pol.budget, meta_count: META_TOOLS, list_catalog: true, capped: true };
         let cheapest_full = planner.uniform(Level::Extreme);
         let bare_search = planner.finish(Rung::Search, vec![None; cat.len()], None);
         if cheapest_full.fits || bare_search.fits {

@@ -10,10 +10,21 @@
 //! default_limit = 5
 //! max_limit = 20
 //! native_disclosure = false          # experimental: tools/catalog + tools/describe
+//! code_mode = false                  # the run_code meta-tool (a JavaScript sandbox)
+//! code_tool = "run_code"
+//! code_mode_timeout_ms = 5000        # its limits, per run
+//! code_mode_max_steps = 20000
+//! code_mode_memory_mb = 64
+//! code_mode_stack_kb = 512
+//! code_mode_max_calls = 50
+//! code_mode_max_result_bytes = 4000000
+//! code_mode_max_result_tokens = 4000
+//! code_mode_max_runs = 4
 //! ```
 
 use serde::Deserialize;
 
+use crate::codemode::Limits;
 use crate::discover::{MetaToolNames, SearchLimits};
 use crate::naming;
 
@@ -47,6 +58,53 @@ pub struct RawDiscover {
     /// the meta-tools. Needs the budget layer. Default: false.
     #[serde(default)]
     pub native_disclosure: bool,
+    /// Offer the code-mode meta-tool with the meta-tools: a JavaScript program whose tool
+    /// calls run in a sandbox, only its result entering the context. Needs the budget layer.
+    /// Default: false.
+    #[serde(default)]
+    pub code_mode: bool,
+    /// Name of the code-mode meta-tool. Default: `"run_code"`.
+    pub code_tool: Option<String>,
+    /// Wall time of one run, tool calls included, ms (1..=60000). Default: 5000.
+    pub code_mode_timeout_ms: Option<u64>,
+    /// Interpreter steps of one run, in interrupt checks of about 10,000 function calls and
+    /// loop iterations each (1..=10000000). Default: 20000.
+    pub code_mode_max_steps: Option<u64>,
+    /// Engine heap of one run, MiB (1..=1024). Default: 64.
+    pub code_mode_memory_mb: Option<u64>,
+    /// Engine stack of one run, KiB: bounds call depth (64..=8192). Default: 512.
+    pub code_mode_stack_kb: Option<u64>,
+    /// Tool calls of one run (1..=10000). Default: 50.
+    pub code_mode_max_calls: Option<u64>,
+    /// Bytes of tool results handed to one run's script, as JSON (1..=1000000000). Default:
+    /// 4000000.
+    pub code_mode_max_result_bytes: Option<u64>,
+    /// Tokens of a run's result (1..=1000000). Default: 4000.
+    pub code_mode_max_result_tokens: Option<u64>,
+    /// Runs at once, gateway-wide; one more is answered with an error (1..=256). Default: 4.
+    pub code_mode_max_runs: Option<u64>,
+}
+
+/// `[discover] code_mode`, validated: the run limits and the gateway's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeMode {
+    /// Per run, enforced in the sandbox.
+    pub limits: Limits,
+    /// Tokens of a run's result.
+    pub max_result_tokens: usize,
+    /// Runs at once.
+    pub max_runs: usize,
+}
+
+impl Default for CodeMode {
+    /// The sandbox's default [`Limits`], 4000 result tokens, 4 runs at once.
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            max_result_tokens: 4000,
+            max_runs: 4,
+        }
+    }
 }
 
 /// `[discover]` validated (defaults: the default meta-tool names and search limits, nothing
@@ -66,6 +124,8 @@ pub struct DiscoverPolicy {
     /// Serve `tools/catalog` and `tools/describe` to clients that declare progressive
     /// disclosure.
     pub native_disclosure: bool,
+    /// Code mode, when on (its meta-tool's name is `names.code`).
+    pub code_mode: Option<CodeMode>,
 }
 
 impl DiscoverPolicy {
@@ -145,7 +205,21 @@ impl RawDiscover {
             search: name("search_tool", &self.search_tool, &defaults.names.search),
             schema: name("schema_tool", &self.schema_tool, &defaults.names.schema),
             invoke: name("invoke_tool", &self.invoke_tool, &defaults.names.invoke),
+            code: self
+                .code_mode
+                .then(|| name("code_tool", &self.code_tool, crate::codemode::DEFAULT_NAME)),
         };
+        if names
+            .code
+            .as_ref()
+            .is_some_and(|c| [&names.search, &names.schema, &names.invoke].contains(&c))
+        {
+            problems.push((
+                "discover.code_tool".into(),
+                "must differ from search_tool, schema_tool and invoke_tool".into(),
+            ));
+        }
+        let code_mode = self.code_mode.then(|| self.code_limits(problems));
         if names.search == names.schema
             || names.search == names.invoke
             || names.schema == names.invoke
@@ -187,10 +261,95 @@ impl RawDiscover {
             never_defer,
             promote_on_use: self.promote_on_use,
             native_disclosure: self.native_disclosure,
+            code_mode,
             limits: SearchLimits {
                 default: default_limit.clamp(1, MAX_SEARCH_LIMIT),
                 max: max_limit.clamp(1, MAX_SEARCH_LIMIT),
             },
+        }
+    }
+}
+
+impl RawDiscover {
+    /// The `code_mode_*` limits, each within its range (problems pushed as in [`Self::validate`]).
+    fn code_limits(&self, problems: &mut Vec<(String, String)>) -> CodeMode {
+        let mut value = |key: &str, given: Option<u64>, default: u64, max: u64, min: u64| {
+            let Some(v) = given else { return default };
+            if (min..=max).contains(&v) {
+                v
+            } else {
+                problems.push((
+                    format!("discover.{key}"),
+                    format!("must be between {min} and {max}, got {v}"),
+                ));
+                default
+            }
+        };
+        let defaults = CodeMode::default();
+        let d = &defaults.limits;
+        let wide = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        let narrow = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        let timeout_ms = value(
+            "code_mode_timeout_ms",
+            self.code_mode_timeout_ms,
+            u64::try_from(d.timeout.as_millis()).unwrap_or(5000),
+            60_000,
+            1,
+        );
+        let limits = Limits {
+            timeout: std::time::Duration::from_millis(timeout_ms),
+            max_steps: value(
+                "code_mode_max_steps",
+                self.code_mode_max_steps,
+                d.max_steps,
+                10_000_000,
+                1,
+            ),
+            memory_bytes: narrow(value(
+                "code_mode_memory_mb",
+                self.code_mode_memory_mb,
+                wide(d.memory_bytes >> 20),
+                1024,
+                1,
+            )) << 20,
+            stack_bytes: narrow(value(
+                "code_mode_stack_kb",
+                self.code_mode_stack_kb,
+                wide(d.stack_bytes >> 10),
+                8192,
+                64,
+            )) << 10,
+            max_calls: narrow(value(
+                "code_mode_max_calls",
+                self.code_mode_max_calls,
+                wide(d.max_calls),
+                10_000,
+                1,
+            )),
+            max_result_bytes: narrow(value(
+                "code_mode_max_result_bytes",
+                self.code_mode_max_result_bytes,
+                wide(d.max_result_bytes),
+                1_000_000_000,
+                1,
+            )),
+        };
+        CodeMode {
+            limits,
+            max_result_tokens: narrow(value(
+                "code_mode_max_result_tokens",
+                self.code_mode_max_result_tokens,
+                wide(defaults.max_result_tokens),
+                1_000_000,
+                1,
+            )),
+            max_runs: narrow(value(
+                "code_mode_max_runs",
+                self.code_mode_max_runs,
+                wide(defaults.max_runs),
+                256,
+                1,
+            )),
         }
     }
 }
@@ -263,21 +422,62 @@ mod tests {
     }
 
     #[test]
+    fn code_mode_is_off_by_default_and_reads_its_limits() {
+        let (policy, _) = validate("");
+        assert_eq!((policy.code_mode, policy.names.code), (None, None));
+        let (policy, problems) = validate(
+            "code_mode = true\ncode_tool = \"js\"\ncode_mode_timeout_ms = 800\ncode_mode_max_calls = 7\ncode_mode_memory_mb = 16\ncode_mode_max_runs = 2",
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(policy.names.code.as_deref(), Some("js"));
+        let code = policy.code_mode.unwrap();
+        assert_eq!(code.limits.timeout.as_millis(), 800);
+        assert_eq!(
+            (
+                code.limits.max_calls,
+                code.limits.memory_bytes,
+                code.max_runs
+            ),
+            (7, 16 << 20, 2)
+        );
+        assert_eq!(code.max_result_tokens, 4000);
+        let (_, problems) = validate(
+            "code_mode = true\ncode_tool = \"invoke_tool\"\ncode_mode_timeout_ms = 0\ncode_mode_stack_kb = 1\ncode_mode_max_runs = 1000",
+        );
+        let paths: Vec<&str> = problems.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "discover.code_tool",
+                "discover.code_mode_timeout_ms",
+                "discover.code_mode_stack_kb",
+                "discover.code_mode_max_runs"
+            ]
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         assert!(toml::from_str::<RawDiscover>("search = \"x\"").is_err());
     }
 
-    #[test]
-    fn native_disclosure_needs_the_budget_layer() {
+    /// `[discover] key = true` with the budget layer off is one problem, at the key's line.
+    fn assert_needs_the_budget_layer(key: &str) {
         use crate::policy::{ConfigError, Policy};
-        let text = "version = 1\n[budget]\nenabled = false\n[discover]\nnative_disclosure = true\n";
-        let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(text, "t.toml")
+        let text = format!("version = 1\n[budget]\nenabled = false\n[discover]\n{key} = true\n");
+        let Err(ConfigError::Invalid { problems, .. }) = Policy::from_toml_str(&text, "t.toml")
         else {
             panic!("expected a problem")
         };
         assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(problems[0].path, "discover.native_disclosure");
+        assert_eq!(problems[0].path, format!("discover.{key}"));
         assert_eq!(problems[0].line, Some(5), "the line of the key");
+    }
+
+    #[test]
+    fn native_disclosure_needs_the_budget_layer() {
+        use crate::policy::Policy;
+        assert_needs_the_budget_layer("native_disclosure");
         let on = "version = 1\n[discover]\nnative_disclosure = true\n";
         assert!(
             Policy::from_toml_str(on, "t.toml")
@@ -285,6 +485,11 @@ mod tests {
                 .discover
                 .native_disclosure
         );
+    }
+
+    #[test]
+    fn code_mode_needs_the_budget_layer() {
+        assert_needs_the_budget_layer("code_mode");
     }
 
     #[test]

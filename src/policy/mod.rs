@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use budget::BudgetPolicy;
-pub use discover::DiscoverPolicy;
+pub use discover::{CodeMode, DiscoverPolicy};
 pub use http::{HttpOptions, HttpTransport};
 #[cfg(feature = "cli")]
 pub(crate) use parse::bare_key;

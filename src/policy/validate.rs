@@ -333,6 +333,13 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                 .into(),
         ));
     }
+    if discover.code_mode.is_some() && !budget.enabled {
+        section_problems.push((
+            "discover.code_mode".into(),
+            "needs the budget layer, which [budget] enabled = false leaves out; drop one of the two"
+                .into(),
+        ));
+    }
     if let Some(name) = &raw.downstream.stdio_client {
         if !clients.iter().any(|c| &c.name == name) {
             section_problems.push((

@@ -89,7 +89,7 @@ fn denial(call: &Value) -> Option<&Value> {
 }
 
 /// The audit log's lines.
-fn audit_lines(path: &Path) -> Vec<Value> {
+pub(crate) fn audit_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()

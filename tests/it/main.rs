@@ -13,6 +13,7 @@ mod harness;
 mod cache;
 mod client_limits;
 mod clients;
+mod codemode;
 mod collisions;
 mod env;
 mod eras;

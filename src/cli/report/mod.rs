@@ -21,7 +21,7 @@ pub mod html;
 
 use crate::catalog::Catalog;
 use crate::layer::budget::PlanSummary;
-use crate::plan::{LevelChoice, ModeChoice, META_TOOLS};
+use crate::plan::{LevelChoice, ModeChoice};
 use crate::policy::{BudgetPolicy, Policy};
 
 /// What `[budget]` fixes instead of letting the planner choose (`mode = "progressive"`,
@@ -51,7 +51,7 @@ pub fn from_summary(policy: &Policy, summary: &PlanSummary, catalog: &Catalog) -
     };
     let listed = summary.exposed
         + if matches!(rung.as_str(), "hybrid" | "search") {
-            META_TOOLS
+            policy.discover.names.count()
         } else {
             0
         };

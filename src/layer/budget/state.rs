@@ -101,6 +101,9 @@ pub(super) struct Planned {
     /// Equal fingerprints, equal `result` bytes.
     pub(super) fingerprint: u64,
     pub(super) discovery: Option<Discovery>,
+    /// Every tool the audience may see, for `run_code` scripts (`tools.search`, `schema`,
+    /// `describe` and name resolution); `None` without code mode.
+    pub(super) code: Option<Discovery>,
     /// `tools/catalog` and `tools/describe`, for a native-disclosure audience.
     pub(super) native: Option<NativeCatalog>,
 }
@@ -162,6 +165,8 @@ pub(super) struct State {
     pub(super) searches: crate::telemetry::rank::Searches,
     /// The policy's `[[client]]`s: each a profile of the token metrics and `/status`.
     pub(super) policy_clients: Vec<crate::policy::client::ClientSpec>,
+    /// `run_code` runs at once (`[discover] code_mode_max_runs` permits).
+    pub(super) code_runs: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for State {
@@ -335,6 +340,14 @@ impl State {
                 self.discover.limits,
             )
         });
+        let code = self.discover.code_mode.as_ref().map(|_| {
+            Discovery::new(
+                tools.to_vec(),
+                separator,
+                &self.discover.names,
+                self.discover.limits,
+            )
+        });
         tracing::info!(
             rung = %plan.rung,
             model = %profile.budget.model,
@@ -356,6 +369,7 @@ impl State {
             fingerprint: fingerprint_of(&result),
             result,
             discovery,
+            code,
             native,
         }
     }

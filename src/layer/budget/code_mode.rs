@@ -1,0 +1,290 @@
+//! `run_code` (`[discover] code_mode`): runs the script on a thread of its own and sends each
+//! of its `tools.call`s down the stack as the caller's `tools/call`.
+//!
+//! The script thread blocks on each call: it sends the call over a channel to the request's
+//! async task and waits for the answer (bounded by the run's wall time). Blocking keeps the
+//! engine simple — no promise machinery between the engine and Tokio, and `tools.call` is a
+//! plain function models use without `await` (with `await` it works the same). The thread is
+//! a dedicated one per run with a stack sized for the engine's stack limit; at most
+//! `code_mode_max_runs` run at once gateway-wide, and one more is answered at once with an
+//! error naming that limit (no queue: a waiting run would hold the client's request longer
+//! than the wall time it was promised).
+//!
+//! Inner calls go to the layer's inner service with the caller's [`Caller`] (principal and
+//! session unchanged, plus the run's audit id): authorization, argument rules, limits, the
+//! guard and audit apply as to a direct call, and a refused call is thrown into the script
+//! with the same `data.type` (`e.type`). Names resolve as `invoke_tool` resolves them (exposed
+//! name, `server/tool`, or a name only one server has); an unknown one goes down as it is, to
+//! be refused as a direct call of it is.
+
+use std::sync::mpsc as sync_mpsc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tower::{Service, ServiceExt};
+
+use super::state::{Planned, State};
+use crate::codemode::{self, Bridge, CallError, Failure, Limit, Ran};
+use crate::context::McpRequest;
+use crate::discover::Discovery;
+use crate::jsonrpc::{to_raw, Message};
+use crate::policy::CodeMode;
+
+/// Extra native stack of a run's thread beyond the engine's limit (the engine checks its own
+/// limit; the rest is for Rust frames around it).
+const THREAD_STACK_MARGIN: usize = 2 << 20;
+
+/// A `tools.call` of the script, waiting for its answer.
+struct Ask {
+    name: String,
+    arguments: Value,
+    reply: sync_mpsc::SyncSender<Result<Value, CallError>>,
+}
+
+/// The script side of the bridge: `tools.call` asks the request's task; search, schema and
+/// describe answer from the caller's plan, on the script thread.
+struct ThreadBridge {
+    asks: mpsc::Sender<Ask>,
+    deadline: Instant,
+    planned: Arc<Planned>,
+}
+
+impl ThreadBridge {
+    fn tools(&self) -> Option<&Discovery> {
+        self.planned.code.as_ref()
+    }
+}
+
+impl Bridge for ThreadBridge {
+    fn call(&mut self, name: &str, arguments: Value) -> Result<Value, CallError> {
+        let exposed = self
+            .tools()
+            .and_then(|d| d.find(name).and_then(|(i, _)| d.exposed_name(i)))
+            .unwrap_or(name)
+            .to_owned();
+        let (reply, answer) = sync_mpsc::sync_channel(1);
+        let gone = || CallError {
+            message: "the run was cancelled".to_owned(),
+            kind: None,
+        };
+        self.asks
+            .blocking_send(Ask {
+                name: exposed,
+                arguments,
+                reply,
+            })
+            .map_err(|_| gone())?;
+        let wait = self.deadline.saturating_duration_since(Instant::now());
+        match answer.recv_timeout(wait) {
+            Ok(answer) => answer,
+            Err(sync_mpsc::RecvTimeoutError::Timeout) => Err(CallError {
+                message: "the tool did not answer within the run's wall time".to_owned(),
+                kind: None,
+            }),
+            Err(sync_mpsc::RecvTimeoutError::Disconnected) => Err(gone()),
+        }
+    }
+
+    fn search(&mut self, query: &str) -> Value {
+        self.tools().map_or_else(
+            || json!([]),
+            |d| d.search_tools(query, None)["structuredContent"]["tools"].take(),
+        )
+    }
+
+    fn schema(&mut self, name: &str) -> Value {
+        let Some(d) = self.tools() else {
+            return Value::Null;
+        };
+        let mut result = d.get_tool_schema(name);
+        if result.get("isError").is_some() {
+            return Value::Null;
+        }
+        result["structuredContent"].take()
+    }
+
+    fn describe(&mut self, query: Option<&str>) -> String {
+        let Some(d) = self.tools() else {
+            return codemode::api_description([]);
+        };
+        let chosen: Vec<usize> = match query {
+            Some(query) => {
+                let found = d.search_tools(query, None);
+                found["structuredContent"]["tools"]
+                    .as_array()
+                    .map(|tools| {
+                        tools
+                            .iter()
+                            .filter_map(|t| t["name"].as_str())
+                            .filter_map(|n| d.find(n).map(|(i, _)| i))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            }
+            None => (0..d.tools().len()).collect(),
+        };
+        codemode::api_description(
+            chosen
+                .into_iter()
+                .filter_map(|i| Some((d.exposed_name(i)?, &d.tools().get(i)?.definition))),
+        )
+    }
+}
+
+/// The gate on runs at once.
+pub(super) fn runs_gate(code: Option<&CodeMode>) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(code.map_or(0, |c| c.max_runs)))
+}
+
+/// Answers the `run_code` call `req` (arguments `arguments`) with the result of its script, its
+/// tool calls sent to `inner`.
+pub(super) async fn run_code<S>(
+    state: Arc<State>,
+    inner: S,
+    req: McpRequest,
+    arguments: Value,
+    planned: Arc<Planned>,
+) -> Value
+where
+    S: Service<McpRequest, Response = Option<Message>, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let Some(config) = state.discover.code_mode.clone() else {
+        return codemode::error_result("run_code is off ([discover] code_mode = false)");
+    };
+    let Some(code) = arguments.get("code").and_then(Value::as_str) else {
+        return codemode::error_result(
+            "run_code needs a \"code\" string: a JavaScript program that calls tools.call(name, args) and returns a result.",
+        );
+    };
+    let Ok(permit) = state.code_runs.clone().try_acquire_owned() else {
+        return codemode::error_result(
+            &Failure::stopped(
+                Limit::Runs,
+                &format!(
+                    "{} scripts are already running on this gateway; try again shortly",
+                    config.max_runs
+                ),
+            )
+            .message(),
+        );
+    };
+    let run_id: Arc<str> = crate::audit::new_id().into();
+    let limits = config.limits.clone();
+    let (asks, mut asked) = mpsc::channel::<Ask>(1);
+    let (done, mut finished) = oneshot::channel::<Result<Ran, Failure>>();
+    let bridge = ThreadBridge {
+        asks,
+        deadline: Instant::now() + limits.timeout,
+        planned,
+    };
+    let code = code.to_owned();
+    let spawned = std::thread::Builder::new()
+        .name("run_code".into())
+        .stack_size(limits.stack_bytes + THREAD_STACK_MARGIN)
+        .spawn(move || {
+            let outcome = codemode::run(&code, &limits, bridge);
+            let _ = done.send(outcome);
+            // Held until the engine is gone, whatever became of the request.
+            drop(permit);
+        });
+    if let Err(e) = spawned {
+        return codemode::error_result(&format!("run_code failed: no thread for the script ({e})"));
+    }
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut finished => break outcome,
+            Some(ask) = asked.recv() => {
+                let answer = tokio::select! {
+                    answer = inner_call(&state, inner.clone(), &req, &run_id, ask.name, ask.arguments) => answer,
+                    outcome = &mut finished => break outcome,
+                };
+                let _ = ask.reply.send(answer);
+            }
+        }
+    };
+    let outcome =
+        outcome.unwrap_or_else(|_| Err(Failure::Engine("the script thread ended".into())));
+    answer(&state, &config, &run_id, outcome)
+}
+
+/// The `run_code` result of a finished run: its JSON when within the token cap.
+fn answer(state: &State, config: &CodeMode, run_id: &str, outcome: Result<Ran, Failure>) -> Value {
+    let mut result = match outcome {
+        Ok(ran) => {
+            let tokens = state.base.counter.count_text(&ran.json);
+            if tokens > config.max_result_tokens {
+                codemode::error_result(
+                    &Failure::stopped(
+                        Limit::ResultTokens,
+                        &format!(
+                            "the result is {tokens} tokens, over the limit of {}; return less (filter or summarise in the script)",
+                            config.max_result_tokens
+                        ),
+                    )
+                    .message(),
+                )
+            } else {
+                codemode::success_result(&ran.json)
+            }
+        }
+        Err(failure) => codemode::error_result(&failure.message()),
+    };
+    result["_meta"] = json!({ "mcp_budget/run_audit_id": run_id });
+    result
+}
+
+/// One `tools.call` of the script, as the caller's `tools/call` of `name` down the stack.
+async fn inner_call<S>(
+    state: &State,
+    inner: S,
+    req: &McpRequest,
+    run_id: &Arc<str>,
+    name: String,
+    arguments: Value,
+) -> Result<Value, CallError>
+where
+    S: Service<McpRequest, Response = Option<Message>, Error = std::convert::Infallible>,
+{
+    state.count_call(&name, &req.caller.principal);
+    let mut params = Map::new();
+    params.insert("name".into(), Value::String(name));
+    params.insert(
+        "arguments".into(),
+        match arguments {
+            Value::Null => Value::Object(Map::new()),
+            other => other,
+        },
+    );
+    if let Some(meta) = req
+        .view
+        .meta(&req.message)
+        .and_then(|text| serde_json::from_str::<Option<Value>>(text).ok().flatten())
+    {
+        params.insert("_meta".into(), meta);
+    }
+    let mut call = req.clone().with_params(to_raw(&Value::Object(params)));
+    call.caller.run = Some(run_id.clone());
+    let Ok(reply) = inner.oneshot(call).await;
+    let Some(reply) = reply else {
+        return Err(CallError {
+            message: "the gateway gave no answer".to_owned(),
+            kind: None,
+        });
+    };
+    if let Some(error) = &reply.error {
+        return Err(CallError {
+            message: error.message.clone(),
+            kind: error.kind(),
+        });
+    }
+    reply.result_as::<Value>().map_err(|e| CallError {
+        message: format!("unreadable tool result: {e}"),
+        kind: None,
+    })
+}
