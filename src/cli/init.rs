@@ -4,7 +4,7 @@
 //! The host file is `--from FILE`, or the first found of (see [`candidates`]): `./.mcp.json`
 //! and `./.vscode/mcp.json` (this project), `~/.claude.json` (Claude Code, user scope), Claude
 //! Desktop's `claude_desktop_config.json` (macOS, Windows and Linux locations). Its servers are
-//! read as [`crate::policy::mcp_json`] imports them (names made valid ids, disabled entries
+//! read as the policy's `.mcp.json` import reads them (names made valid ids, disabled entries
 //! skipped, `type` honoured) and written as `[[upstream]]` tables.
 //!
 //! Secrets stay out of the policy: every `env` and `headers` value becomes a `${env:NAME}`
