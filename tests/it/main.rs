@@ -16,6 +16,7 @@ mod clients;
 mod collisions;
 mod env;
 mod eras;
+mod fairness;
 mod faults;
 mod guard;
 mod http_downstream;
