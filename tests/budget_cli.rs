@@ -224,8 +224,9 @@ fn three_servers_over_the_cap_list_the_most_useful_tools() {
     );
     assert_eq!(plan["exposed_tools"], 17);
     assert_eq!(plan["listed_tools"], 20);
-    // The level the 17 were listed at (the small servers whole, at `high`), not null.
-    assert_eq!(plan["level"], "high");
+    // The level the 17 were listed at (the small servers whole), not null: `medium` since the
+    // deferred lines drop filler qualifiers and end Chinese sentences at `。` (`high` before).
+    assert_eq!(plan["level"], "medium");
     assert!(plan["exposed_tokens"].as_u64().unwrap() <= 4000);
     for tool in r["tools"].as_array().unwrap() {
         let deferred = tool["plan"] == "deferred";

@@ -23,8 +23,8 @@
 //! | level | catalog line |
 //! |---|---|
 //! | [`Level::Off`], [`Level::Low`] | `name(p1, p2?): description` (as given / cleaned), on one line |
-//! | [`Level::Medium`] | `name(p1, p2?): first sentence` (and the next when the first has under 4 words), at most 160 characters |
-//! | [`Level::High`] | `name: first sentence`, at most 100 characters |
+//! | [`Level::Medium`] | `name(p1, p2?): first sentence` (and the next when the first has under 4 words), without qualifiers that select nothing (`a specific`, `the specified`, `an existing`, …), at most 160 characters |
+//! | [`Level::High`] | `name: first sentence`, without those qualifiers, at most 100 characters |
 //! | [`Level::Extreme`] | `name` alone (search supplies the rest) |
 //!
 //! Every level is deterministic (same bytes for the same tool, so prompt caches hold) and
@@ -58,7 +58,10 @@ use std::str::FromStr;
 
 use serde_json::{Map, Value};
 
-use prose::{clean, cut_chars, first_paragraph, first_sentence, first_words, one_line, same_words};
+use prose::{
+    clean, cut_chars, drop_filler, first_paragraph, first_sentence, first_words, one_line,
+    same_words,
+};
 
 mod prose;
 
@@ -286,12 +289,17 @@ pub(crate) fn catalog_line_memo(
     }
     // One line at every level. A line sits next to a hundred others, so it says only what
     // tells its tool apart: the parameters and the first sentence at `medium`, the first
-    // sentence at `high`, and the name alone at `extreme` (search supplies the rest).
+    // sentence at `high` (both without qualifiers that select nothing), and the name alone at `extreme` (search supplies the rest).
     let summary = match level {
         Level::Off => one_line(text),
         Level::Low => one_line(&describe_tool(text, Level::Low, schema, memo)),
         Level::Medium => lead(&memo.clean(text, schema, false)),
-        Level::High => describe_tool(text, level, schema, memo),
+        // Fillers dropped at `high` too, so that a `high` line is never longer than the
+        // `medium` one.
+        Level::High => cut_chars(
+            &drop_filler(&first_sentence(&memo.clean(text, schema, false))),
+            HIGH_CHARS,
+        ),
         Level::Extreme => String::new(),
     };
     if !summary.is_empty() {
@@ -443,15 +451,18 @@ fn compress_schema(schema: &Value, level: Level, name: &str, memo: &mut Memo) ->
 const LEAD_WORDS: usize = 4;
 
 /// The summary of a `medium` catalog line: the first sentence of the first line, with the
-/// next one when it is shorter than [`LEAD_WORDS`] words; at most [`MEDIUM_LINE_CHARS`].
+/// next one when it is shorter than [`LEAD_WORDS`] words, without [`prose`]'s filler
+/// qualifiers (`specific`, `existing`, …); at most [`MEDIUM_LINE_CHARS`].
 fn lead(text: &str) -> String {
     let first = first_sentence(text);
     if first.split_whitespace().count() >= LEAD_WORDS {
-        return cut_chars(&first, MEDIUM_LINE_CHARS);
+        return cut_chars(&drop_filler(&first), MEDIUM_LINE_CHARS);
     }
+    // The two sentences as written (`。` is followed by no space).
     let line = text.lines().next().unwrap_or("");
-    let second = first_sentence(line[first.len()..].trim_start());
-    cut_chars(format!("{first} {second}").trim(), MEDIUM_LINE_CHARS)
+    let rest = line[first.len()..].trim_start();
+    let end = line.len() - rest.len() + first_sentence(rest).len();
+    cut_chars(&drop_filler(line[..end].trim()), MEDIUM_LINE_CHARS)
 }
 
 /// The schema with every annotation keyword removed: what compression must keep intact.

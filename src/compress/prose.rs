@@ -256,21 +256,70 @@ pub(super) fn first_paragraph(text: &str) -> String {
     text.split("\n\n").next().unwrap_or("").trim().to_owned()
 }
 
-/// The first sentence: up to the first `. `, `! `, `? ` or line break.
+/// The first sentence: up to the first `. `, `! `, `? `, a full stop of a script written
+/// without spaces (`。`, `！`, `？`, `．`), or a line break. A dot inside a word (`Data.gov`,
+/// `.docx`, `v1.2`) ends nothing.
 pub(super) fn first_sentence(text: &str) -> String {
     let para = text.lines().next().unwrap_or("");
-    let bytes = para.as_bytes();
-    for (i, &b) in bytes.iter().enumerate() {
-        if matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1).is_none_or(|&n| n == b' ') {
-            // Skip abbreviations such as "e.g." and "i.e.".
-            let before = &para[..i];
-            if before.ends_with("e.g") || before.ends_with("i.e") || before.ends_with("etc") {
-                continue;
-            }
-            return para[..=i].to_owned();
+    let mut chars = para.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let end = match c {
+            '.' | '!' | '?' => chars.peek().is_none_or(|&(_, n)| n == ' '),
+            '。' | '！' | '？' | '．' => true,
+            _ => false,
+        };
+        if !end {
+            continue;
         }
+        // Skip abbreviations such as "e.g." and "i.e.".
+        let before = &para[..i];
+        if before.ends_with("e.g") || before.ends_with("i.e") || before.ends_with("etc") {
+            continue;
+        }
+        return para[..i + c.len_utf8()].to_owned();
     }
     para.to_owned()
+}
+
+/// Qualifiers that select nothing: in a tool's summary they stand before the noun the tool
+/// acts on ("Get a *specific* issue", "Delete an *existing* file", "in the *specified*
+/// directory") and are true of every tool that takes an argument, so they tell no tool from
+/// its neighbours. Words that do (`current`, `new`, `all`, `latest`) are not here.
+const FILLER: &[&str] = &[
+    "appropriate",
+    "certain",
+    "corresponding",
+    "desired",
+    "existing",
+    "given",
+    "particular",
+    "provided",
+    "relevant",
+    "selected",
+    "specific",
+    "specified",
+    "various",
+];
+
+/// `text` without [`FILLER`] words (and the article before one), where they qualify a
+/// following word: never the first or the last word, so "Given a URL, …" and "… as given"
+/// stay. Idempotent: what is left holds no filler word in such a place.
+pub(super) fn drop_filler(text: &str) -> String {
+    let words: Vec<&str> = text.split(' ').collect();
+    let mut out: Vec<&str> = Vec::with_capacity(words.len());
+    for (i, word) in words.iter().enumerate() {
+        let filler =
+            i > 0 && i + 1 < words.len() && FILLER.iter().any(|f| word.eq_ignore_ascii_case(f));
+        if !filler {
+            out.push(word);
+            continue;
+        }
+        let article = |w: &&str| ["a", "an", "the"].iter().any(|a| w.eq_ignore_ascii_case(a));
+        if out.len() > 1 && out.last().is_some_and(article) {
+            out.pop();
+        }
+    }
+    out.join(" ")
 }
 
 /// At most `max` characters, cut on a word boundary with `…`.

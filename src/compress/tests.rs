@@ -115,6 +115,56 @@ fn medium_lines_say_what_tells_a_tool_apart() {
 }
 
 #[test]
+fn lines_drop_qualifiers_that_select_nothing() {
+    let t = obj(json!({"name": "get_issue", "description":
+        "Get the details of a specific issue in the specified repository. Needs a token."}));
+    assert_eq!(
+        catalog_line(&t, Level::Medium),
+        "get_issue: Get the details of issue in repository."
+    );
+    assert_eq!(
+        catalog_line(&t, Level::High),
+        "get_issue: Get the details of issue in repository."
+    );
+    // The first and the last word stay (`Given …` opens a clause; `… as given` ends one), and
+    // so does an opening article; a listed tool's description keeps every word.
+    let t = obj(json!({"name": "x", "description": "Given a URL, fetch the page as given."}));
+    assert_eq!(
+        catalog_line(&t, Level::Medium),
+        "x: Given a URL, fetch the page as given."
+    );
+    let t = obj(json!({"name": "x", "description": "The specified file is read whole."}));
+    assert_eq!(
+        catalog_line(&t, Level::Medium),
+        "x: The file is read whole."
+    );
+    assert_eq!(
+        compress(&t, Level::Medium)["description"],
+        "The specified file is read whole."
+    );
+}
+
+#[test]
+fn sentences_end_at_full_stops_not_at_dots_inside_words() {
+    // Dots inside a word end nothing: `Data.gov`, `.docx`, `v1.2`.
+    let t = obj(json!({"name": "x", "description":
+        "Search Data.gov for .docx files of v1.2 or later. Paged."}));
+    assert_eq!(
+        catalog_line(&t, Level::High),
+        "x: Search Data.gov for .docx files of v1.2 or later."
+    );
+    // A script written without spaces ends its sentences with its own full stop.
+    let t = obj(json!({"name": "x", "description": "查询12306余票信息。尚且只支持查询前十条。"}));
+    assert_eq!(catalog_line(&t, Level::High), "x: 查询12306余票信息。");
+    assert_eq!(
+        compress(&t, Level::High)["description"],
+        "查询12306余票信息。"
+    );
+    let t = obj(json!({"name": "x", "description": "获取 36 氪热榜！包含投融资动态"}));
+    assert_eq!(catalog_line(&t, Level::High), "x: 获取 36 氪热榜！");
+}
+
+#[test]
 fn extreme_lines_are_the_name_alone() {
     let t = obj(json!({"name": "x", "description": "Does a thing.",
         "inputSchema": {"type": "object", "properties": {"a": {}}, "required": ["a"]}}));
@@ -156,6 +206,8 @@ fn arb_prose() -> impl Strategy<Value = String> {
         Just("\n- item one\n* item two\n".to_owned()),
         Just("\nArgs:\n    a: the a\n    b: the b\n".to_owned()),
         Just("e.g. this, i.e. that".to_owned()),
+        Just(" a specific one, the Specified given ".to_owned()),
+        Just("查询余票。尚且！".to_owned()),
         Just(" ".to_owned()),
     ];
     prop::collection::vec(piece, 0..12).prop_map(|v| v.concat())

@@ -17,6 +17,7 @@ mod codemode;
 mod collisions;
 mod env;
 mod eras;
+mod fairness;
 mod faults;
 mod guard;
 mod http_downstream;
