@@ -235,6 +235,15 @@ impl Gateway {
                 for u in self.inner.pool.legacy() {
                     let _ = u.notify(msg.clone());
                 }
+                // The caller's own per-client instances: no other client's hears of its roots.
+                let instances = self
+                    .inner
+                    .pool
+                    .instances()
+                    .of_client(caller.principal.name());
+                for u in instances.iter().filter(|u| !u.is_modern()) {
+                    let _ = u.notify(msg.clone());
+                }
             }
             // Nothing for the gateway to do: progress and logs flow the other way, and the
             // rest are requests.

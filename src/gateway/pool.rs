@@ -26,7 +26,10 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+mod instances;
 mod reconcile;
+
+pub(super) use instances::FIRST_ID;
 
 use super::Gateway;
 use crate::catalog::{Catalog, Contribution, Held};
@@ -44,6 +47,8 @@ pub(super) struct Pool {
     /// What new upstreams report on, and what they declare upstream.
     events: mpsc::UnboundedSender<Event>,
     capabilities: Value,
+    /// The per-client instances of `share = "per_client"` upstreams.
+    instances: instances::Instances,
 }
 
 /// One published state of the pool: every upstream ever started, which of them the catalog
@@ -140,6 +145,7 @@ impl Pool {
             catalog: watch::channel(catalog.clone()).0,
             events,
             capabilities,
+            instances: instances::Instances::default(),
         };
         let all: Vec<Arc<Slot>> = (policy.upstreams.iter().enumerate())
             .map(|(id, spec)| Slot::new(pool.start_one(id, spec, shutdown)))
@@ -185,14 +191,26 @@ impl Pool {
         find(&members.catalog).map(|(i, found)| (members.id(i), found))
     }
 
-    /// Upstream `id`, if the pool ever started one under it (ids from clients are checked).
+    /// Upstream `id`, if the pool ever started one under it (ids from clients are checked),
+    /// or per-client instance `id` while it runs.
     pub(super) fn get(&self, id: usize) -> Option<Upstream> {
+        if id >= FIRST_ID {
+            return self.instances.get(id);
+        }
         (self.members.borrow().all.get(id)).map(|slot| slot.upstream.clone())
     }
 
-    /// Upstream `id`, an id the gateway got from the pool.
+    /// Upstream `id`, an id the gateway got from the pool (an instance's while something
+    /// uses it: it is stopped only once nothing does).
     pub(super) fn upstream(&self, id: usize) -> Upstream {
-        self.get(id).expect("upstream ids are never removed")
+        self.get(id)
+            .expect("upstream ids are never removed, instances not while in use")
+    }
+
+    /// Whether upstream `id` is one the catalog lists now (not removed or replaced by a
+    /// reload).
+    pub(super) fn is_current(&self, id: usize) -> bool {
+        self.members.borrow().position(id).is_some()
     }
 
     /// The current upstreams, in policy order.
@@ -211,14 +229,15 @@ impl Pool {
             .collect()
     }
 
-    /// Every upstream ever started, the removed ones (already stopped) included.
+    /// Every upstream ever started, the removed ones (already stopped) included, and the
+    /// running per-client instances.
     pub(super) fn all(&self) -> Vec<Upstream> {
         let members = self.members.borrow();
-        members
-            .all
-            .iter()
+        let mut all: Vec<Upstream> = (members.all.iter())
             .map(|slot| slot.upstream.clone())
-            .collect()
+            .collect();
+        all.extend(self.instances.all());
+        all
     }
 
     fn slot(&self, id: usize) -> Arc<Slot> {
@@ -430,6 +449,7 @@ impl Gateway {
         let (broadcasts, broadcasts_rx) = mpsc::unbounded_channel();
         let gateway = Self::new(policy, pool, broadcasts, shutdown);
         tokio::spawn(gateway.clone().watch_events(events, broadcasts_rx));
+        tokio::spawn(gateway.clone().reap_instances());
         gateway
     }
 
@@ -492,6 +512,9 @@ impl Gateway {
                 () = self.inner.shutdown.cancelled() => None,
             };
             let Some(event) = event else { return };
+            if instance_event(&event) {
+                continue;
+            }
             match event {
                 // Refreshes run on tasks of their own, so that upstreams are fetched in
                 // parallel (one at a time per upstream).
@@ -539,6 +562,27 @@ impl Gateway {
         self.inner.sessions.broadcast(msg);
         self.inner.subscriptions.notify_listeners(msg);
     }
+}
+
+/// Whether `event` is a per-client instance's, which the pool does not act on: the catalog
+/// comes from the catalog instance, and what an instance says outside a call (a log line, a
+/// resource update) cannot be told apart from its client's other sessions', so it goes to
+/// none rather than to every session.
+fn instance_event(event: &Event) -> bool {
+    let id = match event {
+        Event::Ready(i) | Event::Down(i) | Event::ListChanged(i, _) => *i,
+        Event::Broadcast(i, _) | Event::Log(i, _) => *i,
+    };
+    if id < FIRST_ID {
+        return false;
+    }
+    if let Event::Broadcast(..) | Event::Log(..) = event {
+        tracing::debug!(
+            instance = id,
+            "A per-client instance's notification outside a call is dropped"
+        );
+    }
+    true
 }
 
 /// Fetches a whole list, following `nextCursor`. `None` when the upstream failed.
