@@ -1,0 +1,328 @@
+//! `share = "per_client"` upstreams, end to end: two API-key clients (the Python SDK over
+//! HTTP) each get their own instance of a real server, started with their own
+//! `[client.upstream.<name>]` credentials; server-everything's `get-env` shows each its own
+//! token and never the other's, `@modelcontextprotocol/server-memory` keeps each one's
+//! entities from the other; an idle instance is stopped (its process gone) and the next call
+//! starts a new one; past `max_instances` a new client is refused with a clear error while a
+//! shared upstream beside it serves everyone; a reload that changes a client's credentials
+//! restarts that client's instance.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::harness::{node_bin, pids_with_env, py_script_output, report, Gateway, Mode, Up, WAIT};
+
+const ALICE: &str = "k-alice-pc-31a7";
+const BOB: &str = "k-bob-pc-9e05";
+const EXHAUSTED: &str = "mcp_budget.upstream.instances_exhausted";
+
+/// What `who`'s instance gets as `PER_CLIENT_TOKEN` (through `${env:…}`) in test `test`
+/// (unique, as the tests run side by side and count the processes that have it).
+fn token(who: &str, test: &str) -> String {
+    format!("{who}-token-{test}-{}", std::process::id())
+}
+
+/// The gateway's environment in test `test`: both API keys and both tokens.
+fn env(test: &str) -> Vec<(String, String)> {
+    vec![
+        ("ALICE_KEY".into(), ALICE.into()),
+        ("BOB_KEY".into(), BOB.into()),
+        ("ALICE_UPSTREAM_TOKEN".into(), token("alice", test)),
+        ("BOB_UPSTREAM_TOKEN".into(), token("bob", test)),
+    ]
+}
+
+/// Starts the gateway of test `test` over HTTP with the two clients (`policy`) and `ups`.
+async fn start(test: &str, policy: &str, ups: &[Up]) -> Gateway {
+    let env = env(test);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    Gateway::start_with_env(test, Mode::Http, policy, ups, &env).await
+}
+
+/// Two clients, each with its own credentials for upstream `e` (and `memory` entries from
+/// `memory`, TOML lines for the `[client.upstream.memory]` of alice and bob).
+fn clients(memory: Option<(&str, &str)>) -> String {
+    let memory_of = |file: Option<&str>| {
+        file.map(|f| format!("[client.upstream.memory]\nenv = {{ MEMORY_FILE_PATH = {f:?} }}\n"))
+            .unwrap_or_default()
+    };
+    format!(
+        r#"
+[[client]]
+name = "alice"
+api_key_env = "ALICE_KEY"
+allow = ["*"]
+
+[client.upstream.e]
+env = {{ PER_CLIENT_TOKEN = "${{env:ALICE_UPSTREAM_TOKEN}}" }}
+{}
+[[client]]
+name = "bob"
+api_key_env = "BOB_KEY"
+allow = ["*"]
+
+[client.upstream.e]
+env = {{ PER_CLIENT_TOKEN = "${{env:BOB_UPSTREAM_TOKEN}}" }}
+{}
+"#,
+        memory_of(memory.map(|m| m.0)),
+        memory_of(memory.map(|m| m.1)),
+    )
+}
+
+/// server-everything, one instance per client.
+fn everything(extra: &[(&str, &str)]) -> Up {
+    let mut up = Up::everything("e").key("share", "per_client");
+    for (k, v) in extra {
+        up = up.raw_key(k, v);
+    }
+    up
+}
+
+/// Runs the Python SDK client (2025-era session over HTTP) with API key `key`: lists, then
+/// makes `calls`; its report.
+async fn py(gw: &Gateway, key: &str, calls: &Value) -> Value {
+    let headers = json!({ "authorization": format!("Bearer {key}") }).to_string();
+    let plan = json!({ "calls": calls });
+    let env = [("HEADERS", headers.as_str())];
+    let target = ["http", gw.url()];
+    report(&py_script_output("auth_client.py", &gw.tag, "legacy", &target, &plan, &env).await).0
+}
+
+/// The text of call `i` of a report (panics, showing the report, when it failed).
+fn text(report: &Value, i: usize) -> String {
+    let call = &report["calls"][i];
+    call["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("call {i} has no text: {report}"))
+        .to_owned()
+}
+
+/// What `get-env` shows as `PER_CLIENT_TOKEN`.
+fn token_seen(report: &Value, i: usize) -> Option<String> {
+    let env: Value = serde_json::from_str(&text(report, i)).expect("get-env prints JSON");
+    env.get("PER_CLIENT_TOKEN")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// The pids of the processes started with `PER_CLIENT_TOKEN=<token>`.
+fn instances_with(token: &str) -> Vec<i32> {
+    pids_with_env(&format!("PER_CLIENT_TOKEN={token}"))
+}
+
+/// Waits (at most `limit`) until `done` holds.
+async fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !done() {
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_client_gets_its_own_instance_with_its_own_credentials() {
+    let (alice_token, bob_token) = (
+        token("alice", "per-client-own"),
+        token("bob", "per-client-own"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    let (alice_file, bob_file) = (file("alice.jsonl"), file("bob.jsonl"));
+    let memory = Up::stdio("memory", &node_bin("mcp-server-memory"), &[])
+        .key("share", "per_client")
+        .env("MEMORY_FILE_PATH", &file("catalog.jsonl"));
+    let ups = [everything(&[]), memory, Up::everything("shared")];
+    let policy = clients(Some((&alice_file, &bob_file)));
+    let gw = start("per-client-own", &policy, &ups).await;
+
+    let get_env = json!({"name": "e__get-env", "args": {}});
+    let alice = py(&gw, ALICE, &json!([get_env])).await;
+    let bob = py(&gw, BOB, &json!([get_env])).await;
+    assert_eq!(
+        token_seen(&alice, 0).as_deref(),
+        Some(alice_token.as_str()),
+        "{alice}"
+    );
+    assert_eq!(
+        token_seen(&bob, 0).as_deref(),
+        Some(bob_token.as_str()),
+        "{bob}"
+    );
+    assert!(
+        !text(&alice, 0).contains(bob_token.as_str())
+            && !text(&bob, 0).contains(alice_token.as_str())
+    );
+    // Both list the same catalog (from the catalog instance).
+    assert_eq!(alice["tools"], bob["tools"]);
+    assert_eq!(
+        instances_with(&alice_token).len(),
+        1,
+        "one instance for alice"
+    );
+    assert_eq!(instances_with(&bob_token).len(), 1, "one instance for bob");
+
+    // State: what alice stores, bob does not see, and the other way round.
+    let create = |who: &str| {
+        json!({"name": "memory__create_entities", "args": {"entities": [
+            {"name": format!("{who}-project"), "entityType": "project", "observations": [format!("owned by {who}")]}
+        ]}})
+    };
+    let read = json!({"name": "memory__read_graph", "args": {}});
+    let alice = py(&gw, ALICE, &json!([create("alice"), read])).await;
+    assert!(text(&alice, 1).contains("alice-project"), "{alice}");
+    let bob = py(&gw, BOB, &json!([read, create("bob"), read])).await;
+    assert!(!text(&bob, 0).contains("alice-project"), "{bob}");
+    assert!(text(&bob, 2).contains("bob-project"), "{bob}");
+    let alice = py(&gw, ALICE, &json!([read])).await;
+    let graph = text(&alice, 0);
+    assert!(
+        graph.contains("alice-project") && !graph.contains("bob-project"),
+        "{graph}"
+    );
+    let on_disk = |f: &str| std::fs::read_to_string(f).unwrap_or_default();
+    assert!(!on_disk(&alice_file).contains("bob-project"));
+    assert!(on_disk(&bob_file).contains("bob-project"));
+
+    // A shared upstream beside them is one process for everyone, without their tokens.
+    let shared = json!({"name": "shared__get-env", "args": {}});
+    let alice = py(&gw, ALICE, &json!([shared])).await;
+    assert_eq!(token_seen(&alice, 0), None, "{alice}");
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_instance_is_stopped_and_the_next_call_starts_one() {
+    let alice_token = token("alice", "per-client-idle");
+    let ups = [everything(&[("idle_secs", "2")])];
+    let gw = start("per-client-idle", &clients(None), &ups).await;
+    let get_env = json!([{"name": "e__get-env", "args": {}}]);
+    let alice = py(&gw, ALICE, &get_env).await;
+    assert_eq!(
+        token_seen(&alice, 0).as_deref(),
+        Some(alice_token.as_str()),
+        "{alice}"
+    );
+    let first = instances_with(&alice_token);
+    assert_eq!(first.len(), 1, "alice's instance runs");
+    assert!(
+        eventually(WAIT, || instances_with(&alice_token).is_empty()).await,
+        "alice's idle instance still runs: {first:?}\n{}",
+        gw.log()
+    );
+    assert!(gw.log().contains("Per-client instance stopped (idle_secs)"));
+    // The catalog instance keeps serving the lists; the next call starts a new instance.
+    let alice = py(&gw, ALICE, &get_env).await;
+    assert_eq!(
+        token_seen(&alice, 0).as_deref(),
+        Some(alice_token.as_str()),
+        "{alice}"
+    );
+    let second = instances_with(&alice_token);
+    assert_eq!(second.len(), 1);
+    assert_ne!(first, second, "a new process");
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_instances_a_new_client_is_refused_and_a_shared_upstream_serves_on() {
+    let (alice_token, bob_token) = (
+        token("alice", "per-client-cap"),
+        token("bob", "per-client-cap"),
+    );
+    let ups = [
+        everything(&[("max_instances", "1")]),
+        Up::everything("shared"),
+    ];
+    let gw = start("per-client-cap", &clients(None), &ups).await;
+    let calls = json!([
+        {"name": "e__get-env", "args": {}},
+        {"name": "shared__echo", "args": {"message": "still here"}},
+    ]);
+    let alice = py(&gw, ALICE, &calls).await;
+    assert_eq!(
+        token_seen(&alice, 0).as_deref(),
+        Some(alice_token.as_str()),
+        "{alice}"
+    );
+    let bob = py(&gw, BOB, &calls).await;
+    let refused = &bob["calls"][0]["error"];
+    assert_eq!(refused["data"]["type"], EXHAUSTED, "{bob}");
+    assert_eq!(refused["data"]["upstream"], "e", "{bob}");
+    assert_eq!(refused["data"]["max_instances"], 1, "{bob}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"e\"") && message.contains('1') && message.contains("max_instances"),
+        "{message}"
+    );
+    assert!(instances_with(&bob_token).is_empty(), "no instance for bob");
+    assert!(text(&bob, 1).contains("still here"), "{bob}");
+    // Alice keeps her instance.
+    let alice = py(&gw, ALICE, &calls).await;
+    assert_eq!(
+        token_seen(&alice, 0).as_deref(),
+        Some(alice_token.as_str()),
+        "{alice}"
+    );
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_a_clients_credentials_restarts_its_instance() {
+    let (alice_token, bob_token) = (
+        token("alice", "per-client-reload"),
+        token("bob", "per-client-reload"),
+    );
+    let ups = [everything(&[])];
+    let gw = start("per-client-reload", &clients(None), &ups).await;
+    let get_env = json!([{"name": "e__get-env", "args": {}}]);
+    let alice = py(&gw, ALICE, &get_env).await;
+    assert_eq!(
+        token_seen(&alice, 0).as_deref(),
+        Some(alice_token.as_str()),
+        "{alice}"
+    );
+    let bob = py(&gw, BOB, &get_env).await;
+    assert_eq!(
+        token_seen(&bob, 0).as_deref(),
+        Some(bob_token.as_str()),
+        "{bob}"
+    );
+    let bob_before = instances_with(&bob_token);
+    // Alice's token now comes from bob's variable: her instance restarts, bob's stays.
+    let file = gw.policy_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let edited = text.replacen(
+        "${env:ALICE_UPSTREAM_TOKEN}",
+        "${env:BOB_UPSTREAM_TOKEN}",
+        1,
+    );
+    assert_ne!(text, edited);
+    std::fs::write(&file, edited).unwrap();
+    assert!(
+        eventually(WAIT, || gw.log().contains("reload: ")).await,
+        "{}",
+        gw.log()
+    );
+    assert!(
+        eventually(WAIT, || instances_with(&bob_token).len() == 1
+            && instances_with(&alice_token).is_empty())
+        .await,
+        "alice's old instance is stopped\n{}",
+        gw.log()
+    );
+    let alice = py(&gw, ALICE, &get_env).await;
+    assert_eq!(
+        token_seen(&alice, 0).as_deref(),
+        Some(bob_token.as_str()),
+        "{alice}"
+    );
+    let both = instances_with(&bob_token);
+    assert_eq!(both.len(), 2, "alice's new instance and bob's");
+    assert!(bob_before.iter().all(|p| both.contains(p)), "bob's is kept");
+    gw.stop_and_check().await;
+}
