@@ -279,7 +279,11 @@ fn the_per_client_example_gives_each_client_its_token() {
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/per-client.toml");
     let policy = Policy::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let github = policy.upstreams.iter().find(|u| u.name == "github").unwrap();
+    let github = policy
+        .upstreams
+        .iter()
+        .find(|u| u.name == "github")
+        .unwrap();
     let Share::PerClient(share) = github.share else {
         panic!("github is per client");
     };

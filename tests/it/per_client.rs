@@ -141,23 +141,29 @@ async fn each_client_gets_its_own_instance_with_its_own_credentials() {
     let gw = start("per-client-own", &policy, &ups).await;
 
     let get_env = json!({"name": "e__get-env", "args": {}});
-    let alice = py(&gw, ALICE, &json!([get_env])).await;
-    let bob = py(&gw, BOB, &json!([get_env])).await;
+    let shared = json!({"name": "shared__get-env", "args": {}});
+    let create = |who: &str| {
+        json!({"name": "memory__create_entities", "args": {"entities": [
+            {"name": format!("{who}-project"), "entityType": "project", "observations": [format!("owned by {who}")]}
+        ]}})
+    };
+    let read = json!({"name": "memory__read_graph", "args": {}});
+    // Alice stores an entity; bob then reads, stores his own, reads; alice reads again.
+    let alice = py(&gw, ALICE, &json!([get_env, create("alice"), read])).await;
+    let bob = py(&gw, BOB, &json!([get_env, read, create("bob"), read])).await;
+    let alice_again = py(&gw, ALICE, &json!([read, shared])).await;
+
+    // Each sees its own credentials' effect, never the other's.
+    let seen = |r: &Value| token_seen(r, 0);
     assert_eq!(
-        token_seen(&alice, 0).as_deref(),
+        seen(&alice).as_deref(),
         Some(alice_token.as_str()),
         "{alice}"
     );
-    assert_eq!(
-        token_seen(&bob, 0).as_deref(),
-        Some(bob_token.as_str()),
-        "{bob}"
-    );
-    assert!(
-        !text(&alice, 0).contains(bob_token.as_str())
-            && !text(&bob, 0).contains(alice_token.as_str())
-    );
-    // Both list the same catalog (from the catalog instance).
+    assert_eq!(seen(&bob).as_deref(), Some(bob_token.as_str()), "{bob}");
+    assert!(!text(&alice, 0).contains(bob_token.as_str()), "{alice}");
+    assert!(!text(&bob, 0).contains(alice_token.as_str()), "{bob}");
+    // Both list the same catalog (the catalog instance's).
     assert_eq!(alice["tools"], bob["tools"]);
     assert_eq!(
         instances_with(&alice_token).len(),
@@ -167,19 +173,10 @@ async fn each_client_gets_its_own_instance_with_its_own_credentials() {
     assert_eq!(instances_with(&bob_token).len(), 1, "one instance for bob");
 
     // State: what alice stores, bob does not see, and the other way round.
-    let create = |who: &str| {
-        json!({"name": "memory__create_entities", "args": {"entities": [
-            {"name": format!("{who}-project"), "entityType": "project", "observations": [format!("owned by {who}")]}
-        ]}})
-    };
-    let read = json!({"name": "memory__read_graph", "args": {}});
-    let alice = py(&gw, ALICE, &json!([create("alice"), read])).await;
-    assert!(text(&alice, 1).contains("alice-project"), "{alice}");
-    let bob = py(&gw, BOB, &json!([read, create("bob"), read])).await;
-    assert!(!text(&bob, 0).contains("alice-project"), "{bob}");
-    assert!(text(&bob, 2).contains("bob-project"), "{bob}");
-    let alice = py(&gw, ALICE, &json!([read])).await;
-    let graph = text(&alice, 0);
+    assert!(text(&alice, 2).contains("alice-project"), "{alice}");
+    assert!(!text(&bob, 1).contains("alice-project"), "{bob}");
+    assert!(text(&bob, 3).contains("bob-project"), "{bob}");
+    let graph = text(&alice_again, 0);
     assert!(
         graph.contains("alice-project") && !graph.contains("bob-project"),
         "{graph}"
@@ -189,9 +186,7 @@ async fn each_client_gets_its_own_instance_with_its_own_credentials() {
     assert!(on_disk(&bob_file).contains("bob-project"));
 
     // A shared upstream beside them is one process for everyone, without their tokens.
-    let shared = json!({"name": "shared__get-env", "args": {}});
-    let alice = py(&gw, ALICE, &json!([shared])).await;
-    assert_eq!(token_seen(&alice, 0), None, "{alice}");
+    assert_eq!(token_seen(&alice_again, 1), None, "{alice_again}");
     gw.stop_and_check().await;
 }
 
