@@ -512,7 +512,7 @@ impl Gateway {
                 () = self.inner.shutdown.cancelled() => None,
             };
             let Some(event) = event else { return };
-            if instance_event(&event) {
+            if instances::instance_event(&event) {
                 continue;
             }
             match event {
@@ -562,27 +562,6 @@ impl Gateway {
         self.inner.sessions.broadcast(msg);
         self.inner.subscriptions.notify_listeners(msg);
     }
-}
-
-/// Whether `event` is a per-client instance's, which the pool does not act on: the catalog
-/// comes from the catalog instance, and what an instance says outside a call (a log line, a
-/// resource update) cannot be told apart from its client's other sessions', so it goes to
-/// none rather than to every session.
-fn instance_event(event: &Event) -> bool {
-    let id = match event {
-        Event::Ready(i) | Event::Down(i) | Event::ListChanged(i, _) => *i,
-        Event::Broadcast(i, _) | Event::Log(i, _) => *i,
-    };
-    if id < FIRST_ID {
-        return false;
-    }
-    if let Event::Broadcast(..) | Event::Log(..) = event {
-        tracing::debug!(
-            instance = id,
-            "A per-client instance's notification outside a call is dropped"
-        );
-    }
-    true
 }
 
 /// Fetches a whole list, following `nextCursor`. `None` when the upstream failed.

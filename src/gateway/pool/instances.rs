@@ -30,7 +30,7 @@ use crate::identity::Via;
 use crate::lock::lock;
 use crate::policy::share::{instance_spec, Credentials, Share};
 use crate::policy::Policy;
-use crate::upstream::{Status, Upstream};
+use crate::upstream::{Event, Status, Upstream};
 
 /// How often idle instances are looked for: an instance stops within this long after its
 /// `idle_secs`.
@@ -336,6 +336,27 @@ impl Gateway {
             tokio::spawn(self.clone().retire(upstream));
         }
     }
+}
+
+/// Whether `event` is a per-client instance's, which the pool does not act on: the catalog
+/// comes from the catalog instance, and what an instance says outside a call (a log line, a
+/// resource update) cannot be told apart from its client's other sessions', so it goes to
+/// none rather than to every session.
+pub(super) fn instance_event(event: &Event) -> bool {
+    let id = match event {
+        Event::Ready(i) | Event::Down(i) | Event::ListChanged(i, _) => *i,
+        Event::Broadcast(i, _) | Event::Log(i, _) => *i,
+    };
+    if id < FIRST_ID {
+        return false;
+    }
+    if let Event::Broadcast(..) | Event::Log(..) = event {
+        tracing::debug!(
+            instance = id,
+            "A per-client instance's notification outside a call is dropped"
+        );
+    }
+    true
 }
 
 /// `client`'s `[client.upstream.<upstream>]`, if it has one.
