@@ -23,13 +23,18 @@ fn token(who: &str, test: &str) -> String {
     format!("{who}-token-{test}-{}", std::process::id())
 }
 
+/// Alice's and bob's tokens in test `test`.
+fn tokens(test: &str) -> (String, String) {
+    (token("alice", test), token("bob", test))
+}
+
 /// The gateway's environment in test `test`: both API keys and both tokens.
 fn env(test: &str) -> Vec<(String, String)> {
     vec![
         ("ALICE_KEY".into(), ALICE.into()),
         ("BOB_KEY".into(), BOB.into()),
-        ("ALICE_UPSTREAM_TOKEN".into(), token("alice", test)),
-        ("BOB_UPSTREAM_TOKEN".into(), token("bob", test)),
+        ("ALICE_UPSTREAM_TOKEN".into(), tokens(test).0),
+        ("BOB_UPSTREAM_TOKEN".into(), tokens(test).1),
     ]
 }
 
@@ -40,35 +45,24 @@ async fn start(test: &str, policy: &str, ups: &[Up]) -> Gateway {
     Gateway::start_with_env(test, Mode::Http, policy, ups, &env).await
 }
 
-/// Two clients, each with its own credentials for upstream `e` (and `memory` entries from
-/// `memory`, TOML lines for the `[client.upstream.memory]` of alice and bob).
+/// Two clients, alice and bob, each with its own credentials for upstream `e` (its token from
+/// `ALICE_UPSTREAM_TOKEN` / `BOB_UPSTREAM_TOKEN`) and, with `memory`, its own
+/// `MEMORY_FILE_PATH` for upstream `memory` (alice's file, bob's file).
 fn clients(memory: Option<(&str, &str)>) -> String {
-    let memory_of = |file: Option<&str>| {
-        file.map(|f| format!("[client.upstream.memory]\nenv = {{ MEMORY_FILE_PATH = {f:?} }}\n"))
-            .unwrap_or_default()
+    let client = |name: &str, memory_file: Option<&str>| {
+        let upper = name.to_uppercase();
+        let memory = memory_file
+            .map(|f| format!("[client.upstream.memory]\nenv = {{ MEMORY_FILE_PATH = {f:?} }}\n"))
+            .unwrap_or_default();
+        format!(
+            "[[client]]\nname = {name:?}\napi_key_env = \"{upper}_KEY\"\nallow = [\"*\"]\n\n\
+             [client.upstream.e]\nenv = {{ PER_CLIENT_TOKEN = \"${{env:{upper}_UPSTREAM_TOKEN}}\" }}\n\
+             {memory}\n"
+        )
     };
-    format!(
-        r#"
-[[client]]
-name = "alice"
-api_key_env = "ALICE_KEY"
-allow = ["*"]
-
-[client.upstream.e]
-env = {{ PER_CLIENT_TOKEN = "${{env:ALICE_UPSTREAM_TOKEN}}" }}
-{}
-[[client]]
-name = "bob"
-api_key_env = "BOB_KEY"
-allow = ["*"]
-
-[client.upstream.e]
-env = {{ PER_CLIENT_TOKEN = "${{env:BOB_UPSTREAM_TOKEN}}" }}
-{}
-"#,
-        memory_of(memory.map(|m| m.0)),
-        memory_of(memory.map(|m| m.1)),
-    )
+    let alice = client("alice", memory.map(|m| m.0));
+    let bob = client("bob", memory.map(|m| m.1));
+    format!("\n{alice}{bob}")
 }
 
 /// server-everything, one instance per client.
@@ -107,6 +101,11 @@ fn token_seen(report: &Value, i: usize) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Asserts that the report's first call (`get-env`) saw `token` as `PER_CLIENT_TOKEN`.
+fn assert_sees(report: &Value, token: &str) {
+    assert_eq!(token_seen(report, 0).as_deref(), Some(token), "{report}");
+}
+
 /// The pids of the processes started with `PER_CLIENT_TOKEN=<token>`.
 fn instances_with(token: &str) -> Vec<i32> {
     pids_with_env(&format!("PER_CLIENT_TOKEN={token}"))
@@ -126,10 +125,7 @@ async fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_client_gets_its_own_instance_with_its_own_credentials() {
-    let (alice_token, bob_token) = (
-        token("alice", "per-client-own"),
-        token("bob", "per-client-own"),
-    );
+    let (alice_token, bob_token) = tokens("per-client-own");
     let dir = tempfile::tempdir().unwrap();
     let file = |name: &str| dir.path().join(name).display().to_string();
     let (alice_file, bob_file) = (file("alice.jsonl"), file("bob.jsonl"));
@@ -154,13 +150,8 @@ async fn each_client_gets_its_own_instance_with_its_own_credentials() {
     let alice_again = py(&gw, ALICE, &json!([read, shared])).await;
 
     // Each sees its own credentials' effect, never the other's.
-    let seen = |r: &Value| token_seen(r, 0);
-    assert_eq!(
-        seen(&alice).as_deref(),
-        Some(alice_token.as_str()),
-        "{alice}"
-    );
-    assert_eq!(seen(&bob).as_deref(), Some(bob_token.as_str()), "{bob}");
+    assert_sees(&alice, &alice_token);
+    assert_sees(&bob, &bob_token);
     assert!(!text(&alice, 0).contains(bob_token.as_str()), "{alice}");
     assert!(!text(&bob, 0).contains(alice_token.as_str()), "{bob}");
     // Both list the same catalog (the catalog instance's).
@@ -197,11 +188,7 @@ async fn an_idle_instance_is_stopped_and_the_next_call_starts_one() {
     let gw = start("per-client-idle", &clients(None), &ups).await;
     let get_env = json!([{"name": "e__get-env", "args": {}}]);
     let alice = py(&gw, ALICE, &get_env).await;
-    assert_eq!(
-        token_seen(&alice, 0).as_deref(),
-        Some(alice_token.as_str()),
-        "{alice}"
-    );
+    assert_sees(&alice, &alice_token);
     let first = instances_with(&alice_token);
     assert_eq!(first.len(), 1, "alice's instance runs");
     assert!(
@@ -209,14 +196,11 @@ async fn an_idle_instance_is_stopped_and_the_next_call_starts_one() {
         "alice's idle instance still runs: {first:?}\n{}",
         gw.log()
     );
-    assert!(gw.log().contains("Per-client instance stopped (idle_secs)"));
+    let stopped = || gw.log().contains("Per-client instance stopped (idle_secs)");
+    assert!(eventually(WAIT, stopped).await, "{}", gw.log());
     // The catalog instance keeps serving the lists; the next call starts a new instance.
     let alice = py(&gw, ALICE, &get_env).await;
-    assert_eq!(
-        token_seen(&alice, 0).as_deref(),
-        Some(alice_token.as_str()),
-        "{alice}"
-    );
+    assert_sees(&alice, &alice_token);
     let second = instances_with(&alice_token);
     assert_eq!(second.len(), 1);
     assert_ne!(first, second, "a new process");
@@ -225,10 +209,7 @@ async fn an_idle_instance_is_stopped_and_the_next_call_starts_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_max_instances_a_new_client_is_refused_and_a_shared_upstream_serves_on() {
-    let (alice_token, bob_token) = (
-        token("alice", "per-client-cap"),
-        token("bob", "per-client-cap"),
-    );
+    let (alice_token, bob_token) = tokens("per-client-cap");
     let ups = [
         everything(&[("max_instances", "1")]),
         Up::everything("shared"),
@@ -239,11 +220,7 @@ async fn past_max_instances_a_new_client_is_refused_and_a_shared_upstream_serves
         {"name": "shared__echo", "args": {"message": "still here"}},
     ]);
     let alice = py(&gw, ALICE, &calls).await;
-    assert_eq!(
-        token_seen(&alice, 0).as_deref(),
-        Some(alice_token.as_str()),
-        "{alice}"
-    );
+    assert_sees(&alice, &alice_token);
     let bob = py(&gw, BOB, &calls).await;
     let refused = &bob["calls"][0]["error"];
     assert_eq!(refused["data"]["type"], EXHAUSTED, "{bob}");
@@ -258,35 +235,20 @@ async fn past_max_instances_a_new_client_is_refused_and_a_shared_upstream_serves
     assert!(text(&bob, 1).contains("still here"), "{bob}");
     // Alice keeps her instance.
     let alice = py(&gw, ALICE, &calls).await;
-    assert_eq!(
-        token_seen(&alice, 0).as_deref(),
-        Some(alice_token.as_str()),
-        "{alice}"
-    );
+    assert_sees(&alice, &alice_token);
     gw.stop_and_check().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_changes_a_clients_credentials_restarts_its_instance() {
-    let (alice_token, bob_token) = (
-        token("alice", "per-client-reload"),
-        token("bob", "per-client-reload"),
-    );
+    let (alice_token, bob_token) = tokens("per-client-reload");
     let ups = [everything(&[])];
     let gw = start("per-client-reload", &clients(None), &ups).await;
     let get_env = json!([{"name": "e__get-env", "args": {}}]);
     let alice = py(&gw, ALICE, &get_env).await;
-    assert_eq!(
-        token_seen(&alice, 0).as_deref(),
-        Some(alice_token.as_str()),
-        "{alice}"
-    );
+    assert_sees(&alice, &alice_token);
     let bob = py(&gw, BOB, &get_env).await;
-    assert_eq!(
-        token_seen(&bob, 0).as_deref(),
-        Some(bob_token.as_str()),
-        "{bob}"
-    );
+    assert_sees(&bob, &bob_token);
     let bob_before = instances_with(&bob_token);
     // Alice's token now comes from bob's variable: her instance restarts, bob's stays.
     let file = gw.policy_file();
@@ -311,11 +273,7 @@ async fn a_reload_that_changes_a_clients_credentials_restarts_its_instance() {
         gw.log()
     );
     let alice = py(&gw, ALICE, &get_env).await;
-    assert_eq!(
-        token_seen(&alice, 0).as_deref(),
-        Some(bob_token.as_str()),
-        "{alice}"
-    );
+    assert_sees(&alice, &bob_token);
     let both = instances_with(&bob_token);
     assert_eq!(both.len(), 2, "alice's new instance and bob's");
     assert!(bob_before.iter().all(|p| both.contains(p)), "bob's is kept");

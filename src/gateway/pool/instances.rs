@@ -120,20 +120,13 @@ impl Instances {
             .collect()
     }
 
-    /// Takes out the instances `retired` says, for the caller to stop.
+    /// Takes out the instances `retired` says (given the id of the upstream each is an
+    /// instance of, its client and itself), for the caller to stop.
     pub(in crate::gateway) fn take(
         &self,
         mut retired: impl FnMut(usize, &str, &Upstream) -> bool,
     ) -> Vec<Upstream> {
-        let mut live = lock(&self.live);
-        let ids: Vec<usize> = (live.iter())
-            .filter(|(_, i)| retired(i.base, &i.client, &i.upstream))
-            .map(|(id, _)| *id)
-            .collect();
-        (ids.iter())
-            .filter_map(|id| live.remove(id))
-            .map(|i| i.upstream)
-            .collect()
+        self.take_where(|_, i| retired(i.base, &i.client, &i.upstream))
     }
 
     /// Takes out the instances idle for their `idle_secs` at `now`; `parked` counts the
@@ -143,18 +136,23 @@ impl Instances {
         now: Instant,
         parked: impl Fn(usize) -> usize,
     ) -> Vec<Upstream> {
+        self.take_where(|id, i| {
+            let Share::PerClient(share) = i.upstream.spec().share else {
+                return false;
+            };
+            let busy = i.in_use + i.upstream.in_flight() + parked(id);
+            idle_out(i.last_used, busy, now, share.idle)
+        })
+    }
+
+    /// Takes out the instances `due` says, by id.
+    fn take_where(&self, mut due: impl FnMut(usize, &Instance) -> bool) -> Vec<Upstream> {
         let mut live = lock(&self.live);
-        let due: Vec<usize> = (live.iter())
-            .filter(|(id, i)| {
-                let Share::PerClient(share) = i.upstream.spec().share else {
-                    return false;
-                };
-                let busy = i.in_use + i.upstream.in_flight() + parked(**id);
-                idle_out(i.last_used, busy, now, share.idle)
-            })
+        let ids: Vec<usize> = (live.iter())
+            .filter(|(id, i)| due(**id, i))
             .map(|(id, _)| *id)
             .collect();
-        (due.iter())
+        (ids.iter())
             .filter_map(|id| live.remove(id))
             .map(|i| i.upstream)
             .collect()
