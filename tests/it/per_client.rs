@@ -279,3 +279,45 @@ async fn a_reload_that_changes_a_clients_credentials_restarts_its_instance() {
     assert!(bob_before.iter().all(|p| both.contains(p)), "bob's is kept");
     gw.stop_and_check().await;
 }
+
+/// Server→client requests of a per-client stdio instance belong to its one client: alice and
+/// bob trigger sampling at the same time, and each is asked (and answered) by its own
+/// callback. On a shared stdio upstream the same two calls in flight would make the requests'
+/// owner ambiguous, and they would be refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_of_an_instance_asks_its_own_client_only() {
+    let ups = [everything(&[])];
+    let gw = start("per-client-sampling", &clients(None), &ups).await;
+    let client = |key: &str, answer: &str| json!({"sampling": answer, "headers": {"authorization": format!("Bearer {key}")}});
+    let sample = |who: &str| {
+        json!({"op": "call", "client": who, "name": "e__trigger-sampling-request",
+               "args": {"prompt": format!("{who}-PROMPT"), "maxTokens": 5},
+               "as": who, "background": true})
+    };
+    let plan = json!({
+        "clients": {"alice": client(ALICE, "ALICE-ANSWER"), "bob": client(BOB, "BOB-ANSWER")},
+        "steps": [sample("alice"), sample("bob"), {"op": "join"}],
+    });
+    let report = crate::isolation::two_clients(&gw.tag, gw.url(), &plan).await;
+    for (who, own, other) in [
+        ("alice", "ALICE-ANSWER", "BOB-ANSWER"),
+        ("bob", "BOB-ANSWER", "ALICE-ANSWER"),
+    ] {
+        let call = &report["calls"][who];
+        let result = call["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            result.contains(own) && !result.contains(other),
+            "{who}: {call}\n{report}"
+        );
+        let asked = report["clients"][who]["sampling"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{who} was asked once: {report}");
+        let prompt = asked[0]["params"]["messages"][0]["content"]["text"].as_str();
+        assert!(
+            prompt.is_some_and(|p| p.contains(&format!("{who}-PROMPT"))),
+            "{who} was asked its own prompt: {report}"
+        );
+    }
+    gw.stop_and_check().await;
+}
