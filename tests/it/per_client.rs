@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{node_bin, pids_with_env, py_script_output, report, Gateway, Mode, Up, WAIT};
+use crate::harness::{
+    drain_stderr, free_port, node_bin, peer_file, pids_with_env, py_script_output, report,
+    venv_bin, Gateway, Mode, Up, WAIT,
+};
 
 const ALICE: &str = "k-alice-pc-31a7";
 const BOB: &str = "k-bob-pc-9e05";
@@ -46,23 +49,24 @@ async fn start(test: &str, policy: &str, ups: &[Up]) -> Gateway {
 }
 
 /// Two clients, alice and bob, each with its own credentials for upstream `e` (its token from
-/// `ALICE_UPSTREAM_TOKEN` / `BOB_UPSTREAM_TOKEN`) and, with `memory`, its own
-/// `MEMORY_FILE_PATH` for upstream `memory` (alice's file, bob's file).
-fn clients(memory: Option<(&str, &str)>) -> String {
-    let client = |name: &str, memory_file: Option<&str>| {
+/// `ALICE_UPSTREAM_TOKEN` / `BOB_UPSTREAM_TOKEN`) and the tables `more` gives for it (called
+/// with `ALICE` / `BOB`).
+fn clients(more: impl Fn(&str) -> String) -> String {
+    let client = |name: &str| {
         let upper = name.to_uppercase();
-        let memory = memory_file
-            .map(|f| format!("[client.upstream.memory]\nenv = {{ MEMORY_FILE_PATH = {f:?} }}\n"))
-            .unwrap_or_default();
+        let more = more(&upper);
         format!(
             "[[client]]\nname = {name:?}\napi_key_env = \"{upper}_KEY\"\nallow = [\"*\"]\n\n\
              [client.upstream.e]\nenv = {{ PER_CLIENT_TOKEN = \"${{env:{upper}_UPSTREAM_TOKEN}}\" }}\n\
-             {memory}\n"
+             {more}\n"
         )
     };
-    let alice = client("alice", memory.map(|m| m.0));
-    let bob = client("bob", memory.map(|m| m.1));
-    format!("\n{alice}{bob}")
+    format!("\n{}{}", client("alice"), client("bob"))
+}
+
+/// No more tables (see [`clients`]).
+fn nothing(_: &str) -> String {
+    String::new()
 }
 
 /// server-everything, one instance per client.
@@ -133,7 +137,14 @@ async fn each_client_gets_its_own_instance_with_its_own_credentials() {
         .key("share", "per_client")
         .env("MEMORY_FILE_PATH", &file("catalog.jsonl"));
     let ups = [everything(&[]), memory, Up::everything("shared")];
-    let policy = clients(Some((&alice_file, &bob_file)));
+    let policy = clients(|who| {
+        let file = if who == "ALICE" {
+            &alice_file
+        } else {
+            &bob_file
+        };
+        format!("[client.upstream.memory]\nenv = {{ MEMORY_FILE_PATH = {file:?} }}\n")
+    });
     let gw = start("per-client-own", &policy, &ups).await;
 
     let get_env = json!({"name": "e__get-env", "args": {}});
@@ -185,7 +196,7 @@ async fn each_client_gets_its_own_instance_with_its_own_credentials() {
 async fn an_idle_instance_is_stopped_and_the_next_call_starts_one() {
     let alice_token = token("alice", "per-client-idle");
     let ups = [everything(&[("idle_secs", "2")])];
-    let gw = start("per-client-idle", &clients(None), &ups).await;
+    let gw = start("per-client-idle", &clients(nothing), &ups).await;
     let get_env = json!([{"name": "e__get-env", "args": {}}]);
     let alice = py(&gw, ALICE, &get_env).await;
     assert_sees(&alice, &alice_token);
@@ -214,7 +225,7 @@ async fn past_max_instances_a_new_client_is_refused_and_a_shared_upstream_serves
         everything(&[("max_instances", "1")]),
         Up::everything("shared"),
     ];
-    let gw = start("per-client-cap", &clients(None), &ups).await;
+    let gw = start("per-client-cap", &clients(nothing), &ups).await;
     let calls = json!([
         {"name": "e__get-env", "args": {}},
         {"name": "shared__echo", "args": {"message": "still here"}},
@@ -243,7 +254,7 @@ async fn past_max_instances_a_new_client_is_refused_and_a_shared_upstream_serves
 async fn a_reload_that_changes_a_clients_credentials_restarts_its_instance() {
     let (alice_token, bob_token) = tokens("per-client-reload");
     let ups = [everything(&[])];
-    let gw = start("per-client-reload", &clients(None), &ups).await;
+    let gw = start("per-client-reload", &clients(nothing), &ups).await;
     let get_env = json!([{"name": "e__get-env", "args": {}}]);
     let alice = py(&gw, ALICE, &get_env).await;
     assert_sees(&alice, &alice_token);
@@ -287,7 +298,7 @@ async fn a_reload_that_changes_a_clients_credentials_restarts_its_instance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampling_of_an_instance_asks_its_own_client_only() {
     let ups = [everything(&[])];
-    let gw = start("per-client-sampling", &clients(None), &ups).await;
+    let gw = start("per-client-sampling", &clients(nothing), &ups).await;
     let client = |key: &str, answer: &str| json!({"sampling": answer, "headers": {"authorization": format!("Bearer {key}")}});
     let sample = |who: &str| {
         json!({"op": "call", "client": who, "name": "e__trigger-sampling-request",
@@ -319,5 +330,77 @@ async fn sampling_of_an_instance_asks_its_own_client_only() {
             "{who} was asked its own prompt: {report}"
         );
     }
+    gw.stop_and_check().await;
+}
+
+/// An HTTP upstream per client: each client's calls reach the server with that client's header
+/// only (the catalog instance's lists with none), on sessions of their own where the era has
+/// sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_upstream_gets_each_clients_headers_from_its_own_instance() {
+    let (alice_token, bob_token) = tokens("per-client-http");
+    let port = free_port();
+    let mut server = tokio::process::Command::new(venv_bin("python"))
+        .args([peer_file("header_server.py"), port.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the header server starts");
+    let (seen, mut up) = drain_stderr(&mut server, "web", |l| {
+        l.starts_with("listening on").then(String::new)
+    });
+    let listening = tokio::time::timeout(WAIT, up.recv()).await;
+    assert!(matches!(listening, Ok(Some(_))), "{}", seen.lock().unwrap());
+    let web = Up::http("web", &format!("http://127.0.0.1:{port}/mcp")).key("share", "per_client");
+    let headers = |who: &str| {
+        format!("[client.upstream.web]\nheaders = {{ X-Upstream-Token = \"${{env:{who}_UPSTREAM_TOKEN}}\" }}\n")
+    };
+    let ups = [everything(&[]), web];
+    let gw = start("per-client-http", &clients(headers), &ups).await;
+    let echo = |text: &str| json!({"name": "web__echo", "args": {"text": text}});
+    let alice = py(&gw, ALICE, &json!([echo("from alice")])).await;
+    let bob = py(&gw, BOB, &json!([echo("from bob")])).await;
+    assert!(text(&alice, 0).contains("from alice"), "{alice}");
+    assert!(text(&bob, 0).contains("from bob"), "{bob}");
+
+    // What the server saw: (token, session, method, text) per POST.
+    let posts: Vec<Vec<String>> = (seen.lock().unwrap().lines())
+        .filter(|l| l.starts_with("token="))
+        .map(|l| {
+            l.split(' ')
+                .map(|f| f.split_once('=').map_or("", |(_, v)| v).to_owned())
+                .collect()
+        })
+        .collect();
+    let token_of = |text: &str| {
+        let calls = posts
+            .iter()
+            .filter(|p| p[2] == "tools/call" && p[3] == text);
+        calls.map(|p| p[0].clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(token_of("from_alice"), [alice_token.clone()], "{posts:?}");
+    assert_eq!(token_of("from_bob"), [bob_token.clone()], "{posts:?}");
+    // The catalog instance lists with no client's token.
+    let lists: Vec<&Vec<String>> = posts.iter().filter(|p| p[2] == "tools/list").collect();
+    assert!(
+        !lists.is_empty() && lists.iter().all(|p| p[0] == "-"),
+        "{posts:?}"
+    );
+    // Sessions, where the era has them, are never shared between tokens.
+    let sessions = |token: &str| {
+        (posts.iter())
+            .filter(|p| p[0] == token && p[1] != "-")
+            .map(|p| p[1].clone())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert!(
+        sessions(&alice_token).is_disjoint(&sessions(&bob_token)),
+        "{posts:?}"
+    );
+    assert!(
+        sessions(&alice_token).is_disjoint(&sessions("-")),
+        "{posts:?}"
+    );
     gw.stop_and_check().await;
 }
