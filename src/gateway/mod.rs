@@ -17,6 +17,8 @@
 //! - `pool`: starting the upstreams, their events, list refreshes and the published catalog
 //!   (with the upstream ids of its positions); readiness, the startup summary, shutdown;
 //!   `pool::reconcile`: a reloaded policy applied to the upstreams ([`Gateway::reconcile`]).
+//!   `pool::instances`: the per-client instances of `share = "per_client"` upstreams (started
+//!   on a client's first request, reaped after `idle_secs`, capped by `max_instances`).
 //! - `route`: which upstream serves a request (names, URIs, completions), forwarding and
 //!   cancellation, clients' answers to server→client requests; `name_span`: the name splice
 //!   of the hot path.
