@@ -379,8 +379,8 @@ async fn an_http_upstream_gets_each_clients_headers_from_its_own_instance() {
             .filter(|p| p[2] == "tools/call" && p[3] == text);
         calls.map(|p| p[0].clone()).collect::<Vec<_>>()
     };
-    assert_eq!(token_of("from_alice"), [alice_token.clone()], "{posts:?}");
-    assert_eq!(token_of("from_bob"), [bob_token.clone()], "{posts:?}");
+    assert_eq!(token_of("from_alice"), [alice_token.as_str()], "{posts:?}");
+    assert_eq!(token_of("from_bob"), [bob_token.as_str()], "{posts:?}");
     // The catalog instance lists with no client's token.
     let lists: Vec<&Vec<String>> = posts.iter().filter(|p| p[2] == "tools/list").collect();
     assert!(
