@@ -16,7 +16,8 @@
 //!
 //! - `pool`: starting the upstreams, their events, list refreshes and the published catalog
 //!   (with the upstream ids of its positions); readiness, the startup summary, shutdown;
-//!   `pool::reconcile`: a reloaded policy applied to the upstreams ([`Gateway::reconcile`]).
+//!   `pool::lists`: fetching an upstream's lists and comparing them; `pool::reconcile`: a
+//!   reloaded policy applied to the upstreams ([`Gateway::reconcile`]).
 //!   `pool::instances`: the per-client instances of `share = "per_client"` upstreams (started
 //!   on a client's first request, reaped after `idle_secs`, capped by `max_instances`).
 //! - `route`: which upstream serves a request (names, URIs, completions), forwarding and
