@@ -72,6 +72,24 @@ pub enum Error {
         /// The operating system's (or TLS's) reason, e.g. `connection refused`.
         reason: String,
     },
+    /// A `share = "per_client"` upstream runs its most instances, and the caller has none.
+    #[error(
+        "upstream {upstream:?} already runs {max} instances, one per client, and this client has none; it is refused until an idle one is stopped (raise the upstream's max_instances, or lower its idle_secs)"
+    )]
+    InstancesExhausted {
+        /// Server id.
+        upstream: String,
+        /// Its `max_instances`.
+        max: usize,
+    },
+    /// A `share = "per_client"` upstream called by an anonymous caller.
+    #[error(
+        "upstream {upstream:?} runs one instance per client (share = \"per_client\") and this caller is anonymous: authenticate as one of the policy's [[client]] entries"
+    )]
+    ClientRequired {
+        /// Server id.
+        upstream: String,
+    },
     /// No upstream has a tool, prompt or resource of that name.
     #[error("unknown {what} {name:?}: it is not in the gateway's catalog (list again to see what exists)")]
     NotFound {
@@ -218,6 +236,16 @@ impl Error {
                 UPSTREAM_ERROR,
                 kind::UPSTREAM_UNREACHABLE,
                 Some(json!({ "upstream": upstream, "url": url, "reason": reason })),
+            ),
+            Self::InstancesExhausted { upstream, max } => (
+                UPSTREAM_ERROR,
+                kind::UPSTREAM_INSTANCES_EXHAUSTED,
+                Some(json!({ "upstream": upstream, "max_instances": max })),
+            ),
+            Self::ClientRequired { upstream } => (
+                INVALID_REQUEST,
+                kind::UPSTREAM_CLIENT_REQUIRED,
+                Some(json!({ "upstream": upstream })),
             ),
             Self::NotFound { what, name } => {
                 let mut data = json!({ "what": what, "name": name });

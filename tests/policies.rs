@@ -272,3 +272,79 @@ fn client_policies_check_and_serve_once_their_keys_are_set() {
     assert!(err.contains("serving MCP on stdio"), "{err}");
     std::fs::remove_dir_all(&dir).expect("cleanup");
 }
+
+#[test]
+fn the_per_client_example_gives_each_client_its_token() {
+    use mcp_budget::policy::share::Share;
+
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/per-client.toml");
+    let policy = Policy::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let github = policy
+        .upstreams
+        .iter()
+        .find(|u| u.name == "github")
+        .unwrap();
+    let Share::PerClient(share) = github.share else {
+        panic!("github is per client");
+    };
+    assert_eq!((share.idle.as_secs(), share.max_instances.get()), (600, 16));
+    let time = policy.upstreams.iter().find(|u| u.name == "time").unwrap();
+    assert_eq!(time.share, Share::Global);
+    let alice = &policy.credentials[&("alice".to_owned(), "github".to_owned())];
+    assert_eq!(
+        alice.env["GITHUB_PERSONAL_ACCESS_TOKEN"],
+        "${env:ALICE_GITHUB_TOKEN}"
+    );
+}
+
+#[test]
+fn check_reports_every_per_client_problem_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        r#"version = 1
+[[upstream]]
+name = "gh"
+command = "gh"
+share = "per_user"
+[[upstream]]
+name = "web"
+url = "http://127.0.0.1:1/mcp"
+idle_secs = 5
+[[client]]
+name = "alice"
+api_key_env = "ALICE_KEY"
+allow = ["*"]
+[client.upstream.web]
+env = { A = "1" }
+[client.upstream.nope]
+headers = { B = "2" }
+"#,
+    )
+    .unwrap();
+    let (ok, _, err) = check(&[bad.as_os_str()]);
+    assert!(!ok);
+    for expected in [
+        "line 5: upstream[0].share",
+        "line 9: upstream[1].idle_secs",
+        "line 14: client[0].upstream.web",
+        "line 15: client[0].upstream.web.env",
+        "line 16: client[0].upstream.nope",
+    ] {
+        assert!(err.contains(expected), "{expected}:\n{err}");
+    }
+
+    // Per client needs clients to be per.
+    std::fs::write(
+        &bad,
+        "version = 1\n[[upstream]]\nname = \"gh\"\ncommand = \"gh\"\nshare = \"per_client\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = check(&[bad.as_os_str()]);
+    assert!(!ok);
+    assert!(
+        err.contains("line 5: upstream[0].share") && err.contains("[[client]]"),
+        "{err}"
+    );
+}

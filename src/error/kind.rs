@@ -24,6 +24,12 @@ pub const UPSTREAM_PROTOCOL: &str = "mcp_budget.upstream.protocol";
 /// An HTTP upstream cannot be reached at all: the connection was refused, the host is unknown
 /// or unreachable, or the TLS handshake failed (`-32000`).
 pub const UPSTREAM_UNREACHABLE: &str = "mcp_budget.upstream.unreachable";
+/// A `share = "per_client"` upstream runs `max_instances` instances already, so a client
+/// without one is refused until one is stopped after `idle_secs` (`-32000`).
+pub const UPSTREAM_INSTANCES_EXHAUSTED: &str = "mcp_budget.upstream.instances_exhausted";
+/// A `share = "per_client"` upstream called by an anonymous caller, whose instance could not
+/// be told from another's (`-32600`).
+pub const UPSTREAM_CLIENT_REQUIRED: &str = "mcp_budget.upstream.client_required";
 /// No upstream has a tool, prompt or resource of the name asked for (`-32602`; `-32002` from
 /// `tools/describe`, as the draft SEP asks, for names the client may not see).
 pub const CATALOG_NOT_FOUND: &str = "mcp_budget.catalog.not_found";
@@ -140,6 +146,8 @@ pub const ALL: &[&str] = &[
     UPSTREAM_TIMEOUT,
     UPSTREAM_PROTOCOL,
     UPSTREAM_UNREACHABLE,
+    UPSTREAM_INSTANCES_EXHAUSTED,
+    UPSTREAM_CLIENT_REQUIRED,
     CATALOG_NOT_FOUND,
     METHOD_NOT_FOUND,
     REQUEST_PARSE,

@@ -16,7 +16,10 @@
 //!
 //! - `pool`: starting the upstreams, their events, list refreshes and the published catalog
 //!   (with the upstream ids of its positions); readiness, the startup summary, shutdown;
-//!   `pool::reconcile`: a reloaded policy applied to the upstreams ([`Gateway::reconcile`]).
+//!   `pool::lists`: fetching an upstream's lists and comparing them; `pool::reconcile`: a
+//!   reloaded policy applied to the upstreams ([`Gateway::reconcile`]).
+//!   `pool::instances`: the per-client instances of `share = "per_client"` upstreams (started
+//!   on a client's first request, reaped after `idle_secs`, capped by `max_instances`).
 //! - `route`: which upstream serves a request (names, URIs, completions), forwarding and
 //!   cancellation, clients' answers to server→client requests; `name_span`: the name splice
 //!   of the hot path.
@@ -233,6 +236,15 @@ impl Gateway {
             Method::RootsListChanged => {
                 // Modern upstreams ask for roots within each call (MRTR): nothing to tell.
                 for u in self.inner.pool.legacy() {
+                    let _ = u.notify(msg.clone());
+                }
+                // The caller's own per-client instances: no other client's hears of its roots.
+                let instances = self
+                    .inner
+                    .pool
+                    .instances()
+                    .of_client(caller.principal.name());
+                for u in instances.iter().filter(|u| !u.is_modern()) {
                     let _ = u.notify(msg.clone());
                 }
             }

@@ -34,6 +34,14 @@ const PARK_TTL: Duration = Duration::from_secs(300);
 #[derive(Default)]
 pub(super) struct ParkedCalls(Mutex<HashMap<String, Parked>>);
 
+impl ParkedCalls {
+    /// How many parked calls wait on upstream `id` (a per-client instance is not stopped
+    /// while one does).
+    pub(super) fn of_upstream(&self, id: usize) -> usize {
+        lock(&self.0).values().filter(|p| p.upstream == id).count()
+    }
+}
+
 /// A call to a 2025-era upstream, waiting for a modern client to answer what the upstream
 /// asked.
 struct Parked {
@@ -154,9 +162,11 @@ impl Gateway {
             };
             let expired = lock(&inner.parked.0).remove(&key);
             if let Some(p) = expired {
-                let upstream = &inner.pool.upstream(p.upstream);
-                tracing::debug!(upstream = upstream.name(), "Parked call expired");
-                upstream.cancel(p.upstream_id, Some("the client never retried"));
+                // A per-client instance may be stopped once no parked call waits on it.
+                if let Some(upstream) = inner.pool.get(p.upstream) {
+                    tracing::debug!(upstream = upstream.name(), "Parked call expired");
+                    upstream.cancel(p.upstream_id, Some("the client never retried"));
+                }
                 p.call.abort();
             }
         });

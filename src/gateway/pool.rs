@@ -22,18 +22,23 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+mod instances;
+mod lists;
 mod reconcile;
+
+pub(super) use instances::FIRST_ID;
 
 use super::Gateway;
 use crate::catalog::{Catalog, Contribution, Held};
-use crate::jsonrpc::{to_raw, Message};
+use crate::jsonrpc::Message;
 use crate::mcp::method::Method;
 use crate::policy::{Policy, UpstreamSpec};
-use crate::upstream::{Call, Event, Status, Upstream};
+use crate::upstream::{Event, Status, Upstream};
+use lists::{fetch_all, same_items};
 
 /// The upstreams, and the catalog of what they list.
 pub(super) struct Pool {
@@ -44,6 +49,8 @@ pub(super) struct Pool {
     /// What new upstreams report on, and what they declare upstream.
     events: mpsc::UnboundedSender<Event>,
     capabilities: Value,
+    /// The per-client instances of `share = "per_client"` upstreams.
+    instances: instances::Instances,
 }
 
 /// One published state of the pool: every upstream ever started, which of them the catalog
@@ -140,6 +147,7 @@ impl Pool {
             catalog: watch::channel(catalog.clone()).0,
             events,
             capabilities,
+            instances: instances::Instances::default(),
         };
         let all: Vec<Arc<Slot>> = (policy.upstreams.iter().enumerate())
             .map(|(id, spec)| Slot::new(pool.start_one(id, spec, shutdown)))
@@ -185,14 +193,26 @@ impl Pool {
         find(&members.catalog).map(|(i, found)| (members.id(i), found))
     }
 
-    /// Upstream `id`, if the pool ever started one under it (ids from clients are checked).
+    /// Upstream `id`, if the pool ever started one under it (ids from clients are checked),
+    /// or per-client instance `id` while it runs.
     pub(super) fn get(&self, id: usize) -> Option<Upstream> {
+        if id >= FIRST_ID {
+            return self.instances.get(id);
+        }
         (self.members.borrow().all.get(id)).map(|slot| slot.upstream.clone())
     }
 
-    /// Upstream `id`, an id the gateway got from the pool.
+    /// Upstream `id`, an id the gateway got from the pool (an instance's while something
+    /// uses it: it is stopped only once nothing does).
     pub(super) fn upstream(&self, id: usize) -> Upstream {
-        self.get(id).expect("upstream ids are never removed")
+        self.get(id)
+            .expect("upstream ids are never removed, instances not while in use")
+    }
+
+    /// Whether upstream `id` is one the catalog lists now (not removed or replaced by a
+    /// reload).
+    pub(super) fn is_current(&self, id: usize) -> bool {
+        self.members.borrow().position(id).is_some()
     }
 
     /// The current upstreams, in policy order.
@@ -211,14 +231,15 @@ impl Pool {
             .collect()
     }
 
-    /// Every upstream ever started, the removed ones (already stopped) included.
+    /// Every upstream ever started, the removed ones (already stopped) included, and the
+    /// running per-client instances.
     pub(super) fn all(&self) -> Vec<Upstream> {
         let members = self.members.borrow();
-        members
-            .all
-            .iter()
+        let mut all: Vec<Upstream> = (members.all.iter())
             .map(|slot| slot.upstream.clone())
-            .collect()
+            .collect();
+        all.extend(self.instances.all());
+        all
     }
 
     fn slot(&self, id: usize) -> Arc<Slot> {
@@ -430,6 +451,7 @@ impl Gateway {
         let (broadcasts, broadcasts_rx) = mpsc::unbounded_channel();
         let gateway = Self::new(policy, pool, broadcasts, shutdown);
         tokio::spawn(gateway.clone().watch_events(events, broadcasts_rx));
+        tokio::spawn(gateway.clone().reap_instances());
         gateway
     }
 
@@ -492,6 +514,9 @@ impl Gateway {
                 () = self.inner.shutdown.cancelled() => None,
             };
             let Some(event) = event else { return };
+            if instances::instance_event(&event) {
+                continue;
+            }
             match event {
                 // Refreshes run on tasks of their own, so that upstreams are fetched in
                 // parallel (one at a time per upstream).
@@ -541,54 +566,6 @@ impl Gateway {
     }
 }
 
-/// Fetches a whole list, following `nextCursor`. `None` when the upstream failed.
-async fn fetch_all(upstream: &Upstream, method: &Method, key: &str) -> Option<Vec<Value>> {
-    let method = method.as_str();
-    let mut items = Vec::new();
-    let mut cursor: Option<String> = None;
-    // Bounded: a server that keeps returning cursors must not hang the refresh.
-    for _ in 0..1000 {
-        let params = cursor.as_ref().map(|c| to_raw(&json!({ "cursor": c })));
-        let reply = match upstream.request(Call::new(method).params(params)).await {
-            Ok(reply) => reply,
-            Err(err) => {
-                tracing::warn!(upstream = upstream.name(), method, error = %err, "Listing failed");
-                return None;
-            }
-        };
-        if let Some(err) = &reply.error {
-            tracing::warn!(upstream = upstream.name(), method, code = err.code, message = %err.message, "Listing failed");
-            return None;
-        }
-        let mut result: Map<String, Value> = reply.result_as().ok()?;
-        if let Some(Value::Array(page)) = result.remove(key) {
-            items.extend(page.into_iter().filter(Value::is_object));
-        }
-        cursor = result
-            .get("nextCursor")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        if cursor.is_none() {
-            return Some(items);
-        }
-    }
-    Some(items)
-}
-
-/// Whether two lists hold the same items (in the same order when `order_matters`). Object key
-/// order never matters (`serde_json` maps compare as maps).
-fn same_items(a: &[Value], b: &[Value], order_matters: bool) -> bool {
-    if order_matters || a.len() != b.len() {
-        return a == b;
-    }
-    let key = |v: &Value| v.get("name").map(ToString::to_string).unwrap_or_default();
-    let mut a: Vec<&Value> = a.iter().collect();
-    let mut b: Vec<&Value> = b.iter().collect();
-    a.sort_by_key(|v| key(v));
-    b.sort_by_key(|v| key(v));
-    a == b
-}
-
 /// Summary lines for the startup log.
 #[must_use]
 pub fn summary_lines(summaries: &[UpstreamSummary]) -> BTreeMap<String, String> {
@@ -623,19 +600,6 @@ pub fn summary_lines(summaries: &[UpstreamSummary]) -> BTreeMap<String, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reorders_are_quiet_only_when_order_is_not_shown() {
-        let a = vec![json!({"name": "x", "d": 1}), json!({"name": "y"})];
-        let b = vec![json!({"name": "y"}), json!({"d": 1, "name": "x"})];
-        assert!(same_items(&a, &b, false));
-        assert!(!same_items(&a, &b, true));
-        assert!(!same_items(
-            &a,
-            &[json!({"name": "x", "d": 2}), json!({"name": "y"})],
-            false
-        ));
-    }
 
     #[test]
     fn summary_lines_say_health_protocol_and_counts() {

@@ -177,7 +177,11 @@ impl Gateway {
         params: Option<Box<RawValue>>,
         caller: &Caller,
     ) -> Result<Message, Error> {
-        let upstream = &self.inner.pool.upstream(i);
+        // A per-client upstream serves the caller through its own instance (tasks stay noted
+        // under the upstream, `base`, and find the caller's instance again).
+        let base = i;
+        let serving = self.serving(i, caller).await?;
+        let (i, upstream) = (serving.id, &serving.upstream);
         let id = upstream.next_request_id();
         // Only a request that asked for a task (2025-11-25) or went to a modern upstream can
         // create one.
@@ -202,7 +206,7 @@ impl Gateway {
         };
         self.inner.inflight.untrack(caller, msg);
         if let (Ok(reply), true) = (&result, may_create_task) {
-            self.inner.tasks.note(i, reply, caller);
+            self.inner.tasks.note(base, reply, caller);
         }
         result
     }
@@ -216,7 +220,9 @@ impl Gateway {
         };
         if let Some((i, upstream_id)) = self.inner.inflight.take(&caller.session.id, id) {
             let reason = params.get("reason").and_then(Value::as_str);
-            self.inner.pool.upstream(i).cancel(upstream_id, reason);
+            if let Some(upstream) = self.inner.pool.get(i) {
+                upstream.cancel(upstream_id, reason);
+            }
         }
     }
 

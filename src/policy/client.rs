@@ -39,6 +39,10 @@ pub struct RawClient {
     /// Argument constraints.
     #[serde(default)]
     pub rule: Vec<RawRule>,
+    /// This client's credentials for `share = "per_client"` upstreams, by upstream name
+    /// (`[client.upstream.<name>]`). Default: none.
+    #[serde(default)]
+    pub upstream: BTreeMap<String, super::share::RawCredentials>,
 }
 
 /// One `[[client.rule]]`.

@@ -153,6 +153,7 @@ pub(crate) fn parse_with(
                 roots: None,
                 http,
                 required: true,
+                share: super::share::Share::Global,
             }),
             Err(message) => problems.push(Problem {
                 path: path.clone(),

@@ -33,6 +33,7 @@ pub mod pin;
 pub mod raw;
 pub mod sanitize;
 pub mod sessions;
+pub mod share;
 pub mod telemetry;
 mod validate;
 mod warnings;
@@ -112,6 +113,9 @@ pub struct Policy {
     pub admin: AdminPolicy,
     /// `[sessions]`.
     pub sessions: sessions::SessionsPolicy,
+    /// `[client.upstream.<name>]`: what each client's instance of a `share = "per_client"`
+    /// upstream gets on top of the upstream's settings, by (client, upstream).
+    pub credentials: share::ClientCredentials,
     /// The policy file's text, so that warnings can name lines.
     source: Source,
     /// What importing host configs found worth a warning (renamed, skipped, ignored keys).
@@ -148,6 +152,7 @@ impl Default for Policy {
             telemetry: TelemetryPolicy::default(),
             admin: AdminPolicy::default(),
             sessions: sessions::SessionsPolicy::default(),
+            credentials: share::ClientCredentials::new(),
             source: Source::default(),
             import_warnings: Vec::new(),
         }
@@ -237,6 +242,8 @@ pub struct UpstreamSpec {
     pub http: HttpOptions,
     /// `/readyz` waits for it (`required`, default true).
     pub required: bool,
+    /// One instance for every client, or one per client (`share`, default global).
+    pub share: share::Share,
 }
 
 /// Which protocol era the gateway speaks to an upstream.
@@ -272,6 +279,7 @@ impl UpstreamSpec {
             roots: None,
             http: HttpOptions::default(),
             required: true,
+            share: share::Share::Global,
         }
     }
 
@@ -290,6 +298,7 @@ impl UpstreamSpec {
             roots: None,
             http: HttpOptions::default(),
             required: true,
+            share: share::Share::Global,
         }
     }
 
@@ -498,6 +507,23 @@ impl Policy {
                         *value = value.replace("${env:", "${");
                     }
                 }
+            }
+        }
+        for ((client, upstream), own) in &mut self.credentials {
+            let at = format!("client {client:?} upstream.{upstream}");
+            for (name, value) in &mut own.headers {
+                match expand(value, &Syntax::Policy, env) {
+                    Ok(v) => *value = v,
+                    Err(message) => problems.push(self_problem(
+                        &self.source,
+                        format!("{at}.headers.{name}"),
+                        message,
+                    )),
+                }
+            }
+            // As an upstream's own `env`: resolved when the child starts.
+            for value in own.env.values_mut() {
+                *value = value.replace("${env:", "${");
             }
         }
         if problems.is_empty() {

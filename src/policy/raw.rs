@@ -172,4 +172,11 @@ pub struct RawUpstream {
     pub sanitize: Option<super::sanitize::RawSanitize>,
     /// `/readyz` on the admin listener waits for this upstream. Default: true.
     pub required: Option<bool>,
+    /// Who shares one running instance: `"global"` (default: every client) or `"per_client"`
+    /// (each client its own, started on its first call with its `[client.upstream.<name>]`).
+    pub share: Option<String>,
+    /// Seconds a per-client instance may go without calls before it is stopped. Default: 600.
+    pub idle_secs: Option<u64>,
+    /// Per-client instances of this upstream running at once. Default: 32.
+    pub max_instances: Option<usize>,
 }

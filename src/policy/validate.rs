@@ -303,6 +303,16 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
                 continue;
             }
         };
+        let mut share_problems = Vec::new();
+        let share = super::share::share(
+            up.share.as_deref(),
+            up.idle_secs,
+            up.max_instances,
+            &mut share_problems,
+        );
+        for (field, message) in share_problems {
+            push(path(field), line, message);
+        }
         upstreams.push(UpstreamSpec {
             name: up.name,
             transport,
@@ -312,6 +322,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             roots,
             http: http_options,
             required: up.required.unwrap_or(true),
+            share,
         });
     }
 
@@ -319,6 +330,11 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     let budget = raw.budget.validate(&mut section_problems);
     let discover = raw.discover.validate(&mut section_problems);
     let (clients, auth) = super::client::validate(&raw.client, &raw.auth, &mut section_problems);
+    let credentials = super::share::credentials(
+        (raw.client.iter()).map(|c| (c.name.as_str(), &c.upstream)),
+        &upstreams,
+        &mut section_problems,
+    );
     for (i, c) in clients.iter().enumerate() {
         if let Some(model) = &c.model {
             if let Err(e) = budget.with_model(model) {
@@ -407,6 +423,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             telemetry,
             admin,
             sessions,
+            credentials,
         })
     } else {
         Err(problems)

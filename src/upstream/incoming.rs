@@ -214,7 +214,8 @@ impl Upstream {
                     "{n} clients have requests in flight to this shared server and the request \
                      names none of them (no progress token of theirs), so the gateway does not \
                      guess whose it is; declare the server's roots in the policy \
-                     ([[upstream]] roots) or give each client its own server"
+                     ([[upstream]] roots) or give each client its own server \
+                     ([[upstream]] share = \"per_client\")"
                 ),
                 true,
             ),

@@ -238,7 +238,11 @@ pub fn policy(dir: &Path, tag: &str, downstream: &str, ups: &[Up]) -> PathBuf {
 
 /// Pids of live (not zombie) processes whose environment holds `MCPB_IT_TAG=<tag>`.
 pub fn tagged_pids(tag: &str) -> Vec<i32> {
-    let needle = format!("MCPB_IT_TAG={tag}");
+    pids_with_env(&format!("MCPB_IT_TAG={tag}"))
+}
+
+/// Pids of live (not zombie) processes whose environment holds `needle` (`NAME=value`).
+pub fn pids_with_env(needle: &str) -> Vec<i32> {
     let mut out = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return out;

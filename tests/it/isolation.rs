@@ -71,7 +71,7 @@ async fn stop(gw: Gateway, up: &TagGuard) {
 }
 
 /// Runs `tests/peers/two_clients.py` against `url` with `plan`; its JSON report.
-async fn two_clients(tag: &str, url: &str, plan: &Value) -> Value {
+pub(crate) async fn two_clients(tag: &str, url: &str, plan: &Value) -> Value {
     let mut cmd = Command::new(venv_bin("python"));
     cmd.arg(peer_file("two_clients.py"))
         .arg(url)

@@ -29,6 +29,7 @@ mod limits;
 mod modern_http;
 mod native_disclosure;
 mod offline_live;
+mod per_client;
 mod reload;
 mod routing;
 mod startup;

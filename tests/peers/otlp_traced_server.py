@@ -12,8 +12,8 @@ import json
 import sys
 
 import anyio
-import uvicorn
 from mcp.server.mcpserver import MCPServer
+from serve_http import serve
 
 PORT = int(sys.argv[1])
 server = MCPServer("traced", version="1.0.0")
@@ -55,18 +55,7 @@ def traced(app):
 
 
 async def main() -> None:
-    app = traced(server.streamable_http_app(host="127.0.0.1"))
-    http = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=PORT, log_level="warning"))
-
-    async def announce() -> None:
-        while not http.started:
-            await anyio.sleep(0.02)
-        print(f"listening on http://127.0.0.1:{PORT}/mcp", file=sys.stderr, flush=True)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(announce)
-        await http.serve()
-        tg.cancel_scope.cancel()
+    await serve(traced(server.streamable_http_app(host="127.0.0.1")), PORT)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ env:   PLAN = JSON {"clients": {NAME: CLIENT, ...}, "steps": [STEP, ...]}
 CLIENT: {"sampling": text, "elicit": text, "roots": [uri, ...], "log": true}
         which callbacks the client installs (only those named): sampling answers with `text`,
         elicitation accepts with {"answer": text}, roots lists `uri`s, log records log messages
+        "headers": {name: value} are sent with every HTTP request (credentials)
 STEP:  {"op": "call", "client": NAME, "name": tool, "args": {...}, "as": label,
         "progress": bool, "background": bool}
            a tools/call (with a progress callback when `progress`, so that the SDK sends a
@@ -30,8 +31,10 @@ import time
 from contextlib import AsyncExitStack
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 
@@ -109,7 +112,11 @@ async def main() -> None:
     async with AsyncExitStack() as stack:
         clients = {}
         for name, spec in plan["clients"].items():
-            clients[name] = await stack.enter_async_context(Client(url, **callbacks(name, spec)))
+            target = url
+            if "headers" in spec:
+                http = httpx2.AsyncClient(headers=spec["headers"], timeout=30)
+                target = streamable_http_client(url, http_client=http)
+            clients[name] = await stack.enter_async_context(Client(target, **callbacks(name, spec)))
         background = []
         for step in plan["steps"]:
             op = step["op"]

@@ -83,6 +83,7 @@ impl Gateway {
         for upstream in retired {
             tokio::spawn(self.clone().retire(upstream));
         }
+        self.retire_instances(&policy);
         let after = self.snapshot();
         let changed: Vec<&'static str> = [
             ("tools", Catalog::listed_tools as fn(&Catalog) -> Vec<Value>),
@@ -101,7 +102,7 @@ impl Gateway {
 
     /// Stops `upstream`, removed from the catalog, once the calls the gateway forwarded to it
     /// have ended (at most its `timeout_secs`, as a call waits that long anyway).
-    async fn retire(self, upstream: Upstream) {
+    pub(super) async fn retire(self, upstream: Upstream) {
         let limit = tokio::time::Instant::now() + upstream.spec().timeout;
         while self.inner.inflight.to_upstream(upstream.index()) > 0
             && tokio::time::Instant::now() < limit

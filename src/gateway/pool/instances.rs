@@ -1,0 +1,390 @@
+//! Per-client instances of `share = "per_client"` upstreams.
+//!
+//! The pool's own upstream of a per-client entry (the one the policy position names) is the
+//! *catalog instance*: it runs with the upstream's settings alone, lists the tools, prompts
+//! and resources every client sees, and serves no call. A client's first request to such an
+//! upstream starts its own instance with its `[client.upstream.<name>]` credentials
+//! ([`crate::policy::share::instance_spec`]); that client's calls, reads, prompts,
+//! completions and cancellations go there only, so the server→client requests of the
+//! instance (sampling, elicitation, roots) always belong to that one client.
+//!
+//! Instances get ids of their own, from [`FIRST_ID`] up and never reused, so the ids the
+//! gateway keeps for later (calls to cancel, server→client requests, parked calls) name the
+//! instance, never the catalog instance. An instance is stopped once it has been idle for
+//! `idle_secs` (no call in use, nothing pending, no parked call: [`idle_out`]), when a reload
+//! changes its upstream or the client's credentials, and at shutdown.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Pool;
+use crate::context::Caller;
+use crate::error::Error;
+use crate::gateway::Gateway;
+use crate::identity::Via;
+use crate::lock::lock;
+use crate::policy::share::{instance_spec, Credentials, Share};
+use crate::policy::Policy;
+use crate::upstream::{Event, Status, Upstream};
+
+/// How often idle instances are looked for: an instance stops within this long after its
+/// `idle_secs`.
+const REAP_TICK: Duration = Duration::from_secs(1);
+
+/// The first id of a per-client instance: far above any policy position, so that an id says
+/// by itself whether it names an instance.
+pub(in crate::gateway) const FIRST_ID: usize = 1 << 30;
+
+/// The running per-client instances, by id.
+#[derive(Debug, Default)]
+pub(in crate::gateway) struct Instances {
+    live: Mutex<HashMap<usize, Instance>>,
+    /// The next id to give out (offset from [`FIRST_ID`]).
+    next: AtomicUsize,
+}
+
+/// One client's instance of one upstream.
+#[derive(Debug)]
+struct Instance {
+    upstream: Upstream,
+    /// The id of the catalog instance it is an instance of.
+    base: usize,
+    /// The client it serves.
+    client: String,
+    /// Requests of the gateway using it now.
+    in_use: usize,
+    /// When the last of them ended (or it started).
+    last_used: Instant,
+}
+
+/// A request's hold on an instance: while one is held, the instance is not idle. Released on
+/// drop.
+#[derive(Debug)]
+pub(in crate::gateway) struct InUse<'a> {
+    instances: &'a Instances,
+    id: usize,
+}
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        if let Some(instance) = lock(&self.instances.live).get_mut(&self.id) {
+            instance.in_use = instance.in_use.saturating_sub(1);
+            instance.last_used = Instant::now();
+        }
+    }
+}
+
+/// Whether an instance that was last used at `last_used` is to be stopped at `now`: nothing
+/// uses it (`busy` counts the gateway's requests using it, the requests pending upstream and
+/// parked calls) and it has been idle for `idle`.
+#[must_use]
+pub(in crate::gateway) fn idle_out(
+    last_used: Instant,
+    busy: usize,
+    now: Instant,
+    idle: Duration,
+) -> bool {
+    busy == 0 && now.saturating_duration_since(last_used) >= idle
+}
+
+/// Whether one more instance may start, with `running` instances of the upstream running and
+/// at most `max`.
+#[must_use]
+pub(in crate::gateway) fn room_for_one(running: usize, max: usize) -> bool {
+    running < max
+}
+
+impl Instances {
+    /// Instance `id`, while it runs.
+    pub(in crate::gateway) fn get(&self, id: usize) -> Option<Upstream> {
+        (lock(&self.live).get(&id)).map(|i| i.upstream.clone())
+    }
+
+    /// Every running instance.
+    pub(in crate::gateway) fn all(&self) -> Vec<Upstream> {
+        (lock(&self.live).values())
+            .map(|i| i.upstream.clone())
+            .collect()
+    }
+
+    /// The running instances of `client`.
+    pub(in crate::gateway) fn of_client(&self, client: &str) -> Vec<Upstream> {
+        (lock(&self.live).values())
+            .filter(|i| i.client == client)
+            .map(|i| i.upstream.clone())
+            .collect()
+    }
+
+    /// Takes out the instances `retired` says (given the id of the upstream each is an
+    /// instance of, its client and itself), for the caller to stop.
+    pub(in crate::gateway) fn take(
+        &self,
+        mut retired: impl FnMut(usize, &str, &Upstream) -> bool,
+    ) -> Vec<Upstream> {
+        self.take_where(|_, i| retired(i.base, &i.client, &i.upstream))
+    }
+
+    /// Takes out the instances idle for their `idle_secs` at `now`; `parked` counts the
+    /// parked calls of an instance.
+    pub(in crate::gateway) fn take_idle(
+        &self,
+        now: Instant,
+        parked: impl Fn(usize) -> usize,
+    ) -> Vec<Upstream> {
+        self.take_where(|id, i| {
+            let Share::PerClient(share) = i.upstream.spec().share else {
+                return false;
+            };
+            let busy = i.in_use + i.upstream.in_flight() + parked(id);
+            idle_out(i.last_used, busy, now, share.idle)
+        })
+    }
+
+    /// Takes out the instances `due` says, by id.
+    fn take_where(&self, mut due: impl FnMut(usize, &Instance) -> bool) -> Vec<Upstream> {
+        let mut live = lock(&self.live);
+        let ids: Vec<usize> = (live.iter())
+            .filter(|(id, i)| due(**id, i))
+            .map(|(id, _)| *id)
+            .collect();
+        (ids.iter())
+            .filter_map(|id| live.remove(id))
+            .map(|i| i.upstream)
+            .collect()
+    }
+}
+
+impl Pool {
+    /// The instance `client`'s requests to upstream `base` (a catalog instance) go to, held
+    /// in use: its running one, or one started now with `credentials` on top of the
+    /// upstream's settings.
+    ///
+    /// # Errors
+    /// [`Error::InstancesExhausted`] when the upstream runs its `max_instances` already.
+    pub(in crate::gateway) fn instance(
+        &self,
+        base: &Upstream,
+        client: &str,
+        credentials: Option<&Credentials>,
+        shutdown: &CancellationToken,
+    ) -> Result<(usize, Upstream, InUse<'_>), Error> {
+        let Share::PerClient(share) = base.spec().share else {
+            return Err(Error::Internal(format!(
+                "{} is shared by every client",
+                base.name()
+            )));
+        };
+        let instances = &self.instances;
+        let mut live = lock(&instances.live);
+        let found = (live.iter_mut()).find(|(_, i)| i.base == base.index() && i.client == client);
+        let id = match found {
+            Some((id, instance)) => {
+                instance.in_use += 1;
+                *id
+            }
+            None => {
+                let running = (live.values()).filter(|i| i.base == base.index()).count();
+                if !room_for_one(running, share.max_instances.get()) {
+                    return Err(Error::InstancesExhausted {
+                        upstream: base.name().to_owned(),
+                        max: share.max_instances.get(),
+                    });
+                }
+                let id = FIRST_ID + instances.next.fetch_add(1, Ordering::Relaxed);
+                let spec = instance_spec(base.spec(), credentials);
+                let upstream = Upstream::start(
+                    id,
+                    spec,
+                    self.capabilities.clone(),
+                    self.events.clone(),
+                    shutdown.child_token(),
+                );
+                tracing::info!(
+                    upstream = base.name(),
+                    client,
+                    running = running + 1,
+                    "Per-client instance started"
+                );
+                let instance = Instance {
+                    upstream,
+                    base: base.index(),
+                    client: client.to_owned(),
+                    in_use: 1,
+                    last_used: Instant::now(),
+                };
+                live.insert(id, instance);
+                id
+            }
+        };
+        let upstream = live[&id].upstream.clone();
+        drop(live);
+        Ok((id, upstream, InUse { instances, id }))
+    }
+
+    /// The per-client instances.
+    pub(in crate::gateway) fn instances(&self) -> &Instances {
+        &self.instances
+    }
+}
+
+/// Where one request goes: the upstream it names, or the caller's instance of it, held in
+/// use until the request ends.
+pub(in crate::gateway) struct Serving<'a> {
+    /// The id of the upstream or instance serving it (what cancellations and parked calls
+    /// name).
+    pub(in crate::gateway) id: usize,
+    /// That upstream or instance.
+    pub(in crate::gateway) upstream: Upstream,
+    _in_use: Option<InUse<'a>>,
+}
+
+impl Gateway {
+    /// Where `caller`'s request to upstream `id` goes: a shared upstream serves it itself; a
+    /// per-client upstream's catalog instance hands it to the caller's instance, started now
+    /// (and waited for, at most the upstream's `timeout_secs`) if it has none. An instance id
+    /// (a parked call's retry) names that instance.
+    ///
+    /// # Errors
+    /// [`Error::ClientRequired`] for an anonymous caller of a per-client upstream,
+    /// [`Error::InstancesExhausted`] past its `max_instances`, [`Error::UpstreamUnavailable`]
+    /// for an instance that was stopped.
+    pub(in crate::gateway) async fn serving(
+        &self,
+        id: usize,
+        caller: &Caller,
+    ) -> Result<Serving<'_>, Error> {
+        let pool = &self.inner.pool;
+        let shared = |upstream| Serving {
+            id,
+            upstream,
+            _in_use: None,
+        };
+        if id >= FIRST_ID {
+            let gone = || Error::UpstreamUnavailable {
+                upstream: format!("per-client instance {id}"),
+                reason: "it was stopped (idle_secs, or a reload); call again".into(),
+            };
+            return pool.get(id).map(shared).ok_or_else(gone);
+        }
+        let base = pool.upstream(id);
+        if matches!(base.spec().share, Share::Global) {
+            return Ok(shared(base));
+        }
+        if caller.principal.via() == Via::Anonymous {
+            return Err(Error::ClientRequired {
+                upstream: base.name().to_owned(),
+            });
+        }
+        let client = caller.principal.name();
+        let policy = self.policy();
+        let credentials = credentials_of(&policy, client, base.name());
+        let (id, upstream, in_use) =
+            pool.instance(&base, client, credentials, &self.inner.shutdown)?;
+        if upstream.status() == Status::Starting {
+            upstream.wait_ready(upstream.spec().timeout).await;
+        }
+        Ok(Serving {
+            id,
+            upstream,
+            _in_use: Some(in_use),
+        })
+    }
+
+    /// Stops the per-client instances that have been idle for their `idle_secs`, every
+    /// [`REAP_TICK`], until shutdown.
+    pub(in crate::gateway) async fn reap_instances(self) {
+        let mut tick = tokio::time::interval(REAP_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = self.inner.shutdown.cancelled() => return,
+            }
+            let parked = |id| self.inner.parked.of_upstream(id);
+            let idle = (self.inner.pool.instances()).take_idle(Instant::now(), parked);
+            for upstream in idle {
+                tracing::info!(
+                    upstream = upstream.name(),
+                    "Per-client instance stopped (idle_secs)"
+                );
+                tokio::spawn(async move { upstream.stop(Duration::from_secs(5)).await });
+            }
+        }
+    }
+
+    /// After a reload: the instances of upstreams it removed or restarted, and those whose
+    /// client's credentials changed, stop once their calls in flight end (the next request
+    /// starts a new one).
+    pub(in crate::gateway) fn retire_instances(&self, policy: &Policy) {
+        let pool = &self.inner.pool;
+        let stale = pool.instances().take(|base, client, instance| {
+            if !pool.is_current(base) {
+                return true;
+            }
+            let base = pool.upstream(base);
+            let credentials = credentials_of(policy, client, base.name());
+            instance_spec(base.spec(), credentials) != *instance.spec()
+        });
+        for upstream in stale {
+            tokio::spawn(self.clone().retire(upstream));
+        }
+    }
+}
+
+/// Whether `event` is a per-client instance's, which the pool does not act on: the catalog
+/// comes from the catalog instance, and what an instance says outside a call (a log line, a
+/// resource update) cannot be told apart from its client's other sessions', so it goes to
+/// none rather than to every session.
+pub(super) fn instance_event(event: &Event) -> bool {
+    let id = match event {
+        Event::Ready(i) | Event::Down(i) | Event::ListChanged(i, _) => *i,
+        Event::Broadcast(i, _) | Event::Log(i, _) => *i,
+    };
+    if id < FIRST_ID {
+        return false;
+    }
+    if let Event::Broadcast(..) | Event::Log(..) = event {
+        tracing::debug!(
+            instance = id,
+            "A per-client instance's notification outside a call is dropped"
+        );
+    }
+    true
+}
+
+/// `client`'s `[client.upstream.<upstream>]`, if it has one.
+fn credentials_of<'p>(policy: &'p Policy, client: &str, upstream: &str) -> Option<&'p Credentials> {
+    (policy.credentials.iter())
+        .find(|((c, u), _)| c == client && u == upstream)
+        .map(|(_, credentials)| credentials)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_instance_idles_out_only_unused_and_after_idle_secs() {
+        let start = Instant::now();
+        let idle = Duration::from_secs(600);
+        let later = |secs| start + Duration::from_secs(secs);
+        assert!(!idle_out(start, 0, later(599), idle));
+        assert!(idle_out(start, 0, later(600), idle));
+        assert!(!idle_out(start, 1, later(6000), idle), "a call in use");
+        // A clock that went back (an `Instant` taken before `last_used`) never reaps.
+        assert!(!idle_out(later(10), 0, start, idle));
+    }
+
+    #[test]
+    fn the_cap_counts_running_instances() {
+        assert!(room_for_one(0, 1));
+        assert!(!room_for_one(1, 1));
+        assert!(room_for_one(31, 32));
+        assert!(!room_for_one(32, 32));
+    }
+}
