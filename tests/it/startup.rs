@@ -29,6 +29,20 @@ fn exits_with_reason(name: &str) -> Up {
     )
 }
 
+/// A stdio server that creates the returned marker file once started, then never answers
+/// (for 30 s).
+fn never_ready(dir: &Path) -> (Up, std::path::PathBuf) {
+    let marker = dir.join("started");
+    let script = format!(
+        "open({:?}, 'w').close(); import time; time.sleep(30)",
+        marker.to_string_lossy()
+    );
+    (
+        Up::stdio("slow", &venv_bin("python"), &["-c", &script]),
+        marker,
+    )
+}
+
 /// Runs the binary with `args`, tagged, to its end (at most [`WAIT`]).
 async fn run(tag: &str, args: &[&str], policy: &Path) -> std::process::Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
@@ -193,13 +207,8 @@ async fn a_port_in_use_fails_at_once_naming_it_before_any_upstream_starts() {
     let tag = new_tag("port-in-use");
     let _guard = TagGuard(tag.clone());
     let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("started");
-    let script = format!(
-        "open({:?}, 'w').close(); import time; time.sleep(30)",
-        marker.to_string_lossy()
-    );
-    let ups = [Up::stdio("slow", &venv_bin("python"), &["-c", &script])];
-    let policy = policy(dir.path(), &tag, "", &ups);
+    let (slow, marker) = never_ready(dir.path());
+    let policy = policy(dir.path(), &tag, "", &[slow]);
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
 
@@ -232,14 +241,9 @@ async fn a_sigterm_while_upstreams_start_stops_the_gateway_and_its_children_at_o
     let tag = new_tag("sigterm-at-start");
     let _guard = TagGuard(tag.clone());
     let dir = tempfile::tempdir().unwrap();
-    // A server that starts and never answers `initialize`: the gateway waits for it.
-    let marker = dir.path().join("started");
-    let script = format!(
-        "open({:?}, 'w').close(); import time; time.sleep(30)",
-        marker.to_string_lossy()
-    );
-    let ups = [Up::stdio("slow", &venv_bin("python"), &["-c", &script])];
-    let policy = policy(dir.path(), &tag, "", &ups);
+    // The gateway waits for a server that never answers `initialize`.
+    let (slow, marker) = never_ready(dir.path());
+    let policy = policy(dir.path(), &tag, "", &[slow]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
         .args(["serve", "--http", "127.0.0.1:0", "--policy"])
         .arg(&policy)
