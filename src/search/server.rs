@@ -63,7 +63,7 @@ impl ServerNames {
             let names = tools
                 .iter()
                 .zip(&server_of)
-                .filter(|(_, &of)| of == s)
+                .filter(|&(_, &of)| of == s)
                 .map(|(t, _)| t.name.as_str());
             candidates.extend(common_first_word(names, analyzer));
             for term in candidates.into_iter().filter(|t| !general(t)) {

@@ -127,7 +127,7 @@ impl Exporter {
 
     /// The `tracing` layer that exports spans through this exporter.
     #[must_use]
-    pub fn layer<S>(&self) -> impl tracing_subscriber::Layer<S>
+    pub fn layer<S>(&self) -> impl tracing_subscriber::Layer<S> + use<S>
     where
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {

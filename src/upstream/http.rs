@@ -178,7 +178,7 @@ impl HttpLink {
         upstream: Upstream,
         msg: Message,
         outbound: Option<Outbound>,
-    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+    ) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
         use tracing::Instrument as _;
         let link = self.clone();
         // The upstream request's client span, child of the client request's (its

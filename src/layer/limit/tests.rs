@@ -71,10 +71,12 @@ impl Upstream {
         McpRequest,
         Response = Option<Message>,
         Error = Infallible,
-        Future = impl Send + 'static,
-    > + Clone
+        Future = impl Send + 'static + use<>,
+    >
+           + Clone
            + Send
-           + 'static {
+           + 'static
+           + use<> {
         let me = self.clone();
         tower::service_fn(move |req: McpRequest| {
             let me = me.clone();
