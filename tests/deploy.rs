@@ -1,7 +1,8 @@
 //! The Kubernetes deployment under `deploy/`: every kustomization renders with `kubectl
 //! kustomize`, validates against the Kubernetes schemas (the `kubernetes-validate` package from `PyPI`,
 //! strict), fits together (selectors, probes on the admin port, the autoscaler's target, at least
-//! two replicas, hardened pods) and carries a policy `mcp-budget check` accepts
+//! two replicas, hardened pods) and carries a policy `mcp-budget check` accepts, whose variables
+//! (`seal_key_env`, `api_key_env`, `${env:…}`) the container gets from its Secret
 //! (`tests/peers/scripts/check_manifests.py` does the checking). Broken copies must fail it.
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`): the venv and `kubectl`.
@@ -70,6 +71,13 @@ fn manifests_render_validate_and_fit_together() {
             report.contains(&format!("{kustomization}: ")) && report.contains("objects rendered"),
             "{report}"
         );
+        assert!(
+            report.contains(&format!(
+                "{kustomization}: container mcp-budget gets the 4 variables its policy reads: \
+                 AGENT_A_KEY, AGENT_B_KEY, GITHUB_TOKEN, MCP_BUDGET_SEAL_KEY"
+            )),
+            "{kustomization}'s policy variables were not checked:\n{report}"
+        );
     }
 }
 
@@ -121,6 +129,46 @@ fn a_policy_mcp_budget_refuses_fails() {
             && report.contains("threshhold_percent"),
         "{report}"
     );
+}
+
+#[test]
+fn a_seal_key_variable_the_secret_does_not_provide_fails() {
+    // `mcp-budget check` only warns about an unset variable (it may be set where the gateway
+    // runs), so the name must be checked against what the pod gets.
+    let (_dir, copy) = broken("kustomize/base/policy.toml", |s| {
+        s.replace(
+            "seal_key_env = \"MCP_BUDGET_SEAL_KEY\"",
+            "seal_key_env = \"MCP_BUDGET_SEAL\"",
+        )
+    });
+    let out = check(&copy);
+    let report = text(&out);
+    assert!(!out.status.success(), "{report}");
+    assert!(
+        report.contains("FAIL kustomize/base: the policy in configmap/mcp-budget-policy-")
+            && report.contains(
+                "reads MCP_BUDGET_SEAL (sessions.seal_key_env), which container mcp-budget does \
+                 not get"
+            ),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_variable_dropped_from_the_secret_fails() {
+    let (_dir, copy) = broken("kustomize/base/secret.yaml", |s| {
+        s.replace("  GITHUB_TOKEN: replace-me\n", "")
+    });
+    let out = check(&copy);
+    let report = text(&out);
+    assert!(!out.status.success(), "{report}");
+    for kustomization in ["kustomize/base", "kustomize/overlays/example"] {
+        assert!(
+            report.contains(&format!("FAIL {kustomization}: the policy in configmap/"))
+                && report.contains("reads GITHUB_TOKEN (upstream[0].headers.Authorization)"),
+            "{report}"
+        );
+    }
 }
 
 #[test]
