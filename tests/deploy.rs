@@ -36,6 +36,14 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// The report of the check of `deploy`, which must fail.
+fn refused(deploy: &Path) -> String {
+    let out = check(deploy);
+    let report = text(&out);
+    assert!(!out.status.success(), "{report}");
+    report
+}
+
 /// A copy of `deploy/` in a temporary directory, with `file` edited by `edit`.
 fn broken(file: &str, edit: impl Fn(&str) -> String) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -89,9 +97,7 @@ fn a_field_kubernetes_does_not_know_fails_the_schema_check() {
             "  revisionHistoryLimit: 5\n  replicass: 2",
         )
     });
-    let out = check(&copy);
-    let report = text(&out);
-    assert!(!out.status.success(), "{report}");
+    let report = refused(&copy);
     assert!(
         report.contains("FAIL") && report.contains("replicass"),
         "{report}"
@@ -107,9 +113,7 @@ fn a_service_that_selects_no_pod_fails() {
             1,
         )
     });
-    let out = check(&copy);
-    let report = text(&out);
-    assert!(!out.status.success(), "{report}");
+    let report = refused(&copy);
     assert!(
         report.contains("FAIL kustomize/base: service/mcp-budget selects no pod"),
         "{report}"
@@ -121,9 +125,7 @@ fn a_policy_mcp_budget_refuses_fails() {
     let (_dir, copy) = broken("kustomize/overlays/example/policy.toml", |s| {
         s.replace("[budget]\n", "[budget]\nthreshhold_percent = 2\n")
     });
-    let out = check(&copy);
-    let report = text(&out);
-    assert!(!out.status.success(), "{report}");
+    let report = refused(&copy);
     assert!(
         report.contains("FAIL kustomize/overlays/example: mcp-budget check refuses the policy")
             && report.contains("threshhold_percent"),
@@ -141,9 +143,7 @@ fn a_seal_key_variable_the_secret_does_not_provide_fails() {
             "seal_key_env = \"MCP_BUDGET_SEAL\"",
         )
     });
-    let out = check(&copy);
-    let report = text(&out);
-    assert!(!out.status.success(), "{report}");
+    let report = refused(&copy);
     assert!(
         report.contains("FAIL kustomize/base: the policy in configmap/mcp-budget-policy-")
             && report.contains(
@@ -159,9 +159,7 @@ fn a_variable_dropped_from_the_secret_fails() {
     let (_dir, copy) = broken("kustomize/base/secret.yaml", |s| {
         s.replace("  GITHUB_TOKEN: replace-me\n", "")
     });
-    let out = check(&copy);
-    let report = text(&out);
-    assert!(!out.status.success(), "{report}");
+    let report = refused(&copy);
     for kustomization in ["kustomize/base", "kustomize/overlays/example"] {
         assert!(
             report.contains(&format!("FAIL {kustomization}: the policy in configmap/"))
