@@ -11,68 +11,17 @@
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`).
 #![allow(clippy::unwrap_used)] // test helpers
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+#[path = "common/python_client.rs"]
+mod python_client;
 
 use serde_json::{json, Value};
-
-fn peers() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
-}
 
 /// The Python client's report for the gateway under `budget` (the `[budget]` section's keys,
 /// and any sections after it), making the calls of `plan`.
 fn report(budget: &str, plan: &Value) -> Value {
-    let peers = peers();
-    let python = peers.join(".venv/bin/python");
-    assert!(python.exists(), "run scripts/install-test-deps.sh first");
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!(
-            r#"version = 1
-
-[budget]
-model = "claude-haiku-4-5"
-{budget}
-
-[[upstream]]
-name = "time"
-command = "{time}"
-args = ["--local-timezone", "UTC"]
-
-[[upstream]]
-name = "everything"
-command = "{everything}"
-"#,
-            time = peers.join(".venv/bin/mcp-server-time").display(),
-            everything = peers
-                .join("node_modules/.bin/mcp-server-everything")
-                .display(),
-        ),
-    )
-    .unwrap();
-    let output = Command::new("timeout")
-        .arg("120")
-        .arg(&python)
-        .arg(peers.join("py_client.py"))
-        .arg("stdio")
-        .arg(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["serve", "--stdio", "--policy"])
-        .arg(&policy)
-        .env("PLAN", plan.to_string())
-        .env("MCP_BUDGET_LOG", "warn")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "client failed:\n{stdout}\n{stderr}"
-    );
-    let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("bad report ({e}): {stdout}\n{stderr}"))
+    let plan = plan.to_string();
+    let env = [("PLAN", plan.as_str()), ("MCP_BUDGET_LOG", "warn")];
+    python_client::run(&["py_client.py", "stdio"], budget, "", &env).json
 }
 
 /// A cap no catalog here fits: only a host-search plan lists every tool.

@@ -1,7 +1,8 @@
 //! The Kubernetes deployment under `deploy/`: every kustomization renders with `kubectl
 //! kustomize`, validates against the Kubernetes schemas (the `kubernetes-validate` package from `PyPI`,
 //! strict), fits together (selectors, probes on the admin port, the autoscaler's target, at least
-//! two replicas, hardened pods) and carries a policy `mcp-budget check` accepts
+//! two replicas, hardened pods) and carries a policy `mcp-budget check` accepts, whose variables
+//! (`seal_key_env`, `api_key_env`, `${env:…}`) the container gets from its Secret
 //! (`tests/peers/scripts/check_manifests.py` does the checking). Broken copies must fail it.
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`): the venv and `kubectl`.
@@ -33,6 +34,14 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// The report of the check of `deploy`, which must fail.
+fn refused(deploy: &Path) -> String {
+    let out = check(deploy);
+    let report = text(&out);
+    assert!(!out.status.success(), "{report}");
+    report
 }
 
 /// A copy of `deploy/` in a temporary directory, with `file` edited by `edit`.
@@ -70,6 +79,13 @@ fn manifests_render_validate_and_fit_together() {
             report.contains(&format!("{kustomization}: ")) && report.contains("objects rendered"),
             "{report}"
         );
+        assert!(
+            report.contains(&format!(
+                "{kustomization}: container mcp-budget gets the 4 variables its policy reads: \
+                 AGENT_A_KEY, AGENT_B_KEY, GITHUB_TOKEN, MCP_BUDGET_SEAL_KEY"
+            )),
+            "{kustomization}'s policy variables were not checked:\n{report}"
+        );
     }
 }
 
@@ -81,9 +97,7 @@ fn a_field_kubernetes_does_not_know_fails_the_schema_check() {
             "  revisionHistoryLimit: 5\n  replicass: 2",
         )
     });
-    let out = check(&copy);
-    let report = text(&out);
-    assert!(!out.status.success(), "{report}");
+    let report = refused(&copy);
     assert!(
         report.contains("FAIL") && report.contains("replicass"),
         "{report}"
@@ -99,9 +113,7 @@ fn a_service_that_selects_no_pod_fails() {
             1,
         )
     });
-    let out = check(&copy);
-    let report = text(&out);
-    assert!(!out.status.success(), "{report}");
+    let report = refused(&copy);
     assert!(
         report.contains("FAIL kustomize/base: service/mcp-budget selects no pod"),
         "{report}"
@@ -113,14 +125,48 @@ fn a_policy_mcp_budget_refuses_fails() {
     let (_dir, copy) = broken("kustomize/overlays/example/policy.toml", |s| {
         s.replace("[budget]\n", "[budget]\nthreshhold_percent = 2\n")
     });
-    let out = check(&copy);
-    let report = text(&out);
-    assert!(!out.status.success(), "{report}");
+    let report = refused(&copy);
     assert!(
         report.contains("FAIL kustomize/overlays/example: mcp-budget check refuses the policy")
             && report.contains("threshhold_percent"),
         "{report}"
     );
+}
+
+#[test]
+fn a_seal_key_variable_the_secret_does_not_provide_fails() {
+    // `mcp-budget check` only warns about an unset variable (it may be set where the gateway
+    // runs), so the name must be checked against what the pod gets.
+    let (_dir, copy) = broken("kustomize/base/policy.toml", |s| {
+        s.replace(
+            "seal_key_env = \"MCP_BUDGET_SEAL_KEY\"",
+            "seal_key_env = \"MCP_BUDGET_SEAL\"",
+        )
+    });
+    let report = refused(&copy);
+    assert!(
+        report.contains("FAIL kustomize/base: the policy in configmap/mcp-budget-policy-")
+            && report.contains(
+                "reads MCP_BUDGET_SEAL (sessions.seal_key_env), which container mcp-budget does \
+                 not get"
+            ),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_variable_dropped_from_the_secret_fails() {
+    let (_dir, copy) = broken("kustomize/base/secret.yaml", |s| {
+        s.replace("  GITHUB_TOKEN: replace-me\n", "")
+    });
+    let report = refused(&copy);
+    for kustomization in ["kustomize/base", "kustomize/overlays/example"] {
+        assert!(
+            report.contains(&format!("FAIL {kustomization}: the policy in configmap/"))
+                && report.contains("reads GITHUB_TOKEN (upstream[0].headers.Authorization)"),
+            "{report}"
+        );
+    }
 }
 
 #[test]

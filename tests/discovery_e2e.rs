@@ -6,76 +6,38 @@
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+#[path = "common/python_client.rs"]
+mod python_client;
+
 use std::time::Duration;
 
 use serde_json::Value;
 
-fn peers() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
-}
-
 #[test]
 fn client_finds_inspects_and_invokes_deferred_tools() {
-    let peers = peers();
-    let python = peers.join(".venv/bin/python");
-    assert!(python.exists(), "run scripts/install-test-deps.sh first");
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!(
-            r#"version = 1
-
-[budget]
-model = "claude-haiku-4-5"
+    let budget = "\
 # Too small for the catalog: every tool goes behind the meta-tools.
-mode = "progressive"
-list_catalog = false
-
-[[upstream]]
-name = "time"
-command = "{time}"
-args = ["--local-timezone", "UTC"]
-
-[[upstream]]
-name = "everything"
-command = "{everything}"
-
+mode = \"progressive\"
+list_catalog = false";
+    let shrink = format!(
+        r#"
 [[upstream]]
 name = "shrink"
 command = "{python}"
 args = ["{shrink}"]
 "#,
-            time = peers.join(".venv/bin/mcp-server-time").display(),
-            everything = peers
-                .join("node_modules/.bin/mcp-server-everything")
-                .display(),
-            python = python.display(),
-            shrink = peers.join("scripts/shrinking_server.py").display(),
-        ),
-    )
-    .unwrap();
-
-    let output = Command::new("timeout")
-        .arg("120")
-        .arg(&python)
-        .arg(peers.join("scripts/discovery_client.py"))
-        .arg(env!("CARGO_BIN_EXE_mcp-budget"))
-        // The gateway inherits the client's stderr: its debug log shows what it announced.
-        .env("MCP_BUDGET_LOG", "info,mcp_budget::gateway=debug,mcp_budget::layer::budget=debug")
-        .args(["serve", "--stdio", "--policy"])
-        .arg(&policy)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "client failed:\n{stdout}\n{stderr}"
+        python = python_client::python().display(),
+        shrink = python_client::peers()
+            .join("scripts/shrinking_server.py")
+            .display(),
     );
-    let seen: Value = serde_json::from_str(stdout.trim()).unwrap();
+    // The gateway inherits the client's stderr: its debug log shows what it announced.
+    let env = [(
+        "MCP_BUDGET_LOG",
+        "info,mcp_budget::gateway=debug,mcp_budget::layer::budget=debug",
+    )];
+    let report = python_client::run(&["scripts/discovery_client.py"], budget, &shrink, &env);
+    let (seen, stderr): (Value, String) = (report.json, report.stderr);
 
     let listed: Vec<&str> = seen["listed"]
         .as_array()

@@ -40,6 +40,19 @@ fn write_policy(dir: &Path, tag: &str) -> PathBuf {
     harness::policy(dir, tag, downstream, &[Up::everything("e")])
 }
 
+/// Starts `cmd` with `tag` in its environment (the leftover check finds it by that), killed
+/// when dropped; `io` is its stdin, stdout and stderr.
+fn spawn_tagged(cmd: &mut Command, tag: &str, io: [Stdio; 3], what: &str) -> Child {
+    let [stdin, stdout, stderr] = io;
+    cmd.env("MCPB_IT_TAG", tag)
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what} does not start: {e}"))
+}
+
 /// One gateway process on a fixed port (a restart comes back on the same one).
 struct Replica {
     port: u16,
@@ -49,24 +62,19 @@ struct Replica {
 
 impl Replica {
     async fn start(policy: &Path, port: u16, tag: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-            .arg("serve")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
+        cmd.arg("serve")
             .arg("--policy")
             .arg(policy)
             .arg("--http")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--ready-timeout-secs")
             .arg("20")
-            .env("MCPB_IT_TAG", tag)
             .env("MCP_BUDGET_SEAL_KEY", SEAL_KEY)
             .env("MCP_BUDGET_LOG", "warn")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the gateway starts");
+            .env("NO_COLOR", "1");
+        let io = [Stdio::null(), Stdio::null(), Stdio::piped()];
+        let mut child = spawn_tagged(&mut cmd, tag, io, "the gateway");
         let (log, mut ready) = harness::drain_stderr(&mut child, "gw", |line| {
             line.trim().strip_prefix("listening on ").map(str::to_owned)
         });
@@ -142,17 +150,10 @@ impl Haproxy {
         std::fs::write(&path, config).unwrap();
         let haproxy =
             which("haproxy").expect("haproxy is installed (scripts/install-test-deps.sh)");
-        let child = Command::new(haproxy)
-            .arg("-db")
-            .arg("-f")
-            .arg(&path)
-            .env("MCPB_IT_TAG", tag)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        let mut cmd = Command::new(haproxy);
+        cmd.arg("-db").arg("-f").arg(&path);
+        let io = [Stdio::null(), Stdio::null(), Stdio::null()];
+        let child = spawn_tagged(&mut cmd, tag, io, "haproxy");
         let started = std::time::Instant::now();
         while tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
@@ -232,15 +233,9 @@ impl Scripted {
     }
 
     fn spawn(name: &'static str, mut cmd: Command, env: &[(&str, String)], tag: &str) -> Self {
-        let mut child = cmd
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .env("MCPB_IT_TAG", tag)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+        let io = [Stdio::piped(), Stdio::piped(), Stdio::inherit()];
+        let mut child = spawn_tagged(&mut cmd, tag, io, name);
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         Self {

@@ -7,7 +7,7 @@
 //!   write instead.
 //! - The TOML policy: `${env:VAR}` and `${env:VAR:-default}` in `url` and `headers` (resolved
 //!   when the policy loads) and in stdio `env` (resolved when the child starts, where
-//!   `${VAR}` works too).
+//!   `${VAR}` works too and `$$` is a written `$`: [`Syntax::ChildEnv`]).
 //!
 //! Claude Desktop does not expand anything, so its files are imported as written.
 //!
@@ -39,6 +39,19 @@ pub enum Syntax {
     },
     /// The TOML policy: `${env:VAR}`, `${env:VAR:-default}`; other `${…}` stay as written.
     Policy,
+    /// A stdio upstream's `env` values, resolved from the gateway's environment when the child
+    /// starts: `${VAR}`, `${env:VAR}`, either with `:-default`; `$$` is a written `$`, any
+    /// other `$` stays as written.
+    ///
+    /// ```
+    /// use mcp_budget::policy::expand::{expand, Syntax};
+    ///
+    /// let env = |name: &str| (name == "TOKEN").then(|| "s3cret".to_owned());
+    /// let child = Syntax::ChildEnv;
+    /// assert_eq!(expand("${TOKEN} ${env:TOKEN}", &child, &env).unwrap(), "s3cret s3cret");
+    /// assert_eq!(expand("$$5 and $PATH", &child, &env).unwrap(), "$5 and $PATH");
+    /// ```
+    ChildEnv,
 }
 
 /// Resolves the references in `value`; `env` looks a variable up.
@@ -52,7 +65,7 @@ pub fn expand(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
-    for piece in pieces(value)? {
+    for piece in split(value, *syntax == Syntax::ChildEnv)? {
         match piece {
             Piece::Text(text) => out.push_str(text),
             Piece::Reference(reference) => match resolve(reference, syntax, env)? {
@@ -82,13 +95,25 @@ pub(crate) enum Piece<'a> {
 /// # Errors
 /// A `${` without `}`.
 pub(crate) fn pieces(value: &str) -> Result<Vec<Piece<'_>>, String> {
+    split(value, false)
+}
+
+/// [`pieces`], where with `escapes` a `$$` is the text `$` (so `$${X}` is the text `${X}`).
+fn split(value: &str, escapes: bool) -> Result<Vec<Piece<'_>>, String> {
     let mut out = Vec::new();
     let mut rest = value;
-    while let Some(at) = rest.find("${") {
+    let marker = if escapes { "$" } else { "${" };
+    while let Some(at) = rest.find(marker) {
+        let after = &rest[at + 1..];
+        let Some(body) = after.strip_prefix('{') else {
+            // Only with `escapes`: `$$` keeps its first `$`, a lone `$` stays as written.
+            out.push(Piece::Text(&rest[..=at]));
+            rest = after.strip_prefix('$').unwrap_or(after);
+            continue;
+        };
         if at > 0 {
             out.push(Piece::Text(&rest[..at]));
         }
-        let body = &rest[at + 2..];
         let Some(end) = body.find('}') else {
             return Err(format!("\"${{\" without a closing \"}}\" in {value:?}"));
         };
@@ -121,6 +146,7 @@ fn resolve(
     };
     match syntax {
         Syntax::Shell => variable(head, default, head),
+        Syntax::ChildEnv => variable(head.strip_prefix("env:").unwrap_or(head), default, head),
         Syntax::Policy => match head.strip_prefix("env:") {
             Some(name) => variable(name, default, head),
             None => Ok(None),
@@ -180,6 +206,7 @@ mod tests {
         match name {
             "HOME" => Some("/home/ada".into()),
             "TOKEN" => Some("t$k".into()),
+            "EMPTY" => Some(String::new()),
             _ => None,
         }
     }
@@ -207,6 +234,50 @@ mod tests {
         let err = expand("${env:NOPE}", &s, &env).unwrap_err();
         assert!(err.contains("NOPE is not set"), "{err}");
         assert!(err.contains("${env:NOPE:-value}"), "{err}");
+    }
+
+    #[test]
+    fn child_env_syntax_takes_both_forms_and_a_doubled_dollar() {
+        let s = Syntax::ChildEnv;
+        assert_eq!(expand("${TOKEN}", &s, &env).unwrap(), "t$k");
+        assert_eq!(
+            expand("Bearer ${env:TOKEN}!", &s, &env).unwrap(),
+            "Bearer t$k!"
+        );
+        assert_eq!(
+            expand("${MISSING:-fallback}", &s, &env).unwrap(),
+            "fallback"
+        );
+        assert_eq!(expand("${env:MISSING:-}", &s, &env).unwrap(), "");
+        assert_eq!(expand("${EMPTY:-fallback}", &s, &env).unwrap(), "");
+        assert_eq!(
+            expand("$$5 and $PATH $", &s, &env).unwrap(),
+            "$5 and $PATH $"
+        );
+        assert_eq!(expand("$${TOKEN}", &s, &env).unwrap(), "${TOKEN}");
+        assert_eq!(expand("$$$${TOKEN}", &s, &env).unwrap(), "$${TOKEN}");
+        assert_eq!(expand("$$${TOKEN}", &s, &env).unwrap(), "$t$k");
+        assert_eq!(expand("plain", &s, &env).unwrap(), "plain");
+        let err = expand("${MISSING}", &s, &env).unwrap_err();
+        assert!(
+            err.contains("MISSING is not set in the environment"),
+            "{err}"
+        );
+        assert!(err.contains("${MISSING:-value}"), "{err}");
+        let err = expand("${env:MISSING}", &s, &env).unwrap_err();
+        assert!(err.contains("${env:MISSING:-value}"), "{err}");
+        assert!(expand("${TOKEN", &s, &env)
+            .unwrap_err()
+            .contains("without a closing"));
+    }
+
+    #[test]
+    fn only_the_child_env_syntax_reads_a_doubled_dollar() {
+        assert_eq!(expand("$${TOKEN}", &Syntax::Shell, &env).unwrap(), "$t$k");
+        assert_eq!(
+            pieces("$${X}").unwrap(),
+            [Piece::Text("$"), Piece::Reference("X")]
+        );
     }
 
     #[test]

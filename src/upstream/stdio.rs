@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 
 use super::{Link, Upstream};
 use crate::jsonrpc::Message;
+use crate::policy::expand::{expand, Syntax};
 use crate::policy::Transport;
 
 /// Grace given to a child between SIGTERM and SIGKILL at shutdown.
@@ -207,8 +208,11 @@ fn install_hint(command: &str) -> String {
 
 /// The environment of a child: from the gateway's `vars`, the whole of them when `inherit` is
 /// set, otherwise [`BASE_ENV`] and `LC_*` only; then `env` on top, its `${NAME}` references
-/// filled from the gateway's `vars` (see [`expand`]). Like the MCP SDKs, base values that
-/// start with `()` (exported shell functions) are not copied.
+/// filled from the gateway's `vars` ([`Syntax::ChildEnv`]), so that a secret reaches the one
+/// server that needs it without being written into the policy file
+/// (`GITHUB_TOKEN = "${GITHUB_TOKEN}"`, as in Claude Code's `.mcp.json`). Like the MCP SDKs,
+/// base values that start with `()` (exported shell functions) are not copied. A variable
+/// that is not UTF-8 counts as not set.
 fn child_env(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
     env: &BTreeMap<String, String>,
@@ -224,10 +228,11 @@ fn child_env(
         vars.iter()
             .find(|(k, _)| k.as_encoded_bytes() == name.as_bytes())
             .and_then(|(_, v)| v.to_str())
+            .map(str::to_owned)
     };
     let mut own = Vec::with_capacity(env.len());
     for (k, v) in env {
-        let value = expand(v, lookup).map_err(|e| format!("env {k}: {e}"))?;
+        let value = expand(v, &Syntax::ChildEnv, &lookup).map_err(|e| format!("env {k}: {e}"))?;
         own.push((OsString::from(k), OsString::from(value)));
     }
     let mut out: BTreeMap<OsString, OsString> = vars
@@ -236,50 +241,6 @@ fn child_env(
         .cloned()
         .collect();
     out.extend(own);
-    Ok(out)
-}
-
-/// Fills `${NAME}` and `${NAME:-default}` in a policy `env` value from the gateway's own
-/// environment, so that a secret reaches the one server that needs it without being written
-/// into the policy file (`GITHUB_TOKEN = "${GITHUB_TOKEN}"`, as in Claude Code's `.mcp.json`).
-/// `$$` is a literal `$`; any other `$` stays as it is.
-///
-/// # Errors
-/// A variable that is not set (or not UTF-8) and has no default, or a `${` without `}`.
-fn expand<'v>(value: &str, lookup: impl Fn(&str) -> Option<&'v str>) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            out.push('$');
-            rest = tail;
-        } else if let Some(body) = after.strip_prefix('{') {
-            let end = body
-                .find('}')
-                .ok_or_else(|| format!("\"${{\" without a closing \"}}\" in {value:?}"))?;
-            let (name, default) = match body[..end].split_once(":-") {
-                Some((name, default)) => (name, Some(default)),
-                None => (&body[..end], None),
-            };
-            match (lookup(name), default) {
-                (Some(v), _) => out.push_str(v),
-                (None, Some(d)) => out.push_str(d),
-                (None, None) => {
-                    return Err(format!(
-                        "${{{name}}} is not set in the gateway's environment (set it, or give a \
-                         default: ${{{name}:-value}})"
-                    ))
-                }
-            }
-            rest = &body[end + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
     Ok(out)
 }
 
@@ -521,24 +482,23 @@ mod tests {
     use std::collections::BTreeMap;
     use std::ffi::OsString;
 
-    use super::{child_env, expand, printable, spawn_failure, stopped, Place, Tail, TAIL_BYTES};
+    use super::{child_env, printable, spawn_failure, stopped, Place, Tail, TAIL_BYTES};
 
     #[test]
     fn env_values_take_the_gateways_variables_by_reference() {
-        let vars = |name: &str| match name {
-            "TOKEN" => Some("s3cret"),
-            "EMPTY" => Some(""),
-            _ => None,
-        };
-        assert_eq!(expand("${TOKEN}", vars).unwrap(), "s3cret");
-        assert_eq!(expand("Bearer ${TOKEN}!", vars).unwrap(), "Bearer s3cret!");
-        assert_eq!(expand("${MISSING:-fallback}", vars).unwrap(), "fallback");
-        assert_eq!(expand("${EMPTY:-fallback}", vars).unwrap(), "");
-        assert_eq!(expand("$$5 and $PATH", vars).unwrap(), "$5 and $PATH");
-        assert_eq!(expand("plain", vars).unwrap(), "plain");
-        let err = expand("${MISSING}", vars).unwrap_err();
-        assert!(err.contains("${MISSING} is not set"), "{err}");
-        assert!(expand("${TOKEN", vars).is_err());
+        let vars: Vec<(OsString, OsString)> = vec![("TOKEN".into(), "s3cret".into())];
+        let own: BTreeMap<String, String> = [
+            ("AUTH", "Bearer ${TOKEN}!"),
+            ("PRICE", "$$5 and $PATH"),
+            ("PORT", "${MISSING:-3001}"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let got = child_env(vars, &own, false).unwrap();
+        assert_eq!(got[&OsString::from("AUTH")], "Bearer s3cret!");
+        assert_eq!(got[&OsString::from("PRICE")], "$5 and $PATH");
+        assert_eq!(got[&OsString::from("PORT")], "3001");
     }
 
     #[test]
@@ -547,6 +507,7 @@ mod tests {
             [("GITHUB_TOKEN".to_owned(), "${NOT_SET_ANYWHERE}".to_owned())].into();
         let err = child_env(Vec::new(), &own, false).unwrap_err();
         assert!(err.starts_with("env GITHUB_TOKEN: "), "{err}");
+        assert!(err.contains("NOT_SET_ANYWHERE is not set"), "{err}");
     }
 
     fn gateway_env() -> Vec<(OsString, OsString)> {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::harness::{Gateway, Mode, Up};
+use crate::harness::{self, http_client, Gateway, Mode, Up, ACCEPT_BOTH};
 
 const A: &str = "k-fair-a-1d9e";
 const B: &str = "k-fair-b-7c2a";
@@ -38,67 +38,46 @@ queue_ms = 30000
 /// would fail on noise, while a queue behind A's flood (3 s calls) costs seconds, far above it.
 const FLOOR_MS: f64 = 25.0;
 
+/// A POST of `key`'s client (on `session` once it has one): the session id given, and the
+/// JSON-RPC answer.
 async fn post(
+    http: &reqwest::Client,
     url: &str,
     key: &str,
     session: Option<&str>,
     body: &Value,
 ) -> (Option<String>, Value) {
-    let mut req = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("x-api-key", key)
-        .timeout(Duration::from_secs(60));
+    let mut headers = vec![("x-api-key", key)];
     if let Some(s) = session {
-        req = req
-            .header("mcp-session-id", s)
-            .header("mcp-protocol-version", "2025-06-18");
+        headers.extend([
+            ("mcp-session-id", s),
+            ("mcp-protocol-version", "2025-06-18"),
+        ]);
     }
-    let resp = req
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("the gateway answers");
-    let session = resp
-        .headers()
-        .get("mcp-session-id")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let bytes = resp.bytes().await.unwrap();
-    let text = String::from_utf8_lossy(&bytes);
-    // JSON, or SSE events whose last `data:` line is the response.
-    let body = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .next_back()
-        .map_or_else(
-            || serde_json::from_str(&text),
-            |d| serde_json::from_str(d.trim()),
-        )
-        .unwrap_or_default();
-    (session, body)
+    let answer = harness::post(http, url, ACCEPT_BOTH, &headers, body).await;
+    (answer.session(), answer.json())
 }
 
-async fn session(url: &str, key: &str) -> String {
+async fn session(http: &reqwest::Client, url: &str, key: &str) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "fairness", "version": "0"}}});
-    let (sid, body) = post(url, key, None, &init).await;
+    let (sid, body) = post(http, url, key, None, &init).await;
     assert!(body["result"].is_object(), "{body}");
     let sid = sid.expect("a 2025-era session id");
     let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    post(url, key, Some(&sid), &done).await;
+    post(http, url, key, Some(&sid), &done).await;
     sid
 }
 
 /// `n` sequential `echo` calls of B; their latencies in ms.
-async fn echoes(url: &str, sid: &str, n: usize) -> Vec<f64> {
+async fn echoes(http: &reqwest::Client, url: &str, sid: &str, n: usize) -> Vec<f64> {
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let call = json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
             "params": {"name": "e__echo", "arguments": {"message": format!("b {i}")}}});
         let start = Instant::now();
-        let (_, body) = post(url, B, Some(sid), &call).await;
+        let (_, body) = post(http, url, B, Some(sid), &call).await;
         out.push(start.elapsed().as_secs_f64() * 1000.0);
         assert!(body["result"]["content"].is_array(), "{body}");
     }
@@ -125,23 +104,28 @@ async fn one_clients_flood_of_slow_calls_leaves_anothers_fast_calls_near_idle() 
     )
     .await;
     let url = gw.url().to_owned();
-    let (a, b) = (session(&url, A).await, session(&url, B).await);
-    echoes(&url, &b, 10).await;
-    let mut idle = echoes(&url, &b, 30).await;
+    // Each client keeps its connections, as the SDKs' clients do.
+    let (http_a, http_b) = (http_client(), http_client());
+    let (a, b) = (
+        session(&http_a, &url, A).await,
+        session(&http_b, &url, B).await,
+    );
+    echoes(&http_b, &url, &b, 10).await;
+    let mut idle = echoes(&http_b, &url, &b, 30).await;
     let flood: Vec<_> = (0..40)
         .map(|i| {
-            let (url, a) = (url.clone(), a.clone());
+            let (http, url, a) = (http_a.clone(), url.clone(), a.clone());
             tokio::spawn(async move {
                 let call = json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
                     "params": {"name": "e__trigger-long-running-operation",
                         "arguments": {"duration": 3, "steps": 3},
                         "_meta": {"progressToken": format!("p{i}")}}});
-                post(&url, A, Some(&a), &call).await.1
+                post(&http, &url, A, Some(&a), &call).await.1
             })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let mut flooded = echoes(&url, &b, 30).await;
+    let mut flooded = echoes(&http_b, &url, &b, 30).await;
     let (idle50, flooded50) = (p50(&mut idle), p50(&mut flooded));
     eprintln!("fairness: B echo p50 idle {idle50:.2} ms, flooded {flooded50:.2} ms");
     assert!(

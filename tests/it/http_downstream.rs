@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{Gateway, Mode, Up};
+use crate::harness::{self, http_client, Gateway, Mode, Up};
 
 struct Http {
     client: reqwest::Client,
@@ -379,29 +379,19 @@ async fn lenient_accept_answers_in_a_shape_the_client_reads() {
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_owned();
-    let client = reqwest::Client::new();
+    let client = http_client();
     let post = |accept: &str, session: Option<&str>, body: &Value| {
-        let mut req = client
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", accept)
-            .body(body.to_string());
-        if let Some(s) = session {
-            req = req.header("mcp-session-id", s);
-        }
+        let headers: Vec<(&str, String)> = session
+            .map(|s| ("mcp-session-id", s.to_owned()))
+            .into_iter()
+            .collect();
+        let (accept, body, client, url) = (accept.to_owned(), body.clone(), &client, &url);
         async move {
-            let resp = req.send().await.unwrap();
-            let status = resp.status().as_u16();
-            let content_type = resp
-                .headers()
-                .get("content-type")
-                .map(|v| v.to_str().unwrap().to_owned())
-                .unwrap_or_default();
-            let session = resp
-                .headers()
-                .get("mcp-session-id")
-                .map(|v| v.to_str().unwrap().to_owned());
-            (status, content_type, session, resp.text().await.unwrap())
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let answer = harness::post(client, url, &accept, &headers, &body).await;
+            let content_type = answer.header("content-type").to_owned();
+            (answer.status, content_type, answer.session(), answer.text)
         }
     };
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::harness::{
-    error_type, peer_file, py_script_output, report, venv_bin, Gateway, Mode, Up,
+    self, error_type, http_client, peer_file, py_script_output, report, venv_bin, Gateway, Mode,
+    Up, ACCEPT_BOTH,
 };
 
 const ALICE: &str = "k-alice-4f1d9e";
@@ -201,31 +202,24 @@ async fn api_keys_give_each_client_its_scope_over_http_in_both_eras() {
     gw.stop_and_check().await;
 }
 
-/// A raw POST of `body` with `headers`: (status, `WWW-Authenticate`, body).
-async fn post(url: &str, headers: &[(&str, &str)], body: &Value) -> (u16, String, Value) {
-    let mut req = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = req.body(body.to_string()).send().await.unwrap();
-    let status = resp.status().as_u16();
-    let challenge = resp
-        .headers()
-        .get("www-authenticate")
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    let session = resp
-        .headers()
-        .get("mcp-session-id")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let mut body: Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap_or_default();
-    if let Some(s) = session {
+/// A raw POST of `body` with `headers`: (status, `WWW-Authenticate`, body, with the session id
+/// the gateway gave as `session`).
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (u16, String, Value) {
+    let answer = harness::post(http, url, ACCEPT_BOTH, headers, body).await;
+    let mut body = answer.json();
+    if let Some(s) = answer.session() {
         body["session"] = json!(s);
     }
-    (status, challenge, body)
+    (
+        answer.status,
+        answer.header("www-authenticate").to_owned(),
+        body,
+    )
 }
 
 fn initialize() -> Value {
@@ -248,9 +242,10 @@ async fn bad_credentials_get_401_with_the_metadata_and_sessions_stay_with_their_
     )
     .await;
     let url = gw.url().to_owned();
+    let http = http_client();
     let origin = url.trim_end_matches("/mcp");
     let metadata = format!("{origin}/.well-known/oauth-protected-resource/mcp");
-    let (status, challenge, body) = post(&url, &[], &initialize()).await;
+    let (status, challenge, body) = post(&http, &url, &[], &initialize()).await;
     assert_eq!(status, 401);
     assert_eq!(
         challenge,
@@ -262,7 +257,7 @@ async fn bad_credentials_get_401_with_the_metadata_and_sessions_stay_with_their_
         ("x-api-key", "nope"),
         ("authorization", "Basic YWxpY2U6eA=="),
     ] {
-        let (status, challenge, body) = post(&url, &[wrong], &initialize()).await;
+        let (status, challenge, body) = post(&http, &url, &[wrong], &initialize()).await;
         assert_eq!(status, 401, "{wrong:?}");
         assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
         assert!(challenge.contains(&metadata), "{challenge}");
@@ -273,28 +268,27 @@ async fn bad_credentials_get_401_with_the_metadata_and_sessions_stay_with_their_
     assert_eq!(doc["bearer_methods_supported"], json!(["header"]));
     // A session is alice's: bob cannot ride it, nor can a request without a key.
     let alice = format!("Bearer {ALICE}");
-    let (status, _, body) = post(&url, &[("authorization", &alice)], &initialize()).await;
+    let (status, _, body) = post(&http, &url, &[("authorization", &alice)], &initialize()).await;
     assert_eq!(status, 200, "{body}");
     let session = body["session"].as_str().unwrap().to_owned();
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     let on = |k: &'static str, v: String| vec![(k, v), ("mcp-session-id", session.clone())];
     let bob = on("x-api-key", BOB.to_owned());
     let bob: Vec<(&str, &str)> = bob.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let (status, _, body) = post(&url, &bob, &list).await;
+    let (status, _, body) = post(&http, &url, &bob, &list).await;
     assert_eq!(
         (status, error_type(&body)),
         (403, "mcp_budget.session.foreign")
     );
-    let (status, _, _) = post(&url, &[("mcp-session-id", &session)], &list).await;
+    let (status, _, _) = post(&http, &url, &[("mcp-session-id", &session)], &list).await;
     assert_eq!(status, 401);
     let mine = on("x-api-key", ALICE.to_owned());
     let mine: Vec<(&str, &str)> = mine.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let (status, _, body) = post(&url, &mine, &list).await;
+    let (status, _, body) = post(&http, &url, &mine, &list).await;
     assert_eq!(status, 200, "{body}");
     // Nor can bob end it.
     let delete = |k: &str| {
-        reqwest::Client::new()
-            .delete(&url)
+        http.delete(&url)
             .header("x-api-key", k)
             .header("mcp-session-id", &session)
             .send()
@@ -315,7 +309,7 @@ async fn bad_credentials_get_401_with_the_metadata_and_sessions_stay_with_their_
         ("mcp-method", "tools/call"),
         ("mcp-name", "time__get_current_time"),
     ];
-    let (_, _, body) = post(&url, &headers, &call).await;
+    let (_, _, body) = post(&http, &url, &headers, &call).await;
     assert!(body.get("result").is_none(), "{body}");
     gw.stop_and_check().await;
 }
@@ -416,6 +410,7 @@ jwks_url = "{jwks_url}"
     );
     assert!(r["calls"][0]["result"].is_object(), "{}", r["calls"][0]);
     let metadata = "https://gw.test/.well-known/oauth-protected-resource/mcp";
+    let http = http_client();
     for (what, token, status, needle) in [
         (
             "expired",
@@ -443,7 +438,8 @@ jwks_url = "{jwks_url}"
         ),
     ] {
         let token = format!("Bearer {}", mint(dir.path(), &token));
-        let (got, challenge, _) = post(&url, &[("authorization", &token)], &initialize()).await;
+        let (got, challenge, _) =
+            post(&http, &url, &[("authorization", &token)], &initialize()).await;
         assert_eq!(got, status, "{what}");
         assert!(challenge.contains(metadata), "{what}: {challenge}");
         assert!(challenge.contains(needle), "{what}: {challenge}");

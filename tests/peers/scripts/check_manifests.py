@@ -1,16 +1,20 @@
 """Checks the Kubernetes manifests under deploy/: each kustomization renders (`kubectl
 kustomize`), every object validates against the Kubernetes schemas (the kubernetes-validate PyPI
 package, strict: unknown fields fail), the objects fit together (selectors, probes, ports, the
-autoscaler's target), the pods are hardened, and the policy each ConfigMap carries passes
-`mcp-budget check`.
+autoscaler's target), the pods are hardened, the policy each ConfigMap carries passes
+`mcp-budget check`, and every variable that policy reads (`seal_key_env`, `api_key_env`, any
+other `*_env` key, `${env:NAME}` without a default) is one the gateway's container gets from its
+`env` or from a rendered Secret / ConfigMap it loads.
 
 usage: check_manifests.py DEPLOY_DIR MCP_BUDGET_BINARY [KUBERNETES_VERSION ...]
 Prints one line per check; exits 1 with the failures listed when any check fails.
 """
 
+import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import kubernetes_validate
@@ -112,6 +116,74 @@ def check_policies(where, objects, binary):
                       f"{out.stdout.strip()}")
 
 
+def policy_variables(policy, at=""):
+    """(variable, where in the policy) for each variable the gateway must find in its environment:
+    the value of every `*_env` key, and every `${env:NAME}` without a `:-default`."""
+    out = []
+    items = policy.items() if isinstance(policy, dict) else enumerate(policy)
+    for key, value in items:
+        where = f"{at}.{key}" if isinstance(key, str) else f"{at}[{key}]"
+        where = where.lstrip(".")
+        if isinstance(value, (dict, list)):
+            out += policy_variables(value, where)
+        elif isinstance(value, str):
+            if isinstance(key, str) and key.endswith("_env"):
+                out.append((value, where))
+            out += [(name, where) for name in re.findall(r"\$\{env:([^}:]+)\}", value)]
+    return out
+
+
+def provided_variables(container, objects):
+    """The environment variables `container` gets: its `env` names, and the keys of the rendered
+    Secrets and ConfigMaps its `envFrom` loads (with their prefix). A `secretKeyRef` counts only
+    when that Secret is rendered and has that key."""
+    def keys(kind, name):
+        for o in by_kind(objects, kind):
+            if o["metadata"]["name"] == name:
+                return set(o.get("data") or {}) | set(o.get("stringData") or {})
+        return set()
+
+    names = set()
+    for e in container.get("env", []):
+        ref = e.get("valueFrom", {}).get("secretKeyRef")
+        if ref is None or ref["key"] in keys("Secret", ref["name"]):
+            names.add(e["name"])
+    for source in container.get("envFrom", []):
+        prefix = source.get("prefix", "")
+        for kind, ref in [("Secret", "secretRef"), ("ConfigMap", "configMapRef")]:
+            if ref in source:
+                names |= {prefix + k for k in keys(kind, source[ref]["name"])}
+    return names
+
+
+def check_policy_variables(where, objects):
+    for dep in by_kind(objects, "Deployment"):
+        pod = dep["spec"]["template"]["spec"]
+        volume = {v["name"]: v for v in pod.get("volumes", [])}.get("policy", {})
+        name = volume.get("configMap", {}).get("name")
+        configs = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"] == name]
+        text = configs[0].get("data", {}).get("policy.toml") if configs else None
+        if text is None:
+            continue
+        try:
+            policy = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            continue  # `mcp-budget check` reports it
+        for c in pod["containers"]:
+            if "policy" not in {m["name"] for m in c.get("volumeMounts", [])}:
+                continue
+            provided = provided_variables(c, objects)
+            variables = policy_variables(policy)
+            missing = [(v, at) for v, at in variables if v not in provided]
+            for variable, at in missing:
+                fail(where, f"the policy in configmap/{name} reads {variable} ({at}), which "
+                            f"container {c['name']} does not get (no env entry, no key of a "
+                            f"Secret it loads)")
+            if not missing:
+                print(f"{where}: container {c['name']} gets the {len(variables)} variables "
+                      f"its policy reads: {', '.join(sorted({v for v, _ in variables}))}")
+
+
 def main():
     deploy, binary = Path(sys.argv[1]), sys.argv[2]
     versions = sys.argv[3:] or ["1.30.0", kubernetes_validate.latest_version()]
@@ -125,6 +197,7 @@ def main():
             continue
         check_objects(where, objects, versions)
         check_policies(where, objects, binary)
+        check_policy_variables(where, objects)
         print(f"{where}: {len(objects)} objects rendered and checked against "
               f"Kubernetes {', '.join(versions)}")
     for f in failures:
