@@ -225,7 +225,11 @@ where
         .unwrap_or_else(|_| Err(Failure::Engine("the script thread ended".into())))
         .and_then(|ran| within_tokens(&state, &config, ran));
     let (label, limit) = labels(&outcome);
-    record::code_run(label, limit, Some((started.elapsed().as_secs_f64(), calls)));
+    let seconds = started.elapsed().as_secs_f64();
+    record::code_run(label, limit, Some((seconds, calls)));
+    // Steps are known for a run that finished; one a limit stopped took up to its limit.
+    let steps = outcome.as_ref().ok().map(|ran| ran.steps);
+    tracing::debug!(run_audit_id = %run_id, outcome = label, limit, calls, steps, seconds, "Code run ended");
     answer(&run_id, outcome)
 }
 

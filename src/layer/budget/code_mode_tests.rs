@@ -208,6 +208,7 @@ fn each_end_of_a_run_has_its_metric_labels() {
     let ran = Ran {
         json: "1".into(),
         calls: 0,
+        steps: 0,
     };
     let cases = [
         (Ok(ran), ("ok", "none")),
