@@ -169,17 +169,7 @@ where
         );
     };
     let Ok(permit) = state.code_runs.clone().try_acquire_owned() else {
-        record::code_run(names::STOPPED, Limit::Runs.key(), None);
-        return codemode::error_result(
-            &Failure::stopped(
-                Limit::Runs,
-                &format!(
-                    "{} scripts are already running on this gateway; try again shortly",
-                    config.max_runs
-                ),
-            )
-            .message(),
-        );
+        return busy(&config);
     };
     let started = Instant::now();
     let run_id: Arc<str> = crate::audit::new_id().into();
@@ -224,13 +214,33 @@ where
     let outcome = outcome
         .unwrap_or_else(|_| Err(Failure::Engine("the script thread ended".into())))
         .and_then(|ran| within_tokens(&state, &config, ran));
+    ended(&run_id, outcome, started.elapsed().as_secs_f64(), calls)
+}
+
+/// The `run_code` result of a run that ended after `seconds` and `calls` tool calls, counted
+/// and logged.
+fn ended(run_id: &str, outcome: Result<Ran, Failure>, seconds: f64, calls: usize) -> Value {
     let (label, limit) = labels(&outcome);
-    let seconds = started.elapsed().as_secs_f64();
     record::code_run(label, limit, Some((seconds, calls)));
     // Steps are known for a run that finished; one a limit stopped took up to its limit.
     let steps = outcome.as_ref().ok().map(|ran| ran.steps);
     tracing::debug!(run_audit_id = %run_id, outcome = label, limit, calls, steps, seconds, "Code run ended");
-    answer(&run_id, outcome)
+    answer(run_id, outcome)
+}
+
+/// The answer to a run past `code_mode_max_runs`, counted.
+fn busy(config: &CodeMode) -> Value {
+    record::code_run(names::STOPPED, Limit::Runs.key(), None);
+    codemode::error_result(
+        &Failure::stopped(
+            Limit::Runs,
+            &format!(
+                "{} scripts are already running on this gateway; try again shortly",
+                config.max_runs
+            ),
+        )
+        .message(),
+    )
 }
 
 /// A finished run's result when within the token cap, else the cap's stop.
