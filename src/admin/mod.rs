@@ -43,6 +43,9 @@ const DURATION_BUCKETS: &[f64] = &[
 /// Bucket bounds of the search-rank histogram.
 const RANK_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 5.0, 10.0, 20.0];
 
+/// Bucket bounds of the tool calls per `run_code` run (`code_mode_max_calls` is 50 by default).
+const CODE_CALLS_BUCKETS: &[f64] = &[0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 1000.0];
+
 /// The current plan's summary (`None` with `[budget]` off), read at each request.
 type PlanFn = Arc<dyn Fn() -> Option<PlanSummary> + Send + Sync>;
 
@@ -113,6 +116,18 @@ pub fn install_recorder() -> Option<PrometheusHandle> {
             b.set_buckets_for_metric(
                 Matcher::Full(names::SEARCH_RANK_INVOKED.into()),
                 RANK_BUCKETS,
+            )
+        })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(names::CODE_RUN_DURATION.into()),
+                DURATION_BUCKETS,
+            )
+        })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(names::CODE_RUN_TOOL_CALLS.into()),
+                CODE_CALLS_BUCKETS,
             )
         })
         .ok()?;

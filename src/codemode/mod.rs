@@ -48,8 +48,10 @@ pub use sandbox::run;
 pub struct Limits {
     /// Wall time of the whole run, tool calls included (`code_mode_timeout_ms`).
     pub timeout: Duration,
-    /// Interpreter steps, in units of the engine's interrupt checks (about 10,000 function
-    /// calls and loop iterations each; `code_mode_max_steps`).
+    /// Interpreter steps, in units of the engine's interrupt checks (`code_mode_max_steps`).
+    /// `QuickJS` checks once per 10,000 function calls, jumps and branches (loop iterations,
+    /// `if`s), and the regular-expression engine once per 10,000 of its steps: a count of work, not of time, so one limit means the same in debug and release
+    /// builds (`docs/code-mode.md` has the measurements).
     pub max_steps: u64,
     /// Heap of the engine, bytes (`code_mode_memory_mb`).
     pub memory_bytes: usize,
@@ -159,6 +161,9 @@ pub struct Ran {
     pub json: String,
     /// `tools.call`s made.
     pub calls: usize,
+    /// Interrupt checks the run took ([`Limits::max_steps`] counts them): what a script costs
+    /// against `code_mode_max_steps`, the same in every build of the engine.
+    pub steps: u64,
 }
 
 /// A `tools.call` that failed: thrown into the script as an `Error` with this message.

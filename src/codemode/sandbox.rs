@@ -163,6 +163,7 @@ pub fn run<B: Bridge + 'static>(code: &str, limits: &Limits, bridge: B) -> Resul
     Ok(Ran {
         json,
         calls: shared.calls.get(),
+        steps: shared.steps.get(),
     })
 }
 

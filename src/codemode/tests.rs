@@ -281,3 +281,26 @@ fn the_api_description_is_typescript() {
     assert!(text.contains("namespace tools {"), "{text}");
     assert!(text.contains("// List issues.\ntype gh__list_issues = (_: {\nrepo: string,\nstate?: \"open\" | \"closed\",\n}) => any;"), "{text}");
 }
+
+#[test]
+fn steps_count_work_not_time() {
+    let steps = |code: &str| {
+        run(code, &Limits::default(), Fake::default())
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .steps
+    };
+    // A fresh context's counter starts at 0: the first call or jump is a check, then one per
+    // 10,000.
+    assert_eq!(
+        steps("return 1"),
+        1,
+        "a short script takes the first check only"
+    );
+    // One check per 10,000 calls, jumps and branches: the same count on every run and build.
+    let loop_of = |n: u32| format!("let s = 0; for (let i = 0; i < {n}; i++) s += i; return s");
+    let million = steps(&loop_of(1_000_000));
+    assert_eq!(million, steps(&loop_of(1_000_000)), "deterministic");
+    assert!((90..=210).contains(&million), "{million}");
+    let two = steps(&loop_of(2_000_000));
+    assert!(two.abs_diff(2 * million) <= 2, "{two} vs 2 × {million}");
+}

@@ -34,6 +34,15 @@ pub const SEARCHES: &str = "mcp_budget_searches_total";
 /// Rank (1-based) a tool had in the last search of its session when it was invoked
 /// (histogram).
 pub const SEARCH_RANK_INVOKED: &str = "mcp_budget_search_rank_invoked";
+/// `run_code` calls answered, by `outcome` ([`OK`] | [`ERROR`]: the script threw, did not
+/// compile or was missing | [`STOPPED`]: a limit stopped it | [`ENGINE`]: the sandbox failed)
+/// and `limit` (the `[discover]` key of the limit that stopped it, else [`NO_LIMIT`]) (counter).
+pub const CODE_RUNS: &str = "mcp_budget_code_runs_total";
+/// Wall time of a `run_code` run that started, from its engine's start to its answer
+/// (histogram, seconds).
+pub const CODE_RUN_DURATION: &str = "mcp_budget_code_run_duration_seconds";
+/// `tools.call`s a `run_code` run that started sent down the stack (histogram).
+pub const CODE_RUN_TOOL_CALLS: &str = "mcp_budget_code_run_tool_calls";
 /// `notifications/tools/list_changed` from upstreams, by `outcome` (`forwarded` |
 /// `suppressed`) (counter).
 pub const LIST_CHANGED: &str = "mcp_budget_list_changed_total";
@@ -91,6 +100,12 @@ pub const OK: &str = "ok";
 pub const ERROR: &str = "error";
 /// Outcome of a tool call: a result with `isError: true`.
 pub const TOOL_ERROR: &str = "tool_error";
+/// Outcome of a `run_code` run: a limit stopped it (its key is the `limit` label).
+pub const STOPPED: &str = "limit";
+/// Outcome of a `run_code` run: the sandbox could not be set up or its result not read.
+pub const ENGINE: &str = "engine";
+/// `limit` label of a `run_code` run no limit stopped.
+pub const NO_LIMIT: &str = "none";
 /// Label value of a tool name the catalog does not know.
 pub const UNKNOWN: &str = "unknown";
 /// Label value of a method outside the MCP method list.
@@ -173,6 +188,21 @@ pub const METRICS: &[(&str, MetricType, &str)] = &[
         SEARCH_RANK_INVOKED,
         MetricType::Histogram,
         "Search rank of tools then invoked.",
+    ),
+    (
+        CODE_RUNS,
+        MetricType::Counter,
+        "run_code calls answered, by outcome and the limit that stopped the run.",
+    ),
+    (
+        CODE_RUN_DURATION,
+        MetricType::Histogram,
+        "Seconds a run_code run took, engine start to answer.",
+    ),
+    (
+        CODE_RUN_TOOL_CALLS,
+        MetricType::Histogram,
+        "Tool calls a run_code run made.",
     ),
     (
         LIST_CHANGED,

@@ -76,6 +76,21 @@ pub fn search_rank_invoked(rank: usize) {
     }
 }
 
+/// A `run_code` call answered with `outcome` and `limit` ([`names::CODE_RUNS`]); for a run
+/// that started, its wall time in seconds and the tool calls it made.
+pub fn code_run(outcome: &'static str, limit: &'static str, ran: Option<(f64, usize)>) {
+    if !enabled() {
+        return;
+    }
+    metrics::counter!(names::CODE_RUNS, names::OUTCOME => outcome, names::LIMIT => limit)
+        .increment(1);
+    if let Some((seconds, calls)) = ran {
+        metrics::histogram!(names::CODE_RUN_DURATION).record(seconds);
+        #[allow(clippy::cast_precision_loss)] // At most `code_mode_max_calls` (10,000).
+        metrics::histogram!(names::CODE_RUN_TOOL_CALLS).record(calls as f64);
+    }
+}
+
 /// An upstream's `list_changed`, forwarded to hosts or not.
 pub fn list_changed(forwarded: bool) {
     if enabled() {

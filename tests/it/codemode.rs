@@ -3,7 +3,8 @@
 //! scripts chain and filter tool results, catch tool errors, read the typed API; the escape and
 //! exhaustion suite is contained, each attempt with its limit's message, and the gateway keeps
 //! serving; a tool denied to an API-key client is denied inside a script as it is when called
-//! directly, with the run's audit id on the audit line.
+//! directly, with the run's audit id on the audit line; runs are counted on `/metrics` by
+//! outcome and limit, with their wall time and tool calls.
 
 use serde_json::{json, Value};
 
@@ -300,5 +301,63 @@ path = {audit:?}
             && l["principal"] == "alice"),
         "the allowed inner call is audited under the run: {of_run:?}"
     );
+    gw.stop_and_check().await;
+}
+
+/// The value of the sample `series` (name and labels as exposed) in the exposition `text`.
+fn sample(text: &str, series: &str) -> f64 {
+    let prefix = format!("{series} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_are_counted_by_outcome_and_limit_with_their_time_and_calls() {
+    let admin_port = crate::harness::free_port();
+    let policy = format!("{CODE_MODE}{}", crate::telemetry::admin(admin_port));
+    let ups = [Up::everything("e")];
+    let mut gw = Gateway::start_with("codemode-metrics", Mode::Stdio, &policy, &ups).await;
+    let client = gw.client();
+    client.initialize().await;
+    let scripts = [
+        ("return 1", false),
+        (
+            "for (let i = 0; i < 3; i++) tools.call('e__echo', {message: 'n' + i}); return 'done'",
+            false,
+        ),
+        ("throw new Error('boom')", true),
+        ("for (;;) {}", true),
+    ];
+    for (code, fails) in scripts {
+        let ran = client.call_tool("run_code", json!({"code": code})).await;
+        assert_eq!(ran["result"]["isError"] == true, fails, "{code}: {ran}");
+    }
+    let (status, text) = crate::telemetry::get(admin_port, "/metrics").await;
+    assert_eq!(status, 200);
+    let runs = |outcome: &str, limit: &str| {
+        sample(
+            &text,
+            &format!("mcp_budget_code_runs_total{{outcome=\"{outcome}\",limit=\"{limit}\"}}"),
+        )
+    };
+    assert_eq!(runs("ok", "none"), 2.0);
+    assert_eq!(runs("error", "none"), 1.0);
+    assert_eq!(runs("limit", "code_mode_max_steps"), 1.0);
+    assert_eq!(
+        sample(&text, "mcp_budget_code_run_duration_seconds_count"),
+        4.0
+    );
+    assert!(sample(&text, "mcp_budget_code_run_duration_seconds_sum") > 0.0);
+    assert_eq!(sample(&text, "mcp_budget_code_run_tool_calls_count"), 4.0);
+    assert_eq!(sample(&text, "mcp_budget_code_run_tool_calls_sum"), 3.0);
+    assert_eq!(
+        sample(&text, "mcp_budget_code_run_tool_calls_bucket{le=\"2\"}"),
+        3.0,
+        "three runs made no call, one made three"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    crate::telemetry::promtool_check(dir.path(), &text).await;
     gw.stop_and_check().await;
 }

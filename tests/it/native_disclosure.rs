@@ -1,6 +1,7 @@
 //! Native progressive disclosure end to end (`[discover] native_disclosure = true`): the
 //! gateway binary with `mcp-server-time` and `server-everything` behind it, driven by the
-//! project's own raw JSON-RPC client (no SDK has `tools/catalog` / `tools/describe` yet).
+//! project's own raw JSON-RPC client (no SDK has `tools/catalog` / `tools/describe` yet);
+//! with code mode on, `run_code` is listed, catalogued, described and run for such a client.
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -15,19 +16,21 @@ fn sha256_jcs(tool: &Value) -> String {
 }
 
 async fn start(test: &str) -> Gateway {
+    start_with(test, POLICY).await
+}
+
+async fn start_with(test: &str, policy: &str) -> Gateway {
     Gateway::start_with(
         test,
         Mode::Stdio,
-        POLICY,
+        policy,
         &[Up::time("time"), Up::everything("everything")],
     )
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_declaring_client_gets_catalog_and_describe_instead_of_meta_tools() {
-    let mut gw = start("native-catalog").await;
-    let client = gw.client();
+/// `initialize` (declaring progressive disclosure) and `notifications/initialized`.
+async fn declare(client: &mut crate::harness::RawClient) {
     let init = client
         .request(
             "initialize",
@@ -43,6 +46,13 @@ async fn a_declaring_client_gets_catalog_and_describe_instead_of_meta_tools() {
     client
         .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declaring_client_gets_catalog_and_describe_instead_of_meta_tools() {
+    let mut gw = start("native-catalog").await;
+    let client = gw.client();
+    declare(client).await;
 
     let list = client.request("tools/list", json!({})).await;
     let listed = list["result"]["tools"].as_array().expect("tools").clone();
@@ -128,5 +138,49 @@ async fn a_client_without_the_capability_keeps_the_meta_tools() {
     assert!(names.contains(&"search_tools"), "{names:?}");
     let catalog = client.request("tools/catalog", json!({})).await;
     assert_eq!(catalog["error"]["code"], -32601, "{catalog}");
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_code_mode_a_declaring_client_is_offered_run_code_and_runs_it() {
+    let policy = format!("{POLICY}code_mode = true\n");
+    let mut gw = start_with("native-code", &policy).await;
+    let client = gw.client();
+    declare(client).await;
+    let list = client.request("tools/list", json!({})).await;
+    let listed = list["result"]["tools"].as_array().expect("tools").clone();
+    let code = listed
+        .iter()
+        .find(|t| t["name"] == "run_code")
+        .unwrap_or_else(|| panic!("run_code is listed: {list}"))
+        .clone();
+    assert!(listed.iter().all(|t| t["name"] != "search_tools"), "{list}");
+
+    let catalog = client.request("tools/catalog", json!({})).await;
+    let entries = catalog["result"]["tools"].as_array().expect("entries");
+    assert_eq!(entries.len(), listed.len(), "the same set as tools/list");
+    let entry = entries
+        .iter()
+        .find(|e| e["name"] == "run_code")
+        .unwrap_or_else(|| panic!("run_code is catalogued: {catalog}"));
+    assert_eq!(entry["tags"], json!(["mcp-budget/meta"]), "{entry}");
+    assert_eq!(entry["schemaHash"], sha256_jcs(&code), "{entry}");
+
+    let described = client
+        .request("tools/describe", json!({"names": ["run_code"]}))
+        .await;
+    assert_eq!(described["result"]["tools"], json!([code]), "{described}");
+    assert!(
+        code["inputSchema"]["required"] == json!(["code"]),
+        "the full definition: {code}"
+    );
+
+    let ran = client
+        .call_tool(
+            "run_code",
+            json!({"code": "const r = tools.call('everything__echo', {message: 'from a script'}); return r.toUpperCase()"}),
+        )
+        .await;
+    assert_eq!(first_text(&ran), "\"ECHO: FROM A SCRIPT\"", "{ran}");
     gw.stop_and_check().await;
 }

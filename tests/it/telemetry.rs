@@ -17,7 +17,7 @@ use crate::harness::{
 };
 
 /// `GET http://127.0.0.1:PORT{path}`: status and body.
-async fn get(port: u16, path: &str) -> (u16, String) {
+pub(crate) async fn get(port: u16, path: &str) -> (u16, String) {
     let resp = reqwest::Client::new()
         .get(format!("http://127.0.0.1:{port}{path}"))
         .send()
@@ -43,7 +43,7 @@ async fn wait_status(port: u16, path: &str, want: u16, limit: Duration) -> Strin
     }
 }
 
-fn admin(port: u16) -> String {
+pub(crate) fn admin(port: u16) -> String {
     format!("\n[admin]\nhttp = \"127.0.0.1:{port}\"\n")
 }
 
@@ -200,7 +200,7 @@ async fn metrics_pass_promtool_and_a_real_prometheus_scrapes_them() {
 }
 
 /// Runs `promtool check metrics` on `text`; fails the test on any problem it reports.
-async fn promtool_check(dir: &Path, text: &str) {
+pub(crate) async fn promtool_check(dir: &Path, text: &str) {
     let file = dir.join("metrics.txt");
     std::fs::write(&file, text).unwrap();
     let out = Command::new("promtool")

@@ -16,6 +16,9 @@
 //! with the same `data.type` (`e.type`). Names resolve as `invoke_tool` resolves them (exposed
 //! name, `server/tool`, or a name only one server has); an unknown one goes down as it is, to
 //! be refused as a direct call of it is.
+//!
+//! Metrics: every answered call counts in `mcp_budget_code_runs_total{outcome, limit}`; a run
+//! that started (a thread, an engine) also records its wall time and its tool calls.
 
 use std::sync::mpsc as sync_mpsc;
 use std::sync::Arc;
@@ -31,6 +34,7 @@ use crate::context::McpRequest;
 use crate::discover::Discovery;
 use crate::jsonrpc::{to_raw, Message};
 use crate::policy::CodeMode;
+use crate::telemetry::{names, record};
 
 /// Extra native stack of a run's thread beyond the engine's limit (the engine checks its own
 /// limit; the rest is for Rust frames around it).
@@ -158,22 +162,16 @@ where
         return codemode::error_result("run_code is off ([discover] code_mode = false)");
     };
     let Some(code) = arguments.get("code").and_then(Value::as_str) else {
+        // No script is the model's error, as a script that does not compile is.
+        record::code_run(names::ERROR, names::NO_LIMIT, None);
         return codemode::error_result(
             "run_code needs a \"code\" string: a JavaScript program that calls tools.call(name, args) and returns a result.",
         );
     };
     let Ok(permit) = state.code_runs.clone().try_acquire_owned() else {
-        return codemode::error_result(
-            &Failure::stopped(
-                Limit::Runs,
-                &format!(
-                    "{} scripts are already running on this gateway; try again shortly",
-                    config.max_runs
-                ),
-            )
-            .message(),
-        );
+        return busy(&config);
     };
+    let started = Instant::now();
     let run_id: Arc<str> = crate::audit::new_id().into();
     let limits = config.limits.clone();
     let (asks, mut asked) = mpsc::channel::<Ask>(1);
@@ -194,12 +192,17 @@ where
             drop(permit);
         });
     if let Err(e) = spawned {
+        record::code_run(names::ENGINE, names::NO_LIMIT, None);
         return codemode::error_result(&format!("run_code failed: no thread for the script ({e})"));
     }
+    // The script's calls that went down the stack (the sandbox counts them too, but a run
+    // that fails reports no count).
+    let mut calls = 0;
     let outcome = loop {
         tokio::select! {
             outcome = &mut finished => break outcome,
             Some(ask) = asked.recv() => {
+                calls += 1;
                 let answer = tokio::select! {
                     answer = inner_call(&state, inner.clone(), &req, &run_id, ask.name, ask.arguments) => answer,
                     outcome = &mut finished => break outcome,
@@ -208,31 +211,67 @@ where
             }
         }
     };
-    let outcome =
-        outcome.unwrap_or_else(|_| Err(Failure::Engine("the script thread ended".into())));
-    answer(&state, &config, &run_id, outcome)
+    let outcome = outcome
+        .unwrap_or_else(|_| Err(Failure::Engine("the script thread ended".into())))
+        .and_then(|ran| within_tokens(&state, &config, ran));
+    ended(&run_id, outcome, started.elapsed().as_secs_f64(), calls)
 }
 
-/// The `run_code` result of a finished run: its JSON when within the token cap.
-fn answer(state: &State, config: &CodeMode, run_id: &str, outcome: Result<Ran, Failure>) -> Value {
+/// The `run_code` result of a run that ended after `seconds` and `calls` tool calls, counted
+/// and logged.
+fn ended(run_id: &str, outcome: Result<Ran, Failure>, seconds: f64, calls: usize) -> Value {
+    let (label, limit) = labels(&outcome);
+    record::code_run(label, limit, Some((seconds, calls)));
+    // Steps are known for a run that finished; one a limit stopped took up to its limit.
+    let steps = outcome.as_ref().ok().map(|ran| ran.steps);
+    tracing::debug!(run_audit_id = %run_id, outcome = label, limit, calls, steps, seconds, "Code run ended");
+    answer(run_id, outcome)
+}
+
+/// The answer to a run past `code_mode_max_runs`, counted.
+fn busy(config: &CodeMode) -> Value {
+    record::code_run(names::STOPPED, Limit::Runs.key(), None);
+    codemode::error_result(
+        &Failure::stopped(
+            Limit::Runs,
+            &format!(
+                "{} scripts are already running on this gateway; try again shortly",
+                config.max_runs
+            ),
+        )
+        .message(),
+    )
+}
+
+/// A finished run's result when within the token cap, else the cap's stop.
+fn within_tokens(state: &State, config: &CodeMode, ran: Ran) -> Result<Ran, Failure> {
+    let tokens = state.base.counter.count_text(&ran.json);
+    if tokens > config.max_result_tokens {
+        return Err(Failure::stopped(
+            Limit::ResultTokens,
+            &format!(
+                "the result is {tokens} tokens, over the limit of {}; return less (filter or summarise in the script)",
+                config.max_result_tokens
+            ),
+        ));
+    }
+    Ok(ran)
+}
+
+/// The `outcome` and `limit` labels of a run's end ([`names::CODE_RUNS`]).
+pub(super) fn labels(outcome: &Result<Ran, Failure>) -> (&'static str, &'static str) {
+    match outcome {
+        Ok(_) => (names::OK, names::NO_LIMIT),
+        Err(Failure::Stopped { limit, .. }) => (names::STOPPED, limit.key()),
+        Err(Failure::Threw(_)) => (names::ERROR, names::NO_LIMIT),
+        Err(Failure::Engine(_)) => (names::ENGINE, names::NO_LIMIT),
+    }
+}
+
+/// The `run_code` result of a run that ended.
+fn answer(run_id: &str, outcome: Result<Ran, Failure>) -> Value {
     let mut result = match outcome {
-        Ok(ran) => {
-            let tokens = state.base.counter.count_text(&ran.json);
-            if tokens > config.max_result_tokens {
-                codemode::error_result(
-                    &Failure::stopped(
-                        Limit::ResultTokens,
-                        &format!(
-                            "the result is {tokens} tokens, over the limit of {}; return less (filter or summarise in the script)",
-                            config.max_result_tokens
-                        ),
-                    )
-                    .message(),
-                )
-            } else {
-                codemode::success_result(&ran.json)
-            }
-        }
+        Ok(ran) => codemode::success_result(&ran.json),
         Err(failure) => codemode::error_result(&failure.message()),
     };
     result["_meta"] = json!({ "mcp_budget/run_audit_id": run_id });

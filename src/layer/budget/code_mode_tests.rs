@@ -201,3 +201,29 @@ async fn run_code_is_listed_with_the_meta_tools_and_counted_by_the_planner() {
         "the plan pays for run_code's definition"
     );
 }
+
+#[test]
+fn each_end_of_a_run_has_its_metric_labels() {
+    use crate::codemode::{Failure, Limit, Ran};
+    let ran = Ran {
+        json: "1".into(),
+        calls: 0,
+        steps: 0,
+    };
+    let cases = [
+        (Ok(ran), ("ok", "none")),
+        (Err(Failure::Threw("Error: x".into())), ("error", "none")),
+        (Err(Failure::Engine("no engine".into())), ("engine", "none")),
+        (
+            Err(Failure::stopped(Limit::Steps, "ran long")),
+            ("limit", "code_mode_max_steps"),
+        ),
+        (
+            Err(Failure::stopped(Limit::ResultTokens, "too big")),
+            ("limit", "code_mode_max_result_tokens"),
+        ),
+    ];
+    for (outcome, want) in cases {
+        assert_eq!(code_mode::labels(&outcome), want, "{outcome:?}");
+    }
+}

@@ -9,7 +9,10 @@
 //! - the `initialize` (or `server/discover`) result of such a client carries
 //!   `capabilities.tools.progressiveDisclosure: true`;
 //! - `tools/list` lists the same set as `tools/catalog`: every tool the client may see, in
-//!   full, no meta-tools;
+//!   full, no discovery meta-tools (the host searches and describes itself), but the code-mode
+//!   one when `[discover] code_mode` is on ([`with_code_tool`]): it is a tool the client calls,
+//!   not a way to find tools, so it is listed, catalogued (tag [`META_TAG`]) and described as
+//!   any other;
 //! - `tools/catalog` gives `{name, title?, summary, tags, schemaHash, annotations?}` per tool
 //!   (a `query` narrows it to the search's best matches), all in one page;
 //! - `tools/describe` gives `{tools: [...]}` for `names`, in their order, each byte for byte
@@ -45,6 +48,11 @@ const QUERY_RESULTS: usize = 20;
 /// JSON-RPC code of `tools/describe` for names the client cannot see (the draft's
 /// `RESOURCE_NOT_AVAILABLE`).
 pub(super) const NOT_AVAILABLE: i64 = -32002;
+
+/// The catalog tag of the gateway's own tools (the code-mode meta-tool), where an upstream's
+/// tools carry their server id: the `/` keeps it apart from every server id (those are
+/// `A-Z a-z 0-9 _ -`), and it reads as the gateway's `_meta` keys do.
+pub(super) const META_TAG: &str = "mcp-budget/meta";
 
 impl State {
     /// Whether `req` is from a client served natively: the policy enables it and the client
@@ -130,12 +138,21 @@ pub(super) struct NativeCatalog {
 }
 
 impl NativeCatalog {
-    /// The catalog of `listed` (the `tools/list` tools of `tools`, the visible catalog tools).
-    pub(super) fn new(tools: &[CatalogTool], separator: &str, listed: &[Value]) -> Self {
-        let server_of: HashMap<String, &str> = tools
+    /// The catalog of `listed` (the `tools/list` tools of `tools`, the visible catalog tools,
+    /// and the code-mode meta-tool named `code` when it is listed).
+    pub(super) fn new(
+        tools: &[CatalogTool],
+        separator: &str,
+        listed: &[Value],
+        code: Option<&str>,
+    ) -> Self {
+        let mut server_of: HashMap<String, &str> = tools
             .iter()
             .map(|t| (t.exposed_name(separator).into_owned(), t.server.as_str()))
             .collect();
+        if let Some(code) = code {
+            server_of.insert(code.to_owned(), META_TAG);
+        }
         let mut entries = Vec::with_capacity(listed.len());
         let mut described = Vec::with_capacity(listed.len());
         let mut by_name = HashMap::with_capacity(listed.len());
@@ -244,6 +261,29 @@ impl NativeCatalog {
     }
 }
 
+/// `listed` (a native audience's `tools/list` tools) with the code-mode meta-tool named `name`
+/// after the static tools and before those of volatile upstreams (`dynamic` names them), so
+/// the static prefix keeps its bytes when a volatile upstream's tools change.
+///
+/// Why it is listed at all: the draft's `tools/list` is the set `tools/catalog` lists and
+/// `tools/describe` describes, and a client may call `run_code`, so leaving it out of one
+/// leaves it out of all three (a client would have to know the name). A `tools/list` of
+/// `run_code` alone would break that equality, and a host that reads only the catalog would
+/// never learn of it.
+pub(super) fn with_code_tool(
+    mut listed: Vec<Value>,
+    name: &str,
+    dynamic: impl Fn(&str) -> bool,
+) -> Vec<Value> {
+    let at = listed
+        .iter()
+        .position(|t| t.get("name").and_then(Value::as_str).is_some_and(&dynamic))
+        .unwrap_or(listed.len());
+    let definition = crate::canonical::into_canonical_tool(crate::codemode::definition(name));
+    listed.insert(at, definition);
+    listed
+}
+
 fn invalid(message: &str) -> ErrorObject {
     ErrorObject::new(-32602, message, kind::REQUEST_INVALID_PARAMS, None)
 }
@@ -266,6 +306,7 @@ fn entry(tool: &Value, name: &str, server: Option<&str>) -> Value {
         summary = title.unwrap_or(name).to_owned();
     }
     entry.insert("summary".into(), Value::String(summary));
+    // The server id (or [`META_TAG`]): what groups the entry.
     if let Some(server) = server {
         entry.insert("tags".into(), json!([server]));
     }

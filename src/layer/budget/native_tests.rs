@@ -338,3 +338,78 @@ async fn a_change_only_native_clients_see_is_announced() {
     let note = everyone.try_recv().expect("announced");
     assert_eq!(note.method(), Some("notifications/tools/list_changed"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_code_mode_run_code_is_listed_catalogued_described_and_callable() {
+    let mut policy = policy();
+    policy.discover.names.code = Some("run_code".into());
+    policy.discover.code_mode = Some(crate::policy::CodeMode::default());
+    let catalog = tools();
+    let mut svc = fixed(catalog.clone(), &policy).layer(inner());
+    let s = session(declaring());
+    let list = ask(&mut svc, request(&s, None, "tools/list", &json!({}))).await;
+    let listed: Value = list.result_as().unwrap();
+    let listed = listed["tools"].as_array().unwrap();
+    assert_eq!(listed.len(), catalog.len() + 1, "every tool and run_code");
+    let code = listed.last().unwrap();
+    assert_eq!(code["name"], "run_code");
+    assert!(
+        listed.iter().all(|t| t["name"] != "search_tools"),
+        "no discovery meta-tools: the host discovers itself"
+    );
+    let entries: Value = ask(&mut svc, request(&s, None, "tools/catalog", &json!({})))
+        .await
+        .result_as()
+        .unwrap();
+    let entry = entries["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "run_code")
+        .expect("a catalog entry");
+    assert_eq!(entry["tags"], json!([super::native::META_TAG]));
+    assert_eq!(entry["schemaHash"], schema_hash(code));
+    assert!(entry["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("Run a JavaScript program"));
+    let described = ask(
+        &mut svc,
+        request(&s, None, "tools/describe", &json!({"names": ["run_code"]})),
+    )
+    .await;
+    assert_eq!(
+        described.result.unwrap().get(),
+        format!("{{\"tools\":[{}]}}", serde_json::to_string(code).unwrap()),
+        "the full definition, byte for byte as listed"
+    );
+    let ran: Value = ask(
+        &mut svc,
+        request(
+            &s,
+            None,
+            "tools/call",
+            &json!({"name": "run_code", "arguments": {"code": "return 6 * 7"}}),
+        ),
+    )
+    .await
+    .result_as()
+    .unwrap();
+    assert_eq!(ran["content"][0]["text"], "42", "{ran}");
+}
+
+#[test]
+fn run_code_goes_after_the_static_tools_and_before_the_volatile_ones() {
+    let tool = |name: &str| json!({"name": name});
+    let names = |listed: Vec<Value>| -> Vec<String> {
+        listed
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let listed = vec![tool("a__x"), tool("b__y"), tool("v__z")];
+    let placed = super::native::with_code_tool(listed.clone(), "js", |n| n.starts_with("v__"));
+    assert_eq!(names(placed), ["a__x", "b__y", "js", "v__z"]);
+    let placed = super::native::with_code_tool(listed, "js", |_| false);
+    assert_eq!(names(placed), ["a__x", "b__y", "v__z", "js"]);
+}

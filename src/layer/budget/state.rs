@@ -322,11 +322,21 @@ impl State {
         let Listing {
             plan,
             per_server,
-            tools: listed,
-            result,
+            tools: mut listed,
+            mut result,
             ..
         } = listing;
-        let native = native.then(|| NativeCatalog::new(tools, separator, &listed));
+        let code_tool = self.discover.names.code.as_deref().filter(|_| native);
+        if let Some(code) = code_tool {
+            listed = super::native::with_code_tool(listed, code, |name| {
+                catalog
+                    .tool(name)
+                    .and_then(|(i, _)| catalog.names().get(i))
+                    .is_some_and(|server| self.volatile.contains(server))
+            });
+            result = to_raw(&json!({ "tools": listed }));
+        }
+        let native = native.then(|| NativeCatalog::new(tools, separator, &listed, code_tool));
         let listed = if self.discover.promote_on_use {
             listed
         } else {
