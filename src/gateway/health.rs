@@ -67,6 +67,13 @@ impl Gateway {
             .collect()
     }
 
+    /// The policy keys the last reload changed that only a restart applies (empty when the
+    /// running settings are the file's), as named in the policy file.
+    #[must_use]
+    pub fn pending_restart(&self) -> Vec<&'static str> {
+        crate::lock::lock(&self.inner.pending_restart).clone()
+    }
+
     /// Client sessions open now.
     #[must_use]
     pub fn sessions_active(&self) -> usize {

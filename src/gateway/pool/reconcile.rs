@@ -66,7 +66,8 @@ impl Gateway {
     /// rebuilt with the new names, sanitizing and pins; sessions and listeners get
     /// `list_changed` for each list whose pass-through view changed (tools only with the
     /// budget off: with it on, the budget layer announces what hosts see). Settings only a
-    /// restart applies (`Reconcile::needs_restart`) are kept as they were.
+    /// restart applies (`Reconcile::needs_restart`) are kept as they were, and named by
+    /// [`Gateway::pending_restart`] until the next reload.
     ///
     /// The layers above read their policy when the stack is built: rebuild it over this
     /// gateway ([`crate::stack::build`]) to apply `[budget]`, `[discover]` and `[sanitize]`
@@ -74,8 +75,11 @@ impl Gateway {
     pub fn reconcile(&self, mut policy: Policy) -> Reconcile {
         let old = self.policy();
         let plan = Reconcile::between(&old, &policy);
-        // The transports read `[downstream]` once, when they start: the section stays as served.
+        // The transports read `[downstream]` and `[sessions]` once, when they start: the
+        // sections stay as served, and what differs is pending until a restart.
         policy.downstream = old.downstream.clone();
+        policy.sessions = old.sessions.clone();
+        (*crate::lock::lock(&self.inner.pending_restart)).clone_from(&plan.needs_restart);
         let before = self.snapshot();
         let policy = Arc::new(policy);
         *crate::lock::lock(&self.inner.policy) = policy.clone();
