@@ -42,7 +42,7 @@ mod sessions;
 mod subscriptions;
 mod tasks;
 
-pub use health::UpstreamState;
+pub use health::{InstanceState, UpstreamState};
 pub use pool::{summary_lines, UpstreamSummary};
 pub use sessions::SUPPORTED_VERSIONS;
 
