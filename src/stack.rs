@@ -72,9 +72,23 @@ pub fn build_announcing(
     gateway: Gateway,
     announce: mpsc::UnboundedSender<Message>,
 ) -> (McpService, Option<BudgetLayer>) {
+    build_succeeding(gateway, announce, None)
+}
+
+/// [`build_announcing`] for a reload: the new budget layer succeeds `previous`, the budget
+/// layer of the stack it replaces ([`BudgetLayer::succeeding`]: the usage counts go on).
+///
+/// # Panics
+/// Outside a Tokio runtime, as [`build`].
+#[must_use]
+pub fn build_succeeding(
+    gateway: Gateway,
+    announce: mpsc::UnboundedSender<Message>,
+    previous: Option<&BudgetLayer>,
+) -> (McpService, Option<BudgetLayer>) {
     let policy = gateway.policy();
     let budget = policy.budget.enabled.then(|| {
-        let layer = BudgetLayer::new(gateway.catalog(), &policy);
+        let layer = BudgetLayer::succeeding(gateway.catalog(), &policy, previous);
         // Hosts see the plan's list: the layer announces list_changed when its bytes change.
         layer.announce_to(announce);
         layer

@@ -229,11 +229,12 @@ async fn status_json(State(state): State<Arc<AppState>>, headers: HeaderMap) -> 
     }
     let source = &state.source;
     let profiles = source.profiles();
-    let doc = status::document_of_profiles(
+    let mut doc = status::document_of_profiles(
         &source.gateway.upstream_states(),
         profiles.as_deref(),
         source.gateway.sessions_active(),
     );
+    doc["pending_restart"] = serde_json::json!(source.gateway.pending_restart());
     (
         [(header::CONTENT_TYPE, "application/json")],
         format!("{doc:#}\n"),

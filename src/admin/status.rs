@@ -3,7 +3,8 @@
 
 use serde_json::{json, Value};
 
-use crate::gateway::UpstreamState;
+use crate::audit::rfc3339;
+use crate::gateway::{InstanceState, UpstreamState};
 use crate::layer::budget::PlanSummary;
 use crate::telemetry::names;
 use crate::upstream::Status;
@@ -84,6 +85,18 @@ fn upstream_entry(u: &UpstreamState) -> Value {
         "prompts": u.counts.1,
         "resources": u.counts.2,
         "in_flight": u.in_flight,
+        "share": if u.per_client { "per_client" } else { "global" },
+        "instances": u.instances.iter().map(instance_entry).collect::<Vec<_>>(),
+    })
+}
+
+fn instance_entry(i: &InstanceState) -> Value {
+    json!({
+        "client": i.client,
+        "status": state(&i.status),
+        "started_at": rfc3339(i.started_at),
+        "in_flight": i.in_flight,
+        "idle_since": i.idle_since.map(rfc3339),
     })
 }
 
@@ -116,7 +129,8 @@ fn ready(entries: &[Value]) -> bool {
 /// Each profile's last rung, so the rung left behind reads 0.
 static LAST_RUNG: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
 
-/// Sets the gauges that are state, not events: upstream up and in flight, tools, tokens
+/// Sets the gauges that are state, not events: upstream up and in flight, per-client
+/// instances (of `share = "per_client"` upstreams), tools, tokens
 /// before / after / saved per server of the [`names::DEFAULT_PROFILE`] profile, its plan
 /// rung, sessions, build info.
 pub fn set_gauges(upstreams: &[UpstreamState], plan: Option<&PlanSummary>, sessions: usize) {
@@ -140,6 +154,10 @@ pub fn set_gauges_of_profiles(
         gauge!(names::UPSTREAM_UP, names::SERVER => u.name.clone()).set(up);
         gauge!(names::UPSTREAM_IN_FLIGHT, names::SERVER => u.name.clone()).set(u.in_flight as f64);
         gauge!(names::TOOLS, names::SERVER => u.name.clone()).set(u.counts.0 as f64);
+        if u.per_client {
+            gauge!(names::UPSTREAM_INSTANCES, names::SERVER => u.name.clone())
+                .set(u.instances.len() as f64);
+        }
     }
     let mut last = LAST_RUNG
         .lock()
@@ -194,6 +212,30 @@ pub fn set_quarantine_gauges(catalog: &crate::catalog::Catalog) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn per_client_instances_are_listed_with_their_client_state_and_times() {
+        let mut shared = UpstreamState::new("github", Status::Ready);
+        shared.per_client = true;
+        let started = UNIX_EPOCH + Duration::from_secs(1_764_614_096);
+        let idle = InstanceState::new("alice", Status::Ready, started);
+        let mut busy = InstanceState::new("bob", Status::Starting, started);
+        (busy.in_flight, busy.idle_since) = (2, None);
+        shared.instances = vec![idle, busy];
+        let doc = document(&[shared], None, 0);
+        let up = &doc["upstreams"][0];
+        assert_eq!(up["share"], "per_client");
+        assert_eq!(
+            up["instances"],
+            json!([
+                {"client": "alice", "status": "ready", "started_at": "2025-12-01T18:34:56.000Z",
+                 "in_flight": 0, "idle_since": "2025-12-01T18:34:56.000Z"},
+                {"client": "bob", "status": "starting", "started_at": "2025-12-01T18:34:56.000Z",
+                 "in_flight": 2, "idle_since": null},
+            ])
+        );
+    }
 
     fn up(name: &str, status: Status, required: bool) -> UpstreamState {
         let mut state = UpstreamState::new(name, status);
@@ -232,6 +274,8 @@ mod tests {
             budget_tokens: 150,
         };
         let doc = document(&ups, Some(&plan), 2);
+        assert_eq!(doc["upstreams"][0]["share"], "global");
+        assert_eq!(doc["upstreams"][0]["instances"], json!([]));
         assert_eq!(doc["ready"], true);
         assert_eq!(doc["upstreams"][0]["status"], "down");
         assert_eq!(doc["upstreams"][0]["reason"], "gone");

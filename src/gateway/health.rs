@@ -1,7 +1,10 @@
 //! What the admin listener reads of the gateway at each probe or scrape: every upstream's
 //! state now (not as it started), and how many client sessions are open.
 
+use std::time::SystemTime;
+
 use super::Gateway;
+use crate::policy::share::Share;
 use crate::upstream::{Era, Status};
 
 /// One upstream as it is now.
@@ -24,6 +27,40 @@ pub struct UpstreamState {
     pub in_flight: usize,
     /// `/readyz` waits for it (`required`).
     pub required: bool,
+    /// `share = "per_client"`: it serves no call itself, its clients' instances do.
+    pub per_client: bool,
+    /// Its running per-client instances, by client name (none for a shared upstream).
+    pub instances: Vec<InstanceState>,
+}
+
+/// One client's instance of a `share = "per_client"` upstream, as it is now.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct InstanceState {
+    /// The `[[client]]` it serves.
+    pub client: String,
+    /// Health.
+    pub status: Status,
+    /// When it was started.
+    pub started_at: SystemTime,
+    /// Requests sent to it and not answered yet.
+    pub in_flight: usize,
+    /// Since when nothing uses it (`None` while something does): it stops `idle_secs` later.
+    pub idle_since: Option<SystemTime>,
+}
+
+impl InstanceState {
+    /// An instance of `client` in `status`, started at `started_at`, idle since then.
+    #[must_use]
+    pub fn new(client: &str, status: Status, started_at: SystemTime) -> Self {
+        Self {
+            client: client.to_owned(),
+            status,
+            started_at,
+            in_flight: 0,
+            idle_since: Some(started_at),
+        }
+    }
 }
 
 impl UpstreamState {
@@ -40,6 +77,8 @@ impl UpstreamState {
             counts: (0, 0, 0),
             in_flight: 0,
             required: true,
+            per_client: false,
+            instances: Vec::new(),
         }
     }
 }
@@ -63,8 +102,17 @@ impl Gateway {
                 counts: (c.tools.len(), c.prompts.len(), c.resources.len()),
                 in_flight: u.in_flight(),
                 required: u.spec().required,
+                per_client: matches!(u.spec().share, Share::PerClient(_)),
+                instances: self.inner.pool.instances().states_of(u.index()),
             })
             .collect()
+    }
+
+    /// The policy keys the last reload changed that only a restart applies (empty when the
+    /// running settings are the file's), as named in the policy file.
+    #[must_use]
+    pub fn pending_restart(&self) -> Vec<&'static str> {
+        crate::lock::lock(&self.inner.pending_restart).clone()
     }
 
     /// Client sessions open now.

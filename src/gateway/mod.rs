@@ -42,7 +42,7 @@ mod sessions;
 mod subscriptions;
 mod tasks;
 
-pub use health::UpstreamState;
+pub use health::{InstanceState, UpstreamState};
 pub use pool::{summary_lines, UpstreamSummary};
 pub use sessions::SUPPORTED_VERSIONS;
 
@@ -96,6 +96,8 @@ struct Inner {
     shutdown: CancellationToken,
     /// The audit log's writer, shared by every stack generation and the guard's journal.
     audit: crate::audit::Shared,
+    /// Policy keys the last reload changed that apply only at a restart.
+    pending_restart: std::sync::Mutex<Vec<&'static str>>,
 }
 
 impl Gateway {
@@ -117,6 +119,7 @@ impl Gateway {
             tasks: tasks::Tasks::default(),
             shutdown,
             audit: crate::audit::Shared::default(),
+            pending_restart: std::sync::Mutex::default(),
         };
         let gateway = Self {
             inner: Arc::new(inner),

@@ -106,6 +106,35 @@ impl BudgetLayer {
     /// listed) under `policy`'s `[budget]` and `[discover]`.
     #[must_use]
     pub fn new(catalog: watch::Receiver<Arc<Catalog>>, policy: &Policy) -> Self {
+        Self::succeeding(catalog, policy, None)
+    }
+
+    /// [`BudgetLayer::new`] for a reloaded policy, succeeding `previous` (the layer of the
+    /// stack it replaces): with the same `[budget] usage_file`, the call counts go on in one
+    /// log (none counted since the last write is lost, and calls still finishing in the old
+    /// stack count too); with another file or none, the previous counts are written to their
+    /// file now. Writing spawns a task on the current Tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime, when `previous` has counts to write.
+    #[must_use]
+    pub fn succeeding(
+        catalog: watch::Receiver<Arc<Catalog>>,
+        policy: &Policy,
+        previous: Option<&Self>,
+    ) -> Self {
+        let file = policy.budget.usage_file.as_deref();
+        let before = previous.and_then(|p| p.state.usage.clone());
+        let usage = match before {
+            Some(log) if usage::handover(&log, file) == usage::Handover::Keep => Some(log),
+            before => {
+                if let (Some(_), Some(previous)) = (before, previous) {
+                    let state = previous.state.clone();
+                    tokio::spawn(async move { state.flush_usage().await });
+                }
+                file.map(|path| Arc::new(usage::UsageLog::open(path)))
+            }
+        };
         Self {
             state: Arc::new(State {
                 catalog,
@@ -126,12 +155,8 @@ impl BudgetLayer {
                 policy_clients: policy.clients.clone(),
                 results_cut: std::sync::atomic::AtomicU64::new(0),
                 code_runs: code_mode::runs_gate(policy.discover.code_mode.as_ref()),
-                usage: policy.budget.usage_file.as_ref().map(|path| {
-                    usage::UsageLog::open(
-                        path,
-                        std::time::Duration::from_secs(policy.budget.relearn_secs),
-                    )
-                }),
+                usage,
+                relearn: std::time::Duration::from_secs(policy.budget.relearn_secs),
             }),
         }
     }

@@ -59,7 +59,7 @@ impl Reloader {
     /// Outside a Tokio runtime (the budget layer and the announcement relay are tasks).
     #[must_use]
     pub fn new(gateway: Gateway) -> Self {
-        let (service, generation) = build(&gateway);
+        let (service, generation) = build(&gateway, None);
         Self {
             gateway,
             swap: Swap::new(service),
@@ -96,7 +96,8 @@ impl Reloader {
         let seen = current.budget.as_ref().map(BudgetLayer::fingerprint);
         current.retired.cancel();
         let plan = self.gateway.reconcile(policy);
-        let (service, generation) = build(&self.gateway);
+        // The new budget layer takes the usage counts over (or the old one writes them).
+        let (service, generation) = build(&self.gateway, current.budget.as_ref());
         let shown = generation.budget.as_ref().map(BudgetLayer::fingerprint);
         self.swap.replace(service);
         *current = generation;
@@ -121,9 +122,10 @@ fn tools_changed(seen: Option<u64>, shown: Option<u64>) -> bool {
     }
 }
 
-/// A generation over `gateway`: its stack, and the budget layer's announcements relayed to
-/// every session until the generation is retired.
-fn build(gateway: &Gateway) -> (McpService, Generation) {
+/// A generation over `gateway`, succeeding the one whose budget layer is `previous`: its
+/// stack, and the budget layer's announcements relayed to every session until the generation
+/// is retired.
+fn build(gateway: &Gateway, previous: Option<&BudgetLayer>) -> (McpService, Generation) {
     let retired = CancellationToken::new();
     let (sink, mut rx) = mpsc::unbounded_channel::<Message>();
     let broadcasts = gateway.broadcasts();
@@ -141,7 +143,7 @@ fn build(gateway: &Gateway) -> (McpService, Generation) {
             }
         }
     });
-    let (service, budget) = stack::build_announcing(gateway.clone(), sink);
+    let (service, budget) = stack::build_succeeding(gateway.clone(), sink, previous);
     (service, Generation { budget, retired })
 }
 

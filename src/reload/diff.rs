@@ -1,6 +1,7 @@
 //! What a new policy changes, decided before anything is touched: which upstreams start, stop,
 //! restart or stay, and which settings only a restart can apply.
 
+use crate::policy::sessions::{SealKeySource, SessionsPolicy};
 use crate::policy::{Downstream, Policy, UpstreamSpec};
 
 /// What happens to the upstreams and settings when `new` replaces `old`.
@@ -43,8 +44,8 @@ pub struct Reconcile {
     /// the catalog is rebuilt even where no upstream changed.
     pub renames: bool,
     /// Settings that differ but apply only at the next start (the `[downstream]` section: the
-    /// listen address, stdio, and the transports' limits and checks), named as in the policy
-    /// file.
+    /// listen address, stdio, and the transports' limits and checks; the `[sessions]` seal key
+    /// and lifetime, read once into the sealer), named as in the policy file.
     pub needs_restart: Vec<&'static str>,
 }
 
@@ -74,6 +75,8 @@ impl Reconcile {
         };
         plan.renames = old.separator != new.separator || names(old) != names(new);
         plan.needs_restart = downstream_changes(&old.downstream, &new.downstream);
+        plan.needs_restart
+            .extend(sessions_changes(&old.sessions, &new.sessions));
         plan
     }
 
@@ -81,6 +84,29 @@ impl Reconcile {
     #[must_use]
     pub fn touches_upstreams(&self) -> bool {
         !(self.start.is_empty() && self.stop.is_empty() && self.restart.is_empty())
+    }
+
+    /// The warning a reload logs when it leaves settings for the next restart, naming them:
+    /// `None` when every change was applied.
+    ///
+    /// ```
+    /// use mcp_budget::policy::Policy;
+    /// use mcp_budget::reload::Reconcile;
+    ///
+    /// let old = Policy::from_toml_str("version = 1\n", "old").unwrap();
+    /// let new = Policy::from_toml_str("version = 1\n[sessions]\nseal_key_env = \"K\"\n", "new").unwrap();
+    /// let warning = Reconcile::between(&old, &new).restart_warning().unwrap();
+    /// assert!(warning.ends_with("sessions.seal_key_env"));
+    /// assert_eq!(Reconcile::between(&old, &old).restart_warning(), None);
+    /// ```
+    #[must_use]
+    pub fn restart_warning(&self) -> Option<String> {
+        (!self.needs_restart.is_empty()).then(|| {
+            format!(
+                "Settings changed that apply only at the next restart (still served as before): {}",
+                self.needs_restart.join(", ")
+            )
+        })
     }
 
     /// One line for the log: `started [c], stopped [a], restarted [b], kept 3`.
@@ -170,6 +196,30 @@ fn downstream_changes(a: &Downstream, b: &Downstream) -> Vec<&'static str> {
     .collect()
 }
 
+/// The `[sessions]` keys whose values differ: the HTTP transport builds its sealer (the key
+/// and how long a sealed id lives) once, when it starts serving.
+fn sessions_changes(a: &SessionsPolicy, b: &SessionsPolicy) -> Vec<&'static str> {
+    let env = |s: &SessionsPolicy| match &s.seal_key {
+        Some(SealKeySource::Env(var)) => Some(var.clone()),
+        _ => None,
+    };
+    let file = |s: &SessionsPolicy| match &s.seal_key {
+        Some(SealKeySource::File(path)) => Some(path.clone()),
+        _ => None,
+    };
+    [
+        ("sessions.seal_key_env", env(a) != env(b)),
+        ("sessions.seal_key_file", file(a) != file(b)),
+        (
+            "sessions.max_lifetime_secs",
+            a.max_lifetime != b.max_lifetime,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(key, differs)| differs.then_some(key))
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +290,33 @@ mod tests {
             plan.needs_restart,
             ["downstream.max_sessions", "downstream.strict_accept"]
         );
+    }
+
+    #[test]
+    fn sessions_changes_wait_for_a_restart_named_by_their_keys() {
+        let env = policy("[sessions]\nseal_key_env = \"K\"\n");
+        assert!(Reconcile::between(&env, &env).needs_restart.is_empty());
+        let plan = Reconcile::between(&policy(""), &env);
+        assert_eq!(plan.needs_restart, ["sessions.seal_key_env"]);
+        // From one source to the other: both keys changed.
+        let file = policy("[sessions]\nseal_key_file = \"/k\"\nmax_lifetime_secs = 60\n");
+        let plan = Reconcile::between(&env, &file);
+        assert_eq!(
+            plan.needs_restart,
+            [
+                "sessions.seal_key_env",
+                "sessions.seal_key_file",
+                "sessions.max_lifetime_secs"
+            ]
+        );
+        // Listed after `[downstream]`'s, in one line of the summary.
+        let both = policy(
+            "[downstream]\nmax_sessions = 3\n[sessions]\nseal_key_env = \"K\"\nmax_lifetime_secs = 60\n",
+        );
+        let plan = Reconcile::between(&env, &both);
+        assert!(plan.summary().ends_with(
+            "not applied until restart: downstream.max_sessions, sessions.max_lifetime_secs"
+        ));
     }
 
     #[test]

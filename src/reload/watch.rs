@@ -95,6 +95,9 @@ fn reload_once(
     }
     let plan = reloader.apply(Reloaded::new(policy));
     tracing::info!(cause, "reload: {}", plan.summary());
+    if let Some(warning) = plan.restart_warning() {
+        tracing::warn!(cause, "{warning}");
+    }
     Outcome::Applied
 }
 

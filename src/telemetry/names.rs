@@ -15,6 +15,9 @@ pub const TOOL_CALL_DURATION: &str = "mcp_budget_tool_call_duration_seconds";
 pub const UPSTREAM_UP: &str = "mcp_budget_upstream_up";
 /// Requests sent to the upstream and not answered yet, by `server` (gauge, read at scrape).
 pub const UPSTREAM_IN_FLIGHT: &str = "mcp_budget_upstream_in_flight";
+/// Running per-client instances of a `share = "per_client"` upstream, by `server` (gauge, read
+/// at scrape).
+pub const UPSTREAM_INSTANCES: &str = "mcp_budget_upstream_instances";
 /// Times a stdio upstream's child was started again, by `server` (counter).
 pub const UPSTREAM_RESTARTS: &str = "mcp_budget_upstream_restarts_total";
 /// Times an HTTP upstream was connected again after it was ready, by `server` (counter).
@@ -143,6 +146,11 @@ pub const METRICS: &[(&str, MetricType, &str)] = &[
         UPSTREAM_IN_FLIGHT,
         MetricType::Gauge,
         "Requests sent to the upstream, not answered yet.",
+    ),
+    (
+        UPSTREAM_INSTANCES,
+        MetricType::Gauge,
+        "Running per-client instances of a share = \"per_client\" upstream.",
     ),
     (
         UPSTREAM_RESTARTS,

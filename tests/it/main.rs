@@ -34,5 +34,6 @@ mod reload;
 mod routing;
 mod startup;
 mod telemetry;
+mod templates;
 mod transports;
 mod wire;

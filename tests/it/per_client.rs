@@ -404,3 +404,82 @@ async fn an_http_upstream_gets_each_clients_headers_from_its_own_instance() {
     );
     gw.stop_and_check().await;
 }
+
+/// `GET http://127.0.0.1:PORT{path}` of the admin listener: the body.
+async fn admin_get(port: u16, path: &str) -> String {
+    let url = format!("http://127.0.0.1:{port}{path}");
+    let resp = reqwest::get(url).await.expect("the admin listener answers");
+    resp.text().await.expect("a body")
+}
+
+/// Upstream `e`'s entry of `/status`.
+async fn status_of_e(port: u16) -> Value {
+    let status: Value = serde_json::from_str(&admin_get(port, "/status").await).unwrap();
+    let ups = status["upstreams"].as_array().expect("upstreams").clone();
+    (ups.into_iter().find(|u| u["name"] == "e")).expect("e in /status")
+}
+
+/// The `mcp_budget_upstream_instances{server="e"}` sample of `/metrics`.
+async fn instances_gauge(port: u16) -> Option<String> {
+    let text = admin_get(port, "/metrics").await;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("mcp_budget_upstream_instances{server=\"e\"}"))?;
+    line.rsplit(' ').next().map(str::to_owned)
+}
+
+/// Operators see the instances: `/status` lists each client's instance of a per-client
+/// upstream (client, state, start, calls in flight, idle since) and
+/// `mcp_budget_upstream_instances` counts them; once the idle ones are reaped, both read none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_metrics_list_each_clients_instance_until_it_is_reaped() {
+    let admin = free_port();
+    let policy = format!(
+        "{}\n[admin]\nhttp = \"127.0.0.1:{admin}\"\n",
+        clients(nothing)
+    );
+    let ups = [everything(&[("idle_secs", "8")]), Up::everything("shared")];
+    let gw = start("per-client-status", &policy, &ups).await;
+    let before = status_of_e(admin).await;
+    assert_eq!(before["share"], "per_client", "{before}");
+    assert_eq!(before["instances"], json!([]), "{before}");
+    let get_env = json!([{"name": "e__get-env", "args": {}}]);
+    let (alice, bob) = tokio::join!(py(&gw, ALICE, &get_env), py(&gw, BOB, &get_env));
+    assert_sees(&alice, &tokens("per-client-status").0);
+    assert_sees(&bob, &tokens("per-client-status").1);
+
+    let e = status_of_e(admin).await;
+    let instances = e["instances"].as_array().expect("a list");
+    let clients: Vec<&str> = instances
+        .iter()
+        .filter_map(|i| i["client"].as_str())
+        .collect();
+    assert_eq!(clients, ["alice", "bob"], "{e}");
+    for i in instances {
+        assert_eq!(i["status"], "ready", "{e}");
+        assert_eq!(i["in_flight"], 0, "{e}");
+        let started = i["started_at"].as_str().expect("a start time");
+        let idle = i["idle_since"].as_str().expect("idle: its call ended");
+        // RFC 3339 in UTC, so text order is time order.
+        assert!(started.ends_with('Z') && started <= idle, "{e}");
+    }
+    let shared = serde_json::from_str::<Value>(&admin_get(admin, "/status").await).unwrap();
+    let shared = &shared["upstreams"][1];
+    assert_eq!(
+        (&shared["share"], &shared["instances"]),
+        (&json!("global"), &json!([]))
+    );
+    assert_eq!(instances_gauge(admin).await.as_deref(), Some("2"));
+
+    let reaped = || {
+        gw.log()
+            .matches("Per-client instance stopped (idle_secs)")
+            .count()
+            == 2
+    };
+    assert!(eventually(WAIT, reaped).await, "{}", gw.log());
+    let e = status_of_e(admin).await;
+    assert_eq!(e["instances"], json!([]), "{e}");
+    assert_eq!(instances_gauge(admin).await.as_deref(), Some("0"));
+    gw.stop_and_check().await;
+}

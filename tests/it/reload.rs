@@ -465,3 +465,59 @@ async fn a_tool_approved_in_the_rewritten_lock_leaves_quarantine_without_a_resta
     assert_eq!(first_text(&served), "fact about x", "{served}");
     gw.stop_and_check().await;
 }
+
+/// The count of `time/get_current_time` in usage file `file` (0 while it is not written).
+fn counted(file: &Path) -> u64 {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let counts: Value = serde_json::from_str(&text).unwrap_or_default();
+    counts["time/get_current_time"].as_u64().unwrap_or(0)
+}
+
+/// One call of the time server's tool, answered.
+async fn call(gw: &mut Gateway) {
+    let args = json!({"timezone": "Europe/Paris"});
+    let answer = gw.client().call_tool("time__get_current_time", args).await;
+    assert!(answer["result"].is_object(), "{answer}");
+}
+
+/// Calls made before a reload are counted with those made after it: a reload that keeps the
+/// usage file hands its counts, not yet written, to the new budget; a reload that moves the
+/// file writes them to the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_counts_survive_a_reload_and_are_written_when_the_file_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("usage.json"), dir.path().join("moved.json"));
+    let budget = |file: &Path, extra: &str| {
+        format!(
+            "[budget]\nenabled = true\nusage_file = {:?}\nrelearn_secs = 3600\n{extra}",
+            file.display().to_string()
+        )
+    };
+    let ups = [Up::time("time")];
+    let mut gw = Gateway::start_with("reload-usage", Mode::Stdio, &budget(&first, ""), &ups).await;
+    gw.client().initialize().await;
+    for _ in 0..2 {
+        call(&mut gw).await;
+    }
+    // The same file, another rule: the counts go on in the new budget.
+    let rule = "[budget.tools.\"time/get_current_time\"]\ndescription = \"The time now\"\n";
+    rewrite(&gw, &budget(&first, rule), &ups);
+    reloaded(&gw, 1).await;
+    for _ in 0..3 {
+        call(&mut gw).await;
+    }
+    assert_eq!(counted(&first), 0, "nothing written yet (relearn_secs)");
+    // The file moves: what was counted is written to the old one.
+    rewrite(&gw, &budget(&second, rule), &ups);
+    reloaded(&gw, 2).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while counted(&first) != 5 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        counted(&first),
+        5,
+        "every call, before and after the reload"
+    );
+    gw.stop_and_check().await;
+}

@@ -14,6 +14,9 @@ STEP:  {"op": "list_tools"}
        {"op": "list_changed", "name": str, "args": {...}}
            waits for a tools list change caused by calling `name`: `subscriptions/listen` on
            2026-07-28, `notifications/tools/list_changed` on 2025; then re-lists the tools
+       {"op": "notified", "name": str, "args": {...}, "method": str}
+           calls `name` and waits for a server notification `method` (e.g.
+           `notifications/resources/list_changed`) after it; `notified` says whether it came
        {"op": "list_prompts"} {"op": "get_prompt", "name", "args"} {"op": "list_resources"}
        {"op": "list_templates"} {"op": "read_resource", "uri"}
 Each step has STEP_TIMEOUT seconds (env, default 8). Prints one JSON object on stdout: protocol,
@@ -48,6 +51,7 @@ async def main() -> None:
     step_timeout = float(os.environ.get("STEP_TIMEOUT", "8"))
     sampled, elicited, rooted, notifications = [], [], [], []
     tools_changed = anyio.Event()
+    awaited = {}  # notification method -> anyio.Event, for `notified` steps
 
     async def sampling(_ctx, params):
         sampled.append(dump(params))
@@ -75,6 +79,8 @@ async def main() -> None:
         notifications.append(method)
         if method == "notifications/tools/list_changed":
             tools_changed.set()
+        if method in awaited:
+            awaited[method].set()
 
     kwargs = {"mode": os.environ.get("MODE", "auto"), "message_handler": on_message}
     if plan.get("sampling") is not None:
@@ -140,6 +146,12 @@ async def main() -> None:
                 await tools_changed.wait()
             after = await list_tools(client)
             entry["added"] = [t for t in after if t not in before]
+        elif op == "notified":
+            came = awaited[step["method"]] = anyio.Event()
+            entry["result"] = dump(await client.call_tool(step["name"], step.get("args", {})))
+            with anyio.move_on_after(step_timeout / 2):
+                await came.wait()
+            entry["notified"] = came.is_set()
         elif op == "list_prompts":
             entry["prompts"] = [p.name for p in (await client.list_prompts()).prompts]
         elif op == "get_prompt":

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::Pool;
 use crate::context::Caller;
 use crate::error::Error;
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, InstanceState};
 use crate::identity::Via;
 use crate::lock::lock;
 use crate::policy::share::{instance_spec, Credentials, Share};
@@ -60,6 +60,8 @@ struct Instance {
     in_use: usize,
     /// When the last of them ended (or it started).
     last_used: Instant,
+    /// When it started, for operators (`/status`).
+    started: SystemTime,
 }
 
 /// A request's hold on an instance: while one is held, the instance is not idle. Released on
@@ -92,6 +94,19 @@ pub(in crate::gateway) fn idle_out(
     busy == 0 && now.saturating_duration_since(last_used) >= idle
 }
 
+/// Since when an instance last used at `last_used` is idle, on the wall clock (`wall` is
+/// `now` on it): `None` while something uses it (`busy`, as for [`idle_out`]).
+#[must_use]
+pub(in crate::gateway) fn idle_since(
+    last_used: Instant,
+    busy: usize,
+    now: Instant,
+    wall: SystemTime,
+) -> Option<SystemTime> {
+    let ago = now.saturating_duration_since(last_used);
+    (busy == 0).then(|| wall.checked_sub(ago).unwrap_or(wall))
+}
+
 /// Whether one more instance may start, with `running` instances of the upstream running and
 /// at most `max`.
 #[must_use]
@@ -118,6 +133,23 @@ impl Instances {
             .filter(|i| i.client == client)
             .map(|i| i.upstream.clone())
             .collect()
+    }
+
+    /// The running instances of upstream `base` as they are now, by client name.
+    pub(in crate::gateway) fn states_of(&self, base: usize) -> Vec<InstanceState> {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let mut states: Vec<InstanceState> = (lock(&self.live).values())
+            .filter(|i| i.base == base)
+            .map(|i| {
+                let in_flight = i.upstream.in_flight();
+                let mut state = InstanceState::new(&i.client, i.upstream.status(), i.started);
+                state.in_flight = in_flight;
+                state.idle_since = idle_since(i.last_used, i.in_use + in_flight, now, wall);
+                state
+            })
+            .collect();
+        states.sort_by(|a, b| a.client.cmp(&b.client));
+        states
     }
 
     /// Takes out the instances `retired` says (given the id of the upstream each is an
@@ -216,6 +248,7 @@ impl Pool {
                     client: client.to_owned(),
                     in_use: 1,
                     last_used: Instant::now(),
+                    started: SystemTime::now(),
                 };
                 live.insert(id, instance);
                 id
@@ -378,6 +411,20 @@ mod tests {
         assert!(!idle_out(start, 1, later(6000), idle), "a call in use");
         // A clock that went back (an `Instant` taken before `last_used`) never reaps.
         assert!(!idle_out(later(10), 0, start, idle));
+    }
+
+    #[test]
+    fn an_instance_is_idle_since_its_last_use_only_while_unused() {
+        let start = Instant::now();
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let now = start + Duration::from_secs(30);
+        assert_eq!(
+            idle_since(start, 0, now, wall),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(970))
+        );
+        assert_eq!(idle_since(start, 2, now, wall), None, "in use");
+        // A clock that went back: idle since now.
+        assert_eq!(idle_since(now, 0, start, wall), Some(wall));
     }
 
     #[test]

@@ -59,6 +59,26 @@ impl Pool {
     }
 }
 
+/// The kinds of lists (`tools`, `prompts`, `resources`) whose pass-through view differs from
+/// `before` to `after`, each once; `tools` left out when `budgeted` (the budget layer lists
+/// them). Resource templates count as `resources`: hosts hear of both through
+/// `notifications/resources/list_changed`, MCP has no notification of templates alone.
+fn changed_lists(before: &Catalog, after: &Catalog, budgeted: bool) -> Vec<&'static str> {
+    let lists = [
+        ("tools", Catalog::listed_tools as fn(&Catalog) -> Vec<Value>),
+        ("prompts", Catalog::listed_prompts),
+        ("resources", Catalog::listed_resources),
+        ("resources", Catalog::listed_templates),
+    ];
+    let mut changed: Vec<&'static str> = (lists.into_iter())
+        .filter(|(kind, _)| *kind != "tools" || !budgeted)
+        .filter(|(_, listed)| listed(before) != listed(after))
+        .map(|(kind, _)| kind)
+        .collect();
+    changed.dedup();
+    changed
+}
+
 impl Gateway {
     /// Runs `policy` from now on: upstreams are started, stopped (once their calls in flight
     /// end; new calls to them are refused as to a name no upstream lists), restarted or left
@@ -66,7 +86,8 @@ impl Gateway {
     /// rebuilt with the new names, sanitizing and pins; sessions and listeners get
     /// `list_changed` for each list whose pass-through view changed (tools only with the
     /// budget off: with it on, the budget layer announces what hosts see). Settings only a
-    /// restart applies (`Reconcile::needs_restart`) are kept as they were.
+    /// restart applies (`Reconcile::needs_restart`) are kept as they were, and named by
+    /// [`Gateway::pending_restart`] until the next reload.
     ///
     /// The layers above read their policy when the stack is built: rebuild it over this
     /// gateway ([`crate::stack::build`]) to apply `[budget]`, `[discover]` and `[sanitize]`
@@ -74,8 +95,11 @@ impl Gateway {
     pub fn reconcile(&self, mut policy: Policy) -> Reconcile {
         let old = self.policy();
         let plan = Reconcile::between(&old, &policy);
-        // The transports read `[downstream]` once, when they start: the section stays as served.
+        // The transports read `[downstream]` and `[sessions]` once, when they start: the
+        // sections stay as served, and what differs is pending until a restart.
         policy.downstream = old.downstream.clone();
+        policy.sessions = old.sessions.clone();
+        (*crate::lock::lock(&self.inner.pending_restart)).clone_from(&plan.needs_restart);
         let before = self.snapshot();
         let policy = Arc::new(policy);
         *crate::lock::lock(&self.inner.policy) = policy.clone();
@@ -85,17 +109,8 @@ impl Gateway {
         }
         self.retire_instances(&policy);
         let after = self.snapshot();
-        let changed: Vec<&'static str> = [
-            ("tools", Catalog::listed_tools as fn(&Catalog) -> Vec<Value>),
-            ("prompts", Catalog::listed_prompts),
-            ("resources", Catalog::listed_resources),
-        ]
-        .into_iter()
         // Tools listed through the budget before: the reloader compares what it showed.
-        .filter(|(kind, _)| *kind != "tools" || !old.budget.enabled)
-        .filter(|(_, listed)| listed(&before) != listed(&after))
-        .map(|(kind, _)| kind)
-        .collect();
+        let changed = changed_lists(&before, &after, old.budget.enabled);
         self.announce(&changed);
         plan
     }
@@ -111,5 +126,47 @@ impl Gateway {
         }
         upstream.stop(Duration::from_secs(5)).await;
         tracing::info!(upstream = upstream.name(), "Upstream stopped (reload)");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::catalog::Contribution;
+
+    fn catalog(tools: usize, resources: usize, templates: usize) -> Catalog {
+        let item = |i| {
+            json!({"name": format!("n{i}"), "uri": format!("u://{i}"),
+                               "uriTemplate": format!("u://{i}/{{id}}"), "inputSchema": {"type": "object"}})
+        };
+        let lists = Contribution {
+            tools: (0..tools).map(item).collect(),
+            resources: (0..resources).map(item).collect(),
+            templates: (0..templates).map(item).collect(),
+            prompts: Vec::new(),
+        };
+        Catalog::build(vec![lists], &["a".to_owned()], "__", 1)
+    }
+
+    #[test]
+    fn a_change_of_templates_alone_is_a_change_of_resources() {
+        let base = catalog(1, 1, 1);
+        assert!(changed_lists(&base, &catalog(1, 1, 1), false).is_empty());
+        assert_eq!(
+            changed_lists(&base, &catalog(1, 1, 0), false),
+            ["resources"]
+        );
+        assert_eq!(
+            changed_lists(&base, &catalog(1, 0, 2), false),
+            ["resources"],
+            "once"
+        );
+        assert_eq!(changed_lists(&base, &catalog(2, 1, 1), false), ["tools"]);
+        assert!(
+            changed_lists(&base, &catalog(2, 1, 1), true).is_empty(),
+            "budgeted"
+        );
     }
 }

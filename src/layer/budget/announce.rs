@@ -91,7 +91,7 @@ pub(super) async fn announce_changes(
 ) {
     let relearn_every = state
         .upgrade()
-        .and_then(|s| s.usage.as_ref().map(|u| u.relearn));
+        .and_then(|s| s.usage.as_ref().map(|_| s.relearn));
     let mut relearn = relearn_every.map(every);
     let mut flush = relearn_every.map(|r| every(r.min(usage::FLUSH_EVERY)));
     // A fixed catalog (its publisher gone) changes no more, but usage still relearns.

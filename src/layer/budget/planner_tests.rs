@@ -134,3 +134,87 @@ async fn host_search_lists_real_tools_and_rewrites_the_instructions() {
         "the rest is kept"
     );
 }
+
+/// A policy counting calls into `file` (or not at all), with `extra` `[budget]` lines.
+fn usage_policy(file: Option<&std::path::Path>, extra: &str) -> Policy {
+    let usage = file.map_or(String::new(), |f| {
+        format!("usage_file = {:?}\n", f.display().to_string())
+    });
+    Policy::from_toml_str(
+        &format!("version = 1\n[budget]\n{usage}relearn_secs = 3600\n{extra}"),
+        "t.toml",
+    )
+    .unwrap()
+}
+
+/// `n` calls of a catalog tool through `layer`.
+async fn call_times(layer: &super::BudgetLayer, n: i64) {
+    let mut svc = layer.layer(echo());
+    for id in 0..n {
+        let call = json!({"name": "time__get_current_time", "arguments": {}});
+        svc.call(request(id, "tools/call", &call)).await.unwrap();
+    }
+}
+
+/// The count of `time/get_current_time` in `file` (0 while it is not written).
+fn counted(file: &std::path::Path) -> u64 {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|_| "{}".into());
+    let counts = crate::plan::parse_usage(&text).unwrap();
+    counts.get("time/get_current_time").copied().unwrap_or(0)
+}
+
+/// A reloaded layer succeeding `previous` over the same tools.
+fn reloaded(policy: &Policy, previous: &super::BudgetLayer) -> super::BudgetLayer {
+    let catalog = crate::catalog::Catalog::from_tools(fixtures(), &policy.separator);
+    let (_publisher, catalog) = tokio::sync::watch::channel(std::sync::Arc::new(catalog));
+    super::BudgetLayer::succeeding(catalog, policy, Some(previous))
+}
+
+#[tokio::test]
+async fn a_reload_with_the_same_usage_file_keeps_the_counts_not_yet_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("usage.json");
+    let old = fixed(fixtures(), &usage_policy(Some(&file), ""));
+    call_times(&old, 2).await;
+    // Another threshold, the same file: the counts go on in the new layer.
+    let new = reloaded(&usage_policy(Some(&file), "threshold_percent = 4\n"), &old);
+    drop(old);
+    call_times(&new, 3).await;
+    assert_eq!(counted(&file), 0, "nothing written before the relearn");
+    new.state.relearn_usage().await;
+    assert_eq!(counted(&file), 5, "the calls before and after the reload");
+}
+
+#[tokio::test]
+async fn a_reload_to_another_usage_file_or_none_writes_the_old_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let old = fixed(fixtures(), &usage_policy(Some(&first), ""));
+    call_times(&old, 2).await;
+    let moved = reloaded(&usage_policy(Some(&second), ""), &old);
+    drop(old);
+    call_times(&moved, 1).await;
+    let written = |file: &std::path::Path, n| {
+        let file = file.to_owned();
+        async move {
+            for _ in 0..100 {
+                if counted(&file) == n {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            false
+        }
+    };
+    assert!(
+        written(&first, 2).await,
+        "the old file holds the old counts"
+    );
+    // Usage switched off: the last counts are written too.
+    let off = reloaded(&usage_policy(None, ""), &moved);
+    assert!(off.state.usage.is_none());
+    assert!(
+        written(&second, 1).await,
+        "written when usage is switched off"
+    );
+}

@@ -157,8 +157,11 @@ pub(super) struct State {
     pub(super) listeners: Mutex<HashMap<String, Listener>>,
     /// Servers whose tools are dynamic (`volatile = true` upstreams).
     pub(super) volatile: Vec<String>,
-    /// Call counts and their file (`[budget] usage_file`).
-    pub(super) usage: Option<usage::UsageLog>,
+    /// Call counts and their file (`[budget] usage_file`), handed from generation to
+    /// generation while the file stays the same ([`super::BudgetLayer::succeeding`]).
+    pub(super) usage: Option<Arc<usage::UsageLog>>,
+    /// Time between relearns of the usage counts (`[budget] relearn_secs`).
+    pub(super) relearn: std::time::Duration,
     /// Results cut to their `max_result_tokens` (for metrics).
     pub(super) results_cut: AtomicU64,
     /// Each session's last search (for the rank of the tool it then invokes).
@@ -198,7 +201,7 @@ impl State {
     pub(super) fn planned(&self) -> Arc<Planned> {
         let catalog = self.catalog.borrow().clone();
         let version = catalog.version();
-        let learned = self.usage.as_ref().map(usage::UsageLog::learned);
+        let learned = self.usage.as_deref().map(usage::UsageLog::learned);
         let generation = learned.as_ref().map_or(0, |l| l.generation);
         // Held while planning: concurrent lists of a new catalog wait for one computation.
         let mut current = lock(&self.current);
@@ -229,7 +232,7 @@ impl State {
         };
         let catalog = self.catalog.borrow().clone();
         let version = catalog.version();
-        let learned = self.usage.as_ref().map(usage::UsageLog::learned);
+        let learned = self.usage.as_deref().map(usage::UsageLog::learned);
         let generation = learned.as_ref().map_or(0, |l| l.generation);
         // The map is held only to find or make the audience's slot; the plan is computed in
         // the slot, so one audience's new plan never holds up another's list.
@@ -407,7 +410,11 @@ impl State {
 
     /// Writes the usage file when something was counted since the last write.
     pub(super) async fn flush_usage(&self) {
-        if let Some((path, text)) = self.usage.as_ref().and_then(usage::UsageLog::pending_write) {
+        if let Some((path, text)) = self
+            .usage
+            .as_deref()
+            .and_then(usage::UsageLog::pending_write)
+        {
             let _ = tokio::task::spawn_blocking(move || usage::write_usage(&path, &text)).await;
         }
     }

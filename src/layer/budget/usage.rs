@@ -21,8 +21,6 @@ pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(300);
 #[derive(Debug)]
 pub(crate) struct UsageLog {
     path: PathBuf,
-    /// Time between relearns.
-    pub(crate) relearn: Duration,
     /// False when the file at start could not be read as a usage file: it is the operator's,
     /// and is never overwritten.
     writable: bool,
@@ -47,7 +45,7 @@ pub(crate) struct Learned {
 
 impl UsageLog {
     /// Opens `path` (a missing file is an empty one): its counts are what the first plan learns.
-    pub(crate) fn open(path: &Path, relearn: Duration) -> Self {
+    pub(crate) fn open(path: &Path) -> Self {
         let (counts, writable) = match std::fs::read_to_string(path) {
             Ok(text) => match parse_usage(&text) {
                 Ok(counts) => (counts, true),
@@ -72,7 +70,6 @@ impl UsageLog {
         }
         Self {
             path: path.to_owned(),
-            relearn,
             writable,
             live: Mutex::new(live),
             learned: Mutex::new(Learned {
@@ -144,6 +141,26 @@ impl UsageLog {
     }
 }
 
+/// What a reloaded budget layer does with the usage log of the layer it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handover {
+    /// Counts on in the same log: the file is the same, and the log may write it.
+    Keep,
+    /// Writes what the log counted to its file, and opens the new file (if any) afresh: the
+    /// file changed, usage was switched off, or the file at start was not a usage file (an
+    /// operator who fixed it gets it read again).
+    Flush,
+}
+
+/// What happens to `log` when the reloaded policy's usage file is `file`.
+pub(crate) fn handover(log: &UsageLog, file: Option<&Path>) -> Handover {
+    if log.writable && file == Some(log.path.as_path()) {
+        Handover::Keep
+    } else {
+        Handover::Flush
+    }
+}
+
 fn ids(counts: &HashMap<String, HashMap<String, u64>>) -> UsageCounts {
     counts
         .iter()
@@ -174,7 +191,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("usage.json");
         std::fs::write(&path, r#"{"time/now": 2}"#).unwrap();
-        let log = UsageLog::open(&path, Duration::from_secs(60));
+        let log = UsageLog::open(&path);
         assert_eq!(log.learned().counts.get("time/now"), Some(&2));
         log.record("time", "now");
         log.record("github", "get_issue");
@@ -187,8 +204,23 @@ mod tests {
         let (to, text) = log.pending_write().unwrap();
         assert!(log.pending_write().is_none(), "written once");
         write_usage(&to, &text);
-        let reopened = UsageLog::open(&path, Duration::from_secs(60));
+        let reopened = UsageLog::open(&path);
         assert_eq!(reopened.learned().counts, learned.counts);
+    }
+
+    #[test]
+    fn a_reload_keeps_the_log_only_for_the_same_writable_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("usage.json");
+        let log = UsageLog::open(&path);
+        assert_eq!(handover(&log, Some(&path)), Handover::Keep);
+        let other = dir.path().join("other.json");
+        assert_eq!(handover(&log, Some(&other)), Handover::Flush);
+        assert_eq!(handover(&log, None), Handover::Flush, "usage switched off");
+        // Not a usage file at start: read again at the reload (it may have been fixed).
+        std::fs::write(&path, "not json").unwrap();
+        let unread = UsageLog::open(&path);
+        assert_eq!(handover(&unread, Some(&path)), Handover::Flush);
     }
 
     #[test]
@@ -196,7 +228,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("usage.json");
         std::fs::write(&path, "not json").unwrap();
-        let log = UsageLog::open(&path, Duration::from_secs(60));
+        let log = UsageLog::open(&path);
         log.record("time", "now");
         assert!(log.pending_write().is_none());
         assert!(log.learned().counts.is_empty());
