@@ -33,21 +33,20 @@
 //! # let _ = service;
 //! ```
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
-use tower::{Layer, Service};
+use tower::Layer;
 
 use crate::audit::{self, Audit, Entry};
 use crate::authz::{Decision, Kind, Scope, Target};
 use crate::catalog::Catalog;
-use crate::context::McpRequest;
+use crate::context::{McpFuture, McpRequest};
 use crate::error::{kind, UPSTREAM_ERROR};
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind as MessageKind, Message};
+use crate::layer::{Around, Inner, Layered};
 
 /// Layer of [`Authorize`].
 #[derive(Debug, Clone)]
@@ -73,26 +72,12 @@ impl AuthorizeLayer {
 impl<S> Layer<S> for AuthorizeLayer {
     type Service = Authorize<S>;
     fn layer(&self, inner: S) -> Authorize<S> {
-        Authorize {
-            inner,
-            layer: self.clone(),
-        }
+        Layered::new(self.clone(), inner)
     }
 }
 
 /// Checks calls and filters lists by the caller's scope.
-#[derive(Debug, Clone)]
-pub struct Authorize<S> {
-    inner: S,
-    layer: AuthorizeLayer,
-}
-
-impl<S> Authorize<S> {
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-}
+pub type Authorize<S> = Layered<AuthorizeLayer, S>;
 
 /// What a call names, resolved through the catalog.
 #[derive(Debug, PartialEq)]
@@ -104,30 +89,18 @@ struct Called {
     routed: Vec<(String, String)>,
 }
 
-impl<S> Service<McpRequest> for Authorize<S>
-where
-    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Option<Message>;
-    type Error = Infallible;
-    type Future = crate::context::McpFuture;
+impl<S: Inner> Around<S> for AuthorizeLayer {
+    type Future = McpFuture;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+    fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
         let anonymous = req.caller.principal.via() == Via::Anonymous;
         // The open gateway's whole cost: one pointer read (and one flag).
-        if anonymous && !self.layer.audit.is_on() || req.message.kind() != MessageKind::Request {
+        if anonymous && !self.audit.is_on() || req.message.kind() != MessageKind::Request {
             return Box::pin(inner.call(req));
         }
         let method = req.view.method().unwrap_or_default();
         let list = match method {
-            "tools/list" if self.layer.filter_tools => Some(Kind::Tool),
+            "tools/list" if self.filter_tools => Some(Kind::Tool),
             "prompts/list" => Some(Kind::Prompt),
             "resources/list" | "resources/templates/list" => Some(Kind::Resource),
             _ => None,
@@ -137,7 +110,7 @@ where
                 return Box::pin(inner.call(req));
             }
             let principal = req.caller.principal.clone();
-            let catalog = self.layer.catalog.clone();
+            let catalog = self.catalog.clone();
             return Box::pin(async move {
                 let mut reply = inner.call(req).await?;
                 if let Some(msg) = reply.as_mut() {
@@ -147,14 +120,14 @@ where
                 Ok(reply)
             });
         }
-        let catalog = self.layer.catalog.borrow().clone();
+        let catalog = self.catalog.borrow().clone();
         let Some(called) = called(&req, &catalog) else {
             return Box::pin(inner.call(req));
         };
         let arguments = matches!(method, "tools/call" | "prompts/get")
             .then(|| req.view.arguments_value(&req.message));
         let decision = decide(&req, &called, arguments.as_ref());
-        let audit = self.layer.audit.clone();
+        let audit = self.audit.clone();
         let audit_id = audit::new_id();
         let (rule, reason) = match &decision {
             Decision::Allow if anonymous => ("no clients configured", None),

@@ -29,20 +29,19 @@
 //! ```
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
-use tower::{Layer, Service};
+use tower::Layer;
 
 use crate::catalog::Catalog;
-use crate::context::McpRequest;
+use crate::context::{McpFuture, McpRequest};
 use crate::error::{kind, RATE_LIMITED};
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
+use crate::layer::{Around, Inner, Layered};
 use crate::limits::{ClientLimits, Ledger, Limits, Refused, Which};
 
 /// Methods that are calls (they reach an upstream's tool, prompt, resource or completion).
@@ -84,19 +83,12 @@ impl LimitLayer {
 impl<S> Layer<S> for LimitLayer {
     type Service = Limit<S>;
     fn layer(&self, inner: S) -> Limit<S> {
-        Limit {
-            inner,
-            state: self.state.clone(),
-        }
+        Layered::new(self.clone(), inner)
     }
 }
 
 /// Refuses or queues calls over a client's limits.
-#[derive(Debug, Clone)]
-pub struct Limit<S> {
-    inner: S,
-    state: Arc<State>,
-}
+pub type Limit<S> = Layered<LimitLayer, S>;
 
 /// One client's in-flight slots and how many wait for one.
 #[derive(Debug)]
@@ -117,22 +109,10 @@ struct State {
     epoch: tokio::time::Instant,
 }
 
-impl<S> Service<McpRequest> for Limit<S>
-where
-    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Option<Message>;
-    type Error = Infallible;
-    type Future = crate::context::McpFuture;
+impl<S: Inner> Around<S> for LimitLayer {
+    type Future = McpFuture;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+    fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
         let is_call = req.message.kind() == Kind::Request
             && req.message.method().is_some_and(|m| CALLS.contains(&m));
         if !is_call {

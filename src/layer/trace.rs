@@ -32,6 +32,7 @@ use crate::catalog::Catalog;
 use crate::context::McpRequest;
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::Message;
+use crate::layer::{Around, Layered};
 use crate::telemetry::{names, record, span};
 
 /// Layer of [`Trace`]; with a catalog, tool calls are logged and counted by server and tool.
@@ -53,19 +54,12 @@ impl TraceLayer {
 impl<S> Layer<S> for TraceLayer {
     type Service = Trace<S>;
     fn layer(&self, inner: S) -> Trace<S> {
-        Trace {
-            inner,
-            catalog: self.catalog.clone(),
-        }
+        Layered::new(self.clone(), inner)
     }
 }
 
 /// Wraps each message in a `mcp` span.
-#[derive(Debug, Clone)]
-pub struct Trace<S> {
-    inner: S,
-    catalog: Option<watch::Receiver<Arc<Catalog>>>,
-}
+pub type Trace<S> = Layered<TraceLayer, S>;
 
 /// A tool call being answered: what its log line and metrics need.
 #[derive(Debug)]
@@ -173,7 +167,7 @@ fn note(pending: &Pending, in_span: &Span, answer: Option<&Message>) {
     }
 }
 
-impl<S> Trace<S> {
+impl TraceLayer {
     /// The server and own name of the tool exposed as `exposed` (both
     /// [`names::UNKNOWN`] for a name the catalog does not know: labels stay bounded).
     fn server_and_tool(&self, exposed: &str) -> (String, String) {
@@ -188,20 +182,13 @@ impl<S> Trace<S> {
     }
 }
 
-impl<S> Service<McpRequest> for Trace<S>
+impl<S> Around<S> for TraceLayer
 where
-    S: Service<McpRequest, Response = Option<Message>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
+    S: Service<McpRequest, Response = Option<Message>>,
 {
-    type Response = Option<Message>;
-    type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
+    fn around(&self, mut inner: S, req: McpRequest) -> Self::Future {
         let method = req.message.method().unwrap_or("(response)");
         let exported = crate::telemetry::tracing_on();
         let span = if exported {
@@ -240,8 +227,6 @@ where
                 span: exported.then(|| span.clone()),
             })
         });
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
         // What layers below record while building their future (the budget layer's plan)
         // lands on the exported span too.
         let entered = exported.then(|| span.enter());
