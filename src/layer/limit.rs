@@ -43,6 +43,7 @@ use crate::error::{kind, RATE_LIMITED};
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
 use crate::limits::{ClientLimits, Ledger, Limits, Refused, Which};
+use crate::routing::Routed;
 
 /// Methods that are calls (they reach an upstream's tool, prompt, resource or completion).
 const CALLS: &[&str] = &[
@@ -121,19 +122,20 @@ impl<S: Inner> Around<S> for LimitLayer {
         let state = self.state.clone();
         Box::pin(async move {
             let client = req.caller.principal.name().to_owned();
-            let upstream = state.upstream_of(&req);
+            let routed = state.routed(&req);
+            let upstream = routed.as_deref().and_then(Routed::upstream);
             let limits = state.limits.of(&client);
             let id = req.message.id.clone().unwrap_or(Id::Null);
-            if let Err(refused) = state.admit_rate(&client, upstream.as_deref(), limits) {
-                return Ok(Some(refusal(id, &client, upstream.as_deref(), refused)));
+            if let Err(refused) = state.admit_rate(&client, upstream, limits) {
+                return Ok(Some(refusal(id, &client, upstream, refused)));
             }
             let _client_slot = match state.client_slot(&client, limits).await {
                 Ok(permit) => permit,
                 Err(refused) => {
-                    return Ok(Some(refusal(id, &client, upstream.as_deref(), refused)));
+                    return Ok(Some(refusal(id, &client, upstream, refused)));
                 }
             };
-            let _upstream_slot = match upstream.as_deref().and_then(|u| state.upstreams.get(u)) {
+            let _upstream_slot = match upstream.and_then(|u| state.upstreams.get(u)) {
                 // Closed never: the semaphore lives as long as the layer.
                 Some(line) => line.clone().acquire_owned().await.ok(),
                 None => None,
@@ -144,16 +146,14 @@ impl<S: Inner> Around<S> for LimitLayer {
 }
 
 impl State {
-    /// The upstream the catalog routes this call to, if it knows the name.
-    fn upstream_of(&self, req: &McpRequest) -> Option<String> {
+    /// What this call is routed to (as a layer above routed it, or now), if it counts
+    /// against an upstream: a completion counts against the overall rate only.
+    fn routed(&self, req: &McpRequest) -> Option<Arc<Routed>> {
+        if req.message.method() == Some("completion/complete") {
+            return None;
+        }
         let catalog = self.catalog.borrow().clone();
-        let index = match req.message.method()? {
-            "resources/read" => catalog.resource(req.view.uri()?)?,
-            "prompts/get" => catalog.prompt(req.view.name()?)?.0,
-            "tools/call" => catalog.tool(req.view.name()?)?.0,
-            _ => return None,
-        };
-        catalog.names().get(index).cloned()
+        req.routed(&catalog)
     }
 
     fn admit_rate(
