@@ -33,6 +33,7 @@ use crate::context::McpRequest;
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::Message;
 use crate::layer::{Around, Layered};
+use crate::routing::Reach;
 use crate::telemetry::{names, record, span};
 
 /// Layer of [`Trace`]; with a catalog, tool calls are logged and counted by server and tool.
@@ -168,17 +169,17 @@ fn note(pending: &Pending, in_span: &Span, answer: Option<&Message>) {
 }
 
 impl TraceLayer {
-    /// The server and own name of the tool exposed as `exposed` (both
-    /// [`names::UNKNOWN`] for a name the catalog does not know: labels stay bounded).
-    fn server_and_tool(&self, exposed: &str) -> (String, String) {
-        let catalog = self.catalog.as_ref().map(|c| c.borrow().clone());
-        catalog
-            .as_deref()
-            .and_then(|c| {
-                let (i, tool) = c.tool(exposed)?;
-                Some((c.names().get(i)?.clone(), tool.to_owned()))
-            })
-            .unwrap_or_else(|| (names::UNKNOWN.to_owned(), names::UNKNOWN.to_owned()))
+    /// The server and own name of the tool a `tools/call` calls (both [`names::UNKNOWN`]
+    /// for a name the catalog does not route: labels stay bounded). The route is kept with
+    /// the request: the layers below that route it again reuse it.
+    fn server_and_tool(&self, req: &McpRequest) -> (String, String) {
+        // The name as the downstream read it: a repeated one names nothing.
+        let catalog = req.view.typed_name().and(self.catalog.as_ref());
+        let routed = catalog.and_then(|c| req.routed(&c.borrow().clone()));
+        match routed.as_deref().map(|r| &r.reach) {
+            Some(Reach::Upstream { server, own }) => (server.clone(), own.clone()),
+            _ => (names::UNKNOWN.to_owned(), names::UNKNOWN.to_owned()),
+        }
     }
 }
 
@@ -211,8 +212,7 @@ where
         // `MCP_BUDGET_LOG=warn` without an admin listener): no catalog lookup, no clock.
         let noted = metrics || tracing::enabled!(tracing::Level::INFO);
         let call = (noted && is_request && method == "tools/call").then(|| {
-            let exposed = req.view.tool_or_prompt().unwrap_or_default();
-            let (server, tool) = self.server_and_tool(exposed);
+            let (server, tool) = self.server_and_tool(&req);
             ToolCall {
                 started: Instant::now(),
                 server,
