@@ -169,15 +169,18 @@ fn note(pending: &Pending, in_span: &Span, answer: Option<&Message>) {
 }
 
 impl TraceLayer {
-    /// The server and own name of the tool a `tools/call` calls (both [`names::UNKNOWN`]
-    /// for a name the catalog does not route: labels stay bounded). The route is kept with
-    /// the request: the layers below that route it again reuse it.
+    /// The server and own name of the tool a `tools/call` calls, routed or quarantined (both
+    /// [`names::UNKNOWN`] for a name the catalog does not know: labels stay bounded). The
+    /// route is kept with the request: the layers below that route it again reuse it.
     fn server_and_tool(&self, req: &McpRequest) -> (String, String) {
         // The name as the downstream read it: a repeated one names nothing.
         let catalog = req.view.typed_name().and(self.catalog.as_ref());
         let routed = catalog.and_then(|c| req.routed(&c.borrow().clone()));
         match routed.as_deref().map(|r| &r.reach) {
-            Some(Reach::Upstream { server, own }) => (server.clone(), own.clone()),
+            // A refused call of a quarantined tool is counted as that tool's.
+            Some(Reach::Upstream { server, own } | Reach::Quarantined { server, own }) => {
+                (server.clone(), own.clone())
+            }
             _ => (names::UNKNOWN.to_owned(), names::UNKNOWN.to_owned()),
         }
     }
