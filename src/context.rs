@@ -4,14 +4,16 @@
 //! through the caller's [`Outbound`] channel, never through globals, so it reaches the client
 //! that caused it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::catalog::Catalog;
 use crate::identity::Principal;
 use crate::jsonrpc::Message;
 use crate::mcp::view::RequestView;
+use crate::routing::{self, Routed};
 
 /// The future every message service of the stack returns (boxed where a layer rewrites).
 pub type McpFuture = std::pin::Pin<
@@ -29,6 +31,9 @@ pub struct McpRequest {
     /// What the stack reads of `message` (shared: cloning a request stays cheap). Whoever
     /// changes `message` builds a new one ([`McpRequest::with_params`]).
     pub view: Arc<RequestView>,
+    /// What it calls, once a layer asked ([`McpRequest::routed`]), and the catalog it was
+    /// routed through.
+    routed: OnceLock<(Arc<Catalog>, Option<Arc<Routed>>)>,
 }
 
 impl McpRequest {
@@ -47,6 +52,22 @@ impl McpRequest {
             message,
             caller,
             view,
+            routed: OnceLock::new(),
+        }
+    }
+
+    /// What the request calls, routed through `catalog` ([`routing::routed`]): worked out by
+    /// the first layer that asks, and reused by the layers below it while they read the same
+    /// catalog. `None` for a method that calls nothing.
+    #[must_use]
+    pub fn routed(&self, catalog: &Arc<Catalog>) -> Option<Arc<Routed>> {
+        let route = || routing::routed(&self.message, &self.view, catalog).map(Arc::new);
+        let (through, routed) = self.routed.get_or_init(|| (catalog.clone(), route()));
+        if Arc::ptr_eq(through, catalog) {
+            routed.clone()
+        } else {
+            // The catalog changed in between: this layer decides on the one it reads.
+            route()
         }
     }
 
@@ -58,6 +79,7 @@ impl McpRequest {
             mut message,
             caller,
             view,
+            ..
         } = self;
         message.params = Some(params);
         let view = Arc::new(view.rebuilt(&message));

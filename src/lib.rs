@@ -29,6 +29,8 @@
 //! - [`codemode`]: the `run_code` meta-tool's sandbox (`QuickJS`), its limits and typed API.
 //! - [`audit`]: the audit log, one JSON line per authorization decision and call outcome.
 //! - [`authz`]: a client's scope, and the list-phase and call-phase answers it gives.
+//! - [`routing`]: what a call names and where the catalog routes it, worked out once per
+//!   request.
 //! - [`identity`]: credentials (API keys, OAuth bearer JWTs) → the principal of a message.
 //! - [`sanitize`]: invisible and control text removed from what reaches the model, steering
 //!   text flagged.
@@ -86,6 +88,7 @@ pub mod plan;
 pub mod policy;
 pub mod profile;
 pub mod reload;
+pub mod routing;
 pub mod sanitize;
 pub mod seal;
 pub mod search;

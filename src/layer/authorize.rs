@@ -33,21 +33,21 @@
 //! # let _ = service;
 //! ```
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
-use tower::{Layer, Service};
+use tower::Layer;
 
 use crate::audit::{self, Audit, Entry};
 use crate::authz::{Decision, Kind, Scope, Target};
 use crate::catalog::Catalog;
-use crate::context::McpRequest;
+use crate::context::{McpFuture, McpRequest};
 use crate::error::{kind, UPSTREAM_ERROR};
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind as MessageKind, Message};
+use crate::layer::{Around, Inner, Layered};
+use crate::routing::{self, Reach, Routed};
 
 /// Layer of [`Authorize`].
 #[derive(Debug, Clone)]
@@ -73,61 +73,25 @@ impl AuthorizeLayer {
 impl<S> Layer<S> for AuthorizeLayer {
     type Service = Authorize<S>;
     fn layer(&self, inner: S) -> Authorize<S> {
-        Authorize {
-            inner,
-            layer: self.clone(),
-        }
+        Layered::new(self.clone(), inner)
     }
 }
 
 /// Checks calls and filters lists by the caller's scope.
-#[derive(Debug, Clone)]
-pub struct Authorize<S> {
-    inner: S,
-    layer: AuthorizeLayer,
-}
+pub type Authorize<S> = Layered<AuthorizeLayer, S>;
 
-impl<S> Authorize<S> {
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-}
+impl<S: Inner> Around<S> for AuthorizeLayer {
+    type Future = McpFuture;
 
-/// What a call names, resolved through the catalog.
-#[derive(Debug, PartialEq)]
-struct Called {
-    kind: Kind,
-    /// As the client sent it.
-    exposed: String,
-    /// (server, own name) it routes to; `None`: it routes nowhere.
-    routed: Vec<(String, String)>,
-}
-
-impl<S> Service<McpRequest> for Authorize<S>
-where
-    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Option<Message>;
-    type Error = Infallible;
-    type Future = crate::context::McpFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+    fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
         let anonymous = req.caller.principal.via() == Via::Anonymous;
         // The open gateway's whole cost: one pointer read (and one flag).
-        if anonymous && !self.layer.audit.is_on() || req.message.kind() != MessageKind::Request {
+        if anonymous && !self.audit.is_on() || req.message.kind() != MessageKind::Request {
             return Box::pin(inner.call(req));
         }
         let method = req.view.method().unwrap_or_default();
         let list = match method {
-            "tools/list" if self.layer.filter_tools => Some(Kind::Tool),
+            "tools/list" if self.filter_tools => Some(Kind::Tool),
             "prompts/list" => Some(Kind::Prompt),
             "resources/list" | "resources/templates/list" => Some(Kind::Resource),
             _ => None,
@@ -137,7 +101,7 @@ where
                 return Box::pin(inner.call(req));
             }
             let principal = req.caller.principal.clone();
-            let catalog = self.layer.catalog.clone();
+            let catalog = self.catalog.clone();
             return Box::pin(async move {
                 let mut reply = inner.call(req).await?;
                 if let Some(msg) = reply.as_mut() {
@@ -147,21 +111,22 @@ where
                 Ok(reply)
             });
         }
-        let catalog = self.layer.catalog.borrow().clone();
-        let Some(called) = called(&req, &catalog) else {
+        let catalog = self.catalog.borrow().clone();
+        let Some(called) = req.routed(&catalog) else {
             return Box::pin(inner.call(req));
         };
+        let routes = routes(&called.reach, &called.exposed, &catalog);
         let arguments = matches!(method, "tools/call" | "prompts/get")
             .then(|| req.view.arguments_value(&req.message));
-        let decision = decide(&req, &called, arguments.as_ref());
-        let audit = self.layer.audit.clone();
+        let decision = decide(&req, &called, &routes, arguments.as_ref());
+        let audit = self.audit.clone();
         let audit_id = audit::new_id();
         let (rule, reason) = match &decision {
             Decision::Allow if anonymous => ("no clients configured", None),
             Decision::Allow => ("allow", None),
             Decision::Deny { rule, reason } => (rule.as_str(), Some(reason.as_str())),
         };
-        let upstream = called.routed.first().map(|(s, n)| format!("{s}/{n}"));
+        let upstream = routes.first().map(|(s, n)| format!("{s}/{n}"));
         let session = req.caller.session.id.clone();
         let principal = req.caller.principal.clone();
         let entry = Entry {
@@ -210,9 +175,14 @@ where
     }
 }
 
-/// The decision on `called` for the request's principal (every routed identity must be
-/// allowed).
-fn decide(req: &McpRequest, called: &Called, arguments: Option<&Value>) -> Decision {
+/// The decision on `called`, which may reach `routes`, for the request's principal (every
+/// routed identity must be allowed).
+fn decide(
+    req: &McpRequest,
+    called: &Routed,
+    routes: &[(&str, &str)],
+    arguments: Option<&Value>,
+) -> Decision {
     let principal = &req.caller.principal;
     if principal.via() == Via::Anonymous {
         return Decision::Allow;
@@ -225,7 +195,7 @@ fn decide(req: &McpRequest, called: &Called, arguments: Option<&Value>) -> Decis
             rule: "malformed".into(),
         };
     }
-    if called.routed.is_empty() {
+    if routes.is_empty() {
         return Decision::Deny {
             reason: format!(
                 "{} {:?} is not on this gateway (names must be spelled as listed)",
@@ -237,7 +207,7 @@ fn decide(req: &McpRequest, called: &Called, arguments: Option<&Value>) -> Decis
     }
     let scope = principal.client().scope();
     let arguments = arguments.and_then(Value::as_object);
-    for (server, name) in &called.routed {
+    for &(server, name) in routes {
         let target = Target::new(called.kind, server, name);
         let decision = match req.view.method() {
             // Completing a prompt's or template's arguments needs only the right to see it.
@@ -266,61 +236,20 @@ fn noun(kind: Kind) -> &'static str {
     }
 }
 
-/// What the request calls, resolved as the gateway routes it; `None` for a method with no
-/// call phase.
-fn called(req: &McpRequest, catalog: &Catalog) -> Option<Called> {
-    let names = catalog.names();
-    let named = |kind: Kind, exposed: &str| {
-        let route = match kind {
-            Kind::Tool => catalog.tool(exposed),
-            _ => catalog.prompt(exposed),
-        };
-        Called {
-            kind,
-            exposed: exposed.to_owned(),
-            routed: route
-                .and_then(|(i, own)| Some((names.get(i)?.clone(), own.to_owned())))
-                .into_iter()
-                .collect(),
-        }
-    };
-    let by_uri = |uri: &str| Called {
-        kind: Kind::Resource,
-        exposed: uri.to_owned(),
-        routed: resource_routes(catalog, uri),
-    };
-    match req.view.method()? {
-        "tools/call" => Some(named(Kind::Tool, req.view.name().unwrap_or_default())),
-        "prompts/get" => Some(named(Kind::Prompt, req.view.name().unwrap_or_default())),
-        "resources/read" | "resources/subscribe" => {
-            Some(by_uri(req.view.uri().unwrap_or_default()))
-        }
-        "completion/complete" => {
-            let params: Value = req.message.params_as().unwrap_or_default();
-            let reference = &params["ref"];
-            let text = |key: &str| reference[key].as_str().unwrap_or_default();
-            Some(match reference["type"].as_str() {
-                Some("ref/resource") => by_uri(text("uri")),
-                // Anything else is a prompt, or an error the gateway gives.
-                _ => named(Kind::Prompt, text("name")),
-            })
-        }
-        _ => None,
-    }
-}
-
-/// The upstreams a resource URI may reach: the one the catalog routes it to; else (the
-/// gateway falls back to the only upstream with resources) every upstream, so that the
-/// client must be allowed the URI wherever it lands.
-fn resource_routes(catalog: &Catalog, uri: &str) -> Vec<(String, String)> {
-    let names = catalog.names();
-    match catalog.resource(uri) {
-        Some(i) => names
-            .get(i)
-            .map(|s| (s.clone(), uri.to_owned()))
-            .into_iter()
+/// The (server, own name) pairs a call of `exposed` that reaches `reach` may land on: the one
+/// the catalog routes it to; for a resource URI it places with no upstream (the gateway falls
+/// back to the only upstream with resources), every upstream, so that the client must be
+/// allowed the URI wherever it lands; none for a name it does not route (unknown, or
+/// quarantined).
+fn routes<'a>(reach: &'a Reach, exposed: &'a str, catalog: &'a Catalog) -> Vec<(&'a str, &'a str)> {
+    match reach {
+        Reach::Upstream { server, own } => vec![(server.as_str(), own.as_str())],
+        Reach::AnyUpstream => catalog
+            .names()
+            .iter()
+            .map(|s| (s.as_str(), exposed))
             .collect(),
-        None => names.iter().map(|s| (s.clone(), uri.to_owned())).collect(),
+        Reach::Quarantined { .. } | Reach::Nowhere => Vec::new(),
     }
 }
 
@@ -400,7 +329,8 @@ fn filter_list(msg: &mut Message, kind: Kind, catalog: &Catalog, scope: &Scope) 
                     .prompt(name)
                     .is_some_and(|(i, own)| names.get(i).is_some_and(|s| visible(s, own))),
                 Kind::Resource => {
-                    let routes = resource_routes(catalog, name);
+                    let reach = routing::resource(catalog, name);
+                    let routes = routes(&reach, name, catalog);
                     !routes.is_empty() && routes.iter().all(|(s, uri)| visible(s, uri))
                 }
             }

@@ -24,19 +24,18 @@
 //! # let _ = service;
 //! ```
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use serde_json::{json, Value};
 use tokio::sync::watch;
-use tower::{Layer, Service};
+use tower::Layer;
 
 use crate::audit::{self, Audit};
 use crate::catalog::{Catalog, Quarantined};
-use crate::context::McpRequest;
+use crate::context::{McpFuture, McpRequest};
 use crate::error::{kind, UPSTREAM_ERROR};
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
+use crate::layer::{Around, Inner, Layered};
 use crate::sanitize::{self, strip};
 
 /// Layer of [`Guard`].
@@ -70,23 +69,12 @@ impl GuardLayer {
 impl<S> Layer<S> for GuardLayer {
     type Service = Guard<S>;
     fn layer(&self, inner: S) -> Guard<S> {
-        Guard {
-            inner,
-            catalog: self.catalog.clone(),
-            strip: self.strip,
-            audit: self.audit.clone(),
-        }
+        Layered::new(self.clone(), inner)
     }
 }
 
 /// Refuses quarantined tools; sanitizes results.
-#[derive(Debug, Clone)]
-pub struct Guard<S> {
-    inner: S,
-    catalog: watch::Receiver<Arc<Catalog>>,
-    strip: bool,
-    audit: Audit,
-}
+pub type Guard<S> = Layered<GuardLayer, S>;
 
 /// Methods whose results a model reads.
 const SANITIZED: &[&str] = &[
@@ -97,22 +85,10 @@ const SANITIZED: &[&str] = &[
     "server/discover",
 ];
 
-impl<S> Service<McpRequest> for Guard<S>
-where
-    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Option<Message>;
-    type Error = Infallible;
-    type Future = crate::context::McpFuture;
+impl<S: Inner> Around<S> for GuardLayer {
+    type Future = McpFuture;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+    fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
         let method = match req.message.kind() {
             Kind::Request => req.message.method().unwrap_or_default(),
             _ => return Box::pin(inner.call(req)),
@@ -149,7 +125,7 @@ where
     }
 }
 
-impl<S> Guard<S> {
+impl GuardLayer {
     /// The error answering a call of a quarantined tool, if this is one.
     fn refusal(&self, req: &McpRequest) -> Option<Message> {
         // The common case costs one atomic read: no quarantine. The name comes from the
@@ -261,6 +237,10 @@ fn sanitize_reply(msg: &mut Message) -> Option<sanitize::Counts> {
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+
+    use tower::Service;
+
     use super::*;
     use crate::catalog::{Contribution, Held};
     use crate::context::{Caller, Session};

@@ -29,21 +29,21 @@
 //! ```
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
-use tower::{Layer, Service};
+use tower::Layer;
 
 use crate::catalog::Catalog;
-use crate::context::McpRequest;
+use crate::context::{McpFuture, McpRequest};
 use crate::error::{kind, RATE_LIMITED};
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
+use crate::layer::{Around, Inner, Layered};
 use crate::limits::{ClientLimits, Ledger, Limits, Refused, Which};
+use crate::routing::Routed;
 
 /// Methods that are calls (they reach an upstream's tool, prompt, resource or completion).
 const CALLS: &[&str] = &[
@@ -84,19 +84,12 @@ impl LimitLayer {
 impl<S> Layer<S> for LimitLayer {
     type Service = Limit<S>;
     fn layer(&self, inner: S) -> Limit<S> {
-        Limit {
-            inner,
-            state: self.state.clone(),
-        }
+        Layered::new(self.clone(), inner)
     }
 }
 
 /// Refuses or queues calls over a client's limits.
-#[derive(Debug, Clone)]
-pub struct Limit<S> {
-    inner: S,
-    state: Arc<State>,
-}
+pub type Limit<S> = Layered<LimitLayer, S>;
 
 /// One client's in-flight slots and how many wait for one.
 #[derive(Debug)]
@@ -117,22 +110,10 @@ struct State {
     epoch: tokio::time::Instant,
 }
 
-impl<S> Service<McpRequest> for Limit<S>
-where
-    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Option<Message>;
-    type Error = Infallible;
-    type Future = crate::context::McpFuture;
+impl<S: Inner> Around<S> for LimitLayer {
+    type Future = McpFuture;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+    fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
         let is_call = req.message.kind() == Kind::Request
             && req.message.method().is_some_and(|m| CALLS.contains(&m));
         if !is_call {
@@ -141,19 +122,20 @@ where
         let state = self.state.clone();
         Box::pin(async move {
             let client = req.caller.principal.name().to_owned();
-            let upstream = state.upstream_of(&req);
+            let routed = state.routed(&req);
+            let upstream = routed.as_deref().and_then(Routed::upstream);
             let limits = state.limits.of(&client);
             let id = req.message.id.clone().unwrap_or(Id::Null);
-            if let Err(refused) = state.admit_rate(&client, upstream.as_deref(), limits) {
-                return Ok(Some(refusal(id, &client, upstream.as_deref(), refused)));
+            if let Err(refused) = state.admit_rate(&client, upstream, limits) {
+                return Ok(Some(refusal(id, &client, upstream, refused)));
             }
             let _client_slot = match state.client_slot(&client, limits).await {
                 Ok(permit) => permit,
                 Err(refused) => {
-                    return Ok(Some(refusal(id, &client, upstream.as_deref(), refused)));
+                    return Ok(Some(refusal(id, &client, upstream, refused)));
                 }
             };
-            let _upstream_slot = match upstream.as_deref().and_then(|u| state.upstreams.get(u)) {
+            let _upstream_slot = match upstream.and_then(|u| state.upstreams.get(u)) {
                 // Closed never: the semaphore lives as long as the layer.
                 Some(line) => line.clone().acquire_owned().await.ok(),
                 None => None,
@@ -164,16 +146,14 @@ where
 }
 
 impl State {
-    /// The upstream the catalog routes this call to, if it knows the name.
-    fn upstream_of(&self, req: &McpRequest) -> Option<String> {
+    /// What this call is routed to (as a layer above routed it, or now), if it counts
+    /// against an upstream: a completion counts against the overall rate only.
+    fn routed(&self, req: &McpRequest) -> Option<Arc<Routed>> {
+        if req.message.method() == Some("completion/complete") {
+            return None;
+        }
         let catalog = self.catalog.borrow().clone();
-        let index = match req.message.method()? {
-            "resources/read" => catalog.resource(req.view.uri()?)?,
-            "prompts/get" => catalog.prompt(req.view.name()?)?.0,
-            "tools/call" => catalog.tool(req.view.name()?)?.0,
-            _ => return None,
-        };
-        catalog.names().get(index).cloned()
+        req.routed(&catalog)
     }
 
     fn admit_rate(

@@ -1,4 +1,48 @@
 //! The tower layers of the gateway, one module each; [`crate::stack`] orders them.
+//!
+//! A layer's service is a [`Layered`]: the layer's settings around the inner service. The
+//! layer says what it does with one call ([`Around`]); [`Layered`] does what every service
+//! of the stack does alike: `poll_ready` forwards to the inner service, and each call takes
+//! the readied inner service with it (a fresh clone is left for the next `poll_ready`), so a
+//! call never reaches a clone that was not readied.
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use mcp_budget::context::{McpFuture, McpRequest};
+//! use mcp_budget::layer::{Around, Inner, Layered};
+//! use tower::{Service, ServiceExt};
+//!
+//! /// Answers notifications itself, passes everything else on.
+//! #[derive(Debug, Clone)]
+//! struct Quiet;
+//!
+//! impl<S: Inner> Around<S> for Quiet {
+//!     type Future = McpFuture;
+//!     fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
+//!         if req.message.id.is_none() {
+//!             return Box::pin(async { Ok(None) });
+//!         }
+//!         Box::pin(inner.call(req))
+//!     }
+//! }
+//!
+//! # async fn run(req: McpRequest) {
+//! let inner = tower::service_fn(|_: McpRequest| async {
+//!     Ok::<Option<mcp_budget::jsonrpc::Message>, Infallible>(None)
+//! });
+//! let reply = Layered::new(Quiet, inner).oneshot(req).await;
+//! # let _ = reply;
+//! # }
+//! ```
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::task::{Context, Poll};
+
+use tower::Service;
+
+use crate::context::McpRequest;
+use crate::jsonrpc::Message;
 
 pub mod authorize;
 pub mod budget;
@@ -7,3 +51,86 @@ pub mod guard;
 pub mod limit;
 pub mod recover;
 pub mod trace;
+
+/// What a layer does around one call of its inner service.
+pub trait Around<S: Service<McpRequest>> {
+    /// The future of one call.
+    type Future: Future<Output = Result<Option<Message>, S::Error>>;
+
+    /// Handles `req` with `inner`, which is ready for one call and owned by this one.
+    fn around(&self, inner: S, req: McpRequest) -> Self::Future;
+}
+
+/// The inner service of a layer whose future is an [`McpFuture`](crate::context::McpFuture)
+/// (it moves the inner service's future into its own).
+pub trait Inner:
+    Service<McpRequest, Response = Option<Message>, Error = Infallible, Future: Send + 'static>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> Inner for S where
+    S: Service<McpRequest, Response = Option<Message>, Error = Infallible, Future: Send + 'static>
+        + Clone
+        + Send
+        + 'static
+{
+}
+
+/// A layer's service: the layer `L` ([`Around`]) around the inner service `S`.
+#[derive(Debug, Clone)]
+pub struct Layered<L, S> {
+    layer: L,
+    inner: S,
+}
+
+impl<L, S> Layered<L, S> {
+    /// `layer` around `inner`.
+    #[must_use]
+    pub fn new(layer: L, inner: S) -> Self {
+        Self { layer, inner }
+    }
+
+    /// The layer (its settings and state).
+    pub fn get_layer(&self) -> &L {
+        &self.layer
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The wrapped service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<L, S> Service<McpRequest> for Layered<L, S>
+where
+    S: Service<McpRequest, Response = Option<Message>> + Clone,
+    L: Around<S>,
+{
+    type Response = Option<Message>;
+    type Error = S::Error;
+    type Future = L::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: McpRequest) -> L::Future {
+        // The readied service goes with the call; its clone waits for the next `poll_ready`.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        self.layer.around(inner, req)
+    }
+}

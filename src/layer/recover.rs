@@ -13,16 +13,15 @@
 //! # let _ = service;
 //! ```
 
-use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
-use std::task::{Context, Poll};
 
 use futures::FutureExt;
-use tower::{Layer, Service};
+use tower::Layer;
 
-use crate::context::McpRequest;
+use crate::context::{McpFuture, McpRequest};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Kind, Message};
+use crate::layer::{Around, Inner, Layered};
 
 /// Layer of [`Recover`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,32 +30,17 @@ pub struct RecoverLayer;
 impl<S> Layer<S> for RecoverLayer {
     type Service = Recover<S>;
     fn layer(&self, inner: S) -> Recover<S> {
-        Recover { inner }
+        Layered::new(*self, inner)
     }
 }
 
 /// Answers every request exactly once, whatever the inner service does.
-#[derive(Debug, Clone)]
-pub struct Recover<S> {
-    inner: S,
-}
+pub type Recover<S> = Layered<RecoverLayer, S>;
 
-impl<S> Service<McpRequest> for Recover<S>
-where
-    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Option<Message>;
-    type Error = Infallible;
-    type Future = crate::context::McpFuture;
+impl<S: Inner> Around<S> for RecoverLayer {
+    type Future = McpFuture;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+    fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
         let request_id = (req.message.kind() == Kind::Request)
             .then(|| req.message.id.clone().unwrap_or(Id::Null));
         let method = req.message.method().unwrap_or_default().to_owned();
@@ -87,7 +71,9 @@ where
 mod tests {
     use super::*;
     use crate::context::{Caller, Session};
+    use std::convert::Infallible;
     use std::sync::Arc;
+    use tower::Service;
 
     fn request(method: &str) -> McpRequest {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();

@@ -32,6 +32,8 @@ use crate::catalog::Catalog;
 use crate::context::McpRequest;
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::Message;
+use crate::layer::{Around, Layered};
+use crate::routing::Reach;
 use crate::telemetry::{names, record, span};
 
 /// Layer of [`Trace`]; with a catalog, tool calls are logged and counted by server and tool.
@@ -53,19 +55,12 @@ impl TraceLayer {
 impl<S> Layer<S> for TraceLayer {
     type Service = Trace<S>;
     fn layer(&self, inner: S) -> Trace<S> {
-        Trace {
-            inner,
-            catalog: self.catalog.clone(),
-        }
+        Layered::new(self.clone(), inner)
     }
 }
 
 /// Wraps each message in a `mcp` span.
-#[derive(Debug, Clone)]
-pub struct Trace<S> {
-    inner: S,
-    catalog: Option<watch::Receiver<Arc<Catalog>>>,
-}
+pub type Trace<S> = Layered<TraceLayer, S>;
 
 /// A tool call being answered: what its log line and metrics need.
 #[derive(Debug)]
@@ -173,35 +168,31 @@ fn note(pending: &Pending, in_span: &Span, answer: Option<&Message>) {
     }
 }
 
-impl<S> Trace<S> {
-    /// The server and own name of the tool exposed as `exposed` (both
-    /// [`names::UNKNOWN`] for a name the catalog does not know: labels stay bounded).
-    fn server_and_tool(&self, exposed: &str) -> (String, String) {
-        let catalog = self.catalog.as_ref().map(|c| c.borrow().clone());
-        catalog
-            .as_deref()
-            .and_then(|c| {
-                let (i, tool) = c.tool(exposed)?;
-                Some((c.names().get(i)?.clone(), tool.to_owned()))
-            })
-            .unwrap_or_else(|| (names::UNKNOWN.to_owned(), names::UNKNOWN.to_owned()))
+impl TraceLayer {
+    /// The server and own name of the tool a `tools/call` calls, routed or quarantined (both
+    /// [`names::UNKNOWN`] for a name the catalog does not know: labels stay bounded). The
+    /// route is kept with the request: the layers below that route it again reuse it.
+    fn server_and_tool(&self, req: &McpRequest) -> (String, String) {
+        // The name as the downstream read it: a repeated one names nothing.
+        let catalog = req.view.typed_name().and(self.catalog.as_ref());
+        let routed = catalog.and_then(|c| req.routed(&c.borrow().clone()));
+        match routed.as_deref().map(|r| &r.reach) {
+            // A refused call of a quarantined tool is counted as that tool's.
+            Some(Reach::Upstream { server, own } | Reach::Quarantined { server, own }) => {
+                (server.clone(), own.clone())
+            }
+            _ => (names::UNKNOWN.to_owned(), names::UNKNOWN.to_owned()),
+        }
     }
 }
 
-impl<S> Service<McpRequest> for Trace<S>
+impl<S> Around<S> for TraceLayer
 where
-    S: Service<McpRequest, Response = Option<Message>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
+    S: Service<McpRequest, Response = Option<Message>>,
 {
-    type Response = Option<Message>;
-    type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> Self::Future {
+    fn around(&self, mut inner: S, req: McpRequest) -> Self::Future {
         let method = req.message.method().unwrap_or("(response)");
         let exported = crate::telemetry::tracing_on();
         let span = if exported {
@@ -224,8 +215,7 @@ where
         // `MCP_BUDGET_LOG=warn` without an admin listener): no catalog lookup, no clock.
         let noted = metrics || tracing::enabled!(tracing::Level::INFO);
         let call = (noted && is_request && method == "tools/call").then(|| {
-            let exposed = req.view.tool_or_prompt().unwrap_or_default();
-            let (server, tool) = self.server_and_tool(exposed);
+            let (server, tool) = self.server_and_tool(&req);
             ToolCall {
                 started: Instant::now(),
                 server,
@@ -240,8 +230,6 @@ where
                 span: exported.then(|| span.clone()),
             })
         });
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
         // What layers below record while building their future (the budget layer's plan)
         // lands on the exported span too.
         let entered = exported.then(|| span.enter());

@@ -719,6 +719,8 @@ async fn guard_events_reach_the_audit_log_once_and_the_metrics() {
         "mcp_budget_sanitize_removed_total{server=\"evil\",class=\"tag\",part=\"definition\"} 30",
         "mcp_budget_sanitize_removed_total{server=\"evil\",class=\"tag\",part=\"result\"} 12",
         "mcp_budget_sanitize_flagged_total{server=\"evil\"} 2",
+        // The refused calls of the quarantined tool, counted as that tool's.
+        "mcp_budget_tool_calls_total{server=\"rug\",tool=\"fact\",outcome=\"error\"} 2",
     ] {
         assert!(text.contains(line), "{line} missing from:\n{text}");
     }

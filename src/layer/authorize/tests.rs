@@ -1,3 +1,4 @@
+use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;

@@ -1,9 +1,11 @@
 #![allow(clippy::unwrap_used)]
 
+use std::convert::Infallible;
 use std::sync::atomic::AtomicUsize;
 
 use serde_json::{json, Value};
 use tokio::sync::Notify;
+use tower::Service;
 
 use super::*;
 use crate::authz::Scope;
@@ -100,7 +102,7 @@ fn error_data(reply: &Message) -> (i64, String, Value) {
 
 /// Calls of `client` waiting for an in-flight slot.
 fn waiting<S>(svc: &Limit<S>, client: &str) -> usize {
-    let slots = svc.state.slots.lock().unwrap();
+    let slots = svc.get_layer().state.slots.lock().unwrap();
     slots
         .get(client)
         .map_or(0, |s| s.waiting.load(Ordering::SeqCst))
