@@ -125,12 +125,26 @@ pub struct Entry<'a> {
 /// `entry` as its line (no newline), with the time filled in when empty.
 #[must_use]
 pub fn line(entry: &Entry<'_>) -> String {
-    if entry.time.is_empty() {
+    let bytes = if entry.time.is_empty() {
         let mut timed = entry.clone();
         timed.time = rfc3339(std::time::SystemTime::now());
-        return serde_json::to_string(&timed).unwrap_or_default();
+        to_line(&timed)
+    } else {
+        to_line(entry)
+    };
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// A typical line's size: one allocation for most lines.
+const LINE_BYTES: usize = 384;
+
+/// `entry` as JSON in a buffer with room for its newline (empty if it cannot be written).
+fn to_line(entry: &Entry<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(LINE_BYTES);
+    if serde_json::to_writer(&mut out, entry).is_err() {
+        return Vec::new();
     }
-    serde_json::to_string(entry).unwrap_or_default()
+    out
 }
 
 /// `arguments` with the values of members named in `redact` replaced, at any depth.
@@ -168,7 +182,7 @@ pub struct Audit {
 
 #[derive(Debug)]
 struct Inner {
-    tx: mpsc::SyncSender<String>,
+    tx: mpsc::SyncSender<Vec<u8>>,
     dropped: AtomicU64,
     config: Config,
 }
@@ -235,18 +249,20 @@ impl Audit {
     /// Logs a decision line.
     pub fn decision(&self, mut entry: Entry<'_>) {
         entry.event = "decision";
-        self.record(&entry);
+        self.record_owned(entry);
     }
 
     /// Logs an outcome line.
     pub fn outcome(&self, mut entry: Entry<'_>) {
         entry.event = "outcome";
-        self.record(&entry);
+        self.record_owned(entry);
     }
 
     /// Logs a line whose `event` the caller set (the guard's events, [`guard`]).
     pub fn event(&self, entry: &Entry<'_>) {
-        self.record(entry);
+        if self.inner.is_some() {
+            self.record_owned(entry.clone());
+        }
     }
 
     /// [`Audit::start`], falling back to stderr (with an error logged) when the file cannot be
@@ -264,11 +280,20 @@ impl Audit {
         })
     }
 
-    fn record(&self, entry: &Entry<'_>) {
+    /// Queues `entry`'s line, its time filled in here when empty (owned: no copy for that).
+    fn record_owned(&self, mut entry: Entry<'_>) {
         let Some(inner) = &self.inner else {
             return;
         };
-        if inner.tx.try_send(line(entry)).is_err() {
+        if entry.time.is_empty() {
+            entry.time = rfc3339(std::time::SystemTime::now());
+        }
+        let mut out = to_line(&entry);
+        if out.is_empty() {
+            return;
+        }
+        out.push(b'\n');
+        if inner.tx.try_send(out).is_err() {
             // Full (or the writer is gone at shutdown): never make a call wait for the log.
             if inner.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
                 tracing::warn!(
@@ -309,14 +334,12 @@ impl Shared {
 }
 
 /// Writes lines as they come, what is queued together, flushing whenever the queue is empty.
-fn write_lines(rx: &mpsc::Receiver<String>, mut out: Box<dyn Write + Send>) {
-    while let Ok(mut line) = rx.recv() {
-        line.push('\n');
+fn write_lines(rx: &mpsc::Receiver<Vec<u8>>, mut out: Box<dyn Write + Send>) {
+    while let Ok(mut lines) = rx.recv() {
         while let Ok(more) = rx.try_recv() {
-            line.push_str(&more);
-            line.push('\n');
+            lines.extend_from_slice(&more);
         }
-        if let Err(err) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
+        if let Err(err) = out.write_all(&lines).and_then(|()| out.flush()) {
             tracing::error!(error = %err, "Writing the audit log failed");
         }
     }
