@@ -46,6 +46,14 @@ const RANK_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 5.0, 10.0, 20.0];
 /// Bucket bounds of the tool calls per `run_code` run (`code_mode_max_calls` is 50 by default).
 const CODE_CALLS_BUCKETS: &[f64] = &[0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 1000.0];
 
+/// Each histogram with its buckets.
+const HISTOGRAMS: &[(&str, &[f64])] = &[
+    (names::TOOL_CALL_DURATION, DURATION_BUCKETS),
+    (names::SEARCH_RANK_INVOKED, RANK_BUCKETS),
+    (names::CODE_RUN_DURATION, DURATION_BUCKETS),
+    (names::CODE_RUN_TOOL_CALLS, CODE_CALLS_BUCKETS),
+];
+
 /// The current plan's summary (`None` with `[budget]` off), read at each request.
 type PlanFn = Arc<dyn Fn() -> Option<PlanSummary> + Send + Sync>;
 
@@ -107,30 +115,12 @@ impl Source {
 /// was installed already (an embedder's own: recording goes there, `/metrics` answers 404).
 #[must_use]
 pub fn install_recorder() -> Option<PrometheusHandle> {
-    let builder = PrometheusBuilder::new()
-        .set_buckets_for_metric(
-            Matcher::Full(names::TOOL_CALL_DURATION.into()),
-            DURATION_BUCKETS,
-        )
-        .and_then(|b| {
-            b.set_buckets_for_metric(
-                Matcher::Full(names::SEARCH_RANK_INVOKED.into()),
-                RANK_BUCKETS,
-            )
-        })
-        .and_then(|b| {
-            b.set_buckets_for_metric(
-                Matcher::Full(names::CODE_RUN_DURATION.into()),
-                DURATION_BUCKETS,
-            )
-        })
-        .and_then(|b| {
-            b.set_buckets_for_metric(
-                Matcher::Full(names::CODE_RUN_TOOL_CALLS.into()),
-                CODE_CALLS_BUCKETS,
-            )
-        })
-        .ok()?;
+    let mut builder = PrometheusBuilder::new();
+    for &(name, buckets) in HISTOGRAMS {
+        builder = builder
+            .set_buckets_for_metric(Matcher::Full(name.into()), buckets)
+            .ok()?;
+    }
     let handle = builder.install_recorder().ok()?;
     for &(name, kind, help) in names::METRICS {
         match kind {

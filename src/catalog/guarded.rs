@@ -26,6 +26,21 @@ pub struct Quarantined {
     pub changed: Vec<&'static str>,
 }
 
+#[cfg(test)]
+impl Quarantined {
+    /// `server`'s tool `name`, held because its description changed since its pin (for tests).
+    pub(crate) fn changed_description(server: &str, name: &str) -> Self {
+        Self {
+            server: server.into(),
+            name: name.into(),
+            reason: "changed",
+            old: Some("a".repeat(64)),
+            new: "b".repeat(64),
+            changed: vec!["description"],
+        }
+    }
+}
+
 /// One upstream's guard state: what was held back and reported, and (trust on first use) the
 /// definitions first seen.
 #[derive(Debug, Clone, Default, PartialEq)]

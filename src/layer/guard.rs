@@ -261,14 +261,7 @@ mod tests {
             ..Contribution::default()
         };
         let guard = |_: usize, raw: &Contribution, _: &Held| {
-            let q = Quarantined {
-                server: "calc".into(),
-                name: "add".into(),
-                reason: "changed",
-                old: Some("a".repeat(64)),
-                new: "b".repeat(64),
-                changed: vec!["description"],
-            };
+            let q = Quarantined::changed_description("calc", "add");
             let held = Held {
                 quarantined: vec![q],
                 ..Held::default()

@@ -26,14 +26,7 @@ fn catalog() -> Catalog {
         if i != 2 {
             return (raw.clone(), Held::default());
         }
-        let q = Quarantined {
-            server: "calc".into(),
-            name: "add".into(),
-            reason: "changed",
-            old: Some("a".repeat(64)),
-            new: "b".repeat(64),
-            changed: vec!["description"],
-        };
+        let q = Quarantined::changed_description("calc", "add");
         let held = Held {
             quarantined: vec![q],
             ..Held::default()
