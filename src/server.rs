@@ -407,10 +407,13 @@ impl Server {
         .await;
     }
 
-    /// Cancels shutdown and stops the upstreams: for a caller that served [`Server::router`]
-    /// itself.
+    /// Cancels shutdown, writes the usage counts not written yet and stops the upstreams: for
+    /// a caller that served [`Server::router`] itself.
     pub async fn stop(&self) {
         self.shutdown.cancel();
+        if let Some(budget) = self.reloader.budget() {
+            budget.flush_usage().await;
+        }
         self.gateway.shutdown().await;
     }
 }

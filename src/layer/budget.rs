@@ -205,6 +205,12 @@ impl BudgetLayer {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Writes the `[budget] usage_file` counts not written yet (nothing without a usage file
+    /// or when nothing was counted since the last write). The gateway calls it when it stops.
+    pub async fn flush_usage(&self) {
+        self.state.flush_usage().await;
+    }
+
     /// The current plan's totals (plans the current catalog if needed).
     #[must_use]
     pub fn summary(&self) -> PlanSummary {

@@ -521,3 +521,24 @@ async fn usage_counts_survive_a_reload_and_are_written_when_the_file_moves() {
     );
     gw.stop_and_check().await;
 }
+
+/// A gateway that stops writes the usage counts it has not written yet: a relearn an hour away
+/// and the five-minute flush would otherwise lose the calls of a short session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_counts_are_written_when_the_gateway_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("usage.json");
+    let policy = format!(
+        "[budget]\nenabled = true\nusage_file = {:?}\nrelearn_secs = 3600\n",
+        file.display().to_string()
+    );
+    let ups = [Up::time("time")];
+    let mut gw = Gateway::start_with("stop-usage", Mode::Stdio, &policy, &ups).await;
+    gw.client().initialize().await;
+    for _ in 0..3 {
+        call(&mut gw).await;
+    }
+    assert_eq!(counted(&file), 0, "nothing written yet (relearn_secs)");
+    gw.stop_and_check().await;
+    assert_eq!(counted(&file), 3, "every call, written at the stop");
+}
