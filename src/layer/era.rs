@@ -125,14 +125,7 @@ mod tests {
         )
     }
 
-    fn inner() -> impl Service<
-        McpRequest,
-        Response = Option<Message>,
-        Error = Infallible,
-        Future = impl std::future::Future<Output = Result<Option<Message>, Infallible>> + Send,
-    > + Clone
-           + Send
-           + 'static {
+    fn inner() -> impl crate::layer::Inner {
         tower::service_fn(|req: McpRequest| async move {
             Ok(Some(Message::response_value(
                 req.message.id.clone().unwrap(),

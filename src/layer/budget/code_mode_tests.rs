@@ -33,16 +33,7 @@ fn code_policy(max_result_tokens: usize) -> Policy {
 /// What reached the inner service: (tool name, session, run id) per call.
 type Seen = Arc<Mutex<Vec<(String, String, Option<String>)>>>;
 
-fn recording(
-    seen: Seen,
-) -> impl Service<
-    McpRequest,
-    Response = Option<Message>,
-    Error = Infallible,
-    Future = impl std::future::Future<Output = Result<Option<Message>, Infallible>> + Send,
-> + Clone
-       + Send
-       + 'static {
+fn recording(seen: Seen) -> impl crate::layer::Inner {
     tower::service_fn(move |req: McpRequest| {
         let seen = seen.clone();
         async move {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tower::{Layer, Service};
+use tower::Layer;
 
 use super::tests::{answer as ask, fixed, fixtures};
 use crate::authz::{Glob, Scope};
@@ -17,14 +17,7 @@ use crate::jsonrpc::{to_raw, Id, Message};
 use crate::policy::Policy;
 
 /// The inner service: answers `initialize` with a plain result, anything else as unknown.
-fn inner() -> impl Service<
-    McpRequest,
-    Response = Option<Message>,
-    Error = std::convert::Infallible,
-    Future = impl std::future::Future<Output = Result<Option<Message>, std::convert::Infallible>> + Send,
-> + Clone
-       + Send
-       + 'static {
+fn inner() -> impl crate::layer::Inner {
     tower::service_fn(|req: McpRequest| async move {
         let id = req.message.id.clone().unwrap();
         let reply = if req.message.method() == Some("initialize") {

@@ -31,14 +31,7 @@ where
 }
 
 /// The inner service echoes the tools/call it receives.
-pub(super) fn echo() -> impl Service<
-    McpRequest,
-    Response = Option<Message>,
-    Error = Infallible,
-    Future = impl std::future::Future<Output = Result<Option<Message>, Infallible>> + Send,
-> + Clone
-       + Send
-       + 'static {
+pub(super) fn echo() -> impl crate::layer::Inner {
     tower::service_fn(|req: McpRequest| async move {
         let params: Value = req.message.params_as().unwrap();
         // What comes down is read as what it is (a rewritten call has a new view).

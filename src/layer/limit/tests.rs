@@ -67,18 +67,7 @@ impl Upstream {
         }
     }
 
-    fn service(
-        &self,
-    ) -> impl Service<
-        McpRequest,
-        Response = Option<Message>,
-        Error = Infallible,
-        Future = impl Send + 'static + use<>,
-    >
-           + Clone
-           + Send
-           + 'static
-           + use<> {
+    fn service(&self) -> impl crate::layer::Inner + use<> {
         let me = self.clone();
         tower::service_fn(move |req: McpRequest| {
             let me = me.clone();
