@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tower::Layer;
 
 use super::state::Audience;
-use super::tests::{answer, echo, fixed, fixtures};
+use super::tests::{answer, echo, fixed, fixtures, names};
 use super::BudgetLayer;
 use crate::authz::{Decision, Glob, Scope, Target};
 use crate::catalog::{Catalog, CatalogTool};
@@ -69,15 +69,6 @@ fn as_client(principal: &Arc<Principal>, id: i64, method: &str, params: &Value) 
         Message::request(Id::Number(id), method, Some(to_raw(params))),
         Caller::new(session(&format!("s-{}", principal.name()))).with_principal(principal.clone()),
     )
-}
-
-fn names(list: &Value) -> Vec<String> {
-    list["tools"]
-        .as_array()
-        .expect("a tools array")
-        .iter()
-        .map(|t| t["name"].as_str().expect("a name").to_owned())
-        .collect()
 }
 
 #[tokio::test]

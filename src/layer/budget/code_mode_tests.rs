@@ -2,7 +2,7 @@
 //! `tools/call`s, under the run's audit id, and its result comes back capped.
 use std::sync::Mutex;
 
-use super::tests::{answer, fixed, request};
+use super::tests::{answer, fixed, names, request};
 use super::*;
 use crate::catalog::CatalogTool;
 use crate::policy::CodeMode;
@@ -172,12 +172,7 @@ async fn run_code_is_listed_with_the_meta_tools_and_counted_by_the_planner() {
         .await
         .result_as()
         .unwrap();
-    let names: Vec<&str> = list["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = names(&list);
     assert_eq!(
         names,
         ["search_tools", "get_tool_schema", "invoke_tool", "run_code"]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tower::Layer;
 
-use super::tests::{answer as ask, fixed, fixtures};
+use super::tests::{answer as ask, fixed, fixtures, names};
 use crate::authz::{Glob, Scope};
 use crate::canonical::schema_hash;
 use crate::catalog::CatalogTool;
@@ -216,12 +216,7 @@ async fn describe_refuses_unknown_and_denied_names_alike() {
     .await
     .result_as()
     .unwrap();
-    let names: Vec<&str> = entries["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = names(&entries);
     assert_eq!(names, ["time__convert_time", "time__get_current_time"]);
     let error = |names: Value| {
         let req = request(&s, Some(&timer), "tools/describe", &json!({"names": names}));

@@ -5,18 +5,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tower::{Layer, Service};
 
-use super::tests::{echo, fixed, fixtures, request};
+use super::tests::{echo, fixed, fixtures, names, request};
 use crate::jsonrpc::{to_raw, Id, Message};
 use crate::policy::Policy;
 
 fn listed(message: &Message) -> Vec<String> {
-    let list: Value = message.result_as().unwrap();
-    list["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect()
+    names(&message.result_as().unwrap())
 }
 
 #[tokio::test(start_paused = true)]
