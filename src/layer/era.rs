@@ -16,12 +16,10 @@
 //! # let _ = service;
 //! ```
 
-use std::convert::Infallible;
-use std::task::{Context, Poll};
+use tower::Layer;
 
-use tower::{Layer, Service};
-
-use crate::context::McpRequest;
+use super::{Around, Inner, Layered};
+use crate::context::{McpFuture, McpRequest};
 use crate::jsonrpc::{Id, Kind, Message};
 use crate::mcp::modern;
 
@@ -42,38 +40,17 @@ impl EraLayer {
 impl<S> Layer<S> for EraLayer {
     type Service = Era<S>;
     fn layer(&self, inner: S) -> Era<S> {
-        Era {
-            inner,
-            private_lists: self.private_lists,
-        }
+        Layered::new(*self, inner)
     }
 }
 
 /// Adds the modern era's rules to modern requests.
-#[derive(Debug, Clone)]
-pub struct Era<S> {
-    inner: S,
-    private_lists: bool,
-}
+pub type Era<S> = Layered<EraLayer, S>;
 
-type BoxFuture = crate::context::McpFuture;
+impl<S: Inner> Around<S> for EraLayer {
+    type Future = McpFuture;
 
-impl<S> Service<McpRequest> for Era<S>
-where
-    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Option<Message>;
-    type Error = Infallible;
-    type Future = BoxFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> BoxFuture {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+    fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
         if req.message.kind() != Kind::Request || !req.view.is_modern() {
             return Box::pin(inner.call(req));
         }
@@ -116,6 +93,7 @@ mod tests {
     use crate::jsonrpc::to_raw;
     use serde_json::{json, Value};
     use std::sync::Arc;
+    use tower::Service;
 
     fn call(params: &Value, method: &str) -> McpRequest {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
