@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use mcp_budget::catalog::{load_saved, CatalogTool};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use mcp_budget::catalog::{CatalogTool, load_saved};
 use mcp_budget::plan::{apply, measure_ranked, plan_ranked};
 use mcp_budget::policy::{BudgetPolicy, DiscoverPolicy};
-use mcp_budget::tokens::{render_tool, Bpe, Counter, Encoding, Rendering, Tokenizer};
+use mcp_budget::tokens::{Bpe, Counter, Encoding, Rendering, Tokenizer, render_tool};
 
 fn fixtures() -> Vec<CatalogTool> {
     load_saved(&[Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets")]).unwrap()

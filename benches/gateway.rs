@@ -7,7 +7,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use criterion::{criterion_main, Criterion};
+use criterion::{Criterion, criterion_main};
 use mcp_budget::context::{Caller, McpRequest, Session};
 use mcp_budget::gateway::Gateway;
 use mcp_budget::jsonrpc::{Id, Message};

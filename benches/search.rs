@@ -8,15 +8,18 @@
 use std::hint::black_box;
 use std::path::Path;
 
-use criterion::{criterion_main, Criterion};
-use mcp_budget::catalog::{load_saved, CatalogTool};
+use criterion::{Criterion, criterion_main};
+use mcp_budget::catalog::{CatalogTool, load_saved};
 use mcp_budget::search::SearchIndex;
 
 const TOOLS: usize = 10_000;
 
 const QUERIES: &[(&str, &str)] = &[
     ("short", "create issue"),
-    ("sentence", "Find the latest news about the economy in Germany."),
+    (
+        "sentence",
+        "Find the latest news about the economy in Germany.",
+    ),
     (
         "long",
         "Read all the PDF articles in the /root/papers directory, compare them and save a Markdown report",

@@ -14,9 +14,9 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::http::{header, StatusCode};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 fn answer(msg: &Value) -> Option<Value> {
@@ -45,7 +45,7 @@ fn answer(msg: &Value) -> Option<Value> {
         "ping" => json!({}),
         other => {
             return Some(json!({"jsonrpc": "2.0", "id": id, "error": {
-                "code": -32601, "message": format!("method not found: {other}")}}))
+                "code": -32601, "message": format!("method not found: {other}")}}));
         }
     };
     Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))

@@ -9,11 +9,11 @@
 
 use std::path::PathBuf;
 
-use axum::routing::get;
 use axum::Router;
-use mcp_budget::downstream::http::{serve_with, ListenConfig};
+use axum::routing::get;
+use mcp_budget::downstream::http::{ListenConfig, serve_with};
 use mcp_budget::policy::Policy;
-use mcp_budget::server::{Server, MCP_PATH, READY_TIMEOUT};
+use mcp_budget::server::{MCP_PATH, READY_TIMEOUT, Server};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]

@@ -13,9 +13,9 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use mcp_budget::catalog::{load_saved, CatalogTool};
-use mcp_budget::compress::{catalog_line, compress, Level};
-use mcp_budget::plan::{plan, Rules};
+use mcp_budget::catalog::{CatalogTool, load_saved};
+use mcp_budget::compress::{Level, catalog_line, compress};
+use mcp_budget::plan::{Rules, plan};
 use mcp_budget::policy::{BudgetPolicy, DiscoverPolicy};
 use mcp_budget::profile::ProfileOverrides;
 use mcp_budget::tokens::{Counter, Measured, Rendering};

@@ -24,12 +24,12 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use mcp_budget::catalog::{load_saved, CatalogTool};
-use mcp_budget::llm_api::{anthropic, Breakpoint, RewriteOptions, ToolClasses};
+use mcp_budget::catalog::{CatalogTool, load_saved};
+use mcp_budget::llm_api::{Breakpoint, RewriteOptions, ToolClasses, anthropic};
 use mcp_budget::naming::exposed_name;
-use mcp_budget::profile::{resolve, ProfileOverrides};
+use mcp_budget::profile::{ProfileOverrides, resolve};
 use mcp_budget::tokens::Counter;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 const REQUESTS: usize = 1_000;
 const SEED: u64 = 0x5EED_CAC4_E000_0006;
@@ -275,7 +275,9 @@ fn main() {
             )
         }
     );
-    println!("| pipeline | static prefix = previous | cache reads | cache writes | modelled input cost (tokens at 1x) | vs no cache |");
+    println!(
+        "| pipeline | static prefix = previous | cache reads | cache writes | modelled input cost (tokens at 1x) | vs no cache |"
+    );
     println!("|---|---|---|---|---|---|");
     println!("| no caching | - | 0 | 0 | {none:.0} | 100.0% |");
     for (label, t) in [("(a) pass-through", &a), ("(b) gateway", &b)] {

@@ -91,7 +91,9 @@ pub enum Error {
         upstream: String,
     },
     /// No upstream has a tool, prompt or resource of that name.
-    #[error("unknown {what} {name:?}: it is not in the gateway's catalog (list again to see what exists)")]
+    #[error(
+        "unknown {what} {name:?}: it is not in the gateway's catalog (list again to see what exists)"
+    )]
     NotFound {
         /// `tool`, `prompt`, `resource`.
         what: &'static str,
@@ -136,7 +138,9 @@ pub enum Error {
     /// A client's answer to a server→client request that is not waiting for an answer from
     /// that client: none was sent with that id, it was answered already, or it was sent to
     /// another session.
-    #[error("no request with id {id:?} is waiting for an answer from this session; the answer was not delivered")]
+    #[error(
+        "no request with id {id:?} is waiting for an answer from this session; the answer was not delivered"
+    )]
     UnknownRequest {
         /// The id the answer named.
         id: String,

@@ -5,7 +5,7 @@
 
 use tokio::io::{AsyncRead, BufReader};
 
-use crate::downstream::stdio::{read_line, Line};
+use crate::downstream::stdio::{Line, read_line};
 use crate::jsonrpc::Id;
 use crate::policy::{ConfigError, UpstreamSpec};
 

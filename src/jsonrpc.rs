@@ -23,8 +23,8 @@ pub use depth::nesting_depth;
 pub use id_scan::IdScanner;
 
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::error::kind;
 

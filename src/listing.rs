@@ -25,7 +25,7 @@
 use std::collections::HashSet;
 
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::catalog::{Catalog, CatalogTool};
 use crate::jsonrpc::to_raw;

@@ -331,9 +331,10 @@ mod tests {
     #[test]
     fn unknown_model_needs_values() {
         let err = resolve("llama-9", &ProfileOverrides::default()).unwrap_err();
-        assert!(err
-            .to_string()
-            .contains("context_window, tokenizer, rendering, max_tools"));
+        assert!(
+            err.to_string()
+                .contains("context_window, tokenizer, rendering, max_tools")
+        );
         let full = ProfileOverrides {
             context_window: Some(32_000),
             encoding: Some(Encoding::Cl100kBase),

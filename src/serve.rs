@@ -9,7 +9,7 @@ use mcp_budget::identity::Gate;
 use mcp_budget::policy::client::JwksSource;
 use mcp_budget::policy::{LogFormat, Policy};
 use mcp_budget::reload::Source;
-use mcp_budget::server::{Server, Stdio, MCP_PATH};
+use mcp_budget::server::{MCP_PATH, Server, Stdio};
 use mcp_budget::telemetry::otlp::Exporter;
 use tokio_util::sync::CancellationToken;
 

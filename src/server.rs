@@ -35,9 +35,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Catalog;
-use crate::downstream::{http, stdio, Endpoint};
+use crate::downstream::{Endpoint, http, stdio};
 use crate::gateway::{Gateway, UpstreamSummary};
-use crate::identity::{jwks, Directory, Gate, Protected};
+use crate::identity::{Directory, Gate, Protected, jwks};
 use crate::layer::budget::{BudgetLayer, PlanSummary};
 use crate::policy::client::JwksSource;
 use crate::policy::{Policy, Problem};

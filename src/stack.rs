@@ -20,8 +20,8 @@
 use std::convert::Infallible;
 
 use tokio::sync::mpsc;
-use tower::util::BoxCloneSyncService;
 use tower::ServiceBuilder;
+use tower::util::BoxCloneSyncService;
 
 use crate::context::McpRequest;
 use crate::gateway::Gateway;

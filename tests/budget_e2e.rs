@@ -14,7 +14,7 @@
 #[path = "common/python_client.rs"]
 mod python_client;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// The Python client's report for the gateway under `budget` (the `[budget]` section's keys,
 /// and any sections after it), making the calls of `plan`.

@@ -16,7 +16,7 @@
 #[path = "common/conformance.rs"]
 mod conformance_harness;
 
-use conformance_harness::{count, scenario_of, Bench, KnownGap, Suite};
+use conformance_harness::{Bench, KnownGap, Suite, count, scenario_of};
 
 /// Scenarios that fail through the gateway although they pass directly. Empty today: with
 /// conformance 0.1.16 every check that passes against the fixture (44/44) also passes through

@@ -22,7 +22,7 @@
 #[path = "common/conformance.rs"]
 mod conformance_harness;
 
-use conformance_harness::{count, Bench, KnownGap, Suite};
+use conformance_harness::{Bench, KnownGap, Suite, count};
 
 /// The gaps, identical over both upstream transports (the gateway's side of the HTTP
 /// downstream and its upstream era handling do not depend on the upstream transport).

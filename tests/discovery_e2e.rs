@@ -119,15 +119,19 @@ args = ["{shrink}"]
         "{}",
         recovery["retry"]
     );
-    assert!(recovery["retry"]["text"]
-        .as_str()
-        .unwrap()
-        .contains("forecast for Paris"));
+    assert!(
+        recovery["retry"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("forecast for Paris")
+    );
 
-    assert!(seen["converter_before"]
-        .as_str()
-        .unwrap()
-        .contains("shrink__convert_currency"));
+    assert!(
+        seen["converter_before"]
+            .as_str()
+            .unwrap()
+            .contains("shrink__convert_currency")
+    );
     assert!(
         !seen["converter_after"]
             .as_str()

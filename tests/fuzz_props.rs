@@ -10,7 +10,7 @@ mod checks;
 use std::path::Path;
 
 use proptest::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Real client messages, as the seed corpus has them.
 const MESSAGES: &[&str] = &[

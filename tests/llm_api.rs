@@ -8,11 +8,11 @@ use std::sync::OnceLock;
 
 use axum::body::Body;
 use mcp_budget::llm_api::{
-    anthropic, openai, Breakpoint, LlmCacheLayer, RewriteOptions, ToolClasses,
+    Breakpoint, LlmCacheLayer, RewriteOptions, ToolClasses, anthropic, openai,
 };
 use proptest::prelude::*;
-use serde_json::{json, Map, Value};
-use tower::{service_fn, Layer, ServiceExt};
+use serde_json::{Map, Value, json};
+use tower::{Layer, ServiceExt, service_fn};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets")
@@ -357,17 +357,21 @@ fn render_formats() {
         .map(|(i, _)| i)
         .collect();
     assert_eq!(marked, [n - 1]);
-    assert!(tools
-        .iter()
-        .all(|t| t.get("input_schema").is_some() && t.get("inputSchema").is_none()));
+    assert!(
+        tools
+            .iter()
+            .all(|t| t.get("input_schema").is_some() && t.get("inputSchema").is_none())
+    );
 
     for (format, shape) in [("openai", "function"), ("openai-responses", "parameters")] {
         let out = render(format);
         let tools = out["tools"].as_array().unwrap();
         assert_eq!(tools.len(), n);
-        assert!(tools
-            .iter()
-            .all(|t| t["type"] == "function" && t.get(shape).is_some()));
+        assert!(
+            tools
+                .iter()
+                .all(|t| t["type"] == "function" && t.get(shape).is_some())
+        );
         let names: Vec<&str> = tools.iter().map(name_of).collect();
         assert!(names.is_sorted());
     }

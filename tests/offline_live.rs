@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mcp_budget::catalog::{Catalog, Contribution};
-use mcp_budget::cli::{render, CatalogArgs};
+use mcp_budget::cli::{CatalogArgs, render};
 use mcp_budget::context::{Caller, McpRequest, Session};
 use mcp_budget::jsonrpc::{Id, Message};
 use mcp_budget::layer::budget::BudgetLayer;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-budget");
 
@@ -194,9 +194,11 @@ fn init_refuses_to_overwrite_without_force() {
     );
     assert_eq!(std::fs::read_to_string(&out).expect("read"), "keep me");
     assert!(run(true).status.success());
-    assert!(std::fs::read_to_string(&out)
-        .expect("read")
-        .starts_with("# mcp-budget policy"));
+    assert!(
+        std::fs::read_to_string(&out)
+            .expect("read")
+            .starts_with("# mcp-budget policy")
+    );
 }
 
 /// Claude Desktop: the secret the file wrote out moves into the gateway's entry; the host

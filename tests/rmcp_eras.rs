@@ -28,13 +28,13 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
 use rmcp::transport::{IntoTransport, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::Notify;
 
 use harness::{
-    assert_no_leftovers, era_upstream, gateway_stdio_args, log_shows, new_tag, policy, EraHttp,
-    Gateway, Mode, TagGuard, Transport, Upstream, LEGACY, MODERN,
+    EraHttp, Gateway, LEGACY, MODERN, Mode, TagGuard, Transport, Upstream, assert_no_leftovers,
+    era_upstream, gateway_stdio_args, log_shows, new_tag, policy,
 };
 
 /// How the rmcp client opens the connection.

@@ -20,8 +20,8 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use harness::{free_port, peer_file, venv_bin, Up, WAIT};
-use serde_json::{json, Value};
+use harness::{Up, WAIT, free_port, peer_file, venv_bin};
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
@@ -458,7 +458,9 @@ async fn a_load_run_with_an_upstream_crash_and_a_replica_restart_loses_no_call()
     tokio::time::sleep(phase).await;
     load.resume("stop").await;
     let report = load.report(opening).await;
-    eprintln!("scaleout load ({clients} sessions, 3 replicas behind HAProxy, an upstream crash and a replica restart): {report}");
+    eprintln!(
+        "scaleout load ({clients} sessions, 3 replicas behind HAProxy, an upstream crash and a replica restart): {report}"
+    );
 
     let restarted = children_of(gateways[0].pid());
     assert!(

@@ -71,10 +71,12 @@ fn single_query_table_and_json() {
     ]))
     .unwrap();
     assert_eq!(json["results"].as_array().unwrap().len(), 2);
-    assert!(json["results"][0]["id"]
-        .as_str()
-        .unwrap()
-        .starts_with("weather/"));
+    assert!(
+        json["results"][0]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("weather/")
+    );
 }
 
 #[test]

@@ -13,17 +13,17 @@ use mcp_budget::catalog::CatalogTool;
 use mcp_budget::fuzzing::{self as entry, StdioLine};
 use mcp_budget::jsonrpc::{DecodeError, Id, IdScanner, Kind, Message};
 use mcp_budget::mcp::modern::{
-    self, check_envelope, check_headers, decode_header_value, encode_header_value, request_meta,
-    target_name, MirroredHeaders, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION,
+    self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MirroredHeaders, check_envelope,
+    check_headers, decode_header_value, encode_header_value, request_meta, target_name,
 };
 use mcp_budget::mcp::params::{check_param_headers, marked, param_headers};
 use mcp_budget::plan;
 use mcp_budget::policy::{ConfigError, Policy, Transport};
 use mcp_budget::tokens::{Bpe, Counter, Encoding, Tokenizer};
-use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::io::{AsyncRead, ReadBuf};
 
 /// Longest id (bytes of JSON text) that the checks expect [`IdScanner`] to keep; it keeps up to

@@ -1,7 +1,7 @@
 //! Pure: readiness, the `/status` document and the scrape-time gauges, from the gateway's
 //! state now.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::audit::rfc3339;
 use crate::gateway::{InstanceState, UpstreamState};

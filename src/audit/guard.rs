@@ -27,10 +27,10 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{new_id, Audit, Entry};
+use super::{Audit, Entry, new_id};
 use crate::catalog::{Catalog, Quarantined};
 use crate::naming::exposed_name;
-use crate::pin::events::{events, Event};
+use crate::pin::events::{Event, events};
 use crate::telemetry::record;
 
 /// Writes the guard's events of every catalog `catalog` publishes, from the first (compared

@@ -80,7 +80,7 @@ impl Constraint {
                         "argument {name}={} does not match /{}/",
                         show(value),
                         re.as_str()
-                    ))
+                    ));
                 }
                 None => return Some(format!("argument {name} must be a string")),
             }

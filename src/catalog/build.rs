@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::Value;
 
 use super::{CatalogTool, Held, Quarantined};
-use crate::mcp::params::{marked_tools, Marked};
+use crate::mcp::params::{Marked, marked_tools};
 use crate::naming::{disambiguated, exposed_name};
 
 /// What one upstream contributes: its lists as it gave them (tools repaired, see

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{repair_tool, Catalog, CatalogError, CatalogTool, Contribution};
+use super::{Catalog, CatalogError, CatalogTool, Contribution, repair_tool};
 
 impl Catalog {
     /// The catalog of saved `tools/list` results (see [`load_saved`] for `paths`), as the

@@ -18,8 +18,8 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context as _};
-use serde_json::{json, Map, Value};
+use anyhow::{Context as _, bail};
+use serde_json::{Map, Value, json};
 
 use crate::profile::{ANTHROPIC_OVERHEAD_ANY, ANTHROPIC_OVERHEAD_AUTO};
 use crate::tokens::{Counter, Counting, Rendering};

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::policy::expand::{env_name, expand, pieces, Piece, Syntax};
+use crate::policy::expand::{Piece, Syntax, env_name, expand, pieces};
 use crate::policy::mcp_json::{self, Host, Server};
 
 mod snippet;

@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::catalog::Catalog;
 use crate::compress::Level;
-use crate::gateway::{summary_lines, UpstreamSummary};
-use crate::listing::{list_tools, Listing};
+use crate::gateway::{UpstreamSummary, summary_lines};
+use crate::listing::{Listing, list_tools};
 use crate::pin;
 use crate::plan::{Plan, Rules};
 use crate::policy::Policy;
@@ -486,7 +486,10 @@ fn table(r: &Value) -> String {
             let _ = writeln!(
                 s,
                 "reaching a deferred tool: one search ({} tokens, {} results) + one schema ({} tokens) = {} tokens",
-                d["search_answer_tokens"], d["search_results"], d["schema_answer_tokens"], d["round_trip_tokens"]
+                d["search_answer_tokens"],
+                d["search_results"],
+                d["schema_answer_tokens"],
+                d["round_trip_tokens"]
             );
         }
     }

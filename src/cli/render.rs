@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use crate::listing::pass_through;
-use crate::llm_api::{anthropic, openai, RewriteOptions};
+use crate::llm_api::{RewriteOptions, anthropic, openai};
 use crate::plan::{LevelChoice, ModeChoice};
 use crate::tokens::Counter;
 

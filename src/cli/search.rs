@@ -8,9 +8,9 @@ use std::io::BufRead;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::catalog::{load_saved, CatalogTool};
+use crate::catalog::{CatalogTool, load_saved};
 use crate::search::{Ranker, SearchIndex};
 
 /// Output format of a single `--query`.

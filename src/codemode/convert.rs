@@ -1,6 +1,6 @@
 //! Tool results as script values, and the run's result as a `CallToolResult`.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::CallError;
 

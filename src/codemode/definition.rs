@@ -1,9 +1,9 @@
 //! The `run_code` meta-tool's definition, and the typed API description scripts read with
 //! `tools.describe()`.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
-use crate::tokens::{render_tool, Rendering};
+use crate::tokens::{Rendering, render_tool};
 
 /// The meta-tool's name unless `[discover] code_tool` renames it.
 pub const DEFAULT_NAME: &str = "run_code";

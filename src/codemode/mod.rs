@@ -39,7 +39,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use convert::{error_result, script_value, success_result};
-pub use definition::{api_description, definition, DEFAULT_NAME};
+pub use definition::{DEFAULT_NAME, api_description, definition};
 pub use sandbox::run;
 
 /// The limits of one run; each has its `[discover]` key, named in the message of a run it

@@ -13,8 +13,8 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use rquickjs::context::intrinsic;
 use rquickjs::context::EvalOptions;
+use rquickjs::context::intrinsic;
 use rquickjs::promise::PromiseState;
 use rquickjs::{Context, Ctx, Exception, Function, Promise, Runtime, Value as JsValue};
 use serde_json::Value;

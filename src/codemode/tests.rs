@@ -1,4 +1,4 @@
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -247,7 +247,9 @@ fn prototype_pollution_does_not_outlive_a_run() {
 #[test]
 fn tools_cannot_be_replaced_by_the_script() {
     assert_eq!(
-        run_ok("'use strict'; let r; try { tools.call = () => 1; r = 'replaced' } catch (e) { r = e.name } r"),
+        run_ok(
+            "'use strict'; let r; try { tools.call = () => 1; r = 'replaced' } catch (e) { r = e.name } r"
+        ),
         json!("TypeError")
     );
 }

@@ -100,11 +100,7 @@ pub fn host_search_instructions(
 }
 
 fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
+    if n == 1 { "" } else { "s" }
 }
 
 /// Splits the gateway's instructions (`## <server>\n<text>` per upstream, blank lines between)

@@ -47,11 +47,11 @@ mod recovery;
 
 use std::collections::HashMap;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 pub use arguments::check_arguments;
 pub use instructions::{
-    host_search_instructions, upstream_sections, ServerNote, GENERAL_CHARS, SERVER_CHARS,
+    GENERAL_CHARS, SERVER_CHARS, ServerNote, host_search_instructions, upstream_sections,
 };
 
 use crate::catalog::CatalogTool;
@@ -365,7 +365,9 @@ impl Discovery {
             }));
         }
         let text = if hits.is_empty() {
-            format!("No tool matches {query:?}. Try other words, e.g. the action and the object (\"list issues\").")
+            format!(
+                "No tool matches {query:?}. Try other words, e.g. the action and the object (\"list issues\")."
+            )
         } else {
             format!(
                 "{}\n(* = required) Call {} with a name and its arguments; {} gives the full schema.",

@@ -15,7 +15,7 @@
 //! Misplaced arguments are never moved into place and forwarded: a guessed call to a tool
 //! with side effects is worse than one more round trip.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 /// Keys of an `invoke_tool` call that belong to the call itself, not to the tool.
 pub(crate) const CALL_KEYS: &[&str] = &["name", "tool_name", "arguments"];
@@ -76,7 +76,10 @@ pub(crate) fn answer(exposed: &str, schema: &Value, invoke: &str, problem: &Prob
         ),
         Problem::Invalid(problems) => (
             "invalid_arguments",
-            format!("Invalid arguments for {exposed}:\n- {}", problems.join("\n- ")),
+            format!(
+                "Invalid arguments for {exposed}:\n- {}",
+                problems.join("\n- ")
+            ),
         ),
     };
     let mut text = headline;

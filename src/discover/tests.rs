@@ -60,10 +60,12 @@ fn search_without_match_says_so() {
     let d = discovery();
     let result = d.search_tools("zzzz", None);
     assert_eq!(result["structuredContent"]["tools"], json!([]));
-    assert!(result["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .starts_with("No tool matches"));
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("No tool matches")
+    );
 }
 
 #[test]
@@ -98,10 +100,11 @@ fn unknown_names_are_tool_errors_that_point_to_search() {
         );
     }
     let text = d.get_tool_schema("github create issue")["content"][0]["text"].clone();
-    assert!(text
-        .as_str()
-        .unwrap()
-        .contains("Similar names: github__create_issue"));
+    assert!(
+        text.as_str()
+            .unwrap()
+            .contains("Similar names: github__create_issue")
+    );
 }
 
 #[test]
@@ -208,10 +211,12 @@ fn empty_or_misplaced_arguments_say_which_fields_are_required() {
     );
     // Misplaced arguments of an unknown tool: the unknown name is the problem.
     let r = answer(json!({"name": "nope", "city": "Paris"}));
-    assert!(r["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .starts_with("Unknown tool"));
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unknown tool")
+    );
     // `tool_name` names the tool; a tool that requires nothing still takes no arguments.
     match d.call(
         "invoke_tool",

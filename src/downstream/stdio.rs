@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
@@ -42,7 +42,7 @@ use crate::error::Error;
 use crate::jsonrpc::{Id, IdScanner, Kind, Message};
 use crate::lock::lock;
 use crate::policy::{
-    Downstream, DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES,
+    DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES, Downstream,
 };
 
 /// How long answers in flight may take once the client closed its input.
@@ -476,7 +476,7 @@ pub(crate) async fn read_line<R: AsyncRead + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
+    use serde_json::{Value, json};
     use std::sync::atomic::AtomicBool;
     use tokio::io::AsyncReadExt;
 

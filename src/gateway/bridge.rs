@@ -11,15 +11,15 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
+use super::Gateway;
 use super::parked::STATE_PREFIX;
 use super::route::Forward;
-use super::Gateway;
 use crate::context::{Caller, SessionState};
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, Id, Message};
+use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
 use crate::mcp::bridge;
 use crate::upstream::{Call, Upstream};

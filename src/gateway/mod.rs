@@ -43,14 +43,14 @@ mod subscriptions;
 mod tasks;
 
 pub use health::{InstanceState, UpstreamState};
-pub use pool::{summary_lines, UpstreamSummary};
+pub use pool::{UpstreamSummary, summary_lines};
 pub use sessions::SUPPORTED_VERSIONS;
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 

@@ -11,15 +11,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::Gateway;
 use super::bridge::undeclared;
 use super::route::Forward;
-use super::Gateway;
 use crate::context::{Caller, Outbound};
-use crate::error::{kind, Error};
-use crate::jsonrpc::{ErrorObject, Id, Kind, Message, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::error::{Error, kind};
+use crate::jsonrpc::{ErrorObject, INVALID_PARAMS, Id, Kind, METHOD_NOT_FOUND, Message};
 use crate::lock::lock;
 use crate::mcp::bridge;
 use crate::mcp::method::Method;

@@ -14,11 +14,11 @@ use serde_json::{Map, Value};
 
 use super::name_span::NameSpan;
 use super::pool::Pool;
-use super::{bridge, Gateway};
+use super::{Gateway, bridge};
 use crate::catalog::Catalog;
 use crate::context::Caller;
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, Id, Message};
+use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
 use crate::mcp::method::Method;
 use crate::upstream::{Call, Status, Upstream};

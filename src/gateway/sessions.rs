@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::Gateway;
 use crate::context::{Caller, Session, SessionState};

@@ -10,13 +10,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
-use super::sessions::{string_param, Sessions};
 use super::Gateway;
+use super::sessions::{Sessions, string_param};
 use crate::context::{Caller, Outbound};
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, Id, Message};
+use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
 use crate::mcp::bridge;
 use crate::mcp::method::Method;
@@ -164,7 +164,7 @@ impl Listening {
             Method::PromptsListChanged => "prompts",
             Method::ResourcesListChanged => "resources",
             Method::ResourcesUpdated => {
-                return uri.is_some_and(|uri| self.resources.iter().any(|r| r == uri))
+                return uri.is_some_and(|uri| self.resources.iter().any(|r| r == uri));
             }
             _ => return false,
         };

@@ -9,13 +9,13 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use super::pages::{open_cursor, seal_cursor};
 use super::Gateway;
+use super::pages::{open_cursor, seal_cursor};
 use crate::context::Caller;
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, Id, Kind, Message};
+use crate::jsonrpc::{Id, Kind, Message, to_raw};
 use crate::lock::lock;
 use crate::mcp::bridge;
 use crate::mcp::method::Method;

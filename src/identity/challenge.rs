@@ -2,7 +2,7 @@
 //! `resource_metadata` parameter of RFC 9728, and the protected-resource metadata document that
 //! parameter points to (which is how MCP clients find the authorization server).
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// The well-known path of protected-resource metadata (RFC 9728 §3).
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";

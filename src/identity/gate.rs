@@ -150,7 +150,7 @@ impl Gate {
 mod tests {
     use super::*;
     use crate::authz::{Glob, Scope};
-    use crate::identity::{api_key, Client};
+    use crate::identity::{Client, api_key};
 
     #[test]
     fn a_stored_directory_is_what_the_next_message_meets() {

@@ -72,7 +72,7 @@ pub fn verify(token: &str, keys: &JwkSet, rules: &JwtRules) -> Result<Verified, 
             return Err(invalid(format!(
                 "the token has no {:?} claim to name its principal",
                 rules.principal_claim
-            )))
+            )));
         }
     };
     Ok(Verified {

@@ -214,7 +214,9 @@ fn looks_like_jwt(token: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// No credentials where clients are configured.
-    #[error("this gateway needs credentials: an API key (Authorization: Bearer KEY or X-Api-Key) or an OAuth bearer token")]
+    #[error(
+        "this gateway needs credentials: an API key (Authorization: Bearer KEY or X-Api-Key) or an OAuth bearer token"
+    )]
     Missing,
     /// Credentials that match no client (the reason is safe to show the client).
     #[error("the credentials were not accepted: {0}")]

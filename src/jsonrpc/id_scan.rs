@@ -168,7 +168,7 @@ impl IdScanner {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use serde_json::{json, Value};
+    use serde_json::{Value, json};
 
     fn scan(text: &[u8]) -> Option<Id> {
         let mut s = IdScanner::default();

@@ -35,7 +35,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tower::Layer;
 
@@ -43,9 +43,9 @@ use crate::audit::{self, Audit, Entry};
 use crate::authz::{Decision, Kind, Scope, Target};
 use crate::catalog::Catalog;
 use crate::context::{McpFuture, McpRequest};
-use crate::error::{kind, UPSTREAM_ERROR};
+use crate::error::{UPSTREAM_ERROR, kind};
 use crate::identity::{Principal, Via};
-use crate::jsonrpc::{to_raw, ErrorObject, Id, Kind as MessageKind, Message};
+use crate::jsonrpc::{ErrorObject, Id, Kind as MessageKind, Message, to_raw};
 use crate::layer::{Around, Inner, Layered};
 use crate::routing::{self, Reach, Routed};
 

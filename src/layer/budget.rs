@@ -68,7 +68,7 @@ use tokio::sync::{mpsc, watch};
 use crate::catalog::Catalog;
 use crate::context::McpRequest;
 use crate::discover::MetaCall;
-use crate::jsonrpc::{to_raw, Id, Kind, Message};
+use crate::jsonrpc::{Id, Kind, Message, to_raw};
 pub use crate::listing::ServerTokens;
 use crate::mcp::method::Method;
 use crate::plan::ModeChoice;

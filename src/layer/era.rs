@@ -91,7 +91,7 @@ mod tests {
     use super::*;
     use crate::context::{Caller, Session};
     use crate::jsonrpc::to_raw;
-    use serde_json::{json, Value};
+    use serde_json::{Value, json};
     use std::sync::Arc;
     use tower::Service;
 

@@ -26,14 +26,14 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::sync::watch;
 use tower::Layer;
 
 use crate::audit::{self, Audit};
 use crate::catalog::{Catalog, Quarantined};
 use crate::context::{McpFuture, McpRequest};
-use crate::error::{kind, UPSTREAM_ERROR};
+use crate::error::{UPSTREAM_ERROR, kind};
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
 use crate::sanitize::{self, strip};

@@ -34,12 +34,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tower::Layer;
 
 use crate::catalog::Catalog;
 use crate::context::{McpFuture, McpRequest};
-use crate::error::{kind, RATE_LIMITED};
+use crate::error::{RATE_LIMITED, kind};
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
 use crate::limits::{ClientLimits, Ledger, Limits, Refused, Which};

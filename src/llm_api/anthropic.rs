@@ -48,7 +48,7 @@ use serde_json::{Map, Value};
 
 #[cfg(doc)]
 use super::ToolClasses;
-use super::{compress_tool, order, Breakpoint, CacheTtl, Rewrite, RewriteOptions, Slot};
+use super::{Breakpoint, CacheTtl, Rewrite, RewriteOptions, Slot, compress_tool, order};
 
 /// Most cache breakpoints the Messages API accepts in one request.
 pub const MAX_BREAKPOINTS: usize = 4;

@@ -61,7 +61,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tower::{Layer, Service};
 
-use super::{anthropic, openai, Rewrite, RewriteOptions, ToolClasses};
+use super::{Rewrite, RewriteOptions, ToolClasses, anthropic, openai};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -419,7 +419,7 @@ fn rewrite_bytes(
 mod tests {
     use super::*;
     use serde_json::json;
-    use tower::{service_fn, ServiceExt};
+    use tower::{ServiceExt, service_fn};
 
     async fn through(req: Request<Body>) -> (HeaderMap, Bytes) {
         let svc = LlmCacheLayer::new(RewriteOptions::default())

@@ -55,7 +55,7 @@ use serde_json::{Map, Value};
 use crate::compress::Level;
 use crate::tokens::Counter;
 
-pub use layer::{LlmCache, LlmCacheLayer, ResponseFuture, DEFAULT_BODY_LIMIT};
+pub use layer::{DEFAULT_BODY_LIMIT, LlmCache, LlmCacheLayer, ResponseFuture};
 
 /// Which tools are static (the same on every request: they form the cached prefix) and which
 /// are dynamic (come and go: listed after the static ones). The default is all static.

@@ -28,7 +28,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{compress_tool, order, Rewrite, RewriteOptions, Slot};
+use super::{Rewrite, RewriteOptions, Slot, compress_tool, order};
 
 /// Rewrites the `tools` of a Chat Completions or Responses request body in place (see the
 /// module docs). A body without a `tools` array is left as it is.

@@ -28,7 +28,7 @@
 //! assert_eq!(asked.request_state.as_deref(), Some("abc"));
 //! ```
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::modern::{META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION};
 
@@ -394,7 +394,7 @@ mod tests {
 
     #[test]
     fn modern_requests_mirror_their_headers() {
-        use crate::jsonrpc::{to_raw, Id, Message};
+        use crate::jsonrpc::{Id, Message, to_raw};
         let params = with_envelope(
             Some(&json!({"name": "héllo"})),
             "2026-07-28",

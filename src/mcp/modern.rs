@@ -16,10 +16,10 @@
 //! ```
 
 use base64::Engine;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::error::kind;
-use crate::jsonrpc::{to_raw, ErrorObject, Message, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::jsonrpc::{ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND, Message, to_raw};
 
 /// The stateless protocol revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
@@ -292,7 +292,7 @@ pub fn check_mirrored(
             return Err(header_mismatch(format!(
                 "MCP-Protocol-Version header {v:?} differs from _meta protocolVersion {:?}",
                 meta.protocol_version
-            )))
+            )));
         }
         Some(_) => {}
     }
@@ -301,7 +301,7 @@ pub fn check_mirrored(
         Some(h) if h != method => {
             return Err(header_mismatch(format!(
                 "Mcp-Method header {h:?} differs from the body's method {method:?}"
-            )))
+            )));
         }
         Some(_) => {}
     }

@@ -164,17 +164,17 @@ pub fn check_param_headers<'h>(
             (Some(_), None, _) => {
                 return Err(header_mismatch(format!(
                     "{name} header is present but the {argument:?} argument is absent"
-                )))
+                )));
             }
             (Some(_), Some(_), None) => {
                 return Err(header_mismatch(format!(
                     "{name} header does not match the {argument:?} argument"
-                )))
+                )));
             }
             (None, Some(_), Some(_)) => {
                 return Err(header_mismatch(format!(
                     "{name} header is missing but the {argument:?} argument is present"
-                )))
+                )));
             }
             (Some(raw), Some(value), Some(rendered)) => {
                 let decoded = decode_header_value(raw).map_err(header_mismatch)?;
@@ -260,12 +260,14 @@ mod tests {
                     .collect()
             }
         };
-        assert!(check_param_headers(
-            &s,
-            &args,
-            ok(&[("mcp-param-region", " eu "), ("mcp-param-count", "3.0")])
-        )
-        .is_ok());
+        assert!(
+            check_param_headers(
+                &s,
+                &args,
+                ok(&[("mcp-param-region", " eu "), ("mcp-param-count", "3.0")])
+            )
+            .is_ok()
+        );
         let missing = check_param_headers(&s, &args, ok(&[("mcp-param-region", "eu")]));
         assert_eq!(
             missing.unwrap_err().code,

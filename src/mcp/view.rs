@@ -27,10 +27,10 @@
 use std::fmt;
 use std::ops::Range;
 
-use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
-use serde_json::value::RawValue;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
 use crate::mcp::modern::{self, RequestMeta};

@@ -80,7 +80,7 @@ pub fn events<'a>(before: &'a Catalog, after: &'a Catalog) -> Vec<Event<'a>> {
 mod tests {
     use super::*;
     use crate::catalog::{Contribution, Held};
-    use crate::pin::{admit, Lock, Rules};
+    use crate::pin::{Lock, Rules, admit};
     use serde_json::json;
 
     fn catalog(tools: Vec<serde_json::Value>, previous: &Catalog, rules: &Rules) -> Catalog {

@@ -311,9 +311,11 @@ mod tests {
             matches!(&diff[..], [Difference::Changed(_, _, parts)] if *parts == ["description", "schema"]),
             "{diff:?}"
         );
-        assert!(diff[0]
-            .to_string()
-            .starts_with("~ calc/add: description, schema changed"));
+        assert!(
+            diff[0]
+                .to_string()
+                .starts_with("~ calc/add: description, schema changed")
+        );
         assert!(a.diff(&a).is_empty());
         assert!(matches!(
             a.diff(&Lock::default())[..],

@@ -1,7 +1,7 @@
 //! What the planner needs counted, and the value order it ranks the catalog by: both computed
 //! once per `tools/list` of a new catalog version.
 
-use super::{value, ModeChoice, Rules};
+use super::{ModeChoice, Rules, value};
 use crate::catalog::CatalogTool;
 use crate::tokens::{Counter, Measured, Wording};
 

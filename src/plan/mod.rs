@@ -71,10 +71,10 @@ mod rules;
 mod usage;
 mod value;
 
-pub use measure::{measure, measure_ranked, Ranked};
-pub use result::{cut_note, cut_result, Cut};
+pub use measure::{Ranked, measure, measure_ranked};
+pub use result::{Cut, cut_note, cut_result};
 pub use rules::{Budget, LevelChoice, ModeChoice, Rules, UnknownMode};
-pub use usage::{parse_usage, render_usage, usage_of, UsageCounts, UsageFileError};
+pub use usage::{UsageCounts, UsageFileError, parse_usage, render_usage, usage_of};
 
 /// Number of discovery meta-tools listed in progressive modes (one more with code mode:
 /// [`MetaToolNames::count`](crate::discover::MetaToolNames::count)).

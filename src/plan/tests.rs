@@ -277,7 +277,7 @@ fn rules_cap(r: &Rules, cap: usize) -> Rules {
 
 mod accounting {
     use super::*;
-    use crate::profile::{resolve, ProfileOverrides, DEFAULT_MODEL};
+    use crate::profile::{DEFAULT_MODEL, ProfileOverrides, resolve};
     use crate::tokens::{Counter, Rendering};
 
     /// The plan's token total is what the applied list really costs, re-counted tool by tool.

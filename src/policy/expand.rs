@@ -219,9 +219,11 @@ mod tests {
             "a t$k b y $5"
         );
         assert_eq!(expand("${X:-}", &s, &env).unwrap(), "");
-        assert!(expand("${X", &s, &env)
-            .unwrap_err()
-            .contains("without a closing"));
+        assert!(
+            expand("${X", &s, &env)
+                .unwrap_err()
+                .contains("without a closing")
+        );
     }
 
     #[test]
@@ -266,9 +268,11 @@ mod tests {
         assert!(err.contains("${MISSING:-value}"), "{err}");
         let err = expand("${env:MISSING}", &s, &env).unwrap_err();
         assert!(err.contains("${env:MISSING:-value}"), "{err}");
-        assert!(expand("${TOKEN", &s, &env)
-            .unwrap_err()
-            .contains("without a closing"));
+        assert!(
+            expand("${TOKEN", &s, &env)
+                .unwrap_err()
+                .contains("without a closing")
+        );
     }
 
     #[test]

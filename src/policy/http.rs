@@ -203,12 +203,16 @@ mod tests {
         assert!(certificates(&missing).unwrap_err().contains("cannot read"));
         let junk = dir.path().join("junk.pem");
         std::fs::write(&junk, "not pem").unwrap();
-        assert!(certificates(&junk)
-            .unwrap_err()
-            .contains("no PEM certificate"));
-        assert!(private_key(&junk)
-            .unwrap_err()
-            .contains("no PEM private key"));
+        assert!(
+            certificates(&junk)
+                .unwrap_err()
+                .contains("no PEM certificate")
+        );
+        assert!(
+            private_key(&junk)
+                .unwrap_err()
+                .contains("no PEM private key")
+        );
         let cert = dir.path().join("cert.pem");
         std::fs::write(&cert, CERT).unwrap();
         assert_eq!(certificates(&cert).unwrap().len(), 1);

@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::expand::{expand, has_reference, Syntax};
-use super::{validate, ConfigError, Problem, Transport, UpstreamSpec, DEFAULT_TIMEOUT};
+use super::expand::{Syntax, expand, has_reference};
+use super::{ConfigError, DEFAULT_TIMEOUT, Problem, Transport, UpstreamSpec, validate};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -437,9 +437,11 @@ mod tests {
         );
         // Escaped for the child's own expansion at start: the server sees `${GITHUB_TOKEN}`.
         assert_eq!(stdio(&got.specs[0]).2["T"], "$${GITHUB_TOKEN}");
-        assert!(got.warnings[0]
-            .message
-            .contains("passes to the server as written"));
+        assert!(
+            got.warnings[0]
+                .message
+                .contains("passes to the server as written")
+        );
     }
 
     #[test]
@@ -500,10 +502,11 @@ mod tests {
             ".mcp.json",
             &env,
         );
-        assert!(bad
-            .unwrap_err()
-            .to_string()
-            .contains("unknown \"type\": \"websocket\""));
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("unknown \"type\": \"websocket\"")
+        );
         let bad = parse_with(
             r#"{"mcpServers": {"a": {"type": "stdio", "url": "http://x"}}}"#,
             ".mcp.json",

@@ -487,7 +487,7 @@ impl Policy {
         &mut self,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
-        use expand::{expand, Syntax};
+        use expand::{Syntax, expand};
         let mut problems = Vec::new();
         for (i, up) in self.upstreams.iter_mut().enumerate() {
             let mut resolve =

@@ -25,8 +25,8 @@ use std::fmt::Write as _;
 use serde_spanned::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::raw::RawPolicy;
 use super::Problem;
+use super::raw::RawPolicy;
 
 /// The most problems one run reports (the rest are usually consequences).
 const MAX_PROBLEMS: usize = 50;

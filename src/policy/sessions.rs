@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{parse, Policy, Problem};
+use super::{Policy, Problem, parse};
 use crate::seal::Sealer;
 
 /// Default life of a sealed session id, counted from `initialize`.
@@ -178,7 +178,7 @@ impl SessionsPolicy {
                             "environment variable {var} is not set (it holds the session seal \
                              key: `openssl rand -base64 32`)"
                         ),
-                    )))
+                    )));
                 }
             },
             Some(SealKeySource::File(path)) => match std::fs::read_to_string(path) {
@@ -187,7 +187,7 @@ impl SessionsPolicy {
                     return Err(SealKeyProblem::Invalid(problem(
                         "seal_key_file",
                         format!("cannot read {}: {e}", path.display()),
-                    )))
+                    )));
                 }
             },
         };

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::raw::RawPolicy;
 use super::{
-    Downstream, Policy, Problem, Transport, UpstreamSpec, DEFAULT_MAX_JSON_DEPTH,
-    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, Downstream, Policy, Problem, Transport,
+    UpstreamSpec,
 };
 
 /// Longest server id: leaves room for the separator and a tool name within 64 characters.
@@ -517,7 +517,9 @@ fn check_roots(raw: Vec<toml::Value>, path: &str) -> (Vec<Value>, Vec<(String, S
 /// fragment means nothing for a root. Non-ASCII is accepted as written (an IRI).
 fn check_file_uri(uri: &str) -> Result<(), String> {
     let bad = |why: &str| {
-        format!("{uri:?} is not a file URI such as file:///srv/data: {why} (MCP roots are file:// URIs)")
+        format!(
+            "{uri:?} is not a file URI such as file:///srv/data: {why} (MCP roots are file:// URIs)"
+        )
     };
     let rest = uri
         .strip_prefix("file://")

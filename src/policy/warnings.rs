@@ -18,7 +18,7 @@
 //! # Ok::<(), mcp_budget::policy::ConfigError>(())
 //! ```
 
-use super::{parse, Policy, Problem};
+use super::{Policy, Problem, parse};
 
 impl Policy {
     /// Problems that do not stop the gateway: what importing host configs reported
@@ -159,7 +159,9 @@ mod tests {
 
     #[test]
     fn loopback_binds_and_known_servers_give_no_warning() {
-        let p = policy("[downstream]\nhttp = \"127.0.0.1:1\"\n[budget.tools.\"git/*\"]\npin = true\n[discover]\nnever_defer = [\"git/git_status\", \"git__git_log\"]\n");
+        let p = policy(
+            "[downstream]\nhttp = \"127.0.0.1:1\"\n[budget.tools.\"git/*\"]\npin = true\n[discover]\nnever_defer = [\"git/git_status\", \"git__git_log\"]\n",
+        );
         assert_eq!(p.warnings(), []);
         let ids = ["git/git_status".to_owned(), "git/git_log".to_owned()];
         assert_eq!(p.unmatched_rules(&ids), []);
@@ -180,7 +182,9 @@ mod tests {
 
     #[test]
     fn rules_for_servers_that_are_not_upstreams_warn() {
-        let p = policy("[budget.tools.\"gitub/create_issue\"]\npin = true\n[discover]\nnever_defer = [\"sentry/*\", \"*/search\"]\n");
+        let p = policy(
+            "[budget.tools.\"gitub/create_issue\"]\npin = true\n[discover]\nnever_defer = [\"sentry/*\", \"*/search\"]\n",
+        );
         let w: Vec<(String, Option<usize>)> =
             p.warnings().into_iter().map(|w| (w.path, w.line)).collect();
         assert_eq!(
@@ -194,7 +198,9 @@ mod tests {
 
     #[test]
     fn rules_matching_no_tool_of_a_known_server_are_unmatched() {
-        let p = policy("[budget.tools.\"git/git_stauts\"]\npin = true\n[budget.tools.\"git/git_*\"]\nmin_level = \"high\"\n[discover]\nnever_defer = [\"git/nope\"]\n");
+        let p = policy(
+            "[budget.tools.\"git/git_stauts\"]\npin = true\n[budget.tools.\"git/git_*\"]\nmin_level = \"high\"\n[discover]\nnever_defer = [\"git/nope\"]\n",
+        );
         let ids = ["git/git_status".to_owned()];
         let u: Vec<String> = p
             .unmatched_rules(&ids)

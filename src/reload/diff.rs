@@ -280,9 +280,10 @@ mod tests {
         let plan = Reconcile::between(&old, &new);
         assert_eq!(plan.restart, ["a"]);
         assert_eq!(plan.needs_restart, ["downstream.http"]);
-        assert!(plan
-            .summary()
-            .ends_with("not applied until restart: downstream.http"));
+        assert!(
+            plan.summary()
+                .ends_with("not applied until restart: downstream.http")
+        );
         // The transports' limits are read once, when they start serving.
         let limits = policy("[downstream]\nmax_sessions = 3\nstrict_accept = true\n");
         let plan = Reconcile::between(&policy(""), &limits);

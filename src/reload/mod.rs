@@ -21,8 +21,8 @@ use std::path::PathBuf;
 pub use apply::{Reloaded, Reloader};
 pub use diff::Reconcile;
 pub use swap::Swap;
-pub use trigger::{triggers, Trigger, Triggers, QUIET};
-pub use watch::{problem_lines, watch, Outcome};
+pub use trigger::{QUIET, Trigger, Triggers, triggers};
+pub use watch::{Outcome, problem_lines, watch};
 
 use crate::policy::{ConfigError, Policy};
 

@@ -91,7 +91,7 @@ mod tests {
     use std::sync::Arc;
 
     use serde_json::json;
-    use tower::{service_fn, ServiceExt as _};
+    use tower::{ServiceExt as _, service_fn};
 
     use super::*;
     use crate::context::{Caller, Session};

@@ -112,7 +112,7 @@ fn directory_of(file: &Path) -> PathBuf {
 
 #[cfg(unix)]
 fn listen_for_hangup(tx: mpsc::UnboundedSender<Trigger>) -> Result<(), String> {
-    use tokio::signal::unix::{signal, SignalKind};
+    use tokio::signal::unix::{SignalKind, signal};
     let mut hangup =
         signal(SignalKind::hangup()).map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
     tokio::spawn(async move {
@@ -159,9 +159,11 @@ mod tests {
         );
         // Files in the same directory that are not the policy do not ask.
         std::fs::write(dir.join("other.toml"), "x").expect("write");
-        assert!(tokio::time::timeout(QUIET * 3, triggers.next())
-            .await
-            .is_err());
+        assert!(
+            tokio::time::timeout(QUIET * 3, triggers.next())
+                .await
+                .is_err()
+        );
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 

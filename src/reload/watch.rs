@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{triggers, Reloaded, Reloader, Source, Trigger};
+use super::{Reloaded, Reloader, Source, Trigger, triggers};
 use crate::policy::{ConfigError, Policy};
 
 /// Reloads `source` into `reloader` on every change of its files (and of the `[pin] lock`

@@ -1,8 +1,8 @@
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::*;
 use crate::catalog::{Contribution, Held, Quarantined};
-use crate::jsonrpc::{to_raw, Id};
+use crate::jsonrpc::{Id, to_raw};
 
 /// `git` lists tool `log`, prompt `review` and resource `git://HEAD`; `docs` a template
 /// `docs://{page}`; `calc`'s tool `add` is quarantined.

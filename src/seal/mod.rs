@@ -29,8 +29,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde::{Deserialize, Serialize};
@@ -97,7 +97,9 @@ impl Claims {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SealError {
     /// The key text holds no key, or a key that is not 32 bytes of base64.
-    #[error("seal key {index}: {reason} (give 32 random bytes in base64, e.g. `openssl rand -base64 32`)")]
+    #[error(
+        "seal key {index}: {reason} (give 32 random bytes in base64, e.g. `openssl rand -base64 32`)"
+    )]
     BadKey {
         /// 1-based position in the key list.
         index: usize,
@@ -105,7 +107,9 @@ pub enum SealError {
         reason: String,
     },
     /// The claims make a token over [`MAX_TOKEN_BYTES`].
-    #[error("the session's claims seal to {0} bytes, over the {MAX_TOKEN_BYTES}-byte limit for a session id")]
+    #[error(
+        "the session's claims seal to {0} bytes, over the {MAX_TOKEN_BYTES}-byte limit for a session id"
+    )]
     TooLarge(usize),
     /// Not a token of this format (another gateway's id, a plain id, garbage).
     #[error("not a sealed session id")]

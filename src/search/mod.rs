@@ -39,8 +39,8 @@ use std::collections::HashMap;
 
 use crate::catalog::CatalogTool;
 use fields::{
-    field_texts, is_value_like, DESCRIPTION, ENUM_VALUES, FIELDS, NAME, PARAMS, PARAM_DESCRIPTIONS,
-    SERVER,
+    DESCRIPTION, ENUM_VALUES, FIELDS, NAME, PARAM_DESCRIPTIONS, PARAMS, SERVER, field_texts,
+    is_value_like,
 };
 use fuzzy::NameWords;
 use server::ServerNames;

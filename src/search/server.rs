@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use super::text::{words, Analyzer};
+use super::text::{Analyzer, words};
 use crate::catalog::CatalogTool;
 
 /// Words of server ids that say nothing about which server it is.

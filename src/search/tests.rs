@@ -1,6 +1,6 @@
 use super::*;
 use proptest::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::LazyLock;
 

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use tokio::task::futures::TaskLocalFuture;
 use tower::{Layer, Service};
 
-use super::context::{from_headers, HTTP_PARENT};
+use super::context::{HTTP_PARENT, from_headers};
 
 /// Layer of [`HttpParent`] (add it only while spans are exported: it costs a task-local
 /// scope per request).

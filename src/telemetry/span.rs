@@ -3,8 +3,8 @@
 //! its child. Their fields are the conventions' attribute names; `tracing-opentelemetry`
 //! reads `otel.name`, `otel.kind` and `otel.status_code` as the span's name, kind and status.
 
-use tracing::field::{display, Empty};
 use tracing::Span;
+use tracing::field::{Empty, display};
 
 use crate::context::McpRequest;
 use crate::jsonrpc::Message;

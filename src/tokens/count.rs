@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
 
-use super::{render_tool, Bpe, Encoding, Rendering, Tokenizer};
+use super::{Bpe, Encoding, Rendering, Tokenizer, render_tool};
 use crate::catalog::CatalogTool;
 use crate::compress::{self, Level};
-use crate::discover::{meta_tool_definitions, MetaToolNames};
+use crate::discover::{MetaToolNames, meta_tool_definitions};
 
 /// Most per-tool entries kept in a counter's cache (a few dozen bytes each).
 const TOOL_CACHE_CAPACITY: usize = 100_000;

@@ -9,12 +9,12 @@
 use std::time::Duration;
 
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::pending::Pending;
-use super::{outgoing, Era, Link, Upstream};
+use super::{Era, Link, Upstream, outgoing};
 use crate::context::{Outbound, RunToEnd, SessionState};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Message};

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
-use super::{Call, Era, ServerInfo, Upstream, PROTOCOL_VERSION};
+use super::{Call, Era, PROTOCOL_VERSION, ServerInfo, Upstream};
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, Message};
+use crate::jsonrpc::{Message, to_raw};
 use crate::mcp::bridge;
 use crate::mcp::modern::MODERN_VERSION;
 use crate::policy::UpstreamProtocol;

@@ -25,15 +25,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 
 use self::client::{Client, Failure};
-pub use self::document::{get_document, Poster};
+pub use self::document::{Poster, get_document};
 use super::sse::SseDecoder;
-use super::{handshake, Status, Upstream, PROTOCOL_VERSION};
+use super::{PROTOCOL_VERSION, Status, Upstream, handshake};
 use crate::context::Outbound;
-use crate::error::{kind, Error};
+use crate::error::{Error, kind};
 use crate::jsonrpc::{Id, Kind, Message};
 use crate::lock::lock;
 
@@ -548,7 +548,7 @@ enum SendError {
 /// The current span's W3C trace context, as `traceparent` / `tracestate` headers (while spans
 /// are exported).
 fn trace_context(headers: &mut HeaderMap) {
-    use crate::telemetry::context::{current_headers, TRACEPARENT, TRACESTATE};
+    use crate::telemetry::context::{TRACEPARENT, TRACESTATE, current_headers};
     if !crate::telemetry::tracing_on() {
         return;
     }

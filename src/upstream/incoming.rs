@@ -6,12 +6,12 @@
 
 use std::sync::atomic::Ordering;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use super::{route, Event, Upstream};
+use super::{Event, Upstream, route};
 use crate::context::Outbound;
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, Id, Kind, Message};
+use crate::jsonrpc::{Id, Kind, Message, to_raw};
 use crate::lock::lock;
 
 impl Upstream {
@@ -259,11 +259,7 @@ impl Upstream {
             let ours = asked
                 .get(gateway_id)
                 .is_some_and(|(_, to, _)| from.is_none_or(|s| to.session() == s));
-            if ours {
-                asked.remove(gateway_id)
-            } else {
-                None
-            }
+            if ours { asked.remove(gateway_id) } else { None }
         };
         let Some((original, asked, _)) = taken else {
             return Err(Error::UnknownRequest {

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::{Call, Event, Upstream};
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, Message, METHOD_NOT_FOUND};
+use crate::jsonrpc::{METHOD_NOT_FOUND, Message, to_raw};
 use crate::lock::lock;
 
 impl Upstream {

@@ -15,7 +15,7 @@
 //! need none of it are not even parsed.
 
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::Era;
 use crate::jsonrpc::to_raw;

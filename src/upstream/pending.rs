@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::{Upstream, REQUEST_CANCELLED};
+use super::{REQUEST_CANCELLED, Upstream};
 use crate::context::Outbound;
 use crate::error::Error;
-use crate::jsonrpc::{to_raw, ErrorObject, Id, Message};
+use crate::jsonrpc::{ErrorObject, Id, Message, to_raw};
 use crate::lock::lock;
 
 /// A request in flight.

@@ -30,8 +30,8 @@ use tokio::task::JoinHandle;
 
 use super::{Link, Upstream};
 use crate::jsonrpc::Message;
-use crate::policy::expand::{expand, Syntax};
 use crate::policy::Transport;
+use crate::policy::expand::{Syntax, expand};
 
 /// Grace given to a child between SIGTERM and SIGKILL at shutdown.
 const GRACE: Duration = Duration::from_secs(2);
@@ -195,10 +195,12 @@ fn install_hint(command: &str) -> String {
             "install Python 3 (https://www.python.org/downloads/), or use a virtualenv's \
              bin/python"
         }
-        _ => return format!(
-            "give its full path as the upstream's command (`command -v {command}` in a shell \
+        _ => {
+            return format!(
+                "give its full path as the upstream's command (`command -v {command}` in a shell \
              prints it), or add its directory to PATH in the upstream's env"
-        ),
+            );
+        }
     };
     format!(
         "{install}, or give its full path as the upstream's command (`command -v {command}` in a \
@@ -449,7 +451,7 @@ async fn read(upstream: Upstream, stdout: ChildStdout) -> String {
 /// Ends the child's whole process group: SIGTERM, then SIGKILL after a grace period; reaps it.
 #[cfg(unix)]
 async fn terminate(child: &mut Child, pid: Option<u32>) {
-    use nix::sys::signal::{killpg, Signal};
+    use nix::sys::signal::{Signal, killpg};
     use nix::unistd::Pid;
 
     let group = pid.and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw);
@@ -482,7 +484,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::ffi::OsString;
 
-    use super::{child_env, printable, spawn_failure, stopped, Place, Tail, TAIL_BYTES};
+    use super::{Place, TAIL_BYTES, Tail, child_env, printable, spawn_failure, stopped};
 
     #[test]
     fn env_values_take_the_gateways_variables_by_reference() {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::http::HttpLink;
-use super::{handshake, stdio, Link, ServerInfo, Status, Upstream};
+use super::{Link, ServerInfo, Status, Upstream, handshake, stdio};
 
 /// First retry delay; doubled after each failure in a row, up to [`MAX_BACKOFF`].
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(250);

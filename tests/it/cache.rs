@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{child_matching, first_text, Gateway, Mode, Up};
+use crate::harness::{Gateway, Mode, Up, child_matching, first_text};
 
 /// With the budget on, the gateway lists tools in canonical form: after the upstream is killed
 /// and restarted by the gateway (a new process, a new handshake, lists fetched again), the host

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{error_type, Gateway, Mode, Up};
+use crate::harness::{Gateway, Mode, Up, error_type};
 
 fn echo(text: &str) -> serde_json::Value {
     json!({"message": text})

@@ -1,11 +1,11 @@
 //! Real clients through the gateway: Python `mcp` 2.x over stdio and streamable HTTP, and the
 //! MCP Inspector CLI over both, in front of server-everything (npm) and `mcp-server-time` (`PyPI`).
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::harness::{
-    assert_no_leftovers, gateway_stdio_args, inspector, new_tag, policy, python_client, tool_names,
-    Gateway, Mode, TagGuard, Up,
+    Gateway, Mode, TagGuard, Up, assert_no_leftovers, gateway_stdio_args, inspector, new_tag,
+    policy, python_client, tool_names,
 };
 
 fn upstreams() -> Vec<Up> {

@@ -6,9 +6,9 @@
 //! directly, with the run's audit id on the audit line; runs are counted on `/metrics` by
 //! outcome and limit, with their wall time and tool calls.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::harness::{peer_file, py_script_output, report, root, venv_bin, Gateway, Mode, Up};
+use crate::harness::{Gateway, Mode, Up, peer_file, py_script_output, report, root, venv_bin};
 use crate::identity::audit_lines;
 
 const DENIED: &str = "mcp_budget.authorization.denied";

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::harness::{peer_file, venv_bin, Gateway, Mode, Up};
+use crate::harness::{Gateway, Mode, Up, peer_file, venv_bin};
 
 fn named(name: &str, label: &str, tools: &[&str]) -> Up {
     let server = peer_file("named_server.py");

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::harness::{first_text, node_bin, tagged_pids, Gateway, Mode, Up};
+use crate::harness::{Gateway, Mode, Up, first_text, node_bin, tagged_pids};
 
 /// Variables of the gateway's environment that no child may see unless its policy lists them.
 const SECRETS: &[(&str, &str)] = &[

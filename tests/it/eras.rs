@@ -23,12 +23,12 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::harness::{
-    assert_no_leftovers, era_client, era_server_http, era_upstream, gateway_stdio_args, log_shows,
-    new_tag, node_bin, policy, summary_protocol, EraHttp, Gateway, Mode, TagGuard, Transport, Up,
-    Upstream, LEGACY, MODERN,
+    EraHttp, Gateway, LEGACY, MODERN, Mode, TagGuard, Transport, Up, Upstream, assert_no_leftovers,
+    era_client, era_server_http, era_upstream, gateway_stdio_args, log_shows, new_tag, node_bin,
+    policy, summary_protocol,
 };
 
 /// The Python SDK's default mode: `server/discover`, then 2026-07-28.
@@ -87,11 +87,7 @@ async fn run(mode: &str, up: Upstream, transport: Transport, plan: &Value) -> Ru
 
 /// The protocol version the client negotiated with the gateway in `mode`.
 fn client_era(mode: &str) -> &'static str {
-    if mode == PY_MODERN {
-        MODERN
-    } else {
-        LEGACY
-    }
+    if mode == PY_MODERN { MODERN } else { LEGACY }
 }
 
 fn step(run: &Run, i: usize) -> &Value {

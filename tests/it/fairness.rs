@@ -7,9 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::harness::{self, http_client, Gateway, Mode, Up, ACCEPT_BOTH};
+use crate::harness::{self, ACCEPT_BOTH, Gateway, Mode, Up, http_client};
 
 const A: &str = "k-fair-a-1d9e";
 const B: &str = "k-fair-b-7c2a";

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::harness::{child_matching, error_type, first_text, Gateway, Mode, Up, WAIT};
+use crate::harness::{Gateway, Mode, Up, WAIT, child_matching, error_type, first_text};
 
 /// The pid of the gateway child whose command line contains `needle`.
 

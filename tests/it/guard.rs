@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::harness::{
-    error_type, gateway_stdio_args, new_tag, peer_file, policy, python_client_output, venv_bin,
-    Gateway, Mode, TagGuard, Up, WAIT,
+    Gateway, Mode, TagGuard, Up, WAIT, error_type, gateway_stdio_args, new_tag, peer_file, policy,
+    python_client_output, venv_bin,
 };
 
 pub(crate) fn poisoned(name: &str, args: &[&str]) -> Up {

@@ -3,9 +3,9 @@
 //! POSTs on one session, `Content-Type` / `Accept` / `Host` / `Origin` hygiene, one GET stream
 //! per session. The server keeps serving the session through all of it.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::harness::{self, http_client, Gateway, Mode, Up};
+use crate::harness::{self, Gateway, Mode, Up, http_client};
 
 struct Http {
     client: reqwest::Client,
@@ -318,7 +318,9 @@ async fn http_hygiene_content_type_accept_host_and_origin() {
 
     // Host: exactly one, an authority only.
     let head = |host: &str| {
-        format!("{host}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n")
+        format!(
+            "{host}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n"
+        )
     };
     let bad_host = |(status, body): (u16, Value)| {
         assert_eq!(status, 400, "{body}");

@@ -5,8 +5,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::harness::{
-    assert_no_leftovers, everything_http, gateway_stdio_args, kill_tagged, new_tag, policy,
-    python_client, tool_names, Gateway, Mode, TagGuard, Up,
+    Gateway, Mode, TagGuard, Up, assert_no_leftovers, everything_http, gateway_stdio_args,
+    kill_tagged, new_tag, policy, python_client, tool_names,
 };
 
 /// List + call through the gateway to an `url` upstream; a long-running tool's progress

@@ -8,12 +8,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::harness::{
-    self, error_type, http_client, peer_file, py_script_output, report, venv_bin, Gateway, Mode,
-    Up, ACCEPT_BOTH,
+    self, ACCEPT_BOTH, Gateway, Mode, Up, error_type, http_client, peer_file, py_script_output,
+    report, venv_bin,
 };
 
 const ALICE: &str = "k-alice-4f1d9e";
@@ -195,9 +195,11 @@ async fn api_keys_give_each_client_its_scope_over_http_in_both_eras() {
     );
     // Allowed calls have an outcome line; arguments are not logged by default.
     let lines = audit_lines(&audit);
-    assert!(lines
-        .iter()
-        .any(|l| l["event"] == "outcome" && l["outcome"] == "ok"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["event"] == "outcome" && l["outcome"] == "ok")
+    );
     assert!(lines.iter().all(|l| l.get("arguments").is_none()));
     gw.stop_and_check().await;
 }
@@ -620,11 +622,17 @@ async fn recording_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<St
                         "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_owned()
                     } else if result.is_null() {
                         let body = json!({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "no"}}).to_string();
-                        format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len())
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        )
                     } else {
                         let body = json!({"jsonrpc": "2.0", "id": msg["id"], "result": result})
                             .to_string();
-                        format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len())
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        )
                     };
                     if tcp.get_mut().write_all(reply.as_bytes()).await.is_err() {
                         return;

@@ -19,12 +19,12 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::process::Command;
 
 use crate::harness::{
-    assert_no_leftovers, everything_http, new_tag, peer_file, venv_bin, Gateway, Mode, TagGuard,
-    Up, WAIT,
+    Gateway, Mode, TagGuard, Up, WAIT, assert_no_leftovers, everything_http, new_tag, peer_file,
+    venv_bin,
 };
 
 const ALICE: &str = "file:///home/alice";

@@ -1,11 +1,11 @@
 //! Deprecated real servers: server-github (protocol 2024-11-05) and server-gitlab (inputSchema
 //! without `"type"`).
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::harness::{
-    assert_no_leftovers, gateway_stdio_args, new_tag, node_bin, policy, python_client,
-    python_client_output, tool_names, Gateway, Mode, TagGuard, Up,
+    Gateway, Mode, TagGuard, Up, assert_no_leftovers, gateway_stdio_args, new_tag, node_bin,
+    policy, python_client, python_client_output, tool_names,
 };
 
 fn github() -> Up {

@@ -8,11 +8,11 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::harness::{log_shows, Gateway, Mode, Up};
+use crate::harness::{Gateway, Mode, Up, log_shows};
 
 const ACCEPT: &str = "application/json, text/event-stream";
 
@@ -243,9 +243,11 @@ async fn connections_over_the_caps_get_503_and_freed_places_are_used_again() {
         "{refused}"
     );
     // Another address gets in (a ping without a session: 400, but served) until the total.
-    assert!(raw_ping("127.0.0.3", addr)
-        .await
-        .starts_with("HTTP/1.1 400"));
+    assert!(
+        raw_ping("127.0.0.3", addr)
+            .await
+            .starts_with("HTTP/1.1 400")
+    );
     let b = slow_connections("127.0.0.3", addr, 4).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let full = raw_ping("127.0.0.1", addr).await;

@@ -9,9 +9,9 @@
 //! and `ERROR_CODE_HTTP_STATUS`); the conformance suite's `server-stateless` and
 //! `http-header-validation` scenarios agree (`tests/conformance_modern.rs`).
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::harness::{error_type, Gateway, Mode, Up};
+use crate::harness::{Gateway, Mode, Up, error_type};
 
 const V: &str = "2026-07-28";
 
@@ -436,10 +436,12 @@ async fn modern_get_and_delete_get_405_while_2025_sessions_keep_them() {
         .await
         .unwrap();
     assert_eq!(get.status().as_u16(), 200);
-    assert!(get.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .starts_with("text/event-stream"));
+    assert!(
+        get.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
     drop(get);
     let r = m.send(reqwest::Method::DELETE, None, &legacy).await;
     assert_eq!(r.status, 200);

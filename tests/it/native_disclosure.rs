@@ -3,10 +3,10 @@
 //! project's own raw JSON-RPC client (no SDK has `tools/catalog` / `tools/describe` yet);
 //! with code mode on, `run_code` is listed, catalogued, described and run for such a client.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::harness::{first_text, Gateway, Mode, Up};
+use crate::harness::{Gateway, Mode, Up, first_text};
 
 const POLICY: &str = "[budget]\nmode = \"progressive\"\n\n[discover]\nnative_disclosure = true\n";
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::harness::{
-    assert_no_leftovers, new_tag, peer_file, root, served_list, venv_bin, TagGuard,
+    TagGuard, assert_no_leftovers, new_tag, peer_file, root, served_list, venv_bin,
 };
 
 /// Saved lists standing in for upstreams; an upstream named after one takes it.

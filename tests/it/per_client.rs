@@ -9,11 +9,11 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::harness::{
-    drain_stderr, free_port, node_bin, peer_file, pids_with_env, py_script_output, report,
-    venv_bin, Gateway, Mode, Up, WAIT,
+    Gateway, Mode, Up, WAIT, drain_stderr, free_port, node_bin, peer_file, pids_with_env,
+    py_script_output, report, venv_bin,
 };
 
 const ALICE: &str = "k-alice-pc-31a7";
@@ -354,7 +354,9 @@ async fn an_http_upstream_gets_each_clients_headers_from_its_own_instance() {
     assert!(matches!(listening, Ok(Some(_))), "{}", seen.lock().unwrap());
     let web = Up::http("web", &format!("http://127.0.0.1:{port}/mcp")).key("share", "per_client");
     let headers = |who: &str| {
-        format!("[client.upstream.web]\nheaders = {{ X-Upstream-Token = \"${{env:{who}_UPSTREAM_TOKEN}}\" }}\n")
+        format!(
+            "[client.upstream.web]\nheaders = {{ X-Upstream-Token = \"${{env:{who}_UPSTREAM_TOKEN}}\" }}\n"
+        )
     };
     let ups = [everything(&[]), web];
     let gw = start("per-client-http", &clients(headers), &ups).await;

@@ -6,11 +6,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::harness::{
-    assert_no_leftovers, child_matching, drain_stderr, first_text, log_shows, new_tag, peer_file,
-    policy, tool_names, venv_bin, Gateway, Mode, RawClient, TagGuard, Up, WAIT,
+    Gateway, Mode, RawClient, TagGuard, Up, WAIT, assert_no_leftovers, child_matching,
+    drain_stderr, first_text, log_shows, new_tag, peer_file, policy, tool_names, venv_bin,
 };
 
 /// `tests/peers/ask_server.py`: its `slow {seconds}` keeps a call in flight.
@@ -177,9 +177,10 @@ async fn an_invalid_edit_keeps_the_old_policy_and_logs_the_line() {
         "no refusal naming {refused:?}:\n{}",
         gw.log()
     );
-    assert!(gw
-        .log()
-        .contains("Reload refused; the running policy stays"));
+    assert!(
+        gw.log()
+            .contains("Reload refused; the running policy stays")
+    );
     assert!(!gw.log().contains("reload: "), "{}", gw.log());
     // The old policy serves on: budget off, one upstream.
     let names = listed(&mut gw).await;

@@ -3,11 +3,11 @@
 //! while a tool call is in flight; the Python client's callbacks answer, the tool result comes
 //! back. Over stdio and streamable HTTP downstream.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::harness::{
-    assert_no_leftovers, gateway_stdio_args, new_tag, policy, python_client, Gateway, Mode,
-    TagGuard, Up,
+    Gateway, Mode, TagGuard, Up, assert_no_leftovers, gateway_stdio_args, new_tag, policy,
+    python_client,
 };
 
 fn plan() -> Value {

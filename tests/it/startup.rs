@@ -12,8 +12,8 @@ use serde_json::Value;
 use tokio::process::Command;
 
 use crate::harness::{
-    assert_no_leftovers, log_shows, new_tag, policy, served_list, tool_names, venv_bin, Gateway,
-    Mode, TagGuard, Up, WAIT,
+    Gateway, Mode, TagGuard, Up, WAIT, assert_no_leftovers, log_shows, new_tag, policy,
+    served_list, tool_names, venv_bin,
 };
 
 /// A stdio server that explains on stderr why it cannot run, then exits 1 (as servers do

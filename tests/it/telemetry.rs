@@ -8,12 +8,12 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
 use crate::harness::{
-    drain_stderr, everything_http_on, free_port, kill_tagged, new_tag, peer_file, venv_bin,
-    Gateway, Mode, Up, WAIT,
+    Gateway, Mode, Up, WAIT, drain_stderr, everything_http_on, free_port, kill_tagged, new_tag,
+    peer_file, venv_bin,
 };
 
 /// `GET http://127.0.0.1:PORT{path}`: status and body.
@@ -700,10 +700,12 @@ async fn guard_events_reach_the_audit_log_once_and_the_metrics() {
     );
     let notes = about("evil/notes", "tool");
     assert_eq!(notes.len(), 1, "{lines:#?}");
-    assert!(notes[0]["flags"]
-        .as_array()
-        .unwrap()
-        .contains(&json!("secrets")));
+    assert!(
+        notes[0]["flags"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("secrets"))
+    );
     assert!(notes[0]["score"].as_u64().unwrap() > 0);
     assert_eq!(about("evil/weather", "tool").len(), 1, "{lines:#?}");
     let result = about("evil/add", "result");

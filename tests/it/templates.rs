@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::harness::{
-    era_client, gateway_stdio_args, new_tag, peer_file, policy, venv_bin, Gateway, Mode, TagGuard,
-    Up, WAIT,
+    Gateway, Mode, TagGuard, Up, WAIT, era_client, gateway_stdio_args, new_tag, peer_file, policy,
+    venv_bin,
 };
 
 /// `tests/peers/templates_server.py` as upstream `name` (`args`: `--templates-only`).

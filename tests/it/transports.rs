@@ -7,12 +7,12 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
 use crate::harness::{
-    drain_stderr, error_type, first_text, free_port, log_shows, new_tag, peer_file, venv_bin,
-    Gateway, Mode, TagGuard, Up, WAIT,
+    Gateway, Mode, TagGuard, Up, WAIT, drain_stderr, error_type, first_text, free_port, log_shows,
+    new_tag, peer_file, venv_bin,
 };
 
 /// `transport_server.py` with `args`, running; killed on drop.

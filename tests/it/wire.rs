@@ -6,13 +6,13 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use crate::harness::{
-    child_matching, error_type, first_text, new_tag, policy, Gateway, Mode, TagGuard, Up, WAIT,
+    Gateway, Mode, TagGuard, Up, WAIT, child_matching, error_type, first_text, new_tag, policy,
 };
 
 /// Id texts that are valid JSON-RPC; none of the numbers but the first and last is an `i64`.

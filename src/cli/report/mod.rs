@@ -203,7 +203,7 @@ pub fn reason(w: &Why) -> String {
         "off" => {
             return "the budget is off ([budget] enabled = false): serve lists every tool as its \
                     upstream does"
-                .into()
+                .into();
         }
         "fits" => {
             let cap = w
@@ -275,8 +275,7 @@ fn threshold_for(tokens: usize, window: usize) -> Option<f64> {
 /// The concrete policy change that would list more tools (`None`: every tool is listed).
 #[must_use]
 pub fn advice(w: &Why) -> Option<String> {
-    let pin =
-        "pin the tools you use most so they are always listed ([budget.tools.\"server/tool\"] \
+    let pin = "pin the tools you use most so they are always listed ([budget.tools.\"server/tool\"] \
                pin = true)";
     match w.decided_by() {
         "off" | "fits" => None,

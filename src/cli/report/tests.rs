@@ -42,9 +42,11 @@ fn compression_names_the_token_budget_and_the_threshold_that_lists_in_full() {
         tokens_before: 90_000,
         ..w
     };
-    assert!(advice(&huge)
-        .unwrap()
-        .starts_with("no threshold_percent up to 5"));
+    assert!(
+        advice(&huge)
+            .unwrap()
+            .starts_with("no threshold_percent up to 5")
+    );
 }
 
 #[test]
@@ -92,9 +94,11 @@ fn deferral_says_whether_the_cap_or_the_tokens_decided() {
         "{}",
         reason(&tokens)
     );
-    assert!(advice(&tokens)
-        .unwrap()
-        .starts_with("[budget] threshold_percent = 3 lists all 15"));
+    assert!(
+        advice(&tokens)
+            .unwrap()
+            .starts_with("[budget] threshold_percent = 3 lists all 15")
+    );
 }
 
 #[test]
@@ -119,9 +123,11 @@ fn pins_and_fixed_choices_are_named() {
     };
     assert_eq!(fixed.decided_by(), "fixed");
     assert!(reason(&fixed).starts_with("the policy fixes mode = \"progressive\""));
-    assert!(advice(&fixed)
-        .unwrap()
-        .starts_with("remove [budget] mode = \"progressive\""));
+    assert!(
+        advice(&fixed)
+            .unwrap()
+            .starts_with("remove [budget] mode = \"progressive\"")
+    );
     let off = Why {
         enabled: false,
         ..sonnet(5, 900)

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
-use super::reply::plain_error;
 use super::AppState;
+use super::reply::plain_error;
 use crate::error::kind;
 use crate::identity::challenge::{metadata, metadata_url, www_authenticate};
 use crate::identity::{Credential, Gate, Principal, Refusal};
@@ -133,7 +133,7 @@ pub(super) async fn handle_metadata(
 mod tests {
     use super::*;
     use crate::authz::{Glob, Scope};
-    use crate::identity::{api_key, Client, Directory, Protected};
+    use crate::identity::{Client, Directory, Protected, api_key};
 
     fn gate() -> Gate {
         let alice = Client::new("alice", Scope::new(vec![Glob::new("*")], vec![], vec![]))

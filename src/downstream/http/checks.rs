@@ -4,11 +4,11 @@
 
 use std::net::Ipv6Addr;
 
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::reply::{plain_error, NotAcceptable};
-use super::{HttpConfig, HTTP_SSE_ERA, SESSION_HEADER};
+use super::reply::{NotAcceptable, plain_error};
+use super::{HTTP_SSE_ERA, HttpConfig, SESSION_HEADER};
 use crate::error::kind;
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
 use crate::mcp::modern;
@@ -114,12 +114,12 @@ pub(super) fn check_origin(
         Err(0) => {
             return Err(bad_host(
                 "missing Host header: send one naming this server (host[:port])".into(),
-            ))
+            ));
         }
         Err(n) => {
             return Err(bad_host(format!(
                 "{n} Host headers: send exactly one (host[:port])"
-            )))
+            )));
         }
     };
     let host_ok = |text: &str| -> Result<(), Box<Response>> {

@@ -9,12 +9,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
 
 use super::checks::{accepts, check_origin, modern_non_post};
 use super::listen::Peer;
-use super::reply::{plain_error, sse_event, sse_response, Overflow};
+use super::reply::{Overflow, plain_error, sse_event, sse_response};
 use super::sessions::{GetStream, Link};
 use super::{AppState, SESSION_HEADER};
 use crate::error::kind;

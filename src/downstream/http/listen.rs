@@ -30,9 +30,9 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::kind;
-use crate::jsonrpc::{ErrorObject, Id, Message, INVALID_REQUEST};
+use crate::jsonrpc::{ErrorObject, INVALID_REQUEST, Id, Message};
 use crate::lock::lock;
-use crate::policy::{Downstream, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT};
+use crate::policy::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, Downstream};
 
 /// How long a client may take to send the headers of a request, counted from its first byte
 /// or, on a kept-alive connection, from the end of the previous answer.

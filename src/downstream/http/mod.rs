@@ -44,23 +44,23 @@ mod reply;
 mod sealed;
 mod sessions;
 
-pub use listen::{serve, serve_with, ListenConfig, HEADER_READ_TIMEOUT, REFUSALS_IN_FLIGHT};
+pub use listen::{HEADER_READ_TIMEOUT, ListenConfig, REFUSALS_IN_FLIGHT, serve, serve_with};
 
 use std::num::NonZeroUsize;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use axum::routing::post;
 use axum::Router;
+use axum::routing::post;
 
 use tokio::sync::watch;
 
 use super::Endpoint;
 use crate::catalog::Catalog;
-use crate::identity::challenge::METADATA_PATH;
 use crate::identity::Gate;
+use crate::identity::challenge::METADATA_PATH;
 use crate::policy::Downstream;
 use crate::seal::Sealer;
 use crate::stack::McpService;

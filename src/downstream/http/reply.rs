@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio_stream::StreamExt;
 
-use super::listen::Peer;
 use super::SESSION_HEADER;
-use crate::error::{kind, Error};
-use crate::jsonrpc::{DecodeError, ErrorObject, Id, Message, INVALID_REQUEST};
+use super::listen::Peer;
+use crate::error::{Error, kind};
+use crate::jsonrpc::{DecodeError, ErrorObject, INVALID_REQUEST, Id, Message};
 use crate::mcp::modern;
 
 pub(super) fn json_error(status: StatusCode, id: Id, err: ErrorObject) -> Response {

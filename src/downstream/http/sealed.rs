@@ -122,7 +122,7 @@ impl Revoked {
 mod tests {
     use super::*;
     use crate::authz::{Glob, Scope};
-    use crate::identity::{api_key, Client, Credential, Directory, Gate, Protected};
+    use crate::identity::{Client, Credential, Directory, Gate, Protected, api_key};
     use serde_json::json;
 
     fn alice() -> std::sync::Arc<Principal> {

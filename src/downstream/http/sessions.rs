@@ -197,7 +197,7 @@ impl AppState {
             match sessions.map.get(id) {
                 None => None,
                 Some(e) if !super::auth::same(&e.principal, principal) => {
-                    return Err(super::auth::foreign_session())
+                    return Err(super::auth::foreign_session());
                 }
                 Some(_) => sessions.remove(id).inspect(|entry| {
                     if let Some(exp) = entry.expires {
@@ -287,7 +287,7 @@ impl AppState {
             let mut sessions = lock(&self.sessions);
             match sessions.map.get(id) {
                 Some(entry) if !super::auth::same(&entry.principal, principal) => {
-                    return Err(super::auth::foreign_session())
+                    return Err(super::auth::foreign_session());
                 }
                 Some(entry) if entry.expires.is_some_and(|exp| sealed::unix_now() >= exp) => {
                     sessions.remove(id)

@@ -15,8 +15,8 @@
 //! changes its upstream or the client's credentials, and at shutdown.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -28,8 +28,8 @@ use crate::error::Error;
 use crate::gateway::{Gateway, InstanceState};
 use crate::identity::Via;
 use crate::lock::lock;
-use crate::policy::share::{instance_spec, Credentials, Share};
 use crate::policy::Policy;
+use crate::policy::share::{Credentials, Share, instance_spec};
 use crate::upstream::{Event, Status, Upstream};
 
 /// How often idle instances are looked for: an instance stops within this long after its

@@ -1,6 +1,6 @@
 //! Fetching an upstream's lists (every page) and comparing them with the last ones.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::to_raw;
 use crate::mcp::method::Method;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{guarded, Pool, Slot};
+use super::{Pool, Slot, guarded};
 use crate::catalog::Catalog;
 use crate::gateway::Gateway;
 use crate::policy::Policy;

@@ -1,5 +1,5 @@
 use super::*;
-use jsonwebtoken::{encode, EncodingKey, Header};
+use jsonwebtoken::{EncodingKey, Header, encode};
 use serde_json::json;
 
 const PRIVATE: &[u8] = include_bytes!("../../../tests/fixtures/jwt/es256-private.pem");

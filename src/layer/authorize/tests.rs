@@ -8,7 +8,7 @@ use super::*;
 use crate::authz::{ArgRule, Constraint, Glob};
 use crate::catalog::Contribution;
 use crate::context::{Caller, Session};
-use crate::identity::{api_key, Client, Credential, Directory};
+use crate::identity::{Client, Credential, Directory, api_key};
 
 fn catalog() -> Arc<Catalog> {
     let tool = |name: &str| json!({"name": name, "inputSchema": {"type": "object"}});
@@ -44,7 +44,7 @@ fn alice() -> Arc<Principal> {
         }],
     );
     let dir = Directory::new(vec![
-        Client::new("alice", scope).with_key(api_key::digest("ka"))
+        Client::new("alice", scope).with_key(api_key::digest("ka")),
     ]);
     Arc::new(dir.authenticate(Credential::ApiKey("ka")).unwrap())
 }
@@ -249,11 +249,13 @@ async fn lists_passing_up_hold_only_what_the_client_may_see() {
         .len(),
         1
     );
-    assert!(items(
-        run(alice(), "resources/list", json!({}), true).await,
-        "resources"
-    )
-    .is_empty());
+    assert!(
+        items(
+            run(alice(), "resources/list", json!({}), true).await,
+            "resources"
+        )
+        .is_empty()
+    );
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use super::state::{lock, Audience, State};
+use super::state::{Audience, State, lock};
 use super::usage;
 use crate::catalog::Catalog;
 use crate::jsonrpc::Message;

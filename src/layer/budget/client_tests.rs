@@ -4,17 +4,17 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tower::Layer;
 
+use super::BudgetLayer;
 use super::state::Audience;
 use super::tests::{answer, echo, fixed, fixtures, names};
-use super::BudgetLayer;
 use crate::authz::{Decision, Glob, Scope, Target};
 use crate::catalog::{Catalog, CatalogTool};
 use crate::context::{Caller, McpRequest, Session};
-use crate::identity::{api_key, Client, Credential, Directory, Principal};
-use crate::jsonrpc::{to_raw, Id, Message};
+use crate::identity::{Client, Credential, Directory, Principal, api_key};
+use crate::jsonrpc::{Id, Message, to_raw};
 use crate::plan::ModeChoice;
 use crate::policy::Policy;
 
@@ -198,10 +198,12 @@ async fn search_schema_and_invoke_see_only_the_clients_tools() {
     .await;
     let result: Value = invoked.result_as().unwrap();
     assert_eq!(result["isError"], true, "{result}");
-    assert!(result["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .starts_with("Unknown tool"));
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unknown tool")
+    );
     // An allowed deferred tool goes down as a direct call.
     let invoked = answer(
         &mut svc,

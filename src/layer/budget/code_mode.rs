@@ -20,19 +20,19 @@
 //! Metrics: every answered call counts in `mcp_budget_code_runs_total{outcome, limit}`; a run
 //! that started (a thread, an engine) also records its wall time and its tool calls.
 
-use std::sync::mpsc as sync_mpsc;
 use std::sync::Arc;
+use std::sync::mpsc as sync_mpsc;
 use std::time::Instant;
 
-use serde_json::{json, Map, Value};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use serde_json::{Map, Value, json};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower::{Service, ServiceExt};
 
 use super::state::{Planned, State};
 use crate::codemode::{self, Bridge, CallError, Failure, Limit, Ran};
 use crate::context::McpRequest;
 use crate::discover::Discovery;
-use crate::jsonrpc::{to_raw, Message};
+use crate::jsonrpc::{Message, to_raw};
 use crate::policy::CodeMode;
 use crate::telemetry::{names, record};
 

@@ -4,8 +4,8 @@
 use serde_json::{Map, Value};
 
 use crate::catalog::{Catalog, CatalogTool};
-use crate::discover::{host_search_instructions, upstream_sections, ServerNote};
-use crate::jsonrpc::{to_raw, Message};
+use crate::discover::{ServerNote, host_search_instructions, upstream_sections};
+use crate::jsonrpc::{Message, to_raw};
 
 /// Replaces the instructions of a handshake result with what a searching host needs: every
 /// server with tools, what it is for (its own instructions, found under its `## <server>`

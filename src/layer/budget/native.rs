@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 
 use serde_json::value::RawValue;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::state::State;
 use crate::canonical::schema_hash;
@@ -32,7 +32,7 @@ use crate::catalog::CatalogTool;
 use crate::context::McpRequest;
 use crate::discover::one_line;
 use crate::error::kind;
-use crate::jsonrpc::{to_raw, ErrorObject, Id, Message};
+use crate::jsonrpc::{ErrorObject, Id, Message, to_raw};
 use crate::plan::ModeChoice;
 use crate::search::SearchIndex;
 

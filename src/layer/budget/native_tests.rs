@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tower::Layer;
 
 use super::tests::{answer as ask, fixed, fixtures, names};
@@ -12,8 +12,8 @@ use crate::authz::{Glob, Scope};
 use crate::canonical::schema_hash;
 use crate::catalog::CatalogTool;
 use crate::context::{Caller, McpRequest, Session};
-use crate::identity::{api_key, Client, Credential, Directory, Principal};
-use crate::jsonrpc::{to_raw, Id, Message};
+use crate::identity::{Client, Credential, Directory, Principal, api_key};
+use crate::jsonrpc::{Id, Message, to_raw};
 use crate::policy::Policy;
 
 /// The inner service: answers `initialize` with a plain result, anything else as unknown.
@@ -104,15 +104,19 @@ async fn the_handshake_offers_the_capability_only_to_a_client_that_declares_it()
         "the rest kept"
     );
     let plain: Value = ask(&mut svc, init(json!({}))).await.result_as().unwrap();
-    assert!(plain["capabilities"]["tools"]
-        .get("progressiveDisclosure")
-        .is_none());
+    assert!(
+        plain["capabilities"]["tools"]
+            .get("progressiveDisclosure")
+            .is_none()
+    );
     // Policy off: never offered.
     let mut off = fixed(tools(), &Policy::default()).layer(inner());
     let result: Value = ask(&mut off, init(declaring())).await.result_as().unwrap();
-    assert!(result["capabilities"]["tools"]
-        .get("progressiveDisclosure")
-        .is_none());
+    assert!(
+        result["capabilities"]["tools"]
+            .get("progressiveDisclosure")
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -201,11 +205,13 @@ async fn catalog_describe_and_list_agree_byte_for_byte() {
 
 #[tokio::test]
 async fn describe_refuses_unknown_and_denied_names_alike() {
-    let dir = Directory::new(vec![Client::new(
-        "timer",
-        Scope::new(vec![Glob::new("time/*")], vec![], vec![]),
-    )
-    .with_key(api_key::digest("k"))]);
+    let dir = Directory::new(vec![
+        Client::new(
+            "timer",
+            Scope::new(vec![Glob::new("time/*")], vec![], vec![]),
+        )
+        .with_key(api_key::digest("k")),
+    ]);
     let timer = Arc::new(dir.authenticate(Credential::ApiKey("k")).unwrap());
     let mut svc = fixed(tools(), &policy()).layer(inner());
     let s = session(declaring());
@@ -250,11 +256,13 @@ async fn a_client_without_the_capability_gets_meta_tools_as_before() {
         .await
         .result_as()
         .unwrap();
-    assert!(list["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|t| t["name"] == "search_tools"));
+    assert!(
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "search_tools")
+    );
     // tools/catalog is not served to it: it goes down, and is unknown there.
     let reply = ask(&mut svc, request(&s, None, "tools/catalog", &json!({}))).await;
     assert_eq!(reply.error.unwrap().code, -32601);
@@ -357,10 +365,12 @@ async fn with_code_mode_run_code_is_listed_catalogued_described_and_callable() {
         .expect("a catalog entry");
     assert_eq!(entry["tags"], json!([super::native::META_TAG]));
     assert_eq!(entry["schemaHash"], schema_hash(code));
-    assert!(entry["summary"]
-        .as_str()
-        .unwrap()
-        .starts_with("Run a JavaScript program"));
+    assert!(
+        entry["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("Run a JavaScript program")
+    );
     let described = ask(
         &mut svc,
         request(&s, None, "tools/describe", &json!({"names": ["run_code"]})),

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tower::{Layer, Service};
 
 use super::tests::{echo, fixed, fixtures, names, request};
-use crate::jsonrpc::{to_raw, Id, Message};
+use crate::jsonrpc::{Id, Message, to_raw};
 use crate::policy::Policy;
 
 fn listed(message: &Message) -> Vec<String> {

@@ -1,13 +1,13 @@
 //! Result budgets in the budget layer: a `tools/call` of a tool with `max_result_tokens` has its
 //! result cut on the way back ([`crate::plan::cut_result`]), logged and counted.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
 use super::{BoxFuture, State};
-use crate::jsonrpc::{to_raw, Message};
+use crate::jsonrpc::{Message, to_raw};
 
 impl State {
     /// The result budget of the tool exposed as `exposed`, if it has one.

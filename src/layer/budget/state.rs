@@ -14,7 +14,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::native::NativeCatalog;
@@ -25,8 +25,8 @@ use crate::compress::Level;
 use crate::context::{Caller, Session};
 use crate::discover::Discovery;
 use crate::identity::{Principal, Via};
-use crate::jsonrpc::{to_raw, Message};
-use crate::listing::{list_some, Listing, ServerTokens};
+use crate::jsonrpc::{Message, to_raw};
+use crate::listing::{Listing, ServerTokens, list_some};
 use crate::plan::{LevelChoice, ModeChoice, Plan};
 use crate::policy::{BudgetPolicy, DiscoverPolicy};
 use crate::tokens::Counter;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::plan::{parse_usage, render_usage, UsageCounts};
+use crate::plan::{UsageCounts, parse_usage, render_usage};
 
 /// How often counts are written between relearns (when something was counted).
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(300);

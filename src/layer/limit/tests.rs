@@ -3,7 +3,7 @@
 use std::convert::Infallible;
 use std::sync::atomic::AtomicUsize;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tower::Service;
 
@@ -11,7 +11,7 @@ use super::*;
 use crate::authz::Scope;
 use crate::catalog::Contribution;
 use crate::context::{Caller, Session};
-use crate::identity::{api_key, Client, Credential, Directory, Principal};
+use crate::identity::{Client, Credential, Directory, Principal, api_key};
 use crate::jsonrpc::to_raw;
 use crate::limits::Rate;
 
@@ -141,30 +141,33 @@ async fn the_upstream_rate_is_per_client_and_upstream() {
         ..ClientLimits::default()
     });
     let mut svc = LimitLayer::new(l, catalog()).layer(up.service());
-    assert!(svc
-        .call(call("alice", "git__log"))
-        .await
-        .unwrap()
-        .unwrap()
-        .error
-        .is_none());
+    assert!(
+        svc.call(call("alice", "git__log"))
+            .await
+            .unwrap()
+            .unwrap()
+            .error
+            .is_none()
+    );
     let refused = svc.call(call("alice", "git__log")).await.unwrap().unwrap();
     let (_, _, data) = error_data(&refused);
     assert_eq!(data["limit"], "upstream_calls_per_sec");
-    assert!(svc
-        .call(call("alice", "time__now"))
-        .await
-        .unwrap()
-        .unwrap()
-        .error
-        .is_none());
-    assert!(svc
-        .call(call("bob", "git__log"))
-        .await
-        .unwrap()
-        .unwrap()
-        .error
-        .is_none());
+    assert!(
+        svc.call(call("alice", "time__now"))
+            .await
+            .unwrap()
+            .unwrap()
+            .error
+            .is_none()
+    );
+    assert!(
+        svc.call(call("bob", "git__log"))
+            .await
+            .unwrap()
+            .unwrap()
+            .error
+            .is_none()
+    );
 }
 
 #[tokio::test]

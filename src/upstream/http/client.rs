@@ -12,7 +12,7 @@
 //! HTTPS upstreams (feature `tls`, on in the binary) take the same path, with rustls between
 //! the TCP stream and hyper ([`super::tls`]).
 
-use std::future::{poll_fn, Future};
+use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -545,9 +545,11 @@ mod tests {
         assert!(Client::new("ftp://x/mcp", &none).is_err());
         assert!(Client::new("not a url", &none).is_err());
         #[cfg(not(feature = "tls"))]
-        assert!(Client::new("https://example.com/mcp", &none)
-            .unwrap_err()
-            .contains("tls"));
+        assert!(
+            Client::new("https://example.com/mcp", &none)
+                .unwrap_err()
+                .contains("tls")
+        );
         #[cfg(feature = "tls")]
         {
             assert_eq!(

@@ -15,16 +15,16 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use tokio_util::sync::CancellationToken;
 
 use super::client::Body;
-use super::{is_sse, HttpLink, SendError};
+use super::{HttpLink, SendError, is_sse};
 use crate::jsonrpc::Message;
 use crate::lock::lock;
-use crate::upstream::sse::SseDecoder;
 use crate::upstream::Upstream;
+use crate::upstream::sse::SseDecoder;
 
 /// How long the server may take to name its endpoint after the stream opened.
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -311,9 +311,11 @@ mod tests {
         );
         assert_eq!(at("messages?s=1").unwrap(), "/mcp/messages?s=1");
         assert_eq!(at("http://127.0.0.1:8000/m?s=2").unwrap(), "/m?s=2");
-        assert!(at("http://evil.example/m")
-            .unwrap_err()
-            .contains("another server"));
+        assert!(
+            at("http://evil.example/m")
+                .unwrap_err()
+                .contains("another server")
+        );
         assert!(at("https://127.0.0.1:8000/m").is_err());
     }
 }

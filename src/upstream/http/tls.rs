@@ -13,11 +13,11 @@ use std::task::{Context, Poll};
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
-use crate::policy::http::{certificates, private_key};
 use crate::policy::HttpOptions;
+use crate::policy::http::{certificates, private_key};
 
 /// What an HTTPS connection needs: the configured connector and the name the certificate must
 /// carry.

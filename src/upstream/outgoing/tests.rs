@@ -1,7 +1,7 @@
 use proptest::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use super::{declared_capabilities, progress_token, rewrite, Outgoing, Rewrite};
+use super::{Outgoing, Rewrite, declared_capabilities, progress_token, rewrite};
 use crate::jsonrpc::to_raw;
 use crate::mcp::bridge;
 use crate::upstream::Era;
@@ -30,9 +30,11 @@ fn params_without_meta_pass_byte_for_byte() {
         assert_eq!(out.params.unwrap().get(), text, "{era:?}");
         assert!(out.progress.is_none());
     }
-    assert!(rewrite(None, &how(Era::Legacy, Some((0, 1))))
-        .params
-        .is_none());
+    assert!(
+        rewrite(None, &how(Era::Legacy, Some((0, 1))))
+            .params
+            .is_none()
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use super::{Action, Lifecycle, Step, FIRST_BACKOFF, HEALTHY_RUN, MAX_BACKOFF};
+use super::{Action, FIRST_BACKOFF, HEALTHY_RUN, Lifecycle, MAX_BACKOFF, Step};
 
 const BRIEF: Duration = Duration::from_millis(10);
 
