@@ -59,8 +59,8 @@ use std::str::FromStr;
 use serde_json::{Map, Value};
 
 use prose::{
-    clean, cut_chars, drop_filler, first_paragraph, first_sentence, first_words, one_line,
-    same_words,
+    clean, cut_chars, drop_filler, drop_namespace_tail, first_paragraph, first_sentence,
+    first_words, namespace_words, one_line, same_words,
 };
 
 mod prose;
@@ -252,11 +252,14 @@ pub fn catalog_line_with(
     description: Option<&str>,
 ) -> String {
     let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
-    catalog_line_memo(name, tool, level, description, &mut Memo::default())
+    catalog_line_memo("", name, tool, level, description, &mut Memo::default())
 }
 
-/// [`catalog_line_with`] for a tool exposed as `name`, sharing cleaned texts through `memo`.
+/// [`catalog_line_with`] for a tool of server `server` exposed as `name`, sharing cleaned
+/// texts through `memo`. A closing phrase of the summary that only repeats the namespace
+/// `name` shows ("… in Sentry" of `sentry__find_teams`) is dropped at `medium` and `high`.
 pub(crate) fn catalog_line_memo(
+    server: &str,
     name: &str,
     tool: &Map<String, Value>,
     level: Level,
@@ -289,15 +292,24 @@ pub(crate) fn catalog_line_memo(
     }
     // One line at every level. A line sits next to a hundred others, so it says only what
     // tells its tool apart: the parameters and the first sentence at `medium`, the first
-    // sentence at `high` (both without qualifiers that select nothing), and the name alone at `extreme` (search supplies the rest).
+    // sentence at `high` (both without qualifiers that select nothing, nor a closing phrase
+    // that repeats the namespace), and the name alone at `extreme` (search supplies the rest).
+    let namespace = if matches!(level, Level::Medium | Level::High) {
+        namespace_words(server, name)
+    } else {
+        Vec::new()
+    };
     let summary = match level {
         Level::Off => one_line(text),
         Level::Low => one_line(&describe_tool(text, Level::Low, schema, memo)),
-        Level::Medium => lead(&memo.clean(text, schema, false)),
+        Level::Medium => lead(&memo.clean(text, schema, false), &namespace),
         // Fillers dropped at `high` too, so that a `high` line is never longer than the
         // `medium` one.
         Level::High => cut_chars(
-            &drop_filler(&first_sentence(&memo.clean(text, schema, false))),
+            &drop_namespace_tail(
+                &drop_filler(&first_sentence(&memo.clean(text, schema, false))),
+                &namespace,
+            ),
             HIGH_CHARS,
         ),
         Level::Extreme => String::new(),
@@ -452,17 +464,19 @@ const LEAD_WORDS: usize = 4;
 
 /// The summary of a `medium` catalog line: the first sentence of the first line, with the
 /// next one when it is shorter than [`LEAD_WORDS`] words, without [`prose`]'s filler
-/// qualifiers (`specific`, `existing`, …); at most [`MEDIUM_LINE_CHARS`].
-fn lead(text: &str) -> String {
+/// qualifiers (`specific`, `existing`, …) and without a closing phrase of only `namespace`
+/// words ([`prose::drop_namespace_tail`]); at most [`MEDIUM_LINE_CHARS`].
+fn lead(text: &str, namespace: &[String]) -> String {
     let first = first_sentence(text);
+    let trim = |s: &str| drop_namespace_tail(&drop_filler(s), namespace);
     if first.split_whitespace().count() >= LEAD_WORDS {
-        return cut_chars(&drop_filler(&first), MEDIUM_LINE_CHARS);
+        return cut_chars(&trim(&first), MEDIUM_LINE_CHARS);
     }
     // The two sentences as written (`。` is followed by no space).
     let line = text.lines().next().unwrap_or("");
     let rest = line[first.len()..].trim_start();
     let end = line.len() - rest.len() + first_sentence(rest).len();
-    cut_chars(&drop_filler(line[..end].trim()), MEDIUM_LINE_CHARS)
+    cut_chars(&trim(line[..end].trim()), MEDIUM_LINE_CHARS)
 }
 
 /// The schema with every annotation keyword removed: what compression must keep intact.

@@ -322,6 +322,95 @@ pub(super) fn drop_filler(text: &str) -> String {
     out.join(" ")
 }
 
+/// Words a server id holds that name no product: most ids end in them (`word-document-server`,
+/// `12306-mcp`), and a summary's "in the server" says something else.
+const GENERIC_ID_WORDS: &[&str] = &["mcp", "server"];
+
+/// Words that open the phrase [`drop_namespace_tail`] removes.
+const TAIL_PREPOSITIONS: &[&str] = &[
+    "at", "for", "from", "in", "into", "of", "on", "to", "using", "via", "with", "within",
+];
+
+/// The words of `server` that `exposed` (the name a host sees) also shows, lower-cased: what
+/// the namespace in front of every tool of that server already says. Empty when the name
+/// carries no namespace.
+pub(super) fn namespace_words(server: &str, exposed: &str) -> Vec<String> {
+    let shown = name_words(exposed);
+    name_words(server)
+        .into_iter()
+        .filter(|w| !GENERIC_ID_WORDS.contains(&w.as_str()) && shown.contains(w))
+        .collect()
+}
+
+/// Alphanumeric runs of `name`, split where a lower-case letter meets an upper-case one,
+/// lower-cased.
+fn name_words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if (!c.is_alphanumeric() || (c.is_uppercase() && prev_lower)) && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        if c.is_alphanumeric() {
+            cur.extend(c.to_lowercase());
+        }
+        prev_lower = c.is_lowercase();
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// `text` without a closing phrase that only repeats its tool's namespace: "Add a paragraph
+/// *to a Word document*." of `word-document-server__add_paragraph`, "Find teams *in Sentry*."
+/// of `sentry__find_teams`. The namespace stands in front of every line of its server, so the
+/// phrase tells the tool from none of its neighbours, and it lengthens every line of that
+/// server. Removed: a preposition, articles, then only `namespace` words, at the end of `text`
+/// (its full stop kept), when at least two words remain; repeated while one is left, so the
+/// result is idempotent.
+pub(super) fn drop_namespace_tail(text: &str, namespace: &[String]) -> String {
+    let mut text = text.to_owned();
+    if namespace.is_empty() {
+        return text;
+    }
+    while let Some(shorter) = namespace_tail_once(&text, namespace) {
+        text = shorter;
+    }
+    text
+}
+
+/// [`drop_namespace_tail`]'s one step: `None` when `text` has no such closing phrase.
+fn namespace_tail_once(text: &str, namespace: &[String]) -> Option<String> {
+    let (body, stop) = match text.strip_suffix('.') {
+        Some(body) => (body, "."),
+        None => (text, ""),
+    };
+    let words: Vec<&str> = body.split(' ').collect();
+    let is = |list: &[&str], w: &str| list.iter().any(|l| w.eq_ignore_ascii_case(l));
+    let mut start = words.len();
+    while start > 0
+        && namespace
+            .iter()
+            .any(|n| words[start - 1].eq_ignore_ascii_case(n))
+    {
+        start -= 1;
+    }
+    if start == words.len() {
+        return None;
+    }
+    while start > 0 && is(&["a", "an", "the", "your"], words[start - 1]) {
+        start -= 1;
+    }
+    if start < 3 || !is(TAIL_PREPOSITIONS, words[start - 1]) {
+        return None;
+    }
+    let mut out = words[..start - 1].join(" ");
+    out.push_str(stop);
+    Some(out)
+}
+
 /// At most `max` characters, cut on a word boundary with `…`.
 pub(super) fn cut_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {

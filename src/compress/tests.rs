@@ -270,3 +270,77 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn lines_drop_a_closing_phrase_that_repeats_the_namespace() {
+    let t = obj(json!({"name": "add_paragraph", "description":
+        "Add a paragraph to a Word document. Styles apply.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}));
+    let line = |server: &str, name: &str, level| {
+        catalog_line_memo(server, name, &t, level, None, &mut Memo::default())
+    };
+    let exposed = "word-document-server__add_paragraph";
+    assert_eq!(
+        line("word-document-server", exposed, Level::Medium),
+        "word-document-server__add_paragraph(text?): Add a paragraph."
+    );
+    assert_eq!(
+        line("word-document-server", exposed, Level::High),
+        "word-document-server__add_paragraph: Add a paragraph."
+    );
+    // Not at `low` (every word of meaning kept), nor where the name shows no namespace.
+    assert_eq!(
+        line("word-document-server", exposed, Level::Low),
+        "word-document-server__add_paragraph(text?): Add a paragraph to a Word document. Styles apply."
+    );
+    assert_eq!(
+        line("word-document-server", "add_paragraph", Level::Medium),
+        "add_paragraph(text?): Add a paragraph to a Word document."
+    );
+    assert_eq!(
+        line("docs", "docs__add_paragraph", Level::Medium),
+        "docs__add_paragraph(text?): Add a paragraph to a Word document."
+    );
+}
+
+#[test]
+fn a_namespace_tail_is_only_a_closing_phrase_of_namespace_words() {
+    use super::prose::{drop_namespace_tail, namespace_words};
+    let ns = namespace_words("sentry-mcp", "sentry-mcp__find_teams");
+    assert_eq!(ns, ["sentry"], "`mcp` and `server` name no product");
+    assert_eq!(
+        namespace_words("basicMemory", "basicMemory__write"),
+        ["basic", "memory"]
+    );
+    let drop = |s: &str| drop_namespace_tail(s, &ns);
+    assert_eq!(
+        drop("Find teams in an organization in Sentry."),
+        "Find teams in an organization."
+    );
+    assert_eq!(
+        drop("Identify the authenticated user in Sentry"),
+        "Identify the authenticated user"
+    );
+    // Kept: a namespace word that is not closing, one not after a preposition, a phrase with
+    // other words, and a summary that would keep fewer than two words.
+    for kept in [
+        "Create a Sentry project.",
+        "Grant a team access to Sentry project.",
+        "Search Sentry.",
+        "Ask Sentry.",
+        "Search in Sentry.",
+        "Sentry issues.",
+    ] {
+        assert_eq!(drop(kept), kept);
+    }
+    // Repeated phrases go one after the other, so the result is idempotent.
+    let twice = drop_namespace_tail(
+        "Get text from a Word document in Word.",
+        &namespace_words("word-document", "word-document__get_text"),
+    );
+    assert_eq!(twice, "Get text.");
+    assert_eq!(
+        drop(&drop("Find teams in Sentry.")),
+        drop("Find teams in Sentry.")
+    );
+}

@@ -582,6 +582,7 @@ pub fn apply(plan: &Plan, catalog: &[CatalogTool], rules: &Rules) -> Vec<Value> 
             (None, Some(c)) => {
                 lines.push_str("\n- ");
                 lines.push_str(&compress::catalog_line_memo(
+                    &tool.server,
                     &name,
                     &tool.definition,
                     c,

@@ -274,6 +274,7 @@ impl Counter {
                 let exposed = tool.exposed_name(separator);
                 let counts = self.count_levels(
                     &mut caches.segments,
+                    &tool.server,
                     &exposed,
                     description,
                     &tool.definition,
@@ -340,6 +341,7 @@ impl Counter {
     fn count_levels(
         &self,
         segments: &mut Bounded<usize>,
+        server: &str,
         exposed: &str,
         description: Option<&str>,
         definition: &Map<String, Value>,
@@ -373,6 +375,7 @@ impl Counter {
             }
             let mut line = String::from("\n- ");
             line.push_str(&compress::catalog_line_memo(
+                server,
                 exposed,
                 definition,
                 level,
