@@ -495,17 +495,12 @@ impl Policy {
                     Ok(v) => *value = v,
                     Err(message) => problems.push(self_problem(&self.source, field, message)),
                 };
-            match &mut up.transport {
-                Transport::Http { url, headers } => {
-                    resolve(format!("upstream[{i}].url"), url);
-                    for (name, value) in headers.iter_mut() {
-                        resolve(format!("upstream[{i}].headers.{name}"), value);
-                    }
-                }
-                Transport::Stdio { env: vars, .. } => {
-                    for value in vars.values_mut() {
-                        *value = value.replace("${env:", "${");
-                    }
+            // A command's `env` is expanded when the child starts (`Syntax::ChildEnv`, which
+            // reads `${env:VAR}` as well as `${VAR}`).
+            if let Transport::Http { url, headers } = &mut up.transport {
+                resolve(format!("upstream[{i}].url"), url);
+                for (name, value) in headers.iter_mut() {
+                    resolve(format!("upstream[{i}].headers.{name}"), value);
                 }
             }
         }
@@ -521,10 +516,7 @@ impl Policy {
                     )),
                 }
             }
-            // As an upstream's own `env`: resolved when the child starts.
-            for value in own.env.values_mut() {
-                *value = value.replace("${env:", "${");
-            }
+            // `own.env`, as an upstream's own `env`, is expanded when the child starts.
         }
         if problems.is_empty() {
             Ok(())
@@ -602,7 +594,9 @@ mod env_tests {
         let Transport::Stdio { env: vars, .. } = &p.upstreams[1].transport else {
             panic!()
         };
-        assert_eq!(vars["T"], "${TOKEN}", "resolved when the child starts");
+        assert_eq!(vars["T"], "${env:TOKEN}", "resolved when the child starts");
+        let child = expand::expand(&vars["T"], &expand::Syntax::ChildEnv, &env).unwrap();
+        assert_eq!(child, "s3cret");
 
         let mut p = Policy::from_toml_str(text, "t.toml").unwrap();
         let err = p.resolve_env_with(&|_| None).unwrap_err().to_string();
