@@ -71,8 +71,18 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// The one protocol version before streamable HTTP: its clients need not accept SSE.
 const HTTP_SSE_ERA: &str = "2024-11-05";
 
-/// Settings of the HTTP downstream.
+/// Settings of the HTTP downstream. Non-exhaustive, so that a new setting is not a breaking
+/// change: start from [`HttpConfig::default`] (or `From<&Downstream>`) and set fields.
+///
+/// ```
+/// use mcp_budget::downstream::http::HttpConfig;
+///
+/// let mut config = HttpConfig::default();
+/// config.strict_accept = true;
+/// assert!(config.allowed_origins.is_empty());
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct HttpConfig {
     /// Origins accepted besides localhost ones.
     pub allowed_origins: Vec<String>,
