@@ -112,21 +112,7 @@ fn plans(name: &str, catalog: &[CatalogTool]) {
 }
 
 fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut prev_lower = false;
-    for c in text.chars() {
-        if (!c.is_alphanumeric() || (c.is_uppercase() && prev_lower)) && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
-        }
-        if c.is_alphanumeric() {
-            cur.extend(c.to_lowercase());
-        }
-        prev_lower = c.is_lowercase();
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
+    let mut out = mcp_budget::naming::words(text);
     const STOP: &[&str] = &[
         "the", "a", "an", "of", "to", "and", "or", "in", "for", "is", "on", "with", "me", "my",
         "i", "you", "be", "it", "this", "that",

@@ -71,6 +71,34 @@ fn with_hash(clean: &str, key: &str) -> String {
     format!("{head}{suffix}")
 }
 
+/// The words of a name or a text: alphanumeric runs, split where a lower-case letter meets an
+/// upper-case one, lower-cased (the reference plain-BM25 words, no stop words dropped).
+///
+/// ```
+/// use mcp_budget::naming::words;
+///
+/// assert_eq!(words("word-document-server__addParagraph"), ["word", "document", "server", "add", "paragraph"]);
+/// ```
+#[must_use]
+pub fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if (!c.is_alphanumeric() || (c.is_uppercase() && prev_lower)) && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        if c.is_alphanumeric() {
+            cur.extend(c.to_lowercase());
+        }
+        prev_lower = c.is_lowercase();
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
 /// Whether `name` is a valid LLM API tool name.
 #[must_use]
 pub fn is_valid(name: &str) -> bool {

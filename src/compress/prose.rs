@@ -335,32 +335,11 @@ const TAIL_PREPOSITIONS: &[&str] = &[
 /// the namespace in front of every tool of that server already says. Empty when the name
 /// carries no namespace.
 pub(super) fn namespace_words(server: &str, exposed: &str) -> Vec<String> {
-    let shown = name_words(exposed);
-    name_words(server)
+    let shown = crate::naming::words(exposed);
+    crate::naming::words(server)
         .into_iter()
         .filter(|w| !GENERIC_ID_WORDS.contains(&w.as_str()) && shown.contains(w))
         .collect()
-}
-
-/// Alphanumeric runs of `name`, split where a lower-case letter meets an upper-case one,
-/// lower-cased.
-fn name_words(name: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut prev_lower = false;
-    for c in name.chars() {
-        if (!c.is_alphanumeric() || (c.is_uppercase() && prev_lower)) && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
-        }
-        if c.is_alphanumeric() {
-            cur.extend(c.to_lowercase());
-        }
-        prev_lower = c.is_lowercase();
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
 }
 
 /// `text` without a closing phrase that only repeats its tool's namespace: "Add a paragraph
