@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use mcp_budget::catalog::{CatalogTool, load_saved};
-use mcp_budget::compress::{Level, catalog_line, compress};
+use mcp_budget::compress::{Level, catalog_line_exposed, compress};
 use mcp_budget::plan::{Rules, plan};
 use mcp_budget::policy::{BudgetPolicy, DiscoverPolicy};
 use mcp_budget::profile::ProfileOverrides;
@@ -228,7 +228,9 @@ fn fidelity(catalog: &[CatalogTool], queries: &PathBuf) {
                 .iter()
                 .map(|t| {
                     if line {
-                        format!("{} {}", t.server, catalog_line(&t.definition, level))
+                        let exposed = t.exposed_name("__");
+                        let line = catalog_line_exposed(&t.server, &exposed, &t.definition, level);
+                        format!("{} {line}", t.server)
                     } else {
                         tool_text(t, level)
                     }

@@ -255,6 +255,32 @@ pub fn catalog_line_with(
     catalog_line_memo("", name, tool, level, description, &mut Memo::default())
 }
 
+/// The line of a tool of server `server` as a catalog lists it, under its exposed name
+/// `exposed`: like [`catalog_line`], and at `medium` and `high` without a closing phrase that
+/// only repeats the namespace the name shows.
+///
+/// ```
+/// use mcp_budget::compress::{Level, catalog_line, catalog_line_exposed};
+/// use serde_json::json;
+///
+/// let tool = json!({"name": "find_teams", "description": "Find teams in Sentry."});
+/// let tool = tool.as_object().unwrap();
+/// assert_eq!(
+///     catalog_line_exposed("sentry", "sentry__find_teams", tool, Level::Medium),
+///     "sentry__find_teams: Find teams."
+/// );
+/// assert_eq!(catalog_line(tool, Level::Medium), "find_teams: Find teams in Sentry.");
+/// ```
+#[must_use]
+pub fn catalog_line_exposed(
+    server: &str,
+    exposed: &str,
+    tool: &Map<String, Value>,
+    level: Level,
+) -> String {
+    catalog_line_memo(server, exposed, tool, level, None, &mut Memo::default())
+}
+
 /// [`catalog_line_with`] for a tool of server `server` exposed as `name`, sharing cleaned
 /// texts through `memo`. A closing phrase of the summary that only repeats the namespace
 /// `name` shows ("… in Sentry" of `sentry__find_teams`) is dropped at `medium` and `high`.
