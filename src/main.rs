@@ -68,8 +68,8 @@ enum Command {
     /// Write a commented policy from a host's server list (Claude Desktop, Claude Code, VS
     /// Code), and print the entry that makes the host start the gateway instead.
     Init(cli::init::Args),
-    /// Connect to a policy's upstreams and write the lockfile of their tools (schemaHash per
-    /// tool), for `[pin] lock` and `check --lock`.
+    /// Connect to a policy's upstreams and write the lockfile of their tools, prompts and
+    /// resource templates (schemaHash of each), for `[pin] lock` and `check --lock`.
     Pin(cli::pin::Args),
 }
 

@@ -31,6 +31,7 @@ use crate::authz::Kind;
 use crate::catalog::Catalog;
 use crate::jsonrpc::Message;
 use crate::mcp::view::RequestView;
+use crate::pin::Item;
 
 /// What a call names, resolved through the catalog as the gateway routes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,12 +59,12 @@ pub enum Reach {
     /// A URI the catalog places with no upstream: the gateway sends it to the only upstream
     /// with resources, so it may reach any of them.
     AnyUpstream,
-    /// A tool held out of the catalog (pinning or sanitizing quarantined it): calls of it
-    /// are refused, never routed.
+    /// A tool or prompt held out of the catalog (pinning or sanitizing quarantined it):
+    /// calls and gets of it are refused, never routed.
     Quarantined {
         /// The upstream's id.
         server: String,
-        /// The upstream's own tool name.
+        /// The upstream's own tool or prompt name.
         own: String,
     },
     /// No name the catalog knows.
@@ -126,8 +127,13 @@ fn reach_of_name(catalog: &Catalog, kind: Kind, exposed: &str) -> Reach {
         return Reach::Upstream { server, own };
     }
     // Most catalogs quarantine nothing: then a miss costs no second look-up.
-    let quarantined = (kind == Kind::Tool && catalog.any_quarantined())
-        .then(|| catalog.quarantined(exposed))
+    let item = match kind {
+        Kind::Tool => Item::Tool,
+        _ => Item::Prompt,
+    };
+    let quarantined = catalog
+        .any_quarantined()
+        .then(|| catalog.quarantined_as(item, exposed))
         .flatten();
     match quarantined {
         Some(q) => Reach::Quarantined {

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use crate::audit::rfc3339;
 use crate::gateway::{InstanceState, UpstreamState};
 use crate::layer::budget::PlanSummary;
+use crate::pin::Item;
 use crate::telemetry::names;
 use crate::upstream::Status;
 
@@ -191,20 +192,38 @@ pub fn set_gauges_of_profiles(
 /// Why the guard holds tools (the `reason` label of [`names::TOOLS_QUARANTINED`]).
 const QUARANTINE_REASONS: [&str; 3] = ["changed", "unknown", "steering"];
 
-/// Sets the quarantine gauge: tools held per upstream and reason, every reason of every
-/// upstream (0 once released), so a series never lingers at its last count.
+/// The quarantine gauge of each kind, and the reasons it holds that kind for (prompts and
+/// templates are pinned, not quarantined for steering).
+const QUARANTINE_GAUGES: [(Item, &str, &[&str]); 3] = [
+    (Item::Tool, names::TOOLS_QUARANTINED, &QUARANTINE_REASONS),
+    (
+        Item::Prompt,
+        names::PROMPTS_QUARANTINED,
+        &["changed", "unknown"],
+    ),
+    (
+        Item::Template,
+        names::RESOURCE_TEMPLATES_QUARANTINED,
+        &["changed", "unknown"],
+    ),
+];
+
+/// Sets the quarantine gauges: tools, prompts and resource templates held per upstream and
+/// reason, every reason of every upstream (0 once released), so a series never lingers at
+/// its last count.
 #[allow(clippy::cast_precision_loss)] // Counts far below 2^52.
 pub fn set_quarantine_gauges(catalog: &crate::catalog::Catalog) {
     for (server, held) in catalog.names().iter().zip(catalog.held()) {
-        for reason in QUARANTINE_REASONS {
-            let n = held
-                .quarantined
-                .iter()
-                .filter(|q| q.reason == reason)
-                .count();
-            metrics::gauge!(names::TOOLS_QUARANTINED, names::SERVER => server.clone(),
-                names::REASON => reason)
-            .set(n as f64);
+        for (kind, gauge, reasons) in QUARANTINE_GAUGES {
+            for &reason in reasons {
+                let n = held
+                    .quarantined
+                    .iter()
+                    .filter(|q| q.kind == kind && q.reason == reason)
+                    .count();
+                metrics::gauge!(gauge, names::SERVER => server.clone(), names::REASON => reason)
+                    .set(n as f64);
+            }
         }
     }
 }

@@ -1,14 +1,15 @@
-//! The guard's audit lines and metrics: a tool quarantined or released, an item sanitized
-//! (characters removed, steering flagged) — each once, when the catalog that holds it is
-//! published ([`journal`]) — and a call of a quarantined tool refused ([`refusal`], by the
-//! guard layer).
+//! The guard's audit lines and metrics: a tool, prompt or resource template quarantined or
+//! released, an item sanitized (characters removed, steering flagged) — each once, when the
+//! catalog that holds it is published ([`journal`]) — and a call of a quarantined tool (or a
+//! get of a quarantined prompt) refused ([`refusal`], by the guard layer).
 //!
 //! ```
 //! use mcp_budget::audit::{guard, Audit};
 //! use mcp_budget::catalog::Quarantined;
-//! use mcp_budget::pin::events::Event;
+//! use mcp_budget::pin::{events::Event, Item};
 //!
 //! let q = Quarantined {
+//!     kind: Item::Tool,
 //!     server: "calc".into(),
 //!     name: "add".into(),
 //!     reason: "changed",
@@ -30,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Audit, Entry, new_id};
 use crate::catalog::{Catalog, Quarantined};
 use crate::naming::exposed_name;
+use crate::pin::Item;
 use crate::pin::events::{Event, events};
 use crate::telemetry::record;
 
@@ -50,9 +52,13 @@ pub async fn journal(
             for event in events(&seen, &now) {
                 let id = new_id();
                 let exposed = match event {
-                    Event::Quarantined(q) | Event::Released(q) => {
-                        Some(exposed_name(&q.server, &q.name, now.separator()))
-                    }
+                    Event::Quarantined(q) | Event::Released(q) => Some(match q.kind {
+                        // Templates keep their own URI template: they are not namespaced.
+                        Item::Template => q.name.clone(),
+                        Item::Tool | Item::Prompt => {
+                            exposed_name(&q.server, &q.name, now.separator())
+                        }
+                    }),
                     Event::Sanitized { .. } => None,
                 };
                 audit.event(&entry(&event, exposed.as_deref(), &id));
@@ -67,7 +73,8 @@ pub async fn journal(
     }
 }
 
-/// The audit line of `event`; `tool`: a quarantined tool's exposed name.
+/// The audit line of `event`; `tool`: a quarantined tool's or prompt's exposed name (a
+/// template's URI template).
 #[must_use]
 pub fn entry<'a>(event: &Event<'a>, tool: Option<&'a str>, audit_id: &'a str) -> Entry<'a> {
     match *event {
@@ -75,7 +82,7 @@ pub fn entry<'a>(event: &Event<'a>, tool: Option<&'a str>, audit_id: &'a str) ->
             let released = matches!(event, Event::Released(_));
             Entry {
                 event: if released { "release" } else { "quarantine" },
-                method: "tools/list",
+                method: list_of(q.kind.label()),
                 reason: Some(q.reason),
                 old_hash: q.old.as_deref(),
                 new_hash: (!released).then_some(q.new.as_str()),
@@ -99,7 +106,8 @@ pub fn entry<'a>(event: &Event<'a>, tool: Option<&'a str>, audit_id: &'a str) ->
     }
 }
 
-/// A `tools/call` of quarantined `q` (called as `tool`), refused: its line.
+/// A `tools/call` of quarantined `q` (called as `tool`), or a `prompts/get` of a quarantined
+/// prompt, refused: its line.
 pub fn refusal(audit: &Audit, q: &Quarantined, tool: &str, principal: &str, session: &str) {
     if !audit.is_on() {
         return;
@@ -109,7 +117,11 @@ pub fn refusal(audit: &Audit, q: &Quarantined, tool: &str, principal: &str, sess
         event: "refusal",
         principal,
         session,
-        method: "tools/call",
+        method: if q.kind == Item::Prompt {
+            "prompts/get"
+        } else {
+            "tools/call"
+        },
         reason: Some(q.reason),
         error_type: Some(error_type(q).to_owned()),
         old_hash: q.old.as_deref(),
@@ -121,7 +133,9 @@ pub fn refusal(audit: &Audit, q: &Quarantined, tool: &str, principal: &str, sess
 
 /// The `data.type` a call of `q` is refused with.
 fn error_type(q: &Quarantined) -> &'static str {
-    if q.reason == "steering" {
+    if q.kind == Item::Prompt {
+        crate::error::kind::PROMPT_CHANGED
+    } else if q.reason == "steering" {
         crate::error::kind::TOOL_FLAGGED
     } else {
         crate::error::kind::TOOL_CHANGED

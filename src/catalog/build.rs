@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::{CatalogTool, Held, Quarantined};
 use crate::mcp::params::{Marked, marked_tools};
 use crate::naming::{disambiguated, exposed_name};
+use crate::pin::Item;
 
 /// What one upstream contributes: its lists as it gave them (tools repaired, see
 /// [`super::repair_tool`]).
@@ -94,6 +95,8 @@ pub struct Catalog {
     held: Vec<Held>,
     /// Exposed name of a quarantined tool → (upstream, index in its `held.quarantined`).
     quarantine_routes: HashMap<String, (usize, usize)>,
+    /// The same for quarantined prompts.
+    prompt_quarantine_routes: HashMap<String, (usize, usize)>,
 }
 
 impl Catalog {
@@ -180,9 +183,14 @@ impl Catalog {
             .unzip();
         let mut catalog = Self::build(admitted, names, separator, version);
         for (i, h) in held.iter().enumerate() {
+            // Templates are not called by name: a held one is only left out of its list.
             for (n, q) in h.quarantined.iter().enumerate() {
-                let exposed = exposed_name(&q.server, &q.name, separator);
-                catalog.quarantine_routes.insert(exposed, (i, n));
+                let routes = match q.kind {
+                    Item::Tool => &mut catalog.quarantine_routes,
+                    Item::Prompt => &mut catalog.prompt_quarantine_routes,
+                    Item::Template => continue,
+                };
+                routes.insert(exposed_name(&q.server, &q.name, separator), (i, n));
             }
         }
         catalog.raw = Some(per_upstream);
@@ -300,16 +308,29 @@ impl Catalog {
         &self.held
     }
 
-    /// Whether any tool is quarantined (most catalogs: none, and calls need no look-up).
+    /// Whether any tool or prompt is quarantined (most catalogs: none, and calls need no
+    /// look-up).
     #[must_use]
     pub fn any_quarantined(&self) -> bool {
-        !self.quarantine_routes.is_empty()
+        !(self.quarantine_routes.is_empty() && self.prompt_quarantine_routes.is_empty())
     }
 
     /// The quarantined tool that would be exposed as `exposed`, if any.
     #[must_use]
     pub fn quarantined(&self, exposed: &str) -> Option<&Quarantined> {
-        let &(i, n) = self.quarantine_routes.get(exposed)?;
+        self.quarantined_as(Item::Tool, exposed)
+    }
+
+    /// The quarantined tool or prompt (`kind`) that would be exposed as `exposed`, if any
+    /// (templates are not called by name: never one).
+    #[must_use]
+    pub fn quarantined_as(&self, kind: Item, exposed: &str) -> Option<&Quarantined> {
+        let routes = match kind {
+            Item::Tool => &self.quarantine_routes,
+            Item::Prompt => &self.prompt_quarantine_routes,
+            Item::Template => return None,
+        };
+        let &(i, n) = routes.get(exposed)?;
         self.held.get(i)?.quarantined.get(n)
     }
 

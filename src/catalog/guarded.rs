@@ -5,14 +5,18 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::pin::Item;
 use crate::sanitize::ItemReport;
 
-/// A tool held out of the catalog (not listed, not searchable, calls refused), and why.
+/// A tool, prompt or resource template held out of the catalog (not listed, not searchable,
+/// calls and gets refused), and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quarantined {
+    /// A tool, a prompt or a resource template.
+    pub kind: Item,
     /// Server id.
     pub server: String,
-    /// The upstream's own tool name.
+    /// The upstream's own tool or prompt name; a template's `uriTemplate`.
     pub name: String,
     /// `changed` (differs from the pin), `unknown` (not in the lock) or `steering` (flagged
     /// by the sanitizer, with `[sanitize] steering = "quarantine"`).
@@ -21,8 +25,8 @@ pub struct Quarantined {
     pub old: Option<String>,
     /// The served tool's `schemaHash`.
     pub new: String,
-    /// What changed: `description`, `schema`, `annotations`, `other` (empty unless
-    /// `changed`).
+    /// What changed: `description`, `schema` (a prompt's `arguments`), `annotations`,
+    /// `other` (empty unless `changed`).
     pub changed: Vec<&'static str>,
 }
 
@@ -31,6 +35,7 @@ impl Quarantined {
     /// `server`'s tool `name`, held because its description changed since its pin (for tests).
     pub(crate) fn changed_description(server: &str, name: &str) -> Self {
         Self {
+            kind: Item::Tool,
             server: server.into(),
             name: name.into(),
             reason: "changed",
@@ -45,10 +50,11 @@ impl Quarantined {
 /// definitions first seen.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Held {
-    /// Tools held out of the catalog.
+    /// Tools, prompts and resource templates held out of the catalog.
     pub quarantined: Vec<Quarantined>,
-    /// Without a lock: the original definition of each tool as first seen, by its own name.
-    pub trusted: BTreeMap<String, Value>,
+    /// Trust on first use (without a lock, or for a kind the lock does not pin): the original
+    /// definition of each tool, prompt and template as first seen, by kind and its own name.
+    pub trusted: BTreeMap<(Item, String), Value>,
     /// What sanitizing removed or flagged, per item (items with nothing to report are left
     /// out).
     pub reports: Vec<ItemReport>,

@@ -14,6 +14,7 @@
 
 use std::path::PathBuf;
 
+use crate::pin::Item;
 use crate::policy::sessions::SealKeyProblem;
 use crate::policy::{Policy, Problem};
 
@@ -218,14 +219,31 @@ fn check_lock(
             return Ok(1);
         }
     };
+    // A lock from before prompts and templates were pinned: said, not failed (serve trusts
+    // them on first use until the lock is written again).
+    for kind in Item::ALL.into_iter().filter(|k| !pinned.pins(*k)) {
+        let live = live.entries().filter(|e| e.kind == kind).count();
+        if live > 0 {
+            writeln!(
+                err,
+                "{}: warning: the lock pins no {} ({live} served, not compared); run \
+                 `mcp-budget pin` to pin them",
+                lock.display(),
+                kind.plural()
+            )?;
+        }
+    }
     let differences = pinned.diff(&live);
     if differences.is_empty() {
-        writeln!(
-            out,
-            "{}: ok ({} tools pinned)",
-            lock.display(),
-            pinned.entries().count()
-        )?;
+        let counts: Vec<String> = Item::ALL
+            .into_iter()
+            .filter(|k| pinned.pins(*k))
+            .map(|k| {
+                let n = pinned.entries().filter(|e| e.kind == k).count();
+                format!("{n} {}", k.plural())
+            })
+            .collect();
+        writeln!(out, "{}: ok ({} pinned)", lock.display(), counts.join(", "))?;
         return Ok(0);
     }
     for d in &differences {

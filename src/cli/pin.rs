@@ -1,10 +1,10 @@
 //! `pin`: connect to a policy's upstreams, as `serve` does, and write the lockfile of their
-//! tools ([`crate::pin::Lock`]); [`live_lock`] is also what `check --lock` compares with.
+//! tools, prompts and resource templates ([`crate::pin::Lock`]); [`live_lock`] is also what `check --lock` compares with.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::pin::Lock;
+use crate::pin::{Item, Lock};
 use crate::policy::Policy;
 
 /// Arguments of `pin`.
@@ -41,7 +41,8 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
 }
 
 /// The lock of what `policy`'s upstreams serve now: each is started as `serve` starts it
-/// ([`super::live::snapshot`]), and its tools, as it gives them (before sanitizing), are hashed.
+/// ([`super::live::snapshot`]), and its tools, prompts and resource templates, as it gives
+/// them (before sanitizing), are hashed.
 ///
 /// # Errors
 /// When an upstream is not ready within `ready_timeout` (a lock without its tools would
@@ -53,10 +54,18 @@ pub fn live_lock(policy: &Policy, ready_timeout: Duration) -> anyhow::Result<Loc
     };
     let live = super::live::snapshot(policy, &options)?;
     let catalog = &live.catalog;
-    let tools = catalog
+    let definitions = catalog
         .names()
         .iter()
         .zip(catalog.upstreams())
-        .flat_map(|(server, c)| c.tools.iter().map(move |t| (server.as_str(), t)));
-    Ok(Lock::of(tools))
+        .flat_map(|(server, c)| {
+            [
+                (Item::Tool, &c.tools),
+                (Item::Prompt, &c.prompts),
+                (Item::Template, &c.templates),
+            ]
+            .into_iter()
+            .flat_map(move |(kind, list)| list.iter().map(move |d| (kind, server.as_str(), d)))
+        });
+    Ok(Lock::of_items(definitions))
 }

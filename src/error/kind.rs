@@ -112,6 +112,10 @@ pub const TOOL_CHANGED: &str = "mcp_budget.tool.changed";
 /// (`[sanitize] steering = "quarantine"`, until `[sanitize] allow` lists it); `error.data`
 /// has its `new` hash (`-32000`).
 pub const TOOL_FLAGGED: &str = "mcp_budget.tool.flagged";
+/// A `prompts/get` of a prompt held back because its definition differs from its pin
+/// (changed since trusted, or not in the lock); `error.data` has `old` and `new` hash and
+/// what `changed` (`-32000`).
+pub const PROMPT_CHANGED: &str = "mcp_budget.prompt.changed";
 /// Clients are configured and the request came without credentials (`-32600`, HTTP 401 with a
 /// `WWW-Authenticate` challenge).
 pub const AUTHENTICATION_REQUIRED: &str = "mcp_budget.authentication.required";
@@ -179,6 +183,7 @@ pub const ALL: &[&str] = &[
     HTTP_TOO_MANY_CONNECTIONS,
     TOOL_CHANGED,
     TOOL_FLAGGED,
+    PROMPT_CHANGED,
     LIMIT_RATE,
     LIMIT_IN_FLIGHT,
     AUTHENTICATION_REQUIRED,

@@ -1,10 +1,11 @@
-//! `guard`: refuses calls of quarantined tools and sanitizes what comes back.
+//! `guard`: refuses calls of quarantined tools and prompts and sanitizes what comes back.
 //!
-//! The catalog already leaves quarantined tools out of every list and search (they never
-//! enter it, see [`crate::pin::admit`]); this layer answers a `tools/call` of one — a host
-//! that listed it before, or an `invoke_tool`, which the budget layer above turns into a
-//! `tools/call` — with `mcp_budget.tool.changed` (or `mcp_budget.tool.flagged`), carrying the
-//! old and new `schemaHash` and what changed. On the way up it strips invisible and control
+//! The catalog already leaves quarantined tools, prompts and resource templates out of every
+//! list and search (they never enter it, see [`crate::pin::admit`]); this layer answers a
+//! `tools/call` of a quarantined tool — a host that listed it before, or an `invoke_tool`,
+//! which the budget layer above turns into a `tools/call` — with `mcp_budget.tool.changed`
+//! (or `mcp_budget.tool.flagged`), and a `prompts/get` of a quarantined prompt with
+//! `mcp_budget.prompt.changed`, carrying the old and new `schemaHash` and what changed. On the way up it strips invisible and control
 //! text ([`crate::sanitize::result`]) from `tools/call`, `prompts/get` and `resources/read`
 //! results and from `initialize` / `server/discover` instructions, when `[sanitize] strip` is
 //! on. Results with nothing to strip pass through without being parsed. Everything else
@@ -36,6 +37,7 @@ use crate::context::{McpFuture, McpRequest};
 use crate::error::{UPSTREAM_ERROR, kind};
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
+use crate::pin::Item;
 use crate::sanitize::{self, strip};
 
 /// Layer of [`Guard`].
@@ -93,8 +95,12 @@ impl<S: Inner> Around<S> for GuardLayer {
             Kind::Request => req.message.method().unwrap_or_default(),
             _ => return Box::pin(inner.call(req)),
         };
-        if method == "tools/call" {
-            if let Some(refusal) = self.refusal(&req) {
+        if let Some(kind) = match method {
+            "tools/call" => Some(Item::Tool),
+            "prompts/get" => Some(Item::Prompt),
+            _ => None,
+        } {
+            if let Some(refusal) = self.refusal(kind, &req) {
                 return Box::pin(async move { Ok(Some(refusal)) });
             }
         }
@@ -126,8 +132,9 @@ impl<S: Inner> Around<S> for GuardLayer {
 }
 
 impl GuardLayer {
-    /// The error answering a call of a quarantined tool, if this is one.
-    fn refusal(&self, req: &McpRequest) -> Option<Message> {
+    /// The error answering a call of a quarantined tool (or a get of a quarantined prompt:
+    /// `kind`), if this is one.
+    fn refusal(&self, kind: Item, req: &McpRequest) -> Option<Message> {
         // The common case costs one atomic read: no quarantine. The name comes from the
         // request's view (parsed once, downstream; a repeated key resolves as a `Value` would).
         if !self.catalog.borrow().any_quarantined() {
@@ -135,7 +142,7 @@ impl GuardLayer {
         }
         let name = req.view.name()?;
         let catalog = self.catalog.borrow().clone();
-        let q = catalog.quarantined(name)?;
+        let q = catalog.quarantined_as(kind, name)?;
         let (principal, session) = (req.caller.principal.name(), &req.caller.session.id);
         audit::guard::refusal(&self.audit, q, name, principal, session);
         let id = req.message.id.clone().unwrap_or(Id::Null);
@@ -181,9 +188,15 @@ impl Stripped {
     }
 }
 
-/// The `mcp_budget.tool.changed` / `.flagged` error for a call of `q` (exposed as `name`).
+/// The `mcp_budget.tool.changed` / `.flagged` error for a call of `q` (exposed as `name`), or
+/// the `mcp_budget.prompt.changed` error for a get of quarantined prompt `q` (its `data` has
+/// `prompt` for `tool`).
 #[must_use]
 pub fn refusal_error(name: &str, q: &Quarantined) -> ErrorObject {
+    let changed = match q.kind {
+        Item::Prompt => kind::PROMPT_CHANGED,
+        Item::Tool | Item::Template => kind::TOOL_CHANGED,
+    };
     let (kind, why) = match q.reason {
         "steering" => (
             kind::TOOL_FLAGGED,
@@ -191,11 +204,11 @@ pub fn refusal_error(name: &str, q: &Quarantined) -> ErrorObject {
                 .to_owned(),
         ),
         "unknown" => (
-            kind::TOOL_CHANGED,
+            changed,
             "it is not in the lockfile; review it and update the lock (mcp-budget pin)".to_owned(),
         ),
         _ => (
-            kind::TOOL_CHANGED,
+            changed,
             format!(
                 "its {} changed since it was pinned; review it and update the lock (mcp-budget \
                  pin), or restart the gateway to trust it anew",
@@ -203,12 +216,13 @@ pub fn refusal_error(name: &str, q: &Quarantined) -> ErrorObject {
             ),
         ),
     };
+    let what = q.kind.label();
     ErrorObject::new(
         UPSTREAM_ERROR,
-        format!("tool {name} is quarantined: {why}"),
+        format!("{what} {name} is quarantined: {why}"),
         kind,
         Some(json!({
-            "tool": name,
+            what: name,
             "server": q.server,
             "reason": q.reason,
             "old": q.old,
@@ -297,6 +311,61 @@ mod tests {
         assert_eq!(data["new"], "b".repeat(64));
         assert_eq!(data["changed"], json!(["description"]));
         assert_eq!(reply.id, Some(Id::Number(7)));
+    }
+
+    #[tokio::test]
+    async fn quarantined_prompt_get_is_refused_and_a_tool_of_its_name_is_not() {
+        let names = ["calc".to_owned()];
+        let guard = |_: usize, raw: &Contribution, _: &Held| {
+            let q = Quarantined {
+                kind: Item::Prompt,
+                ..Quarantined::changed_description("calc", "add")
+            };
+            let held = Held {
+                quarantined: vec![q],
+                ..Held::default()
+            };
+            (raw.clone(), held)
+        };
+        let raw = Contribution {
+            tools: vec![json!({"name": "add", "inputSchema": {"type": "object"}})],
+            ..Contribution::default()
+        };
+        let c = Catalog::build_guarded(vec![raw], &names, "__", 1, &Catalog::default(), guard);
+        let inner = tower::service_fn(|req: McpRequest| async move {
+            assert_eq!(
+                req.message.method(),
+                Some("tools/call"),
+                "only the tool is served"
+            );
+            Ok::<_, Infallible>(Some(Message::response_value(Id::Number(7), &json!({}))))
+        });
+        let mut svc = GuardLayer::new(watch::channel(Arc::new(c)).1, true).layer(inner);
+        let reply = svc
+            .call(call("prompts/get", &json!({"name": "calc__add"})))
+            .await
+            .unwrap()
+            .unwrap();
+        let error = reply.error.unwrap();
+        assert_eq!(error.kind().as_deref(), Some(kind::PROMPT_CHANGED));
+        assert!(
+            error
+                .message
+                .starts_with("prompt calc__add is quarantined: its description changed")
+        );
+        let data: Value = serde_json::from_str(error.data.unwrap().get()).unwrap();
+        assert_eq!(data["prompt"], "calc__add");
+        assert_eq!(
+            (&data["old"], &data["new"]),
+            (&json!("a".repeat(64)), &json!("b".repeat(64)))
+        );
+        assert_eq!(reply.id, Some(Id::Number(7)));
+        let served = svc
+            .call(call("tools/call", &json!({"name": "calc__add"})))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(served.error.is_none(), "{served:?}");
     }
 
     #[tokio::test]

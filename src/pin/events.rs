@@ -29,10 +29,11 @@ use crate::sanitize::ItemReport;
 /// One thing the guard newly found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event<'a> {
-    /// A tool held out of the catalog (or held again for another reason or hash).
+    /// A tool, prompt or template held out of the catalog (or held again for another reason
+    /// or hash).
     Quarantined(&'a Quarantined),
-    /// A tool held before and served now (approved, or changed back); its server is still
-    /// there.
+    /// A tool, prompt or template held before and served now (approved, or changed back);
+    /// its server is still there.
     Released(&'a Quarantined),
     /// Sanitizing removed characters from, or flagged, an item of `server`.
     Sanitized {
@@ -63,7 +64,11 @@ pub fn events<'a>(before: &'a Catalog, after: &'a Catalog) -> Vec<Event<'a>> {
         );
         out.extend(
             held.iter()
-                .filter(|q| !now.quarantined.iter().any(|n| n.name == q.name))
+                .filter(|q| {
+                    !now.quarantined
+                        .iter()
+                        .any(|n| n.kind == q.kind && n.name == q.name)
+                })
                 .map(Event::Released),
         );
         out.extend(

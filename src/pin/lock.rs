@@ -1,11 +1,14 @@
-//! The lockfile: each tool's `schemaHash`, reviewable in a diff.
+//! The lockfile: each tool's, prompt's and resource template's `schemaHash`, reviewable in a
+//! diff.
 //!
-//! TOML, one `[[tool]]` table per tool, sorted by server then tool, with a short excerpt of
-//! the description (so a reviewer sees what a hash stands for) and short hashes of the parts
-//! a change can touch (so a refusal can say what changed):
+//! TOML, one `[[tool]]` table per tool, then one `[[prompt]]` per prompt and one
+//! `[[resource_template]]` per resource template, each sorted by server then name, with a
+//! short excerpt of the description (so a reviewer sees what a hash stands for) and short
+//! hashes of the parts a change can touch (so a refusal can say what changed):
 //!
 //! ```toml
 //! version = 1
+//! prompt = []               # written when there is none: "no prompt is pinned"
 //!
 //! [[tool]]
 //! server = "calc"
@@ -13,7 +16,18 @@
 //! hash = "3f1c…"            # schemaHash: SHA-256 of the RFC 8785 form of the original tool
 //! description = "Adds two numbers"
 //! parts = { description = "…", schema = "…", annotations = "…", other = "…" }
+//!
+//! [[resource_template]]
+//! server = "docs"
+//! uri_template = "docs://{page}"
+//! hash = "9a0b…"
+//! description = "A page of the docs"
+//! parts = { description = "…", schema = "…", annotations = "…", other = "…" }
 //! ```
+//!
+//! A lock written before prompts and templates were pinned has neither section (not even
+//! empty): it pins tools only ([`Lock::pins`]), and the gateway trusts that lock's prompts
+//! and templates on first use, with a warning, until `mcp-budget pin` writes them in.
 
 use std::collections::BTreeMap;
 
@@ -25,18 +39,111 @@ use crate::canonical::schema_hash;
 /// Characters of a description kept in the lock.
 const EXCERPT_CHARS: usize = 80;
 
-/// Short hashes of the parts of a tool a change can touch: 16 hex digits of the
+/// What a pin is of: each kind of definition a model reads as text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Item {
+    /// A tool (`tools/list`), named by `name`.
+    #[default]
+    Tool,
+    /// A prompt (`prompts/list`), named by `name`.
+    Prompt,
+    /// A resource template (`resources/templates/list`), named by `uriTemplate`.
+    Template,
+}
+
+impl Item {
+    /// Every kind, in lockfile order.
+    pub const ALL: [Self; 3] = [Self::Tool, Self::Prompt, Self::Template];
+
+    /// Its name in reports and audit lines (the sanitizer's `kind`): `tool`, `prompt`,
+    /// `template`.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Prompt => "prompt",
+            Self::Template => "template",
+        }
+    }
+
+    /// The key of the upstream's object that names it: `name`, or a template's
+    /// `uriTemplate`.
+    #[must_use]
+    pub fn id_key(self) -> &'static str {
+        match self {
+            Self::Tool | Self::Prompt => "name",
+            Self::Template => "uriTemplate",
+        }
+    }
+
+    /// The name of one of the upstream's objects of this kind (`None` without one).
+    #[must_use]
+    pub fn id_of(self, definition: &Value) -> Option<&str> {
+        definition.get(self.id_key()).and_then(Value::as_str)
+    }
+
+    /// How reports name one of `server`'s (`name`: a template's `uriTemplate`):
+    /// `server/tool`, `server prompt name`, `server template uri` (as the sanitizer's lines).
+    #[must_use]
+    pub fn who(self, server: &str, name: &str) -> String {
+        match self {
+            Self::Tool => format!("{server}/{name}"),
+            kind => format!("{server} {} {name}", kind.label()),
+        }
+    }
+
+    /// Its lockfile section: `tool`, `prompt`, `resource_template`.
+    #[must_use]
+    pub fn section(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Prompt => "prompt",
+            Self::Template => "resource_template",
+        }
+    }
+
+    /// Its plural, for messages: `tools`, `prompts`, `resource templates`.
+    #[must_use]
+    pub fn plural(self) -> &'static str {
+        match self {
+            Self::Tool => "tools",
+            Self::Prompt => "prompts",
+            Self::Template => "resource templates",
+        }
+    }
+
+    /// The keys of its `schema` part: a tool's `inputSchema` and `outputSchema`, a prompt's
+    /// `arguments` (a template has none).
+    fn schema_keys(self) -> &'static [&'static str] {
+        match self {
+            Self::Tool => &["inputSchema", "outputSchema"],
+            Self::Prompt => &["arguments"],
+            Self::Template => &[],
+        }
+    }
+
+    /// What a change of its `schema` part is called: `schema`, or a prompt's `arguments`.
+    fn schema_part(self) -> &'static str {
+        match self {
+            Self::Prompt => "arguments",
+            Self::Tool | Self::Template => "schema",
+        }
+    }
+}
+
+/// Short hashes of the parts of a definition a change can touch: 16 hex digits of the
 /// [`schema_hash`] of each part.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Parts {
     /// `title` and `description`.
     pub description: String,
-    /// `inputSchema` and `outputSchema`.
+    /// A tool's `inputSchema` and `outputSchema`; a prompt's `arguments` (nothing, for a
+    /// template).
     pub schema: String,
     /// `annotations`.
     pub annotations: String,
-    /// Every other key but `name`.
+    /// Every other key but the name (`name`, a template's `uriTemplate`).
     pub other: String,
 }
 
@@ -44,26 +151,22 @@ impl Parts {
     /// The parts of `tool` (an upstream's original tool object).
     #[must_use]
     pub fn of(tool: &Value) -> Self {
-        let pick = |keys: &[&str]| {
+        Self::of_item(Item::Tool, tool)
+    }
+
+    /// The parts of `definition`, an upstream's original object of kind `kind`.
+    #[must_use]
+    pub fn of_item(kind: Item, definition: &Value) -> Self {
+        let named = |k: &str| {
+            k == kind.id_key()
+                || ["title", "description", "annotations"].contains(&k)
+                || kind.schema_keys().contains(&k)
+        };
+        let pick = |wanted: &dyn Fn(&str) -> bool| {
             let mut part = Map::new();
-            if let Value::Object(obj) = tool {
-                for (k, v) in obj {
-                    let wanted = if keys.is_empty() {
-                        ![
-                            "name",
-                            "title",
-                            "description",
-                            "inputSchema",
-                            "outputSchema",
-                            "annotations",
-                        ]
-                        .contains(&k.as_str())
-                    } else {
-                        keys.contains(&k.as_str())
-                    };
-                    if wanted {
-                        part.insert(k.clone(), v.clone());
-                    }
+            if let Value::Object(obj) = definition {
+                for (k, v) in obj.iter().filter(|(k, _)| wanted(k)) {
+                    part.insert(k.clone(), v.clone());
                 }
             }
             let mut hash = schema_hash(&Value::Object(part));
@@ -71,20 +174,27 @@ impl Parts {
             hash
         };
         Self {
-            description: pick(&["title", "description"]),
-            schema: pick(&["inputSchema", "outputSchema"]),
-            annotations: pick(&["annotations"]),
-            other: pick(&[]),
+            description: pick(&|k| ["title", "description"].contains(&k)),
+            schema: pick(&|k| kind.schema_keys().contains(&k)),
+            annotations: pick(&|k| k == "annotations"),
+            other: pick(&|k| !named(k)),
         }
     }
 
     /// The names of the parts that differ from `other`'s (`description`, `schema`,
-    /// `annotations`, `other`).
+    /// `annotations`, `other`), as a tool's.
     #[must_use]
     pub fn changed(&self, other: &Self) -> Vec<&'static str> {
+        self.changed_as(Item::Tool, other)
+    }
+
+    /// The names of the parts of a `kind` that differ from `other`'s: `description`,
+    /// `schema` (a prompt's: `arguments`), `annotations`, `other`.
+    #[must_use]
+    pub fn changed_as(&self, kind: Item, other: &Self) -> Vec<&'static str> {
         [
             (self.description != other.description, "description"),
-            (self.schema != other.schema, "schema"),
+            (self.schema != other.schema, kind.schema_part()),
             (self.annotations != other.annotations, "annotations"),
             (self.other != other.other, "other"),
         ]
@@ -94,13 +204,16 @@ impl Parts {
     }
 }
 
-/// One tool of the lock.
+/// One tool, prompt or resource template of the lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
+    /// What it pins (in the file: its section).
+    #[serde(skip)]
+    pub kind: Item,
     /// Server id.
     pub server: String,
-    /// The upstream's own tool name.
+    /// The upstream's own name of the tool or prompt; a template's `uriTemplate`.
     pub tool: String,
     /// Its `schemaHash`.
     pub hash: String,
@@ -115,7 +228,14 @@ impl Entry {
     /// The entry of `tool` (the upstream's original tool object) of server `server`.
     #[must_use]
     pub fn of(server: &str, tool: &Value) -> Self {
-        let text = tool
+        Self::of_item(Item::Tool, server, tool)
+    }
+
+    /// The entry of `definition` (the upstream's original object of kind `kind`) of server
+    /// `server`.
+    #[must_use]
+    pub fn of_item(kind: Item, server: &str, definition: &Value) -> Self {
+        let text = definition
             .get("description")
             .and_then(Value::as_str)
             .unwrap_or("");
@@ -124,23 +244,57 @@ impl Entry {
             description.push('…');
         }
         Self {
+            kind,
             server: server.to_owned(),
-            tool: tool
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            hash: schema_hash(tool),
+            tool: kind.id_of(definition).unwrap_or_default().to_owned(),
+            hash: schema_hash(definition),
             description,
-            parts: Parts::of(tool),
+            parts: Parts::of_item(kind, definition),
         }
     }
+
+    /// The names of its parts that differ from `live`'s.
+    #[must_use]
+    pub fn changed(&self, live: &Self) -> Vec<&'static str> {
+        self.parts.changed_as(self.kind, &live.parts)
+    }
+
+    /// How reports name it ([`Item::who`]).
+    fn who(&self) -> String {
+        self.kind.who(&self.server, &self.tool)
+    }
+}
+
+/// A `[[prompt]]` of the file: an [`Entry`] whose name is under `prompt`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptRow {
+    server: String,
+    prompt: String,
+    hash: String,
+    #[serde(default)]
+    description: String,
+    parts: Parts,
+}
+
+/// A `[[resource_template]]` of the file: an [`Entry`] whose name is under `uri_template`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TemplateRow {
+    server: String,
+    uri_template: String,
+    hash: String,
+    #[serde(default)]
+    description: String,
+    parts: Parts,
 }
 
 /// A lockfile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lock {
-    entries: BTreeMap<(String, String), Entry>,
+    entries: BTreeMap<(Item, String, String), Entry>,
+    /// The kinds it does not pin (a lock written before they were pinned).
+    unpinned: Vec<Item>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -149,9 +303,13 @@ struct File {
     version: u32,
     #[serde(default)]
     tool: Vec<Entry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    prompt: Option<Vec<PromptRow>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resource_template: Option<Vec<TemplateRow>>,
 }
 
-/// How one tool differs between two locks.
+/// How one definition differs between two locks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Difference {
     /// In the live definitions, not in the lock.
@@ -165,13 +323,12 @@ pub enum Difference {
 impl std::fmt::Display for Difference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Added(e) => write!(f, "+ {}/{}: not in the lock ({})", e.server, e.tool, e.hash),
-            Self::Removed(e) => write!(f, "- {}/{}: locked but not served", e.server, e.tool),
+            Self::Added(e) => write!(f, "+ {}: not in the lock ({})", e.who(), e.hash),
+            Self::Removed(e) => write!(f, "- {}: locked but not served", e.who()),
             Self::Changed(old, new, parts) => write!(
                 f,
-                "~ {}/{}: {} changed ({} -> {})",
-                old.server,
-                old.tool,
+                "~ {}: {} changed ({} -> {})",
+                old.who(),
                 parts.join(", "),
                 old.hash,
                 new.hash
@@ -181,19 +338,30 @@ impl std::fmt::Display for Difference {
 }
 
 impl Lock {
-    /// The lock of `tools`: (server id, the upstream's original tool object).
+    /// The lock of `tools`: (server id, the upstream's original tool object). It pins every
+    /// kind: a prompt or template is not in it.
     pub fn of<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Self {
-        let entries = tools
-            .into_iter()
-            .map(|(server, tool)| {
-                let e = Entry::of(server, tool);
-                ((e.server.clone(), e.tool.clone()), e)
-            })
-            .collect();
-        Self { entries }
+        Self::of_items(tools.into_iter().map(|(s, t)| (Item::Tool, s, t)))
     }
 
-    /// Reads a lockfile's text.
+    /// The lock of `definitions`: (kind, server id, the upstream's original object). It pins
+    /// every kind.
+    pub fn of_items<'a>(definitions: impl IntoIterator<Item = (Item, &'a str, &'a Value)>) -> Self {
+        let entries = definitions
+            .into_iter()
+            .map(|(kind, server, definition)| {
+                let e = Entry::of_item(kind, server, definition);
+                ((kind, e.server.clone(), e.tool.clone()), e)
+            })
+            .collect();
+        Self {
+            entries,
+            unpinned: Vec::new(),
+        }
+    }
+
+    /// Reads a lockfile's text. A file without a `prompt` (or `resource_template`) key, not
+    /// even an empty one, does not pin prompts (templates).
     ///
     /// # Errors
     /// When it is not TOML of the shape in the module docs, or not `version = 1`.
@@ -202,41 +370,112 @@ impl Lock {
         if file.version != 1 {
             return Err(format!("unsupported lockfile version {}", file.version));
         }
-        Ok(Self {
-            entries: file
-                .tool
-                .into_iter()
-                .map(|e| ((e.server.clone(), e.tool.clone()), e))
-                .collect(),
-        })
+        let mut unpinned = Vec::new();
+        let prompts = file.prompt.unwrap_or_else(|| {
+            unpinned.push(Item::Prompt);
+            Vec::new()
+        });
+        let templates = file.resource_template.unwrap_or_else(|| {
+            unpinned.push(Item::Template);
+            Vec::new()
+        });
+        let prompts = prompts.into_iter().map(|r| Entry {
+            kind: Item::Prompt,
+            server: r.server,
+            tool: r.prompt,
+            hash: r.hash,
+            description: r.description,
+            parts: r.parts,
+        });
+        let templates = templates.into_iter().map(|r| Entry {
+            kind: Item::Template,
+            server: r.server,
+            tool: r.uri_template,
+            hash: r.hash,
+            description: r.description,
+            parts: r.parts,
+        });
+        let entries = file
+            .tool
+            .into_iter()
+            .chain(prompts)
+            .chain(templates)
+            .map(|e| ((e.kind, e.server.clone(), e.tool.clone()), e))
+            .collect();
+        Ok(Self { entries, unpinned })
     }
 
     /// The lockfile's text.
     #[must_use]
     pub fn to_toml(&self) -> String {
+        let of = |kind: Item| {
+            self.entries
+                .values()
+                .filter(move |e| e.kind == kind)
+                .cloned()
+        };
+        let pinned = |kind: Item| self.pins(kind).then_some(());
         let file = File {
             version: 1,
-            tool: self.entries.values().cloned().collect(),
+            tool: of(Item::Tool).collect(),
+            prompt: pinned(Item::Prompt).map(|()| {
+                of(Item::Prompt)
+                    .map(|e| PromptRow {
+                        server: e.server,
+                        prompt: e.tool,
+                        hash: e.hash,
+                        description: e.description,
+                        parts: e.parts,
+                    })
+                    .collect()
+            }),
+            resource_template: pinned(Item::Template).map(|()| {
+                of(Item::Template)
+                    .map(|e| TemplateRow {
+                        server: e.server,
+                        uri_template: e.tool,
+                        hash: e.hash,
+                        description: e.description,
+                        parts: e.parts,
+                    })
+                    .collect()
+            }),
         };
         let body = toml::to_string(&file).expect("a lock always serializes");
         format!(
-            "# Tool definitions pinned by `mcp-budget pin`: review changes like code.\n\
-             # hash = schemaHash (SHA-256 of the RFC 8785 form of the upstream's tool).\n{body}"
+            "# Tool, prompt and resource template definitions pinned by `mcp-budget pin`: review\n\
+             # changes like code. hash = schemaHash (SHA-256 of the RFC 8785 form of the\n\
+             # upstream's definition).\n{body}"
         )
+    }
+
+    /// Whether it pins definitions of `kind` (a lock from before prompts and templates were
+    /// pinned pins tools only).
+    #[must_use]
+    pub fn pins(&self, kind: Item) -> bool {
+        !self.unpinned.contains(&kind)
     }
 
     /// The entry of tool `tool` of server `server`.
     #[must_use]
     pub fn get(&self, server: &str, tool: &str) -> Option<&Entry> {
-        self.entries.get(&(server.to_owned(), tool.to_owned()))
+        self.get_item(Item::Tool, server, tool)
     }
 
-    /// Every entry, sorted by server then tool.
+    /// The entry of the `kind` named `name` (a template: its `uriTemplate`) of server
+    /// `server`.
+    #[must_use]
+    pub fn get_item(&self, kind: Item, server: &str, name: &str) -> Option<&Entry> {
+        self.entries
+            .get(&(kind, server.to_owned(), name.to_owned()))
+    }
+
+    /// Every entry, sorted by kind (tools, prompts, templates), then server, then name.
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.entries.values()
     }
 
-    /// How `live` differs from this lock, sorted by server then tool.
+    /// How `live` differs from this lock in the kinds it pins, sorted by kind, server, name.
     #[must_use]
     pub fn diff(&self, live: &Self) -> Vec<Difference> {
         let mut out = Vec::new();
@@ -246,13 +485,13 @@ impl Lock {
                 Some(new) if new.hash != old.hash => out.push(Difference::Changed(
                     Box::new(old.clone()),
                     Box::new(new.clone()),
-                    old.parts.changed(&new.parts),
+                    old.changed(new),
                 )),
                 Some(_) => {}
             }
         }
         for (key, new) in &live.entries {
-            if !self.entries.contains_key(key) {
+            if self.pins(key.0) && !self.entries.contains_key(key) {
                 out.push(Difference::Added(new.clone()));
             }
         }
@@ -261,12 +500,12 @@ impl Lock {
     }
 }
 
-fn key_of(d: &Difference) -> (&str, &str) {
+fn key_of(d: &Difference) -> (Item, &str, &str) {
     let e = match d {
         Difference::Added(e) | Difference::Removed(e) => e,
         Difference::Changed(e, _, _) => e,
     };
-    (&e.server, &e.tool)
+    (e.kind, &e.server, &e.tool)
 }
 
 #[cfg(test)]

@@ -1,12 +1,16 @@
-//! Pinned tool definitions: a tool that changes after it was trusted is held back.
+//! Pinned definitions: a tool, prompt or resource template that changes after it was trusted
+//! is held back.
 //!
-//! Each tool's fingerprint is its `schemaHash` ([`crate::canonical::schema_hash`] of the
-//! upstream's original tool, before namespacing, compression or sanitizing). With a lock
-//! ([`Lock`], `[pin] lock = "FILE"`), a tool whose hash differs from the lock is *changed* and
-//! one missing from it *unknown*; without one, the first definition the gateway sees of each
-//! tool is trusted for its lifetime (trust on first use) and a later different one is
-//! *changed*. `on_change` and `unknown` say whether such a tool is quarantined or only
-//! reported.
+//! Each definition's fingerprint is its `schemaHash` ([`crate::canonical::schema_hash`] of the
+//! upstream's original object, before namespacing, compression or sanitizing): prompts and
+//! templates reach the model as text just as tool descriptions do, so they are pinned alike
+//! ([`Item`]). With a lock ([`Lock`], `[pin] lock = "FILE"`), a definition whose hash differs
+//! from the lock is *changed* and one missing from it *unknown*; without one, the first
+//! definition the gateway sees of each is trusted for its lifetime (trust on first use) and a
+//! later different one is *changed*. `on_change` and `unknown` say whether such a definition
+//! is quarantined or only reported. A lock written before prompts and templates were pinned
+//! ([`Lock::pins`]) pins tools only: its prompts and templates are trusted on first use, with
+//! a warning, rather than all held back as unknown at the first start after an upgrade.
 //!
 //! [`admit`] is the one door into the catalog: it sanitizes ([`crate::sanitize`]) and pins
 //! one upstream's lists, writes each admitted tool's hash into its `_meta` under
@@ -38,7 +42,7 @@ pub mod report;
 
 use serde_json::{Map, Value};
 
-pub use lock::{Difference, Entry, Lock, Parts};
+pub use lock::{Difference, Entry, Item, Lock, Parts};
 
 use crate::canonical::schema_hash;
 use crate::catalog::{Catalog, Contribution, Held, Quarantined};
@@ -71,7 +75,7 @@ pub struct Rules {
     pub unknown: Action,
 }
 
-/// How one tool compares with its pin.
+/// How one definition compares with its pin.
 enum Verdict {
     Trusted,
     /// First seen (trust on first use): now trusted.
@@ -83,36 +87,99 @@ enum Verdict {
     },
 }
 
-fn judge(
-    server: &str,
-    name: &str,
-    tool: &Value,
-    hash: &str,
-    held: &Held,
-    rules: &Rules,
-) -> Verdict {
-    if let Some(lock) = &rules.lock {
-        return match lock.get(server, name) {
-            None => Verdict::Unknown,
-            Some(e) if e.hash == hash => Verdict::Trusted,
-            Some(e) => Verdict::Changed {
-                old: e.hash.clone(),
-                changed: e.parts.changed(&Parts::of(tool)),
-            },
-        };
-    }
-    match held.trusted.get(name) {
-        None => Verdict::New,
-        Some(first) => {
-            let old = schema_hash(first);
-            if old == hash {
-                Verdict::Trusted
-            } else {
-                Verdict::Changed {
-                    old,
-                    changed: Parts::of(first).changed(&Parts::of(tool)),
+/// One definition of `server`: its kind, own name (a template's `uriTemplate`), original
+/// object and `schemaHash`.
+struct Definition<'a> {
+    kind: Item,
+    server: &'a str,
+    name: &'a str,
+    original: &'a Value,
+    hash: &'a str,
+}
+
+impl Definition<'_> {
+    fn judge(&self, held: &Held, rules: &Rules) -> Verdict {
+        let kind = self.kind;
+        let now = || Parts::of_item(kind, self.original);
+        if let Some(lock) = rules.lock.as_ref().filter(|l| l.pins(kind)) {
+            return match lock.get_item(kind, self.server, self.name) {
+                None => Verdict::Unknown,
+                Some(e) if e.hash == self.hash => Verdict::Trusted,
+                Some(e) => Verdict::Changed {
+                    old: e.hash.clone(),
+                    changed: e.parts.changed_as(kind, &now()),
+                },
+            };
+        }
+        match held.trusted.get(&(kind, self.name.to_owned())) {
+            None => Verdict::New,
+            Some(first) => {
+                let old = schema_hash(first);
+                if old == self.hash {
+                    Verdict::Trusted
+                } else {
+                    Verdict::Changed {
+                        old,
+                        changed: Parts::of_item(kind, first).changed_as(kind, &now()),
+                    }
                 }
             }
+        }
+    }
+
+    /// It held back for `reason`.
+    fn quarantined(
+        &self,
+        reason: &'static str,
+        old: Option<String>,
+        changed: Vec<&'static str>,
+    ) -> Quarantined {
+        Quarantined {
+            kind: self.kind,
+            server: self.server.to_owned(),
+            name: self.name.to_owned(),
+            reason,
+            old,
+            new: self.hash.to_owned(),
+            changed,
+        }
+    }
+
+    /// How reports name it ([`Item::who`]).
+    fn who(&self) -> String {
+        self.kind.who(self.server, self.name)
+    }
+
+    /// Judges it against its pin and applies `on_change` / `unknown`: what it is held back
+    /// as, if anything. Warnings and first sightings go into `held`.
+    fn pin(&self, held: &mut Held, rules: &Rules) -> Option<Quarantined> {
+        match self.judge(held, rules) {
+            Verdict::Changed { old, changed } if rules.on_change == Action::Quarantine => {
+                Some(self.quarantined("changed", Some(old), changed))
+            }
+            Verdict::Unknown if rules.unknown == Action::Quarantine => {
+                Some(self.quarantined("unknown", None, Vec::new()))
+            }
+            Verdict::Changed { old, changed } => {
+                held.warnings.push(format!(
+                    "{}: {} changed since pinned ({old} -> {}); served",
+                    self.who(),
+                    changed.join(", "),
+                    self.hash
+                ));
+                None
+            }
+            Verdict::Unknown => {
+                held.warnings
+                    .push(format!("{}: not in the lock; served", self.who()));
+                None
+            }
+            Verdict::New => {
+                held.trusted
+                    .insert((self.kind, self.name.to_owned()), self.original.clone());
+                None
+            }
+            Verdict::Trusted => None,
         }
     }
 }
@@ -160,50 +227,24 @@ pub fn admit(
         ..raw.clone()
     };
     for original in &raw.tools {
-        let Some(name) = original.get("name").and_then(Value::as_str) else {
+        let Some(name) = Item::Tool.id_of(original) else {
             out.tools.push(original.clone());
             continue;
         };
         let hash = schema_hash(original);
+        let definition = Definition {
+            kind: Item::Tool,
+            server,
+            name,
+            original,
+            hash: &hash,
+        };
         let mut tool = original.clone();
         let report = sanitize::tool(&mut tool, sanitize);
         let flagged = report.flagged(sanitize);
-        let quarantine = |reason, old: Option<String>, changed| Quarantined {
-            server: server.to_owned(),
-            name: name.to_owned(),
-            reason,
-            old,
-            new: hash.clone(),
-            changed,
-        };
-        let held_back = match judge(server, name, original, &hash, &held, rules) {
-            Verdict::Changed { old, changed } if rules.on_change == Action::Quarantine => {
-                Some(quarantine("changed", Some(old), changed))
-            }
-            Verdict::Unknown if rules.unknown == Action::Quarantine => {
-                Some(quarantine("unknown", None, Vec::new()))
-            }
-            Verdict::Changed { old, changed } => {
-                held.warnings.push(format!(
-                    "{server}/{name}: {} changed since pinned ({old} -> {hash}); served",
-                    changed.join(", ")
-                ));
-                None
-            }
-            Verdict::Unknown => {
-                held.warnings
-                    .push(format!("{server}/{name}: not in the lock; served"));
-                None
-            }
-            Verdict::New => {
-                held.trusted.insert(name.to_owned(), original.clone());
-                None
-            }
-            Verdict::Trusted => None,
-        };
-        let held_back = held_back.or_else(|| {
+        let held_back = definition.pin(&mut held, rules).or_else(|| {
             (flagged && sanitize.steering == Steering::Quarantine)
-                .then(|| quarantine("steering", None, Vec::new()))
+                .then(|| definition.quarantined("steering", None, Vec::new()))
         });
         if flagged && held_back.is_none() {
             let rules: Vec<&str> = report.flags.iter().map(|h| h.rule).collect();
@@ -216,20 +257,14 @@ pub fn admit(
             held.reports.push(report);
         }
         match held_back {
-            Some(q) => {
-                if !previous.quarantined.contains(&q) {
-                    tracing::warn!(upstream = server, tool = name, reason = q.reason, old = ?q.old,
-                        new = %q.new, changed = ?q.changed, "Tool quarantined");
-                }
-                held.quarantined.push(q);
-            }
+            Some(q) => hold(q, previous, &mut held),
             None => {
                 set_hash(&mut tool, hash);
                 out.tools.push(tool);
             }
         }
     }
-    sanitize_items(&mut out, sanitize, &mut held);
+    admit_items(server, &mut out, previous, sanitize, rules, &mut held);
     for warning in held
         .warnings
         .iter()
@@ -240,17 +275,67 @@ pub fn admit(
     (out, held)
 }
 
-fn sanitize_items(out: &mut Contribution, rules: &sanitize::Rules, held: &mut Held) {
-    let lists: [(&mut Vec<Value>, &'static str); 3] = [
-        (&mut out.prompts, "prompt"),
-        (&mut out.resources, "resource"),
-        (&mut out.templates, "template"),
+/// Holds `q` back: logged when `previous` did not hold it already.
+fn hold(q: Quarantined, previous: &Held, held: &mut Held) {
+    if !previous.quarantined.contains(&q) {
+        let (server, name, reason, old, new, changed) =
+            (&q.server, &q.name, q.reason, &q.old, &q.new, &q.changed);
+        match q.kind {
+            Item::Tool => tracing::warn!(upstream = server, tool = name, reason, old = ?old,
+                new = %new, changed = ?changed, "Tool quarantined"),
+            Item::Prompt => tracing::warn!(upstream = server, prompt = name, reason,
+                old = ?old, new = %new, changed = ?changed, "Prompt quarantined"),
+            Item::Template => tracing::warn!(upstream = server, uri_template = name, reason,
+                old = ?old, new = %new, changed = ?changed, "Resource template quarantined"),
+        }
+    }
+    held.quarantined.push(q);
+}
+
+/// Sanitizes the prompts, resources and templates of `out` (still as the upstream gave
+/// them) and pins its prompts and templates, leaving out those held back.
+fn admit_items(
+    server: &str,
+    out: &mut Contribution,
+    previous: &Held,
+    sanitize: &sanitize::Rules,
+    rules: &Rules,
+    held: &mut Held,
+) {
+    let lists: [(&mut Vec<Value>, &'static str, Option<Item>); 3] = [
+        (&mut out.prompts, "prompt", Some(Item::Prompt)),
+        (&mut out.resources, "resource", None),
+        (&mut out.templates, "template", Some(Item::Template)),
     ];
-    for (items, kind) in lists {
-        for item in items.iter_mut() {
-            let report = sanitize::item(item, kind, rules);
+    for (items, label, pinned) in lists {
+        if let Some(kind) = pinned.filter(|_| !items.is_empty()) {
+            if rules.lock.as_ref().is_some_and(|l| !l.pins(kind)) {
+                held.warnings.push(format!(
+                    "{server}: the lock pins no {0} (written before {0} were pinned): they are \
+                     trusted on first use; run `mcp-budget pin` to pin them",
+                    kind.plural()
+                ));
+            }
+        }
+        for original in std::mem::take(items) {
+            let mut item = original.clone();
+            let report = sanitize::item(&mut item, label, sanitize);
             if !report.is_empty() {
                 held.reports.push(report);
+            }
+            let held_back = pinned.and_then(|kind| {
+                let definition = Definition {
+                    kind,
+                    server,
+                    name: kind.id_of(&original)?,
+                    original: &original,
+                    hash: &schema_hash(&original),
+                };
+                definition.pin(held, rules)
+            });
+            match held_back {
+                Some(q) => hold(q, previous, held),
+                None => items.push(item),
             }
         }
     }

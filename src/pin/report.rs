@@ -3,7 +3,7 @@
 use crate::catalog::Held;
 
 /// What the guard found in each upstream's lists: removed characters and steering flags per
-/// item, quarantined tools, warnings. `names[i]` is upstream `i`'s id.
+/// item, quarantined tools, prompts and templates, warnings. `names[i]` is upstream `i`'s id.
 ///
 /// ```
 /// use mcp_budget::catalog::{Contribution, Held};
@@ -42,10 +42,8 @@ pub fn lines(held: &[Held], names: &[String]) -> Vec<String> {
                 "unknown" => "not in the lock".to_owned(),
                 _ => "steering text".to_owned(),
             };
-            out.push(format!(
-                "{server}/{}: QUARANTINED: {why} (hash {})",
-                q.name, q.new
-            ));
+            let who = q.kind.who(server, &q.name);
+            out.push(format!("{who}: QUARANTINED: {why} (hash {})", q.new));
         }
         out.extend(h.warnings.iter().map(|w| format!("warning: {w}")));
     }

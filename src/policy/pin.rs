@@ -1,14 +1,15 @@
-//! `[pin]`: tool definitions pinned by `schemaHash` (see [`crate::pin`]).
+//! `[pin]`: tool, prompt and resource template definitions pinned by `schemaHash` (see
+//! [`crate::pin`]).
 //!
 //! ```toml
 //! [pin]
 //! lock = "mcp-budget.lock"   # written by `mcp-budget pin`; relative to the policy file
-//! on_change = "quarantine"   # a tool that differs from its pin: "quarantine" | "warn"
-//! unknown = "quarantine"     # a tool missing from the lock: "quarantine" | "allow"
+//! on_change = "quarantine"   # a definition that differs from its pin: "quarantine" | "warn"
+//! unknown = "quarantine"     # a definition missing from the lock: "quarantine" | "allow"
 //! ```
 //!
-//! Without `lock`, the first definition of each tool is trusted for the gateway's lifetime
-//! and `on_change` applies to later ones; `unknown` needs a lock.
+//! Without `lock`, the first definition of each tool, prompt and template is trusted for the
+//! gateway's lifetime and `on_change` applies to later ones; `unknown` needs a lock.
 
 use std::path::{Path, PathBuf};
 

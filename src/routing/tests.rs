@@ -123,7 +123,7 @@ fn a_quarantined_tool_is_named_but_not_routed() {
     };
     assert_eq!(held.reach, quarantined);
     assert_eq!(held.upstream(), None);
-    // Only tools are quarantined: a prompt of that name is simply unknown.
+    // The tool is quarantined, not a prompt: a prompt of that name is simply unknown.
     let prompt = route("prompts/get", &json!({"name": "calc__add"})).unwrap();
     assert_eq!(prompt.reach, Reach::Nowhere);
 }

@@ -62,6 +62,12 @@ pub const SESSIONS_ACTIVE: &str = "mcp_budget_sessions_active";
 /// Tools held out of the catalog by the guard, by `server` and `reason` (`changed` |
 /// `unknown` | `steering`) (gauge, read at scrape).
 pub const TOOLS_QUARANTINED: &str = "mcp_budget_tools_quarantined";
+/// Prompts held out of the catalog by the guard, by `server` and `reason` (`changed` |
+/// `unknown`) (gauge, read at scrape).
+pub const PROMPTS_QUARANTINED: &str = "mcp_budget_prompts_quarantined";
+/// Resource templates held out of the catalog by the guard, by `server` and `reason`
+/// (`changed` | `unknown`) (gauge, read at scrape).
+pub const RESOURCE_TEMPLATES_QUARANTINED: &str = "mcp_budget_resource_templates_quarantined";
 /// Characters the sanitizer removed, by `server`, `class` (`tag` | `bidi` | `invisible` |
 /// `ansi` | `control`) and `part` (`definition` | `result`) (counter). Definitions count
 /// once when first listed so, results at each answer.
@@ -238,6 +244,16 @@ pub const METRICS: &[(&str, MetricType, &str)] = &[
         TOOLS_QUARANTINED,
         MetricType::Gauge,
         "Tools held out of the catalog, by server and reason.",
+    ),
+    (
+        PROMPTS_QUARANTINED,
+        MetricType::Gauge,
+        "Prompts held out of the catalog, by server and reason.",
+    ),
+    (
+        RESOURCE_TEMPLATES_QUARANTINED,
+        MetricType::Gauge,
+        "Resource templates held out of the catalog, by server and reason.",
     ),
     (
         SANITIZE_REMOVED,

@@ -244,3 +244,185 @@ async fn rug_pull_against_a_lock_fails_check_and_approving_restores_it() {
     );
     gw.stop_and_check().await;
 }
+
+/// The names (a template's `uriTemplate`) of a `prompts/list` or `resources/templates/list`.
+fn listed_as(list: &Value, key: &str, name: &str) -> Vec<String> {
+    let mut names: Vec<String> = list["result"][key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .map(|t| t[name].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn prompts(c: &mut crate::harness::RawClient) -> Vec<String> {
+    listed_as(
+        &c.request("prompts/list", json!({})).await,
+        "prompts",
+        "name",
+    )
+}
+
+async fn templates(c: &mut crate::harness::RawClient) -> Vec<String> {
+    let list = c.request("resources/templates/list", json!({})).await;
+    listed_as(&list, "resourceTemplates", "uriTemplate")
+}
+
+fn rugprompt(version: &str) -> Up {
+    poisoned("rp", &["rugprompt", version])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_and_template_changed_in_flight_are_held_back_on_trust_on_first_use() {
+    let mut gw = Gateway::start("guard-prompt-tofu", Mode::Stdio, &[rugprompt("1")]).await;
+    let c = gw.client();
+    c.initialize().await;
+    assert_eq!(prompts(c).await, ["rp__greet", "rp__summary"]);
+    assert_eq!(templates(c).await, ["notes://{id}"]);
+    let flipped = c.call_tool("rp__flip", json!({})).await;
+    assert_eq!(
+        flipped["result"]["content"][0]["text"], "flipped",
+        "{flipped}"
+    );
+    let until = tokio::time::Instant::now() + WAIT;
+    while prompts(c).await.len() == 2 && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        prompts(c).await,
+        ["rp__summary"],
+        "the changed prompt is held back"
+    );
+    assert!(
+        templates(c).await.is_empty(),
+        "the changed template is held back"
+    );
+    let refused = c
+        .request(
+            "prompts/get",
+            json!({"name": "rp__greet", "arguments": {"who": "x"}}),
+        )
+        .await;
+    assert_eq!(
+        error_type(&refused),
+        "mcp_budget.prompt.changed",
+        "{refused}"
+    );
+    let data = &refused["error"]["data"];
+    assert_eq!(data["prompt"], "rp__greet", "{refused}");
+    assert_eq!(
+        data["changed"],
+        json!(["description", "arguments"]),
+        "{refused}"
+    );
+    assert_ne!(data["old"], data["new"]);
+    let served = c
+        .request(
+            "prompts/get",
+            json!({"name": "rp__summary", "arguments": {"text": "t"}}),
+        )
+        .await;
+    let text = &served["result"]["messages"][0]["content"]["text"];
+    assert_eq!(text, "Summarize: t", "{served}");
+    let log = gw.log();
+    assert!(log.contains("Prompt quarantined"), "{log}");
+    assert!(log.contains("Resource template quarantined"), "{log}");
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_and_templates_against_a_lock_fail_check_and_an_old_lock_keeps_them() {
+    let tag = new_tag("guard-prompt-lock");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("mcp-budget.lock");
+    let lock_str = lock.to_string_lossy().into_owned();
+    let honest = policy(dir.path(), &tag, "", &[rugprompt("1")]);
+    let honest_str = honest.to_string_lossy().into_owned();
+    let out = run_cli(&["pin", "--policy", &honest_str, "--out", &lock_str]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&lock).unwrap();
+    for entry in [
+        "[[prompt]]\nserver = \"rp\"\nprompt = \"greet\"\n",
+        "[[prompt]]\nserver = \"rp\"\nprompt = \"summary\"\n",
+        "[[resource_template]]\nserver = \"rp\"\nuri_template = \"notes://{id}\"\n",
+        "description = \"Greets someone.\"",
+    ] {
+        assert!(text.contains(entry), "{entry} missing from:\n{text}");
+    }
+    // The server now starts changed: CI fails (65), naming the prompt and the template.
+    let changed_dir = tempfile::tempdir().unwrap();
+    let pin = format!("\n[pin]\nlock = {lock_str:?}\n");
+    let changed = policy(changed_dir.path(), &tag, &pin, &[rugprompt("2")]);
+    let changed_str = changed.to_string_lossy().into_owned();
+    let failed = run_cli(&["check", "--policy", &changed_str, "--lock", &lock_str]);
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(65), "{err}");
+    assert!(
+        err.contains("~ rp prompt greet: description, arguments changed"),
+        "{err}"
+    );
+    assert!(
+        err.contains("~ rp template notes://{id}: description changed"),
+        "{err}"
+    );
+    assert!(!err.contains("summary"), "{err}");
+    // Served with the lock: held back, refused; the unchanged prompt still served.
+    let ups = [rugprompt("2")];
+    let mut gw = Gateway::start_with("guard-prompt-lock-serve", Mode::Stdio, &pin, &ups).await;
+    let c = gw.client();
+    c.initialize().await;
+    assert_eq!(prompts(c).await, ["rp__summary"]);
+    assert!(templates(c).await.is_empty());
+    let refused = c.request("prompts/get", json!({"name": "rp__greet"})).await;
+    assert_eq!(
+        error_type(&refused),
+        "mcp_budget.prompt.changed",
+        "{refused}"
+    );
+    let log = gw.log();
+    for line in [
+        "guard: rp prompt greet: QUARANTINED: description, arguments changed since pinned",
+        "guard: rp template notes://{id}: QUARANTINED: description changed since pinned",
+    ] {
+        assert!(log.contains(line), "{line} missing from:\n{log}");
+    }
+    gw.stop_and_check().await;
+    // A lock written before prompts were pinned (`[[tool]]` only): nothing is lost, and
+    // the gateway says so.
+    let tools_only: String = text
+        .split("\n[[")
+        .filter(|t| !t.starts_with("prompt]]") && !t.starts_with("resource_template]]"))
+        .collect::<Vec<_>>()
+        .join("\n[[")
+        .lines()
+        .filter(|l| !l.starts_with("prompt =") && !l.starts_with("resource_template ="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(!tools_only.contains("greet"), "{tools_only}");
+    std::fs::write(&lock, tools_only).unwrap();
+    let ok = run_cli(&["check", "--policy", &changed_str, "--lock", &lock_str]);
+    let err = String::from_utf8_lossy(&ok.stderr);
+    assert!(ok.status.success(), "{err}");
+    assert!(
+        err.contains("warning: the lock pins no prompts (2 served, not compared)"),
+        "{err}"
+    );
+    let mut gw = Gateway::start_with("guard-prompt-old-lock", Mode::Stdio, &pin, &ups).await;
+    let c = gw.client();
+    c.initialize().await;
+    assert_eq!(prompts(c).await, ["rp__greet", "rp__summary"]);
+    assert_eq!(templates(c).await, ["notes://{id}"]);
+    let log = gw.log();
+    assert!(
+        log.contains("rp: the lock pins no prompts (written before prompts were pinned)"),
+        "{log}"
+    );
+    gw.stop_and_check().await;
+}

@@ -649,6 +649,7 @@ async fn guard_events_reach_the_audit_log_once_and_the_metrics() {
     let ups = [
         poisoned("evil", &["poisoned"]),
         poisoned("rug", &["rugpull", "1"]),
+        poisoned("rp", &["rugprompt", "1"]),
     ];
     let mut gw = Gateway::start_with("telemetry-guard", Mode::Stdio, &downstream, &ups).await;
     let c = gw.client();
@@ -665,15 +666,45 @@ async fn guard_events_reach_the_audit_log_once_and_the_metrics() {
         let refused = c.call_tool("rug__fact", json!({"topic": "x"})).await;
         assert_eq!(refused["error"]["data"]["type"], "mcp_budget.tool.changed");
     }
+    // A prompt (and a template) that change: held, and a get of the prompt refused.
+    let flipped = c.call_tool("rp__flip", json!({})).await;
+    assert!(flipped["result"].is_object(), "{flipped}");
+    let until = tokio::time::Instant::now() + crate::harness::WAIT;
+    let refused = loop {
+        let got = c.request("prompts/get", json!({"name": "rp__greet"})).await;
+        if got["error"]["data"]["type"] == "mcp_budget.prompt.changed"
+            || tokio::time::Instant::now() > until
+        {
+            break got;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        refused["error"]["data"]["type"], "mcp_budget.prompt.changed",
+        "{refused}"
+    );
 
     let count = |lines: &[Value], event: &str| lines.iter().filter(|l| l["event"] == event).count();
     let lines = audit_lines(&audit, |l| {
-        count(l, "refusal") >= 2 && count(l, "quarantine") >= 1
+        count(l, "refusal") >= 3 && count(l, "quarantine") >= 3
     })
     .await;
     let of =
         |event: &str| -> Vec<&Value> { lines.iter().filter(|l| l["event"] == event).collect() };
-    let quarantined = of("quarantine");
+    let of_list = |method: &str| -> Vec<&Value> {
+        (of("quarantine").into_iter())
+            .filter(|l| l["method"] == method)
+            .collect()
+    };
+    let prompt = of_list("prompts/list");
+    assert_eq!(prompt.len(), 1, "{lines:#?}");
+    assert_eq!(prompt[0]["tool"], "rp__greet");
+    assert_eq!(prompt[0]["upstream"], "rp/greet");
+    assert_eq!(prompt[0]["changed"], json!(["description", "arguments"]));
+    let template = of_list("resources/templates/list");
+    assert_eq!(template.len(), 1, "{lines:#?}");
+    assert_eq!(template[0]["tool"], "notes://{id}");
+    let quarantined = of_list("tools/list");
     assert_eq!(quarantined.len(), 1, "{lines:#?}");
     let q = quarantined[0];
     assert_eq!(q["tool"], "rug__fact");
@@ -682,8 +713,17 @@ async fn guard_events_reach_the_audit_log_once_and_the_metrics() {
     assert_eq!(q["changed"], json!(["description", "schema"]));
     assert_eq!(q["old_hash"].as_str().unwrap().len(), 64, "{q}");
     assert_ne!(q["old_hash"], q["new_hash"]);
-    let refusals = of("refusal");
+    let (refusals, prompt_refusals): (Vec<&Value>, Vec<&Value>) = of("refusal")
+        .into_iter()
+        .partition(|l| l["method"] == "tools/call");
     assert_eq!(refusals.len(), 2, "one per refused call: {lines:#?}");
+    assert_eq!(prompt_refusals.len(), 1, "{lines:#?}");
+    assert_eq!(prompt_refusals[0]["method"], "prompts/get");
+    assert_eq!(
+        prompt_refusals[0]["error_type"],
+        "mcp_budget.prompt.changed"
+    );
+    assert_eq!(prompt_refusals[0]["tool"], "rp__greet");
     assert_eq!(refusals[0]["error_type"], "mcp_budget.tool.changed");
     assert_eq!(refusals[0]["new_hash"], q["new_hash"]);
     let sanitized = of("sanitize");
@@ -718,6 +758,9 @@ async fn guard_events_reach_the_audit_log_once_and_the_metrics() {
     for line in [
         "mcp_budget_tools_quarantined{server=\"rug\",reason=\"changed\"} 1",
         "mcp_budget_tools_quarantined{server=\"evil\",reason=\"changed\"} 0",
+        "mcp_budget_prompts_quarantined{server=\"rp\",reason=\"changed\"} 1",
+        "mcp_budget_prompts_quarantined{server=\"rug\",reason=\"changed\"} 0",
+        "mcp_budget_resource_templates_quarantined{server=\"rp\",reason=\"changed\"} 1",
         "mcp_budget_sanitize_removed_total{server=\"evil\",class=\"tag\",part=\"definition\"} 30",
         "mcp_budget_sanitize_removed_total{server=\"evil\",class=\"tag\",part=\"result\"} 12",
         "mcp_budget_sanitize_flagged_total{server=\"evil\"} 2",
