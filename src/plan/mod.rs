@@ -157,6 +157,19 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The plan with one more tool of `tokens` listed after planning (code mode's `run_code`
+    /// for a native-disclosure client, listed next to every tool): counted in
+    /// [`Plan::tokens_after`] and [`Plan::tools_after`], and [`Plan::fits`] checked again
+    /// (`capped`: whether the plan's mode caps the number of tools, as all but `host_search`
+    /// do).
+    pub fn count_added(&mut self, tokens: usize, capped: bool) {
+        self.tokens_after += tokens;
+        self.tools_after += 1;
+        self.fits = self.fits
+            && self.tokens_after <= self.budget.tokens
+            && (!capped || self.tools_after <= self.budget.tools);
+    }
+
     /// Number of catalog tools listed directly.
     #[must_use]
     pub fn exposed_count(&self) -> usize {

@@ -397,6 +397,36 @@ async fn with_code_mode_run_code_is_listed_catalogued_described_and_callable() {
 }
 
 #[test]
+fn with_code_mode_the_native_plan_counts_run_code() {
+    let mut coded = policy();
+    coded.discover.names.code = Some("run_code".into());
+    coded.discover.code_mode = Some(crate::policy::CodeMode::default());
+    let native = |policy: &Policy| {
+        let layer = fixed(tools(), policy);
+        let principal = Principal::anonymous();
+        let audience = super::state::Audience::of(&principal, true);
+        layer.state.planned_for(audience.as_ref()).plan.clone()
+    };
+    let (plain, with) = (native(&policy()), native(&coded));
+    let definition = crate::codemode::definition("run_code");
+    let counter = crate::tokens::Counter::new(&coded.budget.profile);
+    let own = counter.count_tool("run_code", definition.as_object().unwrap());
+    assert!(own > 100, "{own}");
+    assert_eq!(
+        with.tokens_after - plain.tokens_after,
+        own,
+        "the plan pays for run_code's definition"
+    );
+    assert_eq!(with.tools_after, plain.tools_after + 1);
+    // A budget between the two: without run_code it fits, with it not.
+    let mut plan = plain.clone();
+    plan.budget.tokens = plain.tokens_after + own / 2;
+    plan.fits = true;
+    plan.count_added(own, true);
+    assert!(!plan.fits, "{plan:?}");
+}
+
+#[test]
 fn run_code_goes_after_the_static_tools_and_before_the_volatile_ones() {
     let tool = |name: &str| json!({"name": name});
     let names = |listed: Vec<Value>| -> Vec<String> {

@@ -323,7 +323,7 @@ impl State {
         let listing = list_some(tools, separator, &rules, &profile.counter, &self.volatile);
         let deferred = listing.deferred_of(tools);
         let Listing {
-            plan,
+            mut plan,
             per_server,
             tools: mut listed,
             mut result,
@@ -338,6 +338,13 @@ impl State {
                     .is_some_and(|server| self.volatile.contains(server))
             });
             result = to_raw(&json!({ "tools": listed }));
+            // Planned without it (the plan lists no meta-tools here): what the client is sent
+            // includes it, so the plan must count it too.
+            let definition = crate::codemode::definition(code);
+            let tokens = definition
+                .as_object()
+                .map_or(0, |d| profile.counter.count_tool(code, d));
+            plan.count_added(tokens, rules.mode != ModeChoice::HostSearch);
         }
         let native = native.then(|| NativeCatalog::new(tools, separator, &listed, code_tool));
         let listed = if self.discover.promote_on_use {
