@@ -58,7 +58,7 @@ fn token_table(name: &str, catalog: &[CatalogTool]) {
         ),
         ("raw compact JSON (o200k)", with_rendering(Rendering::Raw)),
         (
-            "anthropic as billed (Sonnet 4.5 profile: cl100k×1.2 + 346)",
+            "anthropic as billed (Sonnet 4.5 profile: cl100k×1.25 + 346)",
             BudgetPolicy::default()
                 .with_model("claude-sonnet-4-5")
                 .unwrap(),
