@@ -77,7 +77,8 @@ fn with_hash(clean: &str, key: &str) -> String {
 /// ```
 /// use mcp_budget::naming::words;
 ///
-/// assert_eq!(words("word-document-server__addParagraph"), ["word", "document", "server", "add", "paragraph"]);
+/// let expected = ["word", "document", "server", "add", "paragraph"];
+/// assert_eq!(words("word-document-server__addParagraph"), expected);
 /// ```
 #[must_use]
 pub fn words(name: &str) -> Vec<String> {

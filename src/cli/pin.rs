@@ -1,5 +1,6 @@
 //! `pin`: connect to a policy's upstreams, as `serve` does, and write the lockfile of their
-//! tools, prompts and resource templates ([`crate::pin::Lock`]); [`live_lock`] is also what `check --lock` compares with.
+//! tools, prompts and resource templates ([`crate::pin::Lock`]); [`live_lock`] is also what
+//! `check --lock` compares with.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -369,11 +369,7 @@ fn namespace_tail_once(text: &str, namespace: &[String]) -> Option<String> {
     let words: Vec<&str> = body.split(' ').collect();
     let is = |list: &[&str], w: &str| list.iter().any(|l| w.eq_ignore_ascii_case(l));
     let mut start = words.len();
-    while start > 0
-        && namespace
-            .iter()
-            .any(|n| words[start - 1].eq_ignore_ascii_case(n))
-    {
+    while start > 0 && is_namespace_word(words[start - 1], namespace) {
         start -= 1;
     }
     if start == words.len() {
@@ -388,6 +384,18 @@ fn namespace_tail_once(text: &str, namespace: &[String]) -> Option<String> {
     let mut out = words[..start - 1].join(" ");
     out.push_str(stop);
     Some(out)
+}
+
+/// Whether the summary word `word` is the namespace's: one of its words (any case, any
+/// script), all of them run together (`GitHub` of `git-hub`), or made of them only
+/// (`basicMemory` of `basic-memory`).
+fn is_namespace_word(word: &str, namespace: &[String]) -> bool {
+    let lower = word.to_lowercase();
+    if namespace.contains(&lower) || namespace.concat() == lower {
+        return true;
+    }
+    let parts = crate::naming::words(word);
+    !parts.is_empty() && parts.iter().all(|p| namespace.contains(p))
 }
 
 /// At most `max` characters, cut on a word boundary with `…`.

@@ -260,6 +260,31 @@ proptest! {
     }
 
     #[test]
+    fn namespaced_lines_only_shrink_and_the_tail_drop_is_idempotent(
+        desc in arb_prose(),
+        tail in prop_oneof![Just(""), Just(" in Word."), Just(" to a Word doc."),
+            Just(" from the word-doc"), Just(" in Word. More in Word.")],
+    ) {
+        let desc = format!("{desc}{tail}");
+        let tool = obj(json!({"name": "t", "description": desc}));
+        let ns = super::prose::namespace_words("word-doc", "word-doc__t");
+        let mut last_line = usize::MAX;
+        for level in Level::ALL {
+            let line = catalog_line_memo("word-doc", "word-doc__t", &tool, level, None,
+                &mut Memo::default());
+            let plain = catalog_line_memo("", "word-doc__t", &tool, level, None,
+                &mut Memo::default());
+            prop_assert!(!line.contains('\n'));
+            prop_assert!(line.len() <= plain.len(), "{:?} longer than {:?}", line, plain);
+            let line_len = line.chars().count();
+            prop_assert!(line_len <= last_line, "line longer at {}: {:?}", level, line);
+            last_line = line_len;
+        }
+        let once = super::prose::drop_namespace_tail(&desc, &ns);
+        prop_assert_eq!(&super::prose::drop_namespace_tail(&once, &ns), &once);
+    }
+
+    #[test]
     fn compression_never_drops_a_constraint(schema in arb_schema(), desc in "[ -~\\n]{0,200}") {
         let tool = obj(json!({"name": "t", "description": desc, "inputSchema": schema}));
         for level in Level::ALL {
@@ -333,6 +358,20 @@ fn a_namespace_tail_is_only_a_closing_phrase_of_namespace_words() {
     ] {
         assert_eq!(drop(kept), kept);
     }
+    // Any case and script; run together or camel-cased as the id is.
+    let ns = namespace_words("Ärzte-basicMemory", "Ärzte-basicMemory__find");
+    assert_eq!(ns, ["ärzte", "basic", "memory"]);
+    let drop = |s: &str| drop_namespace_tail(s, &ns);
+    assert_eq!(drop("Find a note in ÄRZTE basicMemory."), "Find a note.");
+    assert_eq!(
+        drop_namespace_tail(
+            "List repositories on GitHub.",
+            &namespace_words("git-hub", "git-hub__x")
+        ),
+        "List repositories."
+    );
+    let ns = namespace_words("sentry-mcp", "sentry-mcp__find_teams");
+    let drop = |s: &str| drop_namespace_tail(s, &ns);
     // Repeated phrases go one after the other, so the result is idempotent.
     let twice = drop_namespace_tail(
         "Get text from a Word document in Word.",

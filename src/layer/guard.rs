@@ -5,10 +5,10 @@
 //! `tools/call` of a quarantined tool — a host that listed it before, or an `invoke_tool`,
 //! which the budget layer above turns into a `tools/call` — with `mcp_budget.tool.changed`
 //! (or `mcp_budget.tool.flagged`), and a `prompts/get` of a quarantined prompt with
-//! `mcp_budget.prompt.changed`, carrying the old and new `schemaHash` and what changed. On the way up it strips invisible and control
-//! text ([`crate::sanitize::result`]) from `tools/call`, `prompts/get` and `resources/read`
-//! results and from `initialize` / `server/discover` instructions, when `[sanitize] strip` is
-//! on. Results with nothing to strip pass through without being parsed. Everything else
+//! `mcp_budget.prompt.changed`, carrying the old and new `schemaHash` and what changed. On
+//! the way up it strips invisible and control text ([`crate::sanitize::result`]) from
+//! `tools/call`, `prompts/get` and `resources/read` results and from `initialize` /
+//! `server/discover` instructions, when `[sanitize] strip` is on. Results with nothing to strip pass through without being parsed. Everything else
 //! passes through untouched.
 //!
 //! Policy: `[sanitize]` and `[pin]`.

@@ -7,7 +7,7 @@
 //! hashes of the parts a change can touch (so a refusal can say what changed):
 //!
 //! ```toml
-//! version = 1
+//! version = 2
 //! prompt = []               # written when there is none: "no prompt is pinned"
 //!
 //! [[tool]]
@@ -25,9 +25,11 @@
 //! parts = { description = "…", schema = "…", annotations = "…", other = "…" }
 //! ```
 //!
-//! A lock written before prompts and templates were pinned has neither section (not even
-//! empty): it pins tools only ([`Lock::pins`]), and the gateway trusts that lock's prompts
-//! and templates on first use, with a warning, until `mcp-budget pin` writes them in.
+//! `version = 2` pins all three kinds: a section that is absent holds none. A `version = 1`
+//! lock (written before prompts and templates were pinned) pins tools only ([`Lock::pins`]),
+//! and the gateway trusts its prompts and templates on first use, with a warning, until
+//! `mcp-budget pin` writes a version 2 lock. A binary that only knows version 1 refuses a
+//! version 2 lock by its version rather than by a key it does not know.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +37,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::canonical::schema_hash;
+
+/// The lockfile version this build writes: tools, prompts and resource templates.
+const VERSION: u32 = 2;
+/// The version of locks that pin tools only (written before prompts were pinned).
+const VERSION_TOOLS_ONLY: u32 = 1;
 
 /// Characters of a description kept in the lock.
 const EXCERPT_CHARS: usize = 80;
@@ -360,25 +367,32 @@ impl Lock {
         }
     }
 
-    /// Reads a lockfile's text. A file without a `prompt` (or `resource_template`) key, not
-    /// even an empty one, does not pin prompts (templates).
+    /// Reads a lockfile's text. A `version = 1` file pins tools only (its prompts and
+    /// templates are trusted on first use); a `version = 2` file pins every kind, a missing
+    /// section meaning none of that kind.
     ///
     /// # Errors
-    /// When it is not TOML of the shape in the module docs, or not `version = 1`.
+    /// When it is not TOML of the shape in the module docs, or of another version, or a
+    /// version 1 file with `prompt` or `resource_template` entries.
     pub fn parse(text: &str) -> Result<Self, String> {
         let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
-        if file.version != 1 {
-            return Err(format!("unsupported lockfile version {}", file.version));
-        }
         let mut unpinned = Vec::new();
-        let prompts = file.prompt.unwrap_or_else(|| {
-            unpinned.push(Item::Prompt);
-            Vec::new()
-        });
-        let templates = file.resource_template.unwrap_or_else(|| {
-            unpinned.push(Item::Template);
-            Vec::new()
-        });
+        match file.version {
+            VERSION_TOOLS_ONLY => {
+                if file.prompt.is_some() || file.resource_template.is_some() {
+                    return Err(format!(
+                        "a version {VERSION_TOOLS_ONLY} lockfile pins tools only: `prompt` and \
+                         `resource_template` need `version = {VERSION}` (run `mcp-budget pin` \
+                         again)"
+                    ));
+                }
+                unpinned = vec![Item::Prompt, Item::Template];
+            }
+            VERSION => {}
+            other => return Err(format!("unsupported lockfile version {other}")),
+        }
+        let prompts = file.prompt.unwrap_or_default();
+        let templates = file.resource_template.unwrap_or_default();
         let prompts = prompts.into_iter().map(|r| Entry {
             kind: Item::Prompt,
             server: r.server,
@@ -416,7 +430,11 @@ impl Lock {
         };
         let pinned = |kind: Item| self.pins(kind).then_some(());
         let file = File {
-            version: 1,
+            version: if self.unpinned.is_empty() {
+                VERSION
+            } else {
+                VERSION_TOOLS_ONLY
+            },
             tool: of(Item::Tool).collect(),
             prompt: pinned(Item::Prompt).map(|()| {
                 of(Item::Prompt)
@@ -536,7 +554,23 @@ mod tests {
             "{text}"
         );
         assert_eq!(Lock::parse(&text).unwrap(), lock);
-        assert!(Lock::parse("version = 2").is_err());
+        assert!(text.contains("\nversion = 2\n"), "{text}");
+        assert!(Lock::parse("version = 3").is_err());
+    }
+
+    #[test]
+    fn version_1_pins_tools_only_and_version_2_every_kind() {
+        let v1 = Lock::parse("version = 1\n").unwrap();
+        assert!(v1.pins(Item::Tool) && !v1.pins(Item::Prompt) && !v1.pins(Item::Template));
+        assert!(
+            v1.to_toml().contains("\nversion = 1\n"),
+            "rewritten as it was"
+        );
+        // Version 2 without a section: that kind is pinned, with none of it locked.
+        let v2 = Lock::parse("version = 2\n").unwrap();
+        assert!(Item::ALL.iter().all(|&k| v2.pins(k)));
+        let err = Lock::parse("version = 1\nprompt = []\n").unwrap_err();
+        assert!(err.contains("need `version = 2`"), "{err}");
     }
 
     #[test]

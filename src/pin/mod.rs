@@ -53,7 +53,7 @@ use crate::sanitize::{self, Steering};
 /// move; the value is the SEP's.
 pub const HASH_META_KEY: &str = "mcp-budget/schemaHash";
 
-/// What a changed (or unknown) tool gets.
+/// What a changed (or unknown) tool, prompt or resource template gets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Action {
     /// Held out of the catalog until approved.
@@ -68,10 +68,10 @@ pub enum Action {
 pub struct Rules {
     /// The lock, when the policy names one; without it, trust on first use.
     pub lock: Option<Lock>,
-    /// A tool that differs from its pin (`on_change`). Default: quarantine.
+    /// A definition that differs from its pin (`on_change`). Default: quarantine.
     pub on_change: Action,
-    /// A tool missing from the lock (`unknown`; without a lock nothing is unknown). Default:
-    /// quarantine.
+    /// A definition missing from a lock that pins its kind (`unknown`; without a lock nothing
+    /// is unknown). Default: quarantine.
     pub unknown: Action,
 }
 

@@ -247,15 +247,16 @@ fn a_lock_pins_prompts_and_templates_and_unknown_ones_wait() {
 }
 
 #[test]
-fn a_lock_with_no_prompt_section_trusts_prompts_on_first_use_and_says_so() {
+fn a_version_1_lock_trusts_prompts_on_first_use_and_says_so() {
     let v1 = with_prompts(prompt("Greets", &["who"]), template("A page"));
-    // Written before prompts were pinned: `[[tool]]` only, no `prompt` key at all.
+    // Written before prompts were pinned: version 1, `[[tool]]` only.
     let old = Lock::of(v1.tools.iter().map(|t| ("calc", t))).to_toml();
     let old: String = old
         .lines()
         .filter(|l| !l.starts_with("prompt = ") && !l.starts_with("resource_template = "))
         .map(|l| format!("{l}\n"))
-        .collect();
+        .collect::<String>()
+        .replace("\nversion = 2\n", "\nversion = 1\n");
     let lock = Lock::parse(&old).unwrap();
     assert!(lock.pins(Item::Tool) && !lock.pins(Item::Prompt) && !lock.pins(Item::Template));
     assert_eq!(

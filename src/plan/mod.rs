@@ -157,8 +157,8 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan with one more tool of `tokens` listed after planning (code mode's `run_code`
-    /// for a native-disclosure client, listed next to every tool): counted in
+    /// Counts one more tool of `tokens`, listed after planning (code mode's `run_code` for a
+    /// native-disclosure client, listed next to every tool): added to
     /// [`Plan::tokens_after`] and [`Plan::tools_after`], and [`Plan::fits`] checked again
     /// (`capped`: whether the plan's mode caps the number of tools, as all but `host_search`
     /// do).
@@ -235,25 +235,10 @@ fn likeness(catalog: &[CatalogTool]) -> Vec<usize> {
         .collect()
 }
 
+/// The distinct words of more than two bytes of a tool's name.
 fn name_words(name: &str) -> Vec<String> {
-    let mut words: Vec<String> = Vec::new();
-    let mut cur = String::new();
-    let mut prev_lower = false;
-    for c in name.chars() {
-        if !c.is_alphanumeric() || (c.is_uppercase() && prev_lower) {
-            if cur.len() > 2 {
-                words.push(std::mem::take(&mut cur));
-            }
-            cur.clear();
-        }
-        if c.is_alphanumeric() {
-            cur.extend(c.to_lowercase());
-        }
-        prev_lower = c.is_lowercase();
-    }
-    if cur.len() > 2 {
-        words.push(cur);
-    }
+    let mut words = crate::naming::words(name);
+    words.retain(|w| w.len() > 2);
     words.sort();
     words.dedup();
     words

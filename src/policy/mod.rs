@@ -473,9 +473,9 @@ impl Policy {
     }
 
     /// Resolves `${env:VAR}` / `${env:VAR:-default}` in HTTP upstreams' `url` and `headers`
-    /// from the environment, and makes them work in stdio `env` values (which the child's
-    /// start resolves, where `${VAR}` works too). `serve` calls it after loading; `check` does
-    /// not, so a policy can be checked where its secrets are not set.
+    /// from the environment; a command's `env` values are left as written, for the child's
+    /// start to expand (where `${VAR}` works too). `serve` calls it after loading; `check`
+    /// does not, so a policy can be checked where its secrets are not set.
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] naming every reference that is not set and has no default.

@@ -349,6 +349,7 @@ async fn prompts_and_templates_against_a_lock_fail_check_and_an_old_lock_keeps_t
     );
     let text = std::fs::read_to_string(&lock).unwrap();
     for entry in [
+        "\nversion = 2\n",
         "[[prompt]]\nserver = \"rp\"\nprompt = \"greet\"\n",
         "[[prompt]]\nserver = \"rp\"\nprompt = \"summary\"\n",
         "[[resource_template]]\nserver = \"rp\"\nuri_template = \"notes://{id}\"\n",
@@ -404,7 +405,8 @@ async fn prompts_and_templates_against_a_lock_fail_check_and_an_old_lock_keeps_t
         .lines()
         .filter(|l| !l.starts_with("prompt =") && !l.starts_with("resource_template ="))
         .map(|l| format!("{l}\n"))
-        .collect();
+        .collect::<String>()
+        .replace("\nversion = 2\n", "\nversion = 1\n");
     assert!(!tools_only.contains("greet"), "{tools_only}");
     std::fs::write(&lock, tools_only).unwrap();
     let ok = run_cli(&["check", "--policy", &changed_str, "--lock", &lock_str]);
