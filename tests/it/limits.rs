@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::harness::{Gateway, Mode, Up, log_shows};
+use crate::harness::{Gateway, Mode, Up, http_client_builder, log_shows};
 
 const ACCEPT: &str = "application/json, text/event-stream";
 
@@ -22,7 +22,7 @@ fn ip(text: &str) -> IpAddr {
 
 /// A reqwest client whose connections come from `local`.
 fn client_from(local: &str) -> reqwest::Client {
-    reqwest::Client::builder()
+    http_client_builder()
         .local_address(ip(local))
         .build()
         .unwrap()
