@@ -392,7 +392,7 @@ impl Server {
             let config = (&self.policy.downstream).into();
             let stop = self.shutdown.clone();
             tasks.spawn(async move {
-                stdio::serve(endpoint, input, output, config).await;
+                stdio::serve_until(endpoint, input, output, config, stop.clone()).await;
                 if !stop.is_cancelled() {
                     tracing::info!("Input closed; shutting down");
                 }

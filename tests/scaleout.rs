@@ -490,7 +490,7 @@ async fn a_load_run_with_an_upstream_crash_and_a_replica_restart_loses_no_call()
 
 /// A raw POST to `url` as the client with API key `key`, on session `session`.
 async fn post_as(url: &str, key: &str, session: Option<&str>, body: &Value) -> reqwest::Response {
-    let mut request = reqwest::Client::new()
+    let mut request = harness::http_client()
         .post(url)
         .header("x-api-key", key)
         .header("accept", "application/json, text/event-stream")
@@ -577,7 +577,7 @@ async fn a_sealed_id_serves_only_its_client_and_delete_ends_it_where_it_was_sent
     let delete = |url: String, key: &'static str| {
         let id = id.clone();
         async move {
-            reqwest::Client::new()
+            harness::http_client()
                 .delete(url)
                 .header("x-api-key", key)
                 .header("mcp-session-id", id)

@@ -34,6 +34,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::Endpoint;
@@ -94,6 +95,22 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    serve_until(endpoint, input, output, config, CancellationToken::new()).await;
+}
+
+/// [`serve`] until the input closes or `stop` is cancelled (the gateway stopping: a host may
+/// signal it and keep its end of the pipe open). Either way nothing more is read, and the
+/// answers to the requests in flight are written before it returns.
+pub async fn serve_until<R, W>(
+    endpoint: Endpoint,
+    input: R,
+    output: W,
+    config: StdioConfig,
+    stop: CancellationToken,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let Endpoint {
         service,
         sessions,
@@ -123,9 +140,17 @@ where
     let inflight: Arc<Mutex<HashMap<Id, bool>>> = Arc::default();
     let mut line = Vec::new();
     loop {
-        backlog.room().await;
-        line.clear();
-        match read_line(&mut reader, &mut line, max_message_bytes).await {
+        let next = async {
+            backlog.room().await;
+            line.clear();
+            read_line(&mut reader, &mut line, max_message_bytes).await
+        };
+        // Stopping drops a line half read: nothing more is served.
+        let read = tokio::select! {
+            read = next => read,
+            () = stop.cancelled() => break,
+        };
+        match read {
             Ok(Line::End) => break,
             Ok(Line::Kept) => {}
             Ok(Line::TooLarge { size, id }) => {
@@ -600,6 +625,41 @@ mod tests {
             outbox.dropped, 0,
             "the count restarts once the queue is down to half"
         );
+    }
+
+    /// Stopped while the client keeps its input open, the downstream returns (it does not wait
+    /// for an input that never ends).
+    #[tokio::test]
+    async fn serve_until_returns_when_stopped_with_the_input_still_open() {
+        let gateway = crate::gateway::Gateway::start(
+            crate::policy::Policy::default(),
+            CancellationToken::new(),
+        );
+        let service = crate::stack::build(gateway.clone());
+        let endpoint = Endpoint::new(service, Arc::new(gateway.clone()), gateway.catalog());
+        let (mut client_in, gateway_in) = tokio::io::duplex(4096);
+        let (gateway_out, client_out) = tokio::io::duplex(4096);
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve_until(
+            endpoint,
+            gateway_in,
+            gateway_out,
+            StdioConfig::default(),
+            stop.clone(),
+        ));
+        client_in
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+            .await
+            .unwrap();
+        let mut lines = BufReader::new(client_out).lines();
+        let answer = lines.next_line().await.unwrap().unwrap();
+        assert!(answer.contains("\"id\":1"), "{answer}");
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(2), server)
+            .await
+            .expect("returned once stopped")
+            .unwrap();
+        drop(client_in);
     }
 
     /// A client writes `n` pings and reads nothing until its writes stall; then it reads.

@@ -408,6 +408,22 @@ async fn sigterm_with_calls_in_flight_exits_promptly_without_leftovers() {
     c.assert_answered_once(&[slow, hang]);
 }
 
+/// A host may SIGTERM the gateway and keep its end of stdin open: the gateway stops reading
+/// and exits at once, rather than after its 2 s stop grace spent waiting for the input to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_at_once_while_the_host_keeps_stdin_open() {
+    let mut gw = Gateway::start("sigterm-stdin-open", Mode::Stdio, &[]).await;
+    gw.client().initialize().await;
+    let took = gw.terminate().await;
+    assert!(
+        took < Duration::from_millis(1500),
+        "exit took {took:?}\n{}",
+        gw.log()
+    );
+    assert!(gw.log().contains("SIGTERM received"), "{}", gw.log());
+    crate::harness::assert_no_leftovers(&gw.tag).await;
+}
+
 /// `list_changed` goes only to sessions that finished the handshake (sent
 /// `notifications/initialized`): never before the client has the `initialize` result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -677,14 +677,22 @@ pub fn drain_stderr(
 pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 
 /// The HTTP client a test keeps for all its POSTs, as real clients do (the Python SDK's httpx
-/// client, the TS SDK's fetch): building one per request costs 100–300 ms here (`OpenSSL` 3
-/// parses the system CA bundle for each TLS connector) and opens a new connection each time.
-/// One per test, not one per process: its pooled connections belong to the test's runtime.
+/// client, the TS SDK's fetch). One per test, not one per process: its pooled connections
+/// belong to the test's runtime, which ends with the test. Cheap to build (see
+/// [`http_client_builder`]), so a helper that needs a fresh connection may build its own.
 pub fn http_client() -> reqwest::Client {
+    http_client_builder().build().expect("an HTTP client")
+}
+
+/// The builder of [`http_client`], for a test that sets more (a local address). Its TLS
+/// connector is built once per process and shared: reqwest builds one for every client, even
+/// for plain HTTP, and that costs 100–300 ms here (`OpenSSL` 3 parses the system CA bundle).
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    static TLS: LazyLock<native_tls::TlsConnector> =
+        LazyLock::new(|| native_tls::TlsConnector::new().expect("a TLS connector"));
     reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
-        .build()
-        .expect("an HTTP client")
+        .tls_backend_preconfigured(TLS.clone())
 }
 
 /// An answer to [`post`].

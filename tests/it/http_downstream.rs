@@ -67,7 +67,7 @@ async fn http_downstream_refuses_bad_input_and_keeps_the_session() {
     )
     .await;
     let mut http = Http {
-        client: reqwest::Client::new(),
+        client: http_client(),
         url: gw.url().to_owned(),
         session: None,
     };
@@ -224,7 +224,7 @@ async fn http_hygiene_content_type_accept_host_and_origin() {
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_owned();
-    let client = reqwest::Client::new();
+    let client = http_client();
     let init = |version: &str| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": version, "capabilities": {},
@@ -465,7 +465,7 @@ async fn a_second_get_stream_gets_409_and_the_first_keeps_working() {
     use futures::StreamExt;
     let gw = Gateway::start("http-get-409", Mode::Http, &[Up::fake("fake", "hang")]).await;
     let mut http = Http {
-        client: reqwest::Client::new(),
+        client: http_client(),
         url: gw.url().to_owned(),
         session: None,
     };

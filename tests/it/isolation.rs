@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 use tokio::process::Command;
 
 use crate::harness::{
-    Gateway, Mode, TagGuard, Up, WAIT, assert_no_leftovers, everything_http, new_tag, peer_file,
-    venv_bin,
+    Gateway, Mode, TagGuard, Up, WAIT, assert_no_leftovers, everything_http, http_client, new_tag,
+    peer_file, venv_bin,
 };
 
 const ALICE: &str = "file:///home/alice";
@@ -728,7 +728,7 @@ fn counted_ids_are_told_from_random_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guessed_and_foreign_answers_are_refused() {
     let (gw, up) = ask_gateway("isolation-guess", None).await;
-    let http = reqwest::Client::new();
+    let http = http_client();
     let a = RawSession::open(&http, gw.url()).await;
     let b = RawSession::open(&http, gw.url()).await;
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::harness::{Gateway, Mode, Up, log_shows};
+use crate::harness::{Gateway, Mode, Up, WAIT, http_client_builder, log_shows};
 
 const ACCEPT: &str = "application/json, text/event-stream";
 
@@ -22,7 +22,7 @@ fn ip(text: &str) -> IpAddr {
 
 /// A reqwest client whose connections come from `local`.
 fn client_from(local: &str) -> reqwest::Client {
-    reqwest::Client::builder()
+    http_client_builder()
         .local_address(ip(local))
         .build()
         .unwrap()
@@ -134,6 +134,7 @@ fn rss_mib(pid: i32) -> f64 {
 async fn a_body_slower_than_body_timeout_secs_gets_408_and_others_are_served() {
     let gw = Gateway::start_with("limits-body", Mode::Http, "body_timeout_secs = 1", &[]).await;
     let addr = addr_of(&gw);
+    let client = client_from("127.0.0.1");
     let mut slow = connect_from("127.0.0.1", addr).await;
     slow.write_all(
         format!(
@@ -157,13 +158,12 @@ async fn a_body_slower_than_body_timeout_secs_gets_408_and_others_are_served() {
     });
 
     // Meanwhile a normal client is served at once.
-    let client = client_from("127.0.0.1");
     let session = open_session(&client, gw.url()).await;
     assert_eq!(ping(&client, gw.url(), &session).await.0, 200);
     assert!(started.elapsed() < Duration::from_millis(900));
 
     let mut answer = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(5), reader.read_to_end(&mut answer)).await;
+    let read = tokio::time::timeout(Duration::from_secs(8), reader.read_to_end(&mut answer)).await;
     assert!(read.is_ok(), "the slow connection was left open");
     let answer = String::from_utf8_lossy(&answer).into_owned();
     let waited = started.elapsed();
@@ -180,8 +180,10 @@ async fn a_body_slower_than_body_timeout_secs_gets_408_and_others_are_served() {
             .contains("downstream.body_timeout_secs"),
         "{answer}"
     );
+    // Well before the dribble ends (10 s): a timer that each byte restarted would fire only
+    // after that.
     assert!(
-        waited >= Duration::from_millis(900) && waited < Duration::from_secs(3),
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
         "{waited:?}"
     );
     dribble.abort();
@@ -200,19 +202,63 @@ async fn slow_connections(local: &str, to: SocketAddr, n: usize) -> Vec<TcpStrea
     out
 }
 
+/// A whole ping request (without a session), `Connection: close` or keep-alive.
+fn ping_request(to: SocketAddr, close: bool) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {to}\r\nContent-Type: application/json\r\nAccept: {ACCEPT}\r\n\
+         Content-Length: {}\r\n{connection}\r\n{body}",
+        body.len()
+    )
+}
+
 /// A whole request from `local` on a new connection: the raw answer.
 async fn raw_ping(local: &str, to: SocketAddr) -> String {
     let mut tcp = connect_from(local, to).await;
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {to}\r\nContent-Type: application/json\r\nAccept: {ACCEPT}\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    tcp.write_all(request.as_bytes()).await.unwrap();
+    tcp.write_all(ping_request(to, true).as_bytes())
+        .await
+        .unwrap();
     read_all(&mut tcp, Duration::from_secs(10))
         .await
         .expect("answered and closed")
+}
+
+/// A whole request from `local` on a new keep-alive connection: the raw answer (its head and
+/// `Content-Length` body), and the connection, still open and counted by the gateway.
+async fn raw_ping_kept(local: &str, to: SocketAddr) -> (String, TcpStream) {
+    let mut tcp = connect_from(local, to).await;
+    tcp.write_all(ping_request(to, false).as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let whole = |answer: &[u8]| {
+        let text = String::from_utf8_lossy(answer);
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        let length: usize = head.lines().find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })?;
+        (body.len() >= length).then(|| text.clone().into_owned())
+    };
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(text) = whole(&answer) {
+                return text;
+            }
+            let n = tcp.read(&mut buf).await.unwrap();
+            assert!(
+                n > 0,
+                "closed mid-answer: {}",
+                String::from_utf8_lossy(&answer)
+            );
+            answer.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    (read.expect("answered"), tcp)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,8 +271,9 @@ async fn connections_over_the_caps_get_503_and_freed_places_are_used_again() {
     )
     .await;
     let addr = addr_of(&gw);
+    // The gateway admits connections one by one in the order they were accepted, so a
+    // connection opened after these is counted after them: no need to wait.
     let a = slow_connections("127.0.0.2", addr, 4).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
     // The fifth from the same address is refused, with the key to raise.
     let refused = raw_ping("127.0.0.2", addr).await;
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
@@ -243,13 +290,11 @@ async fn connections_over_the_caps_get_503_and_freed_places_are_used_again() {
         "{refused}"
     );
     // Another address gets in (a ping without a session: 400, but served) until the total.
-    assert!(
-        raw_ping("127.0.0.3", addr)
-            .await
-            .starts_with("HTTP/1.1 400")
-    );
-    let b = slow_connections("127.0.0.3", addr, 4).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The served connection stays open (keep-alive) and counts: one that closed would free
+    // its place only once the gateway's connection task has ended, at no time the test knows.
+    let (served, kept) = raw_ping_kept("127.0.0.3", addr).await;
+    assert!(served.starts_with("HTTP/1.1 400"), "{served}");
+    let b = slow_connections("127.0.0.3", addr, 3).await;
     let full = raw_ping("127.0.0.1", addr).await;
     assert!(full.starts_with("HTTP/1.1 503"), "{full}");
     assert!(
@@ -259,12 +304,24 @@ async fn connections_over_the_caps_get_503_and_freed_places_are_used_again() {
             .contains("downstream.max_connections = 8"),
         "{full}"
     );
-    // Once the slow ones are gone, a normal client is served.
-    drop(a);
-    drop(b);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Once the slow ones are gone, a normal client is served. Their places are freed as the
+    // gateway sees each one close: the client retries while it gets 503, and then keeps its
+    // one (pooled) connection, which needs no place again.
+    drop((a, b, kept));
     let client = client_from("127.0.0.1");
-    let session = open_session(&client, gw.url()).await;
+    let deadline = Instant::now() + WAIT;
+    let session = loop {
+        let (status, session, body) =
+            post(&client, gw.url(), None, init_body(0, "2025-06-18")).await;
+        if status != 503 {
+            assert_eq!(status, 200, "{body}");
+            break session.expect("a session id");
+        }
+        assert!(Instant::now() < deadline, "places never freed: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    assert_eq!(post(&client, gw.url(), Some(&session), note).await.0, 202);
     assert_eq!(ping(&client, gw.url(), &session).await.0, 200);
     gw.stop_and_check().await;
 }

@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Gateway, Mode, Up, error_type};
+use crate::harness::{Gateway, Mode, Up, error_type, http_client};
 
 const V: &str = "2026-07-28";
 
@@ -181,7 +181,7 @@ fn with(
 async fn start(test: &str) -> (Gateway, Modern) {
     let gw = Gateway::start(test, Mode::Http, &[Up::everything("e")]).await;
     let m = Modern {
-        client: reqwest::Client::new(),
+        client: http_client(),
         url: gw.url().to_owned(),
     };
     (gw, m)
@@ -534,7 +534,7 @@ async fn modern_call_over_the_rate_is_429_with_retry_after() {
     let limits = "\n[limits]\ncalls_per_sec = 0.5\nburst = 1\n";
     let gw = Gateway::start_with("modern-rate", Mode::Http, limits, &[Up::everything("e")]).await;
     let m = Modern {
-        client: reqwest::Client::new(),
+        client: http_client(),
         url: gw.url().to_owned(),
     };
     let call = |id| {
@@ -577,7 +577,7 @@ async fn modern_initialize_is_a_removed_method() {
 async fn modern_call_needing_an_undeclared_capability_gets_32021() {
     let gw = Gateway::start("modern-caps", Mode::Http, &[Up::everything("e").timeout(5)]).await;
     let m = Modern {
-        client: reqwest::Client::new(),
+        client: http_client(),
         url: gw.url().to_owned(),
     };
     let call = request(

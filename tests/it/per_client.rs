@@ -115,6 +115,25 @@ fn instances_with(token: &str) -> Vec<i32> {
     pids_with_env(&format!("PER_CLIENT_TOKEN={token}"))
 }
 
+/// [`py`], and every pid of `token`'s instances seen while it ran. Looked up while the client
+/// runs, not after: with a short `idle_secs`, the instance may be stopped before a loaded
+/// machine lets the test look once the client has exited.
+async fn py_watching(gw: &Gateway, key: &str, calls: &Value, token: &str) -> (Value, Vec<i32>) {
+    let run = py(gw, key, calls);
+    tokio::pin!(run);
+    let mut seen = std::collections::BTreeSet::new();
+    loop {
+        seen.extend(instances_with(token));
+        tokio::select! {
+            report = &mut run => {
+                seen.extend(instances_with(token));
+                return (report, seen.into_iter().collect());
+            }
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+}
+
 /// Waits (at most `limit`) until `done` holds.
 async fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
@@ -198,10 +217,9 @@ async fn an_idle_instance_is_stopped_and_the_next_call_starts_one() {
     let ups = [everything(&[("idle_secs", "2")])];
     let gw = start("per-client-idle", &clients(nothing), &ups).await;
     let get_env = json!([{"name": "e__get-env", "args": {}}]);
-    let alice = py(&gw, ALICE, &get_env).await;
+    let (alice, first) = py_watching(&gw, ALICE, &get_env, &alice_token).await;
     assert_sees(&alice, &alice_token);
-    let first = instances_with(&alice_token);
-    assert_eq!(first.len(), 1, "alice's instance runs");
+    assert_eq!(first.len(), 1, "alice's instance runs: {first:?}");
     assert!(
         eventually(WAIT, || instances_with(&alice_token).is_empty()).await,
         "alice's idle instance still runs: {first:?}\n{}",
@@ -210,10 +228,9 @@ async fn an_idle_instance_is_stopped_and_the_next_call_starts_one() {
     let stopped = || gw.log().contains("Per-client instance stopped (idle_secs)");
     assert!(eventually(WAIT, stopped).await, "{}", gw.log());
     // The catalog instance keeps serving the lists; the next call starts a new instance.
-    let alice = py(&gw, ALICE, &get_env).await;
+    let (alice, second) = py_watching(&gw, ALICE, &get_env, &alice_token).await;
     assert_sees(&alice, &alice_token);
-    let second = instances_with(&alice_token);
-    assert_eq!(second.len(), 1);
+    assert_eq!(second.len(), 1, "{second:?}");
     assert_ne!(first, second, "a new process");
     gw.stop_and_check().await;
 }

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::harness::{
     Gateway, Mode, RawClient, TagGuard, Up, WAIT, assert_no_leftovers, child_matching,
-    drain_stderr, first_text, log_shows, new_tag, peer_file, policy, tool_names, venv_bin,
+    drain_stderr, first_text, http_client, log_shows, new_tag, peer_file, policy, tool_names,
+    venv_bin,
 };
 
 /// `tests/peers/ask_server.py`: its `slow {seconds}` keeps a call in flight.
@@ -108,7 +109,7 @@ async fn a_valid_change_keeps_the_http_session_and_the_call_in_flight() {
     let ups = [slow("slow"), Up::time("time")];
     let gw = Gateway::start_with("reload-valid", Mode::Http, budget, &ups).await;
     let mut http = Http {
-        client: reqwest::Client::new(),
+        client: http_client(),
         url: gw.url().to_owned(),
         session: None,
     };

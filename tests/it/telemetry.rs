@@ -12,13 +12,13 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
 use crate::harness::{
-    Gateway, Mode, Up, WAIT, drain_stderr, everything_http_on, free_port, kill_tagged, new_tag,
-    peer_file, venv_bin,
+    Gateway, Mode, Up, WAIT, drain_stderr, everything_http_on, free_port, http_client, kill_tagged,
+    new_tag, peer_file, venv_bin,
 };
 
 /// `GET http://127.0.0.1:PORT{path}`: status and body.
 pub(crate) async fn get(port: u16, path: &str) -> (u16, String) {
-    let resp = reqwest::Client::new()
+    let resp = http_client()
         .get(format!("http://127.0.0.1:{port}{path}"))
         .send()
         .await
@@ -73,10 +73,15 @@ async fn readyz_follows_a_required_upstream_down_and_back() {
     assert_eq!(status["upstreams"][0]["name"], "web");
     assert_eq!(status["upstreams"][0]["status"], "ready", "{status}");
     assert_ne!(status["upstreams"][0]["era"], "unknown", "{status}");
-    assert!(
-        status["upstreams"][0]["tools"].as_u64().unwrap() > 0,
-        "{status}"
-    );
+    // The upstream is ready once its handshake is done; its tools reach the catalog with the
+    // `tools/list` that follows, so /status may show 0 for that round trip.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut status = status;
+    while status["upstreams"][0]["tools"].as_u64().unwrap() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no tools: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        status = serde_json::from_str(&get(admin_port, "/status").await.1).unwrap();
+    }
     assert_eq!(status["upstreams"][1]["status"], "down", "{status}");
     assert_eq!(status["upstreams"][1]["required"], false, "{status}");
 
@@ -85,7 +90,7 @@ async fn readyz_follows_a_required_upstream_down_and_back() {
     let (_server, _) = everything_http_on(&tag, port).await;
     wait_status(admin_port, "/readyz", 200, WAIT).await;
 
-    let foreign = reqwest::Client::new()
+    let foreign = http_client()
         .get(format!("http://127.0.0.1:{admin_port}/status"))
         .header("Host", "evil.example")
         .send()
@@ -93,7 +98,7 @@ async fn readyz_follows_a_required_upstream_down_and_back() {
         .unwrap();
     assert_eq!(foreign.status().as_u16(), 400);
     // Probes answer any Host (a kubelet sends the pod's address).
-    let probe = reqwest::Client::new()
+    let probe = http_client()
         .get(format!("http://127.0.0.1:{admin_port}/readyz"))
         .header("Host", "10.1.2.3:9464")
         .send()
@@ -274,8 +279,9 @@ impl Prometheus {
     async fn wait_value(&self, query: &str) -> String {
         let deadline = tokio::time::Instant::now() + WAIT;
         let mut last = Value::Null;
+        let http = http_client();
         while tokio::time::Instant::now() < deadline {
-            let resp = reqwest::Client::new()
+            let resp = http
                 .get(format!(
                     "http://127.0.0.1:{}/api/v1/query?query={}",
                     self.port,
@@ -538,7 +544,7 @@ async fn an_http_traceparent_header_parents_the_request_span() {
     let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
     let gw = Gateway::start_with_env("telemetry-otlp-http", Mode::Http, "", &[], &env).await;
     let trace = "0af7651916cd43dd8448eb211c80319c";
-    let resp = reqwest::Client::new()
+    let resp = http_client()
         .post(gw.url())
         .header("Content-Type", "application/json")
         .header("Accept", "application/json, text/event-stream")

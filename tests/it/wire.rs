@@ -12,7 +12,8 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use crate::harness::{
-    Gateway, Mode, TagGuard, Up, WAIT, child_matching, error_type, first_text, new_tag, policy,
+    Gateway, Mode, TagGuard, Up, WAIT, child_matching, error_type, first_text, http_client,
+    new_tag, policy,
 };
 
 /// Id texts that are valid JSON-RPC; none of the numbers but the first and last is an `i64`.
@@ -233,7 +234,7 @@ struct Http {
 impl Http {
     async fn open(url: &str) -> Self {
         let mut http = Self {
-            client: reqwest::Client::new(),
+            client: http_client(),
             url: url.to_owned(),
             session: String::new(),
         };

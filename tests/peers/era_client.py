@@ -5,6 +5,7 @@ usage: era_client.py stdio <command> [args...]
 env:   MODE = auto (2026-07-28 when the server answers `server/discover`, the SDK default)
               | legacy (initialize handshake, 2025-11-25)
        PLAN = JSON {"steps": [STEP...], "sampling": str, "elicit": {content}, "roots": [uri...]}
+       DISCOVER_TIMEOUT = seconds the `server/discover` probe waits (default 30; the SDK's is 10)
 STEP:  {"op": "list_tools"}
        {"op": "call", "name": str, "args": {...}, "progress": bool}
        {"op": "cancel", "name": str, "args": {...}, "after_progress": n}
@@ -34,6 +35,14 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+import mcp.client.session as sdk_session
+
+# A gateway started over stdio answers nothing before its upstreams are ready (up to its
+# --ready-timeout-secs); on a loaded machine that can outlast the SDK's 10 s `server/discover`
+# probe in mode "auto", and the client would fall back to the 2025 handshake. The tests are
+# about which era is spoken, not how fast upstreams start: the probe waits as long as they may.
+assert hasattr(sdk_session, "DISCOVER_TIMEOUT_SECONDS"), "the SDK renamed its probe timeout"
+sdk_session.DISCOVER_TIMEOUT_SECONDS = float(os.environ.get("DISCOVER_TIMEOUT", "30"))
 
 
 def dump(model):

@@ -5,6 +5,8 @@ usage: py_client.py stdio <command> [args...]
 env:   MODE  = legacy | auto (default legacy)
        PLAN  = JSON {"calls": [{"name": str, "args": {...}, "progress": bool, "timeout": s}],
                      "sampling": bool, "elicit": {form content to accept with}}
+       DISCOVER_TIMEOUT = seconds the `server/discover` probe waits in mode auto (default 30;
+                          the SDK's is 10)
 Prints one JSON object on stdout: protocol, server, instructions, tools (name + inputSchema), calls (each with
 result or error, and the progress notifications seen), sampling and elicitation (requests the
 callbacks got).
@@ -17,6 +19,14 @@ import sys
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+import mcp.client.session as sdk_session
+
+# A gateway started over stdio answers nothing before its upstreams are ready (up to its
+# --ready-timeout-secs); on a loaded machine that can outlast the SDK's 10 s `server/discover`
+# probe in mode "auto", and the client would fall back to the 2025 handshake. The tests are
+# about which era is spoken, not how fast upstreams start: the probe waits as long as they may.
+assert hasattr(sdk_session, "DISCOVER_TIMEOUT_SECONDS"), "the SDK renamed its probe timeout"
+sdk_session.DISCOVER_TIMEOUT_SECONDS = float(os.environ.get("DISCOVER_TIMEOUT", "30"))
 
 
 async def main() -> None:
