@@ -514,7 +514,7 @@ impl Gateway {
                 () = self.inner.shutdown.cancelled() => None,
             };
             let Some(event) = event else { return };
-            if instances::instance_event(&event) {
+            if self.instance_event(&event) {
                 continue;
             }
             match event {
@@ -526,7 +526,7 @@ impl Gateway {
                 Event::Down(_) => {}
                 Event::Broadcast(_, msg) => {
                     let subscriptions = &self.inner.subscriptions;
-                    subscriptions.resource_updated(&msg, &self.inner.sessions);
+                    subscriptions.resource_updated(&msg, &self.inner.sessions, None);
                     subscriptions.notify_listeners(&msg);
                 }
                 Event::Log(_, msg) => self.inner.sessions.log(&msg),

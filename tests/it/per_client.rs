@@ -485,3 +485,87 @@ async fn status_and_metrics_list_each_clients_instance_until_it_is_reaped() {
     assert_eq!(instances_gauge(admin).await.as_deref(), Some("0"));
     gw.stop_and_check().await;
 }
+
+/// What a per-client instance says outside a call reaches its own client only: alice and bob
+/// both subscribe to the same resource and ask for every log level; only alice turns on
+/// server-everything's simulated resource updates and logging (sent every 5 s, the later ones
+/// with no call in flight), in her instance. Alice gets her instance's
+/// `notifications/resources/updated` and its logs outside the call; bob, subscribed to the
+/// same URI on his own instance, gets none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instances_messages_outside_a_call_reach_its_own_client_only() {
+    let ups = [everything(&[])];
+    let gw = start("per-client-outside", &clients(nothing), &ups).await;
+    let uri = "demo://resource/dynamic/text/1";
+    let client = |key: &str| {
+        json!({"log": true, "updates": true,
+               "headers": {"authorization": format!("Bearer {key}")}})
+    };
+    let call = |who: &str, tool: &str| {
+        json!({"op": "call", "client": who, "name": format!("e__{tool}"), "args": {},
+               "as": format!("{who}-{tool}")})
+    };
+    let plan = json!({
+        "clients": {"alice": client(ALICE), "bob": client(BOB)},
+        "steps": [
+            {"op": "set_level", "client": "alice", "level": "debug"},
+            {"op": "set_level", "client": "bob", "level": "debug"},
+            {"op": "subscribe", "client": "alice", "uri": uri},
+            {"op": "subscribe", "client": "bob", "uri": uri},
+            {"op": "mark", "name": "toggle"},
+            call("alice", "toggle-subscriber-updates"),
+            call("alice", "toggle-simulated-logging"),
+            {"op": "mark", "name": "after"},
+            // The next simulated update and log come 5 s after the toggles, outside any call.
+            {"op": "sleep", "seconds": 7},
+        ],
+    });
+    let report = crate::isolation::two_clients(&gw.tag, gw.url(), &plan).await;
+    for label in [
+        "alice-toggle-subscriber-updates",
+        "alice-toggle-simulated-logging",
+    ] {
+        let call = &report["calls"][label];
+        assert!(call["result"].is_object(), "{label}: {report}");
+    }
+    let got = |who: &str, what: &str| report["clients"][who][what].as_array().unwrap().clone();
+    let after = |entries: &[Value]| entries.iter().filter(|e| e["mark"] == "after").count();
+    let simulated = |logs: &[Value]| {
+        (logs.iter())
+            .filter(|l| {
+                let data = l["params"]["data"].as_str().unwrap_or_default();
+                data.contains("level") && data.contains("message")
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+
+    let updates = got("alice", "updates");
+    assert!(
+        after(&updates) >= 1,
+        "alice's updates outside a call: {report}\n{}",
+        gw.log()
+    );
+    assert!(
+        updates.iter().all(|u| u["params"]["uri"] == uri),
+        "{report}"
+    );
+    let logs = simulated(&got("alice", "logs"));
+    assert!(
+        after(&logs) >= 1,
+        "alice's logs outside a call: {report}\n{}",
+        gw.log()
+    );
+
+    assert_eq!(
+        got("bob", "updates"),
+        Vec::<Value>::new(),
+        "bob gets none of alice's: {report}"
+    );
+    assert_eq!(
+        simulated(&got("bob", "logs")),
+        Vec::<Value>::new(),
+        "{report}"
+    );
+    gw.stop_and_check().await;
+}

@@ -5,9 +5,10 @@ whether server->client traffic reached the right one.
 usage: two_clients.py <url>
 env:   PLAN = JSON {"clients": {NAME: CLIENT, ...}, "steps": [STEP, ...]}
        STEP_TIMEOUT = seconds a call may take (default 15)
-CLIENT: {"sampling": text, "elicit": text, "roots": [uri, ...], "log": true}
+CLIENT: {"sampling": text, "elicit": text, "roots": [uri, ...], "log": true, "updates": true}
         which callbacks the client installs (only those named): sampling answers with `text`,
-        elicitation accepts with {"answer": text}, roots lists `uri`s, log records log messages
+        elicitation accepts with {"answer": text}, roots lists `uri`s, log records log messages,
+        updates records notifications/resources/updated
         "headers": {name: value} are sent with every HTTP request (credentials)
 STEP:  {"op": "call", "client": NAME, "name": tool, "args": {...}, "as": label,
         "progress": bool, "background": bool}
@@ -18,10 +19,11 @@ STEP:  {"op": "call", "client": NAME, "name": tool, "args": {...}, "as": label,
        {"op": "mark", "name": str}       names what follows; callbacks record the current mark
        {"op": "set_level", "client": NAME, "level": str}   logging/setLevel
        {"op": "roots_changed", "client": NAME}             notifications/roots/list_changed
+       {"op": "subscribe", "client": NAME, "uri": uri}      resources/subscribe
 Prints one JSON object on stdout:
   {"calls": {label: {"client", "result" | "error", "ms"}},
    "clients": {NAME: {"sampling": [{"mark", "params"}], "elicitation": [...], "roots": [{"mark"}],
-                      "logs": [{"mark", "params"}]}}}
+                      "logs": [{"mark", "params"}], "updates": [{"mark", "params"}]}}}
 """
 import asyncio
 import json
@@ -50,7 +52,7 @@ async def main() -> None:
     seen = {}
 
     def callbacks(name, spec):
-        got = {"sampling": [], "elicitation": [], "roots": [], "logs": []}
+        got = {"sampling": [], "elicitation": [], "roots": [], "logs": [], "updates": []}
         seen[name] = got
         kwargs = {"mode": "legacy"}
 
@@ -80,8 +82,14 @@ async def main() -> None:
             kwargs["elicitation_callback"] = elicitation
         if "roots" in spec:
             kwargs["list_roots_callback"] = list_roots
+        async def messages(message):
+            if isinstance(message, types.ResourceUpdatedNotification):
+                got["updates"].append({"mark": mark[0], "params": dump(message.params)})
+
         if spec.get("log"):
             kwargs["logging_callback"] = logging
+        if spec.get("updates"):
+            kwargs["message_handler"] = messages
         return kwargs
 
     calls = {}
@@ -137,6 +145,8 @@ async def main() -> None:
                 await clients[step["client"]].set_logging_level(step["level"])
             elif op == "roots_changed":
                 await clients[step["client"]].send_roots_list_changed()
+            elif op == "subscribe":
+                await clients[step["client"]].subscribe_resource(step["uri"])
             else:
                 raise ValueError(f"unknown op {op}")
         await asyncio.gather(*background)

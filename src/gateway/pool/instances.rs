@@ -6,7 +6,9 @@
 //! upstream starts its own instance with its `[client.upstream.<name>]` credentials
 //! ([`crate::policy::share::instance_spec`]); that client's calls, reads, prompts,
 //! completions and cancellations go there only, so the server→client requests of the
-//! instance (sampling, elicitation, roots) always belong to that one client.
+//! instance (sampling, elicitation, roots) always belong to that one client. What it says
+//! outside a call (resource updates, logs) goes to that client's sessions only
+//! ([`Gateway::instance_event`]).
 //!
 //! Instances get ids of their own, from [`FIRST_ID`] up and never reused, so the ids the
 //! gateway keeps for later (calls to cancel, server→client requests, parked calls) name the
@@ -133,6 +135,18 @@ impl Instances {
             .filter(|i| i.client == client)
             .map(|i| i.upstream.clone())
             .collect()
+    }
+
+    /// `client`'s running instance of upstream `base`, if it has one.
+    pub(in crate::gateway) fn running(&self, base: usize, client: &str) -> Option<Upstream> {
+        (lock(&self.live).values())
+            .find(|i| i.base == base && i.client == client)
+            .map(|i| i.upstream.clone())
+    }
+
+    /// The client instance `id` serves, while it runs.
+    pub(in crate::gateway) fn client_of(&self, id: usize) -> Option<String> {
+        (lock(&self.live).get(&id)).map(|i| i.client.clone())
     }
 
     /// The running instances of upstream `base` as they are now, by client name.
@@ -369,25 +383,48 @@ impl Gateway {
     }
 }
 
-/// Whether `event` is a per-client instance's, which the pool does not act on: the catalog
-/// comes from the catalog instance, and what an instance says outside a call (a log line, a
-/// resource update) cannot be told apart from its client's other sessions', so it goes to
-/// none rather than to every session.
-pub(super) fn instance_event(event: &Event) -> bool {
-    let id = match event {
-        Event::Ready(i) | Event::Down(i) | Event::ListChanged(i, _) => *i,
-        Event::Broadcast(i, _) | Event::Log(i, _) => *i,
-    };
-    if id < FIRST_ID {
-        return false;
+impl Gateway {
+    /// Handles `event` if it is a per-client instance's, and says whether it was. What an
+    /// instance says outside a call belongs to its one client: a resource update goes to that
+    /// client's sessions subscribed to the resource, a log line to that client's sessions (at
+    /// the level each asked for), never to another client's. Its readiness and `list_changed`
+    /// change nothing: the catalog comes from the catalog instance. An instance already taken
+    /// out (stopping after a reload or `idle_secs`) belongs to nobody any more.
+    pub(in crate::gateway) fn instance_event(&self, event: &Event) -> bool {
+        let id = match event {
+            Event::Ready(i) | Event::Down(i) | Event::ListChanged(i, _) => *i,
+            Event::Broadcast(i, _) | Event::Log(i, _) => *i,
+        };
+        if id < FIRST_ID {
+            return false;
+        }
+        let client = || self.inner.pool.instances().client_of(id);
+        let sessions = &self.inner.sessions;
+        match event {
+            Event::Broadcast(_, msg) => match client() {
+                Some(client) => {
+                    let subscriptions = &self.inner.subscriptions;
+                    subscriptions.resource_updated(msg, sessions, Some(&client));
+                }
+                None => dropped(id),
+            },
+            Event::Log(_, msg) => match client() {
+                Some(client) => sessions.client_log(msg, &client),
+                None => dropped(id),
+            },
+            Event::Ready(_) | Event::Down(_) | Event::ListChanged(..) => {}
+        }
+        true
     }
-    if let Event::Broadcast(..) | Event::Log(..) = event {
-        tracing::debug!(
-            instance = id,
-            "A per-client instance's notification outside a call is dropped"
-        );
-    }
-    true
+}
+
+/// Notes that what instance `id` said outside a call reached nobody: it stopped serving its
+/// client.
+fn dropped(id: usize) {
+    tracing::debug!(
+        instance = id,
+        "A stopping per-client instance's notification outside a call is dropped"
+    );
 }
 
 /// `client`'s `[client.upstream.<upstream>]`, if it has one.
