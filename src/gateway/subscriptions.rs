@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use serde_json::{Map, Value, json};
 
 use super::Gateway;
+use super::pool::Serving;
 use super::sessions::{Sessions, string_param};
 use crate::context::{Caller, Outbound};
 use crate::error::Error;
@@ -58,8 +59,9 @@ impl Subscriptions {
     }
 
     /// Sends `msg` (a `list_changed` or `resources/updated` notification) to the listen
-    /// streams that asked for it, tagged with their subscription.
-    pub(super) fn notify_listeners(&self, msg: &Message) {
+    /// streams that asked for it, tagged with their subscription; of a per-client instance
+    /// (`client` names its client), to those of that client only.
+    pub(super) fn notify_listeners(&self, msg: &Message, client: Option<&str>) {
         let name = msg.method().unwrap_or_default();
         let method = Method::parse(name);
         let uri = (method == Method::ResourcesUpdated)
@@ -67,9 +69,10 @@ impl Subscriptions {
             .flatten();
         let mut listeners = lock(&self.listeners);
         listeners.retain(|l| !l.outbound.is_closed());
+        let theirs = |l: &Listener| client.is_none_or(|c| l.client.as_deref() == Some(c));
         for l in listeners
             .iter()
-            .filter(|l| l.wants.wants(&method, uri.as_deref()))
+            .filter(|l| theirs(l) && l.wants.wants(&method, uri.as_deref()))
         {
             let mut params: Map<String, Value> = msg.params_as().unwrap_or_default();
             bridge::set_meta(&mut params, SUBSCRIPTION_ID, l.subscription.clone());
@@ -127,6 +130,8 @@ impl Subscribers {
 pub(super) struct Listener {
     outbound: Outbound,
     subscription: Value,
+    /// The `[[client]]` that listens ([`crate::context::Session::client`]).
+    client: Option<String>,
     /// What it listens to.
     wants: Listening,
 }
@@ -245,7 +250,8 @@ impl Gateway {
             .cloned()
             .unwrap_or_else(|| json!({}));
         let wants = Listening::asked(&asked);
-        self.watch_for_listener(&wants.resources);
+        // Held while the stream is open: the caller's instances it watches do not idle out.
+        let _watching = self.watch_for_listener(&wants.resources, caller).await;
         let subscription =
             serde_json::to_value(msg.id.clone().unwrap_or(Id::Null)).unwrap_or(Value::Null);
         let ack = Message::notification(
@@ -260,6 +266,7 @@ impl Gateway {
         lock(listeners).push(Listener {
             outbound: caller.outbound.clone(),
             subscription: subscription.clone(),
+            client: caller.session.client().map(str::to_owned),
             wants,
         });
         tokio::select! {
@@ -274,13 +281,26 @@ impl Gateway {
     }
 
     /// What a modern client's `subscriptions/listen` asks about resources, arranged upstream:
-    /// `resources/subscribe` on a 2025 upstream, the listen filter of a modern one.
-    fn watch_for_listener(&self, uris: &[String]) {
+    /// `resources/subscribe` on a 2025 upstream, the listen filter of a modern one; of a
+    /// per-client upstream, on the caller's own instance (started if need be), whose hold is
+    /// returned.
+    async fn watch_for_listener(&self, uris: &[String], caller: &Caller) -> Vec<Serving<'_>> {
+        let mut held = Vec::new();
         for uri in uris {
             let Some(i) = self.inner.pool.route_uri(uri) else {
                 continue;
             };
-            let upstream = self.inner.pool.upstream(i);
+            let upstream = match self.serving(i, caller).await {
+                Ok(serving) => {
+                    let upstream = serving.upstream.clone();
+                    held.push(serving);
+                    upstream
+                }
+                Err(err) => {
+                    tracing::debug!(uri, error = %err, "A listener's resource is not watched");
+                    continue;
+                }
+            };
             if upstream.is_modern() {
                 upstream.watch_resource(uri, true);
                 continue;
@@ -293,6 +313,7 @@ impl Gateway {
                 }
             });
         }
+        held
     }
 }
 

@@ -569,3 +569,66 @@ async fn an_instances_messages_outside_a_call_reach_its_own_client_only() {
     );
     gw.stop_and_check().await;
 }
+
+/// A 2026-07-28 upstream per client: a resource update comes from the client's own instance,
+/// on that instance's `subscriptions/listen`. Alice subscribes from a 2025-era session
+/// (`resources/subscribe`, which the gateway turns into its listen on her instance) and listens
+/// from a 2026-07-28 one (`subscriptions/listen`, to another resource); bob does both for the
+/// same resources. Alice's `touch` of both, on her instance, reaches each of her sessions for
+/// the resource it asked for, and neither of bob's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_instances_resource_updates_reach_its_own_client_only() {
+    let ups = [Up::era_server("e", "modern").key("share", "per_client")];
+    let gw = start("per-client-modern", &clients(nothing), &ups).await;
+    let (static_uri, item_uri) = ("era://static", "era://item/7");
+    let client = |key: &str, mode: &str| {
+        json!({"updates": true, "mode": mode,
+               "headers": {"authorization": format!("Bearer {key}")}})
+    };
+    let touch = |uri: &str| {
+        json!({"op": "call", "client": "alice", "name": "e__touch", "args": {"uri": uri},
+               "as": format!("touch {uri}")})
+    };
+    let listen = |who: &str| json!({"op": "listen", "client": who, "uri": item_uri, "seconds": 5});
+    let plan = json!({
+        "clients": {
+            "alice": client(ALICE, "legacy"), "bob": client(BOB, "legacy"),
+            "alice-modern": client(ALICE, "auto"), "bob-modern": client(BOB, "auto"),
+        },
+        "steps": [
+            {"op": "subscribe", "client": "alice", "uri": static_uri},
+            {"op": "subscribe", "client": "bob", "uri": static_uri},
+            listen("alice-modern"),
+            listen("bob-modern"),
+            // The instances' listen streams are re-opened with the resources: a moment.
+            {"op": "sleep", "seconds": 1},
+            touch(static_uri),
+            touch(item_uri),
+            {"op": "join"},
+        ],
+    });
+    let report = crate::isolation::two_clients(&gw.tag, gw.url(), &plan).await;
+    let uris = |who: &str| {
+        let updates = report["clients"][who]["updates"].as_array().unwrap();
+        let uris = updates.iter().filter_map(|u| u["params"]["uri"].as_str());
+        uris.map(str::to_owned)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let log = gw.log();
+    assert_eq!(
+        uris("alice"),
+        [static_uri.to_owned()].into(),
+        "{report}\n{log}"
+    );
+    assert_eq!(
+        uris("alice-modern"),
+        [item_uri.to_owned()].into(),
+        "{report}\n{log}"
+    );
+    assert!(uris("bob").is_empty(), "bob gets none of alice's: {report}");
+    assert!(
+        uris("bob-modern").is_empty(),
+        "bob gets none of alice's: {report}"
+    );
+    gw.stop_and_check().await;
+}

@@ -10,6 +10,7 @@ CLIENT: {"sampling": text, "elicit": text, "roots": [uri, ...], "log": true, "up
         elicitation accepts with {"answer": text}, roots lists `uri`s, log records log messages,
         updates records notifications/resources/updated
         "headers": {name: value} are sent with every HTTP request (credentials)
+        "mode": the SDK's era mode (default "legacy": a 2025-era session; "auto": 2026-07-28)
 STEP:  {"op": "call", "client": NAME, "name": tool, "args": {...}, "as": label,
         "progress": bool, "background": bool}
            a tools/call (with a progress callback when `progress`, so that the SDK sends a
@@ -20,6 +21,9 @@ STEP:  {"op": "call", "client": NAME, "name": tool, "args": {...}, "as": label,
        {"op": "set_level", "client": NAME, "level": str}   logging/setLevel
        {"op": "roots_changed", "client": NAME}             notifications/roots/list_changed
        {"op": "subscribe", "client": NAME, "uri": uri}      resources/subscribe
+       {"op": "listen", "client": NAME, "uri": uri, "seconds": s}
+           a 2026-07-28 subscriptions/listen for resource `uri`, in the background until `join`
+           or `s` seconds; its events are recorded as updates
 Prints one JSON object on stdout:
   {"calls": {label: {"client", "result" | "error", "ms"}},
    "clients": {NAME: {"sampling": [{"mark", "params"}], "elicitation": [...], "roots": [{"mark"}],
@@ -54,7 +58,7 @@ async def main() -> None:
     def callbacks(name, spec):
         got = {"sampling": [], "elicitation": [], "roots": [], "logs": [], "updates": []}
         seen[name] = got
-        kwargs = {"mode": "legacy"}
+        kwargs = {"mode": spec.get("mode", "legacy")}
 
         async def sampling(_ctx, params):
             got["sampling"].append({"mark": mark[0], "params": dump(params)})
@@ -117,6 +121,15 @@ async def main() -> None:
             entry["error"] = {"timeout": step_timeout}
         entry["ms"] = round(1000 * (time.monotonic() - started))
 
+    async def listen(client, step):
+        got = seen[step["client"]]
+        with anyio.move_on_after(step["seconds"]):
+            async with client.listen(resource_subscriptions=[step["uri"]]) as sub:
+                got["listening"] = True
+                async for event in sub:
+                    if hasattr(event, "uri"):
+                        got["updates"].append({"mark": mark[0], "params": {"uri": event.uri}})
+
     async with AsyncExitStack() as stack:
         clients = {}
         for name, spec in plan["clients"].items():
@@ -147,6 +160,8 @@ async def main() -> None:
                 await clients[step["client"]].send_roots_list_changed()
             elif op == "subscribe":
                 await clients[step["client"]].subscribe_resource(step["uri"])
+            elif op == "listen":
+                background.append(asyncio.ensure_future(listen(clients[step["client"]], step)))
             else:
                 raise ValueError(f"unknown op {op}")
         await asyncio.gather(*background)

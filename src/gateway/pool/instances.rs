@@ -405,6 +405,7 @@ impl Gateway {
                 Some(client) => {
                     let subscriptions = &self.inner.subscriptions;
                     subscriptions.resource_updated(msg, sessions, Some(&client));
+                    subscriptions.notify_listeners(msg, Some(&client));
                 }
                 None => dropped(id),
             },
