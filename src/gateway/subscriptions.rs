@@ -43,6 +43,15 @@ impl Subscriptions {
         lock(&self.subscribers).remove_session(id);
     }
 
+    /// Every resource some session is subscribed to (`resources/subscribe`), with those
+    /// sessions.
+    pub(super) fn subscribed(&self) -> Vec<(String, BTreeSet<String>)> {
+        let subscribers = lock(&self.subscribers);
+        (subscribers.0.iter())
+            .map(|(uri, sessions)| (uri.clone(), sessions.clone()))
+            .collect()
+    }
+
     /// `notifications/resources/updated`: to the sessions subscribed to the resource; of a
     /// per-client instance (`client` names its client), to those of that client only.
     pub(super) fn resource_updated(

@@ -632,3 +632,41 @@ async fn a_modern_instances_resource_updates_reach_its_own_client_only() {
     );
     gw.stop_and_check().await;
 }
+
+/// A client's subscription keeps its instance: alice subscribes and makes no call for longer
+/// than `idle_secs`; her instance is not stopped (a new one would know nothing of her
+/// subscription), so when she turns on the simulated updates, they come for her resource.
+/// Once her session ends, the instance idles out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_keeps_its_instance_from_idling_out() {
+    let ups = [everything(&[("idle_secs", "1")])];
+    let gw = start("per-client-subscribed", &clients(nothing), &ups).await;
+    let uri = "demo://resource/dynamic/text/1";
+    let alice = json!({"updates": true, "headers": {"authorization": format!("Bearer {ALICE}")}});
+    let plan = json!({
+        "clients": {"alice": alice},
+        "steps": [
+            {"op": "subscribe", "client": "alice", "uri": uri},
+            // Idle for three times idle_secs (reaped within a second after it).
+            {"op": "sleep", "seconds": 3},
+            {"op": "call", "client": "alice", "name": "e__toggle-subscriber-updates",
+             "args": {}, "as": "toggle"},
+            {"op": "sleep", "seconds": 1},
+        ],
+    });
+    let report = crate::isolation::two_clients(&gw.tag, gw.url(), &plan).await;
+    assert!(report["calls"]["toggle"]["result"].is_object(), "{report}");
+    let updates = report["clients"]["alice"]["updates"].as_array().unwrap();
+    let log = gw.log();
+    assert!(!updates.is_empty(), "alice's updates: {report}\n{log}");
+    let started = "Per-client instance started";
+    assert_eq!(
+        log.matches(started).count(),
+        1,
+        "one instance all along: {log}"
+    );
+    // Once alice's session is gone, so is her subscription: the instance idles out.
+    let stopped = || gw.log().contains("Per-client instance stopped (idle_secs)");
+    assert!(eventually(WAIT, stopped).await, "{}", gw.log());
+    gw.stop_and_check().await;
+}

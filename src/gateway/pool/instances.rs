@@ -13,10 +13,12 @@
 //! Instances get ids of their own, from [`FIRST_ID`] up and never reused, so the ids the
 //! gateway keeps for later (calls to cancel, server→client requests, parked calls) name the
 //! instance, never the catalog instance. An instance is stopped once it has been idle for
-//! `idle_secs` (no call in use, nothing pending, no parked call: [`idle_out`]), when a reload
+//! `idle_secs` (no call in use, nothing pending, no parked call, no session of its client
+//! subscribed to one of its resources, no listen stream watching it: [`idle_out`]), when a
+//! reload
 //! changes its upstream or the client's credentials, and at shutdown.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
@@ -122,6 +124,11 @@ impl Instances {
         (lock(&self.live).get(&id)).map(|i| i.upstream.clone())
     }
 
+    /// Whether no instance runs.
+    pub(in crate::gateway) fn none(&self) -> bool {
+        lock(&self.live).is_empty()
+    }
+
     /// Every running instance.
     pub(in crate::gateway) fn all(&self) -> Vec<Upstream> {
         (lock(&self.live).values())
@@ -175,18 +182,19 @@ impl Instances {
         self.take_where(|_, i| retired(i.base, &i.client, &i.upstream))
     }
 
-    /// Takes out the instances idle for their `idle_secs` at `now`; `parked` counts the
-    /// parked calls of an instance.
+    /// Takes out the instances idle for their `idle_secs` at `now`; `held` counts what else
+    /// holds an instance (given its id, the id of the upstream it is an instance of, and its
+    /// client): parked calls, subscriptions.
     pub(in crate::gateway) fn take_idle(
         &self,
         now: Instant,
-        parked: impl Fn(usize) -> usize,
+        held: impl Fn(usize, usize, &str) -> usize,
     ) -> Vec<Upstream> {
         self.take_where(|id, i| {
             let Share::PerClient(share) = i.upstream.spec().share else {
                 return false;
             };
-            let busy = i.in_use + i.upstream.in_flight() + parked(id);
+            let busy = i.in_use + i.upstream.in_flight() + held(id, i.base, &i.client);
             idle_out(i.last_used, busy, now, share.idle)
         })
     }
@@ -352,8 +360,18 @@ impl Gateway {
                 _ = tick.tick() => {}
                 () = self.inner.shutdown.cancelled() => return,
             }
-            let parked = |id| self.inner.parked.of_upstream(id);
-            let idle = (self.inner.pool.instances()).take_idle(Instant::now(), parked);
+            let instances = self.inner.pool.instances();
+            if instances.none() {
+                continue;
+            }
+            // A subscription keeps its instance: a new one would know nothing of it, and the
+            // client would silently get no more updates.
+            let subscribed = self.subscribed_instances();
+            let held = |id, base, client: &str| {
+                let subscribed = subscribed.contains(&(base, client.to_owned()));
+                self.inner.parked.of_upstream(id) + usize::from(subscribed)
+            };
+            let idle = instances.take_idle(Instant::now(), held);
             for upstream in idle {
                 tracing::info!(
                     upstream = upstream.name(),
@@ -362,6 +380,22 @@ impl Gateway {
                 tokio::spawn(async move { upstream.stop(Duration::from_secs(5)).await });
             }
         }
+    }
+
+    /// The instances (as the id of the upstream each is an instance of, and its client) that
+    /// sessions' `resources/subscribe` hold: of each subscribed resource, the instance of each
+    /// subscribed session's client of the upstream the resource routes to.
+    fn subscribed_instances(&self) -> HashSet<(usize, String)> {
+        let (pool, sessions) = (&self.inner.pool, &self.inner.sessions);
+        let mut held = HashSet::new();
+        for (uri, subscribed) in self.inner.subscriptions.subscribed() {
+            let Some(base) = pool.route_uri(&uri) else {
+                continue;
+            };
+            let clients = subscribed.iter().filter_map(|s| sessions.client_of(s));
+            held.extend(clients.map(|client| (base, client)));
+        }
+        held
     }
 
     /// After a reload: the instances of upstreams it removed or restarted, and those whose
