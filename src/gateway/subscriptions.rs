@@ -4,9 +4,10 @@
 //! which sessions want which URI (a shared upstream is told to stop only when no session wants
 //! the resource any more; a client's per-client instance, when none of that client's sessions
 //! does) and sends each `notifications/resources/updated` to those sessions only (of a
-//! per-client instance, to those of its client). A modern client opens a `subscriptions/listen` stream instead, naming
-//! the `list_changed` kinds and resources it wants; each notification it asked for is sent on
-//! the stream, tagged with its subscription.
+//! per-client instance, to those of its client). A modern client opens a
+//! `subscriptions/listen` stream instead, naming the `list_changed` kinds and resources it
+//! wants; each notification it asked for is sent on the stream, tagged with its subscription
+//! (of a per-client upstream, the resources are watched on the client's own instance).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;

@@ -15,8 +15,7 @@
 //! instance, never the catalog instance. An instance is stopped once it has been idle for
 //! `idle_secs` (no call in use, nothing pending, no parked call, no session of its client
 //! subscribed to one of its resources, no listen stream watching it: [`idle_out`]), when a
-//! reload
-//! changes its upstream or the client's credentials, and at shutdown.
+//! reload changes its upstream or the client's credentials, and at shutdown.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -415,9 +414,7 @@ impl Gateway {
             tokio::spawn(self.clone().retire(upstream));
         }
     }
-}
 
-impl Gateway {
     /// Handles `event` if it is a per-client instance's, and says whether it was. What an
     /// instance says outside a call belongs to its one client: a resource update goes to that
     /// client's sessions subscribed to the resource, a log line to that client's sessions (at
