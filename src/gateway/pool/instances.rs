@@ -155,16 +155,22 @@ impl Instances {
         (lock(&self.live).get(&id)).map(|i| i.client.clone())
     }
 
-    /// The running instances of upstream `base` as they are now, by client name.
-    pub(in crate::gateway) fn states_of(&self, base: usize) -> Vec<InstanceState> {
+    /// The running instances of upstream `base` as they are now, by client name; `held`
+    /// counts what else holds an instance, as for [`Instances::take_idle`].
+    pub(in crate::gateway) fn states_of(
+        &self,
+        base: usize,
+        held: impl Fn(usize, usize, &str) -> usize,
+    ) -> Vec<InstanceState> {
         let (now, wall) = (Instant::now(), SystemTime::now());
-        let mut states: Vec<InstanceState> = (lock(&self.live).values())
-            .filter(|i| i.base == base)
-            .map(|i| {
+        let mut states: Vec<InstanceState> = (lock(&self.live).iter())
+            .filter(|(_, i)| i.base == base)
+            .map(|(id, i)| {
                 let in_flight = i.upstream.in_flight();
                 let mut state = InstanceState::new(&i.client, i.upstream.status(), i.started);
                 state.in_flight = in_flight;
-                state.idle_since = idle_since(i.last_used, i.in_use + in_flight, now, wall);
+                let busy = i.in_use + in_flight + held(*id, i.base, &i.client);
+                state.idle_since = idle_since(i.last_used, busy, now, wall);
                 state
             })
             .collect();
@@ -363,14 +369,7 @@ impl Gateway {
             if instances.none() {
                 continue;
             }
-            // A subscription keeps its instance: a new one would know nothing of it, and the
-            // client would silently get no more updates.
-            let subscribed = self.subscribed_instances();
-            let held = |id, base, client: &str| {
-                let subscribed = subscribed.contains(&(base, client.to_owned()));
-                self.inner.parked.of_upstream(id) + usize::from(subscribed)
-            };
-            let idle = instances.take_idle(Instant::now(), held);
+            let idle = instances.take_idle(Instant::now(), self.instance_holds());
             for upstream in idle {
                 tracing::info!(
                     upstream = upstream.name(),
@@ -378,6 +377,19 @@ impl Gateway {
                 );
                 tokio::spawn(async move { upstream.stop(Duration::from_secs(5)).await });
             }
+        }
+    }
+
+    /// What holds an instance besides the gateway's requests using it and its own requests
+    /// pending (given its id, the id of the upstream it is an instance of, and its client):
+    /// its parked calls, and whether a session of its client is subscribed to one of its
+    /// resources (a new instance would know nothing of the subscription, and the client would
+    /// silently get no more updates).
+    pub(in crate::gateway) fn instance_holds(&self) -> impl Fn(usize, usize, &str) -> usize {
+        let subscribed = self.subscribed_instances();
+        move |id, base, client| {
+            let subscribed = subscribed.contains(&(base, client.to_owned()));
+            self.inner.parked.of_upstream(id) + usize::from(subscribed)
         }
     }
 
