@@ -222,6 +222,14 @@ impl Session {
         }
     }
 
+    /// [`Session::bind_client`] for a message of `principal`, when it is a `[[client]]` (an
+    /// anonymous one names none).
+    pub fn bind_principal(&self, principal: &Principal) {
+        if principal.via() != crate::identity::Via::Anonymous {
+            self.bind_client(principal.name());
+        }
+    }
+
     /// The `[[client]]` the session belongs to: the one all its messages came from; `None`
     /// while none came from a client, or when they came from more than one.
     #[must_use]

@@ -57,7 +57,6 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::Catalog;
 use crate::context::{Caller, McpRequest};
 use crate::error::Error;
-use crate::identity::Via;
 use crate::jsonrpc::{Id, Kind, Message};
 use crate::mcp::method::Method;
 use crate::policy::Policy;
@@ -156,9 +155,7 @@ impl Gateway {
         } = req;
         // The session registry learns whose session it is: what a client's per-client
         // instances say outside a call goes to that client's sessions only.
-        if caller.principal.via() != Via::Anonymous {
-            caller.session.bind_client(caller.principal.name());
-        }
+        caller.session.bind_principal(&caller.principal);
         match message.kind() {
             Kind::Request => {
                 let id = message.id.clone().unwrap_or(Id::Null);
