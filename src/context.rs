@@ -4,6 +4,7 @@
 //! through the caller's [`Outbound`] channel, never through globals, so it reaches the client
 //! that caused it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
@@ -172,6 +173,11 @@ pub struct Session {
     /// Session-wide channel to the client (stdio writer, or the HTTP GET stream).
     pub notify: Outbound,
     state: Mutex<SessionState>,
+    /// The `[[client]]` the session's messages came from first ([`Session::bind_client`]).
+    client: OnceLock<Box<str>>,
+    /// Whether a message came from another `[[client]]` than `client` since: the session
+    /// then belongs to none.
+    mixed: AtomicBool,
 }
 
 /// What the gateway learned about a session at `initialize`.
@@ -199,7 +205,37 @@ impl Session {
             notify: Outbound::new(id.as_str(), notify),
             id,
             state: Mutex::new(SessionState::default()),
+            client: OnceLock::new(),
+            mixed: AtomicBool::new(false),
         }
+    }
+
+    /// Notes that a message of the session came from `[[client]]` `name`. The first one names
+    /// the session's client; one from another client makes the session belong to none (the
+    /// HTTP downstream refuses a session's messages from another client anyway; stdio's
+    /// client can change with a reload), so that what belongs to one client never reaches a
+    /// session another one uses.
+    pub fn bind_client(&self, name: &str) {
+        let first = self.client.get_or_init(|| name.into());
+        if **first != *name {
+            self.mixed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// [`Session::bind_client`] for a message of `principal`, when it is a `[[client]]` (an
+    /// anonymous one names none).
+    pub fn bind_principal(&self, principal: &Principal) {
+        if principal.via() != crate::identity::Via::Anonymous {
+            self.bind_client(principal.name());
+        }
+    }
+
+    /// The `[[client]]` the session belongs to: the one all its messages came from; `None`
+    /// while none came from a client, or when they came from more than one.
+    #[must_use]
+    pub fn client(&self) -> Option<&str> {
+        let client = self.client.get()?;
+        (!self.mixed.load(Ordering::Relaxed)).then_some(&**client)
     }
 
     /// A copy of the session state.
@@ -315,5 +351,25 @@ impl<F: std::future::Future + Send + 'static> Drop for RunToEnd<F> {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_belongs_to_its_one_client_or_to_none() {
+        let session = |id| Session::new(id, mpsc::unbounded_channel().0);
+        let s = session("s1");
+        assert_eq!(s.client(), None, "no client's message yet");
+        s.bind_client("alice");
+        s.bind_client("alice");
+        assert_eq!(s.client(), Some("alice"));
+        // Another client on the same session: it belongs to neither from then on.
+        s.bind_client("bob");
+        assert_eq!(s.client(), None);
+        s.bind_client("alice");
+        assert_eq!(s.client(), None);
     }
 }

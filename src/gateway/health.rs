@@ -88,6 +88,7 @@ impl Gateway {
     #[must_use]
     pub fn upstream_states(&self) -> Vec<UpstreamState> {
         let (upstreams, catalog) = self.inner.pool.current_with_catalog();
+        let held = self.instance_holds();
         (upstreams.iter().zip(catalog.upstreams()))
             .map(|(u, c)| UpstreamState {
                 name: u.name().to_owned(),
@@ -103,7 +104,7 @@ impl Gateway {
                 in_flight: u.in_flight(),
                 required: u.spec().required,
                 per_client: matches!(u.spec().share, Share::PerClient(_)),
-                instances: self.inner.pool.instances().states_of(u.index()),
+                instances: self.inner.pool.instances().states_of(u.index(), &held),
             })
             .collect()
     }

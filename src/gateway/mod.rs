@@ -153,6 +153,9 @@ impl Gateway {
         let McpRequest {
             message, caller, ..
         } = req;
+        // The session registry learns whose session it is: what a client's per-client
+        // instances say outside a call goes to that client's sessions only.
+        caller.session.bind_principal(&caller.principal);
         match message.kind() {
             Kind::Request => {
                 let id = message.id.clone().unwrap_or(Id::Null);

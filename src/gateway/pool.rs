@@ -30,7 +30,7 @@ mod instances;
 mod lists;
 mod reconcile;
 
-pub(super) use instances::FIRST_ID;
+pub(super) use instances::{FIRST_ID, Serving};
 
 use super::Gateway;
 use crate::catalog::{Catalog, Contribution, Held};
@@ -514,7 +514,7 @@ impl Gateway {
                 () = self.inner.shutdown.cancelled() => None,
             };
             let Some(event) = event else { return };
-            if instances::instance_event(&event) {
+            if self.instance_event(&event) {
                 continue;
             }
             match event {
@@ -526,8 +526,8 @@ impl Gateway {
                 Event::Down(_) => {}
                 Event::Broadcast(_, msg) => {
                     let subscriptions = &self.inner.subscriptions;
-                    subscriptions.resource_updated(&msg, &self.inner.sessions);
-                    subscriptions.notify_listeners(&msg);
+                    subscriptions.resource_updated(&msg, &self.inner.sessions, None);
+                    subscriptions.notify_listeners(&msg, None);
                 }
                 Event::Log(_, msg) => self.inner.sessions.log(&msg),
             }
@@ -562,7 +562,7 @@ impl Gateway {
     /// Sends `msg` to every initialized session and every listen stream that asked for it.
     fn tell_everyone(&self, msg: &Message) {
         self.inner.sessions.broadcast(msg);
-        self.inner.subscriptions.notify_listeners(msg);
+        self.inner.subscriptions.notify_listeners(msg, None);
     }
 }
 

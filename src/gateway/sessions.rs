@@ -1,6 +1,8 @@
-//! The gateway's clients: the session registry, what goes to every session (broadcasts,
-//! upstream-wide logs), and what a client learns at the handshake (`initialize` or
-//! `server/discover`: versions, capabilities, instructions), plus its log level.
+//! The gateway's clients: the session registry (each session with the `[[client]]` it
+//! belongs to, [`Session::client`]), what goes to every session (broadcasts, upstream-wide
+//! logs) or to one client's sessions (what its per-client instances say outside a call), and
+//! what a client learns at the handshake (`initialize` or `server/discover`: versions,
+//! capabilities, instructions), plus its log level.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -57,6 +59,24 @@ impl Sessions {
                 .as_deref()
                 .is_some_and(|wanted| crate::mcp::bridge::level_wanted(wanted, &level))
         });
+    }
+
+    /// A log message of `client`'s own per-client instance outside a call: to that client's
+    /// sessions only, each at the level it asked for with `logging/setLevel` (a session that
+    /// asked for none gets what the server sends: it tells of that client's work alone).
+    pub(super) fn client_log(&self, msg: &Message, client: &str) {
+        let level = string_param(msg, "level").unwrap_or_default();
+        self.send(msg, |s, state| {
+            s.client() == Some(client)
+                && (state.log_level.as_deref())
+                    .is_none_or(|wanted| crate::mcp::bridge::level_wanted(wanted, &level))
+        });
+    }
+
+    /// The `[[client]]` session `id` belongs to ([`Session::client`]), while it is held.
+    pub(super) fn client_of(&self, id: &str) -> Option<String> {
+        let session = lock(&self.0).get(id).and_then(Weak::upgrade)?;
+        session.client().map(str::to_owned)
     }
 
     /// Sends `msg` to every initialized session that `wants` it.
@@ -128,7 +148,13 @@ impl Gateway {
         caller.session.update(|s| s.log_level = level);
         // 2026-07-28 has no session level: each modern request names its own (`_meta`, added
         // from the session's level by `Call::client`).
-        for u in self.inner.pool.legacy() {
+        // The caller's own per-client instances too (the last level one of its sessions set
+        // holds there; each session still gets only what it asked for, see
+        // `Sessions::client_log`), never another client's.
+        let pool = &self.inner.pool;
+        let own = pool.instances().of_client(caller.principal.name());
+        let own = own.into_iter().filter(|u| !u.is_modern());
+        for u in pool.legacy().into_iter().chain(own) {
             if u.status() == Status::Ready && u.info().capabilities.get("logging").is_some() {
                 let call = Call::new(Method::LoggingSetLevel.as_str()).params(msg.params.clone());
                 let _ = u.request(call).await;
@@ -220,6 +246,48 @@ fn merge_objects(into: &mut Map<String, Value>, from: &Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jsonrpc::to_raw;
+
+    #[test]
+    fn an_instances_log_goes_to_its_clients_sessions_at_their_levels() {
+        let sessions = Sessions::default();
+        let open = |id: &str, client: Option<&str>, level: Option<&str>| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let session = Arc::new(Session::new(id, tx));
+            session.update(|s| {
+                s.initialized = true;
+                s.log_level = level.map(str::to_owned);
+            });
+            if let Some(client) = client {
+                session.bind_client(client);
+            }
+            sessions.register(&session);
+            (session, rx)
+        };
+        let mut alice = open("a1", Some("alice"), None);
+        let mut alice_quiet = open("a2", Some("alice"), Some("error"));
+        let mut bob = open("b1", Some("bob"), Some("debug"));
+        let mut nobody = open("n1", None, Some("debug"));
+        let log = |level: &str| {
+            let params = to_raw(&json!({"level": level, "data": "x"}));
+            Message::notification("notifications/message", Some(params))
+        };
+        sessions.client_log(&log("info"), "alice");
+        sessions.client_log(&log("critical"), "alice");
+        let levels = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<Message>| {
+            std::iter::from_fn(|| rx.try_recv().ok())
+                .filter_map(|m| string_param(&m, "level"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(levels(&mut alice.1), ["info", "critical"]);
+        assert_eq!(levels(&mut alice_quiet.1), ["critical"]);
+        assert_eq!(levels(&mut bob.1), Vec::<String>::new());
+        assert_eq!(levels(&mut nobody.1), Vec::<String>::new());
+        assert_eq!(sessions.client_of("a2").as_deref(), Some("alice"));
+        assert_eq!(sessions.client_of("n1"), None);
+        drop(bob.0);
+        assert_eq!(sessions.client_of("b1"), None, "a session gone");
+    }
 
     #[test]
     fn a_known_version_is_kept_any_other_gets_the_newest() {

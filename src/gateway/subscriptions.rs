@@ -1,11 +1,13 @@
 //! Resource subscriptions and `subscriptions/listen` streams.
 //!
 //! A 2025-era client subscribes to a resource with `resources/subscribe`; the gateway keeps
-//! which sessions want which URI (the upstream is shared: it is told to stop only when no
-//! session wants the resource any more) and sends each `notifications/resources/updated` to
-//! those sessions only. A modern client opens a `subscriptions/listen` stream instead, naming
-//! the `list_changed` kinds and resources it wants; each notification it asked for is sent on
-//! the stream, tagged with its subscription.
+//! which sessions want which URI (a shared upstream is told to stop only when no session wants
+//! the resource any more; a client's per-client instance, when none of that client's sessions
+//! does) and sends each `notifications/resources/updated` to those sessions only (of a
+//! per-client instance, to those of its client). A modern client opens a
+//! `subscriptions/listen` stream instead, naming the `list_changed` kinds and resources it
+//! wants; each notification it asked for is sent on the stream, tagged with its subscription
+//! (of a per-client upstream, the resources are watched on the client's own instance).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -13,6 +15,7 @@ use std::sync::Mutex;
 use serde_json::{Map, Value, json};
 
 use super::Gateway;
+use super::pool::Serving;
 use super::sessions::{Sessions, string_param};
 use crate::context::{Caller, Outbound};
 use crate::error::Error;
@@ -20,6 +23,7 @@ use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
 use crate::mcp::bridge;
 use crate::mcp::method::Method;
+use crate::policy::share::Share;
 use crate::upstream::Call;
 
 /// `_meta` key naming the `subscriptions/listen` request a notification belongs to.
@@ -40,16 +44,34 @@ impl Subscriptions {
         lock(&self.subscribers).remove_session(id);
     }
 
-    /// `notifications/resources/updated`: to the sessions subscribed to the resource.
-    pub(super) fn resource_updated(&self, msg: &Message, sessions: &Sessions) {
+    /// Every resource some session is subscribed to (`resources/subscribe`), with those
+    /// sessions.
+    pub(super) fn subscribed(&self) -> Vec<(String, BTreeSet<String>)> {
+        let subscribers = lock(&self.subscribers);
+        (subscribers.0.iter())
+            .map(|(uri, sessions)| (uri.clone(), sessions.clone()))
+            .collect()
+    }
+
+    /// `notifications/resources/updated`: to the sessions subscribed to the resource; of a
+    /// per-client instance (`client` names its client), to those of that client only.
+    pub(super) fn resource_updated(
+        &self,
+        msg: &Message,
+        sessions: &Sessions,
+        client: Option<&str>,
+    ) {
         let uri = string_param(msg, "uri").unwrap_or_default();
         let subscribed = lock(&self.subscribers).of(&uri);
-        sessions.send(msg, |s, _| subscribed.contains(&s.id));
+        sessions.send(msg, |s, _| {
+            subscribed.contains(&s.id) && client.is_none_or(|c| s.client() == Some(c))
+        });
     }
 
     /// Sends `msg` (a `list_changed` or `resources/updated` notification) to the listen
-    /// streams that asked for it, tagged with their subscription.
-    pub(super) fn notify_listeners(&self, msg: &Message) {
+    /// streams that asked for it, tagged with their subscription; of a per-client instance
+    /// (`client` names its client), to those of that client only.
+    pub(super) fn notify_listeners(&self, msg: &Message, client: Option<&str>) {
         let name = msg.method().unwrap_or_default();
         let method = Method::parse(name);
         let uri = (method == Method::ResourcesUpdated)
@@ -57,9 +79,10 @@ impl Subscriptions {
             .flatten();
         let mut listeners = lock(&self.listeners);
         listeners.retain(|l| !l.outbound.is_closed());
+        let theirs = |l: &Listener| client.is_none_or(|c| l.client.as_deref() == Some(c));
         for l in listeners
             .iter()
-            .filter(|l| l.wants.wants(&method, uri.as_deref()))
+            .filter(|l| theirs(l) && l.wants.wants(&method, uri.as_deref()))
         {
             let mut params: Map<String, Value> = msg.params_as().unwrap_or_default();
             bridge::set_meta(&mut params, SUBSCRIPTION_ID, l.subscription.clone());
@@ -73,12 +96,18 @@ impl Subscriptions {
 #[derive(Debug, Default)]
 struct Subscribers(HashMap<String, BTreeSet<String>>);
 
-impl Subscribers {
-    /// Whether a session other than `session` is subscribed to `uri`.
-    fn others_left(&self, uri: &str, session: &str) -> bool {
-        (self.0.get(uri)).is_some_and(|s| s.iter().any(|other| other != session))
-    }
+/// Whether a session of `subscribed` other than `session` holds the same subscription upstream
+/// (`shares`: every session of a shared upstream; of a per-client one, the sessions of the same
+/// client, as the others have instances of their own).
+fn others_left(
+    subscribed: &BTreeSet<String>,
+    session: &str,
+    shares: impl Fn(&str) -> bool,
+) -> bool {
+    (subscribed.iter()).any(|other| other != session && shares(other))
+}
 
+impl Subscribers {
     /// Subscribes (`on`) or unsubscribes `session` to `uri`.
     fn set(&mut self, uri: &str, session: &str, on: bool) {
         if on {
@@ -111,6 +140,8 @@ impl Subscribers {
 pub(super) struct Listener {
     outbound: Outbound,
     subscription: Value,
+    /// The `[[client]]` that listens ([`crate::context::Session::client`]).
+    client: Option<String>,
     /// What it listens to.
     wants: Listening,
 }
@@ -184,19 +215,31 @@ impl Gateway {
     ) -> Result<Message, Error> {
         let uri = string_param(msg, "uri").unwrap_or_default();
         let session = caller.session.id.as_str();
-        let subscriptions = &self.inner.subscriptions;
-        // The upstream is shared: it stops sending updates only when no session wants them.
-        let others_left = lock(&subscriptions.subscribers).others_left(&uri, session);
+        let (pool, subscriptions) = (&self.inner.pool, &self.inner.subscriptions);
+        let routed = pool.route_uri(&uri).map(|i| (i, pool.upstream(i)));
+        let per_client =
+            (routed.as_ref()).is_some_and(|(_, u)| matches!(u.spec().share, Share::PerClient(_)));
+        // The upstream (or the caller's instance of it) stops sending updates only when no
+        // session it sends them for wants them.
+        let client = caller.principal.name();
+        let shares = |other: &str| {
+            !per_client || self.inner.sessions.client_of(other).as_deref() == Some(client)
+        };
+        let subscribed = lock(&subscriptions.subscribers).of(&uri);
+        let others_left = others_left(&subscribed, session, shares);
         let done = Message::response_value(Id::Null, &json!({}));
-        let upstream = self
-            .inner
-            .pool
-            .route_uri(&uri)
-            .map(|i| self.inner.pool.upstream(i));
-        let reply = match upstream {
+        let reply = match routed {
             _ if !on && others_left => done,
-            Some(u) if u.is_modern() => {
-                u.watch_resource(&uri, on);
+            Some((i, u)) if u.is_modern() => {
+                // A per-client upstream's updates come from the caller's own instance (one
+                // that is not running watches nothing to stop).
+                let watching = match (on, per_client) {
+                    (false, true) => pool.instances().running(i, client),
+                    _ => Some(self.serving(i, caller).await?.upstream),
+                };
+                if let Some(upstream) = watching {
+                    upstream.watch_resource(&uri, on);
+                }
                 done
             }
             _ => self.call_by_uri(msg, caller).await?,
@@ -217,7 +260,8 @@ impl Gateway {
             .cloned()
             .unwrap_or_else(|| json!({}));
         let wants = Listening::asked(&asked);
-        self.watch_for_listener(&wants.resources);
+        // Held while the stream is open: the caller's instances it watches do not idle out.
+        let _watching = self.watch_for_listener(&wants.resources, caller).await;
         let subscription =
             serde_json::to_value(msg.id.clone().unwrap_or(Id::Null)).unwrap_or(Value::Null);
         let ack = Message::notification(
@@ -232,6 +276,7 @@ impl Gateway {
         lock(listeners).push(Listener {
             outbound: caller.outbound.clone(),
             subscription: subscription.clone(),
+            client: caller.session.client().map(str::to_owned),
             wants,
         });
         tokio::select! {
@@ -246,13 +291,26 @@ impl Gateway {
     }
 
     /// What a modern client's `subscriptions/listen` asks about resources, arranged upstream:
-    /// `resources/subscribe` on a 2025 upstream, the listen filter of a modern one.
-    fn watch_for_listener(&self, uris: &[String]) {
+    /// `resources/subscribe` on a 2025 upstream, the listen filter of a modern one; of a
+    /// per-client upstream, on the caller's own instance (started if need be), whose hold is
+    /// returned.
+    async fn watch_for_listener(&self, uris: &[String], caller: &Caller) -> Vec<Serving<'_>> {
+        let mut held = Vec::new();
         for uri in uris {
             let Some(i) = self.inner.pool.route_uri(uri) else {
                 continue;
             };
-            let upstream = self.inner.pool.upstream(i);
+            let upstream = match self.serving(i, caller).await {
+                Ok(serving) => {
+                    let upstream = serving.upstream.clone();
+                    held.push(serving);
+                    upstream
+                }
+                Err(err) => {
+                    tracing::debug!(uri, error = %err, "A listener's resource is not watched");
+                    continue;
+                }
+            };
             if upstream.is_modern() {
                 upstream.watch_resource(uri, true);
                 continue;
@@ -265,6 +323,7 @@ impl Gateway {
                 }
             });
         }
+        held
     }
 }
 
@@ -278,11 +337,16 @@ mod tests {
         subs.set("file:///a", "s1", true);
         subs.set("file:///a", "s2", true);
         subs.set("file:///b", "s1", true);
-        assert!(subs.others_left("file:///a", "s1"));
-        assert!(!subs.others_left("file:///b", "s1"));
-        assert!(!subs.others_left("file:///c", "s1"));
+        let left = |subs: &Subscribers, uri: &str, session: &str| {
+            others_left(&subs.of(uri), session, |_| true)
+        };
+        assert!(left(&subs, "file:///a", "s1"));
+        assert!(!left(&subs, "file:///b", "s1"));
+        assert!(!left(&subs, "file:///c", "s1"));
+        // Of a per-client upstream, only the sessions that share the caller's instance count.
+        assert!(!others_left(&subs.of("file:///a"), "s1", |other| other != "s2"));
         subs.set("file:///a", "s2", false);
-        assert!(!subs.others_left("file:///a", "s1"));
+        assert!(!left(&subs, "file:///a", "s1"));
         assert_eq!(subs.of("file:///a"), BTreeSet::from(["s1".to_owned()]));
         // A session that goes takes all its subscriptions, and empty URIs go with it.
         subs.remove_session("s1");

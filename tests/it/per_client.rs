@@ -502,3 +502,188 @@ async fn status_and_metrics_list_each_clients_instance_until_it_is_reaped() {
     assert_eq!(instances_gauge(admin).await.as_deref(), Some("0"));
     gw.stop_and_check().await;
 }
+
+/// What a per-client instance says outside a call reaches its own client only: alice and bob
+/// both subscribe to the same resource and ask for every log level; only alice turns on
+/// server-everything's simulated resource updates and logging (sent every 5 s, the later ones
+/// with no call in flight), in her instance. Alice gets her instance's
+/// `notifications/resources/updated` and its logs outside the call; bob, subscribed to the
+/// same URI on his own instance, gets none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instances_messages_outside_a_call_reach_its_own_client_only() {
+    let ups = [everything(&[])];
+    let gw = start("per-client-outside", &clients(nothing), &ups).await;
+    let uri = "demo://resource/dynamic/text/1";
+    let client = |key: &str| {
+        json!({"log": true, "updates": true,
+               "headers": {"authorization": format!("Bearer {key}")}})
+    };
+    let call = |who: &str, tool: &str| {
+        json!({"op": "call", "client": who, "name": format!("e__{tool}"), "args": {},
+               "as": format!("{who}-{tool}")})
+    };
+    let plan = json!({
+        "clients": {"alice": client(ALICE), "bob": client(BOB)},
+        "steps": [
+            {"op": "set_level", "client": "alice", "level": "debug"},
+            {"op": "set_level", "client": "bob", "level": "debug"},
+            {"op": "subscribe", "client": "alice", "uri": uri},
+            {"op": "subscribe", "client": "bob", "uri": uri},
+            {"op": "mark", "name": "toggle"},
+            call("alice", "toggle-subscriber-updates"),
+            call("alice", "toggle-simulated-logging"),
+            {"op": "mark", "name": "after"},
+            // The next simulated update and log come 5 s after the toggles, outside any call.
+            {"op": "sleep", "seconds": 7},
+        ],
+    });
+    let report = crate::isolation::two_clients(&gw.tag, gw.url(), &plan).await;
+    for label in [
+        "alice-toggle-subscriber-updates",
+        "alice-toggle-simulated-logging",
+    ] {
+        let call = &report["calls"][label];
+        assert!(call["result"].is_object(), "{label}: {report}");
+    }
+    let got = |who: &str, what: &str| report["clients"][who][what].as_array().unwrap().clone();
+    let after = |entries: &[Value]| entries.iter().filter(|e| e["mark"] == "after").count();
+    let simulated = |logs: &[Value]| {
+        (logs.iter())
+            .filter(|l| {
+                let data = l["params"]["data"].as_str().unwrap_or_default();
+                data.contains("level") && data.contains("message")
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+
+    let updates = got("alice", "updates");
+    assert!(
+        after(&updates) >= 1,
+        "alice's updates outside a call: {report}\n{}",
+        gw.log()
+    );
+    assert!(
+        updates.iter().all(|u| u["params"]["uri"] == uri),
+        "{report}"
+    );
+    let logs = simulated(&got("alice", "logs"));
+    assert!(
+        after(&logs) >= 1,
+        "alice's logs outside a call: {report}\n{}",
+        gw.log()
+    );
+
+    assert_eq!(
+        got("bob", "updates"),
+        Vec::<Value>::new(),
+        "bob gets none of alice's: {report}"
+    );
+    assert_eq!(
+        simulated(&got("bob", "logs")),
+        Vec::<Value>::new(),
+        "{report}"
+    );
+    gw.stop_and_check().await;
+}
+
+/// A 2026-07-28 upstream per client: a resource update comes from the client's own instance,
+/// on that instance's `subscriptions/listen`. Alice subscribes from a 2025-era session
+/// (`resources/subscribe`, which the gateway turns into its listen on her instance) and listens
+/// from a 2026-07-28 one (`subscriptions/listen`, to another resource); bob does both for the
+/// same resources. Alice's `touch` of both, on her instance, reaches each of her sessions for
+/// the resource it asked for, and neither of bob's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_instances_resource_updates_reach_its_own_client_only() {
+    let ups = [Up::era_server("e", "modern").key("share", "per_client")];
+    let gw = start("per-client-modern", &clients(nothing), &ups).await;
+    let (static_uri, item_uri) = ("era://static", "era://item/7");
+    let client = |key: &str, mode: &str| {
+        json!({"updates": true, "mode": mode,
+               "headers": {"authorization": format!("Bearer {key}")}})
+    };
+    let touch = |uri: &str| {
+        json!({"op": "call", "client": "alice", "name": "e__touch", "args": {"uri": uri},
+               "as": format!("touch {uri}")})
+    };
+    let listen = |who: &str| json!({"op": "listen", "client": who, "uri": item_uri, "seconds": 5});
+    let plan = json!({
+        "clients": {
+            "alice": client(ALICE, "legacy"), "bob": client(BOB, "legacy"),
+            "alice-modern": client(ALICE, "auto"), "bob-modern": client(BOB, "auto"),
+        },
+        "steps": [
+            {"op": "subscribe", "client": "alice", "uri": static_uri},
+            {"op": "subscribe", "client": "bob", "uri": static_uri},
+            listen("alice-modern"),
+            listen("bob-modern"),
+            // The instances' listen streams are re-opened with the resources: a moment.
+            {"op": "sleep", "seconds": 1},
+            touch(static_uri),
+            touch(item_uri),
+            {"op": "join"},
+        ],
+    });
+    let report = crate::isolation::two_clients(&gw.tag, gw.url(), &plan).await;
+    let uris = |who: &str| {
+        let updates = report["clients"][who]["updates"].as_array().unwrap();
+        let uris = updates.iter().filter_map(|u| u["params"]["uri"].as_str());
+        uris.map(str::to_owned)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let log = gw.log();
+    assert_eq!(
+        uris("alice"),
+        [static_uri.to_owned()].into(),
+        "{report}\n{log}"
+    );
+    assert_eq!(
+        uris("alice-modern"),
+        [item_uri.to_owned()].into(),
+        "{report}\n{log}"
+    );
+    assert!(uris("bob").is_empty(), "bob gets none of alice's: {report}");
+    assert!(
+        uris("bob-modern").is_empty(),
+        "bob gets none of alice's: {report}"
+    );
+    gw.stop_and_check().await;
+}
+
+/// A client's subscription keeps its instance: alice subscribes and makes no call for longer
+/// than `idle_secs`; her instance is not stopped (a new one would know nothing of her
+/// subscription), so when she turns on the simulated updates, they come for her resource.
+/// Once her session ends, the instance idles out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_keeps_its_instance_from_idling_out() {
+    let ups = [everything(&[("idle_secs", "1")])];
+    let gw = start("per-client-subscribed", &clients(nothing), &ups).await;
+    let uri = "demo://resource/dynamic/text/1";
+    let alice = json!({"updates": true, "headers": {"authorization": format!("Bearer {ALICE}")}});
+    let plan = json!({
+        "clients": {"alice": alice},
+        "steps": [
+            {"op": "subscribe", "client": "alice", "uri": uri},
+            // Idle for three times idle_secs (reaped within a second after it).
+            {"op": "sleep", "seconds": 3},
+            {"op": "call", "client": "alice", "name": "e__toggle-subscriber-updates",
+             "args": {}, "as": "toggle"},
+            {"op": "sleep", "seconds": 1},
+        ],
+    });
+    let report = crate::isolation::two_clients(&gw.tag, gw.url(), &plan).await;
+    assert!(report["calls"]["toggle"]["result"].is_object(), "{report}");
+    let updates = report["clients"]["alice"]["updates"].as_array().unwrap();
+    let log = gw.log();
+    assert!(!updates.is_empty(), "alice's updates: {report}\n{log}");
+    let started = "Per-client instance started";
+    assert_eq!(
+        log.matches(started).count(),
+        1,
+        "one instance all along: {log}"
+    );
+    // Once alice's session is gone, so is her subscription: the instance idles out.
+    let stopped = || gw.log().contains("Per-client instance stopped (idle_secs)");
+    assert!(eventually(WAIT, stopped).await, "{}", gw.log());
+    gw.stop_and_check().await;
+}

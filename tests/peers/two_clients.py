@@ -5,10 +5,12 @@ whether server->client traffic reached the right one.
 usage: two_clients.py <url>
 env:   PLAN = JSON {"clients": {NAME: CLIENT, ...}, "steps": [STEP, ...]}
        STEP_TIMEOUT = seconds a call may take (default 15)
-CLIENT: {"sampling": text, "elicit": text, "roots": [uri, ...], "log": true}
+CLIENT: {"sampling": text, "elicit": text, "roots": [uri, ...], "log": true, "updates": true}
         which callbacks the client installs (only those named): sampling answers with `text`,
-        elicitation accepts with {"answer": text}, roots lists `uri`s, log records log messages
+        elicitation accepts with {"answer": text}, roots lists `uri`s, log records log messages,
+        updates records notifications/resources/updated
         "headers": {name: value} are sent with every HTTP request (credentials)
+        "mode": the SDK's era mode (default "legacy": a 2025-era session; "auto": 2026-07-28)
 STEP:  {"op": "call", "client": NAME, "name": tool, "args": {...}, "as": label,
         "progress": bool, "background": bool}
            a tools/call (with a progress callback when `progress`, so that the SDK sends a
@@ -18,10 +20,14 @@ STEP:  {"op": "call", "client": NAME, "name": tool, "args": {...}, "as": label,
        {"op": "mark", "name": str}       names what follows; callbacks record the current mark
        {"op": "set_level", "client": NAME, "level": str}   logging/setLevel
        {"op": "roots_changed", "client": NAME}             notifications/roots/list_changed
+       {"op": "subscribe", "client": NAME, "uri": uri}      resources/subscribe
+       {"op": "listen", "client": NAME, "uri": uri, "seconds": s}
+           a 2026-07-28 subscriptions/listen for resource `uri`, in the background until `join`
+           or `s` seconds; its events are recorded as updates
 Prints one JSON object on stdout:
   {"calls": {label: {"client", "result" | "error", "ms"}},
    "clients": {NAME: {"sampling": [{"mark", "params"}], "elicitation": [...], "roots": [{"mark"}],
-                      "logs": [{"mark", "params"}]}}}
+                      "logs": [{"mark", "params"}], "updates": [{"mark", "params"}]}}}
 """
 import asyncio
 import json
@@ -50,9 +56,9 @@ async def main() -> None:
     seen = {}
 
     def callbacks(name, spec):
-        got = {"sampling": [], "elicitation": [], "roots": [], "logs": []}
+        got = {"sampling": [], "elicitation": [], "roots": [], "logs": [], "updates": []}
         seen[name] = got
-        kwargs = {"mode": "legacy"}
+        kwargs = {"mode": spec.get("mode", "legacy")}
 
         async def sampling(_ctx, params):
             got["sampling"].append({"mark": mark[0], "params": dump(params)})
@@ -80,8 +86,14 @@ async def main() -> None:
             kwargs["elicitation_callback"] = elicitation
         if "roots" in spec:
             kwargs["list_roots_callback"] = list_roots
+        async def messages(message):
+            if isinstance(message, types.ResourceUpdatedNotification):
+                got["updates"].append({"mark": mark[0], "params": dump(message.params)})
+
         if spec.get("log"):
             kwargs["logging_callback"] = logging
+        if spec.get("updates"):
+            kwargs["message_handler"] = messages
         return kwargs
 
     calls = {}
@@ -108,6 +120,15 @@ async def main() -> None:
         except TimeoutError:
             entry["error"] = {"timeout": step_timeout}
         entry["ms"] = round(1000 * (time.monotonic() - started))
+
+    async def listen(client, step):
+        got = seen[step["client"]]
+        with anyio.move_on_after(step["seconds"]):
+            async with client.listen(resource_subscriptions=[step["uri"]]) as sub:
+                got["listening"] = True
+                async for event in sub:
+                    if hasattr(event, "uri"):
+                        got["updates"].append({"mark": mark[0], "params": {"uri": event.uri}})
 
     async with AsyncExitStack() as stack:
         clients = {}
@@ -137,6 +158,10 @@ async def main() -> None:
                 await clients[step["client"]].set_logging_level(step["level"])
             elif op == "roots_changed":
                 await clients[step["client"]].send_roots_list_changed()
+            elif op == "subscribe":
+                await clients[step["client"]].subscribe_resource(step["uri"])
+            elif op == "listen":
+                background.append(asyncio.ensure_future(listen(clients[step["client"]], step)))
             else:
                 raise ValueError(f"unknown op {op}")
         await asyncio.gather(*background)

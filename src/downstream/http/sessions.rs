@@ -326,6 +326,10 @@ impl AppState {
         let session = Arc::new(Session::new(claims.sid.clone(), notify_tx));
         let state = sealed::state_of(&claims);
         session.update(|s| *s = state);
+        // Its client is known now, before any request reaches the gateway (one the budget
+        // layer answers never does): what the client's instances say outside a call reaches
+        // it from the start.
+        session.bind_principal(principal);
         let link = Arc::new(Link::default());
         let in_use = {
             let mut sessions = lock(&self.sessions);

@@ -6,15 +6,18 @@
 //! upstream starts its own instance with its `[client.upstream.<name>]` credentials
 //! ([`crate::policy::share::instance_spec`]); that client's calls, reads, prompts,
 //! completions and cancellations go there only, so the server→client requests of the
-//! instance (sampling, elicitation, roots) always belong to that one client.
+//! instance (sampling, elicitation, roots) always belong to that one client. What it says
+//! outside a call (resource updates, logs) goes to that client's sessions only
+//! ([`Gateway::instance_event`]).
 //!
 //! Instances get ids of their own, from [`FIRST_ID`] up and never reused, so the ids the
 //! gateway keeps for later (calls to cancel, server→client requests, parked calls) name the
 //! instance, never the catalog instance. An instance is stopped once it has been idle for
-//! `idle_secs` (no call in use, nothing pending, no parked call: [`idle_out`]), when a reload
-//! changes its upstream or the client's credentials, and at shutdown.
+//! `idle_secs` (no call in use, nothing pending, no parked call, no session of its client
+//! subscribed to one of its resources, no listen stream watching it: [`idle_out`]), when a
+//! reload changes its upstream or the client's credentials, and at shutdown.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
@@ -120,6 +123,11 @@ impl Instances {
         (lock(&self.live).get(&id)).map(|i| i.upstream.clone())
     }
 
+    /// Whether no instance runs.
+    pub(in crate::gateway) fn none(&self) -> bool {
+        lock(&self.live).is_empty()
+    }
+
     /// Every running instance.
     pub(in crate::gateway) fn all(&self) -> Vec<Upstream> {
         (lock(&self.live).values())
@@ -135,16 +143,34 @@ impl Instances {
             .collect()
     }
 
-    /// The running instances of upstream `base` as they are now, by client name.
-    pub(in crate::gateway) fn states_of(&self, base: usize) -> Vec<InstanceState> {
+    /// `client`'s running instance of upstream `base`, if it has one.
+    pub(in crate::gateway) fn running(&self, base: usize, client: &str) -> Option<Upstream> {
+        (lock(&self.live).values())
+            .find(|i| i.base == base && i.client == client)
+            .map(|i| i.upstream.clone())
+    }
+
+    /// The client instance `id` serves, while it runs.
+    pub(in crate::gateway) fn client_of(&self, id: usize) -> Option<String> {
+        (lock(&self.live).get(&id)).map(|i| i.client.clone())
+    }
+
+    /// The running instances of upstream `base` as they are now, by client name; `held`
+    /// counts what else holds an instance, as for [`Instances::take_idle`].
+    pub(in crate::gateway) fn states_of(
+        &self,
+        base: usize,
+        held: impl Fn(usize, usize, &str) -> usize,
+    ) -> Vec<InstanceState> {
         let (now, wall) = (Instant::now(), SystemTime::now());
-        let mut states: Vec<InstanceState> = (lock(&self.live).values())
-            .filter(|i| i.base == base)
-            .map(|i| {
+        let mut states: Vec<InstanceState> = (lock(&self.live).iter())
+            .filter(|(_, i)| i.base == base)
+            .map(|(id, i)| {
                 let in_flight = i.upstream.in_flight();
                 let mut state = InstanceState::new(&i.client, i.upstream.status(), i.started);
                 state.in_flight = in_flight;
-                state.idle_since = idle_since(i.last_used, i.in_use + in_flight, now, wall);
+                let busy = i.in_use + in_flight + held(*id, i.base, &i.client);
+                state.idle_since = idle_since(i.last_used, busy, now, wall);
                 state
             })
             .collect();
@@ -161,18 +187,19 @@ impl Instances {
         self.take_where(|_, i| retired(i.base, &i.client, &i.upstream))
     }
 
-    /// Takes out the instances idle for their `idle_secs` at `now`; `parked` counts the
-    /// parked calls of an instance.
+    /// Takes out the instances idle for their `idle_secs` at `now`; `held` counts what else
+    /// holds an instance (given its id, the id of the upstream it is an instance of, and its
+    /// client): parked calls, subscriptions.
     pub(in crate::gateway) fn take_idle(
         &self,
         now: Instant,
-        parked: impl Fn(usize) -> usize,
+        held: impl Fn(usize, usize, &str) -> usize,
     ) -> Vec<Upstream> {
         self.take_where(|id, i| {
             let Share::PerClient(share) = i.upstream.spec().share else {
                 return false;
             };
-            let busy = i.in_use + i.upstream.in_flight() + parked(id);
+            let busy = i.in_use + i.upstream.in_flight() + held(id, i.base, &i.client);
             idle_out(i.last_used, busy, now, share.idle)
         })
     }
@@ -338,8 +365,11 @@ impl Gateway {
                 _ = tick.tick() => {}
                 () = self.inner.shutdown.cancelled() => return,
             }
-            let parked = |id| self.inner.parked.of_upstream(id);
-            let idle = (self.inner.pool.instances()).take_idle(Instant::now(), parked);
+            let instances = self.inner.pool.instances();
+            if instances.none() {
+                continue;
+            }
+            let idle = instances.take_idle(Instant::now(), self.instance_holds());
             for upstream in idle {
                 tracing::info!(
                     upstream = upstream.name(),
@@ -348,6 +378,35 @@ impl Gateway {
                 tokio::spawn(async move { upstream.stop(Duration::from_secs(5)).await });
             }
         }
+    }
+
+    /// What holds an instance besides the gateway's requests using it and its own requests
+    /// pending (given its id, the id of the upstream it is an instance of, and its client):
+    /// its parked calls, and whether a session of its client is subscribed to one of its
+    /// resources (a new instance would know nothing of the subscription, and the client would
+    /// silently get no more updates).
+    pub(in crate::gateway) fn instance_holds(&self) -> impl Fn(usize, usize, &str) -> usize {
+        let subscribed = self.subscribed_instances();
+        move |id, base, client| {
+            let subscribed = subscribed.contains(&(base, client.to_owned()));
+            self.inner.parked.of_upstream(id) + usize::from(subscribed)
+        }
+    }
+
+    /// The instances (as the id of the upstream each is an instance of, and its client) that
+    /// sessions' `resources/subscribe` hold: of each subscribed resource, the instance of each
+    /// subscribed session's client of the upstream the resource routes to.
+    fn subscribed_instances(&self) -> HashSet<(usize, String)> {
+        let (pool, sessions) = (&self.inner.pool, &self.inner.sessions);
+        let mut held = HashSet::new();
+        for (uri, subscribed) in self.inner.subscriptions.subscribed() {
+            let Some(base) = pool.route_uri(&uri) else {
+                continue;
+            };
+            let clients = subscribed.iter().filter_map(|s| sessions.client_of(s));
+            held.extend(clients.map(|client| (base, client)));
+        }
+        held
     }
 
     /// After a reload: the instances of upstreams it removed or restarted, and those whose
@@ -367,27 +426,49 @@ impl Gateway {
             tokio::spawn(self.clone().retire(upstream));
         }
     }
+
+    /// Handles `event` if it is a per-client instance's, and says whether it was. What an
+    /// instance says outside a call belongs to its one client: a resource update goes to that
+    /// client's sessions subscribed to the resource, a log line to that client's sessions (at
+    /// the level each asked for), never to another client's. Its readiness and `list_changed`
+    /// change nothing: the catalog comes from the catalog instance. An instance already taken
+    /// out (stopping after a reload or `idle_secs`) belongs to nobody any more.
+    pub(in crate::gateway) fn instance_event(&self, event: &Event) -> bool {
+        let id = match event {
+            Event::Ready(i) | Event::Down(i) | Event::ListChanged(i, _) => *i,
+            Event::Broadcast(i, _) | Event::Log(i, _) => *i,
+        };
+        if id < FIRST_ID {
+            return false;
+        }
+        let client = || self.inner.pool.instances().client_of(id);
+        let sessions = &self.inner.sessions;
+        match event {
+            Event::Broadcast(_, msg) => match client() {
+                Some(client) => {
+                    let subscriptions = &self.inner.subscriptions;
+                    subscriptions.resource_updated(msg, sessions, Some(&client));
+                    subscriptions.notify_listeners(msg, Some(&client));
+                }
+                None => dropped(id),
+            },
+            Event::Log(_, msg) => match client() {
+                Some(client) => sessions.client_log(msg, &client),
+                None => dropped(id),
+            },
+            Event::Ready(_) | Event::Down(_) | Event::ListChanged(..) => {}
+        }
+        true
+    }
 }
 
-/// Whether `event` is a per-client instance's, which the pool does not act on: the catalog
-/// comes from the catalog instance, and what an instance says outside a call (a log line, a
-/// resource update) cannot be told apart from its client's other sessions', so it goes to
-/// none rather than to every session.
-pub(super) fn instance_event(event: &Event) -> bool {
-    let id = match event {
-        Event::Ready(i) | Event::Down(i) | Event::ListChanged(i, _) => *i,
-        Event::Broadcast(i, _) | Event::Log(i, _) => *i,
-    };
-    if id < FIRST_ID {
-        return false;
-    }
-    if let Event::Broadcast(..) | Event::Log(..) = event {
-        tracing::debug!(
-            instance = id,
-            "A per-client instance's notification outside a call is dropped"
-        );
-    }
-    true
+/// Notes that what instance `id` said outside a call reached nobody: it stopped serving its
+/// client.
+fn dropped(id: usize) {
+    tracing::debug!(
+        instance = id,
+        "A stopping per-client instance's notification outside a call is dropped"
+    );
 }
 
 /// `client`'s `[client.upstream.<upstream>]`, if it has one.
