@@ -106,9 +106,16 @@ pub fn entry<'a>(event: &Event<'a>, tool: Option<&'a str>, audit_id: &'a str) ->
     }
 }
 
-/// A `tools/call` of quarantined `q` (called as `tool`), or a `prompts/get` of a quarantined
-/// prompt, refused: its line.
-pub fn refusal(audit: &Audit, q: &Quarantined, tool: &str, principal: &str, session: &str) {
+/// A request `method` that names quarantined `q` (as `tool`) refused: its line. `method` is
+/// `tools/call`, or `prompts/get` / `completion/complete` of a quarantined prompt.
+pub fn refusal(
+    audit: &Audit,
+    q: &Quarantined,
+    method: &'static str,
+    tool: &str,
+    principal: &str,
+    session: &str,
+) {
     if !audit.is_on() {
         return;
     }
@@ -117,11 +124,7 @@ pub fn refusal(audit: &Audit, q: &Quarantined, tool: &str, principal: &str, sess
         event: "refusal",
         principal,
         session,
-        method: if q.kind == Item::Prompt {
-            "prompts/get"
-        } else {
-            "tools/call"
-        },
+        method,
         reason: Some(q.reason),
         error_type: Some(error_type(q).to_owned()),
         old_hash: q.old.as_deref(),

@@ -183,14 +183,24 @@ impl Catalog {
             .unzip();
         let mut catalog = Self::build(admitted, names, separator, version);
         for (i, h) in held.iter().enumerate() {
-            // Templates are not called by name: a held one is only left out of its list.
+            // Templates are not called by name: a held one is only left out of its list. A
+            // held name that a served tool (prompt) now has, after a collision, stays the
+            // served one's: the guard refuses only what routing would not serve.
             for (n, q) in h.quarantined.iter().enumerate() {
-                let routes = match q.kind {
-                    Item::Tool => &mut catalog.quarantine_routes,
-                    Item::Prompt => &mut catalog.prompt_quarantine_routes,
+                let name = exposed_name(&q.server, &q.name, separator);
+                let served = match q.kind {
+                    Item::Tool => catalog.tool(&name).is_some(),
+                    Item::Prompt => catalog.prompt(&name).is_some(),
                     Item::Template => continue,
                 };
-                routes.insert(exposed_name(&q.server, &q.name, separator), (i, n));
+                if served {
+                    continue;
+                }
+                let routes = match q.kind {
+                    Item::Tool => &mut catalog.quarantine_routes,
+                    _ => &mut catalog.prompt_quarantine_routes,
+                };
+                routes.insert(name, (i, n));
             }
         }
         catalog.raw = Some(per_upstream);

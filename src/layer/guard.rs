@@ -97,7 +97,8 @@ impl<S: Inner> Around<S> for GuardLayer {
         };
         if let Some(kind) = match method {
             "tools/call" => Some(Item::Tool),
-            "prompts/get" => Some(Item::Prompt),
+            // A completion of a held prompt's argument is refused as its get is.
+            "prompts/get" | "completion/complete" => Some(Item::Prompt),
             _ => None,
         } {
             if let Some(refusal) = self.refusal(kind, &req) {
@@ -140,14 +141,43 @@ impl GuardLayer {
         if !self.catalog.borrow().any_quarantined() {
             return None;
         }
-        let name = req.view.name()?;
+        let method = match req.message.method() {
+            Some("completion/complete") => "completion/complete",
+            Some("prompts/get") => "prompts/get",
+            _ => "tools/call",
+        };
+        let completed;
+        let name = if method == "completion/complete" {
+            completed = completed_prompt(&req.message)?;
+            completed.as_str()
+        } else {
+            req.view.name()?
+        };
         let catalog = self.catalog.borrow().clone();
         let q = catalog.quarantined_as(kind, name)?;
         let (principal, session) = (req.caller.principal.name(), &req.caller.session.id);
-        audit::guard::refusal(&self.audit, q, name, principal, session);
+        audit::guard::refusal(&self.audit, q, method, name, principal, session);
         let id = req.message.id.clone().unwrap_or(Id::Null);
         Some(Message::error(id, refusal_error(name, q)))
     }
+}
+
+/// The prompt whose argument a `completion/complete` completes (`params.ref` of type
+/// `ref/prompt`), if it is one.
+fn completed_prompt(message: &Message) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        r#ref: Reference,
+    }
+    #[derive(serde::Deserialize)]
+    struct Reference {
+        r#type: String,
+        name: Option<String>,
+    }
+    let params: Params = message.params_as().ok()?;
+    (params.r#ref.r#type == "ref/prompt")
+        .then_some(params.r#ref.name)
+        .flatten()
 }
 
 /// Who asked for a result that was stripped: its metric and audit line.
@@ -366,6 +396,20 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(served.error.is_none(), "{served:?}");
+        // Completing one of its arguments is refused the same way.
+        let complete = |reference: Value| {
+            call(
+                "completion/complete",
+                &json!({"ref": reference, "argument": {"name": "a", "value": ""}}),
+            )
+        };
+        let refused = svc
+            .call(complete(json!({"type": "ref/prompt", "name": "calc__add"})))
+            .await
+            .unwrap()
+            .unwrap();
+        let kind = refused.error.and_then(|e| e.kind());
+        assert_eq!(kind.as_deref(), Some(kind::PROMPT_CHANGED));
     }
 
     #[tokio::test]

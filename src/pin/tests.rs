@@ -365,3 +365,40 @@ fn a_quarantined_prompt_is_routed_to_its_quarantine_and_released_by_kind() {
     );
     assert!(!v3.any_quarantined());
 }
+
+#[test]
+fn a_held_name_that_a_served_tool_now_has_is_not_refused() {
+    // `a` + `b__c` and `a__b` + `c` both join to `a__b__c`. Only the first is in the lock, so
+    // the second is held back as unknown, and the first is served under the plain name.
+    let servers = ["a".to_owned(), "a__b".to_owned()];
+    let first = Contribution {
+        tools: vec![json!({"name": "b__c", "inputSchema": {"type": "object"}})],
+        ..Contribution::default()
+    };
+    let second = Contribution {
+        tools: vec![json!({"name": "c", "inputSchema": {"type": "object"}})],
+        ..Contribution::default()
+    };
+    let rules = Rules {
+        lock: Some(Lock::of(first.tools.iter().map(|t| ("a", t)))),
+        ..Rules::default()
+    };
+    let guard = |i: usize, raw: &Contribution, held: &Held| {
+        admit(&servers[i], raw, held, &sanitize::Rules::default(), &rules)
+    };
+    let catalog = Catalog::build_guarded(
+        vec![first, second],
+        &servers,
+        "__",
+        1,
+        &Catalog::default(),
+        guard,
+    );
+    let held = &catalog.held()[1].quarantined;
+    assert_eq!((held[0].name.as_str(), held[0].reason), ("c", "unknown"));
+    assert_eq!(catalog.tool("a__b__c"), Some((0, "b__c")), "the served one");
+    assert!(
+        catalog.quarantined("a__b__c").is_none(),
+        "the guard must not refuse what routing serves"
+    );
+}
