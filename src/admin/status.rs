@@ -10,16 +10,21 @@ use crate::pin::Item;
 use crate::telemetry::names;
 use crate::upstream::Status;
 
-/// `Ok` when every required upstream is ready; else the ones that are not.
+/// `Ok` when every required upstream is ready and its lists are in the catalog; else the ones
+/// that are not.
 ///
 /// # Errors
-/// The required upstreams that are not ready, as `name: state` lines (no reasons: probes
-/// come from anywhere, `/status` tells why).
+/// The required upstreams that are not ready, as `name: state` lines (`listing` for one whose
+/// handshake is done but whose lists are not in yet; no reasons: probes come from anywhere,
+/// `/status` tells why).
 pub fn readiness(upstreams: &[UpstreamState]) -> Result<(), Vec<String>> {
     let waiting: Vec<String> = upstreams
         .iter()
-        .filter(|u| u.required && u.status != Status::Ready)
-        .map(|u| format!("{}: {}", u.name, state(&u.status)))
+        .filter(|u| u.required && !(u.status == Status::Ready && u.listed))
+        .map(|u| match u.status {
+            Status::Ready => format!("{}: listing", u.name),
+            _ => format!("{}: {}", u.name, state(&u.status)),
+        })
         .collect();
     if waiting.is_empty() {
         Ok(())
@@ -86,6 +91,7 @@ fn upstream_entry(u: &UpstreamState) -> Value {
         "prompts": u.counts.1,
         "resources": u.counts.2,
         "in_flight": u.in_flight,
+        "listed": u.listed,
         "share": if u.per_client { "per_client" } else { "global" },
         "instances": u.instances.iter().map(instance_entry).collect::<Vec<_>>(),
     })
@@ -124,7 +130,7 @@ fn profile_entry(p: &PlanSummary) -> Value {
 fn ready(entries: &[Value]) -> bool {
     entries
         .iter()
-        .all(|u| u["required"] != true || u["status"] == "ready")
+        .all(|u| u["required"] != true || (u["status"] == "ready" && u["listed"] != false))
 }
 
 /// Each profile's last rung, so the rung left behind reads 0.
@@ -272,6 +278,17 @@ mod tests {
         assert_eq!(readiness(&ups), Err(vec!["b: down".to_owned()]));
         assert_eq!(readiness(&ups[..1]), Ok(()));
         assert_eq!(readiness(&[up("c", Status::Starting, false)]), Ok(()));
+        // Ready, but the lists of its connection not fetched yet: not ready.
+        let mut listing = up("a", Status::Ready, true);
+        listing.listed = false;
+        assert_eq!(
+            readiness(&[listing.clone()]),
+            Err(vec!["a: listing".to_owned()])
+        );
+        assert_eq!(
+            document(&[listing], None, 0)["upstreams"][0]["listed"],
+            false
+        );
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub struct UpstreamState {
     pub counts: (usize, usize, usize),
     /// Requests sent to it and not answered yet.
     pub in_flight: usize,
+    /// Its lists are in the catalog for its latest connection (after a handshake, `false`
+    /// until the `tools/list` and the other lists that follow are answered).
+    pub listed: bool,
     /// `/readyz` waits for it (`required`).
     pub required: bool,
     /// `share = "per_client"`: it serves no call itself, its clients' instances do.
@@ -76,6 +79,7 @@ impl UpstreamState {
             protocol_version: String::new(),
             counts: (0, 0, 0),
             in_flight: 0,
+            listed: true,
             required: true,
             per_client: false,
             instances: Vec::new(),
@@ -102,6 +106,7 @@ impl Gateway {
                 protocol_version: u.info().protocol_version,
                 counts: (c.tools.len(), c.prompts.len(), c.resources.len()),
                 in_flight: u.in_flight(),
+                listed: self.inner.pool.listed(u.index()),
                 required: u.spec().required,
                 per_client: matches!(u.spec().share, Share::PerClient(_)),
                 instances: self.inner.pool.instances().states_of(u.index(), &held),

@@ -20,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -93,6 +94,11 @@ struct Slot {
     refreshing: tokio::sync::Mutex<()>,
     /// How many full refreshes finished (what `wait_ready` waits for).
     refreshed: watch::Sender<u64>,
+    /// How many times it became ready (its `Event::Ready`s seen).
+    readies: AtomicU64,
+    /// The `readies` count the last full refresh started at: equal to `readies` once the
+    /// lists of its latest connection are in the catalog.
+    listed_at: AtomicU64,
 }
 
 impl Slot {
@@ -101,6 +107,8 @@ impl Slot {
             upstream,
             refreshing: tokio::sync::Mutex::new(()),
             refreshed: watch::channel(0).0,
+            readies: AtomicU64::new(0),
+            listed_at: AtomicU64::new(0),
         })
     }
 }
@@ -304,11 +312,26 @@ impl Pool {
     async fn refresh(&self, id: usize, only: Option<&str>, policy: &Policy) -> Vec<&'static str> {
         let slot = self.slot(id);
         let _one_at_a_time = slot.refreshing.lock().await;
+        let readies = slot.readies.load(Ordering::Acquire);
         let changed = self.fetch_lists(&slot.upstream, only, policy).await;
         if only.is_none() {
+            slot.listed_at.fetch_max(readies, Ordering::AcqRel);
             slot.refreshed.send_modify(|n| *n += 1);
         }
         changed
+    }
+
+    /// Upstream `id` became ready: its lists are not the catalog's until the refresh that
+    /// follows finishes ([`Pool::listed`]).
+    fn note_ready(&self, id: usize) {
+        self.slot(id).readies.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether upstream `id`'s lists are in the catalog for its latest connection (what
+    /// `/readyz` waits for after the handshake).
+    pub(super) fn listed(&self, id: usize) -> bool {
+        let slot = self.slot(id);
+        slot.listed_at.load(Ordering::Acquire) >= slot.readies.load(Ordering::Acquire)
     }
 
     /// The lists upstream `id` contributes to the current catalog, while it lists them.
@@ -520,7 +543,10 @@ impl Gateway {
             match event {
                 // Refreshes run on tasks of their own, so that upstreams are fetched in
                 // parallel (one at a time per upstream).
-                Event::Ready(i) => self.spawn_refresh(i, None),
+                Event::Ready(i) => {
+                    self.inner.pool.note_ready(i);
+                    self.spawn_refresh(i, None);
+                }
                 Event::ListChanged(i, kind) => self.spawn_refresh(i, Some(kind)),
                 // An upstream that goes down keeps its last lists (calls to it fail).
                 Event::Down(_) => {}

@@ -73,15 +73,12 @@ async fn readyz_follows_a_required_upstream_down_and_back() {
     assert_eq!(status["upstreams"][0]["name"], "web");
     assert_eq!(status["upstreams"][0]["status"], "ready", "{status}");
     assert_ne!(status["upstreams"][0]["era"], "unknown", "{status}");
-    // The upstream is ready once its handshake is done; its tools reach the catalog with the
-    // `tools/list` that follows, so /status may show 0 for that round trip.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let mut status = status;
-    while status["upstreams"][0]["tools"].as_u64().unwrap() == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "no tools: {status}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        status = serde_json::from_str(&get(admin_port, "/status").await.1).unwrap();
-    }
+    // Ready means listed too: /readyz waits for the `tools/list` after the handshake.
+    assert_eq!(status["upstreams"][0]["listed"], true, "{status}");
+    assert!(
+        status["upstreams"][0]["tools"].as_u64().unwrap() > 0,
+        "{status}"
+    );
     assert_eq!(status["upstreams"][1]["status"], "down", "{status}");
     assert_eq!(status["upstreams"][1]["required"], false, "{status}");
 
@@ -89,6 +86,13 @@ async fn readyz_follows_a_required_upstream_down_and_back() {
     wait_status(admin_port, "/readyz", 503, WAIT).await;
     let (_server, _) = everything_http_on(&tag, port).await;
     wait_status(admin_port, "/readyz", 200, WAIT).await;
+    // Reconnected: ready again only with the new connection's lists in.
+    let status: Value = serde_json::from_str(&get(admin_port, "/status").await.1).unwrap();
+    assert_eq!(status["upstreams"][0]["listed"], true, "{status}");
+    assert!(
+        status["upstreams"][0]["tools"].as_u64().unwrap() > 0,
+        "{status}"
+    );
 
     let foreign = http_client()
         .get(format!("http://127.0.0.1:{admin_port}/status"))
