@@ -121,19 +121,20 @@ impl<S: Inner> Around<S> for LimitLayer {
         }
         let state = self.state.clone();
         Box::pin(async move {
-            let client = req.caller.principal.name().to_owned();
+            let client = req.caller.principal.name();
             let routed = state.routed(&req);
             let upstream = routed.as_deref().and_then(Routed::upstream);
-            let limits = state.limits.of(&client);
-            let id = req.message.id.clone().unwrap_or(Id::Null);
-            if let Err(refused) = state.admit_rate(&client, upstream, limits) {
-                return Ok(Some(refusal(id, &client, upstream, refused)));
+            let limits = state.limits.of(client);
+            let refused = |refused| {
+                let id = req.message.id.clone().unwrap_or(Id::Null);
+                Ok(Some(refusal(id, client, upstream, refused)))
+            };
+            if let Err(why) = state.admit_rate(client, upstream, limits) {
+                return refused(why);
             }
-            let _client_slot = match state.client_slot(&client, limits).await {
+            let _client_slot = match state.client_slot(client, limits).await {
                 Ok(permit) => permit,
-                Err(refused) => {
-                    return Ok(Some(refusal(id, &client, upstream, refused)));
-                }
+                Err(why) => return refused(why),
             };
             let _upstream_slot = match upstream.and_then(|u| state.upstreams.get(u)) {
                 // Closed never: the semaphore lives as long as the layer.
@@ -192,18 +193,25 @@ impl State {
         let Some(n) = limits.in_flight else {
             return Ok(None);
         };
-        let slots = self
-            .slots
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(client.to_owned())
-            .or_insert_with(|| {
-                Arc::new(Slots {
-                    free: Arc::new(Semaphore::new(n)),
-                    waiting: AtomicUsize::new(0),
-                })
-            })
-            .clone();
+        let slots = {
+            let mut by_client = self
+                .slots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Looked up by `&str`: the name is copied only for the client's first call.
+            match by_client.get(client) {
+                Some(slots) => slots.clone(),
+                None => by_client
+                    .entry(client.to_owned())
+                    .or_insert_with(|| {
+                        Arc::new(Slots {
+                            free: Arc::new(Semaphore::new(n)),
+                            waiting: AtomicUsize::new(0),
+                        })
+                    })
+                    .clone(),
+            }
+        };
         if let Ok(permit) = slots.free.clone().try_acquire_owned() {
             return Ok(Some(permit));
         }
