@@ -170,18 +170,37 @@ impl Scope {
     /// `arguments` object, `None` when it has none).
     #[must_use]
     pub fn check(&self, target: Target<'_>, arguments: Option<&Map<String, Value>>) -> Decision {
+        self.check_with(target, || arguments)
+    }
+
+    /// [`Scope::check`] with the arguments given on demand: `arguments` is called only when
+    /// an argument rule applies to `target` (most calls need no parse of their arguments).
+    #[must_use]
+    pub fn check_with<'a>(
+        &self,
+        target: Target<'_>,
+        arguments: impl FnOnce() -> Option<&'a Map<String, Value>>,
+    ) -> Decision {
         let key = target.key();
         if let Err(deny) = self.visibility(&key) {
             return deny;
         }
-        for (i, rule) in self.rules.iter().enumerate() {
-            if rule.applies_to(&key) {
-                if let Some(reason) = rule.violation(arguments) {
-                    return Decision::Deny {
-                        reason,
-                        rule: format!("rule {}", i + 1),
-                    };
-                }
+        let mut applying = self
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(_, rule)| rule.applies_to(&key))
+            .peekable();
+        if applying.peek().is_none() {
+            return Decision::Allow;
+        }
+        let arguments = arguments();
+        for (i, rule) in applying {
+            if let Some(reason) = rule.violation(arguments) {
+                return Decision::Deny {
+                    reason,
+                    rule: format!("rule {}", i + 1),
+                };
             }
         }
         Decision::Allow
@@ -284,6 +303,32 @@ mod tests {
             scope.check(Target::tool("time", "now"), None),
             Decision::Allow
         );
+    }
+
+    #[test]
+    fn arguments_are_asked_for_only_when_a_rule_applies() {
+        let rule = ArgRule {
+            tools: vec![Glob::new("github/*")],
+            args: [("owner".to_owned(), Constraint::default())].into(),
+        };
+        let scope = Scope::new(vec![Glob::new("*")], vec![Glob::new("git/*")], vec![rule]);
+        let asked = std::cell::Cell::new(0);
+        let acme = json!({"owner": "acme"});
+        let arguments = || {
+            asked.set(asked.get() + 1);
+            acme.as_object()
+        };
+        let time = Target::tool("time", "now");
+        assert_eq!(scope.check_with(time, arguments), Decision::Allow);
+        let git = Target::tool("git", "log");
+        assert!(matches!(
+            scope.check_with(git, arguments),
+            Decision::Deny { .. }
+        ));
+        assert_eq!(asked.get(), 0, "no rule applies: no arguments needed");
+        let github = Target::tool("github", "list_issues");
+        assert_eq!(scope.check_with(github, arguments), Decision::Allow);
+        assert_eq!(asked.get(), 1);
     }
 
     #[test]

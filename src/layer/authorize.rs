@@ -116,9 +116,13 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             return Box::pin(inner.call(req));
         };
         let routes = routes(&called.reach, &called.exposed, &catalog);
-        let arguments = matches!(method, "tools/call" | "prompts/get")
-            .then(|| req.view.arguments_value(&req.message));
-        let decision = decide(&req, &called, &routes, arguments.as_ref());
+        // Parsed only if an argument rule applies to the call or the audit logs arguments.
+        let parsed = std::cell::OnceCell::new();
+        let takes_arguments = matches!(method, "tools/call" | "prompts/get");
+        let arguments = || {
+            takes_arguments.then(|| parsed.get_or_init(|| req.view.arguments_value(&req.message)))
+        };
+        let decision = decide(&req, &called, &routes, arguments);
         let audit = self.audit.clone();
         let audit_id = audit::new_id();
         let (rule, reason) = match &decision {
@@ -139,7 +143,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             decision: Some(if reason.is_some() { "deny" } else { "allow" }),
             rule: Some(rule),
             reason,
-            arguments: audit.arguments(|| arguments.clone().unwrap_or_default()),
+            arguments: audit.arguments(|| arguments().cloned().unwrap_or_default()),
             run_audit_id: req.caller.run.as_deref(),
             ..Entry::default()
         };
@@ -176,12 +180,13 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
 }
 
 /// The decision on `called`, which may reach `routes`, for the request's principal (every
-/// routed identity must be allowed).
-fn decide(
+/// routed identity must be allowed). `arguments` gives the call's arguments (`None` for a
+/// method without them); it is called only when an argument rule applies.
+fn decide<'a>(
     req: &McpRequest,
     called: &Routed,
     routes: &[(&str, &str)],
-    arguments: Option<&Value>,
+    arguments: impl Fn() -> Option<&'a Value>,
 ) -> Decision {
     let principal = &req.caller.principal;
     if principal.via() == Via::Anonymous {
@@ -206,13 +211,17 @@ fn decide(
         };
     }
     let scope = principal.client().scope();
-    let arguments = arguments.and_then(Value::as_object);
+    let arguments = || {
+        arguments()
+            .and_then(Value::as_object)
+            .or(empty_arguments(called.kind))
+    };
     for &(server, name) in routes {
         let target = Target::new(called.kind, server, name);
         let decision = match req.view.method() {
             // Completing a prompt's or template's arguments needs only the right to see it.
             Some("completion/complete") if scope.may_see(target) => Decision::Allow,
-            _ => scope.check(target, arguments.or(empty_arguments(called.kind))),
+            _ => scope.check_with(target, arguments),
         };
         if decision != Decision::Allow {
             return decision;
