@@ -55,13 +55,13 @@ mod state;
 mod usage;
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use tower::{Layer, Service};
+use tower::Layer;
+
+use crate::layer::{Around, Inner, Layered};
 
 use tokio::sync::{mpsc, watch};
 
@@ -259,45 +259,19 @@ pub(crate) fn volatile_servers(policy: &Policy) -> Vec<String> {
 impl<S> Layer<S> for BudgetLayer {
     type Service = Budget<S>;
     fn layer(&self, inner: S) -> Budget<S> {
-        Budget {
-            inner,
-            state: self.state.clone(),
-        }
+        Layered::new(self.clone(), inner)
     }
 }
 
 /// Applies the budget plan to `tools/list` and serves the meta-tools.
-#[derive(Debug, Clone)]
-pub struct Budget<S> {
-    inner: S,
-    state: Arc<State>,
-}
-
-impl<S> Budget<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-}
+pub type Budget<S> = Layered<BudgetLayer, S>;
 
 type BoxFuture = crate::context::McpFuture;
 
-impl<S> Service<McpRequest> for Budget<S>
-where
-    S: Service<McpRequest, Response = Option<Message>, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Option<Message>;
-    type Error = Infallible;
+impl<S: Inner> Around<S> for BudgetLayer {
     type Future = BoxFuture;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: McpRequest) -> BoxFuture {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+    fn around(&self, mut inner: S, req: McpRequest) -> BoxFuture {
         if req.message.kind() != Kind::Request {
             return Box::pin(inner.call(req));
         }
@@ -375,7 +349,7 @@ where
     }
 }
 
-impl<S> Budget<S> {
+impl BudgetLayer {
     /// The result budget of tools/call `req`, and the tool's exposed name:
     /// `Some` when the tool has a `max_result_tokens`.
     fn result_budget(&self, req: &McpRequest) -> Option<(usize, String)> {
@@ -415,7 +389,7 @@ struct MetaRequest<'a> {
     meta: Option<Value>,
 }
 
-impl<S> Budget<S> {
+impl BudgetLayer {
     /// `Some` when the call is of a meta-tool: its answer, or the real call to forward.
     fn meta_call(&self, req: &McpRequest) -> Option<Outcome> {
         let names = &self.state.discover.names;

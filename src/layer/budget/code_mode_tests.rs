@@ -1,5 +1,6 @@
 //! `run_code` in the layer: a script's calls reach the inner service as the caller's
 //! `tools/call`s, under the run's audit id, and its result comes back capped.
+use std::convert::Infallible;
 use std::sync::Mutex;
 
 use super::tests::{answer, fixed, names, request};

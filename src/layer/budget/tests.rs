@@ -4,6 +4,7 @@ use crate::catalog::CatalogTool;
 use crate::context::{Caller, Session};
 use serde_json::json;
 use std::path::Path;
+use tower::Service;
 
 pub(super) fn fixed(tools: Vec<CatalogTool>, policy: &Policy) -> BudgetLayer {
     BudgetLayer::fixed(Catalog::from_tools(tools, &policy.separator), policy)
