@@ -296,6 +296,39 @@ struct TemplateRow {
     parts: Parts,
 }
 
+/// The row of a prompt or template entry, and back: the same fields, the name under its own
+/// key (`prompt`, `uri_template`).
+macro_rules! row_of_entry {
+    ($row:ident, $name:ident, $kind:expr) => {
+        impl From<Entry> for $row {
+            fn from(e: Entry) -> Self {
+                Self {
+                    server: e.server,
+                    $name: e.tool,
+                    hash: e.hash,
+                    description: e.description,
+                    parts: e.parts,
+                }
+            }
+        }
+
+        impl From<$row> for Entry {
+            fn from(r: $row) -> Self {
+                Self {
+                    kind: $kind,
+                    server: r.server,
+                    tool: r.$name,
+                    hash: r.hash,
+                    description: r.description,
+                    parts: r.parts,
+                }
+            }
+        }
+    };
+}
+row_of_entry!(PromptRow, prompt, Item::Prompt);
+row_of_entry!(TemplateRow, uri_template, Item::Template);
+
 /// A lockfile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lock {
@@ -393,22 +426,8 @@ impl Lock {
         }
         let prompts = file.prompt.unwrap_or_default();
         let templates = file.resource_template.unwrap_or_default();
-        let prompts = prompts.into_iter().map(|r| Entry {
-            kind: Item::Prompt,
-            server: r.server,
-            tool: r.prompt,
-            hash: r.hash,
-            description: r.description,
-            parts: r.parts,
-        });
-        let templates = templates.into_iter().map(|r| Entry {
-            kind: Item::Template,
-            server: r.server,
-            tool: r.uri_template,
-            hash: r.hash,
-            description: r.description,
-            parts: r.parts,
-        });
+        let prompts = prompts.into_iter().map(Entry::from);
+        let templates = templates.into_iter().map(Entry::from);
         let entries = file
             .tool
             .into_iter()
@@ -436,28 +455,9 @@ impl Lock {
                 VERSION_TOOLS_ONLY
             },
             tool: of(Item::Tool).collect(),
-            prompt: pinned(Item::Prompt).map(|()| {
-                of(Item::Prompt)
-                    .map(|e| PromptRow {
-                        server: e.server,
-                        prompt: e.tool,
-                        hash: e.hash,
-                        description: e.description,
-                        parts: e.parts,
-                    })
-                    .collect()
-            }),
-            resource_template: pinned(Item::Template).map(|()| {
-                of(Item::Template)
-                    .map(|e| TemplateRow {
-                        server: e.server,
-                        uri_template: e.tool,
-                        hash: e.hash,
-                        description: e.description,
-                        parts: e.parts,
-                    })
-                    .collect()
-            }),
+            prompt: pinned(Item::Prompt).map(|()| of(Item::Prompt).map(PromptRow::from).collect()),
+            resource_template: pinned(Item::Template)
+                .map(|()| of(Item::Template).map(TemplateRow::from).collect()),
         };
         let body = toml::to_string(&file).expect("a lock always serializes");
         format!(

@@ -163,14 +163,7 @@ async fn rug_pull_against_a_lock_fails_check_and_approving_restores_it() {
     let lock_str = lock.to_string_lossy().into_owned();
     // Pin the honest version.
     let honest = policy(dir.path(), &tag, "", &[poisoned("rug", &["rugpull", "5"])]);
-    let honest_str = honest.to_string_lossy().into_owned();
-    let out = run_cli(&["pin", "--policy", &honest_str, "--out", &lock_str]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&lock).unwrap();
+    let text = pin_lock(&honest, &lock);
     assert!(
         text.contains("server = \"rug\"\ntool = \"fact\"\n"),
         "{text}"
@@ -179,6 +172,7 @@ async fn rug_pull_against_a_lock_fails_check_and_approving_restores_it() {
         text.contains("description = \"Tells a fact about a topic.\""),
         "{text}"
     );
+    let honest_str = honest.to_string_lossy().into_owned();
     let ok = run_cli(&["check", "--policy", &honest_str, "--lock", &lock_str]);
     assert!(
         ok.status.success(),
@@ -218,12 +212,7 @@ async fn rug_pull_against_a_lock_fails_check_and_approving_restores_it() {
     );
     gw.stop_and_check().await;
     // Approve: re-pin the new version, restart.
-    let out = run_cli(&["pin", "--policy", &changed_str, "--out", &lock_str]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    pin_lock(&changed, &lock);
     let ok = run_cli(&["check", "--policy", &changed_str, "--lock", &lock_str]);
     assert!(
         ok.status.success(),
@@ -340,14 +329,7 @@ async fn prompts_and_templates_against_a_lock_fail_check_and_an_old_lock_keeps_t
     let lock = dir.path().join("mcp-budget.lock");
     let lock_str = lock.to_string_lossy().into_owned();
     let honest = policy(dir.path(), &tag, "", &[rugprompt("1")]);
-    let honest_str = honest.to_string_lossy().into_owned();
-    let out = run_cli(&["pin", "--policy", &honest_str, "--out", &lock_str]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&lock).unwrap();
+    let text = pin_lock(&honest, &lock);
     for entry in [
         "\nversion = 2\n",
         "[[prompt]]\nserver = \"rp\"\nprompt = \"greet\"\n",
@@ -427,4 +409,16 @@ async fn prompts_and_templates_against_a_lock_fail_check_and_an_old_lock_keeps_t
         "{log}"
     );
     gw.stop_and_check().await;
+}
+
+/// `mcp-budget pin --policy POLICY --out LOCK`, which must succeed: the lock's text.
+fn pin_lock(policy: &std::path::Path, lock: &std::path::Path) -> String {
+    let (policy, out) = (policy.to_string_lossy(), lock.to_string_lossy());
+    let done = run_cli(&["pin", "--policy", &policy, "--out", &out]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    std::fs::read_to_string(lock).unwrap()
 }
