@@ -93,6 +93,17 @@ impl Replica {
         self.child.kill().await.unwrap();
     }
 
+    /// SIGTERM, and its exit (bounded): the gateway stops its upstreams itself, which the
+    /// leftover check then sees. (A SIGKILLed gateway's children end only when they notice
+    /// their stdin closed, which a test cannot time.)
+    async fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.pid());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
+        if tokio::time::timeout(WAIT, self.child.wait()).await.is_err() {
+            panic!("a gateway did not exit after SIGTERM:\n{}", self.log());
+        }
+    }
+
     fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
@@ -401,7 +412,9 @@ async fn python_and_ts_sessions_span_three_replicas_behind_haproxy() {
         answers.iter().all(|(_, n)| *n > 0),
         "every replica served the sessions: {answers:?}"
     );
-    drop(gateways);
+    for gateway in gateways {
+        gateway.stop().await;
+    }
     drop(haproxy);
     harness::assert_no_leftovers(&tag).await;
 }
@@ -483,7 +496,9 @@ async fn a_load_run_with_an_upstream_crash_and_a_replica_restart_loses_no_call()
         !errors.keys().any(|k| k.contains("session")),
         "every replica served every session: {report:#}"
     );
-    drop(gateways);
+    for gateway in gateways {
+        gateway.stop().await;
+    }
     drop(haproxy);
     harness::assert_no_leftovers(&tag).await;
 }
