@@ -275,8 +275,12 @@ async fn a_prompt_and_template_changed_in_flight_are_held_back_on_trust_on_first
         flipped["result"]["content"][0]["text"], "flipped",
         "{flipped}"
     );
+    // The server announces its prompts and its templates separately, and each list is
+    // refreshed on its own: wait for both.
     let until = tokio::time::Instant::now() + WAIT;
-    while prompts(c).await.len() == 2 && tokio::time::Instant::now() < until {
+    while (prompts(c).await.len() == 2 || !templates(c).await.is_empty())
+        && tokio::time::Instant::now() < until
+    {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
