@@ -301,9 +301,13 @@ fn outcome_of(reply: Option<&Message>) -> (&'static str, Option<String>) {
         #[serde(rename = "isError", default)]
         is_error: bool,
     }
+    // Most results are not errors: a result whose text holds neither `isError` nor an escape
+    // (`\u…` could spell the key) has no such flag, and is not parsed again.
+    let may_flag = |raw: &str| raw.contains("isError") || raw.contains("\\u");
     let is_error = reply
         .result
         .as_deref()
+        .filter(|r| may_flag(r.get()))
         .and_then(|r| serde_json::from_str::<Flag>(r.get()).ok())
         .is_some_and(|f| f.is_error);
     (if is_error { "is_error" } else { "ok" }, None)

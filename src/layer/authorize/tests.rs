@@ -272,3 +272,26 @@ async fn the_anonymous_principal_passes_untouched() {
     let v: Value = serde_json::from_str(tools.reply.unwrap().result.unwrap().get()).unwrap();
     assert_eq!(v["tools"].as_array().unwrap().len(), 4);
 }
+
+#[test]
+fn an_outcome_is_an_error_only_when_the_result_says_so_however_it_spells_it() {
+    let reply = |result: &str| {
+        Message::parse(format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#).as_bytes())
+            .unwrap()
+    };
+    let outcome = |result: &str| super::outcome_of(Some(&reply(result))).0;
+    assert_eq!(
+        outcome(r#"{"content":[{"type":"text","text":"fine"}]}"#),
+        "ok"
+    );
+    assert_eq!(outcome(r#"{"content":[],"isError":true}"#), "is_error");
+    assert_eq!(outcome(r#"{"content":[],"isError":false}"#), "ok");
+    // The key written with an escape is the same key.
+    assert_eq!(outcome(r#"{"content":[],"is\u0045rror":true}"#), "is_error");
+    // The words in a text are not the flag.
+    assert_eq!(
+        outcome(r#"{"content":[{"type":"text","text":"isError: true"}]}"#),
+        "ok"
+    );
+    assert_eq!(super::outcome_of(None).0, "none");
+}
