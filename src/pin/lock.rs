@@ -99,16 +99,6 @@ impl Item {
         }
     }
 
-    /// Its lockfile section: `tool`, `prompt`, `resource_template`.
-    #[must_use]
-    pub fn section(self) -> &'static str {
-        match self {
-            Self::Tool => "tool",
-            Self::Prompt => "prompt",
-            Self::Template => "resource_template",
-        }
-    }
-
     /// Its plural, for messages: `tools`, `prompts`, `resource templates`.
     #[must_use]
     pub fn plural(self) -> &'static str {
@@ -333,8 +323,8 @@ row_of_entry!(TemplateRow, uri_template, Item::Template);
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lock {
     entries: BTreeMap<(Item, String, String), Entry>,
-    /// The kinds it does not pin (a lock written before they were pinned).
-    unpinned: Vec<Item>,
+    /// A version 1 lock, written before prompts and templates were pinned: it pins tools only.
+    tools_only: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -396,7 +386,7 @@ impl Lock {
             .collect();
         Self {
             entries,
-            unpinned: Vec::new(),
+            tools_only: false,
         }
     }
 
@@ -409,8 +399,7 @@ impl Lock {
     /// version 1 file with `prompt` or `resource_template` entries.
     pub fn parse(text: &str) -> Result<Self, String> {
         let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
-        let mut unpinned = Vec::new();
-        match file.version {
+        let tools_only = match file.version {
             VERSION_TOOLS_ONLY => {
                 if file.prompt.is_some() || file.resource_template.is_some() {
                     return Err(format!(
@@ -419,11 +408,11 @@ impl Lock {
                          again)"
                     ));
                 }
-                unpinned = vec![Item::Prompt, Item::Template];
+                true
             }
-            VERSION => {}
+            VERSION => false,
             other => return Err(format!("unsupported lockfile version {other}")),
-        }
+        };
         let prompts = file.prompt.unwrap_or_default();
         let templates = file.resource_template.unwrap_or_default();
         let prompts = prompts.into_iter().map(Entry::from);
@@ -435,7 +424,10 @@ impl Lock {
             .chain(templates)
             .map(|e| ((e.kind, e.server.clone(), e.tool.clone()), e))
             .collect();
-        Ok(Self { entries, unpinned })
+        Ok(Self {
+            entries,
+            tools_only,
+        })
     }
 
     /// The lockfile's text.
@@ -447,17 +439,13 @@ impl Lock {
                 .filter(move |e| e.kind == kind)
                 .cloned()
         };
-        let pinned = |kind: Item| self.pins(kind).then_some(());
+        // A tools-only lock stays one: no section says "none pinned" for what it never pinned.
+        let pinned = !self.tools_only;
         let file = File {
-            version: if self.unpinned.is_empty() {
-                VERSION
-            } else {
-                VERSION_TOOLS_ONLY
-            },
+            version: if pinned { VERSION } else { VERSION_TOOLS_ONLY },
             tool: of(Item::Tool).collect(),
-            prompt: pinned(Item::Prompt).map(|()| of(Item::Prompt).map(PromptRow::from).collect()),
-            resource_template: pinned(Item::Template)
-                .map(|()| of(Item::Template).map(TemplateRow::from).collect()),
+            prompt: pinned.then(|| of(Item::Prompt).map(PromptRow::from).collect()),
+            resource_template: pinned.then(|| of(Item::Template).map(TemplateRow::from).collect()),
         };
         let body = toml::to_string(&file).expect("a lock always serializes");
         format!(
@@ -471,7 +459,7 @@ impl Lock {
     /// pinned pins tools only).
     #[must_use]
     pub fn pins(&self, kind: Item) -> bool {
-        !self.unpinned.contains(&kind)
+        kind == Item::Tool || !self.tools_only
     }
 
     /// The entry of tool `tool` of server `server`.
