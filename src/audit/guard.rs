@@ -126,23 +126,12 @@ pub fn refusal(
         session,
         method,
         reason: Some(q.reason),
-        error_type: Some(error_type(q).to_owned()),
+        error_type: Some(q.error_type().to_owned()),
         old_hash: q.old.as_deref(),
         new_hash: Some(&q.new),
         changed: (!q.changed.is_empty()).then_some(q.changed.as_slice()),
         ..of_tool(q, Some(tool), &id)
     });
-}
-
-/// The `data.type` a call of `q` is refused with.
-fn error_type(q: &Quarantined) -> &'static str {
-    if q.kind == Item::Prompt {
-        crate::error::kind::PROMPT_CHANGED
-    } else if q.reason == "steering" {
-        crate::error::kind::TOOL_FLAGGED
-    } else {
-        crate::error::kind::TOOL_CHANGED
-    }
 }
 
 fn of_tool<'a>(q: &'a Quarantined, tool: Option<&'a str>, audit_id: &'a str) -> Entry<'a> {

@@ -30,6 +30,22 @@ pub struct Quarantined {
     pub changed: Vec<&'static str>,
 }
 
+impl Quarantined {
+    /// The error `data.type` a request that names it is refused with:
+    /// `mcp_budget.tool.flagged` for steering (only tools are held for it), else
+    /// `mcp_budget.prompt.changed` for a prompt and `mcp_budget.tool.changed` for a tool
+    /// (also when it is unknown to the lock).
+    #[must_use]
+    pub fn error_type(&self) -> &'static str {
+        use crate::error::kind;
+        match (self.reason, self.kind) {
+            ("steering", _) => kind::TOOL_FLAGGED,
+            (_, Item::Prompt) => kind::PROMPT_CHANGED,
+            (_, Item::Tool | Item::Template) => kind::TOOL_CHANGED,
+        }
+    }
+}
+
 #[cfg(test)]
 impl Quarantined {
     /// `server`'s tool `name`, held because its description changed since its pin (for tests).

@@ -34,7 +34,7 @@ use tower::Layer;
 use crate::audit::{self, Audit};
 use crate::catalog::{Catalog, Quarantined};
 use crate::context::{McpFuture, McpRequest};
-use crate::error::{UPSTREAM_ERROR, kind};
+use crate::error::UPSTREAM_ERROR;
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
 use crate::pin::Item;
@@ -95,13 +95,15 @@ impl<S: Inner> Around<S> for GuardLayer {
             Kind::Request => req.message.method().unwrap_or_default(),
             _ => return Box::pin(inner.call(req)),
         };
-        if let Some(kind) = match method {
-            "tools/call" => Some(Item::Tool),
+        let names = match method {
+            "tools/call" => Some((Item::Tool, "tools/call")),
+            "prompts/get" => Some((Item::Prompt, "prompts/get")),
             // A completion of a held prompt's argument is refused as its get is.
-            "prompts/get" | "completion/complete" => Some(Item::Prompt),
+            "completion/complete" => Some((Item::Prompt, "completion/complete")),
             _ => None,
-        } {
-            if let Some(refusal) = self.refusal(kind, &req) {
+        };
+        if let Some((kind, method)) = names {
+            if let Some(refusal) = self.refusal(kind, method, &req) {
                 return Box::pin(async move { Ok(Some(refusal)) });
             }
         }
@@ -133,19 +135,14 @@ impl<S: Inner> Around<S> for GuardLayer {
 }
 
 impl GuardLayer {
-    /// The error answering a call of a quarantined tool (or a get of a quarantined prompt:
-    /// `kind`), if this is one.
-    fn refusal(&self, kind: Item, req: &McpRequest) -> Option<Message> {
+    /// The error answering `method`, a call of a quarantined tool (or a get or completion of
+    /// a quarantined prompt: `kind`), if this is one.
+    fn refusal(&self, kind: Item, method: &'static str, req: &McpRequest) -> Option<Message> {
         // The common case costs one atomic read: no quarantine. The name comes from the
         // request's view (parsed once, downstream; a repeated key resolves as a `Value` would).
         if !self.catalog.borrow().any_quarantined() {
             return None;
         }
-        let method = match req.message.method() {
-            Some("completion/complete") => "completion/complete",
-            Some("prompts/get") => "prompts/get",
-            _ => "tools/call",
-        };
         let completed;
         let name = if method == "completion/complete" {
             completed = completed_prompt(&req.message)?;
@@ -223,34 +220,25 @@ impl Stripped {
 /// `prompt` for `tool`).
 #[must_use]
 pub fn refusal_error(name: &str, q: &Quarantined) -> ErrorObject {
-    let changed = match q.kind {
-        Item::Prompt => kind::PROMPT_CHANGED,
-        Item::Tool | Item::Template => kind::TOOL_CHANGED,
-    };
-    let (kind, why) = match q.reason {
-        "steering" => (
-            kind::TOOL_FLAGGED,
+    let why = match q.reason {
+        "steering" => {
             "its definition tries to steer the model; review it and add it to [sanitize] allow"
-                .to_owned(),
-        ),
-        "unknown" => (
-            changed,
-            "it is not in the lockfile; review it and update the lock (mcp-budget pin)".to_owned(),
-        ),
-        _ => (
-            changed,
-            format!(
-                "its {} changed since it was pinned; review it and update the lock (mcp-budget \
-                 pin), or restart the gateway to trust it anew",
-                q.changed.join(", ")
-            ),
+                .to_owned()
+        }
+        "unknown" => {
+            "it is not in the lockfile; review it and update the lock (mcp-budget pin)".to_owned()
+        }
+        _ => format!(
+            "its {} changed since it was pinned; review it and update the lock (mcp-budget \
+             pin), or restart the gateway to trust it anew",
+            q.changed.join(", ")
         ),
     };
     let what = q.kind.label();
     ErrorObject::new(
         UPSTREAM_ERROR,
         format!("{what} {name} is quarantined: {why}"),
-        kind,
+        q.error_type(),
         Some(json!({
             what: name,
             "server": q.server,
@@ -282,6 +270,8 @@ fn sanitize_reply(msg: &mut Message) -> Option<sanitize::Counts> {
 #[cfg(test)]
 mod tests {
     use std::convert::Infallible;
+
+    use crate::error::kind;
 
     use tower::Service;
 
