@@ -550,13 +550,24 @@ impl Gateway {
                 Event::ListChanged(i, kind) => self.spawn_refresh(i, Some(kind)),
                 // An upstream that goes down keeps its last lists (calls to it fail).
                 Event::Down(_) => {}
-                Event::Broadcast(_, msg) => {
-                    let subscriptions = &self.inner.subscriptions;
-                    subscriptions.resource_updated(&msg, &self.inner.sessions, None);
-                    subscriptions.notify_listeners(&msg, None);
-                }
-                Event::Log(_, msg) => self.inner.sessions.log(&msg),
+                Event::Broadcast(..) | Event::Log(..) => self.outside_a_call(&event, None),
             }
+        }
+    }
+
+    /// What an upstream said outside a call: a resource update to the sessions subscribed to
+    /// the resource and the listen streams that asked for it, a log line to the sessions that
+    /// want its level ([`super::sessions::Sessions::log`]); of a per-client instance
+    /// (`client` names its client), to that client's only.
+    pub(super) fn outside_a_call(&self, event: &Event, client: Option<&str>) {
+        match event {
+            Event::Broadcast(_, msg) => {
+                let subscriptions = &self.inner.subscriptions;
+                subscriptions.resource_updated(msg, &self.inner.sessions, client);
+                subscriptions.notify_listeners(msg, client);
+            }
+            Event::Log(_, msg) => self.inner.sessions.log(msg, client),
+            Event::Ready(_) | Event::Down(_) | Event::ListChanged(..) => {}
         }
     }
 

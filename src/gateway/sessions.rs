@@ -48,28 +48,21 @@ impl Sessions {
         self.send(msg, |_, _| true);
     }
 
-    /// A log message of no client's call: to the sessions that asked for its level with
-    /// `logging/setLevel` (a session that asked for none gets no upstream-wide logs: they may
-    /// tell of other clients' work).
-    pub(super) fn log(&self, msg: &Message) {
-        let level = string_param(msg, "level").unwrap_or_default();
-        self.send(msg, |_, state| {
-            state
-                .log_level
-                .as_deref()
-                .is_some_and(|wanted| crate::mcp::bridge::level_wanted(wanted, &level))
-        });
-    }
-
-    /// A log message of `client`'s own per-client instance outside a call: to that client's
-    /// sessions only, each at the level it asked for with `logging/setLevel` (a session that
-    /// asked for none gets what the server sends: it tells of that client's work alone).
-    pub(super) fn client_log(&self, msg: &Message, client: &str) {
+    /// A log message of no client's call. Of a shared upstream (`client` `None`): to the
+    /// sessions that asked for its level with `logging/setLevel` (a session that asked for
+    /// none gets no upstream-wide logs: they may tell of other clients' work). Of `client`'s
+    /// own per-client instance: to that client's sessions only, each at the level it asked
+    /// for (one that asked for none gets what the server sends: it tells of that client's
+    /// work alone).
+    pub(super) fn log(&self, msg: &Message, client: Option<&str>) {
         let level = string_param(msg, "level").unwrap_or_default();
         self.send(msg, |s, state| {
-            s.client() == Some(client)
-                && (state.log_level.as_deref())
-                    .is_none_or(|wanted| crate::mcp::bridge::level_wanted(wanted, &level))
+            let theirs = client.is_none_or(|c| s.client() == Some(c));
+            let wanted = match state.log_level.as_deref() {
+                Some(wanted) => crate::mcp::bridge::level_wanted(wanted, &level),
+                None => client.is_some(),
+            };
+            theirs && wanted
         });
     }
 
@@ -150,7 +143,7 @@ impl Gateway {
         // from the session's level by `Call::client`).
         // The caller's own per-client instances too (the last level one of its sessions set
         // holds there; each session still gets only what it asked for, see
-        // `Sessions::client_log`), never another client's.
+        // `Sessions::log`), never another client's.
         let pool = &self.inner.pool;
         let own = pool.instances().of_client(caller.principal.name());
         let own = own.into_iter().filter(|u| !u.is_modern());
@@ -272,8 +265,8 @@ mod tests {
             let params = to_raw(&json!({"level": level, "data": "x"}));
             Message::notification("notifications/message", Some(params))
         };
-        sessions.client_log(&log("info"), "alice");
-        sessions.client_log(&log("critical"), "alice");
+        sessions.log(&log("info"), Some("alice"));
+        sessions.log(&log("critical"), Some("alice"));
         let levels = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<Message>| {
             std::iter::from_fn(|| rx.try_recv().ok())
                 .filter_map(|m| string_param(&m, "level"))

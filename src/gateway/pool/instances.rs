@@ -441,22 +441,11 @@ impl Gateway {
         if id < FIRST_ID {
             return false;
         }
-        let client = || self.inner.pool.instances().client_of(id);
-        let sessions = &self.inner.sessions;
-        match event {
-            Event::Broadcast(_, msg) => match client() {
-                Some(client) => {
-                    let subscriptions = &self.inner.subscriptions;
-                    subscriptions.resource_updated(msg, sessions, Some(&client));
-                    subscriptions.notify_listeners(msg, Some(&client));
-                }
+        if let Event::Broadcast(..) | Event::Log(..) = event {
+            match self.inner.pool.instances().client_of(id) {
+                Some(client) => self.outside_a_call(event, Some(&client)),
                 None => dropped(id),
-            },
-            Event::Log(_, msg) => match client() {
-                Some(client) => sessions.client_log(msg, &client),
-                None => dropped(id),
-            },
-            Event::Ready(_) | Event::Down(_) | Event::ListChanged(..) => {}
+            }
         }
         true
     }
