@@ -317,22 +317,22 @@ fn admit_items(
                 ));
             }
         }
-        for original in std::mem::take(items) {
-            let mut item = original.clone();
-            let report = sanitize::item(&mut item, label, sanitize);
-            if !report.is_empty() {
-                held.reports.push(report);
-            }
+        for mut item in std::mem::take(items) {
+            // Pinned as the upstream gave it, then sanitized in place.
             let held_back = pinned.and_then(|kind| {
                 let definition = Definition {
                     kind,
                     server,
-                    name: kind.id_of(&original)?,
-                    original: &original,
-                    hash: &schema_hash(&original),
+                    name: kind.id_of(&item)?,
+                    original: &item,
+                    hash: &schema_hash(&item),
                 };
                 definition.pin(held, rules)
             });
+            let report = sanitize::item(&mut item, label, sanitize);
+            if !report.is_empty() {
+                held.reports.push(report);
+            }
             match held_back {
                 Some(q) => hold(q, previous, held),
                 None => items.push(item),
