@@ -167,10 +167,7 @@ impl State {
             return Ok(());
         }
         let now = self.now_ms();
-        let mut ledger = self
-            .ledger
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut ledger = crate::lock::lock(&self.ledger);
         match upstream {
             Some(u) => ledger.admit(client, u, limits, now),
             // Unknown to the catalog: the overall rate only.
@@ -194,10 +191,7 @@ impl State {
             return Ok(None);
         };
         let slots = {
-            let mut by_client = self
-                .slots
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut by_client = crate::lock::lock(&self.slots);
             // Looked up by `&str`: the name is copied only for the client's first call.
             match by_client.get(client) {
                 Some(slots) => slots.clone(),
