@@ -399,6 +399,10 @@ impl Gateway {
     fn subscribed_instances(&self) -> HashSet<(usize, String)> {
         let (pool, sessions) = (&self.inner.pool, &self.inner.sessions);
         let mut held = HashSet::new();
+        // Without a running instance nothing is held (`/status` asks at every read).
+        if pool.instances().none() {
+            return held;
+        }
         for (uri, subscribed) in self.inner.subscriptions.subscribed() {
             let Some(base) = pool.route_uri(&uri) else {
                 continue;
