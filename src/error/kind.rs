@@ -22,16 +22,19 @@ pub const UPSTREAM_TIMEOUT: &str = "mcp_budget.upstream.timeout";
 /// An upstream broke the protocol: garbage, or a response of the wrong shape (`-32000`).
 pub const UPSTREAM_PROTOCOL: &str = "mcp_budget.upstream.protocol";
 /// An HTTP upstream cannot be reached at all: the connection was refused, the host is unknown
-/// or unreachable, or the TLS handshake failed (`-32000`).
+/// or unreachable, or the TLS handshake failed; the message names the URL and the reason
+/// (`-32000`).
 pub const UPSTREAM_UNREACHABLE: &str = "mcp_budget.upstream.unreachable";
 /// A `share = "per_client"` upstream runs `max_instances` instances already, so a client
-/// without one is refused until one is stopped after `idle_secs` (`-32000`).
+/// without one is refused until one is stopped after `idle_secs`; `error.data` has
+/// `max_instances` (`-32000`).
 pub const UPSTREAM_INSTANCES_EXHAUSTED: &str = "mcp_budget.upstream.instances_exhausted";
 /// A `share = "per_client"` upstream called by an anonymous caller, whose instance could not
 /// be told from another's (`-32600`).
 pub const UPSTREAM_CLIENT_REQUIRED: &str = "mcp_budget.upstream.client_required";
 /// No upstream has a tool, prompt or resource of the name asked for (`-32602`; `-32002` from
-/// `tools/describe`, as the draft SEP asks, for names the client may not see).
+/// `tools/describe`, as the draft SEP asks, with `unknownNames`, for names the client may not
+/// see).
 pub const CATALOG_NOT_FOUND: &str = "mcp_budget.catalog.not_found";
 /// A method the gateway does not serve, or one 2026-07-28 removed (`-32601`; HTTP 404 for a
 /// 2026-07-28 request).
@@ -92,7 +95,7 @@ pub const PROTOCOL_UNSUPPORTED_VERSION: &str = "mcp_budget.protocol.unsupported_
 /// A `Host` header missing, repeated or not `host[:port]` (`-32600`; HTTP 400).
 pub const HTTP_BAD_HOST: &str = "mcp_budget.http.bad_host";
 /// A `Host` or `Origin` that is neither localhost nor allowed by `downstream.allowed_hosts` /
-/// `allowed_origins` (`-32600`; HTTP 403).
+/// `allowed_origins`, against DNS rebinding (`-32600`; HTTP 403).
 pub const HTTP_FORBIDDEN_ORIGIN: &str = "mcp_budget.http.forbidden_origin";
 /// A POST body that is not `Content-Type: application/json` (`-32600`; HTTP 415).
 pub const HTTP_UNSUPPORTED_MEDIA_TYPE: &str = "mcp_budget.http.unsupported_media_type";
@@ -113,8 +116,8 @@ pub const TOOL_CHANGED: &str = "mcp_budget.tool.changed";
 /// has its `new` hash (`-32000`).
 pub const TOOL_FLAGGED: &str = "mcp_budget.tool.flagged";
 /// A `prompts/get` of a prompt held back because its definition differs from its pin
-/// (changed since trusted, or not in the lock); `error.data` has `old` and `new` hash and
-/// what `changed` (`-32000`).
+/// (changed since trusted, or not in the lock); `error.data` has the `prompt`, `old` and `new`
+/// hash and what `changed` (`-32000`).
 pub const PROMPT_CHANGED: &str = "mcp_budget.prompt.changed";
 /// Clients are configured and the request came without credentials (`-32600`, HTTP 401 with a
 /// `WWW-Authenticate` challenge).
@@ -223,12 +226,12 @@ mod tests {
     }
 
     #[test]
-    fn every_kind_is_in_the_readme_table() {
-        let readme = include_str!("../../README.md");
+    fn every_kind_is_in_the_error_table() {
+        let page = include_str!("../../docs/errors.md");
         for kind in ALL {
             assert!(
-                readme.contains(&format!("| `{kind}` |")),
-                "{kind} missing from README's error table"
+                page.contains(&format!("| `{kind}` |")),
+                "{kind} missing from docs/errors.md's table"
             );
         }
     }

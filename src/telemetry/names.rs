@@ -1,12 +1,13 @@
-//! Every metric name and label key, in one place (the README's metrics table lists the same).
+//! Every metric name and label key, in one place (`docs/metrics.md` is generated from this file).
 //!
 //! Label values are bounded: server and tool names come from the catalog (a tool name the
 //! catalog does not know is [`UNKNOWN`]), methods from the MCP method list (others are
 //! [`OTHER_METHOD`]), outcomes from the constants below. Never ids, never argument values.
 
-/// Requests answered, by `method` and `outcome` (counter).
+/// Requests answered, by `method` and `outcome` ([`OK`] | [`ERROR`]) (counter).
 pub const REQUESTS: &str = "mcp_budget_requests_total";
-/// Tool calls answered, by `server`, `tool` and `outcome` (counter).
+/// Tool calls answered, by `server`, `tool` and `outcome` ([`OK`] | [`TOOL_ERROR`] | [`ERROR`])
+/// (counter).
 pub const TOOL_CALLS: &str = "mcp_budget_tool_calls_total";
 /// Time from a `tools/call` entering the stack to its answer, by `server` and `tool`
 /// (histogram, seconds).
@@ -34,8 +35,8 @@ pub const PLAN_RUNG: &str = "mcp_budget_plan_rung";
 pub const TOOLS: &str = "mcp_budget_tools";
 /// `search_tools` calls, by `outcome` (`hit` | `zero`) (counter).
 pub const SEARCHES: &str = "mcp_budget_searches_total";
-/// Rank (1-based) a tool had in the last search of its session when it was invoked
-/// (histogram).
+/// Rank (1-based) a tool had in the last `search_tools` of its session when it was invoked; calls
+/// of tools that search did not return are not observed (histogram).
 pub const SEARCH_RANK_INVOKED: &str = "mcp_budget_search_rank_invoked";
 /// `run_code` calls answered, by `outcome` ([`OK`] | [`ERROR`]: the script threw, did not
 /// compile or was missing | [`STOPPED`]: a limit stopped it | [`ENGINE`]: the sandbox failed)
@@ -49,7 +50,8 @@ pub const CODE_RUN_TOOL_CALLS: &str = "mcp_budget_code_run_tool_calls";
 /// `notifications/tools/list_changed` from upstreams, by `outcome` (`forwarded` |
 /// `suppressed`) (counter).
 pub const LIST_CHANGED: &str = "mcp_budget_list_changed_total";
-/// Times the static prefix of the listed tools changed (host caches lost) (counter).
+/// Times the static prefix of the listed tools (those before the tools of `volatile` upstreams)
+/// changed, so host prompt caches were lost; budget on (counter).
 pub const STATIC_PREFIX_CHANGES: &str = "mcp_budget_static_prefix_changes_total";
 /// Requests refused by authorization, by `client` and `reason` (counter).
 pub const AUTHORIZATION_DENIED: &str = "mcp_budget_authorization_denied_total";
@@ -86,7 +88,9 @@ pub const TOOL: &str = "tool";
 pub const METHOD: &str = "method";
 /// Label: how it ended.
 pub const OUTCOME: &str = "outcome";
-/// Label: the budget profile (`default` until per-client plans).
+/// Label: the budget profile: [`DEFAULT_PROFILE`] (the policy's `[budget]` over the whole
+/// catalog) and, with `[[client]]`s, each client's name (its scope's tools planned for its
+/// `model`): one more than the clients in the policy. `/status` lists the same profiles.
 pub const PROFILE: &str = "profile";
 /// Label: the plan's rung.
 pub const RUNG: &str = "rung";
@@ -94,7 +98,8 @@ pub const RUNG: &str = "rung";
 pub const CLIENT: &str = "client";
 /// Label: why a request was refused.
 pub const REASON: &str = "reason";
-/// Label: which limit refused a request.
+/// Label: which limit refused a request; for a `run_code` run, the `[discover]` key of the limit
+/// that stopped it.
 pub const LIMIT: &str = "limit";
 /// Label: the gateway's version.
 pub const VERSION: &str = "version";

@@ -15,6 +15,7 @@ mod client_limits;
 mod clients;
 mod codemode;
 mod collisions;
+mod docs;
 mod env;
 mod eras;
 mod fairness;
