@@ -7,6 +7,9 @@
 //!
 //! Serving it is one call, [`server::run`]`(listener, policy, shutdown)`.
 //!
+//! `ARCHITECTURE.md` in the repository walks one request through these modules and says where
+//! a new layer, policy key, error kind or metric goes.
+//!
 //! # Layout
 //!
 //! The pure core (no I/O):
@@ -29,6 +32,7 @@
 //! - [`codemode`]: the `run_code` meta-tool's sandbox (`QuickJS`), its limits and typed API.
 //! - [`audit`]: the audit log, one JSON line per authorization decision and call outcome.
 //! - [`authz`]: a client's scope, and the list-phase and call-phase answers it gives.
+//! - [`limits`]: the limit arithmetic (token buckets) keyed by who calls, for the `limit` layer.
 //! - [`routing`]: what a call names and where the catalog routes it, worked out once per
 //!   request.
 //! - [`identity`]: credentials (API keys, OAuth bearer JWTs) → the principal of a message.
@@ -44,7 +48,8 @@
 //! - [`upstream`]: clients of the MCP servers behind the gateway (stdio children, HTTP).
 //! - [`gateway`]: the aggregator: many upstreams behind one MCP server.
 //! - [`context`]: what travels through the stack: a message and who sent it.
-//! - [`layer`]: the tower layers (recover, trace, era, budget), one module each.
+//! - [`layer`]: the tower layers (recover, trace, era, budget, authorize, limit, guard), one
+//!   module each.
 //! - [`stack`]: the one place that orders the layers.
 //! - [`downstream`]: how hosts reach the gateway: stdio and streamable HTTP.
 //! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/readyz`, `/status`.
@@ -54,7 +59,7 @@
 //!   applying it to a running server (upstreams reconciled, the stack swapped).
 //! - [`llm_api`]: cache-stable tool lists on the LLM-API side (Anthropic, `OpenAI`).
 //! - `cli` (feature `cli`): the offline commands `check`, `inspect`, `render`, `search`,
-//!   `calibrate`.
+//!   `pin`, `init`, `calibrate`.
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod admin;

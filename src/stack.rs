@@ -1,10 +1,22 @@
 //! The one place that orders the layers.
 //!
-//! Outermost first: `recover` answers every request exactly once even when something below
-//! panics, so it wraps everything; `trace` opens the span the rest logs into; `era` applies
-//! the 2026-07-28 rules to modern requests; the [`Gateway`] aggregates upstreams at the bottom
-//! and publishes the catalog that the budget layer (planning, compression and discovery in
-//! one) subscribes to.
+//! Outermost first:
+//! - `recover` answers every request exactly once even when something below panics, so it
+//!   wraps everything;
+//! - `trace` opens the span the rest logs into;
+//! - `era` applies the 2026-07-28 rules to modern requests, around everything that answers;
+//! - `budget` (with `[budget] enabled`) answers `tools/list` from its plan and serves the
+//!   meta-tools; an `invoke_tool` goes on down as the `tools/call` it names;
+//! - `authorize` checks each call against the caller's scope, below the budget so an
+//!   `invoke_tool` is checked as the call it becomes, above everything a denied call must not
+//!   reach;
+//! - `limit` (with `[limits]`) spends the caller's rate and concurrency allowance;
+//! - `guard` refuses quarantined tools and prompts and sanitizes every result;
+//! - the [`Gateway`] aggregates the upstreams at the bottom and publishes the catalog the
+//!   layers read.
+//!
+//! Each step in [`build_succeeding`] says why it sits where it does.
+//!
 //! Every message comes with the [`RequestView`](crate::mcp::view::RequestView) its downstream
 //! read once; the layers read that, not the params.
 //!
