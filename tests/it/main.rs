@@ -9,6 +9,7 @@
 #![allow(unreachable_pub, clippy::unwrap_used, clippy::print_stderr)]
 
 mod harness;
+mod macros;
 
 mod cache;
 mod client_limits;
