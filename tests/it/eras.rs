@@ -19,7 +19,8 @@
 //! speaks upstream: its startup summary and the fixture's own log of each request's era).
 //!
 //! Tests that today's gateway fails are `#[ignore = "issue 3: …"]` with the reason; run them with
-//! `cargo test --test it eras -- --include-ignored`. rmcp as the client: `tests/rmcp_eras.rs`.
+//! `cargo test --test it eras -- --include-ignored`. rmcp as the client:
+//! [`rmcp_eras`](crate::rmcp_eras).
 
 use std::time::Duration;
 

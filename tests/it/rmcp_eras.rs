@@ -2,22 +2,14 @@
 //! lifecycle (`initialize`, proposing 2026-07-28; the gateway answers 2025-11-25) and in
 //! `ClientLifecycleMode::Auto` (`server/discover` first, then 2026-07-28), through the gateway to
 //! the era fixture (`tests/peers/era_server.py`: modern, legacy, dual), server-everything
-//! (legacy only) and `mcp-server-time` (dual). See `tests/it/eras.rs` for the Python client and
+//! (legacy only) and `mcp-server-time` (dual). See [`eras`](crate::eras) for the Python client and
 //! the groups; tests today's gateway fails are `#[ignore = "issue 3: …"]`.
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`).
 
-// The integration harness is shared with tests/it; not all of it is used here.
-#![allow(unreachable_pub, clippy::unwrap_used, clippy::print_stderr)]
 // Sampling and roots are deprecated by SEP-2577, but upstreams still use them: the gateway must
 // carry them in both eras.
 #![allow(deprecated)]
-
-#[allow(dead_code)]
-#[path = "it/harness.rs"]
-mod harness;
-#[path = "it/macros.rs"]
-mod macros;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,11 +26,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::Notify;
 
-use harness::{
+use crate::harness::{
     EraHttp, Gateway, LEGACY, MODERN, Mode, TagGuard, Transport, Upstream, assert_no_leftovers,
     era_upstream, gateway_stdio_args, log_shows, new_tag, policy,
 };
-use macros::cells;
+use crate::macros::cells;
 
 /// How the rmcp client opens the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
