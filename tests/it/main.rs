@@ -36,6 +36,7 @@ mod eras;
 mod fairness;
 mod faults;
 mod fuzz_props;
+mod golden;
 mod guard;
 mod http_downstream;
 mod http_upstream;
