@@ -11,10 +11,10 @@ stamp() { sha256sum "$1" | cut -c1-16; }
 
 # System packages, found missing first and installed with one `apt-get update`:
 # - libssl-dev, pkg-config: the rmcp test client's HTTP transport links OpenSSL (native-tls);
-# - chromium: the HTML report's screenshot test (tests/onboarding.rs) renders it headless;
+# - chromium: the HTML report's screenshot test (tests/it/onboarding.rs) renders it headless;
 # - prometheus: the telemetry tests check the metrics exposition with promtool and scrape it
 #   with a real Prometheus server (both in Debian's prometheus package);
-# - kubectl: the deploy/ manifests render with `kubectl kustomize` (tests/deploy.rs); this
+# - kubectl: the deploy/ manifests render with `kubectl kustomize` (tests/it/deploy.rs); this
 #   machine kind has it from the Google Cloud apt repository, Debian's kubernetes-client is
 #   the fallback;
 # - haproxy: the scale-out tests (tests/scaleout.rs) put three gateways behind it.

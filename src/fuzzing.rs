@@ -1,4 +1,4 @@
-//! Private entry points for the fuzz targets (`fuzz/`) and `tests/fuzz_props.rs`.
+//! Private entry points for the fuzz targets (`fuzz/`) and `tests/it/fuzz_props.rs`.
 //!
 //! Not a stable API: these wrap functions that are internal to the gateway so the fuzzers reach
 //! exactly the code that reads client bytes, without making that code public.

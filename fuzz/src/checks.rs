@@ -2,7 +2,7 @@
 //! panicking when an invariant breaks (a panic is what the fuzzer reports as a crash).
 //!
 //! Shared by the AFL++ targets (`fuzz/src/bin/*.rs`) and the property tests of the main crate
-//! (`tests/fuzz_props.rs` includes this file), so a regression found by either shows in both.
+//! (`tests/it/fuzz_props.rs` includes this file), so a regression found by either shows in both.
 //! Where a reference exists (serde), the gateway's reading is compared with it.
 
 use std::io;

@@ -7,6 +7,7 @@ use crate::harness::{
     Gateway, Mode, TagGuard, Up, assert_no_leftovers, gateway_stdio_args, inspector, new_tag,
     policy, python_client, tool_names,
 };
+use crate::macros::cells;
 
 fn upstreams() -> Vec<Up> {
     vec![Up::everything("everything"), Up::time("time")]
@@ -72,18 +73,6 @@ async fn python_over_stdio(mode: &str) {
     assert_no_leftovers(&tag).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_stdio_legacy_lists_and_calls_both_upstreams() {
-    python_over_stdio("legacy").await;
-}
-
-/// `mode="auto"` probes `server/discover` first; the gateway answers it, and the client uses
-/// the 2026-07-28 era (per-request `_meta`, no session) while the upstreams stay on 2025.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_stdio_auto_mode_speaks_2026_07_28() {
-    python_over_stdio("auto").await;
-}
-
 async fn python_over_http(mode: &str) {
     let gw = Gateway::start(&format!("py-http-{mode}"), Mode::Http, &upstreams()).await;
     let report = python_client(&gw.tag, mode, &["http", gw.url()], &plan()).await;
@@ -91,14 +80,14 @@ async fn python_over_http(mode: &str) {
     gw.stop_and_check().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_http_legacy_lists_and_calls_both_upstreams() {
-    python_over_http("legacy").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_http_auto_mode_speaks_2026_07_28() {
-    python_over_http("auto").await;
+// The Python client in both modes over both transports, one row per cell.
+cells! {
+    python_stdio_legacy_lists_and_calls_both_upstreams: python_over_stdio("legacy");
+    /// `mode="auto"` probes `server/discover` first; the gateway answers it, and the client uses
+    /// the 2026-07-28 era (per-request `_meta`, no session) while the upstreams stay on 2025.
+    python_stdio_auto_mode_speaks_2026_07_28:           python_over_stdio("auto");
+    python_http_legacy_lists_and_calls_both_upstreams:  python_over_http("legacy");
+    python_http_auto_mode_speaks_2026_07_28:            python_over_http("auto");
 }
 
 /// A call over `downstream.max_message_bytes` reaches the Python client as an error for that

@@ -19,7 +19,8 @@
 //! speaks upstream: its startup summary and the fixture's own log of each request's era).
 //!
 //! Tests that today's gateway fails are `#[ignore = "issue 3: …"]` with the reason; run them with
-//! `cargo test --test it eras -- --include-ignored`. rmcp as the client: `tests/rmcp_eras.rs`.
+//! `cargo test --test it eras -- --include-ignored`. rmcp as the client:
+//! [`rmcp_eras`](crate::rmcp_eras).
 
 use std::time::Duration;
 
@@ -30,6 +31,7 @@ use crate::harness::{
     era_client, era_server_http, era_upstream, gateway_stdio_args, log_shows, new_tag, node_bin,
     policy, summary_protocol,
 };
+use crate::macros::cells;
 
 /// The Python SDK's default mode: `server/discover`, then 2026-07-28.
 const PY_MODERN: &str = "auto";
@@ -410,257 +412,74 @@ async fn third_party_era(up: Up, name: &str, expected: &str) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Python default (2026-07-28) client, stdio
+// The matrix, one row per cell: `test_name: group(arguments);`
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_modern_core() {
-    core(PY_MODERN, Upstream::Modern, Transport::Stdio).await;
-}
+cells! {
+    // Python default (2026-07-28) client, stdio
+    py_modern_stdio_modern_core:         core(PY_MODERN, Upstream::Modern,     Transport::Stdio);
+    py_modern_stdio_legacy_core:         core(PY_MODERN, Upstream::Legacy,     Transport::Stdio);
+    py_modern_stdio_dual_core:           core(PY_MODERN, Upstream::Dual,       Transport::Stdio);
+    py_modern_stdio_everything_core:     core(PY_MODERN, Upstream::Everything, Transport::Stdio);
+    py_modern_stdio_time_core:           core(PY_MODERN, Upstream::Time,       Transport::Stdio);
+    py_modern_stdio_modern_asks:         asks(PY_MODERN, Upstream::Modern,     Transport::Stdio);
+    py_modern_stdio_legacy_asks:         asks(PY_MODERN, Upstream::Legacy,     Transport::Stdio);
+    py_modern_stdio_dual_asks:           asks(PY_MODERN, Upstream::Dual,       Transport::Stdio);
+    py_modern_stdio_everything_asks:     asks(PY_MODERN, Upstream::Everything, Transport::Stdio);
+    py_modern_stdio_modern_list_changed:
+        list_changed(PY_MODERN, Upstream::Modern, Transport::Stdio);
+    py_modern_stdio_legacy_list_changed:
+        list_changed(PY_MODERN, Upstream::Legacy, Transport::Stdio);
+    py_modern_stdio_dual_list_changed:
+        list_changed(PY_MODERN, Upstream::Dual, Transport::Stdio);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_legacy_core() {
-    core(PY_MODERN, Upstream::Legacy, Transport::Stdio).await;
-}
+    // Python legacy (2025-11-25) client, stdio
+    py_legacy_stdio_modern_core:         core(PY_LEGACY, Upstream::Modern,     Transport::Stdio);
+    py_legacy_stdio_legacy_core:         core(PY_LEGACY, Upstream::Legacy,     Transport::Stdio);
+    py_legacy_stdio_dual_core:           core(PY_LEGACY, Upstream::Dual,       Transport::Stdio);
+    py_legacy_stdio_everything_core:     core(PY_LEGACY, Upstream::Everything, Transport::Stdio);
+    py_legacy_stdio_time_core:           core(PY_LEGACY, Upstream::Time,       Transport::Stdio);
+    py_legacy_stdio_modern_asks:         asks(PY_LEGACY, Upstream::Modern,     Transport::Stdio);
+    py_legacy_stdio_legacy_asks:         asks(PY_LEGACY, Upstream::Legacy,     Transport::Stdio);
+    py_legacy_stdio_dual_asks:           asks(PY_LEGACY, Upstream::Dual,       Transport::Stdio);
+    py_legacy_stdio_everything_asks:     asks(PY_LEGACY, Upstream::Everything, Transport::Stdio);
+    py_legacy_stdio_modern_list_changed:
+        list_changed(PY_LEGACY, Upstream::Modern, Transport::Stdio);
+    py_legacy_stdio_legacy_list_changed:
+        list_changed(PY_LEGACY, Upstream::Legacy, Transport::Stdio);
+    py_legacy_stdio_dual_list_changed:
+        list_changed(PY_LEGACY, Upstream::Dual, Transport::Stdio);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_dual_core() {
-    core(PY_MODERN, Upstream::Dual, Transport::Stdio).await;
-}
+    // Both Python modes over HTTP (client → gateway HTTP → upstream HTTP)
+    py_modern_http_modern_core:          core(PY_MODERN, Upstream::Modern,     Transport::Http);
+    py_modern_http_legacy_core:          core(PY_MODERN, Upstream::Legacy,     Transport::Http);
+    py_modern_http_dual_core:            core(PY_MODERN, Upstream::Dual,       Transport::Http);
+    py_modern_http_everything_core:      core(PY_MODERN, Upstream::Everything, Transport::Http);
+    py_modern_http_modern_asks:          asks(PY_MODERN, Upstream::Modern,     Transport::Http);
+    py_modern_http_legacy_asks:          asks(PY_MODERN, Upstream::Legacy,     Transport::Http);
+    py_modern_http_dual_asks:            asks(PY_MODERN, Upstream::Dual,       Transport::Http);
+    py_modern_http_dual_list_changed:    list_changed(PY_MODERN, Upstream::Dual,   Transport::Http);
+    py_legacy_http_modern_core:          core(PY_LEGACY, Upstream::Modern,     Transport::Http);
+    py_legacy_http_legacy_core:          core(PY_LEGACY, Upstream::Legacy,     Transport::Http);
+    py_legacy_http_dual_core:            core(PY_LEGACY, Upstream::Dual,       Transport::Http);
+    py_legacy_http_everything_core:      core(PY_LEGACY, Upstream::Everything, Transport::Http);
+    py_legacy_http_modern_asks:          asks(PY_LEGACY, Upstream::Modern,     Transport::Http);
+    py_legacy_http_legacy_asks:          asks(PY_LEGACY, Upstream::Legacy,     Transport::Http);
+    py_legacy_http_dual_asks:            asks(PY_LEGACY, Upstream::Dual,       Transport::Http);
+    py_legacy_http_dual_list_changed:    list_changed(PY_LEGACY, Upstream::Dual,   Transport::Http);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_everything_core() {
-    core(PY_MODERN, Upstream::Everything, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_time_core() {
-    core(PY_MODERN, Upstream::Time, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_modern_asks() {
-    asks(PY_MODERN, Upstream::Modern, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_legacy_asks() {
-    asks(PY_MODERN, Upstream::Legacy, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_dual_asks() {
-    asks(PY_MODERN, Upstream::Dual, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_everything_asks() {
-    asks(PY_MODERN, Upstream::Everything, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_modern_list_changed() {
-    list_changed(PY_MODERN, Upstream::Modern, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_legacy_list_changed() {
-    list_changed(PY_MODERN, Upstream::Legacy, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_stdio_dual_list_changed() {
-    list_changed(PY_MODERN, Upstream::Dual, Transport::Stdio).await;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Python legacy (2025-11-25) client, stdio
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_modern_core() {
-    core(PY_LEGACY, Upstream::Modern, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_legacy_core() {
-    core(PY_LEGACY, Upstream::Legacy, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_dual_core() {
-    core(PY_LEGACY, Upstream::Dual, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_everything_core() {
-    core(PY_LEGACY, Upstream::Everything, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_time_core() {
-    core(PY_LEGACY, Upstream::Time, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_modern_asks() {
-    asks(PY_LEGACY, Upstream::Modern, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_legacy_asks() {
-    asks(PY_LEGACY, Upstream::Legacy, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_dual_asks() {
-    asks(PY_LEGACY, Upstream::Dual, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_everything_asks() {
-    asks(PY_LEGACY, Upstream::Everything, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_modern_list_changed() {
-    list_changed(PY_LEGACY, Upstream::Modern, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_legacy_list_changed() {
-    list_changed(PY_LEGACY, Upstream::Legacy, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_stdio_dual_list_changed() {
-    list_changed(PY_LEGACY, Upstream::Dual, Transport::Stdio).await;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Both Python modes over HTTP (client → gateway HTTP → upstream HTTP)
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_http_modern_core() {
-    core(PY_MODERN, Upstream::Modern, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_http_legacy_core() {
-    core(PY_MODERN, Upstream::Legacy, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_http_dual_core() {
-    core(PY_MODERN, Upstream::Dual, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_http_everything_core() {
-    core(PY_MODERN, Upstream::Everything, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_http_modern_asks() {
-    asks(PY_MODERN, Upstream::Modern, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_http_legacy_asks() {
-    asks(PY_MODERN, Upstream::Legacy, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_http_dual_asks() {
-    asks(PY_MODERN, Upstream::Dual, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_modern_http_dual_list_changed() {
-    list_changed(PY_MODERN, Upstream::Dual, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_http_modern_core() {
-    core(PY_LEGACY, Upstream::Modern, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_http_legacy_core() {
-    core(PY_LEGACY, Upstream::Legacy, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_http_dual_core() {
-    core(PY_LEGACY, Upstream::Dual, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_http_everything_core() {
-    core(PY_LEGACY, Upstream::Everything, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_http_modern_asks() {
-    asks(PY_LEGACY, Upstream::Modern, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_http_legacy_asks() {
-    asks(PY_LEGACY, Upstream::Legacy, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_http_dual_asks() {
-    asks(PY_LEGACY, Upstream::Dual, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn py_legacy_http_dual_list_changed() {
-    list_changed(PY_LEGACY, Upstream::Dual, Transport::Http).await;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The era the gateway speaks upstream
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_era_stdio_modern_is_2026() {
-    upstream_era("modern", Transport::Stdio, MODERN).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_era_stdio_dual_is_2026() {
-    upstream_era("dual", Transport::Stdio, MODERN).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_era_stdio_legacy_is_2025() {
-    upstream_era("legacy", Transport::Stdio, LEGACY).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_era_http_modern_is_2026() {
-    upstream_era("modern", Transport::Http, MODERN).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_era_http_dual_is_2026() {
-    upstream_era("dual", Transport::Http, MODERN).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_era_http_legacy_is_2025() {
-    upstream_era("legacy", Transport::Http, LEGACY).await;
-}
-
-/// mcp-server-time 2026.10.19 answers `server/discover` with `["2026-07-28"]`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_era_time_is_2026() {
-    third_party_era(Up::time("time"), "time", MODERN).await;
-}
-
-/// server-everything answers `server/discover` with -32601: the gateway falls back to 2025.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_era_everything_is_2025() {
-    third_party_era(Up::everything("everything"), "everything", LEGACY).await;
+    // The era the gateway speaks upstream
+    upstream_era_stdio_modern_is_2026:   upstream_era("modern",  Transport::Stdio, MODERN);
+    upstream_era_stdio_dual_is_2026:     upstream_era("dual",    Transport::Stdio, MODERN);
+    upstream_era_stdio_legacy_is_2025:   upstream_era("legacy",  Transport::Stdio, LEGACY);
+    upstream_era_http_modern_is_2026:    upstream_era("modern",  Transport::Http,  MODERN);
+    upstream_era_http_dual_is_2026:      upstream_era("dual",    Transport::Http,  MODERN);
+    upstream_era_http_legacy_is_2025:    upstream_era("legacy",  Transport::Http,  LEGACY);
+    /// mcp-server-time 2026.10.19 answers `server/discover` with `["2026-07-28"]`.
+    upstream_era_time_is_2026:
+        third_party_era(Up::time("time"), "time", MODERN);
+    /// server-everything answers `server/discover` with -32601: the gateway falls back to 2025.
+    upstream_era_everything_is_2025:
+        third_party_era(Up::everything("everything"), "everything", LEGACY);
 }
 
 /// server-github 2025.4.8 answers any `initialize` with 2024-11-05 and knows no

@@ -216,7 +216,7 @@ impl Up {
 /// the gateway's environment, and without the tag the leftover checks could not see them.
 pub fn policy(dir: &Path, tag: &str, downstream: &str, ups: &[Up]) -> PathBuf {
     // These tests are about the traffic path: lists pass through unplanned (the budget layer
-    // has its own tests, tests/discovery_e2e.rs among them).
+    // has its own tests, tests/it/discovery_e2e.rs among them).
     // A test that wants the budget writes its own `[budget]` section after `[downstream]`'s keys.
     let budget = if downstream.contains("[budget]") {
         ""
@@ -971,7 +971,7 @@ pub async fn era_server_http(tag: &str, era: &str) -> EraHttp {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The era matrix (tests/it/eras.rs, tests/rmcp_eras.rs)
+// The era matrix (tests/it/eras.rs, tests/it/rmcp_eras.rs)
 
 /// The protocol era of `server/discover` and per-request `_meta`.
 pub const MODERN: &str = "2026-07-28";

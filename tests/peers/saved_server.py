@@ -1,5 +1,5 @@
 """A stdio MCP server (plain Python, no SDK) that lists the tools of a saved `tools/list` result,
-for the offline = live tests (tests/it/offline_live.rs).
+for the offline = live tests (tests/it/offline_live_binary.rs).
 
 usage: saved_server.py FILE
 

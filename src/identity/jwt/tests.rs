@@ -120,7 +120,14 @@ fn leeway_forgives_small_clock_skew() {
     let mut c = good_claims();
     c["exp"] = json!(now() - 10);
     let token = mint(&c, PRIVATE, None);
-    assert!(verify(&token, &keys(), &rules()).is_ok());
+    // 10 s past `exp` is within the 30 s leeway: accepted, with its principal and scopes.
+    assert_eq!(
+        verify(&token, &keys(), &rules()),
+        Ok(Verified {
+            principal: "alice".into(),
+            scopes: vec!["tools:read".into(), "github:read".into()],
+        })
+    );
 }
 
 #[test]

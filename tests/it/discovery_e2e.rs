@@ -6,8 +6,7 @@
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`).
 
-#[path = "common/python_client.rs"]
-mod python_client;
+use crate::python_stdio;
 
 use std::time::Duration;
 
@@ -26,8 +25,8 @@ name = "shrink"
 command = "{python}"
 args = ["{shrink}"]
 "#,
-        python = python_client::python().display(),
-        shrink = python_client::peers()
+        python = python_stdio::python().display(),
+        shrink = python_stdio::peers()
             .join("scripts/shrinking_server.py")
             .display(),
     );
@@ -36,7 +35,7 @@ args = ["{shrink}"]
         "MCP_BUDGET_LOG",
         "info,mcp_budget::gateway=debug,mcp_budget::layer::budget=debug",
     )];
-    let report = python_client::run(&["scripts/discovery_client.py"], budget, &shrink, &env);
+    let report = python_stdio::run(&["scripts/discovery_client.py"], budget, &shrink, &env);
     let (seen, stderr): (Value, String) = (report.json, report.stderr);
 
     let listed: Vec<&str> = seen["listed"]

@@ -4,7 +4,7 @@
 //! (`tests/fixtures/fuzz/<target>/`) is replayed here too.
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../fuzz/src/checks.rs"]
+#[path = "../../fuzz/src/checks.rs"]
 mod checks;
 
 use std::path::Path;

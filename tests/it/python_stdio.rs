@@ -1,8 +1,8 @@
 //! A Python MCP SDK client (a script in `tests/peers`) against the gateway binary over stdio,
 //! serving a policy whose upstreams are the real `mcp-server-time` (`PyPI`) and
 //! `@modelcontextprotocol/server-everything` (npm), plus any a test adds. Shared by
-//! `tests/budget_e2e.rs` and `tests/discovery_e2e.rs`; declared from each with
-//! `#[path = "common/python_client.rs"] mod python_client;`.
+//! [`budget_e2e`](crate::budget_e2e) and [`discovery_e2e`](crate::discovery_e2e). (The
+//! harness's `python_client` drives the same SDK through a tagged gateway instead.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,7 +30,6 @@ pub(crate) struct Report {
     /// Its last stdout line, as JSON.
     pub(crate) json: Value,
     /// Its stderr, the gateway's log included (the gateway inherits it).
-    #[allow(dead_code)] // read by discovery_e2e, not by budget_e2e
     pub(crate) stderr: String,
 }
 

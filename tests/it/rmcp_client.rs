@@ -3,8 +3,6 @@
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`).
 
-#![allow(clippy::unwrap_used)] // test helpers
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;

@@ -2,8 +2,8 @@
 //! the `tools/list` bytes the stack's budget layer answers over the catalog the gateway would
 //! publish (upstreams' tools in any order, keys in any order) equal what `render --policy P
 //! --tools …` prints from the saved lists. With `[budget] enabled = false` the layer is left
-//! out and hosts get the gateway's pass-through list.
-#![allow(missing_docs, clippy::unwrap_used)]
+//! out and hosts get the gateway's pass-through list. The same through the real binary:
+//! [`offline_live_binary`](crate::offline_live_binary).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

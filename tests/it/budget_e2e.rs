@@ -9,10 +9,8 @@
 //! - `max_result_tokens`: a long `echo` result is cut with a note, a short one passes whole.
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`).
-#![allow(clippy::unwrap_used)] // test helpers
 
-#[path = "common/python_client.rs"]
-mod python_client;
+use crate::python_stdio;
 
 use serde_json::{Value, json};
 
@@ -21,7 +19,7 @@ use serde_json::{Value, json};
 fn report(budget: &str, plan: &Value) -> Value {
     let plan = plan.to_string();
     let env = [("PLAN", plan.as_str()), ("MCP_BUDGET_LOG", "warn")];
-    python_client::run(&["py_client.py", "stdio"], budget, "", &env).json
+    python_stdio::run(&["py_client.py", "stdio"], budget, "", &env).json
 }
 
 /// A cap no catalog here fits: only a host-search plan lists every tool.

@@ -2,20 +2,14 @@
 //! lifecycle (`initialize`, proposing 2026-07-28; the gateway answers 2025-11-25) and in
 //! `ClientLifecycleMode::Auto` (`server/discover` first, then 2026-07-28), through the gateway to
 //! the era fixture (`tests/peers/era_server.py`: modern, legacy, dual), server-everything
-//! (legacy only) and `mcp-server-time` (dual). See `tests/it/eras.rs` for the Python client and
+//! (legacy only) and `mcp-server-time` (dual). See [`eras`](crate::eras) for the Python client and
 //! the groups; tests today's gateway fails are `#[ignore = "issue 3: …"]`.
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`).
 
-// The integration harness is shared with tests/it; not all of it is used here.
-#![allow(unreachable_pub, clippy::unwrap_used, clippy::print_stderr)]
 // Sampling and roots are deprecated by SEP-2577, but upstreams still use them: the gateway must
 // carry them in both eras.
 #![allow(deprecated)]
-
-#[allow(dead_code)]
-#[path = "it/harness.rs"]
-mod harness;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,10 +26,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::Notify;
 
-use harness::{
+use crate::harness::{
     EraHttp, Gateway, LEGACY, MODERN, Mode, TagGuard, Transport, Upstream, assert_no_leftovers,
     era_upstream, gateway_stdio_args, log_shows, new_tag, policy,
 };
+use crate::macros::cells;
 
 /// How the rmcp client opens the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -431,130 +426,37 @@ async fn asks(lifecycle: Lifecycle, up: Upstream, transport: Transport) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// rmcp default lifecycle (`initialize`) over stdio
+// The matrix, one row per cell: `test_name: group(arguments);`
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_stdio_modern_core() {
-    core(Lifecycle::Initialize, Upstream::Modern, Transport::Stdio).await;
-}
+use Lifecycle::{Discover, Initialize};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_stdio_legacy_core() {
-    core(Lifecycle::Initialize, Upstream::Legacy, Transport::Stdio).await;
-}
+cells! {
+    // rmcp default lifecycle (`initialize`) over stdio
+    rmcp_init_stdio_modern_core:     core(Initialize, Upstream::Modern,     Transport::Stdio);
+    rmcp_init_stdio_legacy_core:     core(Initialize, Upstream::Legacy,     Transport::Stdio);
+    rmcp_init_stdio_dual_core:       core(Initialize, Upstream::Dual,       Transport::Stdio);
+    rmcp_init_stdio_everything_core: core(Initialize, Upstream::Everything, Transport::Stdio);
+    rmcp_init_stdio_time_core:       core(Initialize, Upstream::Time,       Transport::Stdio);
+    rmcp_init_stdio_modern_asks:     asks(Initialize, Upstream::Modern,     Transport::Stdio);
+    rmcp_init_stdio_legacy_asks:     asks(Initialize, Upstream::Legacy,     Transport::Stdio);
+    rmcp_init_stdio_dual_asks:       asks(Initialize, Upstream::Dual,       Transport::Stdio);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_stdio_dual_core() {
-    core(Lifecycle::Initialize, Upstream::Dual, Transport::Stdio).await;
-}
+    // rmcp `ClientLifecycleMode::Auto` (`server/discover`, 2026-07-28) over stdio
+    rmcp_auto_stdio_modern_core:     core(Discover,   Upstream::Modern,     Transport::Stdio);
+    rmcp_auto_stdio_legacy_core:     core(Discover,   Upstream::Legacy,     Transport::Stdio);
+    rmcp_auto_stdio_dual_core:       core(Discover,   Upstream::Dual,       Transport::Stdio);
+    rmcp_auto_stdio_everything_core: core(Discover,   Upstream::Everything, Transport::Stdio);
+    rmcp_auto_stdio_time_core:       core(Discover,   Upstream::Time,       Transport::Stdio);
+    rmcp_auto_stdio_modern_asks:     asks(Discover,   Upstream::Modern,     Transport::Stdio);
+    rmcp_auto_stdio_legacy_asks:     asks(Discover,   Upstream::Legacy,     Transport::Stdio);
+    rmcp_auto_stdio_dual_asks:       asks(Discover,   Upstream::Dual,       Transport::Stdio);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_stdio_everything_core() {
-    core(
-        Lifecycle::Initialize,
-        Upstream::Everything,
-        Transport::Stdio,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_stdio_time_core() {
-    core(Lifecycle::Initialize, Upstream::Time, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_stdio_modern_asks() {
-    asks(Lifecycle::Initialize, Upstream::Modern, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_stdio_legacy_asks() {
-    asks(Lifecycle::Initialize, Upstream::Legacy, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_stdio_dual_asks() {
-    asks(Lifecycle::Initialize, Upstream::Dual, Transport::Stdio).await;
-}
-
-// ---------------------------------------------------------------------------------------------
-// rmcp `ClientLifecycleMode::Auto` (`server/discover`, 2026-07-28) over stdio
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_stdio_modern_core() {
-    core(Lifecycle::Discover, Upstream::Modern, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_stdio_legacy_core() {
-    core(Lifecycle::Discover, Upstream::Legacy, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_stdio_dual_core() {
-    core(Lifecycle::Discover, Upstream::Dual, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_stdio_everything_core() {
-    core(Lifecycle::Discover, Upstream::Everything, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_stdio_time_core() {
-    core(Lifecycle::Discover, Upstream::Time, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_stdio_modern_asks() {
-    asks(Lifecycle::Discover, Upstream::Modern, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_stdio_legacy_asks() {
-    asks(Lifecycle::Discover, Upstream::Legacy, Transport::Stdio).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_stdio_dual_asks() {
-    asks(Lifecycle::Discover, Upstream::Dual, Transport::Stdio).await;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Both lifecycles over HTTP (client → gateway HTTP → upstream HTTP)
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_http_modern_core() {
-    core(Lifecycle::Initialize, Upstream::Modern, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_http_legacy_core() {
-    core(Lifecycle::Initialize, Upstream::Legacy, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_init_http_dual_core() {
-    core(Lifecycle::Initialize, Upstream::Dual, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_http_modern_core() {
-    core(Lifecycle::Discover, Upstream::Modern, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_http_legacy_core() {
-    core(Lifecycle::Discover, Upstream::Legacy, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_http_dual_core() {
-    core(Lifecycle::Discover, Upstream::Dual, Transport::Http).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcp_auto_http_dual_asks() {
-    asks(Lifecycle::Discover, Upstream::Dual, Transport::Http).await;
+    // Both lifecycles over HTTP (client → gateway HTTP → upstream HTTP)
+    rmcp_init_http_modern_core:      core(Initialize, Upstream::Modern,     Transport::Http);
+    rmcp_init_http_legacy_core:      core(Initialize, Upstream::Legacy,     Transport::Http);
+    rmcp_init_http_dual_core:        core(Initialize, Upstream::Dual,       Transport::Http);
+    rmcp_auto_http_modern_core:      core(Discover,   Upstream::Modern,     Transport::Http);
+    rmcp_auto_http_legacy_core:      core(Discover,   Upstream::Legacy,     Transport::Http);
+    rmcp_auto_http_dual_core:        core(Discover,   Upstream::Dual,       Transport::Http);
+    rmcp_auto_http_dual_asks:        asks(Discover,   Upstream::Dual,       Transport::Http);
 }

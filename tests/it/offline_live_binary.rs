@@ -3,7 +3,8 @@
 //! order with shuffled keys), the `tools/list` that `serve` answers equals what `render
 //! --policy P --tools …` prints. With the budget on, `render` reads the lists as saved (the
 //! plan's canonical order hides the shuffle); with it off, hosts see the upstreams' own order,
-//! so `render` reads the shuffled lists the servers serve.
+//! so `render` reads the shuffled lists the servers serve. The same on the library path (the
+//! stack's budget layer, no process): [`offline_live_library`](crate::offline_live_library).
 
 use std::path::Path;
 

@@ -6,7 +6,6 @@
 //! (`tests/peers/scripts/check_manifests.py` does the checking). Broken copies must fail it.
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`): the venv and `kubectl`.
-#![allow(clippy::unwrap_used)] // test helpers
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

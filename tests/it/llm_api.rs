@@ -1,8 +1,6 @@
 //! Cache-stable LLM API requests: property tests of the rewrites on the fixture toolsets, the
 //! tower layer over a `service_fn`, and `render --format`.
 
-#![allow(clippy::unwrap_used)] // test helpers
-
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
