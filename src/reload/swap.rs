@@ -103,7 +103,7 @@ mod tests {
             let gate = gate.clone();
             async move {
                 gate.notified().await;
-                let id = req.message.id.clone().unwrap_or(Id::Null);
+                let id = req.message.reply_id();
                 Ok::<_, Infallible>(Some(Message::response_value(id, &json!({"stack": n}))))
             }
         }))

@@ -507,7 +507,7 @@ impl HttpLink {
 /// bodies carry one), or one made from the status (a 2025-era server's error page), so that
 /// the era probe falls back to `initialize` instead of waiting.
 fn modern_refusal(msg: &Message, status: StatusCode, bytes: &[u8]) -> Message {
-    let id = msg.id.clone().unwrap_or(Id::Null);
+    let id = msg.reply_id();
     match Message::parse(bytes) {
         Ok(mut reply) if reply.error.is_some() => {
             reply.id = Some(id);

@@ -2,6 +2,7 @@
 use super::*;
 use crate::catalog::CatalogTool;
 use crate::context::{Caller, Session};
+use crate::jsonrpc::Id;
 use serde_json::json;
 use std::path::Path;
 use tower::Service;

@@ -76,7 +76,7 @@ impl Upstream {
                 if me.hold {
                     me.release.notified().await;
                 }
-                let id = req.message.id.clone().unwrap_or(Id::Null);
+                let id = req.message.reply_id();
                 Ok::<_, Infallible>(Some(Message::response(id, to_raw(&json!({"content": []})))))
             }
         })
