@@ -42,6 +42,8 @@
 //! The aggregate wing (I/O):
 //!
 //! - [`upstream`]: clients of the MCP servers behind the gateway (stdio children, HTTP).
+//! - [`net`]: the HTTP/1.1 client (pooled hyper connections, rustls) HTTP upstreams, the JWKS
+//!   fetch and the OTLP exporter share.
 //! - [`gateway`]: the aggregator: many upstreams behind one MCP server.
 //! - [`context`]: what travels through the stack: a message and who sent it.
 //! - [`layer`]: the tower layers (recover, trace, era, budget), one module each.
@@ -83,6 +85,7 @@ pub mod llm_api;
 mod lock;
 pub mod mcp;
 pub mod naming;
+pub mod net;
 pub mod pin;
 pub mod plan;
 pub mod policy;
