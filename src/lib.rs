@@ -75,7 +75,6 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
-mod gateway_sessions;
 pub mod identity;
 pub mod jsonrpc;
 pub mod layer;
