@@ -99,3 +99,6 @@ pub mod stack;
 pub mod telemetry;
 pub mod tokens;
 pub mod upstream;
+
+#[cfg(test)]
+mod imports_tests;
