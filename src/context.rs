@@ -269,9 +269,7 @@ impl Session {
     fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
         // A panic while holding this lock cannot leave the state torn: every update is a
         // plain field assignment.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::lock::lock(&self.state)
     }
 
     /// Whether the client declared capability `name` (e.g. `sampling`).

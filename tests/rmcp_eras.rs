@@ -9,6 +9,10 @@
 
 // The integration harness is shared with tests/it; not all of it is used here.
 #![allow(unreachable_pub, clippy::unwrap_used, clippy::print_stderr)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "crate::lock is the library's: a test's std lock unwraps, and a poisoned one fails the test"
+)]
 // Sampling and roots are deprecated by SEP-2577, but upstreams still use them: the gateway must
 // carry them in both eras.
 #![allow(deprecated)]

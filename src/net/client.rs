@@ -26,6 +26,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::lock::lock;
 use crate::policy::HttpOptions;
 
 /// Idle connections kept per upstream; more are closed when they come back.
@@ -213,20 +214,14 @@ impl Pool {
     /// The most recently used idle connection. Whether the server closed it meanwhile shows when
     /// it is polled again (before the message is written: see [`send_plain`]).
     fn checkout(&self) -> Option<Conn> {
-        self.idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop()
+        lock(&self.idle).pop()
     }
 
     fn checkin(&self, conn: Conn) {
         if !conn.is_open() {
             return;
         }
-        let mut idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut idle = lock(&self.idle);
         if idle.len() < MAX_IDLE {
             idle.push(conn);
         }

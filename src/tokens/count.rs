@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
@@ -316,7 +316,7 @@ impl Counter {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Caches> {
         // A panic while holding the lock leaves at worst a partly filled cache of correct counts.
-        self.caches.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock::lock(&self.caches)
     }
 
     /// Calibrated tokens of `text`, counted segment by segment through the cache.
