@@ -3,7 +3,7 @@
 //!
 //! HTTP upstreams (`upstream::http`) send MCP through it; [`get_document`] fetches what the
 //! gateway reads besides MCP (a JWKS), and a [`Poster`] sends the OTLP trace exporter's
-//! `https://` batches. It is a leaf: it imports only the policy's HTTP options, so that
+//! `https://` batches. It imports only the policy's HTTP options (and `crate::lock`), so that
 //! telemetry can use it without importing `upstream`.
 
 pub(crate) mod client;
