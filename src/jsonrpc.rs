@@ -1,9 +1,9 @@
 //! The lossless JSON-RPC 2.0 envelope.
 //!
 //! A [`Message`] is decoded once at the edge of the gateway. Its `params`, `result` and
-//! `error.data` stay raw JSON ([`RawValue`]) so that what the gateway does not rewrite goes
-//! back out byte for byte; layers that rewrite a payload parse just that payload, into views
-//! that keep unknown fields (`serde_json` with `preserve_order`).
+//! `error.data` stay raw JSON ([`RawValue`](serde_json::value::RawValue)) so that what the
+//! gateway does not rewrite goes back out byte for byte; layers that rewrite a payload parse
+//! just that payload, into views that keep unknown fields (`serde_json` with `preserve_order`).
 //!
 //! ```
 //! use mcp_budget::jsonrpc::{Message, Kind};
