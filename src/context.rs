@@ -180,6 +180,18 @@ pub struct Session {
     mixed: AtomicBool,
 }
 
+/// Told when a downstream session starts and ends, beside its messages: the aggregator keeps
+/// its session registry (broadcasts, resource subscriptions) with it. It sits beside
+/// [`Session`] rather than in `downstream`, so that the gateway implements it without
+/// importing the downstreams (which import the stack, which imports the gateway).
+pub trait Sessions: std::fmt::Debug + Send + Sync + 'static {
+    /// `session` started without an `initialize` through the stack (the stdio client's one
+    /// session); it gets broadcasts from now on.
+    fn opened(&self, session: &Arc<Session>);
+    /// Session `id` ended (stdio input closed, HTTP `DELETE` or idle expiry).
+    fn ended(&self, id: &str);
+}
+
 /// What the gateway learned about a session at `initialize`.
 #[derive(Debug, Clone, Default)]
 pub struct SessionState {
@@ -257,9 +269,7 @@ impl Session {
     fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
         // A panic while holding this lock cannot leave the state torn: every update is a
         // plain field assignment.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::lock::lock(&self.state)
     }
 
     /// Whether the client declared capability `name` (e.g. `sampling`).

@@ -12,23 +12,26 @@
 //! assert_eq!(obj.kind().as_deref(), Some("mcp_budget.upstream.unavailable"));
 //! ```
 
+mod decode;
 pub mod kind;
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::jsonrpc::{
-    ErrorObject, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+use crate::jsonrpc::ErrorObject;
+use crate::jsonrpc::code::{
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MISSING_CAPABILITY,
 };
 
-/// JSON-RPC code for errors of an upstream (a server error in the implementation-defined range).
-pub const UPSTREAM_ERROR: i64 = -32000;
+// The codes moved to `crate::jsonrpc::code`; these old paths are kept for the other branches
+// of issue 30, whose use sites are renamed after they merge.
+/// JSON-RPC code for a call refused by a gateway limit.
+pub use crate::jsonrpc::code::RATE_LIMITED;
+/// JSON-RPC code for errors of an upstream: [`crate::jsonrpc::code::SERVER_ERROR`].
+pub use crate::jsonrpc::code::SERVER_ERROR as UPSTREAM_ERROR;
 /// JSON-RPC code for a request refused because it is too large.
-pub const TOO_LARGE: i64 = -32001;
-/// JSON-RPC code for a call refused by a gateway limit (`RateLimited` of the draft
-/// rate-limiting SEP), with `error.data.retryAfterMs`.
-pub const RATE_LIMITED: i64 = -32023;
+pub use crate::jsonrpc::code::TOO_LARGE;
 
 /// A runtime error that becomes a JSON-RPC error response.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -272,7 +275,7 @@ impl Error {
                 missing_capability: Some(capability),
                 ..
             } => (
-                crate::mcp::modern::MISSING_CAPABILITY,
+                MISSING_CAPABILITY,
                 kind::CLIENT_MISSING_CAPABILITY,
                 Some(
                     json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } }),

@@ -46,6 +46,8 @@
 //! The aggregate wing (I/O):
 //!
 //! - [`upstream`]: clients of the MCP servers behind the gateway (stdio children, HTTP).
+//! - [`net`]: the HTTP/1.1 client (pooled hyper connections, rustls) HTTP upstreams, the JWKS
+//!   fetch and the OTLP exporter share.
 //! - [`gateway`]: the aggregator: many upstreams behind one MCP server.
 //! - [`context`]: what travels through the stack: a message and who sent it.
 //! - [`layer`]: the tower layers (recover, trace, era, budget, authorize, limit, guard), one
@@ -78,7 +80,6 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
-mod gateway_sessions;
 pub mod identity;
 pub mod jsonrpc;
 pub mod layer;
@@ -88,6 +89,7 @@ pub mod llm_api;
 mod lock;
 pub mod mcp;
 pub mod naming;
+pub mod net;
 pub mod pin;
 pub mod plan;
 pub mod policy;
@@ -102,3 +104,6 @@ pub mod stack;
 pub mod telemetry;
 pub mod tokens;
 pub mod upstream;
+
+#[cfg(test)]
+mod imports_tests;

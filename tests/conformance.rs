@@ -12,6 +12,10 @@
 
 // A test harness: helpers outside `#[test]` fns panic and print like the tests themselves.
 #![allow(clippy::print_stdout, clippy::print_stderr, clippy::unwrap_used)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "crate::lock is the library's: a test's std lock unwraps, and a poisoned one fails the test"
+)]
 
 #[path = "common/conformance.rs"]
 mod conformance_harness;

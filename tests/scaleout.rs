@@ -10,6 +10,10 @@
 //!
 //! Needs `scripts/install-test-deps.sh`: the peers and `haproxy` (Debian package).
 #![allow(clippy::unwrap_used, clippy::print_stderr, clippy::doc_markdown)] // test helpers; the load figures are printed; HAProxy is a name
+#![allow(
+    clippy::disallowed_methods,
+    reason = "crate::lock is the library's: a test's std lock unwraps, and a poisoned one fails the test"
+)]
 
 #[path = "it/harness.rs"]
 #[allow(dead_code, unreachable_pub)]

@@ -166,9 +166,7 @@ pub fn set_gauges_of_profiles(
                 .set(u.instances.len() as f64);
         }
     }
-    let mut last = LAST_RUNG
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut last = crate::lock::lock(&LAST_RUNG);
     for (profile, p) in profiles {
         for s in &p.per_server {
             let labels = [

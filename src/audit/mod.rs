@@ -318,10 +318,7 @@ impl Shared {
     /// The writer of `config` (`None`: no log), started on first use.
     #[must_use]
     pub fn get(&self, config: Option<&Config>) -> Audit {
-        let mut current = self
-            .current
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut current = crate::lock::lock(&self.current);
         if let Some((open, audit)) = current.as_ref() {
             if open.as_ref() == config {
                 return audit.clone();

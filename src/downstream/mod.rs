@@ -12,19 +12,9 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::catalog::Catalog;
-use crate::context::Session;
+pub use crate::context::Sessions;
 use crate::identity::Gate;
 use crate::stack::McpService;
-
-/// Told when a downstream session starts and ends, beside its messages: the aggregator keeps
-/// its session registry (broadcasts, resource subscriptions) with it.
-pub trait Sessions: std::fmt::Debug + Send + Sync + 'static {
-    /// `session` started without an `initialize` through the stack (the stdio client's one
-    /// session); it gets broadcasts from now on.
-    fn opened(&self, session: &Arc<Session>);
-    /// Session `id` ended (stdio input closed, HTTP `DELETE` or idle expiry).
-    fn ended(&self, id: &str);
-}
 
 /// What a downstream serves.
 #[derive(Debug, Clone)]

@@ -158,7 +158,7 @@ impl Gateway {
         caller.session.bind_principal(&caller.principal);
         match message.kind() {
             Kind::Request => {
-                let id = message.id.clone().unwrap_or(Id::Null);
+                let id = message.reply_id();
                 let method = Method::parse(message.method().unwrap_or_default());
                 let result = self.handle_request(&method, &message, &caller).await;
                 Some(match result {

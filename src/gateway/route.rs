@@ -66,7 +66,7 @@ impl Inflight {
 }
 
 fn key(caller: &Caller, msg: &Message) -> (String, Id) {
-    let id = msg.id.clone().unwrap_or(Id::Null);
+    let id = msg.reply_id();
     (caller.session.id.clone(), id)
 }
 

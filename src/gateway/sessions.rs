@@ -85,6 +85,17 @@ impl Sessions {
     }
 }
 
+/// The downstreams tell the gateway's session registry when a session starts and ends.
+impl crate::context::Sessions for Gateway {
+    fn opened(&self, session: &Arc<Session>) {
+        self.register_session(session);
+    }
+
+    fn ended(&self, id: &str) {
+        self.remove_session(id);
+    }
+}
+
 impl Gateway {
     /// Registers a session for broadcasts (`list_changed`).
     pub fn register_session(&self, session: &Arc<Session>) {

@@ -262,8 +262,7 @@ impl Gateway {
         let wants = Listening::asked(&asked);
         // Held while the stream is open: the caller's instances it watches do not idle out.
         let _watching = self.watch_for_listener(&wants.resources, caller).await;
-        let subscription =
-            serde_json::to_value(msg.id.clone().unwrap_or(Id::Null)).unwrap_or(Value::Null);
+        let subscription = serde_json::to_value(msg.reply_id()).unwrap_or(Value::Null);
         let ack = Message::notification(
             Method::SubscriptionsAcknowledged.as_str(),
             Some(to_raw(&json!({

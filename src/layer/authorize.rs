@@ -45,7 +45,7 @@ use crate::catalog::Catalog;
 use crate::context::{McpFuture, McpRequest};
 use crate::error::{UPSTREAM_ERROR, kind};
 use crate::identity::{Principal, Via};
-use crate::jsonrpc::{ErrorObject, Id, Kind as MessageKind, Message, to_raw};
+use crate::jsonrpc::{ErrorObject, Kind as MessageKind, Message, to_raw};
 use crate::layer::{Around, Inner, Layered};
 use crate::routing::{self, Reach, Routed};
 
@@ -150,7 +150,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         audit.decision(entry);
         if let Some(reason) = reason {
             crate::telemetry::record::denied(principal.name(), denial_label(rule));
-            let id = req.message.id.clone().unwrap_or(Id::Null);
+            let id = req.message.reply_id();
             let error = denied(&principal, &called.exposed, reason, &audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }

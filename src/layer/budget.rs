@@ -68,7 +68,7 @@ use tokio::sync::{mpsc, watch};
 use crate::catalog::Catalog;
 use crate::context::McpRequest;
 use crate::discover::MetaCall;
-use crate::jsonrpc::{Id, Kind, Message, to_raw};
+use crate::jsonrpc::{Kind, Message, to_raw};
 pub use crate::listing::ServerTokens;
 use crate::mcp::method::Method;
 use crate::plan::ModeChoice;
@@ -275,7 +275,7 @@ impl<S: Inner> Around<S> for BudgetLayer {
         if req.message.kind() != Kind::Request {
             return Box::pin(inner.call(req));
         }
-        let id = req.message.id.clone().unwrap_or(Id::Null);
+        let id = req.message.reply_id();
         match Method::parse(req.message.method().unwrap_or_default()) {
             Method::ToolsList => {
                 let native = self.state.is_native(&req);

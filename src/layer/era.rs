@@ -20,7 +20,7 @@ use tower::Layer;
 
 use super::{Around, Inner, Layered};
 use crate::context::{McpFuture, McpRequest};
-use crate::jsonrpc::{Id, Kind, Message};
+use crate::jsonrpc::{Kind, Message};
 use crate::mcp::modern;
 
 /// Layer of [`Era`].
@@ -54,7 +54,7 @@ impl<S: Inner> Around<S> for EraLayer {
         if req.message.kind() != Kind::Request || !req.view.is_modern() {
             return Box::pin(inner.call(req));
         }
-        let id = req.message.id.clone().unwrap_or(Id::Null);
+        let id = req.message.reply_id();
         // The transport-independent rules (HTTP applies them first, between its header
         // checks, with their statuses): a whole envelope, a served version, no method the era
         // removed.
@@ -90,7 +90,7 @@ impl<S: Inner> Around<S> for EraLayer {
 mod tests {
     use super::*;
     use crate::context::{Caller, Session};
-    use crate::jsonrpc::to_raw;
+    use crate::jsonrpc::{Id, to_raw};
     use serde_json::{Value, json};
     use std::sync::Arc;
     use tower::Service;

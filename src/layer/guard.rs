@@ -35,7 +35,7 @@ use crate::audit::{self, Audit};
 use crate::catalog::{Catalog, Quarantined};
 use crate::context::{McpFuture, McpRequest};
 use crate::error::UPSTREAM_ERROR;
-use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
+use crate::jsonrpc::{ErrorObject, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
 use crate::pin::Item;
 use crate::sanitize::{self, strip};
@@ -154,7 +154,7 @@ impl GuardLayer {
         let q = catalog.quarantined_as(kind, name)?;
         let (principal, session) = (req.caller.principal.name(), &req.caller.session.id);
         audit::guard::refusal(&self.audit, q, method, name, principal, session);
-        let id = req.message.id.clone().unwrap_or(Id::Null);
+        let id = req.message.reply_id();
         Some(Message::error(id, refusal_error(name, q)))
     }
 }
@@ -278,7 +278,7 @@ mod tests {
     use super::*;
     use crate::catalog::{Contribution, Held};
     use crate::context::{Caller, Session};
-    use crate::jsonrpc::to_raw;
+    use crate::jsonrpc::{Id, to_raw};
 
     fn call(method: &str, params: &Value) -> McpRequest {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();

@@ -126,7 +126,7 @@ impl<S: Inner> Around<S> for LimitLayer {
             let upstream = routed.as_deref().and_then(Routed::upstream);
             let limits = state.limits.of(client);
             let refused = |refused| {
-                let id = req.message.id.clone().unwrap_or(Id::Null);
+                let id = req.message.reply_id();
                 Ok(Some(refusal(id, client, upstream, refused)))
             };
             if let Err(why) = state.admit_rate(client, upstream, limits) {

@@ -20,7 +20,7 @@ use tower::Layer;
 
 use crate::context::{McpFuture, McpRequest};
 use crate::error::Error;
-use crate::jsonrpc::{Id, Kind, Message};
+use crate::jsonrpc::{Kind, Message};
 use crate::layer::{Around, Inner, Layered};
 
 /// Layer of [`Recover`].
@@ -41,8 +41,7 @@ impl<S: Inner> Around<S> for RecoverLayer {
     type Future = McpFuture;
 
     fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
-        let request_id = (req.message.kind() == Kind::Request)
-            .then(|| req.message.id.clone().unwrap_or(Id::Null));
+        let request_id = (req.message.kind() == Kind::Request).then(|| req.message.reply_id());
         let method = req.message.method().unwrap_or_default().to_owned();
         Box::pin(async move {
             let outcome = AssertUnwindSafe(inner.call(req)).catch_unwind().await;
@@ -71,6 +70,7 @@ impl<S: Inner> Around<S> for RecoverLayer {
 mod tests {
     use super::*;
     use crate::context::{Caller, Session};
+    use crate::jsonrpc::Id;
     use std::convert::Infallible;
     use std::sync::Arc;
     use tower::Service;

@@ -36,12 +36,9 @@ pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// `_meta` key of the server's info in a `server/discover` result.
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
-/// Error code: HTTP headers do not match the body, or a required one is missing.
-pub const HEADER_MISMATCH: i64 = -32020;
-/// Error code: the request needs a client capability it did not declare.
-pub const MISSING_CAPABILITY: i64 = -32021;
-/// Error code: the requested protocol version is not supported.
-pub const UNSUPPORTED_VERSION: i64 = -32022;
+// The codes moved to `crate::jsonrpc::code`; this old path is kept for the other branches of
+// issue 30, whose use sites are renamed after they merge.
+pub use crate::jsonrpc::code::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
 
 /// Methods of the 2025 era that 2026-07-28 removed: a modern request for one is answered
 /// `-32601` (HTTP 404), never served as if a session existed.
@@ -173,7 +170,7 @@ pub fn http_status(code: i64) -> u16 {
         | HEADER_MISMATCH
         | MISSING_CAPABILITY
         | UNSUPPORTED_VERSION => 400,
-        crate::error::RATE_LIMITED => 429,
+        crate::jsonrpc::code::RATE_LIMITED => 429,
         _ => 200,
     }
 }

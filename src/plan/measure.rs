@@ -71,12 +71,7 @@ pub fn measure_ranked(
         .order
         .iter()
         .copied()
-        .take(
-            rules
-                .budget
-                .tools
-                .saturating_sub(rules.wording.meta.count()),
-        )
+        .take(rules.budget.tools.saturating_sub(rules.wording.meta.len()))
         .collect();
     let subset: Vec<CatalogTool> = listable.iter().map(|&i| catalog[i].clone()).collect();
     let wording = Wording {

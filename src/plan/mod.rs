@@ -62,7 +62,6 @@ use serde_json::Value;
 
 use crate::catalog::CatalogTool;
 use crate::compress::{self, Level};
-use crate::discover::meta_tool_definitions;
 use crate::tokens::Measured;
 
 mod measure;
@@ -266,7 +265,7 @@ pub fn plan_ranked(
         measured,
         facts: &facts,
         budget: rules.budget,
-        meta_count: rules.wording.meta.count(),
+        meta_count: rules.wording.meta.len(),
         list_catalog: rules.list_catalog,
         // A host that searches itself loads definitions on demand: no tool cap.
         capped: rules.mode != ModeChoice::HostSearch,
@@ -592,7 +591,7 @@ pub fn apply(plan: &Plan, catalog: &[CatalogTool], rules: &Rules) -> Vec<Value> 
         }
     }
     if plan.meta_tools {
-        let mut defs = meta_tool_definitions(&wording.meta);
+        let mut defs = wording.meta.clone();
         if !lines.is_empty() {
             if let Some(Value::String(d)) = defs.first_mut().and_then(|s| s.get_mut("description"))
             {

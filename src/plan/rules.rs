@@ -3,6 +3,7 @@
 use std::str::FromStr;
 
 use crate::compress::{self, Level};
+use crate::discover::{MetaToolNames, meta_tool_definitions};
 use crate::tokens::Wording;
 
 /// The budget of one caller.
@@ -110,7 +111,7 @@ pub struct Rules {
     /// Per catalog tool, in catalog order: the least compression applied. Empty when no tool
     /// has one; a tool past the end has none.
     pub min_levels: Vec<Level>,
-    /// The exposed names, meta-tool names and replaced descriptions.
+    /// The exposed names, meta-tool definitions and replaced descriptions.
     pub wording: Wording,
     /// Per catalog tool, in catalog order: how often the deployment called it (the hybrid rung
     /// lists used tools first, most calls first). Empty when unknown; a tool past the end has
@@ -120,7 +121,7 @@ pub struct Rules {
 
 impl Rules {
     /// Rules for `budget` with the defaults: `auto` level and mode, catalog lines listed, no
-    /// per-tool rules, and [`Wording::default`].
+    /// per-tool rules, separator `__` and the default meta-tools.
     #[must_use]
     pub fn new(budget: Budget) -> Self {
         Self {
@@ -130,7 +131,7 @@ impl Rules {
             list_catalog: true,
             pins: Vec::new(),
             min_levels: Vec::new(),
-            wording: Wording::default(),
+            wording: Wording::new("__", meta_tool_definitions(&MetaToolNames::default())),
             usage: Vec::new(),
         }
     }

@@ -253,7 +253,7 @@ impl BudgetPolicy {
             min_levels: Vec::new(),
             wording: Wording {
                 separator: separator.to_owned(),
-                meta: discover.names.clone(),
+                meta: crate::discover::meta_tool_definitions(&discover.names),
                 descriptions: Vec::new(),
             },
             usage: Vec::new(),
@@ -503,7 +503,7 @@ mod tests {
         assert_eq!(
             (
                 rules.wording.separator.as_str(),
-                rules.wording.meta.search.as_str()
+                rules.wording.meta[0]["name"].as_str().unwrap()
             ),
             ("-", "find")
         );

@@ -11,6 +11,7 @@ use tower::{Service, ServiceExt as _};
 
 use crate::context::{McpFuture, McpRequest};
 use crate::jsonrpc::Message;
+use crate::lock::{read, write};
 use crate::stack::McpService;
 
 /// The current stack, replaceable ([`Swap::replace`]); clones share it.
@@ -55,8 +56,7 @@ impl Swap {
 
     /// From the next request on, `next` serves.
     pub fn replace(&self, next: McpService) {
-        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-        *current = next;
+        *write(&self.current) = next;
     }
 
     /// The service the downstreams serve: the current stack of each request.
@@ -66,7 +66,7 @@ impl Swap {
     }
 
     fn current(&self) -> McpService {
-        (self.current.read().unwrap_or_else(|e| e.into_inner())).clone()
+        read(&self.current).clone()
     }
 }
 
@@ -103,7 +103,7 @@ mod tests {
             let gate = gate.clone();
             async move {
                 gate.notified().await;
-                let id = req.message.id.clone().unwrap_or(Id::Null);
+                let id = req.message.reply_id();
                 Ok::<_, Infallible>(Some(Message::response_value(id, &json!({"stack": n}))))
             }
         }))

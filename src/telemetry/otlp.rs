@@ -146,13 +146,13 @@ impl Exporter {
 /// Most bytes read of a collector's answer (an `ExportTraceServiceResponse`: a few bytes).
 const ANSWER_LIMIT: usize = 1 << 20;
 
-/// What sends a batch: hyper's client for `http://`; for `https://`, the upstream HTTP client
-/// (rustls; the webpki roots, or the CAs of `OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE` /
-/// `OTEL_EXPORTER_OTLP_CERTIFICATE` instead).
+/// What sends a batch: hyper's client for `http://`; for `https://`, the gateway's own HTTP
+/// client (`crate::net`: rustls; the webpki roots, or the CAs of
+/// `OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE` / `OTEL_EXPORTER_OTLP_CERTIFICATE` instead).
 #[derive(Debug, Clone)]
 enum Sender {
     Plain(Box<opentelemetry_http::hyper::HyperClient>),
-    Tls(crate::upstream::http::Poster),
+    Tls(crate::net::Poster),
 }
 
 /// The sender of `endpoint`.
@@ -166,7 +166,7 @@ fn sender(endpoint: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Sender
     let ca_file = set("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
         .or_else(|| set("OTEL_EXPORTER_OTLP_CERTIFICATE"))
         .map(std::path::PathBuf::from);
-    crate::upstream::http::Poster::new(endpoint, ca_file)
+    crate::net::Poster::new(endpoint, ca_file)
         .map(Sender::Tls)
         .map_err(|reason| OtlpError {
             endpoint: endpoint.to_owned(),

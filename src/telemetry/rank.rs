@@ -20,9 +20,10 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::context::Session;
+use crate::lock::lock;
 
 /// Names kept of one search (a search returns far fewer).
 pub const MAX_RANKED: usize = 50;
@@ -42,7 +43,7 @@ impl Searches {
     /// `names` (in rank order) are what `session`'s last search returned.
     pub fn remember(&self, session: &Arc<Session>, mut names: Vec<String>) {
         names.truncate(MAX_RANKED);
-        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last = lock(&self.last);
         if last.len() >= MAX_SESSIONS && !last.contains_key(&session.id) {
             last.retain(|_, (alive, _)| alive.strong_count() > 0);
             if last.len() >= MAX_SESSIONS {
@@ -57,7 +58,7 @@ impl Searches {
     /// The rank (1-based) `exposed` had in `session`'s last search, if it was in it.
     #[must_use]
     pub fn rank(&self, session: &Session, exposed: &str) -> Option<usize> {
-        let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let last = lock(&self.last);
         let (_, names) = last.get(&session.id)?;
         names.iter().position(|n| n == exposed).map(|i| i + 1)
     }
@@ -106,7 +107,7 @@ mod tests {
         for i in 0..MAX_SESSIONS + 10 {
             searches.remember(&session(&format!("s{i}")), vec!["t".into(); MAX_RANKED + 5]);
         }
-        let last = searches.last.lock().unwrap();
+        let last = lock(&searches.last);
         assert!(last.len() <= MAX_SESSIONS);
         assert!(last.values().all(|(_, names)| names.len() <= MAX_RANKED));
         assert!(

@@ -2,14 +2,13 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
 use super::{Bpe, Encoding, Rendering, Tokenizer, render_tool};
 use crate::catalog::CatalogTool;
 use crate::compress::{self, Level};
-use crate::discover::{MetaToolNames, meta_tool_definitions};
 
 /// Most per-tool entries kept in a counter's cache (a few dozen bytes each).
 const TOOL_CACHE_CAPACITY: usize = 100_000;
@@ -109,32 +108,35 @@ pub struct Counting {
 }
 
 /// The words a host sees of a catalog besides the upstream definitions: the exposed names
-/// (server id and tool name joined by `separator`), the meta-tools' names, and the
+/// (server id and tool name joined by `separator`), the meta-tools' definitions, and the
 /// descriptions that replace the upstream's.
+///
+/// The meta-tools are passed in as definitions (`discover::meta_tool_definitions` builds them)
+/// rather than named, so that counting stays below the modules that define them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wording {
     /// Joins server id and tool name into an exposed name (`[aggregate] separator`).
     pub separator: String,
-    /// Names of the meta-tools.
-    pub meta: MetaToolNames,
+    /// The meta-tools' definitions, in the order they are listed (the search meta-tool first,
+    /// then the schema and invoke ones, then the code-mode one when on); empty when none is
+    /// ever listed.
+    pub meta: Vec<Value>,
     /// Per catalog tool, in catalog order: the description that replaces the upstream's. Empty
     /// when none is replaced; a tool past the end keeps its own.
     pub descriptions: Vec<Option<String>>,
 }
 
-impl Default for Wording {
-    /// The policy's defaults: separator `__`, the default meta-tool names, no replaced
-    /// descriptions.
-    fn default() -> Self {
+impl Wording {
+    /// Wording with `separator` and the meta-tools `meta`, no replaced descriptions.
+    #[must_use]
+    pub fn new(separator: impl Into<String>, meta: Vec<Value>) -> Self {
         Self {
-            separator: "__".to_owned(),
-            meta: MetaToolNames::default(),
+            separator: separator.into(),
+            meta,
             descriptions: Vec::new(),
         }
     }
-}
 
-impl Wording {
     /// The description that replaces the upstream's for catalog tool `index`, if any.
     #[must_use]
     pub fn description(&self, index: usize) -> Option<&str> {
@@ -293,7 +295,8 @@ impl Counter {
             } else {
                 self.count_cached(segments, wrapper)
             };
-        let meta = meta_tool_definitions(&wording.meta)
+        let meta = wording
+            .meta
             .iter()
             .filter_map(|v| {
                 let obj = v.as_object()?;
@@ -313,7 +316,7 @@ impl Counter {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Caches> {
         // A panic while holding the lock leaves at worst a partly filled cache of correct counts.
-        self.caches.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock::lock(&self.caches)
     }
 
     /// Calibrated tokens of `text`, counted segment by segment through the cache.
@@ -635,7 +638,10 @@ mod tests {
             calibration_permille: 1000,
             overhead_tokens: 0,
         });
-        let wording = Wording::default();
+        let wording = Wording::new(
+            "__",
+            crate::discover::meta_tool_definitions(&crate::discover::MetaToolNames::default()),
+        );
         let catalog = vec![tool(
             "## Search\n\nUse this tool to **search** the index for documents. Results are ranked by relevance and paged.",
         )];

@@ -18,7 +18,7 @@
 //! let counter = Counter::new(&profile);
 //! let tool = CatalogTool::new("time", json!({"name": "now", "description": "Current time",
 //!     "inputSchema": {"type": "object"}}))?;
-//! let measured = counter.measure(&[tool], &Wording::default());
+//! let measured = counter.measure(&[tool], &Wording::new("__", Vec::new()));
 //! assert_eq!(measured.tools[0].direct[0], 13); // "// Current time\ntype time__now = () => any;\n\n"
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -13,11 +13,7 @@
 //! 2024-11-05 HTTP+SSE (`transport = "sse"`, or found when `initialize` is refused): see
 //! `legacy_sse`. `https://` URLs go through rustls (feature `tls`, on in the binary).
 
-mod client;
-mod document;
 mod legacy_sse;
-#[cfg(feature = "tls")]
-mod tls;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
@@ -28,14 +24,16 @@ use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 
-use self::client::{Client, Failure};
-pub use self::document::{Poster, get_document};
+// `Poster` and `get_document` moved to `crate::net`; this old path is kept for the other
+// branches of issue 30, whose use sites are renamed after they merge.
 use super::sse::SseDecoder;
 use super::{PROTOCOL_VERSION, Status, Upstream, handshake};
 use crate::context::Outbound;
 use crate::error::{Error, kind};
 use crate::jsonrpc::{Id, Kind, Message};
 use crate::lock::lock;
+use crate::net::client::{Client, Failure};
+pub use crate::net::{Poster, get_document};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -507,7 +505,7 @@ impl HttpLink {
 /// bodies carry one), or one made from the status (a 2025-era server's error page), so that
 /// the era probe falls back to `initialize` instead of waiting.
 fn modern_refusal(msg: &Message, status: StatusCode, bytes: &[u8]) -> Message {
-    let id = msg.id.clone().unwrap_or(Id::Null);
+    let id = msg.reply_id();
     match Message::parse(bytes) {
         Ok(mut reply) if reply.error.is_some() => {
             reply.id = Some(id);

@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 
 use super::{Link, Upstream};
 use crate::jsonrpc::Message;
+use crate::lock::lock;
 use crate::policy::Transport;
 use crate::policy::expand::{Syntax, expand};
 
@@ -311,7 +312,7 @@ impl Process {
             self.stderr.abort();
         }
         let status = self.child.try_wait().ok().flatten();
-        let tail = self.tail.lock().map(|t| t.text()).unwrap_or_default();
+        let tail = lock(&self.tail).text();
         stopped(&reason, status, tail.as_deref())
     }
 }
@@ -347,9 +348,7 @@ async fn log_stderr(name: String, stderr: tokio::process::ChildStderr, tail: Arc
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end();
         tracing::info!(upstream = %name, "{text}");
-        if let Ok(mut tail) = tail.lock() {
-            tail.push(text);
-        }
+        lock(&tail).push(text);
     }
 }
 

@@ -310,7 +310,7 @@ pub(super) fn not_acceptable(
         format!("Accept must list application/json or text/event-stream (or */*); got {got}")
     };
     NotAcceptable {
-        id: message.id.clone().unwrap_or(Id::Null),
+        id: message.reply_id(),
         message: message_text,
     }
 }
@@ -354,7 +354,7 @@ pub(super) fn post_era(
 ) -> Result<PostEra, (Id, ErrorObject)> {
     if is_modern(view, headers) {
         if message.kind() == Kind::Request {
-            let id = message.id.clone().unwrap_or(Id::Null);
+            let id = message.reply_id();
             check_modern_request(view, headers).map_err(|err| (id, err))?;
         } else if let Some(v) = headers
             .get("mcp-protocol-version")

@@ -76,7 +76,7 @@ pub(super) async fn handle_post(
             if view.method() == Some("tools/call") {
                 let marks = |name: &str| state.catalog.borrow().param_marks(name).to_vec();
                 if let Err(err) = checks::check_param_headers(&message, &view, &headers, marks) {
-                    let id = message.id.clone().unwrap_or(Id::Null);
+                    let id = message.reply_id();
                     return *reply::modern_error(id, err);
                 }
             }
@@ -391,7 +391,7 @@ impl CancelOnClose {
         Self {
             service: modern.then(|| service.clone()),
             session: session.clone(),
-            id: message.id.clone().unwrap_or(Id::Null),
+            id: message.reply_id(),
         }
     }
 

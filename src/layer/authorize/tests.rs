@@ -9,6 +9,7 @@ use crate::authz::{ArgRule, Constraint, Glob};
 use crate::catalog::Contribution;
 use crate::context::{Caller, Session};
 use crate::identity::{Client, Credential, Directory, api_key};
+use crate::jsonrpc::Id;
 
 fn catalog() -> Arc<Catalog> {
     let tool = |name: &str| json!({"name": name, "inputSchema": {"type": "object"}});
@@ -69,7 +70,7 @@ async fn run(principal: Arc<Principal>, method: &str, params: Value, filter_tool
         };
         async move {
             Ok::<_, Infallible>(Some(Message::response_value(
-                req.message.id.clone().unwrap_or(Id::Null),
+                req.message.reply_id(),
                 &result,
             )))
         }

@@ -40,7 +40,7 @@ fn recording(seen: Seen) -> impl crate::layer::Inner {
         async move {
             let params: Value = req.message.params_as().unwrap();
             let name = params["name"].as_str().unwrap().to_owned();
-            seen.lock().unwrap().push((
+            crate::lock::lock(&seen).push((
                 name.clone(),
                 req.caller.session.id.clone(),
                 req.caller.run.as_deref().map(str::to_owned),
@@ -84,7 +84,7 @@ async fn a_scripts_calls_go_down_as_the_callers_under_the_runs_audit_id() {
         json!({"warm": ["Paris", "Oslo"], "alerts": "no alerts feed"})
     );
     let run_id = result["_meta"]["mcp_budget/run_audit_id"].as_str().unwrap();
-    let seen = seen.lock().unwrap();
+    let seen = crate::lock::lock(&seen);
     let names: Vec<&str> = seen.iter().map(|(n, _, _)| n.as_str()).collect();
     assert_eq!(
         names,

@@ -45,9 +45,8 @@ pub(super) const MAX_DESCRIBE: usize = 100;
 /// Results of a `tools/catalog` with a `query`.
 const QUERY_RESULTS: usize = 20;
 
-/// JSON-RPC code of `tools/describe` for names the client cannot see (the draft's
-/// `RESOURCE_NOT_AVAILABLE`).
-pub(super) const NOT_AVAILABLE: i64 = -32002;
+/// JSON-RPC code of `tools/describe` for names the client cannot see.
+pub(super) use crate::jsonrpc::code::RESOURCE_NOT_AVAILABLE as NOT_AVAILABLE;
 
 /// The catalog tag of the gateway's own tools (the code-mode meta-tool), where an upstream's
 /// tools carry their server id: the `/` keeps it apart from every server id (those are

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -180,9 +180,7 @@ impl std::fmt::Debug for State {
     }
 }
 
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(super) use crate::lock::lock;
 
 fn fingerprint_of(result: &RawValue) -> u64 {
     use std::hash::{Hash, Hasher};

@@ -2,6 +2,7 @@
 use super::*;
 use crate::catalog::CatalogTool;
 use crate::context::{Caller, Session};
+use crate::jsonrpc::Id;
 use serde_json::json;
 use std::path::Path;
 use tower::Service;
@@ -193,7 +194,7 @@ async fn promotions_of_ended_sessions_are_forgotten_and_modern_requests_promote_
         svc.call(req).await.unwrap();
     }
     // Each promotion dropped the entries of the sessions that ended before it.
-    assert_eq!(layer.state.promoted.lock().unwrap().len(), 1);
+    assert_eq!(crate::lock::lock(&layer.state.promoted).len(), 1);
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let modern = Arc::new(Session::new("modern", tx));
     // The era is the request's own (its `_meta`), whatever the session's state says.
@@ -216,7 +217,7 @@ async fn promotions_of_ended_sessions_are_forgotten_and_modern_requests_promote_
         forwarded["_meta"]["io.modelcontextprotocol/protocolVersion"],
         "2026-07-28"
     );
-    assert!(!layer.state.promoted.lock().unwrap().contains_key("modern"));
+    assert!(!crate::lock::lock(&layer.state.promoted).contains_key("modern"));
 }
 
 #[tokio::test]

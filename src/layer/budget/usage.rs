@@ -9,9 +9,10 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::lock::lock;
 use crate::plan::{UsageCounts, parse_usage, render_usage};
 
 /// How often counts are written between relearns (when something was counted).
@@ -81,7 +82,7 @@ impl UsageLog {
 
     /// Counts one call of `server`'s tool `tool`.
     pub(crate) fn record(&self, server: &str, tool: &str) {
-        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut live = lock(&self.live);
         live.dirty = true;
         let tools = match live.counts.get_mut(server) {
             Some(tools) => tools,
@@ -97,16 +98,13 @@ impl UsageLog {
 
     /// What the plan uses now.
     pub(crate) fn learned(&self) -> Learned {
-        self.learned
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.learned).clone()
     }
 
     /// Makes the counts so far what the plan uses; true when they differ from the last ones.
     pub(crate) fn relearn(&self) -> bool {
         let now = self.snapshot();
-        let mut learned = self.learned.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut learned = lock(&self.learned);
         if *learned.counts == now {
             return false;
         }
@@ -122,7 +120,7 @@ impl UsageLog {
             return None;
         }
         let text = {
-            let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut live = lock(&self.live);
             if !live.dirty {
                 return None;
             }
@@ -133,11 +131,7 @@ impl UsageLog {
     }
 
     fn snapshot(&self) -> UsageCounts {
-        ids(&self
-            .live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .counts)
+        ids(&lock(&self.live).counts)
     }
 }
 

@@ -76,7 +76,7 @@ impl Upstream {
                 if me.hold {
                     me.release.notified().await;
                 }
-                let id = req.message.id.clone().unwrap_or(Id::Null);
+                let id = req.message.reply_id();
                 Ok::<_, Infallible>(Some(Message::response(id, to_raw(&json!({"content": []})))))
             }
         })
@@ -91,7 +91,7 @@ fn error_data(reply: &Message) -> (i64, String, Value) {
 
 /// Calls of `client` waiting for an in-flight slot.
 fn waiting<S>(svc: &Limit<S>, client: &str) -> usize {
-    let slots = svc.get_layer().state.slots.lock().unwrap();
+    let slots = crate::lock::lock(&svc.get_layer().state.slots);
     slots
         .get(client)
         .map_or(0, |s| s.waiting.load(Ordering::SeqCst))

@@ -19,10 +19,10 @@ use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{Method, StatusCode, Uri};
 use tokio_util::sync::CancellationToken;
 
-use super::client::Body;
 use super::{HttpLink, SendError, is_sse};
 use crate::jsonrpc::Message;
 use crate::lock::lock;
+use crate::net::client::Body;
 use crate::upstream::Upstream;
 use crate::upstream::sse::SseDecoder;
 

@@ -1,4 +1,4 @@
-//! One `GET` of a document through the upstream HTTP client (TLS with the webpki roots under
+//! One `GET` of a document through the gateway's HTTP client (TLS with the webpki roots under
 //! the `tls` feature): what the gateway reads from the network besides MCP, such as the JWKS
 //! of `[auth.jwt] jwks_url`.
 
@@ -31,7 +31,7 @@ pub async fn get_document(url: &str, limit: usize) -> Result<Bytes, String> {
     Ok(Bytes::from(body))
 }
 
-/// `POST`s to one URL through the upstream HTTP client, keeping its connections: what the OTLP
+/// `POST`s to one URL through the gateway's HTTP client, keeping its connections: what the OTLP
 /// trace exporter sends an `https://` endpoint's batches with (TLS with the webpki roots, or
 /// the CAs of `ca_file` instead).
 #[derive(Debug, Clone)]

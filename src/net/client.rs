@@ -1,4 +1,4 @@
-//! The HTTP client of one upstream: hyper's HTTP/1.1 connections, driven by the caller.
+//! The HTTP client of one upstream (or of one other URL: [`super::Poster`]): hyper's HTTP/1.1 connections, driven by the caller.
 //!
 //! A pooled client (hyper-util's, reqwest) runs each connection on a task of its own and hands it
 //! every request through a channel, and the answer back through another: two task hops per
@@ -26,6 +26,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::lock::lock;
 use crate::policy::HttpOptions;
 
 /// Idle connections kept per upstream; more are closed when they come back.
@@ -43,13 +44,13 @@ type Connection = http1::Connection<TokioIo<Stream>, Full<Bytes>>;
 
 /// A client bound to one upstream URL.
 #[derive(Debug)]
-pub(super) struct Client {
+pub(crate) struct Client {
     pool: Arc<Pool>,
 }
 
 /// Why a request got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum Failure {
+pub(crate) enum Failure {
     /// No connection could be made (refused, unknown host, TLS handshake failed): nothing
     /// reached the server. The reason, as the operating system (or TLS) gave it.
     #[error("{0}")]
@@ -61,19 +62,19 @@ pub(super) enum Failure {
 
 /// An answer: status, headers, and a body read with [`Body::chunk`].
 #[derive(Debug)]
-pub(super) struct Response {
-    pub(super) status: StatusCode,
-    pub(super) headers: HeaderMap,
-    pub(super) body: Body,
+pub(crate) struct Response {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Body,
 }
 
 /// The body of a [`Response`].
-pub(super) type Body = PlainBody;
+pub(crate) type Body = PlainBody;
 
 impl Client {
     /// A client for `url` (`http://`, or `https://` with the `tls` feature) with the
     /// upstream's TLS files.
-    pub(super) fn new(url: &str, options: &HttpOptions) -> Result<Self, String> {
+    pub(crate) fn new(url: &str, options: &HttpOptions) -> Result<Self, String> {
         let uri: Uri = url
             .parse()
             .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
@@ -142,7 +143,7 @@ impl Client {
     }
 
     /// Sends one request and waits for the response head.
-    pub(super) async fn send(
+    pub(crate) async fn send(
         &self,
         method: Method,
         headers: HeaderMap,
@@ -153,7 +154,7 @@ impl Client {
 
     /// Sends one request to another path (and query) of the same server: the endpoint the
     /// 2024-11-05 HTTP+SSE transport names.
-    pub(super) async fn send_to(
+    pub(crate) async fn send_to(
         &self,
         target: &Uri,
         method: Method,
@@ -166,12 +167,12 @@ impl Client {
 
 impl PlainBody {
     /// The next piece of the body; `None` at its end.
-    pub(super) async fn chunk(&mut self) -> Option<Result<Bytes, String>> {
+    pub(crate) async fn chunk(&mut self) -> Option<Result<Bytes, String>> {
         poll_fn(|cx| self.poll_chunk(cx)).await
     }
 
     /// The whole body.
-    pub(super) async fn bytes(&mut self) -> Result<Bytes, String> {
+    pub(crate) async fn bytes(&mut self) -> Result<Bytes, String> {
         let mut first = None;
         let mut rest = Vec::new();
         while let Some(chunk) = self.chunk().await {
@@ -213,20 +214,14 @@ impl Pool {
     /// The most recently used idle connection. Whether the server closed it meanwhile shows when
     /// it is polled again (before the message is written: see [`send_plain`]).
     fn checkout(&self) -> Option<Conn> {
-        self.idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop()
+        lock(&self.idle).pop()
     }
 
     fn checkin(&self, conn: Conn) {
         if !conn.is_open() {
             return;
         }
-        let mut idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut idle = lock(&self.idle);
         if idle.len() < MAX_IDLE {
             idle.push(conn);
         }
@@ -392,7 +387,7 @@ fn percent_decode(bytes: &[u8]) -> Vec<u8> {
 
 /// A response body that drives its connection while it is read, and returns the connection to
 /// the pool at its end.
-pub(super) struct PlainBody {
+pub(crate) struct PlainBody {
     incoming: Incoming,
     conn: Option<Conn>,
     pool: Arc<Pool>,
