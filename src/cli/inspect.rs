@@ -156,8 +156,47 @@ fn percent(part: usize, whole: usize) -> f64 {
 /// The JSON report (the `json` format; the other formats are drawn from it).
 fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
     let budget = &p.policy.budget;
-    let profile = &budget.profile;
-    let tools = p.catalog.tools();
+    let servers = by_server(p.catalog.tools());
+    let catalog_empty = p.catalog.tools().is_empty();
+    let mut report = json!({
+        "model": budget.model,
+        "profile": profile_json(&budget.profile),
+        "rendering": budget.profile.rendering.as_str(),
+        "budget": {
+            "tokens": plan.budget.tokens,
+            "tools": plan.budget.tools,
+            "threshold_percent": f64::from(budget.threshold_bp) / 100.0,
+            "enabled": budget.enabled,
+        },
+        "overhead_tokens": m.overhead,
+        "meta_tools_tokens": m.meta,
+        "totals": per_level(|l| if catalog_empty { 0 } else { m.total_at(l) }),
+        "servers": servers_json(&servers, m),
+        "plan": plan_json(plan),
+        "tools": tools_json(p, m, plan),
+        "collisions": collisions_json(&p.catalog),
+        "upstreams": p.upstreams.as_deref().map(upstreams_json),
+    });
+    let why = why(p, m, plan);
+    report["plan"]["reason"] = Value::from(super::report::reason(&why));
+    report["plan"]["decided_by"] = Value::from(why.decided_by());
+    report["plan"]["advice"] = super::report::advice(&why).map_or(Value::Null, Value::from);
+    report["levels"] = levels(m, plan, catalog_empty);
+    report["discovery"] = discovery(p, plan);
+    for (server, cost) in report["servers"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+        .zip(server_costs(&servers, m, plan))
+    {
+        server["plan"] = cost;
+    }
+    report
+}
+
+/// The catalog's tools by server, in catalog order: each server with the positions of its
+/// tools.
+fn by_server(tools: &[crate::catalog::CatalogTool]) -> Vec<(String, Vec<usize>)> {
     let mut servers: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, tool) in tools.iter().enumerate() {
         match servers.last_mut() {
@@ -165,39 +204,59 @@ fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
             _ => servers.push((tool.server.clone(), vec![i])),
         }
     }
-    let collisions: Vec<Value> = p
-        .catalog
-        .collisions()
+    servers
+}
+
+fn profile_json(profile: &crate::profile::Profile) -> Value {
+    json!({
+        "name": profile.name,
+        "context_window": profile.context_window,
+        "tokenizer": profile.encoding.as_str(),
+        "max_tools": profile.max_tools,
+        "overhead_tokens": profile.overhead_tokens,
+        "calibration_permille": profile.calibration_permille,
+        "estimate": profile.estimate,
+    })
+}
+
+/// The plan's figures (its reason and advice are added from [`why`]).
+fn plan_json(plan: &Plan) -> Value {
+    let saved = plan.tokens_before.saturating_sub(plan.tokens_after);
+    json!({
+        "mode": plan.rung.mode(),
+        "rung": plan.rung.name(),
+        "level": plan.listed_level.map(Level::as_str),
+        "catalog_level": plan.catalog_level.map(Level::as_str),
+        "meta_tools": plan.meta_tools,
+        "fits": plan.fits,
+        "tokens_before": plan.tokens_before,
+        "exposed_tokens": plan.tokens_after,
+        "saved_tokens": saved,
+        "saved_percent": percent(saved, plan.tokens_before),
+        "listed_tools": plan.tools_after,
+        "exposed_tools": plan.exposed_count(),
+        "deferred_tools": plan.deferred_count(),
+    })
+}
+
+/// Each server's tool count and tokens at every level.
+fn servers_json(servers: &[(String, Vec<usize>)], m: &Measured) -> Value {
+    servers
         .iter()
-        .map(|c| {
+        .map(|(s, idx)| {
             json!({
-                "kind": c.kind,
-                "name": c.exposed,
-                "claimants": c.claimants.iter().zip(&c.resolved).map(|((server, name), exposed)| {
-                    json!({"server": server, "name": name, "exposed": exposed})
-                }).collect::<Vec<Value>>(),
-                "text": c.to_string(),
+                "server": s,
+                "tools": idx.len(),
+                "tokens": per_level(|l| idx.iter().map(|&i| m.tools[i].direct[l.index()]).sum()),
             })
         })
-        .collect();
-    let catalog_empty = tools.is_empty();
-    let tools: Vec<Value> = tools
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            json!({
-                "id": t.id(),
-                "name": t.exposed_name(p.catalog.separator()),
-                "schemaHash": crate::pin::hash_of(&t.definition),
-                "tokens": per_level(|l| m.tools[i].direct[l.index()]),
-                "line_tokens": per_level(|l| m.tools[i].line[l.index()]),
-                "plan": plan.levels[i].map_or("deferred", Level::as_str),
-            })
-        })
-        .collect();
-    // Per server: what its listed tools cost as planned, what compression saved on them,
-    // and the full cost of its deferred tools (the three add up to its cost in full).
-    let costs: Vec<Value> = servers
+        .collect()
+}
+
+/// Per server: what its listed tools cost as planned, what compression saved on them, and the
+/// full cost of its deferred tools (the three add up to its cost in full).
+fn server_costs(servers: &[(String, Vec<usize>)], m: &Measured, plan: &Plan) -> Vec<Value> {
+    servers
         .iter()
         .map(|(_, idx)| {
             let (mut listed, mut compressed, mut deferred) = (0, 0, 0);
@@ -216,74 +275,43 @@ fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
                    "deferred_tokens": deferred,
                    "listed_tools": idx.iter().filter(|&&i| plan.levels[i].is_some()).count()})
         })
-        .collect();
-    let servers: Vec<Value> = servers
+        .collect()
+}
+
+/// Each tool's id, exposed name, schema hash, tokens at every level and planned level.
+fn tools_json(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
+    p.catalog
+        .tools()
         .iter()
-        .map(|(s, idx)| {
+        .enumerate()
+        .map(|(i, t)| {
             json!({
-                "server": s,
-                "tools": idx.len(),
-                "tokens": per_level(|l| idx.iter().map(|&i| m.tools[i].direct[l.index()]).sum()),
+                "id": t.id(),
+                "name": t.exposed_name(p.catalog.separator()),
+                "schemaHash": crate::pin::hash_of(&t.definition),
+                "tokens": per_level(|l| m.tools[i].direct[l.index()]),
+                "line_tokens": per_level(|l| m.tools[i].line[l.index()]),
+                "plan": plan.levels[i].map_or("deferred", Level::as_str),
             })
         })
-        .collect();
-    let saved = plan.tokens_before.saturating_sub(plan.tokens_after);
-    let mut report = json!({
-        "model": budget.model,
-        "profile": {
-            "name": profile.name,
-            "context_window": profile.context_window,
-            "tokenizer": profile.encoding.as_str(),
-            "max_tools": profile.max_tools,
-            "overhead_tokens": profile.overhead_tokens,
-            "calibration_permille": profile.calibration_permille,
-            "estimate": profile.estimate,
-        },
-        "rendering": profile.rendering.as_str(),
-        "budget": {
-            "tokens": plan.budget.tokens,
-            "tools": plan.budget.tools,
-            "threshold_percent": f64::from(budget.threshold_bp) / 100.0,
-            "enabled": budget.enabled,
-        },
-        "overhead_tokens": m.overhead,
-        "meta_tools_tokens": m.meta,
-        "totals": per_level(|l| if catalog_empty { 0 } else { m.total_at(l) }),
-        "servers": servers,
-        "plan": {
-            "mode": plan.rung.mode(),
-            "rung": plan.rung.name(),
-            "level": plan.listed_level.map(Level::as_str),
-            "catalog_level": plan.catalog_level.map(Level::as_str),
-            "meta_tools": plan.meta_tools,
-            "fits": plan.fits,
-            "tokens_before": plan.tokens_before,
-            "exposed_tokens": plan.tokens_after,
-            "saved_tokens": saved,
-            "saved_percent": percent(saved, plan.tokens_before),
-            "listed_tools": plan.tools_after,
-            "exposed_tools": plan.exposed_count(),
-            "deferred_tools": plan.deferred_count(),
-        },
-        "tools": tools,
-        "collisions": collisions,
-        "upstreams": p.upstreams.as_deref().map(upstreams_json),
-    });
-    let why = why(p, m, plan);
-    report["plan"]["reason"] = Value::from(super::report::reason(&why));
-    report["plan"]["decided_by"] = Value::from(why.decided_by());
-    report["plan"]["advice"] = super::report::advice(&why).map_or(Value::Null, Value::from);
-    report["levels"] = levels(m, plan, catalog_empty);
-    report["discovery"] = discovery(p, plan);
-    for (server, cost) in report["servers"]
-        .as_array_mut()
-        .into_iter()
-        .flatten()
-        .zip(costs)
-    {
-        server["plan"] = cost;
-    }
-    report
+        .collect()
+}
+
+fn collisions_json(catalog: &Catalog) -> Value {
+    catalog
+        .collisions()
+        .iter()
+        .map(|c| {
+            json!({
+                "kind": c.kind,
+                "name": c.exposed,
+                "claimants": c.claimants.iter().zip(&c.resolved).map(|((server, name), exposed)| {
+                    json!({"server": server, "name": name, "exposed": exposed})
+                }).collect::<Vec<Value>>(),
+                "text": c.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// The plan's facts for [`super::report::reason`] and [`super::report::advice`].
@@ -408,6 +436,32 @@ fn level_cells(v: &Value) -> String {
 
 fn table(r: &Value) -> String {
     let mut s = String::new();
+    headline(&mut s, r);
+    for upstream in r["upstreams"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            s,
+            "upstream {:<20} {}",
+            upstream["name"].as_str().unwrap_or(""),
+            upstream["summary"].as_str().unwrap_or("")
+        );
+    }
+    if r["budget"]["enabled"] == false {
+        let _ = writeln!(
+            s,
+            "budget: off ([budget] enabled = false): serve passes every tool through"
+        );
+    } else {
+        reasons(&mut s, r);
+    }
+    for collision in r["collisions"].as_array().into_iter().flatten() {
+        let _ = writeln!(s, "collision: {}", collision["text"].as_str().unwrap_or(""));
+    }
+    token_tables(&mut s, r);
+    s
+}
+
+/// The table's first two lines: the model, rendering and budget; the plan and what it saves.
+fn headline(s: &mut String, r: &Value) {
     let plan = &r["plan"];
     let est = if r["profile"]["estimate"] == true {
         " (estimate)"
@@ -449,53 +503,45 @@ fn table(r: &Value) -> String {
             " | DOES NOT FIT"
         },
     );
-    for upstream in r["upstreams"].as_array().into_iter().flatten() {
+}
+
+/// Why the plan is what it is (with the budget on): the reason, the advice, every level's
+/// total and what reaching a deferred tool costs.
+fn reasons(s: &mut String, r: &Value) {
+    let plan = &r["plan"];
+    let _ = writeln!(s, "why: {}", plan["reason"].as_str().unwrap_or(""));
+    if let Some(advice) = plan["advice"].as_str() {
+        let _ = writeln!(s, "to list more: {advice}");
+    }
+    let levels: Vec<String> = r["levels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| {
+            let over = if l["fits"] == true { "" } else { " (over)" };
+            format!(
+                "{} {}{over}",
+                l["level"].as_str().unwrap_or(""),
+                l["tokens"]
+            )
+        })
+        .collect();
+    let _ = writeln!(s, "every tool at: {}", levels.join(" | "));
+    let d = &r["discovery"];
+    if !d.is_null() {
         let _ = writeln!(
             s,
-            "upstream {:<20} {}",
-            upstream["name"].as_str().unwrap_or(""),
-            upstream["summary"].as_str().unwrap_or("")
+            "reaching a deferred tool: one search ({} tokens, {} results) + one schema ({} tokens) = {} tokens",
+            d["search_answer_tokens"],
+            d["search_results"],
+            d["schema_answer_tokens"],
+            d["round_trip_tokens"]
         );
     }
-    if r["budget"]["enabled"] == false {
-        let _ = writeln!(
-            s,
-            "budget: off ([budget] enabled = false): serve passes every tool through"
-        );
-    } else {
-        let _ = writeln!(s, "why: {}", plan["reason"].as_str().unwrap_or(""));
-        if let Some(advice) = plan["advice"].as_str() {
-            let _ = writeln!(s, "to list more: {advice}");
-        }
-        let levels: Vec<String> = r["levels"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|l| {
-                let over = if l["fits"] == true { "" } else { " (over)" };
-                format!(
-                    "{} {}{over}",
-                    l["level"].as_str().unwrap_or(""),
-                    l["tokens"]
-                )
-            })
-            .collect();
-        let _ = writeln!(s, "every tool at: {}", levels.join(" | "));
-        let d = &r["discovery"];
-        if !d.is_null() {
-            let _ = writeln!(
-                s,
-                "reaching a deferred tool: one search ({} tokens, {} results) + one schema ({} tokens) = {} tokens",
-                d["search_answer_tokens"],
-                d["search_results"],
-                d["schema_answer_tokens"],
-                d["round_trip_tokens"]
-            );
-        }
-    }
-    for collision in r["collisions"].as_array().into_iter().flatten() {
-        let _ = writeln!(s, "collision: {}", collision["text"].as_str().unwrap_or(""));
-    }
+}
+
+/// The tokens at every level per server (with the total) and per tool.
+fn token_tables(s: &mut String, r: &Value) {
     let header: String = Level::ALL
         .iter()
         .map(|l| format!("{:>8}", l.as_str()))
@@ -530,5 +576,4 @@ fn table(r: &Value) -> String {
             level_cells(&tool["tokens"])
         );
     }
-    s
 }

@@ -36,106 +36,163 @@ const BOILERPLATE: &[&str] = &[
 
 /// `low`: strips markdown and noise, keeping every sentence.
 pub(super) fn clean(text: &str, schema: Option<&Value>, keep_headings: bool) -> String {
-    let params: Vec<String> = schema
-        .and_then(|s| s.get("properties"))
-        .and_then(Value::as_object)
-        .map(|p| p.keys().map(|k| k.to_lowercase()).collect())
-        .unwrap_or_default();
-    let described = |name: &str| -> bool {
-        schema
-            .and_then(|s| s.get("properties"))
-            .and_then(|p| p.get(name))
-            .and_then(|p| p.get("description"))
-            .and_then(Value::as_str)
-            .is_some_and(|d| !d.trim().is_empty())
-    };
-    let mut lines: Vec<String> = Vec::new();
-    let mut in_fence = false;
-    let mut fence_lines: Vec<String> = Vec::new();
-    let mut skipping_args = false;
-    let mut after_heading = false;
+    let mut cleaner = Cleaner::new(schema, keep_headings);
     for raw_line in text.lines() {
+        cleaner.line(raw_line);
+    }
+    strip_boilerplate(&paragraphs(cleaner.finish(), text.len()))
+}
+
+/// [`clean`]'s walk over a description's lines, with what it knows of the schema.
+struct Cleaner<'a> {
+    schema: Option<&'a Value>,
+    /// The schema's parameter names, lower-cased.
+    params: Vec<String>,
+    keep_headings: bool,
+    /// The lines kept so far; an empty one is a paragraph break.
+    lines: Vec<String>,
+    in_fence: bool,
+    /// The lines of the fenced block being read, kept unless it only repeats the schema.
+    fence_lines: Vec<String>,
+    /// In an `Args:` section, where lines naming described parameters are dropped.
+    skipping_args: bool,
+    /// Just after a heading, where a blank line adds no break.
+    after_heading: bool,
+}
+
+impl<'a> Cleaner<'a> {
+    fn new(schema: Option<&'a Value>, keep_headings: bool) -> Self {
+        let params = schema
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object)
+            .map(|p| p.keys().map(|k| k.to_lowercase()).collect())
+            .unwrap_or_default();
+        Self {
+            schema,
+            params,
+            keep_headings,
+            lines: Vec::new(),
+            in_fence: false,
+            fence_lines: Vec::new(),
+            skipping_args: false,
+            after_heading: false,
+        }
+    }
+
+    fn line(&mut self, raw_line: &str) {
         let trimmed = raw_line.trim();
         if trimmed.starts_with("```") {
-            if in_fence {
-                // A fenced block that only shows a JSON call repeating the schema is noise.
-                let body = fence_lines.join("\n");
-                if !looks_like_schema_example(&body, &params) {
-                    lines.append(&mut fence_lines);
-                }
-                fence_lines.clear();
+            self.fence();
+        } else if self.in_fence {
+            self.fence_lines.push(collapse_spaces(trimmed));
+        } else if !self.args_line(raw_line, trimmed) {
+            self.text_line(trimmed);
+        }
+    }
+
+    /// A fence opens or closes a block.
+    fn fence(&mut self) {
+        if self.in_fence {
+            // A fenced block that only shows a JSON call repeating the schema is noise.
+            let body = self.fence_lines.join("\n");
+            if !looks_like_schema_example(&body, &self.params) {
+                self.lines.append(&mut self.fence_lines);
             }
-            in_fence = !in_fence;
-            continue;
+            self.fence_lines.clear();
         }
-        if in_fence {
-            fence_lines.push(collapse_spaces(trimmed));
-            continue;
-        }
-        // Docstring `Args:` sections repeat the schema when every listed argument is a
-        // described parameter.
+        self.in_fence = !self.in_fence;
+    }
+
+    /// Docstring `Args:` sections repeat the schema when every listed argument is a described
+    /// parameter: whether the line was one of such a section (and is dealt with).
+    fn args_line(&mut self, raw_line: &str, trimmed: &str) -> bool {
         let lower = trimmed.to_lowercase();
         if matches!(
             lower.as_str(),
             "args:" | "arguments:" | "parameters:" | "params:" | "inputs:"
         ) {
-            skipping_args = true;
-            continue;
+            self.skipping_args = true;
+            return true;
         }
-        if skipping_args {
-            if trimmed.is_empty() {
-                continue;
-            }
-            let indented = raw_line.starts_with([' ', '\t']) || trimmed.starts_with(['-', '*']);
-            let arg = trimmed
-                .trim_start_matches(['-', '*', ' '])
-                .split([':', ' ', '('])
-                .next()
-                .unwrap_or("")
-                .trim_matches('`')
-                .to_lowercase();
-            if indented && params.contains(&arg) && described(&arg) {
-                continue;
-            }
-            if indented && params.contains(&arg) {
-                // Not described in the schema: this line is the only place the meaning is.
-                lines.push(clean_inline(trimmed));
-                continue;
-            }
-            skipping_args = false;
+        if !self.skipping_args {
+            return false;
         }
+        if trimmed.is_empty() {
+            return true;
+        }
+        let indented = raw_line.starts_with([' ', '\t']) || trimmed.starts_with(['-', '*']);
+        let arg = trimmed
+            .trim_start_matches(['-', '*', ' '])
+            .split([':', ' ', '('])
+            .next()
+            .unwrap_or("")
+            .trim_matches('`')
+            .to_lowercase();
+        if indented && self.params.contains(&arg) && self.described(&arg) {
+            return true;
+        }
+        if indented && self.params.contains(&arg) {
+            // Not described in the schema: this line is the only place the meaning is.
+            self.lines.push(clean_inline(trimmed));
+            return true;
+        }
+        self.skipping_args = false;
+        false
+    }
+
+    /// Whether the schema describes parameter `name`.
+    fn described(&self, name: &str) -> bool {
+        self.schema
+            .and_then(|s| s.get("properties"))
+            .and_then(|p| p.get(name))
+            .and_then(|p| p.get("description"))
+            .and_then(Value::as_str)
+            .is_some_and(|d| !d.trim().is_empty())
+    }
+
+    /// A line of prose, a heading or a blank line.
+    fn text_line(&mut self, trimmed: &str) {
         // Headings are recognised after inline markup is gone (`*#` cleans to `#`), so that
         // cleaning a cleaned text changes nothing.
         let inline = clean_inline(trimmed);
         if let Some(heading) = inline.strip_prefix('#') {
             // A heading labels what follows: kept as `Heading:` at `low`, dropped from summaries.
             let heading = clean_inline(heading.trim_start_matches('#'));
-            if keep_headings && !heading.is_empty() {
-                lines.push(if heading.ends_with(':') {
+            if self.keep_headings && !heading.is_empty() {
+                self.lines.push(if heading.ends_with(':') {
                     heading
                 } else {
                     format!("{heading}:")
                 });
             }
-            after_heading = true;
-            continue;
+            self.after_heading = true;
+            return;
         }
         let line = inline;
         if line.is_empty() {
-            if !after_heading && lines.last().is_some_and(|l| !l.is_empty()) {
-                lines.push(String::new());
+            if !self.after_heading && self.lines.last().is_some_and(|l| !l.is_empty()) {
+                self.lines.push(String::new());
             }
-            continue;
+            return;
         }
-        after_heading = false;
-        lines.push(line);
+        self.after_heading = false;
+        self.lines.push(line);
     }
-    lines.append(&mut fence_lines);
-    while lines.last().is_some_and(String::is_empty) {
-        lines.pop();
+
+    /// The lines kept, an unclosed fence's included, without trailing breaks.
+    fn finish(mut self) -> Vec<String> {
+        self.lines.append(&mut self.fence_lines);
+        while self.lines.last().is_some_and(String::is_empty) {
+            self.lines.pop();
+        }
+        self.lines
     }
-    // Runs of blank lines become one paragraph break (`\n\n`), which `first_paragraph` uses.
-    let mut out = String::with_capacity(text.len());
+}
+
+/// `lines` joined, runs of blank lines made one paragraph break (`\n\n`), which
+/// `first_paragraph` uses.
+fn paragraphs(lines: Vec<String>, capacity: usize) -> String {
+    let mut out = String::with_capacity(capacity);
     let mut blank = false;
     for line in lines {
         if line.is_empty() {
@@ -148,7 +205,7 @@ pub(super) fn clean(text: &str, schema: Option<&Value>, keep_headings: bool) -> 
         blank = false;
         out.push_str(&line);
     }
-    strip_boilerplate(&out)
+    out
 }
 
 fn looks_like_schema_example(body: &str, params: &[String]) -> bool {

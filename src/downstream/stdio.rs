@@ -27,6 +27,7 @@
 //! stalls its own session; with the default of 1024 that takes 1024 questions open at once.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,11 +41,13 @@ use tower::ServiceExt;
 use super::Endpoint;
 use crate::context::{Caller, McpRequest, Session};
 use crate::error::Error;
+use crate::identity::{Directory, Gate, Principal};
 use crate::jsonrpc::{Id, IdScanner, Kind, Message};
 use crate::lock::lock;
 use crate::policy::{
     DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES, Downstream,
 };
+use crate::stack::McpService;
 
 /// How long answers in flight may take once the client closed its input.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -119,122 +122,38 @@ pub async fn serve_until<R, W>(
     } = endpoint;
     // One principal for the whole connection (whoever started the gateway on a pipe), found
     // again when a reload stores another directory: its rights are the new ones.
-    let mut principal = match gate.stdio(config.client.as_deref()) {
+    let principal = match gate.stdio(config.client.as_deref()) {
         Ok(principal) => principal,
         Err(refusal) => {
             tracing::error!("Not serving stdio: {refusal}");
             return;
         }
     };
-    let mut directory = gate.directory().load_full();
-    let max_message_bytes = config.max_message_bytes;
-    let limit = config.max_outbound_messages.max(1);
+    let directory = gate.directory().load_full();
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
-    let backlog = Arc::new(Backlog::new(limit));
+    let backlog = Arc::new(Backlog::new(config.max_outbound_messages.max(1)));
     let writer = tokio::spawn(write_out(rx, output, backlog.clone()));
     let session = Arc::new(Session::new("stdio", tx.clone()));
     sessions.opened(&session);
-    let mut reader = BufReader::new(input);
-    let mut tasks = JoinSet::new();
-    // Requests in flight → whether the client cancelled them.
-    let inflight: Arc<Mutex<HashMap<Id, bool>>> = Arc::default();
-    let mut line = Vec::new();
-    loop {
-        let next = async {
-            backlog.room().await;
-            line.clear();
-            read_line(&mut reader, &mut line, max_message_bytes).await
-        };
-        // Stopping drops a line half read: nothing more is served.
-        let read = tokio::select! {
-            read = next => read,
-            () = stop.cancelled() => break,
-        };
-        match read {
-            Ok(Line::End) => break,
-            Ok(Line::Kept) => {}
-            Ok(Line::TooLarge { size, id }) => {
-                let err = Error::TooLarge {
-                    size,
-                    limit: max_message_bytes,
-                };
-                let _ = tx.send(Message::error(
-                    id.unwrap_or(Id::Null),
-                    err.to_error_object(),
-                ));
-                continue;
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "Reading stdin failed");
-                break;
-            }
-        }
-        let text = line.trim_ascii();
-        if text.is_empty() {
-            continue;
-        }
-        match Message::parse_with_max_depth(text, config.max_json_depth) {
-            Err(err) => {
-                let _ = tx.send(err.to_response());
-            }
-            Ok(message) => {
-                let request_id = match message.kind() {
-                    Kind::Request => message.id.clone(),
-                    _ => None,
-                };
-                // Only requests count, until answered; answers to the servers' questions and
-                // notifications do not.
-                let slot = request_id
-                    .as_ref()
-                    .map(|_| Backlog::start_request(&backlog));
-                if let Some(id) = &request_id {
-                    lock(&inflight).insert(id.clone(), false);
-                } else if let Some(id) = cancelled_id(&message) {
-                    if let Some(flag) = lock(&inflight).get_mut(&id) {
-                        *flag = true;
-                    }
-                }
-                let inflight = inflight.clone();
-                let current = gate.directory().load_full();
-                if !Arc::ptr_eq(&current, &directory) {
-                    match gate.stdio(config.client.as_deref()) {
-                        Ok(now) => principal = now,
-                        Err(refusal) => {
-                            tracing::error!("Not serving stdio any more: {refusal}");
-                            break;
-                        }
-                    }
-                    directory = current;
-                }
-                let caller = Caller::new(session.clone()).with_principal(principal.clone());
-                let request = McpRequest::new(message, caller);
-                let service = service.clone();
-                let tx = tx.clone();
-                tasks.spawn(async move {
-                    let reply = service.oneshot(request).await;
-                    let is_request = request_id.is_some();
-                    let cancelled = request_id
-                        .and_then(|id| lock(&inflight).remove(&id))
-                        .unwrap_or(false);
-                    match reply {
-                        Ok(Some(reply)) if cancelled => {
-                            tracing::debug!(id = ?reply.id, "Answer to a cancelled request dropped");
-                        }
-                        // A refused answer of the client (to no request waiting for it): the
-                        // gateway logged it; a line with `id: null` would only confuse the host.
-                        Ok(Some(_)) if !is_request => {}
-                        Ok(Some(reply)) => {
-                            let _ = tx.send(reply);
-                        }
-                        _ => {}
-                    }
-                    drop(slot);
-                });
-            }
-        }
-        // Reap finished tasks so the set does not grow with the session.
-        while tasks.try_join_next().is_some() {}
-    }
+    let mut connection = Connection {
+        service,
+        gate,
+        client: config.client.clone(),
+        principal,
+        directory,
+        session,
+        tx,
+        backlog,
+        inflight: Inflight::default(),
+        tasks: JoinSet::new(),
+    };
+    connection.read_loop(input, &config, &stop).await;
+    let Connection {
+        mut tasks,
+        tx,
+        session,
+        ..
+    } = connection;
     let _ = tokio::time::timeout(DRAIN, async { while tasks.join_next().await.is_some() {} }).await;
     sessions.ended(&session.id);
     drop(tx);
@@ -242,6 +161,186 @@ pub async fn serve_until<R, W>(
     // Flush what is queued; senders still held by upstream calls in flight must not keep the
     // writer alive forever.
     let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+}
+
+/// One stdio connection as its reader holds it: what serving a message needs.
+struct Connection {
+    service: McpService,
+    gate: Gate,
+    /// `[downstream] stdio_client`, to find the principal again after a reload.
+    client: Option<String>,
+    principal: Arc<Principal>,
+    /// The directory `principal` was found in.
+    directory: Arc<Directory>,
+    session: Arc<Session>,
+    /// To the writer.
+    tx: mpsc::UnboundedSender<Message>,
+    backlog: Arc<Backlog>,
+    inflight: Inflight,
+    /// One task per message served.
+    tasks: JoinSet<()>,
+}
+
+impl Connection {
+    /// Reads stdin a line at a time while the [`Backlog`] has room, answers the lines that
+    /// cannot be served (too large, unreadable) and dispatches the others, until the input
+    /// ends, `stop` is cancelled or the principal is refused after a reload.
+    async fn read_loop<R: AsyncRead + Unpin>(
+        &mut self,
+        input: R,
+        config: &StdioConfig,
+        stop: &CancellationToken,
+    ) {
+        let max_message_bytes = config.max_message_bytes;
+        let mut reader = BufReader::new(input);
+        let mut line = Vec::new();
+        loop {
+            let next = async {
+                self.backlog.room().await;
+                line.clear();
+                read_line(&mut reader, &mut line, max_message_bytes).await
+            };
+            // Stopping drops a line half read: nothing more is served.
+            let read = tokio::select! {
+                read = next => read,
+                () = stop.cancelled() => break,
+            };
+            match read {
+                Ok(Line::End) => break,
+                Ok(Line::Kept) => {}
+                Ok(Line::TooLarge { size, id }) => {
+                    let err = Error::TooLarge {
+                        size,
+                        limit: max_message_bytes,
+                    };
+                    let _ = self.tx.send(Message::error(
+                        id.unwrap_or(Id::Null),
+                        err.to_error_object(),
+                    ));
+                    continue;
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "Reading stdin failed");
+                    break;
+                }
+            }
+            let text = line.trim_ascii();
+            if text.is_empty() {
+                continue;
+            }
+            match Message::parse_with_max_depth(text, config.max_json_depth) {
+                Err(err) => {
+                    let _ = self.tx.send(err.to_response());
+                }
+                Ok(message) => {
+                    if self.dispatch(message).is_break() {
+                        break;
+                    }
+                }
+            }
+            // Reap finished tasks so the set does not grow with the session.
+            while self.tasks.try_join_next().is_some() {}
+        }
+    }
+
+    /// Serves `message` in a task of its own: a request is counted in flight until answered,
+    /// a `notifications/cancelled` marks the request it names. Breaks when the principal is
+    /// refused after a reload.
+    fn dispatch(&mut self, message: Message) -> ControlFlow<()> {
+        let request_id = match message.kind() {
+            Kind::Request => message.id.clone(),
+            _ => None,
+        };
+        // Only requests count, until answered; answers to the servers' questions and
+        // notifications do not.
+        let slot = request_id
+            .as_ref()
+            .map(|_| Backlog::start_request(&self.backlog));
+        if let Some(id) = &request_id {
+            self.inflight.start(id.clone());
+        } else if let Some(id) = cancelled_id(&message) {
+            self.inflight.cancel(&id);
+        }
+        self.refresh_principal()?;
+        let caller = Caller::new(self.session.clone()).with_principal(self.principal.clone());
+        self.tasks.spawn(answer(
+            self.service.clone(),
+            McpRequest::new(message, caller),
+            request_id,
+            self.inflight.clone(),
+            self.tx.clone(),
+            slot,
+        ));
+        ControlFlow::Continue(())
+    }
+
+    /// Finds the principal again when a reload stored another directory (its rights are the
+    /// new ones); breaks when the new directory refuses it.
+    fn refresh_principal(&mut self) -> ControlFlow<()> {
+        let current = self.gate.directory().load_full();
+        if !Arc::ptr_eq(&current, &self.directory) {
+            match self.gate.stdio(self.client.as_deref()) {
+                Ok(now) => self.principal = now,
+                Err(refusal) => {
+                    tracing::error!("Not serving stdio any more: {refusal}");
+                    return ControlFlow::Break(());
+                }
+            }
+            self.directory = current;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Serves `request` and sends its answer to the writer, unless the client cancelled it. `slot`
+/// counts the request in flight until then.
+async fn answer(
+    service: McpService,
+    request: McpRequest,
+    request_id: Option<Id>,
+    inflight: Inflight,
+    tx: mpsc::UnboundedSender<Message>,
+    slot: Option<Slot>,
+) {
+    let reply = service.oneshot(request).await;
+    let is_request = request_id.is_some();
+    let cancelled = request_id.is_some_and(|id| inflight.finish(&id));
+    match reply {
+        Ok(Some(reply)) if cancelled => {
+            tracing::debug!(id = ?reply.id, "Answer to a cancelled request dropped");
+        }
+        // A refused answer of the client (to no request waiting for it): the gateway logged
+        // it; a line with `id: null` would only confuse the host.
+        Ok(Some(_)) if !is_request => {}
+        Ok(Some(reply)) => {
+            let _ = tx.send(reply);
+        }
+        _ => {}
+    }
+    drop(slot);
+}
+
+/// The requests in flight, each with whether the client cancelled it (`notifications/cancelled`):
+/// the answer to a cancelled request is dropped, as MCP asks.
+#[derive(Debug, Clone, Default)]
+struct Inflight(Arc<Mutex<HashMap<Id, bool>>>);
+
+impl Inflight {
+    fn start(&self, id: Id) {
+        lock(&self.0).insert(id, false);
+    }
+
+    /// Marks `id` cancelled, if it is still in flight.
+    fn cancel(&self, id: &Id) {
+        if let Some(cancelled) = lock(&self.0).get_mut(id) {
+            *cancelled = true;
+        }
+    }
+
+    /// Forgets `id`, answered; whether it was cancelled.
+    fn finish(&self, id: &Id) -> bool {
+        lock(&self.0).remove(id).unwrap_or(false)
+    }
 }
 
 /// What the gateway holds for the client: messages waiting for it to read them (counted by the
@@ -298,16 +397,16 @@ impl Backlog {
     }
 
     /// Counts a request in flight until the returned guard is dropped.
-    fn start_request(this: &Arc<Self>) -> InFlight {
+    fn start_request(this: &Arc<Self>) -> Slot {
         this.in_flight.fetch_add(1, Ordering::AcqRel);
-        InFlight(this.clone())
+        Slot(this.clone())
     }
 }
 
-/// A request in flight (see [`Backlog::start_request`]).
-struct InFlight(Arc<Backlog>);
+/// The place of a request in flight in the [`Backlog`] (see [`Backlog::start_request`]).
+struct Slot(Arc<Backlog>);
 
-impl Drop for InFlight {
+impl Drop for Slot {
     fn drop(&mut self) {
         if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == self.0.limit {
             self.0.room.notify_one();

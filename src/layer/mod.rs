@@ -36,7 +36,9 @@
 //! ```
 
 use std::convert::Infallible;
+use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::task::{Context, Poll};
 
 use tower::Service;
@@ -52,13 +54,15 @@ pub mod limit;
 pub mod recover;
 pub mod trace;
 
-/// What a layer does around one call of its inner service.
-pub trait Around<S: Service<McpRequest>> {
+/// What a layer does around one call of its inner service `S`: a request `Req` in (an MCP
+/// request unless said), the inner service taking `In` (the same type unless the layer changes
+/// it, as [`crate::llm_api::LlmCache`] gives its inner service one body type).
+pub trait Around<S: Service<In>, Req = McpRequest, In = Req> {
     /// The future of one call.
-    type Future: Future<Output = Result<Option<Message>, S::Error>>;
+    type Future: Future<Output = Result<S::Response, S::Error>>;
 
     /// Handles `req` with `inner`, which is ready for one call and owned by this one.
-    fn around(&self, inner: S, req: McpRequest) -> Self::Future;
+    fn around(&self, inner: S, req: Req) -> Self::Future;
 }
 
 /// The inner service of a layer whose future is an [`McpFuture`](crate::context::McpFuture)
@@ -79,18 +83,34 @@ impl<S> Inner for S where
 {
 }
 
-/// A layer's service: the layer `L` ([`Around`]) around the inner service `S`.
-#[derive(Debug, Clone)]
-pub struct Layered<L, S> {
+/// A layer's service: the layer `L` ([`Around`]) around the inner service `S`, which takes
+/// requests of type `In` (MCP requests unless said).
+pub struct Layered<L, S, In = McpRequest> {
     layer: L,
     inner: S,
+    /// `fn(In)`: what the inner service takes, without holding one (so `Send`, `Sync`,
+    /// `Clone` whatever `In` is).
+    request: PhantomData<fn(In)>,
 }
 
 impl<L, S> Layered<L, S> {
     /// `layer` around `inner`.
     #[must_use]
     pub fn new(layer: L, inner: S) -> Self {
-        Self { layer, inner }
+        Self::wrap(layer, inner)
+    }
+}
+
+impl<L, S, In> Layered<L, S, In> {
+    /// `layer` around `inner`, which takes requests of type `In` ([`Layered::new`] for MCP
+    /// requests).
+    #[must_use]
+    pub fn wrap(layer: L, inner: S) -> Self {
+        Self {
+            layer,
+            inner,
+            request: PhantomData,
+        }
     }
 
     /// The layer (its settings and state).
@@ -114,12 +134,27 @@ impl<L, S> Layered<L, S> {
     }
 }
 
-impl<L, S> Service<McpRequest> for Layered<L, S>
+impl<L: Clone, S: Clone, In> Clone for Layered<L, S, In> {
+    fn clone(&self) -> Self {
+        Self::wrap(self.layer.clone(), self.inner.clone())
+    }
+}
+
+impl<L: fmt::Debug, S: fmt::Debug, In> fmt::Debug for Layered<L, S, In> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Layered")
+            .field("layer", &self.layer)
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl<L, S, Req, In> Service<Req> for Layered<L, S, In>
 where
-    S: Service<McpRequest, Response = Option<Message>> + Clone,
-    L: Around<S>,
+    S: Service<In> + Clone,
+    L: Around<S, Req, In>,
 {
-    type Response = Option<Message>;
+    type Response = S::Response;
     type Error = S::Error;
     type Future = L::Future;
 
@@ -127,7 +162,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: McpRequest) -> L::Future {
+    fn call(&mut self, req: Req) -> L::Future {
         // The readied service goes with the call; its clone waits for the next `poll_ready`.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);

@@ -146,26 +146,18 @@ fn note(pending: &Pending, in_span: &Span, answer: Option<&Message>) {
     let duration_ms = elapsed.as_secs_f64() * 1000.0;
     // The message's span is the line's parent (its fields prefix the line), not entered: one
     // enter and exit fewer per call.
-    if call.principal.via() == Via::Anonymous {
-        tracing::info!(
-            parent: in_span,
-            duration_ms,
-            server = %call.server,
-            tool = %call.tool,
-            outcome,
-            "Tool call"
-        );
-    } else {
-        tracing::info!(
-            parent: in_span,
-            duration_ms,
-            server = %call.server,
-            tool = %call.tool,
-            outcome,
-            principal = %call.principal.name(),
-            "Tool call"
-        );
-    }
+    // An anonymous caller's line has no `principal` field at all (`None` records nothing).
+    let principal = (call.principal.via() != Via::Anonymous)
+        .then(|| tracing::field::display(call.principal.name()));
+    tracing::info!(
+        parent: in_span,
+        duration_ms,
+        server = %call.server,
+        tool = %call.tool,
+        outcome,
+        principal,
+        "Tool call"
+    );
 }
 
 impl TraceLayer {

@@ -48,7 +48,10 @@ use serde_json::{Map, Value};
 
 #[cfg(doc)]
 use super::ToolClasses;
-use super::{Breakpoint, CacheTtl, Rewrite, RewriteOptions, Slot, compress_tool, order};
+use super::{
+    Breakpoint, CacheTtl, Rewrite, RewriteOptions, Slot, compress_tool, put_tools, take_ordered,
+};
+use crate::compress::Level;
 
 /// Most cache breakpoints the Messages API accepts in one request.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -94,26 +97,16 @@ pub fn min_cacheable_tokens(model: &str) -> usize {
 /// reports what it did. A body without a `tools` array is left as it is.
 #[must_use = "the outcome says whether a breakpoint was added"]
 pub fn rewrite(body: &mut Value, options: &RewriteOptions) -> Rewrite {
-    let Some(Value::Array(tools)) = body.get_mut("tools") else {
+    let Some((mut tools, mut outcome)) = take_ordered(
+        body,
+        options,
+        compress,
+        slot,
+        crate::canonical::into_canonical_tool,
+    ) else {
         return Rewrite::default();
     };
-    let mut tools = std::mem::take(tools);
-    if let Some(level) = options.compress {
-        for tool in &mut tools {
-            let custom = is_custom(tool);
-            if let (Value::Object(t), true) = (tool, custom) {
-                compress_tool(t, level, "input_schema");
-            }
-        }
-    }
-    let (mut tools, static_len) = order(tools, &options.classes, slot, |t| {
-        crate::canonical::into_canonical_tool(t)
-    });
-    let mut outcome = Rewrite {
-        static_tools: static_len,
-        dynamic_tools: tools.len() - static_len,
-        ..Rewrite::default()
-    };
+    let static_len = outcome.static_tools;
     outcome.breakpoint = if static_len == 0 {
         Breakpoint::NoStaticTools
     } else {
@@ -124,10 +117,16 @@ pub fn rewrite(body: &mut Value, options: &RewriteOptions) -> Rewrite {
             place(body, &mut tools, static_len, options, &mut outcome)
         }
     };
-    if let Some(slot) = body.get_mut("tools") {
-        *slot = Value::Array(tools);
-    }
+    put_tools(body, tools);
     outcome
+}
+
+/// A client-defined tool's description and schema compressed; provider tools stay as sent.
+fn compress(tool: &mut Value, level: Level) {
+    let custom = is_custom(tool);
+    if let (Value::Object(t), true) = (tool, custom) {
+        compress_tool(t, level, "input_schema");
+    }
 }
 
 /// Steps 3 to 5 of the module docs, for a request whose tools carry no breakpoint at or after

@@ -61,6 +61,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tower::{Layer, Service};
 
+use crate::layer::{Around, Layered};
+
 use super::{Rewrite, RewriteOptions, ToolClasses, anthropic, openai};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -108,45 +110,19 @@ impl LlmCacheLayer {
 impl<S> Layer<S> for LlmCacheLayer {
     type Service = LlmCache<S>;
     fn layer(&self, inner: S) -> LlmCache<S> {
-        LlmCache {
-            inner,
-            config: self.config.clone(),
-        }
+        Layered::wrap(self.clone(), inner)
     }
 }
 
-/// Rewrites the `tools` of LLM API requests for cache-stable prefixes (see the module docs).
-#[derive(Debug, Clone)]
-pub struct LlmCache<S> {
-    inner: S,
-    config: Arc<Config>,
-}
+/// Rewrites the `tools` of LLM API requests for cache-stable prefixes (see the module docs):
+/// the layer around an inner service that takes [`axum::body::Body`] requests.
+pub type LlmCache<S> = Layered<LlmCacheLayer, S, Request<Body>>;
 
 impl<S> LlmCache<S> {
-    /// Wraps `inner` with `options` and the default body limit.
-    pub fn new(inner: S, options: RewriteOptions) -> Self {
-        LlmCacheLayer::new(options).layer(inner)
-    }
-
     /// The layer, for [`tower::ServiceBuilder`].
     #[must_use]
     pub fn layer(options: RewriteOptions) -> LlmCacheLayer {
         LlmCacheLayer::new(options)
-    }
-
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service, consuming the wrapper.
-    pub fn into_inner(self) -> S {
-        self.inner
     }
 }
 
@@ -168,24 +144,16 @@ impl<R, E> Future for ResponseFuture<R, E> {
     }
 }
 
-impl<S, B> Service<Request<B>> for LlmCache<S>
+impl<S, B> Around<S, Request<B>, Request<Body>> for LlmCacheLayer
 where
-    S: Service<Request<Body>> + Clone + Send + 'static,
+    S: Service<Request<Body>> + Send + 'static,
     S::Future: Send + 'static,
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    type Response = S::Response;
-    type Error = S::Error;
     type Future = ResponseFuture<S::Response, S::Error>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+    fn around(&self, mut inner: S, req: Request<B>) -> Self::Future {
         let limit = self.config.limit;
         let Some(api) = api_of(&req, limit) else {
             return ResponseFuture {

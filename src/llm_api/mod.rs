@@ -261,6 +261,42 @@ pub(crate) struct Slot {
     pub(crate) sorted: bool,
 }
 
+/// What every rewrite starts with: the body's `tools` taken out (`None` when it has no `tools`
+/// array), each compressed with `compress` when the options ask for a level, then put in
+/// canonical form and order ([`order`]); with the outcome so far (static and dynamic counts).
+/// [`put_tools`] puts them back.
+pub(crate) fn take_ordered(
+    body: &mut Value,
+    options: &RewriteOptions,
+    compress: impl Fn(&mut Value, Level),
+    slot: impl Fn(&Value) -> Slot,
+    canonical: impl Fn(Value) -> Value,
+) -> Option<(Vec<Value>, Rewrite)> {
+    let Some(Value::Array(tools)) = body.get_mut("tools") else {
+        return None;
+    };
+    let mut tools = std::mem::take(tools);
+    if let Some(level) = options.compress {
+        for tool in &mut tools {
+            compress(tool, level);
+        }
+    }
+    let (tools, static_len) = order(tools, &options.classes, slot, canonical);
+    let outcome = Rewrite {
+        static_tools: static_len,
+        dynamic_tools: tools.len() - static_len,
+        ..Rewrite::default()
+    };
+    Some((tools, outcome))
+}
+
+/// The rewritten `tools` back into the body [`take_ordered`] took them from.
+pub(crate) fn put_tools(body: &mut Value, tools: Vec<Value>) {
+    if let Some(slot) = body.get_mut("tools") {
+        *slot = Value::Array(tools);
+    }
+}
+
 /// Canonical form and order of `tools` (see the module docs): returns the tools and how many
 /// of them, from the start, are static.
 pub(crate) fn order(

@@ -28,41 +28,34 @@
 
 use serde_json::{Map, Value};
 
-use super::{Rewrite, RewriteOptions, Slot, compress_tool, order};
+use super::{Rewrite, RewriteOptions, Slot, compress_tool, put_tools, take_ordered};
+use crate::compress::Level;
 
 /// Rewrites the `tools` of a Chat Completions or Responses request body in place (see the
 /// module docs). A body without a `tools` array is left as it is.
 #[must_use = "the outcome says how many tools are static"]
 pub fn rewrite(body: &mut Value, options: &RewriteOptions) -> Rewrite {
-    let Some(Value::Array(tools)) = body.get_mut("tools") else {
+    let Some((tools, outcome)) = take_ordered(body, options, compress, slot, canonical) else {
         return Rewrite::default();
     };
-    let mut tools = std::mem::take(tools);
-    if let Some(level) = options.compress {
-        for tool in &mut tools {
-            if !is_function(tool) {
-                continue;
-            }
-            match tool.get_mut("function") {
-                Some(Value::Object(f)) => compress_tool(f, level, "parameters"),
-                _ => {
-                    if let Value::Object(t) = tool {
-                        compress_tool(t, level, "parameters");
-                    }
-                }
+    put_tools(body, tools);
+    outcome
+}
+
+/// A function tool's description and parameters compressed (inside its `function` object for
+/// Chat Completions, at its top level for Responses); other tools stay as sent.
+fn compress(tool: &mut Value, level: Level) {
+    if !is_function(tool) {
+        return;
+    }
+    match tool.get_mut("function") {
+        Some(Value::Object(f)) => compress_tool(f, level, "parameters"),
+        _ => {
+            if let Value::Object(t) = tool {
+                compress_tool(t, level, "parameters");
             }
         }
     }
-    let (tools, static_len) = order(tools, &options.classes, slot, canonical);
-    let outcome = Rewrite {
-        static_tools: static_len,
-        dynamic_tools: tools.len() - static_len,
-        ..Rewrite::default()
-    };
-    if let Some(slot) = body.get_mut("tools") {
-        *slot = Value::Array(tools);
-    }
-    outcome
 }
 
 /// Canonical key order of the tool, and of its `function` object (Chat Completions), so that

@@ -449,11 +449,25 @@ impl HttpLink {
             .bytes()
             .await
             .map_err(|e| SendError::Other(format!("reading the answer failed: {e}")))?;
+        self.answered(upstream, msg, status, &bytes, outbound).await
+    }
+
+    /// A JSON answer read whole (or none, with 202) is delivered. A failed status without a
+    /// JSON-RPC body is an error, or a retry over the older SSE transport for a server that
+    /// only speaks that.
+    async fn answered(
+        &self,
+        upstream: &Upstream,
+        msg: &Message,
+        status: StatusCode,
+        bytes: &[u8],
+        outbound: Option<&Outbound>,
+    ) -> Result<(), SendError> {
         if status == StatusCode::ACCEPTED {
             return Ok(());
         }
-        if !status.is_success() && Message::parse(&bytes).is_err() {
-            if self.falls_back_to_sse(upstream, msg, status, &bytes) {
+        if !status.is_success() && Message::parse(bytes).is_err() {
+            if self.falls_back_to_sse(upstream, msg, status, bytes) {
                 return self.try_sse(upstream, msg, status).await;
             }
             return Err(SendError::Other(format!(
@@ -462,7 +476,7 @@ impl HttpLink {
             )));
         }
         if !bytes.trim_ascii().is_empty() {
-            Self::deliver(upstream, &bytes, outbound);
+            Self::deliver(upstream, bytes, outbound);
         }
         Ok(())
     }

@@ -92,83 +92,91 @@ pub(super) fn check_origin(
     uri: &axum::http::Uri,
     config: &HttpConfig,
 ) -> Result<(), Box<Response>> {
-    let forbidden = |what: &str, value: &str| {
-        Box::new(plain_error(
-            StatusCode::FORBIDDEN,
-            &format!(
-                "{what} {value:?} is not allowed (downstream.allowed_{}s)",
-                what.to_lowercase()
-            ),
-            kind::HTTP_FORBIDDEN_ORIGIN,
-        ))
-    };
-    let bad_host = |message: String| {
-        Box::new(plain_error(
-            StatusCode::BAD_REQUEST,
-            &message,
-            kind::HTTP_BAD_HOST,
-        ))
-    };
     let host = match only_header(headers, &header::HOST) {
         Ok(host) => host,
         Err(0) => {
             return Err(bad_host(
-                "missing Host header: send one naming this server (host[:port])".into(),
+                "missing Host header: send one naming this server (host[:port])",
             ));
         }
         Err(n) => {
-            return Err(bad_host(format!(
+            return Err(bad_host(&format!(
                 "{n} Host headers: send exactly one (host[:port])"
             )));
         }
     };
-    let host_ok = |text: &str| -> Result<(), Box<Response>> {
-        let Some((name, _)) = parse_authority(text) else {
-            return Err(bad_host(format!(
-                "Host {text:?} is not host[:port] (no userinfo, path or other characters)"
-            )));
-        };
-        let allowed = is_local_host(name)
-            || config
-                .allowed_hosts
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(text) || h.eq_ignore_ascii_case(name));
-        if allowed {
-            Ok(())
-        } else {
-            Err(forbidden("Host", text))
-        }
-    };
     let Ok(host) = std::str::from_utf8(host) else {
-        return Err(bad_host("the Host header is not text".into()));
+        return Err(bad_host("the Host header is not text"));
     };
-    host_ok(host)?;
+    check_host(host, config)?;
     if let Some(authority) = uri.authority() {
-        host_ok(authority.as_str())?;
+        check_host(authority.as_str(), config)?;
     }
     match only_header(headers, &header::ORIGIN) {
         Err(0) => Ok(()),
         Err(n) => Err(forbidden("Origin", &format!("({n} Origin headers)"))),
-        Ok(origin) => {
-            let origin = String::from_utf8_lossy(origin);
-            let Some((scheme, host, _)) = parse_origin(&origin) else {
-                return Err(forbidden("Origin", &origin));
-            };
-            let local = (scheme.eq_ignore_ascii_case("http")
-                || scheme.eq_ignore_ascii_case("https"))
-                && is_local_host(host);
-            if local
-                || config
-                    .allowed_origins
-                    .iter()
-                    .any(|o| o.eq_ignore_ascii_case(&origin))
-            {
-                Ok(())
-            } else {
-                Err(forbidden("Origin", &origin))
-            }
-        }
+        Ok(origin) => check_origin_value(&String::from_utf8_lossy(origin), config),
     }
+}
+
+/// A `Host` (or a request target's authority) is `host[:port]`, naming localhost or an
+/// allowed host.
+fn check_host(text: &str, config: &HttpConfig) -> Result<(), Box<Response>> {
+    let Some((name, _)) = parse_authority(text) else {
+        return Err(bad_host(&format!(
+            "Host {text:?} is not host[:port] (no userinfo, path or other characters)"
+        )));
+    };
+    let allowed = is_local_host(name)
+        || config
+            .allowed_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(text) || h.eq_ignore_ascii_case(name));
+    if allowed {
+        Ok(())
+    } else {
+        Err(forbidden("Host", text))
+    }
+}
+
+/// An `Origin` is a real origin, on localhost (`http` or `https`) or allowed.
+fn check_origin_value(origin: &str, config: &HttpConfig) -> Result<(), Box<Response>> {
+    let Some((scheme, host, _)) = parse_origin(origin) else {
+        return Err(forbidden("Origin", origin));
+    };
+    let local = (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
+        && is_local_host(host);
+    if local
+        || config
+            .allowed_origins
+            .iter()
+            .any(|o| o.eq_ignore_ascii_case(origin))
+    {
+        Ok(())
+    } else {
+        Err(forbidden("Origin", origin))
+    }
+}
+
+/// 403 `mcp_budget.http.forbidden_origin`: `what` (`Host` or `Origin`) is not allowed.
+fn forbidden(what: &str, value: &str) -> Box<Response> {
+    Box::new(plain_error(
+        StatusCode::FORBIDDEN,
+        &format!(
+            "{what} {value:?} is not allowed (downstream.allowed_{}s)",
+            what.to_lowercase()
+        ),
+        kind::HTTP_FORBIDDEN_ORIGIN,
+    ))
+}
+
+/// 400 `mcp_budget.http.bad_host`.
+fn bad_host(message: &str) -> Box<Response> {
+    Box::new(plain_error(
+        StatusCode::BAD_REQUEST,
+        message,
+        kind::HTTP_BAD_HOST,
+    ))
 }
 
 /// What an `Accept` header allows of the two media types MCP answers with (wildcards count;

@@ -2,6 +2,7 @@
 //! functions of [`super::checks`]; this file reads the body, finds the session and runs the
 //! message through the stack, answering with JSON or an SSE stream.
 
+use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::task::Poll;
@@ -9,16 +10,17 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tower::ServiceExt;
+use tower::util::Oneshot;
 
 use super::AppState;
 use super::checks::{self, PostEra, Shape};
 use super::listen::Peer;
-use super::reply::{self, Overflow, answer, json_error, json_response, sse_event, sse_response};
+use super::reply::{self, Overflow, json_error, json_response, sse_event, sse_response};
 use super::sealed;
 use super::sessions::{Entry, InUse, Link};
 use crate::context::{Caller, McpRequest, RunToEnd, Session};
@@ -36,19 +38,8 @@ pub(super) async fn handle_post(
     // The request taken apart rather than a `HeaderMap` extractor, which clones the headers.
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    if let Err(resp) = checks::check_origin(&headers, &parts.uri, &state.config) {
-        return *resp;
-    }
-    if !checks::is_json_body(&headers) {
-        return reply::unsupported_media_type();
-    }
-    // Before the body is read: a client without credentials costs no more than its headers.
-    let principal = match super::auth::principal(&state.gate, &headers, &parts.uri) {
-        Ok(principal) => principal,
-        Err(resp) => return *resp,
-    };
-    let message = match read_message(&state, body).await {
-        Ok(message) => message,
+    let (principal, message) = match admit(&state, &headers, &parts.uri, body).await {
+        Ok(admitted) => admitted,
         Err(resp) => return resp,
     };
     // Read once: the era, the name, the `_meta`; every check and layer below reads this.
@@ -73,12 +64,8 @@ pub(super) async fn handle_post(
             return Box::pin(initialize(&state, message, view, client, principal)).await;
         }
         PostEra::Modern => {
-            if view.method() == Some("tools/call") {
-                let marks = |name: &str| state.catalog.borrow().param_marks(name).to_vec();
-                if let Err(err) = checks::check_param_headers(&message, &view, &headers, marks) {
-                    let id = message.reply_id();
-                    return *reply::modern_error(id, err);
-                }
+            if let Err(resp) = check_param_headers(&state, &message, &view, &headers) {
+                return *resp;
             }
             (modern_session(), None)
         }
@@ -111,6 +98,41 @@ pub(super) async fn handle_post(
             json_or_sse(call, state.config.max_outbound_messages, sse_only).await
         }
     }
+}
+
+/// Who sends the message, and the message: the origin and content type are checked, then the
+/// credentials, and only then is the body read (a client without credentials costs no more
+/// than its headers).
+async fn admit(
+    state: &AppState,
+    headers: &HeaderMap,
+    uri: &Uri,
+    body: Body,
+) -> Result<(Arc<Principal>, Message), Response> {
+    checks::check_origin(headers, uri, &state.config).map_err(|resp| *resp)?;
+    if !checks::is_json_body(headers) {
+        return Err(reply::unsupported_media_type());
+    }
+    let principal = super::auth::principal(&state.gate, headers, uri).map_err(|resp| *resp)?;
+    let message = read_message(state, body).await?;
+    Ok((principal, message))
+}
+
+/// A 2026-07-28 `tools/call`'s `Mcp-Param-*` headers agree with its arguments.
+fn check_param_headers(
+    state: &AppState,
+    message: &Message,
+    view: &RequestView,
+    headers: &HeaderMap,
+) -> Result<(), Box<Response>> {
+    if view.method() != Some("tools/call") {
+        return Ok(());
+    }
+    let marks = |name: &str| state.catalog.borrow().param_marks(name).to_vec();
+    checks::check_param_headers(message, view, headers, marks).map_err(|err| {
+        let id = message.reply_id();
+        reply::modern_error(id, err)
+    })
 }
 
 /// The body, read within `body_timeout` and `max_message_bytes`, as one message.
@@ -195,11 +217,7 @@ async fn json_only(call: Call<'_>) -> Response {
     let request = McpRequest::with_view(message, caller, view);
     // Run to its end even if this handler is dropped first.
     let reply = RunToEnd::new(service.clone().oneshot(request)).await;
-    cancel_on_close.disarm();
-    match reply {
-        Ok(Some(reply)) => answer(&reply, modern),
-        _ => reply::accepted(),
-    }
+    alone(reply, &mut cancel_on_close, modern, false)
 }
 
 /// A request on its way through the stack, with what keeps its session alive.
@@ -213,6 +231,24 @@ struct Call<'a> {
     cancel_on_close: CancelOnClose,
     /// A 2026-07-28 request: errors get the status of their code.
     modern: bool,
+}
+
+/// A request through the stack, driven by whoever awaits it and finished even if they stop.
+type Running = RunToEnd<Oneshot<McpService, McpRequest>>;
+
+/// The answer of a finished call, alone: JSON (with `sse_only`, a stream of that one event),
+/// or 202 when there is none.
+fn alone(
+    reply: Result<Option<Message>, Infallible>,
+    cancel_on_close: &mut CancelOnClose,
+    modern: bool,
+    sse_only: bool,
+) -> Response {
+    cancel_on_close.disarm();
+    match reply {
+        Ok(Some(reply)) => reply::answer_alone(&reply, modern, sse_only),
+        _ => reply::accepted(),
+    }
 }
 
 /// A request answered with JSON (with `sse_only`, a stream of the answer alone), unless the
@@ -244,70 +280,88 @@ async fn json_or_sse(
     let first = tokio::select! {
         biased;
         first = out_rx.recv() => first,
-        reply = &mut call => {
-            cancel_on_close.disarm();
-            return match reply {
-                Ok(Some(reply)) => reply::answer_alone(&reply, modern, sse_only),
-                _ => reply::accepted(),
-            };
-        },
+        reply = &mut call => return alone(reply, &mut cancel_on_close, modern, sse_only),
     };
     // The channel closes when the request is done without a server→client message: then the
     // answer comes alone.
     let Some(first) = first else {
-        let reply = call.await;
-        cancel_on_close.disarm();
-        return match reply {
-            Ok(Some(reply)) => reply::answer_alone(&reply, modern, sse_only),
-            _ => reply::accepted(),
-        };
+        return alone(call.await, &mut cancel_on_close, modern, sse_only);
     };
-    // `out_rx` (what the gateway sends) is drained into the stream at once, so the gateway
-    // never waits on a client.
-    let (sse_tx, sse_rx) = mpsc::channel::<Bytes>(max_outbound.get());
-    let _ = sse_tx.try_send(sse_event(&first));
-    let overflow = Overflow {
-        peer: Peer::current(),
-        limit: max_outbound,
+    let streamed = Streamed {
+        call,
+        out_rx,
+        in_use,
+        cancel_on_close,
     };
-    tokio::spawn(async move {
-        let _in_use = in_use;
-        // For the log only.
-        let (session, request_id) = (&cancel_on_close.session, &cancel_on_close.id);
-        let push = |msg: &Message| match sse_tx.try_send(sse_event(msg)) {
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                overflow.close(&session.id, Some(request_id));
-                false
-            }
-            // Closed: the client went away; the `closed()` arm below ends the loop.
-            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => true,
+    streamed.stream(&first, max_outbound)
+}
+
+/// A call that sent server→client messages before its answer, answered with an SSE stream.
+struct Streamed {
+    call: Running,
+    /// What the gateway sends the client on the call's behalf.
+    out_rx: mpsc::UnboundedReceiver<Message>,
+    in_use: Option<InUse>,
+    cancel_on_close: CancelOnClose,
+}
+
+impl Streamed {
+    /// The stream: `first`, the messages that follow it, then the answer. `out_rx` is drained
+    /// into the stream at once, so the gateway never waits on a client; a client that leaves
+    /// `max_outbound` messages unread has its stream closed.
+    fn stream(self, first: &Message, max_outbound: std::num::NonZeroUsize) -> Response {
+        let Self {
+            mut call,
+            mut out_rx,
+            in_use,
+            mut cancel_on_close,
+        } = self;
+        let (sse_tx, sse_rx) = mpsc::channel::<Bytes>(max_outbound.get());
+        let _ = sse_tx.try_send(sse_event(first));
+        let overflow = Overflow {
+            peer: Peer::current(),
+            limit: max_outbound,
         };
-        loop {
-            tokio::select! {
-                biased;
-                msg = out_rx.recv() => match msg {
-                    Some(msg) => if !push(&msg) { return },
-                    None => {
-                        if let Ok(Some(reply)) = call.await { push(&reply); }
+        tokio::spawn(async move {
+            let _in_use = in_use;
+            // For the log only.
+            let (session, request_id) = (&cancel_on_close.session, &cancel_on_close.id);
+            let push = |msg: &Message| match sse_tx.try_send(sse_event(msg)) {
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    overflow.close(&session.id, Some(request_id));
+                    false
+                }
+                // Closed: the client went away; the `closed()` arm below ends the loop.
+                Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => true,
+            };
+            loop {
+                tokio::select! {
+                    biased;
+                    msg = out_rx.recv() => match msg {
+                        Some(msg) => if !push(&msg) { return },
+                        None => {
+                            if let Ok(Some(reply)) = call.await { push(&reply); }
+                            break;
+                        }
+                    },
+                    reply = &mut call => {
+                        // Flush what came just before the answer, then the answer, then close.
+                        while let Ok(msg) = out_rx.try_recv() {
+                            if !push(&msg) { return }
+                        }
+                        if let Ok(Some(reply)) = reply { push(&reply); }
                         break;
                     }
-                },
-                reply = &mut call => {
-                    // Flush what came just before the answer, then the answer, then close.
-                    while let Ok(msg) = out_rx.try_recv() {
-                        if !push(&msg) { return }
-                    }
-                    if let Ok(Some(reply)) = reply { push(&reply); }
-                    break;
+                    // The client closed the stream: the call goes on (2025 era: disconnecting is
+                    // not cancelling) or is cancelled (2026-07-28), and messages for it go
+                    // nowhere.
+                    () = sse_tx.closed() => return,
                 }
-                // The client closed the stream: the call goes on (2025 era: disconnecting is not
-                // cancelling) or is cancelled (2026-07-28), and messages for it go nowhere.
-                () = sse_tx.closed() => return,
             }
-        }
-        cancel_on_close.disarm();
-    });
-    sse_response(ReceiverStream::new(sse_rx), None)
+            cancel_on_close.disarm();
+        });
+        sse_response(ReceiverStream::new(sse_rx), None)
+    }
 }
 
 /// `initialize` (2025 era) opens a session, unless that would pass `max_sessions` or, for the

@@ -329,12 +329,7 @@ impl State {
         } = listing;
         let code_tool = self.discover.names.code.as_deref().filter(|_| native);
         if let Some(code) = code_tool {
-            listed = super::native::with_code_tool(listed, code, |name| {
-                catalog
-                    .tool(name)
-                    .and_then(|(i, _)| catalog.names().get(i))
-                    .is_some_and(|server| self.volatile.contains(server))
-            });
+            listed = self.with_code_tool(listed, code, catalog);
             result = to_raw(&json!({ "tools": listed }));
             // Planned without it (the plan lists no meta-tools here): what the client is sent
             // includes it, so the plan must count it too.
@@ -350,33 +345,11 @@ impl State {
         } else {
             Vec::new()
         };
-        let discovery = (plan.meta_tools && !deferred.is_empty()).then(|| {
-            Discovery::new(
-                deferred,
-                separator,
-                &self.discover.names,
-                self.discover.limits,
-            )
-        });
-        let code = self.discover.code_mode.as_ref().map(|_| {
-            Discovery::new(
-                tools.to_vec(),
-                separator,
-                &self.discover.names,
-                self.discover.limits,
-            )
-        });
-        tracing::info!(
-            rung = %plan.rung,
-            model = %profile.budget.model,
-            tools = tools.len(),
-            catalog_tools = catalog.tools().len(),
-            exposed = plan.exposed_count(),
-            tokens_before = plan.tokens_before,
-            tokens_after = plan.tokens_after,
-            budget = plan.budget.tokens,
-            "Tool list planned"
-        );
+        let discovery =
+            (plan.meta_tools && !deferred.is_empty()).then(|| self.discovery(deferred, separator));
+        let code =
+            (self.discover.code_mode.as_ref()).map(|_| self.discovery(tools.to_vec(), separator));
+        log_planned(&plan, profile, tools.len(), catalog);
         Planned {
             version: catalog.version(),
             usage_generation: 0,
@@ -390,6 +363,21 @@ impl State {
             code,
             native,
         }
+    }
+
+    /// `listed` with the code-mode tool `code`, for a host that keeps the catalog.
+    fn with_code_tool(&self, listed: Vec<Value>, code: &str, catalog: &Catalog) -> Vec<Value> {
+        super::native::with_code_tool(listed, code, |name| {
+            catalog
+                .tool(name)
+                .and_then(|(i, _)| catalog.names().get(i))
+                .is_some_and(|server| self.volatile.contains(server))
+        })
+    }
+
+    /// The search over `tools` (the deferred ones, or every one for code mode).
+    fn discovery(&self, tools: Vec<CatalogTool>, separator: &str) -> Discovery {
+        Discovery::new(tools, separator, &self.discover.names, self.discover.limits)
     }
 
     /// Counts a call of the tool exposed as `exposed` by `principal` (with a usage file;
@@ -510,4 +498,19 @@ impl State {
             None,
         ));
     }
+}
+
+/// Says what was planned: the rung, the tools exposed of those planned, and their tokens.
+fn log_planned(plan: &Plan, profile: &Profiled, tools: usize, catalog: &Catalog) {
+    tracing::info!(
+        rung = %plan.rung,
+        model = %profile.budget.model,
+        tools,
+        catalog_tools = catalog.tools().len(),
+        exposed = plan.exposed_count(),
+        tokens_before = plan.tokens_before,
+        tokens_after = plan.tokens_after,
+        budget = plan.budget.tokens,
+        "Tool list planned"
+    );
 }
