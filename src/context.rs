@@ -267,15 +267,6 @@ impl Session {
     pub fn has_capability(&self, name: &str) -> bool {
         self.lock().client_capabilities.get(name).is_some()
     }
-
-    /// Whether the client speaks the 2026-07-28 era (no `initialize`; input via MRTR).
-    #[must_use]
-    pub fn is_modern(&self) -> bool {
-        self.lock()
-            .protocol_version
-            .as_deref()
-            .is_some_and(|v| crate::mcp::modern::MODERN_VERSIONS.contains(&v))
-    }
 }
 
 impl Caller {

@@ -30,6 +30,7 @@ use serde_json::Value;
 use crate::authz::Kind;
 use crate::catalog::Catalog;
 use crate::jsonrpc::Message;
+use crate::mcp::method::Names;
 use crate::mcp::view::RequestView;
 use crate::pin::Item;
 
@@ -98,22 +99,21 @@ pub fn routed(message: &Message, view: &RequestView, catalog: &Catalog) -> Optio
         given: given.is_some(),
         reach: resource(catalog, given.unwrap_or_default()),
     };
-    match view.method()? {
-        "tools/call" => Some(named(Kind::Tool, view.name())),
-        "prompts/get" => Some(named(Kind::Prompt, view.name())),
-        "resources/read" | "resources/subscribe" => Some(by_uri(view.uri())),
-        "completion/complete" => {
+    Some(match view.method().names()? {
+        Names::Tool => named(Kind::Tool, view.name()),
+        Names::Prompt => named(Kind::Prompt, view.name()),
+        Names::Uri => by_uri(view.uri()),
+        Names::Completed => {
             let params: Value = message.params_as().unwrap_or_default();
             let reference = &params["ref"];
             let text = |key: &str| reference[key].as_str();
-            Some(match reference["type"].as_str() {
+            match reference["type"].as_str() {
                 Some("ref/resource") => by_uri(text("uri")),
                 // Anything else is a prompt, or an error the gateway gives.
                 _ => named(Kind::Prompt, text("name")),
-            })
+            }
         }
-        _ => None,
-    }
+    })
 }
 
 /// Where the tool or prompt exposed as `exposed` is routed.

@@ -16,7 +16,7 @@ use super::name_span::NameSpan;
 use super::pool::Pool;
 use super::{Gateway, bridge};
 use crate::catalog::Catalog;
-use crate::context::Caller;
+use crate::context::{Caller, McpRequest};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
@@ -33,6 +33,8 @@ pub(super) struct Forward<'a> {
     pub(super) params: Option<Box<RawValue>>,
     /// Who asked.
     pub(super) caller: &'a Caller,
+    /// Whether the client's request is modern (its view says).
+    pub(super) modern: bool,
     /// The request's id upstream.
     pub(super) id: i64,
 }
@@ -75,10 +77,10 @@ impl Gateway {
     /// the name, under its own name.
     pub(super) async fn call_named(
         &self,
-        msg: &Message,
-        caller: &Caller,
+        req: &McpRequest,
         what: &'static str,
     ) -> Result<Message, Error> {
+        let msg = &req.message;
         let not_listed = |name: String| {
             let separator = self.inner.pool.borrow().separator().to_owned();
             self.inner.pool.not_listed(what, name, &separator)
@@ -90,11 +92,11 @@ impl Gateway {
                 route_name(catalog, what, &fast.name).map(|(i, own)| (i, fast.splice(own)))
             });
             return match target {
-                Some((i, params)) => self.forward(i, msg, Some(params), caller).await,
+                Some((i, params)) => self.forward(i, req, Some(params)).await,
                 None => Err(not_listed(fast.name.into_owned())),
             };
         }
-        let method = msg.method().unwrap_or_default();
+        let method = req.view.method().as_str();
         let mut params: Map<String, Value> = msg
             .params_as()
             .map_err(|e| Error::invalid_params(method, e.to_string()))?;
@@ -107,20 +109,17 @@ impl Gateway {
             return Err(not_listed(name));
         };
         params.insert("name".into(), Value::String(original));
-        self.forward(i, msg, Some(to_raw(&Value::Object(params))), caller)
+        self.forward(i, req, Some(to_raw(&Value::Object(params))))
             .await
     }
 
     /// `resources/read` (and a 2025 upstream's `resources/subscribe`): to the upstream of the
     /// URI.
-    pub(super) async fn call_by_uri(
-        &self,
-        msg: &Message,
-        caller: &Caller,
-    ) -> Result<Message, Error> {
+    pub(super) async fn call_by_uri(&self, req: &McpRequest) -> Result<Message, Error> {
+        let msg = &req.message;
         let params: Value = msg.params_as().unwrap_or(Value::Null);
         let uri = params.get("uri").and_then(Value::as_str).ok_or_else(|| {
-            Error::invalid_params(msg.method().unwrap_or_default(), "missing string \"uri\"")
+            Error::invalid_params(req.view.method().as_str(), "missing string \"uri\"")
         })?;
         let i = self
             .inner
@@ -130,12 +129,13 @@ impl Gateway {
                 what: "resource",
                 name: uri.to_owned(),
             })?;
-        self.forward(i, msg, msg.params.clone(), caller).await
+        self.forward(i, req, msg.params.clone()).await
     }
 
     /// `completion/complete`: to the upstream of the prompt (under its own name) or resource
     /// it completes.
-    pub(super) async fn complete(&self, msg: &Message, caller: &Caller) -> Result<Message, Error> {
+    pub(super) async fn complete(&self, req: &McpRequest) -> Result<Message, Error> {
+        let msg = &req.message;
         let method = Method::CompletionComplete.as_str();
         let mut params: Map<String, Value> = msg
             .params_as()
@@ -164,19 +164,22 @@ impl Gateway {
                     })?
             }
         };
-        self.forward(i, msg, Some(to_raw(&Value::Object(params))), caller)
+        self.forward(i, req, Some(to_raw(&Value::Object(params))))
             .await
     }
 
-    /// Sends client request `msg` with `params` to upstream `i`, in the upstream's era, and
+    /// Sends client request `req` with `params` to upstream `i`, in the upstream's era, and
     /// keeps it cancellable while it runs; notes the task the reply creates, if any.
     pub(super) async fn forward(
         &self,
         i: usize,
-        msg: &Message,
+        req: &McpRequest,
         params: Option<Box<RawValue>>,
-        caller: &Caller,
     ) -> Result<Message, Error> {
+        let (msg, caller) = (&req.message, &req.caller);
+        // The client's era is what its request says (the view), not what its session last
+        // heard.
+        let modern = req.view.is_modern();
         // A per-client upstream serves the caller through its own instance (tasks stay noted
         // under the upstream, `base`, and find the caller's instance again).
         let base = i;
@@ -188,17 +191,18 @@ impl Gateway {
         let may_create_task =
             upstream.is_modern() || (params.as_ref()).is_some_and(|p| p.get().contains("\"task\""));
         self.inner.inflight.track(caller, msg, i, id);
-        let result = if upstream.is_modern() || caller.session.is_modern() {
+        let result = if upstream.is_modern() || modern {
             let forward = Forward {
                 upstream: i,
                 msg,
                 params,
                 caller,
+                modern,
                 id,
             };
             self.forward_across(forward).await
         } else {
-            let call = Call::new(msg.method().unwrap_or_default())
+            let call = Call::new(req.view.method().as_str())
                 .id(id)
                 .params(params)
                 .outbound(caller.outbound.clone());
@@ -206,7 +210,7 @@ impl Gateway {
         };
         self.inner.inflight.untrack(caller, msg);
         if let (Ok(reply), true) = (&result, may_create_task) {
-            self.inner.tasks.note(base, reply, caller);
+            self.inner.tasks.note(base, reply, caller, modern);
         }
         result
     }

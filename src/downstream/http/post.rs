@@ -26,6 +26,7 @@ use crate::error::kind;
 use crate::identity::Principal;
 use crate::jsonrpc::{ErrorObject, INVALID_REQUEST, Id, Kind, Message};
 use crate::lock::lock;
+use crate::mcp::method::Method;
 use crate::mcp::view::RequestView;
 use crate::stack::McpService;
 
@@ -73,7 +74,7 @@ pub(super) async fn handle_post(
             return Box::pin(initialize(&state, message, view, client, principal)).await;
         }
         PostEra::Modern => {
-            if view.method() == Some("tools/call") {
+            if *view.method() == Method::ToolsCall {
                 let marks = |name: &str| state.catalog.borrow().param_marks(name).to_vec();
                 if let Err(err) = checks::check_param_headers(&message, &view, &headers, marks) {
                     let id = message.id.clone().unwrap_or(Id::Null);
