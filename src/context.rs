@@ -72,6 +72,14 @@ impl McpRequest {
         }
     }
 
+    /// What a layer above found the request calls ([`McpRequest::routed`]), if one routed it
+    /// through `catalog`: `None` when none did (nothing is worked out here).
+    #[must_use]
+    pub fn routed_already(&self, catalog: &Arc<Catalog>) -> Option<Option<&Arc<Routed>>> {
+        let (through, routed) = self.routed.get()?;
+        Arc::ptr_eq(through, catalog).then_some(routed.as_ref())
+    }
+
     /// The request with `params` instead of its own, and the view of that (same era rules):
     /// what a layer that rewrites a request sends down.
     #[must_use]

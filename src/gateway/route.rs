@@ -15,12 +15,12 @@ use serde_json::{Map, Value};
 use super::name_span::NameSpan;
 use super::pool::Pool;
 use super::{Gateway, bridge};
-use crate::catalog::Catalog;
+use crate::authz::Kind;
 use crate::context::{Caller, McpRequest};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
-use crate::mcp::method::Method;
+use crate::mcp::method::{Method, Names};
 use crate::upstream::{Call, Status, Upstream};
 
 /// One client request on its way to one upstream.
@@ -85,12 +85,18 @@ impl Gateway {
             let separator = self.inner.pool.borrow().separator().to_owned();
             self.inner.pool.not_listed(what, name, &separator)
         };
+        // Routed as the layers routed it (reused when one did): the name is the view's, the
+        // one `NameSpan` and the general path find too (the last `name`, as a `Value` reads
+        // it).
+        let kind = match req.view.method().names() {
+            Some(Names::Tool) => Kind::Tool,
+            _ => Kind::Prompt,
+        };
+        let pool = &self.inner.pool;
         // Hot path: find `name` without building the params' DOM and splice the upstream's
         // name into the raw params; everything else goes out as the client sent it.
         if let Some(fast) = msg.params.as_deref().and_then(NameSpan::find) {
-            let target = (self.inner.pool).route(|catalog| {
-                route_name(catalog, what, &fast.name).map(|(i, own)| (i, fast.splice(own)))
-            });
+            let target = pool.route_named(req, kind, &fast.name, |own| fast.splice(own));
             return match target {
                 Some((i, params)) => self.forward(i, req, Some(params)).await,
                 None => Err(not_listed(fast.name.into_owned())),
@@ -103,9 +109,7 @@ impl Gateway {
         let name = (params.get("name").and_then(Value::as_str))
             .ok_or_else(|| Error::invalid_params(method, "missing string \"name\""))?
             .to_owned();
-        let target = (self.inner.pool)
-            .route(|catalog| route_name(catalog, what, &name).map(|(i, own)| (i, own.to_owned())));
-        let Some((i, original)) = target else {
+        let Some((i, original)) = pool.route_named(req, kind, &name, str::to_owned) else {
             return Err(not_listed(name));
         };
         params.insert("name".into(), Value::String(original));
@@ -300,15 +304,6 @@ impl Pool {
     }
 }
 
-/// The upstream and its own name of the tool (`what` = `tool`) or prompt exposed as `name`.
-fn route_name<'c>(catalog: &'c Catalog, what: &str, name: &str) -> Option<(usize, &'c str)> {
-    if what == "tool" {
-        catalog.tool(name)
-    } else {
-        catalog.prompt(name)
-    }
-}
-
 /// For a name no upstream lists: the error of the first upstream that is not serving and
 /// whose namespace (`<name><separator>`) the name carries.
 fn unavailable_owner<'a>(
@@ -370,7 +365,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::catalog::Contribution;
+    use crate::catalog::{Catalog, Contribution};
+    use crate::routing::named;
 
     fn catalog() -> Catalog {
         let a = Contribution {
@@ -388,15 +384,15 @@ mod tests {
     #[test]
     fn names_route_to_their_upstream_under_its_own_name() {
         let catalog = catalog();
-        assert_eq!(route_name(&catalog, "tool", "a__b__c"), Some((0, "b__c")));
-        assert_eq!(route_name(&catalog, "tool", "x__d"), Some((1, "d")));
+        assert_eq!(named(&catalog, Kind::Tool, "a__b__c"), Some((0, "b__c")));
+        assert_eq!(named(&catalog, Kind::Tool, "x__d"), Some((1, "d")));
         assert_eq!(
-            route_name(&catalog, "prompt", "a__greet"),
+            named(&catalog, Kind::Prompt, "a__greet"),
             Some((0, "greet"))
         );
         // Tools and prompts are separate name spaces.
-        assert_eq!(route_name(&catalog, "prompt", "x__d"), None);
-        assert_eq!(route_name(&catalog, "tool", "a__greet"), None);
+        assert_eq!(named(&catalog, Kind::Prompt, "x__d"), None);
+        assert_eq!(named(&catalog, Kind::Tool, "a__greet"), None);
     }
 
     #[test]

@@ -253,7 +253,7 @@ fn noun(kind: Kind) -> &'static str {
 /// quarantined).
 fn routes<'a>(reach: &'a Reach, exposed: &'a str, catalog: &'a Catalog) -> Vec<(&'a str, &'a str)> {
     match reach {
-        Reach::Upstream { server, own } => vec![(server.as_str(), own.as_str())],
+        Reach::Upstream { server, own, .. } => vec![(server.as_str(), own.as_str())],
         Reach::AnyUpstream => catalog
             .names()
             .iter()

@@ -179,7 +179,7 @@ impl TraceLayer {
         let routed = catalog.and_then(|c| req.routed(&c.borrow().clone()));
         match routed.as_deref().map(|r| &r.reach) {
             // A refused call of a quarantined tool is counted as that tool's.
-            Some(Reach::Upstream { server, own } | Reach::Quarantined { server, own }) => {
+            Some(Reach::Upstream { server, own, .. } | Reach::Quarantined { server, own }) => {
                 (server.clone(), own.clone())
             }
             _ => (names::UNKNOWN.to_owned(), names::UNKNOWN.to_owned()),
