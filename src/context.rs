@@ -72,6 +72,14 @@ impl McpRequest {
         }
     }
 
+    /// What a layer above found the request calls ([`McpRequest::routed`]), if one routed it
+    /// through `catalog`: `None` when none did (nothing is worked out here).
+    #[must_use]
+    pub fn routed_already(&self, catalog: &Arc<Catalog>) -> Option<Option<&Arc<Routed>>> {
+        let (through, routed) = self.routed.get()?;
+        Arc::ptr_eq(through, catalog).then_some(routed.as_ref())
+    }
+
     /// The request with `params` instead of its own, and the view of that (same era rules):
     /// what a layer that rewrites a request sends down.
     #[must_use]
@@ -276,15 +284,6 @@ impl Session {
     #[must_use]
     pub fn has_capability(&self, name: &str) -> bool {
         self.lock().client_capabilities.get(name).is_some()
-    }
-
-    /// Whether the client speaks the 2026-07-28 era (no `initialize`; input via MRTR).
-    #[must_use]
-    pub fn is_modern(&self) -> bool {
-        self.lock()
-            .protocol_version
-            .as_deref()
-            .is_some_and(|v| crate::mcp::modern::MODERN_VERSIONS.contains(&v))
     }
 }
 

@@ -5,8 +5,9 @@
 //! a URI (routed as [`Catalog::resource`] says); `completion/complete` names the prompt or
 //! resource of its `ref`. The layers that decide on the called upstream read this (through
 //! [`McpRequest::routed`](crate::context::McpRequest::routed), which keeps it with the
-//! request, so the layers below reuse it) instead of each asking the catalog again. The
-//! gateway's forwarding ([`crate::gateway`]) routes on its own, against the live upstreams.
+//! request, so the layers below reuse it) instead of each asking the catalog again; so does the
+//! gateway's forwarding of a `tools/call` or `prompts/get` ([`crate::gateway`]), which finds
+//! the upstream by the catalog position this carries.
 //!
 //! ```
 //! use mcp_budget::catalog::{Catalog, CatalogTool};
@@ -21,7 +22,8 @@
 //! let call = Message::request(Id::Number(1), "tools/call", Some(to_raw(&params)));
 //! let routed = routing::routed(&call, &RequestView::of(&call), &catalog).expect("a call");
 //! assert_eq!(routed.upstream(), Some("time"));
-//! assert_eq!(routed.reach, Reach::Upstream { server: "time".into(), own: "now".into() });
+//! assert_eq!(routed.reach, Reach::Upstream { at: 0, server: "time".into(), own: "now".into() });
+//! assert_eq!(routed.own(), Some("now"));
 //! # Ok::<(), mcp_budget::catalog::CatalogError>(())
 //! ```
 
@@ -30,6 +32,7 @@ use serde_json::Value;
 use crate::authz::Kind;
 use crate::catalog::Catalog;
 use crate::jsonrpc::Message;
+use crate::mcp::method::Names;
 use crate::mcp::view::RequestView;
 use crate::pin::Item;
 
@@ -51,6 +54,8 @@ pub struct Routed {
 pub enum Reach {
     /// The upstream `server` serves it, as `own` (its own name there; a resource's URI).
     Upstream {
+        /// The upstream's position in the catalog (what the gateway forwards by).
+        at: usize,
         /// The upstream's id.
         server: String,
         /// The name (or URI) the upstream knows it by.
@@ -80,6 +85,15 @@ impl Routed {
             _ => None,
         }
     }
+
+    /// The name (or URI) the upstream knows it by, when the catalog places it with one.
+    #[must_use]
+    pub fn own(&self) -> Option<&str> {
+        match &self.reach {
+            Reach::Upstream { own, .. } => Some(own),
+            _ => None,
+        }
+    }
 }
 
 /// What `message` calls, resolved through `catalog`; `None` for a method that calls nothing
@@ -98,33 +112,41 @@ pub fn routed(message: &Message, view: &RequestView, catalog: &Catalog) -> Optio
         given: given.is_some(),
         reach: resource(catalog, given.unwrap_or_default()),
     };
-    match view.method()? {
-        "tools/call" => Some(named(Kind::Tool, view.name())),
-        "prompts/get" => Some(named(Kind::Prompt, view.name())),
-        "resources/read" | "resources/subscribe" => Some(by_uri(view.uri())),
-        "completion/complete" => {
+    Some(match view.method().names()? {
+        Names::Tool => named(Kind::Tool, view.name()),
+        Names::Prompt => named(Kind::Prompt, view.name()),
+        Names::Uri => by_uri(view.uri()),
+        Names::Completed => {
             let params: Value = message.params_as().unwrap_or_default();
             let reference = &params["ref"];
             let text = |key: &str| reference[key].as_str();
-            Some(match reference["type"].as_str() {
+            match reference["type"].as_str() {
                 Some("ref/resource") => by_uri(text("uri")),
                 // Anything else is a prompt, or an error the gateway gives.
                 _ => named(Kind::Prompt, text("name")),
-            })
+            }
         }
-        _ => None,
+    })
+}
+
+/// The catalog position of the upstream that lists the tool (`kind`) or prompt exposed as
+/// `exposed`, and its own name for it: what [`Reach::Upstream`] carries, found without
+/// allocating (the gateway's forwarding asks this when no layer routed the call already).
+#[must_use]
+pub fn named<'c>(catalog: &'c Catalog, kind: Kind, exposed: &str) -> Option<(usize, &'c str)> {
+    match kind {
+        Kind::Tool => catalog.tool(exposed),
+        _ => catalog.prompt(exposed),
     }
 }
 
 /// Where the tool or prompt exposed as `exposed` is routed.
 fn reach_of_name(catalog: &Catalog, kind: Kind, exposed: &str) -> Reach {
-    let route = match kind {
-        Kind::Tool => catalog.tool(exposed),
-        _ => catalog.prompt(exposed),
-    };
+    let route = named(catalog, kind, exposed);
     let server = |i: usize| catalog.names().get(i).cloned();
-    if let Some((server, own)) = route.and_then(|(i, own)| Some((server(i)?, own.to_owned()))) {
-        return Reach::Upstream { server, own };
+    let found = route.and_then(|(at, own)| Some((at, server(at)?, own.to_owned())));
+    if let Some((at, server, own)) = found {
+        return Reach::Upstream { at, server, own };
     }
     // Most catalogs quarantine nothing: then a miss costs no second look-up.
     let item = match kind {
@@ -148,8 +170,9 @@ fn reach_of_name(catalog: &Catalog, kind: Kind, exposed: &str) -> Reach {
 #[must_use]
 pub fn resource(catalog: &Catalog, uri: &str) -> Reach {
     match catalog.resource(uri) {
-        Some(i) => match catalog.names().get(i) {
+        Some(at) => match catalog.names().get(at) {
             Some(server) => Reach::Upstream {
+                at,
                 server: server.clone(),
                 own: uri.to_owned(),
             },

@@ -111,7 +111,7 @@ pub fn entry<'a>(event: &Event<'a>, tool: Option<&'a str>, audit_id: &'a str) ->
 pub fn refusal(
     audit: &Audit,
     q: &Quarantined,
-    method: &'static str,
+    method: &str,
     tool: &str,
     principal: &str,
     session: &str,

@@ -84,7 +84,7 @@ impl Gateway {
         let upstream = &self.inner.pool.upstream(forward.upstream);
         let (msg, caller) = (forward.msg, forward.caller);
         let method = msg.method().unwrap_or_default().to_owned();
-        let client_modern = caller.session.is_modern();
+        let client_modern = forward.modern;
         if client_modern {
             let value: Option<Value> =
                 (forward.params.as_ref()).and_then(|p| serde_json::from_str(p.get()).ok());

@@ -4,8 +4,9 @@
 use std::time::SystemTime;
 
 use super::Gateway;
+use crate::mcp::Era;
 use crate::policy::share::Share;
-use crate::upstream::{Era, Status};
+use crate::upstream::Status;
 
 /// One upstream as it is now.
 #[derive(Debug, Clone)]
@@ -99,9 +100,9 @@ impl Gateway {
                 transport: u.spec().transport_name(),
                 status: u.status(),
                 era: match u.era() {
-                    Era::Unknown => "unknown",
-                    Era::Legacy => "2025",
-                    Era::Modern => "2026-07-28",
+                    None => "unknown",
+                    Some(Era::Legacy) => "2025",
+                    Some(Era::Modern) => "2026-07-28",
                 },
                 protocol_version: u.info().protocol_version,
                 counts: (c.tools.len(), c.prompts.len(), c.resources.len()),

@@ -10,7 +10,9 @@
 //! its last known tools (calls to them fail with `mcp_budget.upstream.unavailable`).
 //!
 //! [`Gateway`] is the innermost [`tower::Service`] of the stack (see [`crate::stack`]): it
-//! parses each message's method once ([`Method`]) and dispatches it in one exhaustive `match`.
+//! dispatches each message on the [`Method`] its view parsed once, downstream, in one
+//! exhaustive `match`, and keeps the view for what it asks later (the request's era, what it
+//! calls).
 //!
 //! # Rooms
 //!
@@ -55,10 +57,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Catalog;
-use crate::context::{Caller, McpRequest};
+use crate::context::McpRequest;
 use crate::error::Error;
 use crate::jsonrpc::{Id, Kind, Message};
-use crate::mcp::method::Method;
+use crate::mcp::method::{Method, Notification};
 use crate::policy::Policy;
 
 /// The aggregating gateway: upstream pool, catalog and sessions.
@@ -150,17 +152,13 @@ impl Gateway {
     }
 
     async fn handle(&self, req: McpRequest) -> Option<Message> {
-        let McpRequest {
-            message, caller, ..
-        } = req;
         // The session registry learns whose session it is: what a client's per-client
         // instances say outside a call goes to that client's sessions only.
-        caller.session.bind_principal(&caller.principal);
-        match message.kind() {
+        req.caller.session.bind_principal(&req.caller.principal);
+        match req.message.kind() {
             Kind::Request => {
-                let id = message.reply_id();
-                let method = Method::parse(message.method().unwrap_or_default());
-                let result = self.handle_request(&method, &message, &caller).await;
+                let id = req.message.reply_id();
+                let result = self.handle_request(&req).await;
                 Some(match result {
                     Ok(mut msg) => {
                         msg.id = Some(id);
@@ -170,20 +168,21 @@ impl Gateway {
                 })
             }
             Kind::Notification => {
-                let method = Method::parse(message.method().unwrap_or_default());
-                self.handle_notification(&method, &message, &caller);
+                self.handle_notification(&req);
                 None
             }
-            Kind::Response | Kind::Error => self.handle_client_response(message, &caller),
+            Kind::Response | Kind::Error => {
+                let McpRequest {
+                    message, caller, ..
+                } = req;
+                self.handle_client_response(message, &caller)
+            }
         }
     }
 
-    async fn handle_request(
-        &self,
-        method: &Method,
-        msg: &Message,
-        caller: &Caller,
-    ) -> Result<Message, Error> {
+    /// A client's request, dispatched on its method (`req`'s view parsed it).
+    async fn handle_request(&self, req: &McpRequest) -> Result<Message, Error> {
+        let (method, msg, caller) = (req.view.method(), &req.message, &req.caller);
         let ok = |v: Value| Ok(Message::response_value(Id::Null, &v));
         match method {
             Method::Initialize => ok(self.initialize(msg, caller)),
@@ -198,17 +197,17 @@ impl Gateway {
             Method::ResourcesTemplatesList => {
                 ok(self.list_page(msg, "resourceTemplates", Catalog::listed_templates)?)
             }
-            Method::ToolsCall => self.call_named(msg, caller, "tool").await,
-            Method::PromptsGet => self.call_named(msg, caller, "prompt").await,
-            Method::ResourcesRead => self.call_by_uri(msg, caller).await,
-            Method::ResourcesSubscribe => self.subscribe(msg, caller, true).await,
-            Method::ResourcesUnsubscribe => self.subscribe(msg, caller, false).await,
-            Method::CompletionComplete => self.complete(msg, caller).await,
+            Method::ToolsCall => self.call_named(req, "tool").await,
+            Method::PromptsGet => self.call_named(req, "prompt").await,
+            Method::ResourcesRead => self.call_by_uri(req).await,
+            Method::ResourcesSubscribe => self.subscribe(req, true).await,
+            Method::ResourcesUnsubscribe => self.subscribe(req, false).await,
+            Method::CompletionComplete => self.complete(req).await,
             Method::SubscriptionsListen => self.listen(msg, caller).await,
             Method::TasksGet | Method::TasksResult | Method::TasksCancel | Method::TasksUpdate => {
-                self.route_task(msg, caller).await
+                self.route_task(req).await
             }
-            Method::TasksList => self.list_tasks(msg, caller).await,
+            Method::TasksList => self.list_tasks(req).await,
             Method::LoggingSetLevel => {
                 self.set_log_level(msg, caller).await;
                 ok(json!({}))
@@ -235,11 +234,18 @@ impl Gateway {
         }
     }
 
-    fn handle_notification(&self, method: &Method, msg: &Message, caller: &Caller) {
-        match method {
-            Method::Cancelled => self.cancel(msg, caller),
-            Method::Initialized => caller.session.update(|s| s.initialized = true),
-            Method::RootsListChanged => {
+    /// A client's notification: the few the gateway acts on, by name (exhaustive over the
+    /// notifications, so that a new one is decided here).
+    fn handle_notification(&self, req: &McpRequest) {
+        let (msg, caller) = (&req.message, &req.caller);
+        let Some(notification) = req.view.method().notification() else {
+            // A request's method sent as a notification, or a name the gateway does not know.
+            return;
+        };
+        match notification {
+            Notification::Cancelled => self.cancel(msg, caller),
+            Notification::Initialized => caller.session.update(|s| s.initialized = true),
+            Notification::RootsListChanged => {
                 // Modern upstreams ask for roots within each call (MRTR): nothing to tell.
                 for u in self.inner.pool.legacy() {
                     let _ = u.notify(msg.clone());
@@ -254,43 +260,17 @@ impl Gateway {
                     let _ = u.notify(msg.clone());
                 }
             }
-            // Nothing for the gateway to do: progress and logs flow the other way, and the
-            // rest are requests.
-            Method::Initialize
-            | Method::Discover
-            | Method::Ping
-            | Method::Progress
-            | Method::ToolsList
-            | Method::ToolsCall
-            | Method::ToolsListChanged
-            | Method::PromptsList
-            | Method::PromptsGet
-            | Method::PromptsListChanged
-            | Method::ResourcesList
-            | Method::ResourcesTemplatesList
-            | Method::ResourcesRead
-            | Method::ResourcesSubscribe
-            | Method::ResourcesUnsubscribe
-            | Method::ResourcesListChanged
-            | Method::ResourcesUpdated
-            | Method::CompletionComplete
-            | Method::LoggingSetLevel
-            | Method::LogMessage
-            | Method::SubscriptionsListen
-            | Method::SubscriptionsAcknowledged
-            | Method::TasksGet
-            | Method::TasksResult
-            | Method::TasksCancel
-            | Method::TasksUpdate
-            | Method::TasksList
-            | Method::TasksStatus
-            | Method::SamplingCreateMessage
-            | Method::ElicitationCreate
-            | Method::ElicitationComplete
-            | Method::RootsList
-            | Method::ToolsCatalog
-            | Method::ToolsDescribe
-            | Method::Other(_) => {}
+            // Nothing for the gateway to do: progress, logs, list changes and task statuses
+            // flow the other way (server to client).
+            Notification::Progress
+            | Notification::ToolsListChanged
+            | Notification::PromptsListChanged
+            | Notification::ResourcesListChanged
+            | Notification::ResourcesUpdated
+            | Notification::LogMessage
+            | Notification::SubscriptionsAcknowledged
+            | Notification::TasksStatus
+            | Notification::ElicitationComplete => {}
         }
     }
 }

@@ -67,6 +67,7 @@ impl Gateway {
             params,
             caller,
             id: upstream_id,
+            ..
         } = forward;
         let upstream = self.inner.pool.upstream(i);
         let (tx, rx) = Outbound::channel(caller.session.id.as_str());

@@ -34,10 +34,13 @@ mod reconcile;
 pub(super) use instances::{FIRST_ID, Serving};
 
 use super::Gateway;
+use crate::authz::Kind;
 use crate::catalog::{Catalog, Contribution, Held};
+use crate::context::McpRequest;
 use crate::jsonrpc::Message;
 use crate::mcp::method::Method;
 use crate::policy::{Policy, UpstreamSpec};
+use crate::routing::{self, Reach};
 use crate::upstream::{Event, Status, Upstream};
 use lists::{fetch_all, same_items};
 
@@ -199,6 +202,30 @@ impl Pool {
     ) -> Option<(usize, T)> {
         let members = self.members.borrow();
         find(&members.catalog).map(|(i, found)| (members.id(i), found))
+    }
+
+    /// Where the current catalog routes the tool (`kind`) or prompt `req` calls, exposed as
+    /// `exposed` (the name its view read): the upstream's id and what `then` makes of the
+    /// upstream's own name; `None` when no upstream lists it. Read from one published state,
+    /// as [`Pool::route`]. A layer above that routed the call through the same catalog did
+    /// the work already ([`McpRequest::routed`]); else the same rule
+    /// ([`routing::named`]) is asked here, without the allocations of a [`routing::Routed`].
+    pub(super) fn route_named<T>(
+        &self,
+        req: &McpRequest,
+        kind: Kind,
+        exposed: &str,
+        then: impl FnOnce(&str) -> T,
+    ) -> Option<(usize, T)> {
+        let members = self.members.borrow();
+        let (at, own) = match req.routed_already(&members.catalog) {
+            Some(routed) => match &routed?.reach {
+                Reach::Upstream { at, own, .. } => (*at, own.as_str()),
+                _ => return None,
+            },
+            None => routing::named(&members.catalog, kind, exposed)?,
+        };
+        Some((members.id(at), then(own)))
     }
 
     /// Upstream `id`, if the pool ever started one under it (ids from clients are checked),

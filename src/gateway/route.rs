@@ -15,12 +15,12 @@ use serde_json::{Map, Value};
 use super::name_span::NameSpan;
 use super::pool::Pool;
 use super::{Gateway, bridge};
-use crate::catalog::Catalog;
-use crate::context::Caller;
+use crate::authz::Kind;
+use crate::context::{Caller, McpRequest};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
-use crate::mcp::method::Method;
+use crate::mcp::method::{Method, Names};
 use crate::upstream::{Call, Status, Upstream};
 
 /// One client request on its way to one upstream.
@@ -33,6 +33,8 @@ pub(super) struct Forward<'a> {
     pub(super) params: Option<Box<RawValue>>,
     /// Who asked.
     pub(super) caller: &'a Caller,
+    /// Whether the client's request is modern (its view says).
+    pub(super) modern: bool,
     /// The request's id upstream.
     pub(super) id: i64,
 }
@@ -75,52 +77,53 @@ impl Gateway {
     /// the name, under its own name.
     pub(super) async fn call_named(
         &self,
-        msg: &Message,
-        caller: &Caller,
+        req: &McpRequest,
         what: &'static str,
     ) -> Result<Message, Error> {
+        let msg = &req.message;
         let not_listed = |name: String| {
             let separator = self.inner.pool.borrow().separator().to_owned();
             self.inner.pool.not_listed(what, name, &separator)
         };
+        // Routed as the layers routed it (reused when one did): the name is the view's, the
+        // one `NameSpan` and the general path find too (the last `name`, as a `Value` reads
+        // it).
+        let kind = match req.view.method().names() {
+            Some(Names::Tool) => Kind::Tool,
+            _ => Kind::Prompt,
+        };
+        let pool = &self.inner.pool;
         // Hot path: find `name` without building the params' DOM and splice the upstream's
         // name into the raw params; everything else goes out as the client sent it.
         if let Some(fast) = msg.params.as_deref().and_then(NameSpan::find) {
-            let target = (self.inner.pool).route(|catalog| {
-                route_name(catalog, what, &fast.name).map(|(i, own)| (i, fast.splice(own)))
-            });
+            let target = pool.route_named(req, kind, &fast.name, |own| fast.splice(own));
             return match target {
-                Some((i, params)) => self.forward(i, msg, Some(params), caller).await,
+                Some((i, params)) => self.forward(i, req, Some(params)).await,
                 None => Err(not_listed(fast.name.into_owned())),
             };
         }
-        let method = msg.method().unwrap_or_default();
+        let method = req.view.method().as_str();
         let mut params: Map<String, Value> = msg
             .params_as()
             .map_err(|e| Error::invalid_params(method, e.to_string()))?;
         let name = (params.get("name").and_then(Value::as_str))
             .ok_or_else(|| Error::invalid_params(method, "missing string \"name\""))?
             .to_owned();
-        let target = (self.inner.pool)
-            .route(|catalog| route_name(catalog, what, &name).map(|(i, own)| (i, own.to_owned())));
-        let Some((i, original)) = target else {
+        let Some((i, original)) = pool.route_named(req, kind, &name, str::to_owned) else {
             return Err(not_listed(name));
         };
         params.insert("name".into(), Value::String(original));
-        self.forward(i, msg, Some(to_raw(&Value::Object(params))), caller)
+        self.forward(i, req, Some(to_raw(&Value::Object(params))))
             .await
     }
 
     /// `resources/read` (and a 2025 upstream's `resources/subscribe`): to the upstream of the
     /// URI.
-    pub(super) async fn call_by_uri(
-        &self,
-        msg: &Message,
-        caller: &Caller,
-    ) -> Result<Message, Error> {
+    pub(super) async fn call_by_uri(&self, req: &McpRequest) -> Result<Message, Error> {
+        let msg = &req.message;
         let params: Value = msg.params_as().unwrap_or(Value::Null);
         let uri = params.get("uri").and_then(Value::as_str).ok_or_else(|| {
-            Error::invalid_params(msg.method().unwrap_or_default(), "missing string \"uri\"")
+            Error::invalid_params(req.view.method().as_str(), "missing string \"uri\"")
         })?;
         let i = self
             .inner
@@ -130,12 +133,13 @@ impl Gateway {
                 what: "resource",
                 name: uri.to_owned(),
             })?;
-        self.forward(i, msg, msg.params.clone(), caller).await
+        self.forward(i, req, msg.params.clone()).await
     }
 
     /// `completion/complete`: to the upstream of the prompt (under its own name) or resource
     /// it completes.
-    pub(super) async fn complete(&self, msg: &Message, caller: &Caller) -> Result<Message, Error> {
+    pub(super) async fn complete(&self, req: &McpRequest) -> Result<Message, Error> {
+        let msg = &req.message;
         let method = Method::CompletionComplete.as_str();
         let mut params: Map<String, Value> = msg
             .params_as()
@@ -164,19 +168,22 @@ impl Gateway {
                     })?
             }
         };
-        self.forward(i, msg, Some(to_raw(&Value::Object(params))), caller)
+        self.forward(i, req, Some(to_raw(&Value::Object(params))))
             .await
     }
 
-    /// Sends client request `msg` with `params` to upstream `i`, in the upstream's era, and
+    /// Sends client request `req` with `params` to upstream `i`, in the upstream's era, and
     /// keeps it cancellable while it runs; notes the task the reply creates, if any.
     pub(super) async fn forward(
         &self,
         i: usize,
-        msg: &Message,
+        req: &McpRequest,
         params: Option<Box<RawValue>>,
-        caller: &Caller,
     ) -> Result<Message, Error> {
+        let (msg, caller) = (&req.message, &req.caller);
+        // The client's era is what its request says (the view), not what its session last
+        // heard.
+        let modern = req.view.is_modern();
         // A per-client upstream serves the caller through its own instance (tasks stay noted
         // under the upstream, `base`, and find the caller's instance again).
         let base = i;
@@ -188,17 +195,18 @@ impl Gateway {
         let may_create_task =
             upstream.is_modern() || (params.as_ref()).is_some_and(|p| p.get().contains("\"task\""));
         self.inner.inflight.track(caller, msg, i, id);
-        let result = if upstream.is_modern() || caller.session.is_modern() {
+        let result = if upstream.is_modern() || modern {
             let forward = Forward {
                 upstream: i,
                 msg,
                 params,
                 caller,
+                modern,
                 id,
             };
             self.forward_across(forward).await
         } else {
-            let call = Call::new(msg.method().unwrap_or_default())
+            let call = Call::new(req.view.method().as_str())
                 .id(id)
                 .params(params)
                 .outbound(caller.outbound.clone());
@@ -206,7 +214,7 @@ impl Gateway {
         };
         self.inner.inflight.untrack(caller, msg);
         if let (Ok(reply), true) = (&result, may_create_task) {
-            self.inner.tasks.note(base, reply, caller);
+            self.inner.tasks.note(base, reply, caller, modern);
         }
         result
     }
@@ -296,15 +304,6 @@ impl Pool {
     }
 }
 
-/// The upstream and its own name of the tool (`what` = `tool`) or prompt exposed as `name`.
-fn route_name<'c>(catalog: &'c Catalog, what: &str, name: &str) -> Option<(usize, &'c str)> {
-    if what == "tool" {
-        catalog.tool(name)
-    } else {
-        catalog.prompt(name)
-    }
-}
-
 /// For a name no upstream lists: the error of the first upstream that is not serving and
 /// whose namespace (`<name><separator>`) the name carries.
 fn unavailable_owner<'a>(
@@ -366,7 +365,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::catalog::Contribution;
+    use crate::catalog::{Catalog, Contribution};
+    use crate::routing::named;
 
     fn catalog() -> Catalog {
         let a = Contribution {
@@ -384,15 +384,15 @@ mod tests {
     #[test]
     fn names_route_to_their_upstream_under_its_own_name() {
         let catalog = catalog();
-        assert_eq!(route_name(&catalog, "tool", "a__b__c"), Some((0, "b__c")));
-        assert_eq!(route_name(&catalog, "tool", "x__d"), Some((1, "d")));
+        assert_eq!(named(&catalog, Kind::Tool, "a__b__c"), Some((0, "b__c")));
+        assert_eq!(named(&catalog, Kind::Tool, "x__d"), Some((1, "d")));
         assert_eq!(
-            route_name(&catalog, "prompt", "a__greet"),
+            named(&catalog, Kind::Prompt, "a__greet"),
             Some((0, "greet"))
         );
         // Tools and prompts are separate name spaces.
-        assert_eq!(route_name(&catalog, "prompt", "x__d"), None);
-        assert_eq!(route_name(&catalog, "tool", "a__greet"), None);
+        assert_eq!(named(&catalog, Kind::Prompt, "x__d"), None);
+        assert_eq!(named(&catalog, Kind::Tool, "a__greet"), None);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use super::Gateway;
 use super::pool::Serving;
 use super::sessions::{Sessions, string_param};
-use crate::context::{Caller, Outbound};
+use crate::context::{Caller, McpRequest, Outbound};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
@@ -207,12 +207,8 @@ impl Gateway {
     /// `resources/subscribe` (`on`) / `unsubscribe` of a 2025-era client: forwarded to a 2025
     /// upstream; for a modern upstream (which has no such method) the resource joins or leaves
     /// the gateway's `subscriptions/listen` on it.
-    pub(super) async fn subscribe(
-        &self,
-        msg: &Message,
-        caller: &Caller,
-        on: bool,
-    ) -> Result<Message, Error> {
+    pub(super) async fn subscribe(&self, req: &McpRequest, on: bool) -> Result<Message, Error> {
+        let (msg, caller) = (&req.message, &req.caller);
         let uri = string_param(msg, "uri").unwrap_or_default();
         let session = caller.session.id.as_str();
         let (pool, subscriptions) = (&self.inner.pool, &self.inner.subscriptions);
@@ -242,7 +238,7 @@ impl Gateway {
                 }
                 done
             }
-            _ => self.call_by_uri(msg, caller).await?,
+            _ => self.call_by_uri(req).await?,
         };
         if reply.error.is_none() {
             lock(&subscriptions.subscribers).set(&uri, session, on);

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::Gateway;
 use super::pages::{open_cursor, seal_cursor};
-use crate::context::Caller;
+use crate::context::{Caller, McpRequest};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Kind, Message, to_raw};
 use crate::lock::lock;
@@ -35,7 +35,7 @@ struct Owners(HashMap<String, (usize, Option<String>)>);
 
 impl Tasks {
     /// Remembers which upstream created the task a result names, for which caller.
-    pub(super) fn note(&self, i: usize, reply: &Message, caller: &Caller) {
+    pub(super) fn note(&self, i: usize, reply: &Message, caller: &Caller, modern: bool) {
         let Some(result) = reply.result.as_ref().filter(|r| r.get().contains("taskId")) else {
             return;
         };
@@ -43,7 +43,9 @@ impl Tasks {
             return;
         };
         if let Some(task) = bridge::created_task_id(&value) {
-            lock(&self.0).0.insert(task, (i, task_owner(caller)));
+            lock(&self.0)
+                .0
+                .insert(task, (i, task_owner(caller, modern)));
         }
     }
 }
@@ -69,23 +71,17 @@ impl Owners {
 
 impl Gateway {
     /// `tasks/*` requests go to the upstream that created the task.
-    pub(super) async fn route_task(
-        &self,
-        msg: &Message,
-        caller: &Caller,
-    ) -> Result<Message, Error> {
+    pub(super) async fn route_task(&self, req: &McpRequest) -> Result<Message, Error> {
+        let (msg, caller) = (&req.message, &req.caller);
         let params: Value = msg.params_as().unwrap_or(Value::Null);
         let task = params
             .get("taskId")
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                Error::invalid_params(
-                    msg.method().unwrap_or_default(),
-                    "missing string \"taskId\"",
-                )
+                Error::invalid_params(req.view.method().as_str(), "missing string \"taskId\"")
             })?;
         // Another caller's task is as unknown as a task that never was.
-        let owner = task_owner(caller);
+        let owner = task_owner(caller, req.view.is_modern());
         let i =
             (lock(&self.inner.tasks.0).upstream_of(task, owner.as_deref())).ok_or_else(|| {
                 Error::NotFound {
@@ -93,17 +89,14 @@ impl Gateway {
                     name: task.to_owned(),
                 }
             })?;
-        self.forward(i, msg, msg.params.clone(), caller).await
+        self.forward(i, req, msg.params.clone()).await
     }
 
     /// `tasks/list`: the tasks of every upstream that lists them, one upstream page per page
     /// of the gateway's; the gateway's cursor names the upstream and its cursor. An upstream
     /// that fails is skipped (logged), the others still list.
-    pub(super) async fn list_tasks(
-        &self,
-        msg: &Message,
-        caller: &Caller,
-    ) -> Result<Message, Error> {
+    pub(super) async fn list_tasks(&self, req: &McpRequest) -> Result<Message, Error> {
+        let (msg, caller) = (&req.message, &req.caller);
         let params: Value = msg.params_as().unwrap_or(Value::Null);
         let (mut at, mut cursor) = match params.get("cursor").and_then(Value::as_str) {
             None => (0, None),
@@ -113,7 +106,7 @@ impl Gateway {
             })?,
         };
         let listing = task_listers(&self.inner.pool.current());
-        let owner = task_owner(caller);
+        let owner = task_owner(caller, req.view.is_modern());
         // Bounded: upstreams that keep answering empty pages with cursors must not spin.
         for _ in 0..MAX_EMPTY_TASK_PAGES {
             let Some(&i) = listing.iter().find(|&&i| i >= at) else {
@@ -127,7 +120,7 @@ impl Gateway {
             if let Some(c) = cursor.take() {
                 asked.insert("cursor".into(), Value::String(c));
             }
-            let (tasks, next) = self.task_page(i, msg, Value::Object(asked), caller).await;
+            let (tasks, next) = self.task_page(i, req, Value::Object(asked)).await;
             let tasks = lock(&self.inner.tasks.0).own(tasks, i, owner.as_deref());
             // Where the next page starts: this upstream's next page, or the next upstream.
             let (next_at, next_cursor) = match next {
@@ -153,12 +146,11 @@ impl Gateway {
     async fn task_page(
         &self,
         i: usize,
-        msg: &Message,
+        req: &McpRequest,
         asked: Value,
-        caller: &Caller,
     ) -> (Vec<Value>, Option<String>) {
         let page = self
-            .forward(i, msg, Some(to_raw(&asked)), caller)
+            .forward(i, req, Some(to_raw(&asked)))
             .await
             .map_err(|e| e.to_string())
             .and_then(|reply| match reply.kind() {
@@ -196,10 +188,10 @@ fn task_listers(upstreams: &[Upstream]) -> Vec<usize> {
     ids
 }
 
-/// Whose tasks `caller` may see: its 2025-era session's, or (a sessionless modern caller)
-/// those of no session.
-fn task_owner(caller: &Caller) -> Option<String> {
-    (!caller.session.is_modern()).then(|| caller.session.id.clone())
+/// Whose tasks `caller` may see: its 2025-era session's, or (a sessionless modern caller,
+/// `modern` as its request says) those of no session.
+fn task_owner(caller: &Caller, modern: bool) -> Option<String> {
+    (!modern).then(|| caller.session.id.clone())
 }
 
 /// The gateway's `tasks/list` cursor: upstream `at`, and that upstream's own cursor if any.

@@ -47,6 +47,7 @@ use crate::error::{UPSTREAM_ERROR, kind};
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::{ErrorObject, Kind as MessageKind, Message, to_raw};
 use crate::layer::{Around, Inner, Layered};
+use crate::mcp::method::{Listed, Method};
 use crate::routing::{self, Reach, Routed};
 
 /// Layer of [`Authorize`].
@@ -89,12 +90,12 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         if anonymous && !self.audit.is_on() || req.message.kind() != MessageKind::Request {
             return Box::pin(inner.call(req));
         }
-        let method = req.view.method().unwrap_or_default();
-        let list = match method {
-            "tools/list" if self.filter_tools => Some(Kind::Tool),
-            "prompts/list" => Some(Kind::Prompt),
-            "resources/list" | "resources/templates/list" => Some(Kind::Resource),
-            _ => None,
+        let method = req.view.method();
+        let list = match method.lists() {
+            Some(Listed::Tools) if self.filter_tools => Some(Kind::Tool),
+            Some(Listed::Prompts) => Some(Kind::Prompt),
+            Some(Listed::Resources | Listed::Templates) => Some(Kind::Resource),
+            Some(Listed::Tools) | None => None,
         };
         if let Some(list) = list {
             if anonymous {
@@ -118,7 +119,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         let routes = routes(&called.reach, &called.exposed, &catalog);
         // Parsed only if an argument rule applies to the call or the audit logs arguments.
         let parsed = std::cell::OnceCell::new();
-        let takes_arguments = matches!(method, "tools/call" | "prompts/get");
+        let takes_arguments = method.takes_arguments();
         let arguments = || {
             takes_arguments.then(|| parsed.get_or_init(|| req.view.arguments_value(&req.message)))
         };
@@ -137,7 +138,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             audit_id: &audit_id,
             principal: principal.name(),
             session: &session,
-            method,
+            method: method.as_str(),
             tool: Some(&called.exposed),
             upstream: upstream.clone(),
             decision: Some(if reason.is_some() { "deny" } else { "allow" }),
@@ -154,7 +155,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             let error = denied(&principal, &called.exposed, reason, &audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
-        let method = method.to_owned();
+        let method = method.clone();
         let run = req.caller.run.clone();
         Box::pin(async move {
             let started = tokio::time::Instant::now();
@@ -165,7 +166,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
                 audit_id: &audit_id,
                 principal: principal.name(),
                 session: &session,
-                method: &method,
+                method: method.as_str(),
                 tool: Some(&called.exposed),
                 upstream,
                 outcome: Some(outcome),
@@ -220,7 +221,7 @@ fn decide<'a>(
         let target = Target::new(called.kind, server, name);
         let decision = match req.view.method() {
             // Completing a prompt's or template's arguments needs only the right to see it.
-            Some("completion/complete") if scope.may_see(target) => Decision::Allow,
+            Method::CompletionComplete if scope.may_see(target) => Decision::Allow,
             _ => scope.check_with(target, arguments),
         };
         if decision != Decision::Allow {
@@ -252,7 +253,7 @@ fn noun(kind: Kind) -> &'static str {
 /// quarantined).
 fn routes<'a>(reach: &'a Reach, exposed: &'a str, catalog: &'a Catalog) -> Vec<(&'a str, &'a str)> {
     match reach {
-        Reach::Upstream { server, own } => vec![(server.as_str(), own.as_str())],
+        Reach::Upstream { server, own, .. } => vec![(server.as_str(), own.as_str())],
         Reach::AnyUpstream => catalog
             .names()
             .iter()

@@ -276,7 +276,8 @@ impl<S: Inner> Around<S> for BudgetLayer {
             return Box::pin(inner.call(req));
         }
         let id = req.message.reply_id();
-        match Method::parse(req.message.method().unwrap_or_default()) {
+        // A known method clones without allocating (and the view keeps it).
+        match req.view.method().clone() {
             Method::ToolsList => {
                 let native = self.state.is_native(&req);
                 let modern = req.view.is_modern();

@@ -23,7 +23,7 @@ use crate::context::{McpFuture, McpRequest};
 use crate::jsonrpc::{Kind, Message};
 use crate::mcp::modern;
 
-/// Layer of [`Era`].
+/// Layer of [`Eras`].
 #[derive(Debug, Clone, Copy)]
 pub struct EraLayer {
     private_lists: bool,
@@ -38,14 +38,15 @@ impl EraLayer {
 }
 
 impl<S> Layer<S> for EraLayer {
-    type Service = Era<S>;
-    fn layer(&self, inner: S) -> Era<S> {
+    type Service = Eras<S>;
+    fn layer(&self, inner: S) -> Eras<S> {
         Layered::new(*self, inner)
     }
 }
 
-/// Adds the modern era's rules to modern requests.
-pub type Era<S> = Layered<EraLayer, S>;
+/// Adds the modern era's rules to modern requests (named in the plural so as not to clash
+/// with [`crate::mcp::Era`], the era itself).
+pub type Eras<S> = Layered<EraLayer, S>;
 
 impl<S: Inner> Around<S> for EraLayer {
     type Future = McpFuture;
@@ -65,14 +66,19 @@ impl<S: Inner> Around<S> for EraLayer {
         let Some(meta) = req.view.request_meta() else {
             return Box::pin(inner.call(req));
         };
-        // A modern request is its own session: what it declares is what it has. (The
-        // gateway reads the session's state for the client's capabilities and era.)
+        // A modern request is its own session: what it declares is what it has. The era is
+        // not written for anyone to read back (whoever asks reads it from the request's
+        // view), but the session still holds what was declared, because some readers have
+        // no request to ask: a server→client request of the upstream (bridge, parked call)
+        // finds only the caller's session, and the HTTP downstream checks a session's later
+        // requests and seals its state from it.
         req.caller.session.update(|s| {
             s.client_capabilities = meta.client_capabilities.clone();
             s.client_info = meta.client_info.clone();
             s.protocol_version = Some(meta.protocol_version.clone());
         });
-        let method = req.message.method().unwrap_or_default().to_owned();
+        // Known methods clone without allocating; the view keeps the parsed one.
+        let method = req.view.method().clone();
         let private = self.private_lists;
         Box::pin(async move {
             let mut reply = inner.call(req).await?;

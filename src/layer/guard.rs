@@ -37,6 +37,7 @@ use crate::context::{McpFuture, McpRequest};
 use crate::error::UPSTREAM_ERROR;
 use crate::jsonrpc::{ErrorObject, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
+use crate::mcp::method::{Method, Names};
 use crate::pin::Item;
 use crate::sanitize::{self, strip};
 
@@ -78,46 +79,34 @@ impl<S> Layer<S> for GuardLayer {
 /// Refuses quarantined tools; sanitizes results.
 pub type Guard<S> = Layered<GuardLayer, S>;
 
-/// Methods whose results a model reads.
-const SANITIZED: &[&str] = &[
-    "tools/call",
-    "prompts/get",
-    "resources/read",
-    "initialize",
-    "server/discover",
-];
-
 impl<S: Inner> Around<S> for GuardLayer {
     type Future = McpFuture;
 
     fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
-        let method = match req.message.kind() {
-            Kind::Request => req.message.method().unwrap_or_default(),
-            _ => return Box::pin(inner.call(req)),
-        };
-        let names = match method {
-            "tools/call" => Some((Item::Tool, "tools/call")),
-            "prompts/get" => Some((Item::Prompt, "prompts/get")),
+        if req.message.kind() != Kind::Request {
+            return Box::pin(inner.call(req));
+        }
+        let method = req.view.method();
+        let held = match method.names() {
+            Some(Names::Tool) => Some(Item::Tool),
             // A completion of a held prompt's argument is refused as its get is.
-            "completion/complete" => Some((Item::Prompt, "completion/complete")),
-            _ => None,
+            Some(Names::Prompt | Names::Completed) => Some(Item::Prompt),
+            Some(Names::Uri) | None => None,
         };
-        if let Some((kind, method)) = names {
+        if let Some(kind) = held {
             if let Some(refusal) = self.refusal(kind, method, &req) {
                 return Box::pin(async move { Ok(Some(refusal)) });
             }
         }
-        let Some(&method) = SANITIZED
-            .iter()
-            .find(|m| **m == method)
-            .filter(|_| self.strip)
-        else {
+        // What a model reads is sanitized.
+        if !(self.strip && method.result_reaches_model()) {
             return Box::pin(inner.call(req));
-        };
+        }
         let stripped = Stripped {
             audit: self.audit.clone(),
             catalog: self.catalog.clone(),
-            method,
+            // Every method a model reads is a known one: the clone allocates nothing.
+            method: method.clone(),
             name: req.view.name().map(str::to_owned),
             principal: req.caller.principal.clone(),
             session: req.caller.session.id.clone(),
@@ -137,14 +126,14 @@ impl<S: Inner> Around<S> for GuardLayer {
 impl GuardLayer {
     /// The error answering `method`, a call of a quarantined tool (or a get or completion of
     /// a quarantined prompt: `kind`), if this is one.
-    fn refusal(&self, kind: Item, method: &'static str, req: &McpRequest) -> Option<Message> {
+    fn refusal(&self, kind: Item, method: &Method, req: &McpRequest) -> Option<Message> {
         // The common case costs one atomic read: no quarantine. The name comes from the
         // request's view (parsed once, downstream; a repeated key resolves as a `Value` would).
         if !self.catalog.borrow().any_quarantined() {
             return None;
         }
         let completed;
-        let name = if method == "completion/complete" {
+        let name = if *method == Method::CompletionComplete {
             completed = completed_prompt(&req.message)?;
             completed.as_str()
         } else {
@@ -153,7 +142,7 @@ impl GuardLayer {
         let catalog = self.catalog.borrow().clone();
         let q = catalog.quarantined_as(kind, name)?;
         let (principal, session) = (req.caller.principal.name(), &req.caller.session.id);
-        audit::guard::refusal(&self.audit, q, method, name, principal, session);
+        audit::guard::refusal(&self.audit, q, method.as_str(), name, principal, session);
         let id = req.message.reply_id();
         Some(Message::error(id, refusal_error(name, q)))
     }
@@ -181,7 +170,7 @@ fn completed_prompt(message: &Message) -> Option<String> {
 struct Stripped {
     audit: Audit,
     catalog: watch::Receiver<Arc<Catalog>>,
-    method: &'static str,
+    method: Method,
     name: Option<String>,
     principal: Arc<crate::identity::Principal>,
     session: String,
@@ -190,7 +179,7 @@ struct Stripped {
 impl Stripped {
     fn report(&self, counts: &sanitize::Counts) {
         let catalog = self.catalog.borrow().clone();
-        let routed = (self.method == "tools/call")
+        let routed = (self.method == Method::ToolsCall)
             .then_some(self.name.as_deref())
             .flatten()
             .and_then(|name| catalog.tool(name));
@@ -204,7 +193,7 @@ impl Stripped {
                 audit_id: &id,
                 principal: self.principal.name(),
                 session: &self.session,
-                method: self.method,
+                method: self.method.as_str(),
                 tool: self.name.as_deref(),
                 upstream: routed.map(|(_, own)| format!("{server}/{own}")),
                 reason: Some("result"),

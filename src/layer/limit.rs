@@ -43,15 +43,8 @@ use crate::error::{RATE_LIMITED, kind};
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
 use crate::limits::{ClientLimits, Ledger, Limits, Refused, Which};
+use crate::mcp::method::Method;
 use crate::routing::Routed;
-
-/// Methods that are calls (they reach an upstream's tool, prompt, resource or completion).
-const CALLS: &[&str] = &[
-    "tools/call",
-    "prompts/get",
-    "resources/read",
-    "completion/complete",
-];
 
 /// Layer of [`Limit`].
 #[derive(Debug, Clone)]
@@ -114,8 +107,8 @@ impl<S: Inner> Around<S> for LimitLayer {
     type Future = McpFuture;
 
     fn around(&self, mut inner: S, req: McpRequest) -> McpFuture {
-        let is_call = req.message.kind() == Kind::Request
-            && req.message.method().is_some_and(|m| CALLS.contains(&m));
+        // Calls reach an upstream's tool, prompt, resource or completion.
+        let is_call = req.message.kind() == Kind::Request && req.view.method().is_call();
         if !is_call {
             return Box::pin(inner.call(req));
         }
@@ -150,7 +143,7 @@ impl State {
     /// What this call is routed to (as a layer above routed it, or now), if it counts
     /// against an upstream: a completion counts against the overall rate only.
     fn routed(&self, req: &McpRequest) -> Option<Arc<Routed>> {
-        if req.message.method() == Some("completion/complete") {
+        if *req.view.method() == Method::CompletionComplete {
             return None;
         }
         let catalog = self.catalog.borrow().clone();

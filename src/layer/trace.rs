@@ -33,6 +33,7 @@ use crate::context::McpRequest;
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::Message;
 use crate::layer::{Around, Layered};
+use crate::mcp::method::Method;
 use crate::routing::Reach;
 use crate::telemetry::{names, record, span};
 
@@ -170,7 +171,7 @@ impl TraceLayer {
         let routed = catalog.and_then(|c| req.routed(&c.borrow().clone()));
         match routed.as_deref().map(|r| &r.reach) {
             // A refused call of a quarantined tool is counted as that tool's.
-            Some(Reach::Upstream { server, own } | Reach::Quarantined { server, own }) => {
+            Some(Reach::Upstream { server, own, .. } | Reach::Quarantined { server, own }) => {
                 (server.clone(), own.clone())
             }
             _ => (names::UNKNOWN.to_owned(), names::UNKNOWN.to_owned()),
@@ -206,7 +207,7 @@ where
         // Nothing to note when neither the call's log line nor its metrics are wanted (say
         // `MCP_BUDGET_LOG=warn` without an admin listener): no catalog lookup, no clock.
         let noted = metrics || tracing::enabled!(tracing::Level::INFO);
-        let call = (noted && is_request && method == "tools/call").then(|| {
+        let call = (noted && is_request && *req.view.method() == Method::ToolsCall).then(|| {
             let (server, tool) = self.server_and_tool(&req);
             ToolCall {
                 started: Instant::now(),

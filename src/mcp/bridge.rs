@@ -217,12 +217,7 @@ pub fn level_wanted(wanted: &str, level: &str) -> bool {
 /// The client capability a server→client request needs (`sampling`, `elicitation`, `roots`).
 #[must_use]
 pub fn capability_for(method: &str) -> Option<&'static str> {
-    match method {
-        "sampling/createMessage" => Some("sampling"),
-        "elicitation/create" => Some("elicitation"),
-        "roots/list" => Some("roots"),
-        _ => None,
-    }
+    crate::mcp::method::Method::known(method)?.needs_capability()
 }
 
 /// The task id a result names, if it started a task: the 2025-11-25 `CreateTaskResult`

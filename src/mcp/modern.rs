@@ -20,6 +20,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::kind;
 use crate::jsonrpc::{ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND, Message, to_raw};
+use crate::mcp::method::Method;
 
 /// The stateless protocol revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
@@ -39,23 +40,6 @@ pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 // The codes moved to `crate::jsonrpc::code`; this old path is kept for the other branches of
 // issue 30, whose use sites are renamed after they merge.
 pub use crate::jsonrpc::code::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
-
-/// Methods of the 2025 era that 2026-07-28 removed: a modern request for one is answered
-/// `-32601` (HTTP 404), never served as if a session existed.
-pub const REMOVED_METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "resources/subscribe",
-    "resources/unsubscribe",
-];
-
-/// Methods whose `params` field `Mcp-Name` mirrors, with that field.
-pub const NAME_BEARING_METHODS: &[(&str, &str)] = &[
-    ("tools/call", "name"),
-    ("prompts/get", "name"),
-    ("resources/read", "uri"),
-];
 
 /// How long a client may cache a list result (milliseconds).
 pub const LIST_TTL_MS: u64 = 60_000;
@@ -146,7 +130,9 @@ pub fn check_meta_envelope(meta: Option<&Value>) -> Result<(), ErrorObject> {
     Ok(())
 }
 
-/// The `-32601` error for a method that 2026-07-28 removed (see [`REMOVED_METHODS`]).
+/// The `-32601` error for a method that 2026-07-28 removed (see
+/// [`Method::removed_in_modern`]): a modern request for one is answered `-32601` (HTTP 404),
+/// never served as if a session existed.
 #[must_use]
 pub fn removed_method(method: &str) -> ErrorObject {
     ErrorObject::new(
@@ -251,13 +237,13 @@ pub fn decode_header_value(value: &str) -> Result<String, String> {
 /// `resources/read`), which `Mcp-Name` must mirror.
 #[must_use]
 pub fn target_name(method: &str, params: &Value) -> Option<String> {
-    let (_, key) = NAME_BEARING_METHODS.iter().find(|(m, _)| *m == method)?;
-    params.get(*key).and_then(Value::as_str).map(str::to_owned)
+    let key = Method::known(method)?.mirrored_field()?;
+    params.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
 /// Checks the mirrored headers of a modern request against its body: `MCP-Protocol-Version`
 /// must be present and equal the envelope's version, `Mcp-Method` the body's method, and for
-/// the [`NAME_BEARING_METHODS`] `Mcp-Name` (plain or `=?base64?…?=`) the named field.
+/// the methods of [`Method::mirrored_field`] `Mcp-Name` (plain or `=?base64?…?=`) the named field.
 ///
 /// # Errors
 /// The `-32020` error object naming what is missing or differs.
@@ -318,26 +304,12 @@ pub fn check_mirrored(
     Ok(())
 }
 
-/// Whether a method's result is cacheable and must carry `ttlMs` and `cacheScope` (the lists,
-/// and `resources/read`).
-#[must_use]
-pub fn is_cacheable_method(method: &str) -> bool {
-    matches!(
-        method,
-        "tools/list"
-            | "prompts/list"
-            | "resources/list"
-            | "resources/templates/list"
-            | "resources/read"
-    )
-}
-
 /// Adds the modern result fields: `resultType` (unless the result has one), and for cacheable
-/// results ([`is_cacheable_method`]) `ttlMs` and `cacheScope` (`private` when what the caller sees
+/// results ([`Method::result_is_cacheable`]) `ttlMs` and `cacheScope` (`private` when what the caller sees
 /// depends on who it is). An `input_required` result is interim and gets no cache hints.
 #[must_use]
 pub fn decorate_result(
-    method: &str,
+    method: &Method,
     result: &serde_json::value::RawValue,
     private: bool,
 ) -> Box<serde_json::value::RawValue> {
@@ -347,7 +319,7 @@ pub fn decorate_result(
     let result_type = obj
         .entry("resultType")
         .or_insert_with(|| Value::String("complete".into()));
-    if is_cacheable_method(method) && result_type == "complete" {
+    if method.result_is_cacheable() && result_type == "complete" {
         obj.entry("ttlMs").or_insert_with(|| json!(LIST_TTL_MS));
         obj.entry("cacheScope")
             .or_insert_with(|| Value::String(if private { "private" } else { "public" }.into()));
@@ -491,10 +463,14 @@ mod tests {
 
     #[test]
     fn resource_reads_are_cacheable_and_input_required_results_are_not() {
-        let read = decorate_result("resources/read", &to_raw(&json!({"contents": []})), false);
+        let read = decorate_result(
+            &Method::ResourcesRead,
+            &to_raw(&json!({"contents": []})),
+            false,
+        );
         assert!(read.get().contains("\"ttlMs\""));
         let interim = to_raw(&json!({"resultType": "input_required", "inputRequests": {}}));
-        let interim = decorate_result("resources/read", &interim, false);
+        let interim = decorate_result(&Method::ResourcesRead, &interim, false);
         assert!(!interim.get().contains("ttlMs"));
     }
 
@@ -525,13 +501,13 @@ mod tests {
     #[test]
     fn list_results_get_cache_hints_and_lose_them_for_legacy() {
         let raw = to_raw(&json!({"tools": []}));
-        let modern = decorate_result("tools/list", &raw, true);
+        let modern = decorate_result(&Method::ToolsList, &raw, true);
         let v: Value = serde_json::from_str(modern.get()).unwrap();
         assert_eq!(v["resultType"], "complete");
         assert_eq!(v["cacheScope"], "private");
         assert_eq!(v["ttlMs"], LIST_TTL_MS);
         assert_eq!(strip_modern_fields(&modern).get(), r#"{"tools":[]}"#);
-        let call = decorate_result("tools/call", &to_raw(&json!({"content": []})), false);
+        let call = decorate_result(&Method::ToolsCall, &to_raw(&json!({"content": []})), false);
         assert!(!call.get().contains("ttlMs"));
     }
 

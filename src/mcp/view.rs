@@ -14,10 +14,13 @@
 //!
 //! ```
 //! use mcp_budget::jsonrpc::Message;
-//! use mcp_budget::mcp::view::{Era, RequestView};
+//! use mcp_budget::mcp::Era;
+//! use mcp_budget::mcp::method::Method;
+//! use mcp_budget::mcp::view::RequestView;
 //!
 //! let msg = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"now","arguments":{"tz":"UTC"}}}"#)?;
 //! let view = RequestView::of(&msg);
+//! assert_eq!(view.method(), &Method::ToolsCall);
 //! assert_eq!(view.name(), Some("now"));
 //! assert_eq!(view.arguments(&msg), Some(r#"{"tz":"UTC"}"#));
 //! assert_eq!(view.era(), Era::Legacy);
@@ -33,22 +36,15 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
+use crate::mcp::Era;
+use crate::mcp::method::Method;
 use crate::mcp::modern::{self, RequestMeta};
-
-/// The protocol era of one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Era {
-    /// The 2025 era (and 2024-11-05): the session's `initialize` said what the client is.
-    #[default]
-    Legacy,
-    /// 2026-07-28: the request says in its `_meta` (or the transport said so).
-    Modern,
-}
 
 /// What the stack reads of one message (see the module docs).
 #[derive(Debug, Clone, Default)]
 pub struct RequestView {
-    method: Option<Box<str>>,
+    /// Parsed once, here: the layers and the gateway ask it ([`Method`]'s predicates).
+    method: Method,
     name: Option<Box<str>>,
     uri: Option<Box<str>>,
     /// `name`, `arguments` or `_meta` came twice (a typed parse refuses such params).
@@ -86,7 +82,9 @@ impl RequestView {
 
     fn build(message: &Message, modern_by_transport: bool) -> Self {
         let mut view = Self {
-            method: message.method().map(Into::into),
+            // An answer has no method: `Other("")`, as the gateway has always read it (an
+            // empty name allocates nothing).
+            method: message.method().map(Method::parse).unwrap_or_default(),
             modern_by_transport,
             ..Self::default()
         };
@@ -144,10 +142,10 @@ impl RequestView {
         }
     }
 
-    /// The method (`None` for an answer).
+    /// The method, parsed once (`Method::Other("")` for an answer, which has none).
     #[must_use]
-    pub fn method(&self) -> Option<&str> {
-        self.method.as_deref()
+    pub fn method(&self) -> &Method {
+        &self.method
     }
 
     /// `params.name` when it is a string (the last one when repeated, as a `Value` reads it).
@@ -166,7 +164,8 @@ impl RequestView {
     /// The name of a `tools/call` or `prompts/get` (for logs); `None` for other methods.
     #[must_use]
     pub fn tool_or_prompt(&self) -> Option<&str> {
-        matches!(self.method(), Some("tools/call" | "prompts/get"))
+        self.method
+            .takes_arguments()
             .then(|| self.typed_name())
             .flatten()
     }
@@ -177,15 +176,11 @@ impl RequestView {
         self.uri.as_deref()
     }
 
-    /// What `Mcp-Name` must mirror: the field of [`modern::NAME_BEARING_METHODS`] for this
-    /// method (`name` or `uri`), when it is a string.
+    /// What `Mcp-Name` must mirror: the field of [`Method::mirrored_field`] for this method
+    /// (`name` or `uri`), when it is a string.
     #[must_use]
     pub fn target_name(&self) -> Option<&str> {
-        let method = self.method()?;
-        let (_, key) = modern::NAME_BEARING_METHODS
-            .iter()
-            .find(|(m, _)| *m == method)?;
-        if *key == "uri" {
+        if self.method.mirrored_field()? == "uri" {
             self.uri()
         } else {
             self.name()
@@ -251,10 +246,7 @@ impl RequestView {
         if !modern::MODERN_VERSIONS.contains(&meta.protocol_version.as_str()) {
             return Some(modern::unsupported_version(&meta.protocol_version));
         }
-        let method = self.method().unwrap_or_default();
-        modern::REMOVED_METHODS
-            .contains(&method)
-            .then(|| modern::removed_method(method))
+        (self.method.removed_in_modern()).then(|| modern::removed_method(self.method.as_str()))
     }
 
     /// The refusal the era's transport-independent rules give a modern request, first

@@ -43,7 +43,9 @@ fn route(method: &str, params: &Value) -> Option<Routed> {
 }
 
 fn upstream(server: &str, own: &str) -> Reach {
+    let at = ["git", "docs", "calc"].iter().position(|s| *s == server);
     Reach::Upstream {
+        at: at.unwrap(),
         server: server.into(),
         own: own.into(),
     }

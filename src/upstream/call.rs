@@ -14,11 +14,12 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::pending::Pending;
-use super::{Era, Link, Upstream, outgoing};
+use super::{Link, Upstream, outgoing};
 use crate::context::{Outbound, RunToEnd, SessionState};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Message};
 use crate::lock::lock;
+use crate::mcp::Era;
 
 /// One request to an upstream, built step by step and sent with [`Upstream::request`].
 ///
@@ -210,8 +211,8 @@ impl Upstream {
             }
             _ => None,
         };
-        let abort =
-            (era == Era::Modern && matches!(link, Link::Http(_))).then(CancellationToken::new);
+        let abort = (era == Some(Era::Modern) && matches!(link, Link::Http(_)))
+            .then(CancellationToken::new);
         let (tx, rx) = oneshot::channel();
         lock(&self.inner.pending).insert(
             id,

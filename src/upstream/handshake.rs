@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::{Call, Era, PROTOCOL_VERSION, ServerInfo, Upstream};
+use super::{Call, PROTOCOL_VERSION, ServerInfo, Upstream};
 use crate::error::Error;
 use crate::jsonrpc::{Message, to_raw};
+use crate::mcp::Era;
 use crate::mcp::bridge;
 use crate::mcp::modern::MODERN_VERSION;
 use crate::policy::UpstreamProtocol;
@@ -68,9 +69,9 @@ pub(super) fn client_info() -> Value {
 /// connection fails as it would have. The era found is kept for reconnections.
 pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> {
     match upstream.era() {
-        Era::Legacy => return initialize(upstream).await,
-        Era::Modern => return discover(upstream).await,
-        Era::Unknown => {}
+        Some(Era::Legacy) => return initialize(upstream).await,
+        Some(Era::Modern) => return discover(upstream).await,
+        None => {}
     }
     let probe = bridge::with_envelope(
         None,
@@ -104,7 +105,7 @@ pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> 
     }
     let info = initialize(upstream).await?;
     // Kept only once it worked: a connection that failed says nothing about the server.
-    if upstream.era() == Era::Unknown {
+    if upstream.era().is_none() {
         upstream.set_era(Era::Legacy);
     }
     Ok(info)

@@ -13,6 +13,7 @@ use crate::context::Outbound;
 use crate::error::Error;
 use crate::jsonrpc::{Id, Kind, Message, to_raw};
 use crate::lock::lock;
+use crate::mcp::method::Method;
 
 impl Upstream {
     /// Handles one message the server sent. `hint` is where server→client requests go when
@@ -43,9 +44,9 @@ impl Upstream {
     }
 
     fn incoming_notification(&self, mut msg: Message, hint: Option<&Outbound>) {
-        let method = msg.method().unwrap_or_default().to_owned();
-        match method.as_str() {
-            "notifications/progress" => {
+        let method = Method::parse(msg.method().unwrap_or_default());
+        match method {
+            Method::Progress => {
                 let Ok(Value::Object(mut params)) = msg.params_as::<Value>() else {
                     return;
                 };
@@ -63,10 +64,10 @@ impl Upstream {
                     let _ = out.send(msg);
                 }
             }
-            "notifications/tools/list_changed"
-            | "notifications/prompts/list_changed"
-            | "notifications/resources/list_changed" => {
-                let kind = method
+            Method::ToolsListChanged
+            | Method::PromptsListChanged
+            | Method::ResourcesListChanged => {
+                let kind = (method.as_str())
                     .trim_start_matches("notifications/")
                     .trim_end_matches("/list_changed")
                     .to_owned();
@@ -75,16 +76,16 @@ impl Upstream {
                     .events
                     .send(Event::ListChanged(self.inner.index, kind));
             }
-            "notifications/resources/updated" => {
+            Method::ResourcesUpdated => {
                 let _ = self
                     .inner
                     .events
                     .send(Event::Broadcast(self.inner.index, msg));
             }
-            "notifications/subscriptions/acknowledged" => {
+            Method::SubscriptionsAcknowledged => {
                 tracing::debug!(upstream = self.name(), "subscriptions/listen acknowledged");
             }
-            "notifications/cancelled" => self.server_cancelled(msg),
+            Method::Cancelled => self.server_cancelled(msg),
             // Logs, and whatever else a server says: to the client whose call it belongs to.
             // A log of no call goes to the sessions that asked for its level; anything else
             // that cannot be attributed reaches nobody.
@@ -92,14 +93,14 @@ impl Upstream {
                 route::Owner::Client(out) => {
                     let _ = out.send(msg);
                 }
-                route::Owner::Nobody if method == "notifications/message" => {
+                route::Owner::Nobody if method == Method::LogMessage => {
                     let _ = self.inner.events.send(Event::Log(self.inner.index, msg));
                 }
                 owner => {
                     self.inner.unrouted.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(
                         upstream = self.name(),
-                        method,
+                        method = method.as_str(),
                         ?owner,
                         "Notification of no certain client dropped"
                     );
@@ -160,13 +161,13 @@ impl Upstream {
         let Some(original) = msg.id.clone() else {
             return;
         };
-        let method = msg.method().unwrap_or_default().to_owned();
+        let method = Method::parse(msg.method().unwrap_or_default());
         // What the gateway answers itself: a liveness check, and roots the policy declares.
-        if method == "ping" {
+        if method == Method::Ping {
             let _ = self.notify(Message::response_value(original, &json!({})));
             return;
         }
-        if let (true, Some(roots)) = (method == "roots/list", self.inner.spec.roots.as_ref()) {
+        if let (true, Some(roots)) = (method == Method::RootsList, self.inner.spec.roots.as_ref()) {
             let _ = self.notify(Message::response_value(
                 original,
                 &json!({ "roots": roots }),
@@ -175,14 +176,14 @@ impl Upstream {
         }
         let out = match self.owner(&msg, hint) {
             route::Owner::Client(out) => out,
-            route::Owner::Nobody if method == "roots/list" => {
+            route::Owner::Nobody if method == Method::RootsList => {
                 // No client is calling: no roots is the truthful answer (declared roots would
                 // have been given above), and servers handle it better than an error.
                 let _ = self.notify(Message::response_value(original, &json!({"roots": []})));
                 return;
             }
             owner => {
-                self.refuse_unroutable(original, &method, &owner);
+                self.refuse_unroutable(original, method.as_str(), &owner);
                 return;
             }
         };

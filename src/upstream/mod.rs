@@ -47,6 +47,8 @@ use crate::context::Outbound;
 use crate::error::Error;
 use crate::jsonrpc::{Id, Message};
 use crate::lock::lock;
+use crate::mcp::Era;
+use crate::mcp::method::Method;
 use crate::policy::{Transport, UpstreamProtocol, UpstreamSpec};
 
 // The code moved to `crate::jsonrpc::code`; this old path is kept for the other branches of
@@ -56,31 +58,21 @@ pub use crate::jsonrpc::code::REQUEST_CANCELLED;
 /// The protocol version the gateway asks 2025-era upstreams for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 
-/// The protocol era an upstream speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
-    /// Not known yet (before the first handshake).
-    Unknown,
-    /// 2025-11-25 and before: `initialize`, sessions, server→client requests.
-    Legacy,
-    /// 2026-07-28: stateless, `_meta` envelope on every request, MRTR.
-    Modern,
+/// An upstream's era as its atomic holds it: `None` (not known yet) is 0.
+fn era_from_u8(v: u8) -> Option<Era> {
+    match v {
+        1 => Some(Era::Legacy),
+        2 => Some(Era::Modern),
+        _ => None,
+    }
 }
 
-impl Era {
-    fn from_u8(v: u8) -> Self {
-        match v {
-            1 => Self::Legacy,
-            2 => Self::Modern,
-            _ => Self::Unknown,
-        }
-    }
-    fn to_u8(self) -> u8 {
-        match self {
-            Self::Unknown => 0,
-            Self::Legacy => 1,
-            Self::Modern => 2,
-        }
+/// [`era_from_u8`]'s inverse.
+fn era_to_u8(era: Option<Era>) -> u8 {
+    match era {
+        None => 0,
+        Some(Era::Legacy) => 1,
+        Some(Era::Modern) => 2,
     }
 }
 
@@ -190,11 +182,11 @@ impl Upstream {
     ) -> Self {
         let (status, _) = watch::channel(Status::Starting);
         let era = match spec.protocol {
-            UpstreamProtocol::Modern => Era::Modern,
-            UpstreamProtocol::Legacy => Era::Legacy,
+            UpstreamProtocol::Modern => Some(Era::Modern),
+            UpstreamProtocol::Legacy => Some(Era::Legacy),
             // HTTP+SSE servers are 2024-11-05: no `server/discover` probe.
-            _ if spec.http.transport == crate::policy::HttpTransport::Sse => Era::Legacy,
-            _ => Era::Unknown,
+            _ if spec.http.transport == crate::policy::HttpTransport::Sse => Some(Era::Legacy),
+            _ => None,
         };
         let upstream = Self {
             inner: Arc::new(Inner {
@@ -207,7 +199,7 @@ impl Upstream {
                 server_requests: Mutex::new(HashMap::new()),
                 unrouted: AtomicU64::new(0),
                 next_id: AtomicI64::new(1),
-                era: AtomicU8::new(era.to_u8()),
+                era: AtomicU8::new(era_to_u8(era)),
                 status,
                 info: Mutex::new(ServerInfo::default()),
                 events,
@@ -265,10 +257,10 @@ impl Upstream {
         self.inner.status.borrow().clone()
     }
 
-    /// The protocol era it speaks ([`Era::Unknown`] until the first handshake).
+    /// The protocol era it speaks (`None` until the first handshake tells).
     #[must_use]
-    pub fn era(&self) -> Era {
-        Era::from_u8(self.inner.era.load(Ordering::Relaxed))
+    pub fn era(&self) -> Option<Era> {
+        era_from_u8(self.inner.era.load(Ordering::Relaxed))
     }
 
     /// Requests sent to it and not answered yet.
@@ -280,11 +272,13 @@ impl Upstream {
     /// Whether it speaks 2026-07-28.
     #[must_use]
     pub fn is_modern(&self) -> bool {
-        self.era() == Era::Modern
+        self.era() == Some(Era::Modern)
     }
 
     fn set_era(&self, era: Era) {
-        self.inner.era.store(era.to_u8(), Ordering::Relaxed);
+        self.inner
+            .era
+            .store(era_to_u8(Some(era)), Ordering::Relaxed);
     }
 
     /// What the handshake (`initialize` or `server/discover`) said.
@@ -411,7 +405,7 @@ impl Upstream {
     /// The `Mcp-Param-*` headers of a `tools/call` to this upstream (none for other methods,
     /// or tools that mark no property).
     pub(crate) fn param_headers(&self, msg: &Message) -> Vec<(String, String)> {
-        if msg.method() != Some("tools/call") {
+        if msg.method().and_then(Method::known) != Some(Method::ToolsCall) {
             return Vec::new();
         }
         let marks = lock(&self.inner.param_marks);

@@ -17,16 +17,16 @@
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::Era;
 use crate::jsonrpc::to_raw;
+use crate::mcp::Era;
 use crate::mcp::bridge;
 use crate::mcp::modern::MODERN_VERSION;
 
 /// How to rewrite one request's params for its upstream.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rewrite<'a> {
-    /// The era the upstream speaks.
-    pub(crate) era: Era,
+    /// The era the upstream speaks (`None`: not known yet).
+    pub(crate) era: Option<Era>,
     /// The upstream's index and the request's id, when a client waits on the request: its
     /// progress token is then replaced by [`progress_token`] (`None`: no client to map progress
     /// back to, tokens stay as they are).
@@ -78,7 +78,7 @@ pub(crate) fn rewrite(params: Option<Box<RawValue>>, how: &Rewrite<'_>) -> Outgo
         .as_ref()
         .is_some_and(|p| p.get().contains('\\') || p.get().contains("_meta"));
     let strip = maybe_meta
-        && how.era == Era::Legacy
+        && how.era == Some(Era::Legacy)
         && params
             .as_ref()
             .is_some_and(|p| p.get().contains(bridge::ENVELOPE_PREFIX));
@@ -87,7 +87,7 @@ pub(crate) fn rewrite(params: Option<Box<RawValue>>, how: &Rewrite<'_>) -> Outgo
         && params
             .as_ref()
             .is_some_and(|p| p.get().contains("progressToken"));
-    let modern = how.era == Era::Modern;
+    let modern = how.era == Some(Era::Modern);
     if !(strip || remap || modern) {
         return Outgoing {
             params,

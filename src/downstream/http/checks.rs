@@ -419,7 +419,7 @@ fn check_modern_request(view: &RequestView, headers: &HeaderMap) -> Result<(), E
         method: header("mcp-method"),
         name: header("mcp-name"),
     };
-    let method = view.method().unwrap_or_default();
+    let method = view.method().as_str();
     modern::check_mirrored(method, view.target_name(), meta, mirrored)?;
     view.version_error().map_or(Ok(()), Err)
 }

@@ -28,6 +28,7 @@ use crate::error::kind;
 use crate::identity::Principal;
 use crate::jsonrpc::{ErrorObject, INVALID_REQUEST, Id, Kind, Message};
 use crate::lock::lock;
+use crate::mcp::method::Method;
 use crate::mcp::view::RequestView;
 use crate::stack::McpService;
 
@@ -125,7 +126,7 @@ fn check_param_headers(
     view: &RequestView,
     headers: &HeaderMap,
 ) -> Result<(), Box<Response>> {
-    if view.method() != Some("tools/call") {
+    if *view.method() != Method::ToolsCall {
         return Ok(());
     }
     let marks = |name: &str| state.catalog.borrow().param_marks(name).to_vec();

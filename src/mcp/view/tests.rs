@@ -26,7 +26,7 @@ fn a_tool_call_gives_its_name_arguments_and_progress_token() {
         r#"{"name":"a__now","arguments":{"tz":"UTC","n":1e3},"_meta":{"progressToken":1.0}}"#,
     );
     let view = RequestView::of(&msg);
-    assert_eq!(view.method(), Some("tools/call"));
+    assert_eq!(view.method(), &Method::ToolsCall);
     assert_eq!(view.name(), Some("a__now"));
     assert_eq!(view.typed_name(), Some("a__now"));
     assert_eq!(view.tool_or_prompt(), Some("a__now"));
@@ -68,10 +68,10 @@ fn notifications_and_answers_are_not_read() {
         r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
     );
     let view = RequestView::of(&note);
-    assert_eq!(view.method(), Some("tools/call"));
+    assert_eq!(view.method(), &Method::ToolsCall);
     assert_eq!((view.name(), view.era()), (None, Era::Legacy));
     let answer = parse(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
-    assert_eq!(RequestView::of(&answer).method(), None);
+    assert_eq!(RequestView::of(&answer).method(), &Method::default());
 }
 
 #[test]

@@ -3,10 +3,10 @@ use serde_json::{Value, json};
 
 use super::{Outgoing, Rewrite, declared_capabilities, progress_token, rewrite};
 use crate::jsonrpc::to_raw;
+use crate::mcp::Era;
 use crate::mcp::bridge;
-use crate::upstream::Era;
 
-fn how(era: Era, progress: Option<(usize, i64)>) -> Rewrite<'static> {
+fn how(era: Option<Era>, progress: Option<(usize, i64)>) -> Rewrite<'static> {
     static GATEWAY: std::sync::LazyLock<Value> =
         std::sync::LazyLock::new(|| json!({"roots": {"listChanged": true}}));
     Rewrite {
@@ -24,14 +24,14 @@ fn params(out: &Outgoing) -> Value {
 #[test]
 fn params_without_meta_pass_byte_for_byte() {
     let text = r#"{"name":"echo",  "arguments":{"x":1}}"#;
-    for era in [Era::Legacy, Era::Unknown] {
+    for era in [Some(Era::Legacy), None] {
         let raw = serde_json::value::RawValue::from_string(text.to_owned()).unwrap();
         let out = rewrite(Some(raw), &how(era, Some((0, 7))));
         assert_eq!(out.params.unwrap().get(), text, "{era:?}");
         assert!(out.progress.is_none());
     }
     assert!(
-        rewrite(None, &how(Era::Legacy, Some((0, 1))))
+        rewrite(None, &how(Some(Era::Legacy), Some((0, 1))))
             .params
             .is_none()
     );
@@ -48,35 +48,35 @@ fn a_legacy_upstream_never_sees_the_modern_envelope() {
             "vendor/key": true,
         },
     });
-    let out = rewrite(Some(to_raw(&p)), &how(Era::Legacy, None));
+    let out = rewrite(Some(to_raw(&p)), &how(Some(Era::Legacy), None));
     assert_eq!(
         params(&out),
         json!({"name": "echo", "x-extra": [1, 2], "_meta": {"vendor/key": true}})
     );
     let only = json!({"name": "echo", "_meta": {"io.modelcontextprotocol/protocolVersion": "x"}});
-    let out = rewrite(Some(to_raw(&only)), &how(Era::Legacy, None));
+    let out = rewrite(Some(to_raw(&only)), &how(Some(Era::Legacy), None));
     assert_eq!(params(&out), json!({"name": "echo"}));
     // An upstream of unknown era is being probed: nothing is taken away yet.
-    let out = rewrite(Some(to_raw(&only)), &how(Era::Unknown, None));
+    let out = rewrite(Some(to_raw(&only)), &how(None, None));
     assert_eq!(params(&out), only);
 }
 
 #[test]
 fn the_progress_token_is_the_gateways_and_the_clients_comes_back() {
     let p = json!({"name": "slow", "_meta": {"progressToken": 42, "other": "kept"}});
-    let out = rewrite(Some(to_raw(&p)), &how(Era::Legacy, Some((3, 17))));
+    let out = rewrite(Some(to_raw(&p)), &how(Some(Era::Legacy), Some((3, 17))));
     assert_eq!(
         params(&out),
         json!({"name": "slow", "_meta": {"progressToken": "mcpb-3-17", "other": "kept"}})
     );
     assert_eq!(out.progress, Some(("mcpb-3-17".to_owned(), json!(42))));
     // No client waits: the token stays the client's.
-    let out = rewrite(Some(to_raw(&p)), &how(Era::Legacy, None));
+    let out = rewrite(Some(to_raw(&p)), &how(Some(Era::Legacy), None));
     assert_eq!(params(&out), p);
     assert!(out.progress.is_none());
     // A token outside `_meta` is no progress token.
     let p = json!({"arguments": {"progressToken": "mine"}});
-    let out = rewrite(Some(to_raw(&p)), &how(Era::Legacy, Some((0, 1))));
+    let out = rewrite(Some(to_raw(&p)), &how(Some(Era::Legacy), Some((0, 1))));
     assert_eq!(params(&out), p);
     assert!(out.progress.is_none());
 }
@@ -85,7 +85,7 @@ fn the_progress_token_is_the_gateways_and_the_clients_comes_back() {
 fn an_escaped_meta_key_is_still_found() {
     let text = r#"{"\u005fmeta":{"progressToken":"t"}}"#;
     let raw = serde_json::value::RawValue::from_string(text.to_owned()).unwrap();
-    let out = rewrite(Some(raw), &how(Era::Legacy, Some((1, 2))));
+    let out = rewrite(Some(raw), &how(Some(Era::Legacy), Some((1, 2))));
     assert_eq!(
         params(&out),
         json!({"_meta": {"progressToken": "mcpb-1-2"}})
@@ -100,7 +100,7 @@ fn a_modern_upstream_gets_the_gateways_envelope() {
     let out = rewrite(
         Some(to_raw(&p)),
         &Rewrite {
-            era: Era::Modern,
+            era: Some(Era::Modern),
             progress: Some((0, 5)),
             capabilities: &client,
             log_level: Some("debug"),
@@ -121,7 +121,7 @@ fn a_modern_upstream_gets_the_gateways_envelope() {
         "mcp-budget"
     );
     // A request without params gets params for the envelope.
-    let out = rewrite(None, &how(Era::Modern, None));
+    let out = rewrite(None, &how(Some(Era::Modern), None));
     assert!(params(&out)["_meta"].is_object());
 }
 
@@ -163,7 +163,7 @@ proptest! {
         top in extra_fields(),
         meta in extra_fields(),
         token in prop::option::of(json_leaf()),
-        era in prop_oneof![Just(Era::Legacy), Just(Era::Unknown), Just(Era::Modern)],
+        era in prop_oneof![Just(Some(Era::Legacy)), Just(None), Just(Some(Era::Modern))],
         id in 1..i64::MAX,
     ) {
         let mut p = top.clone();
