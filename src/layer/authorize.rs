@@ -35,7 +35,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tower::Layer;
 
@@ -43,7 +43,7 @@ use crate::audit::{self, Audit, Entry};
 use crate::authz::{Decision, Kind, Scope, Target};
 use crate::catalog::Catalog;
 use crate::context::{McpFuture, McpRequest};
-use crate::error::{UPSTREAM_ERROR, kind};
+use crate::error::Error;
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::{ErrorObject, Id, Kind as MessageKind, Message, to_raw};
 use crate::layer::{Around, Inner, Layered};
@@ -275,16 +275,13 @@ fn denial_label(rule: &str) -> &'static str {
 
 /// The `mcp_budget.authorization.denied` error.
 fn denied(principal: &Principal, exposed: &str, reason: &str, audit_id: &str) -> ErrorObject {
-    ErrorObject::new(
-        UPSTREAM_ERROR,
-        format!(
-            "client {:?} may not call {exposed}: {reason} (if it should, the gateway's operator \
-             extends this client's [[client]] allow list or rules; audit id {audit_id})",
-            principal.name()
-        ),
-        kind::AUTHORIZATION_DENIED,
-        Some(json!({"tool": exposed, "reason": reason, "audit_id": audit_id})),
-    )
+    Error::Denied {
+        client: principal.name().to_owned(),
+        tool: exposed.to_owned(),
+        reason: reason.to_owned(),
+        audit_id: audit_id.to_owned(),
+    }
+    .to_error_object()
 }
 
 /// `ok`, `is_error`, `error` (with its type) or `none`.
