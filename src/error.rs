@@ -23,7 +23,6 @@ use crate::jsonrpc::{
 };
 use crate::limits::Which;
 use crate::mcp::modern::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
-use crate::upstream::REQUEST_CANCELLED;
 
 /// JSON-RPC code for errors of an upstream (a server error in the implementation-defined range).
 pub const UPSTREAM_ERROR: i64 = -32000;
@@ -32,6 +31,9 @@ pub const TOO_LARGE: i64 = -32001;
 /// JSON-RPC code of `tools/describe` for names the client cannot see (the draft's
 /// `RESOURCE_NOT_AVAILABLE`).
 pub const NOT_AVAILABLE: i64 = -32002;
+/// JSON-RPC code of the answer to a request the client cancelled (as LSP's
+/// `RequestCancelled`; MCP defines none because it expects no answer at all).
+pub const REQUEST_CANCELLED: i64 = -32800;
 /// JSON-RPC code for a call refused by a gateway limit (`RateLimited` of the draft
 /// rate-limiting SEP), with `error.data.retryAfterMs`.
 pub const RATE_LIMITED: i64 = -32023;

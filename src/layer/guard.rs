@@ -32,12 +32,12 @@ use tokio::sync::watch;
 use tower::Layer;
 
 use crate::audit::{self, Audit};
+use crate::catalog::Item;
 use crate::catalog::{Catalog, Quarantined};
 use crate::context::{McpFuture, McpRequest};
 use crate::error::{Error, Quarantine};
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
-use crate::pin::Item;
 use crate::sanitize::{self, strip};
 
 /// Layer of [`Guard`].

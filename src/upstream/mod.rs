@@ -49,9 +49,7 @@ use crate::jsonrpc::{Id, Message};
 use crate::lock::lock;
 use crate::policy::{Transport, UpstreamProtocol, UpstreamSpec};
 
-/// JSON-RPC code of the answer to a request the client cancelled (as LSP's
-/// `RequestCancelled`; MCP defines none because it expects no answer at all).
-pub const REQUEST_CANCELLED: i64 = -32800;
+pub use crate::error::REQUEST_CANCELLED;
 
 /// The protocol version the gateway asks 2025-era upstreams for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
