@@ -39,7 +39,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tower::Layer;
 
-use crate::audit::{self, Audit, Entry};
+use crate::audit::{self, Audit};
 use crate::authz::{Decision, Kind, Scope, Target};
 use crate::catalog::Catalog;
 use crate::context::{McpFuture, McpRequest};
@@ -124,56 +124,34 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         };
         let decision = decide(&req, &called, &routes, arguments);
         let audit = self.audit.clone();
-        let audit_id = audit::new_id();
         let (rule, reason) = match &decision {
             Decision::Allow if anonymous => ("no clients configured", None),
             Decision::Allow => ("allow", None),
             Decision::Deny { rule, reason } => (rule.as_str(), Some(reason.as_str())),
         };
-        let upstream = routes.first().map(|(s, n)| format!("{s}/{n}"));
-        let session = req.caller.session.id.clone();
         let principal = req.caller.principal.clone();
-        let entry = Entry {
-            audit_id: &audit_id,
-            principal: principal.name(),
-            session: &session,
-            method,
-            tool: Some(&called.exposed),
-            upstream: upstream.clone(),
-            decision: Some(if reason.is_some() { "deny" } else { "allow" }),
-            rule: Some(rule),
-            reason,
-            arguments: audit.arguments(|| arguments().cloned().unwrap_or_default()),
-            run_audit_id: req.caller.run.as_deref(),
-            ..Entry::default()
+        let call = audit::call::Call {
+            audit_id: audit::new_id(),
+            principal: principal.name().to_owned(),
+            session: req.caller.session.id.clone(),
+            method: method.to_owned(),
+            tool: called.exposed.clone(),
+            upstream: routes.first().map(|(s, n)| format!("{s}/{n}")),
+            run: req.caller.run.clone(),
         };
-        audit.decision(entry);
+        let logged = audit.arguments(|| arguments().cloned().unwrap_or_default());
+        audit.decision(call.decision(rule, reason, logged));
         if let Some(reason) = reason {
             crate::telemetry::record::denied(principal.name(), denial_label(rule));
             let id = req.message.id.clone().unwrap_or(Id::Null);
-            let error = denied(&principal, &called.exposed, reason, &audit_id);
+            let error = denied(&principal, &called.exposed, reason, &call.audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
-        let method = method.to_owned();
-        let run = req.caller.run.clone();
         Box::pin(async move {
             let started = tokio::time::Instant::now();
             let reply = inner.call(req).await?;
             let (outcome, error_type) = outcome_of(reply.as_ref());
-            let elapsed = started.elapsed().as_millis();
-            audit.outcome(Entry {
-                audit_id: &audit_id,
-                principal: principal.name(),
-                session: &session,
-                method: &method,
-                tool: Some(&called.exposed),
-                upstream,
-                outcome: Some(outcome),
-                error_type,
-                duration_ms: Some(u64::try_from(elapsed).unwrap_or(u64::MAX)),
-                run_audit_id: run.as_deref(),
-                ..Entry::default()
-            });
+            audit.outcome(call.outcome(outcome, error_type, started.elapsed()));
             Ok(reply)
         })
     }
