@@ -10,6 +10,16 @@
 //! `-32000` with `data = { type: "mcp_budget.authorization.denied", tool, reason, audit_id }`;
 //! nothing goes upstream.
 //!
+//! *One answer for a denied tool*: this refusal is the answer on every path to a tool — a
+//! direct call, `invoke_tool`, `get_tool_schema` (the budget layer sends both down as the
+//! direct call they stand for when the client may not see the tool) and `run_code`'s
+//! `tools.call` (sent down as a call; the script's exception has the same `type`), in both
+//! eras. Denied rather than "unknown tool": the `data.type` is a stable name outside checks
+//! match on, the message says what to change, and a direct call answered it already, so hiding
+//! the tool on the other paths only gave one fact two answers. It leaks no more than a direct
+//! call: lists, search results and near-name suggestions never show a tool the client cannot
+//! see (`docs/security.md`, "A denied tool").
+//!
 //! *List phase*: `prompts/list`, `resources/list`, `resources/templates/list` — and
 //! `tools/list` when the budget layer is off (it plans the tool list within the scope
 //! otherwise) — come back holding only what the principal may see.
