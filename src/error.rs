@@ -302,7 +302,7 @@ impl Error {
 
     /// The JSON-RPC error object for this error, with its stable `data.type`.
     ///
-    /// Two exhaustive tables decide it: [`Error::code_and_kind`] and [`Error::data`]; a new
+    /// Two exhaustive tables decide it, `code_and_kind` and `data`; a new
     /// variant compiles only once both say what it answers.
     #[must_use]
     pub fn to_error_object(&self) -> ErrorObject {
