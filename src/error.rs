@@ -17,12 +17,14 @@ pub mod kind;
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::jsonrpc::ErrorObject;
 use crate::jsonrpc::code::{
-    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MISSING_CAPABILITY,
+    HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+    MISSING_CAPABILITY, UNSUPPORTED_VERSION,
 };
+use crate::limits::Which;
 
 // The codes moved to `crate::jsonrpc::code`; these old paths are kept for the other branches
 // of issue 30, whose use sites are renamed after they merge.
@@ -32,6 +34,10 @@ pub use crate::jsonrpc::code::RATE_LIMITED;
 pub use crate::jsonrpc::code::SERVER_ERROR as UPSTREAM_ERROR;
 /// JSON-RPC code for a request refused because it is too large.
 pub use crate::jsonrpc::code::TOO_LARGE;
+/// JSON-RPC code of `tools/describe` for names the client cannot see.
+pub use crate::jsonrpc::code::RESOURCE_NOT_AVAILABLE as NOT_AVAILABLE;
+/// JSON-RPC code of the answer to a request the client cancelled.
+pub use crate::jsonrpc::code::REQUEST_CANCELLED;
 
 /// A runtime error that becomes a JSON-RPC error response.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -161,6 +167,86 @@ pub enum Error {
         /// Several clients could own it (else: none).
         ambiguous: bool,
     },
+    /// The client's scope does not allow the call ([`crate::layer::authorize`]): its tool,
+    /// prompt, resource or arguments. The same answer on every path that reaches the tool.
+    #[error(
+        "client {client:?} may not call {tool}: {reason} (if it should, the gateway's operator \
+         extends this client's [[client]] allow list or rules; audit id {audit_id})"
+    )]
+    Denied {
+        /// The client's name.
+        client: String,
+        /// The tool (prompt, resource) as the client named it.
+        tool: String,
+        /// Which rule denied it.
+        reason: String,
+        /// The id of the audit line that recorded the denial.
+        audit_id: String,
+    },
+    /// A call refused by one of the client's `[limits]`.
+    #[error(
+        "client {client:?} is over its {} ([limits] {}); retry in {retry_after_ms} ms",
+        limit_what(*which, upstream.as_deref()),
+        which.key()
+    )]
+    Limited {
+        /// The client's name.
+        client: String,
+        /// The upstream called, when the call names one.
+        upstream: Option<String>,
+        /// The limit.
+        which: Which,
+        /// When to try again.
+        retry_after_ms: u64,
+    },
+    /// A request naming an item held back by the pins or the sanitizer.
+    #[error("{} {} is quarantined: {}", .0.what, .0.name, .0.why())]
+    Quarantined(Box<Quarantine>),
+    /// A refusal of the HTTP transport.
+    #[error(transparent)]
+    Http(#[from] Http),
+    /// A 2026-07-28 request whose envelope or headers the gateway cannot serve.
+    #[error(transparent)]
+    Protocol(#[from] Protocol),
+    /// `tools/describe` names that are not in the client's catalog (unknown, or not visible to
+    /// it: the two are not told apart).
+    #[error(
+        "No tool named {} is available to this client; tools/catalog lists the ones that are",
+        .names.join(", ")
+    )]
+    NotAvailable {
+        /// The names asked for that are not available.
+        names: Vec<String>,
+    },
+    /// Params of the wrong shape, with a message that says it whole (no method prefix, unlike
+    /// [`Error::InvalidParams`]).
+    #[error("{0}")]
+    Params(String),
+    /// The answer an upstream gets to its request for a capability the (2026-07-28) client did
+    /// not declare.
+    #[error("the client did not declare the {capability:?} capability")]
+    CapabilityUndeclared {
+        /// The capability.
+        capability: String,
+    },
+    /// The answer an upstream gets when a 2026-07-28 client retried a parked call without
+    /// answering its request.
+    #[error("the client gave no answer to this request")]
+    NoAnswer,
+    /// The answer an upstream request's waiter gets when the client cancelled it.
+    #[error("the request was cancelled by the client: {}", .reason.as_deref().unwrap_or("no reason given"))]
+    Cancelled {
+        /// The reason the client gave.
+        reason: Option<String>,
+    },
+    /// A modern HTTP upstream refused a request with a 4xx and no JSON-RPC error of its own.
+    #[error("the upstream refused the request: HTTP {status}: {text}")]
+    UpstreamRefused {
+        /// The HTTP status, as `404 Not Found`.
+        status: String,
+        /// The start of the body.
+        text: String,
+    },
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
@@ -216,97 +302,320 @@ impl Error {
     }
 
     /// The JSON-RPC error object for this error, with its stable `data.type`.
+    ///
+    /// Two exhaustive tables decide it, `code_and_kind` and `data`; a new
+    /// variant compiles only once both say what it answers.
     #[must_use]
     pub fn to_error_object(&self) -> ErrorObject {
-        let message = self.to_string();
-        let (code, kind, extra) = match self {
-            Self::UpstreamUnavailable { upstream, .. } => (
-                UPSTREAM_ERROR,
-                kind::UPSTREAM_UNAVAILABLE,
-                Some(json!({ "upstream": upstream })),
-            ),
-            Self::UpstreamTimeout { upstream, timeout } => (
-                UPSTREAM_ERROR,
-                kind::UPSTREAM_TIMEOUT,
-                Some(json!({ "upstream": upstream, "timeout_ms": timeout.as_millis() })),
-            ),
-            Self::UpstreamProtocol { upstream, .. } => (
-                UPSTREAM_ERROR,
-                kind::UPSTREAM_PROTOCOL,
-                Some(json!({ "upstream": upstream })),
-            ),
-            Self::UpstreamUnreachable {
-                upstream,
-                url,
-                reason,
-            } => (
-                UPSTREAM_ERROR,
-                kind::UPSTREAM_UNREACHABLE,
-                Some(json!({ "upstream": upstream, "url": url, "reason": reason })),
-            ),
-            Self::InstancesExhausted { upstream, max } => (
-                UPSTREAM_ERROR,
-                kind::UPSTREAM_INSTANCES_EXHAUSTED,
-                Some(json!({ "upstream": upstream, "max_instances": max })),
-            ),
-            Self::ClientRequired { upstream } => (
-                INVALID_REQUEST,
-                kind::UPSTREAM_CLIENT_REQUIRED,
-                Some(json!({ "upstream": upstream })),
-            ),
-            Self::NotFound { what, name } => {
-                let mut data = json!({ "what": what, "name": name });
-                if *what == "resource" {
-                    // As servers answer an unknown resource (2026-07-28 SHOULD).
-                    data["uri"] = json!(name);
-                }
-                (INVALID_PARAMS, kind::CATALOG_NOT_FOUND, Some(data))
+        let (code, kind) = self.code_and_kind();
+        ErrorObject::new(code, self.to_string(), kind, self.data())
+    }
+
+    /// The JSON-RPC code and the `data.type` of this error.
+    fn code_and_kind(&self) -> (i64, &'static str) {
+        match self {
+            Self::UpstreamUnavailable { .. } => (UPSTREAM_ERROR, kind::UPSTREAM_UNAVAILABLE),
+            Self::UpstreamTimeout { .. } => (UPSTREAM_ERROR, kind::UPSTREAM_TIMEOUT),
+            Self::UpstreamProtocol { .. } => (UPSTREAM_ERROR, kind::UPSTREAM_PROTOCOL),
+            Self::UpstreamUnreachable { .. } => (UPSTREAM_ERROR, kind::UPSTREAM_UNREACHABLE),
+            Self::InstancesExhausted { .. } => (UPSTREAM_ERROR, kind::UPSTREAM_INSTANCES_EXHAUSTED),
+            Self::ClientRequired { .. } => (INVALID_REQUEST, kind::UPSTREAM_CLIENT_REQUIRED),
+            Self::UpstreamRefused { .. } => (INVALID_REQUEST, kind::UPSTREAM_PROTOCOL),
+            Self::Cancelled { .. } => (REQUEST_CANCELLED, kind::REQUEST_CANCELLED),
+            Self::NotFound { .. } => (INVALID_PARAMS, kind::CATALOG_NOT_FOUND),
+            Self::NotAvailable { .. } => (NOT_AVAILABLE, kind::CATALOG_NOT_FOUND),
+            Self::MethodNotFound(_) => (METHOD_NOT_FOUND, kind::METHOD_NOT_FOUND),
+            Self::InvalidParams { .. } | Self::Params(_) => {
+                (INVALID_PARAMS, kind::REQUEST_INVALID_PARAMS)
             }
-            Self::MethodNotFound(_) => (METHOD_NOT_FOUND, kind::METHOD_NOT_FOUND, None),
-            Self::InvalidParams { .. } => (INVALID_PARAMS, kind::REQUEST_INVALID_PARAMS, None),
-            Self::TooLarge { size, limit } => (
-                TOO_LARGE,
-                kind::REQUEST_TOO_LARGE,
-                Some(json!({ "size": size, "limit": limit })),
-            ),
-            Self::Session(_) => (INVALID_REQUEST, kind::SESSION_INVALID, None),
+            Self::TooLarge { .. } => (TOO_LARGE, kind::REQUEST_TOO_LARGE),
+            Self::Session(_) => (INVALID_REQUEST, kind::SESSION_INVALID),
+            Self::ClientInput {
+                missing_capability: Some(_),
+                ..
+            } => (MISSING_CAPABILITY, kind::CLIENT_MISSING_CAPABILITY),
+            Self::ClientInput { .. } => (UPSTREAM_ERROR, kind::CLIENT_INPUT_FAILED),
+            Self::CapabilityUndeclared { .. } => {
+                (METHOD_NOT_FOUND, kind::CLIENT_MISSING_CAPABILITY)
+            }
+            Self::NoAnswer => (INVALID_PARAMS, kind::CLIENT_NO_ANSWER),
+            Self::UnknownRequest { .. } => (INVALID_REQUEST, kind::ROUTE_UNKNOWN_REQUEST),
+            Self::Unroutable {
+                ambiguous: true, ..
+            } => (METHOD_NOT_FOUND, kind::ROUTE_AMBIGUOUS),
+            Self::Unroutable { .. } => (METHOD_NOT_FOUND, kind::ROUTE_NO_CLIENT),
+            Self::Denied { .. } => (UPSTREAM_ERROR, kind::AUTHORIZATION_DENIED),
+            Self::Limited {
+                which: Which::InFlight,
+                ..
+            } => (RATE_LIMITED, kind::LIMIT_IN_FLIGHT),
+            Self::Limited { .. } => (RATE_LIMITED, kind::LIMIT_RATE),
+            Self::Quarantined(held) => (UPSTREAM_ERROR, held.kind),
+            Self::Http(refusal) => (INVALID_REQUEST, refusal.kind()),
+            Self::Protocol(error) => error.code_and_kind(),
+            Self::ShuttingDown => (UPSTREAM_ERROR, kind::GATEWAY_SHUTTING_DOWN),
+            Self::Internal(_) => (INTERNAL_ERROR, kind::INTERNAL),
+        }
+    }
+
+    /// What `error.data` carries besides its `type`.
+    fn data(&self) -> Option<Value> {
+        let data = match self {
+            Self::UpstreamUnavailable { upstream, .. }
+            | Self::UpstreamProtocol { upstream, .. }
+            | Self::ClientRequired { upstream }
+            | Self::ClientInput {
+                upstream,
+                missing_capability: None,
+                ..
+            }
+            | Self::Unroutable { upstream, .. } => json!({ "upstream": upstream }),
             Self::ClientInput {
                 upstream,
                 missing_capability: Some(capability),
                 ..
-            } => (
-                MISSING_CAPABILITY,
-                kind::CLIENT_MISSING_CAPABILITY,
-                Some(
-                    json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } }),
-                ),
-            ),
-            Self::ClientInput { upstream, .. } => (
-                UPSTREAM_ERROR,
-                kind::CLIENT_INPUT_FAILED,
-                Some(json!({ "upstream": upstream })),
-            ),
-            Self::UnknownRequest { id } => (
-                INVALID_REQUEST,
-                kind::ROUTE_UNKNOWN_REQUEST,
-                Some(json!({ "id": id })),
-            ),
-            Self::Unroutable {
+            } => json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } }),
+            Self::UpstreamTimeout { upstream, timeout } => {
+                json!({ "upstream": upstream, "timeout_ms": timeout.as_millis() })
+            }
+            Self::UpstreamUnreachable {
                 upstream,
-                ambiguous,
+                url,
+                reason,
+            } => {
+                json!({ "upstream": upstream, "url": url, "reason": reason })
+            }
+            Self::InstancesExhausted { upstream, max } => {
+                json!({ "upstream": upstream, "max_instances": max })
+            }
+            Self::NotFound { what, name } => not_found(what, name),
+            Self::NotAvailable { names } => json!({ "unknownNames": names }),
+            Self::TooLarge { size, limit } => json!({ "size": size, "limit": limit }),
+            Self::UnknownRequest { id } => json!({ "id": id }),
+            Self::Denied {
+                tool,
+                reason,
+                audit_id,
                 ..
-            } => (
-                METHOD_NOT_FOUND,
-                if *ambiguous {
-                    kind::ROUTE_AMBIGUOUS
-                } else {
-                    kind::ROUTE_NO_CLIENT
-                },
-                Some(json!({ "upstream": upstream })),
-            ),
-            Self::ShuttingDown => (UPSTREAM_ERROR, kind::GATEWAY_SHUTTING_DOWN, None),
-            Self::Internal(_) => (INTERNAL_ERROR, kind::INTERNAL, None),
+            } => {
+                json!({"tool": tool, "reason": reason, "audit_id": audit_id})
+            }
+            Self::Limited {
+                client,
+                upstream,
+                which,
+                retry_after_ms,
+            } => json!({
+                "retryAfterMs": retry_after_ms,
+                "limit": which.key(),
+                "client": client,
+                "upstream": upstream,
+            }),
+            Self::Quarantined(held) => held.data(),
+            Self::Http(refusal) => return refusal.data(),
+            Self::Protocol(error) => return error.data(),
+            Self::UpstreamRefused { .. }
+            | Self::Cancelled { .. }
+            | Self::MethodNotFound(_)
+            | Self::InvalidParams { .. }
+            | Self::Params(_)
+            | Self::Session(_)
+            | Self::CapabilityUndeclared { .. }
+            | Self::NoAnswer
+            | Self::ShuttingDown
+            | Self::Internal(_) => return None,
         };
-        ErrorObject::new(code, message, kind, extra)
+        Some(data)
     }
 }
+
+fn not_found(what: &str, name: &str) -> Value {
+    let mut data = json!({ "what": what, "name": name });
+    if what == "resource" {
+        // As servers answer an unknown resource (2026-07-28 SHOULD).
+        data["uri"] = json!(name);
+    }
+    data
+}
+
+/// What a [`Error::Limited`] client is over, for its message.
+fn limit_what(which: Which, upstream: Option<&str>) -> String {
+    match which {
+        Which::ClientRate => "calls per second".to_owned(),
+        Which::UpstreamRate => format!("calls per second to upstream {}", upstream.unwrap_or("?")),
+        Which::InFlight => "calls in flight".to_owned(),
+    }
+}
+
+/// An item held back ([`Error::Quarantined`]): what the catalog's
+/// [`Quarantined`](crate::catalog::Quarantined) says of it, under the name the client used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantine {
+    /// `tool`, `prompt` or `template`: the message's noun and the `data` key of the name.
+    pub what: &'static str,
+    /// The name the request used.
+    pub name: String,
+    /// Server id.
+    pub server: String,
+    /// `changed`, `unknown` or `steering`.
+    pub reason: &'static str,
+    /// Its `data.type` (`mcp_budget.tool.changed`, `.tool.flagged`, `.prompt.changed`).
+    pub kind: &'static str,
+    /// The pinned hash, when there is one.
+    pub old: Option<String>,
+    /// The served definition's hash.
+    pub new: String,
+    /// What changed (empty unless `changed`).
+    pub changed: Vec<&'static str>,
+}
+
+impl Quarantine {
+    /// Why it is held, with the fix.
+    fn why(&self) -> String {
+        match self.reason {
+            "steering" => {
+                "its definition tries to steer the model; review it and add it to [sanitize] allow"
+                    .to_owned()
+            }
+            "unknown" => {
+                "it is not in the lockfile; review it and update the lock (mcp-budget pin)"
+                    .to_owned()
+            }
+            _ => format!(
+                "its {} changed since it was pinned; review it and update the lock (mcp-budget \
+                 pin), or restart the gateway to trust it anew",
+                self.changed.join(", ")
+            ),
+        }
+    }
+
+    fn data(&self) -> Value {
+        json!({
+            self.what: self.name,
+            "server": self.server,
+            "reason": self.reason,
+            "old": self.old,
+            "new": self.new,
+            "changed": self.changed,
+        })
+    }
+}
+
+/// A refusal of the HTTP transport (`-32600`); the HTTP downstream gives each its status.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Http {
+    /// A request refused for its headers, its session or its credentials, without `data`.
+    #[error("{message}")]
+    Refused {
+        /// Its `data.type`: one of the `http`, `session` and `authentication` kinds.
+        kind: &'static str,
+        /// What is wrong, with the fix.
+        message: String,
+    },
+    /// A request body that did not arrive within `downstream.body_timeout_secs`.
+    #[error(
+        "the request body did not arrive within {} s (downstream.body_timeout_secs): send the \
+         whole body without pauses",
+        .limit.as_secs_f64()
+    )]
+    BodyTimeout {
+        /// The timeout.
+        limit: Duration,
+    },
+    /// A connection over `downstream.max_connections` or `max_connections_per_client`.
+    #[error("{message}")]
+    TooManyConnections {
+        /// Which limit, with the fix.
+        message: String,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl Http {
+    /// [`Error::to_error_object`] of this refusal.
+    #[must_use]
+    pub fn into_object(self) -> ErrorObject {
+        Error::Http(self).to_error_object()
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Refused { kind, .. } => kind,
+            Self::BodyTimeout { .. } => kind::HTTP_BODY_TIMEOUT,
+            Self::TooManyConnections { .. } => kind::HTTP_TOO_MANY_CONNECTIONS,
+        }
+    }
+
+    fn data(&self) -> Option<Value> {
+        match self {
+            Self::Refused { .. } => None,
+            Self::BodyTimeout { limit } => Some(json!({ "limit_secs": limit.as_secs_f64() })),
+            Self::TooManyConnections { limit, .. } => Some(json!({ "limit": limit })),
+        }
+    }
+}
+
+/// A 2026-07-28 request the gateway cannot serve as sent.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Protocol {
+    /// `params._meta` without the protocol version or the client capabilities (`-32602`).
+    #[error("{0}")]
+    InvalidEnvelope(String),
+    /// A method that 2026-07-28 removed (`-32601`).
+    #[error("method {method:?} does not exist in protocol version {version}")]
+    RemovedMethod {
+        /// The method.
+        method: String,
+        /// The version that has no such method.
+        version: &'static str,
+    },
+    /// A protocol version the gateway does not speak (`-32022`).
+    #[error(
+        "protocol version {requested:?} is not supported; supported: {}",
+        .supported.join(", ")
+    )]
+    UnsupportedVersion {
+        /// The version asked for.
+        requested: String,
+        /// The versions the gateway speaks.
+        supported: &'static [&'static str],
+    },
+    /// Routing headers that repeat or differ from the body (`-32020`).
+    #[error("{0}")]
+    HeaderMismatch(String),
+}
+
+impl Protocol {
+    /// [`Error::to_error_object`] of this error.
+    #[must_use]
+    pub fn into_object(self) -> ErrorObject {
+        Error::Protocol(self).to_error_object()
+    }
+
+    fn code_and_kind(&self) -> (i64, &'static str) {
+        match self {
+            Self::InvalidEnvelope(_) => (INVALID_PARAMS, kind::PROTOCOL_INVALID_ENVELOPE),
+            Self::RemovedMethod { .. } => (METHOD_NOT_FOUND, kind::METHOD_NOT_FOUND),
+            Self::UnsupportedVersion { .. } => {
+                (UNSUPPORTED_VERSION, kind::PROTOCOL_UNSUPPORTED_VERSION)
+            }
+            Self::HeaderMismatch(_) => (HEADER_MISMATCH, kind::PROTOCOL_HEADER_MISMATCH),
+        }
+    }
+
+    fn data(&self) -> Option<Value> {
+        match self {
+            Self::UnsupportedVersion {
+                requested,
+                supported,
+            } => Some(json!({"supported": supported, "requested": requested})),
+            Self::InvalidEnvelope(_) | Self::RemovedMethod { .. } | Self::HeaderMismatch(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -31,10 +31,10 @@ use serde_json::Value;
 
 use crate::authz::Kind;
 use crate::catalog::Catalog;
+use crate::catalog::Item;
 use crate::jsonrpc::Message;
 use crate::mcp::method::Names;
 use crate::mcp::view::RequestView;
-use crate::pin::Item;
 
 /// What a call names, resolved through the catalog as the gateway routes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,9 +4,9 @@
 use serde_json::{Value, json};
 
 use crate::audit::rfc3339;
+use crate::catalog::Item;
 use crate::gateway::{InstanceState, UpstreamState};
 use crate::layer::budget::PlanSummary;
-use crate::pin::Item;
 use crate::telemetry::names;
 use crate::upstream::Status;
 

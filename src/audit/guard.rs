@@ -6,7 +6,8 @@
 //! ```
 //! use mcp_budget::audit::{guard, Audit};
 //! use mcp_budget::catalog::Quarantined;
-//! use mcp_budget::pin::{events::Event, Item};
+//! use mcp_budget::catalog::Item;
+//! use mcp_budget::pin::events::Event;
 //!
 //! let q = Quarantined {
 //!     kind: Item::Tool,
@@ -29,9 +30,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{Audit, Entry, new_id};
+use crate::catalog::Item;
 use crate::catalog::{Catalog, Quarantined};
 use crate::naming::exposed_name;
-use crate::pin::Item;
 use crate::pin::events::{Event, events};
 use crate::telemetry::record;
 

@@ -25,6 +25,7 @@
 //! assert!(line.contains(r#""audit_id":"a1""#) && line.contains(r#""decision":"deny""#));
 //! ```
 
+pub mod call;
 pub mod guard;
 mod time;
 

@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::Value;
 
 use super::{CatalogTool, Held, Quarantined};
+use crate::catalog::Item;
 use crate::mcp::params::{Marked, marked_tools};
 use crate::naming::{disambiguated, exposed_name};
-use crate::pin::Item;
 
 /// What one upstream contributes: its lists as it gave them (tools repaired, see
 /// [`super::repair_tool`]).

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::pin::Item;
+use crate::catalog::Item;
 use crate::sanitize::ItemReport;
 
 /// A tool, prompt or resource template held out of the catalog (not listed, not searchable,

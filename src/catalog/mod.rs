@@ -21,10 +21,12 @@
 
 mod build;
 mod guarded;
+mod item;
 mod saved;
 
 pub use build::{Catalog, Collision, Contribution};
 pub use guarded::{Held, Quarantined};
+pub use item::Item;
 pub use saved::{load_file, load_saved};
 
 use std::borrow::Cow;

@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 
-use crate::pin::Item;
+use crate::catalog::Item;
 use crate::policy::sessions::SealKeyProblem;
 use crate::policy::{Policy, Problem};
 

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::pin::{Item, Lock};
+use crate::catalog::Item;
+use crate::pin::Lock;
 use crate::policy::Policy;
 
 /// Arguments of `pin`.

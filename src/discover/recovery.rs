@@ -17,6 +17,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::error::kind;
+
 /// Keys of an `invoke_tool` call that belong to the call itself, not to the tool.
 pub(crate) const CALL_KEYS: &[&str] = &["name", "tool_name", "arguments"];
 
@@ -58,24 +60,24 @@ pub(crate) fn misplaced(call: &Value) -> Option<Misplaced> {
 /// `problem`; `invoke` is the `invoke_tool` meta-tool's name.
 pub(crate) fn answer(exposed: &str, schema: &Value, invoke: &str, problem: &Problem) -> Value {
     let required = required_fields(schema);
-    let (kind, headline) = match problem {
+    let (type_of, headline) = match problem {
         Problem::Missing => (
-            "missing_arguments",
+            kind::discover::MISSING_ARGUMENTS,
             format!("{exposed} needs arguments; none were given."),
         ),
         Problem::Misplaced(Misplaced::Alias(key)) => (
-            "misplaced_arguments",
+            kind::discover::MISPLACED_ARGUMENTS,
             format!("The arguments of {exposed} go inside \"arguments\", not \"{key}\"."),
         ),
         Problem::Misplaced(Misplaced::TopLevel(keys)) => (
-            "misplaced_arguments",
+            kind::discover::MISPLACED_ARGUMENTS,
             format!(
                 "The arguments of {exposed} go inside \"arguments\", not next to \"name\": found {} at the top level.",
                 keys.join(", ")
             ),
         ),
         Problem::Invalid(problems) => (
-            "invalid_arguments",
+            kind::discover::INVALID_ARGUMENTS,
             format!(
                 "Invalid arguments for {exposed}:\n- {}",
                 problems.join("\n- ")
@@ -104,7 +106,7 @@ pub(crate) fn answer(exposed: &str, schema: &Value, invoke: &str, problem: &Prob
     json!({
         "content": [{"type": "text", "text": text}],
         "structuredContent": {
-            "type": format!("mcp_budget.discover.{kind}"),
+            "type": type_of,
             "tool": exposed,
             "problems": problems,
             "required": required.iter().map(|(n, _)| n).collect::<Vec<_>>(),

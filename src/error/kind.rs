@@ -147,6 +147,18 @@ pub const LIMIT_RATE: &str = "mcp_budget.limit.rate";
 /// `data.retryAfterMs` (HTTP 429 with `Retry-After` for a 2026-07-28 request).
 pub const LIMIT_IN_FLIGHT: &str = "mcp_budget.limit.in_flight";
 
+/// The `structuredContent.type` of `invoke_tool`'s recovery results: not error objects but
+/// tool results with `isError`, which tell the model how to call the tool again. Kept out of
+/// [`ALL`] (the error kinds), in this table so that every `type` string lives here.
+pub mod discover {
+    /// `invoke_tool` without the arguments its tool requires.
+    pub const MISSING_ARGUMENTS: &str = "mcp_budget.discover.missing_arguments";
+    /// `invoke_tool` with the arguments beside `arguments` (an alias key, or at the top level).
+    pub const MISPLACED_ARGUMENTS: &str = "mcp_budget.discover.misplaced_arguments";
+    /// `invoke_tool` with arguments its tool's input schema rejects.
+    pub const INVALID_ARGUMENTS: &str = "mcp_budget.discover.invalid_arguments";
+}
+
 /// Every kind above, for tests and for tools that list them.
 pub const ALL: &[&str] = &[
     UPSTREAM_UNAVAILABLE,

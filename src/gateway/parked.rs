@@ -18,8 +18,8 @@ use super::Gateway;
 use super::bridge::undeclared;
 use super::route::Forward;
 use crate::context::{Caller, Outbound};
-use crate::error::{Error, kind};
-use crate::jsonrpc::{ErrorObject, INVALID_PARAMS, Id, Kind, METHOD_NOT_FOUND, Message};
+use crate::error::Error;
+use crate::jsonrpc::{Id, Kind, Message};
 use crate::lock::lock;
 use crate::mcp::bridge;
 use crate::mcp::method::Method;
@@ -227,12 +227,10 @@ fn refuse_unanswerable(
     let method = asked.method().unwrap_or_default();
     let err = undeclared(upstream, method, caller)?;
     if let (Some(Id::String(key)), Some(cap)) = (&asked.id, bridge::capability_for(method)) {
-        let refusal = ErrorObject::new(
-            METHOD_NOT_FOUND,
-            format!("the client did not declare the {cap:?} capability"),
-            kind::CLIENT_MISSING_CAPABILITY,
-            None,
-        );
+        let refusal = Error::CapabilityUndeclared {
+            capability: cap.to_owned(),
+        }
+        .to_error_object();
         let _ =
             upstream.answer_server_request(key, Message::error(Id::String(key.clone()), refusal));
     }
@@ -265,22 +263,15 @@ fn answer_for(key: &str, result: Option<&Value>) -> Message {
     let id = Id::String(key.to_owned());
     match result {
         Some(result) => Message::response_value(id, result),
-        None => Message::error(
-            id,
-            ErrorObject::new(
-                INVALID_PARAMS,
-                "the client gave no answer to this request",
-                kind::CLIENT_NO_ANSWER,
-                None,
-            ),
-        ),
+        None => Message::error(id, Error::NoAnswer.to_error_object()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonrpc::to_raw;
+    use crate::error::kind;
+    use crate::jsonrpc::{INVALID_PARAMS, to_raw};
 
     #[test]
     fn asked_requests_keep_the_gateways_ids_only() {

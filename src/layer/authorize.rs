@@ -10,6 +10,16 @@
 //! `-32000` with `data = { type: "mcp_budget.authorization.denied", tool, reason, audit_id }`;
 //! nothing goes upstream.
 //!
+//! *One answer for a denied tool*: this refusal is the answer on every path to a tool — a
+//! direct call, `invoke_tool`, `get_tool_schema` (the budget layer sends both down as the
+//! direct call they stand for when the client may not see the tool) and `run_code`'s
+//! `tools.call` (sent down as a call; the script's exception has the same `type`), in both
+//! eras. Denied rather than "unknown tool": the `data.type` is a stable name outside checks
+//! match on, the message says what to change, and a direct call answered it already, so hiding
+//! the tool on the other paths only gave one fact two answers. It leaks no more than a direct
+//! call: lists, search results and near-name suggestions never show a tool the client cannot
+//! see (`docs/security.md`, "A denied tool").
+//!
 //! *List phase*: `prompts/list`, `resources/list`, `resources/templates/list` — and
 //! `tools/list` when the budget layer is off (it plans the tool list within the scope
 //! otherwise) — come back holding only what the principal may see.
@@ -35,15 +45,15 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tower::Layer;
 
-use crate::audit::{self, Audit, Entry};
+use crate::audit::{self, Audit};
 use crate::authz::{Decision, Kind, Scope, Target};
 use crate::catalog::Catalog;
 use crate::context::{McpFuture, McpRequest};
-use crate::error::{UPSTREAM_ERROR, kind};
+use crate::error::Error;
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::{ErrorObject, Kind as MessageKind, Message, to_raw};
 use crate::layer::{Around, Inner, Layered};
@@ -125,56 +135,34 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         };
         let decision = decide(&req, &called, &routes, arguments);
         let audit = self.audit.clone();
-        let audit_id = audit::new_id();
         let (rule, reason) = match &decision {
             Decision::Allow if anonymous => ("no clients configured", None),
             Decision::Allow => ("allow", None),
             Decision::Deny { rule, reason } => (rule.as_str(), Some(reason.as_str())),
         };
-        let upstream = routes.first().map(|(s, n)| format!("{s}/{n}"));
-        let session = req.caller.session.id.clone();
         let principal = req.caller.principal.clone();
-        let entry = Entry {
-            audit_id: &audit_id,
-            principal: principal.name(),
-            session: &session,
-            method: method.as_str(),
-            tool: Some(&called.exposed),
-            upstream: upstream.clone(),
-            decision: Some(if reason.is_some() { "deny" } else { "allow" }),
-            rule: Some(rule),
-            reason,
-            arguments: audit.arguments(|| arguments().cloned().unwrap_or_default()),
-            run_audit_id: req.caller.run.as_deref(),
-            ..Entry::default()
+        let call = audit::call::Call {
+            audit_id: audit::new_id(),
+            principal: principal.name().to_owned(),
+            session: req.caller.session.id.clone(),
+            method: method.as_str().to_owned(),
+            tool: called.exposed.clone(),
+            upstream: routes.first().map(|(s, n)| format!("{s}/{n}")),
+            run: req.caller.run.clone(),
         };
-        audit.decision(entry);
+        let logged = audit.arguments(|| arguments().cloned().unwrap_or_default());
+        audit.decision(call.decision(rule, reason, logged));
         if let Some(reason) = reason {
             crate::telemetry::record::denied(principal.name(), denial_label(rule));
             let id = req.message.reply_id();
-            let error = denied(&principal, &called.exposed, reason, &audit_id);
+            let error = denied(&principal, &called.exposed, reason, &call.audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
-        let method = method.clone();
-        let run = req.caller.run.clone();
         Box::pin(async move {
             let started = tokio::time::Instant::now();
             let reply = inner.call(req).await?;
             let (outcome, error_type) = outcome_of(reply.as_ref());
-            let elapsed = started.elapsed().as_millis();
-            audit.outcome(Entry {
-                audit_id: &audit_id,
-                principal: principal.name(),
-                session: &session,
-                method: method.as_str(),
-                tool: Some(&called.exposed),
-                upstream,
-                outcome: Some(outcome),
-                error_type,
-                duration_ms: Some(u64::try_from(elapsed).unwrap_or(u64::MAX)),
-                run_audit_id: run.as_deref(),
-                ..Entry::default()
-            });
+            audit.outcome(call.outcome(outcome, error_type, started.elapsed()));
             Ok(reply)
         })
     }
@@ -276,16 +264,13 @@ fn denial_label(rule: &str) -> &'static str {
 
 /// The `mcp_budget.authorization.denied` error.
 fn denied(principal: &Principal, exposed: &str, reason: &str, audit_id: &str) -> ErrorObject {
-    ErrorObject::new(
-        UPSTREAM_ERROR,
-        format!(
-            "client {:?} may not call {exposed}: {reason} (if it should, the gateway's operator \
-             extends this client's [[client]] allow list or rules; audit id {audit_id})",
-            principal.name()
-        ),
-        kind::AUTHORIZATION_DENIED,
-        Some(json!({"tool": exposed, "reason": reason, "audit_id": audit_id})),
-    )
+    Error::Denied {
+        client: principal.name().to_owned(),
+        tool: exposed.to_owned(),
+        reason: reason.to_owned(),
+        audit_id: audit_id.to_owned(),
+    }
+    .to_error_object()
 }
 
 /// `ok`, `is_error`, `error` (with its type) or `none`.

@@ -9,7 +9,9 @@
 //!
 //! Each client (the request's [`Principal`](crate::identity::Principal)) gets the plan of
 //! what its scope lets it see, for its own model (`budget/state.rs`): a tool it may not see is
-//! unknown to its list, search, catalog lines, schemas and `invoke_tool`, as a missing one. The
+//! absent from its list, search, catalog lines and near names, as a missing one; an
+//! `invoke_tool` or `get_tool_schema` of it goes down as the direct call it stands for and is
+//! denied as that is (`budget/denied.rs`). The
 //! anonymous principal of a policy without clients has the one plan of the whole catalog.
 //! With `[discover] native_disclosure`, a client that declares the draft SEP's
 //! `tools.progressiveDisclosure` is served `tools/catalog` and `tools/describe` instead of
@@ -48,6 +50,7 @@
 
 mod announce;
 mod code_mode;
+mod denied;
 mod instructions;
 mod native;
 mod result_budget;
@@ -422,6 +425,14 @@ impl BudgetLayer {
             .planned_for(Audience::of(&req.caller.principal, native).as_ref());
         if names.code.as_deref() == Some(call.name) {
             return Some(Outcome::Run(call.arguments, planned));
+        }
+        if call.name == names.invoke || call.name == names.schema {
+            let catalog = self.state.catalog.borrow().clone();
+            let (arguments, meta) = (&call.arguments, call.meta.as_ref());
+            let invoke = call.name == names.invoke;
+            if let Some(params) = denied::as_direct_call(req, &catalog, arguments, meta, invoke) {
+                return Some(Outcome::Forward(params));
+            }
         }
         let discovery = planned.discovery.as_ref()?;
         let outcome = discovery.call(call.name, &call.arguments)?;

@@ -27,18 +27,18 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 use tower::Layer;
 
 use crate::audit::{self, Audit};
+use crate::catalog::Item;
 use crate::catalog::{Catalog, Quarantined};
 use crate::context::{McpFuture, McpRequest};
-use crate::error::UPSTREAM_ERROR;
+use crate::error::{Error, Quarantine};
 use crate::jsonrpc::{ErrorObject, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
 use crate::mcp::method::{Method, Names};
-use crate::pin::Item;
 use crate::sanitize::{self, strip};
 
 /// Layer of [`Guard`].
@@ -209,34 +209,17 @@ impl Stripped {
 /// `prompt` for `tool`).
 #[must_use]
 pub fn refusal_error(name: &str, q: &Quarantined) -> ErrorObject {
-    let why = match q.reason {
-        "steering" => {
-            "its definition tries to steer the model; review it and add it to [sanitize] allow"
-                .to_owned()
-        }
-        "unknown" => {
-            "it is not in the lockfile; review it and update the lock (mcp-budget pin)".to_owned()
-        }
-        _ => format!(
-            "its {} changed since it was pinned; review it and update the lock (mcp-budget \
-             pin), or restart the gateway to trust it anew",
-            q.changed.join(", ")
-        ),
-    };
-    let what = q.kind.label();
-    ErrorObject::new(
-        UPSTREAM_ERROR,
-        format!("{what} {name} is quarantined: {why}"),
-        q.error_type(),
-        Some(json!({
-            what: name,
-            "server": q.server,
-            "reason": q.reason,
-            "old": q.old,
-            "new": q.new,
-            "changed": q.changed,
-        })),
-    )
+    Error::Quarantined(Box::new(Quarantine {
+        what: q.kind.label(),
+        name: name.to_owned(),
+        server: q.server.clone(),
+        reason: q.reason,
+        kind: q.error_type(),
+        old: q.old.clone(),
+        new: q.new.clone(),
+        changed: q.changed.clone(),
+    }))
+    .to_error_object()
 }
 
 /// Strips a reply's result in place, parsing it only when its text may need it; what it
@@ -259,6 +242,8 @@ fn sanitize_reply(msg: &mut Message) -> Option<sanitize::Counts> {
 #[cfg(test)]
 mod tests {
     use std::convert::Infallible;
+
+    use serde_json::json;
 
     use crate::error::kind;
 

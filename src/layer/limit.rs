@@ -33,14 +33,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tower::Layer;
 
 use crate::catalog::Catalog;
 use crate::context::{McpFuture, McpRequest};
-use crate::error::{RATE_LIMITED, kind};
-use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
+use crate::error::Error;
+use crate::jsonrpc::{Id, Kind, Message};
 use crate::layer::{Around, Inner, Layered};
 use crate::limits::{ClientLimits, Ledger, Limits, Refused, Which};
 use crate::mcp::method::Method;
@@ -231,14 +230,6 @@ impl State {
 
 /// The `-32023` answer to a refused call.
 fn refusal(id: Id, client: &str, upstream: Option<&str>, refused: Refused) -> Message {
-    let (what, kind) = match refused.which {
-        Which::ClientRate => ("calls per second".to_owned(), kind::LIMIT_RATE),
-        Which::UpstreamRate => (
-            format!("calls per second to upstream {}", upstream.unwrap_or("?")),
-            kind::LIMIT_RATE,
-        ),
-        Which::InFlight => ("calls in flight".to_owned(), kind::LIMIT_IN_FLIGHT),
-    };
     crate::telemetry::record::limited(client, refused.which.key());
     tracing::info!(
         client,
@@ -247,24 +238,13 @@ fn refusal(id: Id, client: &str, upstream: Option<&str>, refused: Refused) -> Me
         retry_after_ms = refused.retry_after_ms,
         "Call refused by a limit"
     );
-    Message::error(
-        id,
-        ErrorObject::new(
-            RATE_LIMITED,
-            format!(
-                "client {client:?} is over its {what} ([limits] {}); retry in {} ms",
-                refused.which.key(),
-                refused.retry_after_ms
-            ),
-            kind,
-            Some(json!({
-                "retryAfterMs": refused.retry_after_ms,
-                "limit": refused.which.key(),
-                "client": client,
-                "upstream": upstream,
-            })),
-        ),
-    )
+    let limited = Error::Limited {
+        client: client.to_owned(),
+        upstream: upstream.map(str::to_owned),
+        which: refused.which,
+        retry_after_ms: refused.retry_after_ms,
+    };
+    Message::error(id, limited.to_error_object())
 }
 
 #[cfg(test)]

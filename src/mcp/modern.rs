@@ -18,7 +18,7 @@
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use crate::error::kind;
+use crate::error::Protocol;
 use crate::jsonrpc::{ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND, Message, to_raw};
 use crate::mcp::method::Method;
 
@@ -100,14 +100,7 @@ pub fn check_envelope(msg: &Message) -> Result<(), ErrorObject> {
 /// # Errors
 /// The `-32602` error naming what is missing.
 pub fn check_meta_envelope(meta: Option<&Value>) -> Result<(), ErrorObject> {
-    let invalid = |message: String| {
-        Err(ErrorObject::new(
-            INVALID_PARAMS,
-            message,
-            kind::PROTOCOL_INVALID_ENVELOPE,
-            None,
-        ))
-    };
+    let invalid = |message: String| Err(Protocol::InvalidEnvelope(message).into_object());
     let Some(meta) = meta.and_then(Value::as_object) else {
         return invalid(format!(
             "params._meta must be an object carrying {META_PROTOCOL_VERSION:?} and \
@@ -135,12 +128,11 @@ pub fn check_meta_envelope(meta: Option<&Value>) -> Result<(), ErrorObject> {
 /// never served as if a session existed.
 #[must_use]
 pub fn removed_method(method: &str) -> ErrorObject {
-    ErrorObject::new(
-        METHOD_NOT_FOUND,
-        format!("method {method:?} does not exist in protocol version {MODERN_VERSION}"),
-        kind::METHOD_NOT_FOUND,
-        None,
-    )
+    Protocol::RemovedMethod {
+        method: method.to_owned(),
+        version: MODERN_VERSION,
+    }
+    .into_object()
 }
 
 /// The HTTP status of a modern JSON-RPC error reply (2026-07-28 transport rules, as the
@@ -164,26 +156,17 @@ pub fn http_status(code: i64) -> u16 {
 /// The `-32022` error for a version the gateway does not speak.
 #[must_use]
 pub fn unsupported_version(requested: &str) -> ErrorObject {
-    ErrorObject::new(
-        UNSUPPORTED_VERSION,
-        format!(
-            "protocol version {requested:?} is not supported; supported: {}",
-            MODERN_VERSIONS.join(", ")
-        ),
-        kind::PROTOCOL_UNSUPPORTED_VERSION,
-        Some(json!({"supported": MODERN_VERSIONS, "requested": requested})),
-    )
+    Protocol::UnsupportedVersion {
+        requested: requested.to_owned(),
+        supported: MODERN_VERSIONS,
+    }
+    .into_object()
 }
 
 /// A `-32020` header error.
 #[must_use]
 pub fn header_mismatch(message: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(
-        HEADER_MISMATCH,
-        message,
-        kind::PROTOCOL_HEADER_MISMATCH,
-        None,
-    )
+    Protocol::HeaderMismatch(message.into()).into_object()
 }
 
 /// The mirrored headers of a modern HTTP request, as received.

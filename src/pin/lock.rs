@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::canonical::schema_hash;
+use crate::catalog::Item;
 
 /// The lockfile version this build writes: tools, prompts and resource templates.
 const VERSION: u32 = 2;
@@ -46,85 +47,21 @@ const VERSION_TOOLS_ONLY: u32 = 1;
 /// Characters of a description kept in the lock.
 const EXCERPT_CHARS: usize = 80;
 
-/// What a pin is of: each kind of definition a model reads as text.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Item {
-    /// A tool (`tools/list`), named by `name`.
-    #[default]
-    Tool,
-    /// A prompt (`prompts/list`), named by `name`.
-    Prompt,
-    /// A resource template (`resources/templates/list`), named by `uriTemplate`.
-    Template,
+/// The keys of its `schema` part: a tool's `inputSchema` and `outputSchema`, a prompt's
+/// `arguments` (a template has none).
+fn schema_keys(kind: Item) -> &'static [&'static str] {
+    match kind {
+        Item::Tool => &["inputSchema", "outputSchema"],
+        Item::Prompt => &["arguments"],
+        Item::Template => &[],
+    }
 }
 
-impl Item {
-    /// Every kind, in lockfile order.
-    pub const ALL: [Self; 3] = [Self::Tool, Self::Prompt, Self::Template];
-
-    /// Its name in reports and audit lines (the sanitizer's `kind`): `tool`, `prompt`,
-    /// `template`.
-    #[must_use]
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Tool => "tool",
-            Self::Prompt => "prompt",
-            Self::Template => "template",
-        }
-    }
-
-    /// The key of the upstream's object that names it: `name`, or a template's
-    /// `uriTemplate`.
-    #[must_use]
-    pub fn id_key(self) -> &'static str {
-        match self {
-            Self::Tool | Self::Prompt => "name",
-            Self::Template => "uriTemplate",
-        }
-    }
-
-    /// The name of one of the upstream's objects of this kind (`None` without one).
-    #[must_use]
-    pub fn id_of(self, definition: &Value) -> Option<&str> {
-        definition.get(self.id_key()).and_then(Value::as_str)
-    }
-
-    /// How reports name one of `server`'s (`name`: a template's `uriTemplate`):
-    /// `server/tool`, `server prompt name`, `server template uri` (as the sanitizer's lines).
-    #[must_use]
-    pub fn who(self, server: &str, name: &str) -> String {
-        match self {
-            Self::Tool => format!("{server}/{name}"),
-            kind => format!("{server} {} {name}", kind.label()),
-        }
-    }
-
-    /// Its plural, for messages: `tools`, `prompts`, `resource templates`.
-    #[must_use]
-    pub fn plural(self) -> &'static str {
-        match self {
-            Self::Tool => "tools",
-            Self::Prompt => "prompts",
-            Self::Template => "resource templates",
-        }
-    }
-
-    /// The keys of its `schema` part: a tool's `inputSchema` and `outputSchema`, a prompt's
-    /// `arguments` (a template has none).
-    fn schema_keys(self) -> &'static [&'static str] {
-        match self {
-            Self::Tool => &["inputSchema", "outputSchema"],
-            Self::Prompt => &["arguments"],
-            Self::Template => &[],
-        }
-    }
-
-    /// What a change of its `schema` part is called: `schema`, or a prompt's `arguments`.
-    fn schema_part(self) -> &'static str {
-        match self {
-            Self::Prompt => "arguments",
-            Self::Tool | Self::Template => "schema",
-        }
+/// What a change of its `schema` part is called: `schema`, or a prompt's `arguments`.
+fn schema_part(kind: Item) -> &'static str {
+    match kind {
+        Item::Prompt => "arguments",
+        Item::Tool | Item::Template => "schema",
     }
 }
 
@@ -157,7 +94,7 @@ impl Parts {
         let named = |k: &str| {
             k == kind.id_key()
                 || ["title", "description", "annotations"].contains(&k)
-                || kind.schema_keys().contains(&k)
+                || schema_keys(kind).contains(&k)
         };
         let pick = |wanted: &dyn Fn(&str) -> bool| {
             let mut part = Map::new();
@@ -172,7 +109,7 @@ impl Parts {
         };
         Self {
             description: pick(&|k| ["title", "description"].contains(&k)),
-            schema: pick(&|k| kind.schema_keys().contains(&k)),
+            schema: pick(&|k| schema_keys(kind).contains(&k)),
             annotations: pick(&|k| k == "annotations"),
             other: pick(&|k| !named(k)),
         }
@@ -191,7 +128,7 @@ impl Parts {
     pub fn changed_as(&self, kind: Item, other: &Self) -> Vec<&'static str> {
         [
             (self.description != other.description, "description"),
-            (self.schema != other.schema, kind.schema_part()),
+            (self.schema != other.schema, schema_part(kind)),
             (self.annotations != other.annotations, "annotations"),
             (self.other != other.other, "other"),
         ]

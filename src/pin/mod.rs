@@ -42,10 +42,10 @@ pub mod report;
 
 use serde_json::{Map, Value};
 
-pub use lock::{Difference, Entry, Item, Lock, Parts};
+pub use lock::{Difference, Entry, Lock, Parts};
 
 use crate::canonical::schema_hash;
-use crate::catalog::{Catalog, Contribution, Held, Quarantined};
+use crate::catalog::{Catalog, Contribution, Held, Item, Quarantined};
 use crate::sanitize::{self, Steering};
 
 /// The `_meta` key of each listed tool's `schemaHash`. Prefixed: an unprefixed key could be

@@ -529,12 +529,11 @@ fn modern_refusal(msg: &Message, status: StatusCode, bytes: &[u8]) -> Message {
             let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
             Message::error(
                 id,
-                crate::jsonrpc::ErrorObject::new(
-                    crate::jsonrpc::INVALID_REQUEST,
-                    format!("the upstream refused the request: HTTP {status}: {text}"),
-                    kind::UPSTREAM_PROTOCOL,
-                    None,
-                ),
+                crate::error::Error::UpstreamRefused {
+                    status: status.to_string(),
+                    text: text.into_owned(),
+                }
+                .to_error_object(),
             )
         }
     }

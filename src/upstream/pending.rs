@@ -7,10 +7,10 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::{REQUEST_CANCELLED, Upstream};
+use super::Upstream;
 use crate::context::Outbound;
 use crate::error::Error;
-use crate::jsonrpc::{ErrorObject, Id, Message, to_raw};
+use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
 
 /// A request in flight.
@@ -80,15 +80,10 @@ impl Upstream {
     /// it; on HTTP it ends the request's stream).
     pub fn cancel(&self, upstream_id: i64, reason: Option<&str>) {
         if let Some(p) = self.forget(upstream_id) {
-            let err = ErrorObject::new(
-                REQUEST_CANCELLED,
-                format!(
-                    "the request was cancelled by the client: {}",
-                    reason.unwrap_or("no reason given")
-                ),
-                crate::error::kind::REQUEST_CANCELLED,
-                None,
-            );
+            let err = Error::Cancelled {
+                reason: reason.map(str::to_owned),
+            }
+            .to_error_object();
             let _ = p.reply.send(Message::error(Id::Number(upstream_id), err));
             self.stop_request(upstream_id, p.abort, reason);
         }

@@ -480,10 +480,9 @@ async fn over_stdio_direct_calls_invoke_tool_and_every_spelling_are_held_to_the_
     let r = c
         .request("tools/call", invoke(CONVERT, convert_args()))
         .await;
-    // The budget's per-client plan knows no denied tool (an isError "unknown tool"); were it
-    // to send the call down, the authorize layer would refuse it.
-    let refused = r["error"]["data"]["type"] == DENIED || r["result"]["isError"] == true;
-    assert!(refused, "invoke_tool of a denied tool: {r}");
+    // The budget's per-client plan knows no denied tool: it sends the call down as the direct
+    // call it stands for, and the authorize layer refuses it as it refuses a direct call.
+    assert_eq!(error_type(&r), DENIED, "invoke_tool of a denied tool: {r}");
     let r = c
         .request("tools/call", invoke("e__echo", json!({"message": "bye"})))
         .await;
@@ -791,17 +790,19 @@ async fn search_and_schema_show_each_client_only_its_scope_over_http() {
                     .all(|n| n == "e__echo" || n == "time__get_current_time"),
                 "{what}: alice finds only her scope: {all:?}"
             );
-            assert_eq!(
-                c[3]["result"]["isError"], true,
-                "{what}: denied tool has no schema"
+            assert!(
+                denial(&c[3]).is_some() && c[3]["result"].is_null(),
+                "{what}: a denied tool has no schema; it is denied as a direct call is: {}",
+                c[3]
             );
             assert_eq!(
                 c[4]["result"]["structuredContent"]["name"], "time__get_current_time",
                 "{what}"
             );
-            assert_eq!(
-                c[5]["result"]["isError"], true,
-                "{what}: bob's tool is unknown to alice"
+            assert!(
+                denial(&c[5]).is_some() && c[5]["result"].is_null(),
+                "{what}: bob's tool is denied to alice: {}",
+                c[5]
             );
         } else {
             assert!(
@@ -812,8 +813,16 @@ async fn search_and_schema_show_each_client_only_its_scope_over_http() {
                 all.iter().all(|n| n.starts_with("e__")),
                 "{what}: bob finds no time tool: {all:?}"
             );
-            assert_eq!(c[3]["result"]["isError"], true, "{what}");
-            assert_eq!(c[4]["result"]["isError"], true, "{what}");
+            assert!(
+                denial(&c[3]).is_some() && c[3]["result"].is_null(),
+                "{what}: {}",
+                c[3]
+            );
+            assert!(
+                denial(&c[4]).is_some() && c[4]["result"].is_null(),
+                "{what}: {}",
+                c[4]
+            );
             assert_eq!(
                 c[5]["result"]["structuredContent"]["name"], "e__trigger-long-running-operation",
                 "{what}"
@@ -821,4 +830,87 @@ async fn search_and_schema_show_each_client_only_its_scope_over_http() {
         }
     }
     gw.stop_and_check().await;
+}
+
+/// The denied-tool rule: a tool the client may not call is answered with the one
+/// `mcp_budget.authorization.denied` object on every path — a direct call, `invoke_tool`,
+/// `get_tool_schema` and a `run_code` script's `tools.call` — in both eras. (Before,
+/// `invoke_tool` and `get_tool_schema` answered it as an unknown tool.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_tool_gets_the_direct_calls_answer_on_every_path_in_both_eras() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let progressive = "[budget]\nmodel = \"claude-haiku-4-5\"\nmode = \"progressive\"\n\
+                       list_catalog = false\n\n[discover]\ncode_mode = true\n";
+    let ups = [Up::everything("e"), Up::time("time")];
+    let gw = Gateway::start_with_env(
+        "identity-denied-paths",
+        Mode::Http,
+        &clients(&audit, progressive),
+        &ups,
+        &KEYS,
+    )
+    .await;
+    let script = format!(
+        "try {{ tools.call({CONVERT:?}, {}); return {{denied: false}}; }} \
+         catch (e) {{ return {{type: e.type, message: e.message}}; }}",
+        convert_args()
+    );
+    let calls = json!([
+        {"name": CONVERT, "args": convert_args()},
+        {"name": "invoke_tool", "args": {"name": CONVERT, "arguments": convert_args()}},
+        {"name": "get_tool_schema", "args": {"name": CONVERT}},
+        {"name": "run_code", "args": {"code": script}},
+        {"name": "get_tool_schema", "args": {"name": "time__get_current_time"}},
+    ]);
+    let mut protocols = Vec::new();
+    for mode in ["legacy", "auto"] {
+        let r = py(&gw.tag, &["http", gw.url()], mode, &key(ALICE), &calls).await;
+        protocols.push(r["protocol"].clone());
+        let c = r["calls"].as_array().unwrap();
+        // The object without its audit id, which names each denial's own audit line.
+        let shape = |call: &Value| {
+            let error = &call["error"];
+            let data = denial(call).unwrap_or_else(|| panic!("{mode}: not denied: {call}"));
+            let id = data["audit_id"].as_str().unwrap();
+            let message = error["message"].as_str().unwrap().replace(id, "ID");
+            (
+                error["code"].clone(),
+                message,
+                data["tool"].clone(),
+                data["reason"].clone(),
+            )
+        };
+        let direct = shape(&c[0]);
+        assert_eq!(direct.0, -32000, "{mode}: {}", c[0]);
+        assert_eq!(direct.2, CONVERT, "{mode}: {}", c[0]);
+        assert_eq!(shape(&c[1]), direct, "{mode}: invoke_tool: {}", c[1]);
+        assert_eq!(shape(&c[2]), direct, "{mode}: get_tool_schema: {}", c[2]);
+        for call in &c[..3] {
+            let line = audited(&audit, call["error"]["data"]["audit_id"].as_str().unwrap()).await;
+            assert_eq!(line["decision"], "deny", "{mode}: {line}");
+            assert_eq!(line["tool"], CONVERT, "{mode}: {line}");
+        }
+        let text = c[3]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        let inner: Value = serde_json::from_str(text)
+            .ok()
+            .or_else(|| c[3]["result"]["structuredContent"].get("result").cloned())
+            .unwrap_or_else(|| panic!("{mode}: run_code: {}", c[3]));
+        assert_eq!(inner["type"], DENIED, "{mode}: run_code: {inner}");
+        let message = inner["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("may not call {CONVERT}")),
+            "{mode}: {message}"
+        );
+        // A tool the client may call keeps its schema.
+        let schema = &c[4]["result"];
+        assert!(
+            schema.is_object() && schema["isError"] != true,
+            "{mode}: {}",
+            c[4]
+        );
+    }
+    assert_ne!(protocols[0], protocols[1], "both eras: {protocols:?}");
 }

@@ -29,8 +29,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::kind;
-use crate::jsonrpc::{ErrorObject, INVALID_REQUEST, Id, Message};
+use crate::error::Http;
+use crate::jsonrpc::{Id, Message};
 use crate::lock::lock;
 use crate::policy::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, Downstream};
 
@@ -283,12 +283,11 @@ fn refuse(tcp: TcpStream, refusal: &Refusal, refusing: &Arc<AtomicUsize>) {
 
 /// The whole HTTP answer to a refused connection.
 fn refusal_bytes(refusal: &Refusal) -> Vec<u8> {
-    let err = ErrorObject::new(
-        INVALID_REQUEST,
-        refusal.message.as_str(),
-        kind::HTTP_TOO_MANY_CONNECTIONS,
-        Some(serde_json::json!({ "limit": refusal.limit })),
-    );
+    let err = Http::TooManyConnections {
+        message: refusal.message.clone(),
+        limit: refusal.limit,
+    }
+    .into_object();
     let body = Message::error(Id::Null, err).to_bytes();
     let mut out = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\

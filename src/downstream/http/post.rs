@@ -24,9 +24,9 @@ use super::reply::{self, Overflow, json_error, json_response, sse_event, sse_res
 use super::sealed;
 use super::sessions::{Entry, InUse, Link};
 use crate::context::{Caller, McpRequest, RunToEnd, Session};
-use crate::error::kind;
+use crate::error::{Http, kind};
 use crate::identity::Principal;
-use crate::jsonrpc::{ErrorObject, INVALID_REQUEST, Id, Kind, Message};
+use crate::jsonrpc::{Id, Kind, Message};
 use crate::lock::lock;
 use crate::mcp::method::Method;
 use crate::mcp::view::RequestView;
@@ -393,7 +393,11 @@ async fn initialize(
         return json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             message.id.unwrap_or(Id::Null),
-            ErrorObject::new(INVALID_REQUEST, refusal, kind::SESSION_LIMIT, None),
+            Http::Refused {
+                kind: kind::SESSION_LIMIT,
+                message: refusal,
+            }
+            .into_object(),
         );
     }
     state.start_sweeping();

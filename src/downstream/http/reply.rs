@@ -13,8 +13,8 @@ use tokio_stream::StreamExt;
 
 use super::SESSION_HEADER;
 use super::listen::Peer;
-use crate::error::{Error, kind};
-use crate::jsonrpc::{DecodeError, ErrorObject, INVALID_REQUEST, Id, Message};
+use crate::error::{Error, Http, kind};
+use crate::jsonrpc::{DecodeError, ErrorObject, Id, Message};
 use crate::mcp::modern;
 
 pub(super) fn json_error(status: StatusCode, id: Id, err: ErrorObject) -> Response {
@@ -22,12 +22,12 @@ pub(super) fn json_error(status: StatusCode, id: Id, err: ErrorObject) -> Respon
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-pub(super) fn plain_error(status: StatusCode, message: &str, kind: &str) -> Response {
-    json_error(
-        status,
-        Id::Null,
-        ErrorObject::new(INVALID_REQUEST, message, kind, None),
-    )
+pub(super) fn plain_error(status: StatusCode, message: &str, kind: &'static str) -> Response {
+    let refused = Http::Refused {
+        kind,
+        message: message.to_owned(),
+    };
+    json_error(status, Id::Null, refused.into_object())
 }
 
 /// The HTTP status of a modern JSON-RPC error code ([`modern::http_status`]).
@@ -129,16 +129,7 @@ pub(super) fn body_timeout(limit: Duration) -> Response {
     let mut resp = json_error(
         StatusCode::REQUEST_TIMEOUT,
         Id::Null,
-        ErrorObject::new(
-            INVALID_REQUEST,
-            format!(
-                "the request body did not arrive within {} s (downstream.body_timeout_secs): \
-                 send the whole body without pauses",
-                limit.as_secs_f64()
-            ),
-            kind::HTTP_BODY_TIMEOUT,
-            Some(serde_json::json!({ "limit_secs": limit.as_secs_f64() })),
-        ),
+        Http::BodyTimeout { limit }.into_object(),
     );
     resp.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -179,12 +170,11 @@ impl IntoResponse for NotAcceptable {
         json_error(
             StatusCode::NOT_ACCEPTABLE,
             self.id,
-            ErrorObject::new(
-                INVALID_REQUEST,
-                self.message,
-                kind::HTTP_NOT_ACCEPTABLE,
-                None,
-            ),
+            Http::Refused {
+                kind: kind::HTTP_NOT_ACCEPTABLE,
+                message: self.message,
+            }
+            .into_object(),
         )
     }
 }

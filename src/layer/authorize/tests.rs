@@ -8,6 +8,7 @@ use super::*;
 use crate::authz::{ArgRule, Constraint, Glob};
 use crate::catalog::Contribution;
 use crate::context::{Caller, Session};
+use crate::error::{UPSTREAM_ERROR, kind};
 use crate::identity::{Client, Credential, Directory, api_key};
 use crate::jsonrpc::Id;
 

@@ -31,7 +31,7 @@ use crate::canonical::schema_hash;
 use crate::catalog::CatalogTool;
 use crate::context::McpRequest;
 use crate::discover::one_line;
-use crate::error::kind;
+use crate::error::Error;
 use crate::jsonrpc::{ErrorObject, Id, Message, to_raw};
 use crate::plan::ModeChoice;
 use crate::search::SearchIndex;
@@ -44,9 +44,6 @@ pub(super) const MAX_DESCRIBE: usize = 100;
 
 /// Results of a `tools/catalog` with a `query`.
 const QUERY_RESULTS: usize = 20;
-
-/// JSON-RPC code of `tools/describe` for names the client cannot see.
-pub(super) use crate::jsonrpc::code::RESOURCE_NOT_AVAILABLE as NOT_AVAILABLE;
 
 /// The catalog tag of the gateway's own tools (the code-mode meta-tool), where an upstream's
 /// tools carry their server id: the `/` keeps it apart from every server id (those are
@@ -237,15 +234,10 @@ impl NativeCatalog {
             .filter(|n| !self.by_name.contains_key(*n))
             .collect();
         if !unknown.is_empty() {
-            return Err(ErrorObject::new(
-                NOT_AVAILABLE,
-                format!(
-                    "No tool named {} is available to this client; tools/catalog lists the ones that are",
-                    unknown.join(", ")
-                ),
-                kind::CATALOG_NOT_FOUND,
-                Some(json!({ "unknownNames": unknown })),
-            ));
+            return Err(Error::NotAvailable {
+                names: unknown.into_iter().map(str::to_owned).collect(),
+            }
+            .to_error_object());
         }
         // Each tool's bytes exactly as `tools/list` wrote them.
         let mut out = String::from("{\"tools\":[");
@@ -284,7 +276,7 @@ pub(super) fn with_code_tool(
 }
 
 fn invalid(message: &str) -> ErrorObject {
-    ErrorObject::new(-32602, message, kind::REQUEST_INVALID_PARAMS, None)
+    Error::Params(message.to_owned()).to_error_object()
 }
 
 /// The catalog entry of a listed tool: the draft's fields, in its order.

@@ -11,6 +11,7 @@ use super::*;
 use crate::authz::Scope;
 use crate::catalog::Contribution;
 use crate::context::{Caller, Session};
+use crate::error::kind;
 use crate::identity::{Client, Credential, Directory, Principal, api_key};
 use crate::jsonrpc::to_raw;
 use crate::limits::Rate;
