@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::expand::{Syntax, expand, has_reference};
-use super::{ConfigError, DEFAULT_TIMEOUT, Problem, Transport, UpstreamSpec, validate};
+use super::{ConfigError, DEFAULT_TIMEOUT, Problem, Transport, UpstreamSpec, upstream};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -346,7 +346,7 @@ fn unique_id(name: &str, taken: &mut BTreeSet<String>) -> String {
     if id.is_empty() {
         id = "server".into();
     }
-    debug_assert!(validate::check_name(&id).is_ok());
+    debug_assert!(upstream::check_name(&id).is_ok());
     let mut candidate = id.clone();
     let mut n = 2;
     while !taken.insert(candidate.clone()) {

@@ -33,8 +33,10 @@ const MAX_PROBLEMS: usize = 50;
 
 /// One step of a field path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Step {
+pub(super) enum Step {
+    /// A key.
     Key(String),
+    /// An array entry.
     Index(usize),
 }
 
@@ -99,10 +101,15 @@ fn in_file_order(mut problems: Vec<Problem>) -> Vec<Problem> {
 pub(super) fn line_of(text: &str, path: &str) -> Option<usize> {
     let steps = parse_path(path)?;
     let doc = DeTable::parse(text).ok()?;
+    line_in(text, &doc, &steps)
+}
+
+/// [`line_of`] for a typed path in a parsed document.
+pub(super) fn line_in(text: &str, doc: &Spanned<DeTable<'_>>, steps: &[Step]) -> Option<usize> {
     let mut span = None;
     let mut here: Option<&DeValue<'_>> = None;
     let mut table = Some(doc.get_ref());
-    for step in &steps {
+    for step in steps {
         let found: Option<&Spanned<DeValue<'_>>> = match (step, table, here) {
             (Step::Key(k), Some(t), _) => t.get(k.as_str()),
             (Step::Index(i), _, Some(DeValue::Array(a))) => a.get(*i),
