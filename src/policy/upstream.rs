@@ -178,15 +178,13 @@ impl Section for RawUpstream {
             );
         }
         let timeout = at.secs("timeout_secs", up.timeout_secs, DEFAULT_TIMEOUT);
-        let protocol = at.parse("protocol", up.protocol.as_deref(), |p| match p {
-            "auto" => Ok(UpstreamProtocol::Auto),
-            "2026-07-28" | "modern" => Ok(UpstreamProtocol::Modern),
-            "2025-11-25" | "legacy" => Ok(UpstreamProtocol::Legacy),
-            other => Err(format!(
-                "{other:?} is not one of \"auto\", \"2026-07-28\", \"2025-11-25\""
-            )),
-        });
-        let protocol = protocol.unwrap_or_default();
+        let protocol = at
+            .parse(
+                "protocol",
+                up.protocol.as_deref(),
+                str::parse::<UpstreamProtocol>,
+            )
+            .unwrap_or_default();
         let roots = up.roots.map(|raw| check_roots(raw, at.at("roots")));
         let raw_http = RawHttp {
             transport: up.transport,
@@ -215,16 +213,7 @@ impl Section for RawUpstream {
                         "args, env, inherit_env and cwd apply to command upstreams only",
                     );
                 }
-                check_url(&url, &up.headers, &mut at);
-                let http = raw_http.validate((), at.reborrow());
-                if http.transport == HttpTransport::Sse && protocol == UpstreamProtocol::Modern {
-                    at.push_at(
-                        "transport",
-                        "the 2024-11-05 HTTP+SSE transport cannot carry protocol 2026-07-28",
-                    );
-                }
-                let headers = up.headers;
-                (Transport::Http { url, headers }, http)
+                http_transport(url, up.headers, raw_http, protocol, &mut at)
             }
             (Some(_), Some(_)) => {
                 at.push_at("command", "give either command or url, not both");
@@ -288,6 +277,41 @@ impl Stdio {
             env: self.env,
             inherit_env: self.inherit_env,
             cwd: self.cwd,
+        }
+    }
+}
+
+/// A `url` upstream's transport and HTTP options.
+fn http_transport(
+    url: String,
+    headers: BTreeMap<String, String>,
+    raw: RawHttp,
+    protocol: UpstreamProtocol,
+    at: &mut At<'_>,
+) -> (Transport, HttpOptions) {
+    check_url(&url, &headers, at);
+    let http = raw.validate((), at.reborrow());
+    if http.transport == HttpTransport::Sse && protocol == UpstreamProtocol::Modern {
+        at.push_at(
+            "transport",
+            "the 2024-11-05 HTTP+SSE transport cannot carry protocol 2026-07-28",
+        );
+    }
+    (Transport::Http { url, headers }, http)
+}
+
+impl std::str::FromStr for UpstreamProtocol {
+    type Err = String;
+
+    /// `protocol` as written: `auto`, `2026-07-28` (`modern`) or `2025-11-25` (`legacy`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "2026-07-28" | "modern" => Ok(Self::Modern),
+            "2025-11-25" | "legacy" => Ok(Self::Legacy),
+            other => Err(format!(
+                "{other:?} is not one of \"auto\", \"2026-07-28\", \"2025-11-25\""
+            )),
         }
     }
 }

@@ -3,12 +3,15 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use super::UpstreamSpec;
 use super::client::ClientSpec;
 use super::limits::Names;
 use super::problems::{At, Problems, Section};
-use super::raw::{RawAggregate, RawPolicy};
+use super::raw::{RawAggregate, RawPolicy, RawUpstream};
+use super::sanitize::{RawSanitize, SanitizePolicy};
 use super::{BudgetPolicy, DiscoverPolicy, Downstream, Policy, Problem};
 use crate::sanitize::Rules;
+use serde_spanned::Spanned;
 
 /// Validates every section, then the rules between them; every problem is reported, each
 /// with its path and line in `text`.
@@ -29,19 +32,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     let separator = raw.aggregate.validate((), root.at("aggregate"));
     let downstream = raw.downstream.validate((), root.at("downstream"));
 
-    let mut seen = HashSet::new();
-    let mut upstreams = Vec::new();
-    let mut own_sanitize = Vec::new();
-    let mut in_upstream = root.at("upstream");
-    for (i, spanned) in raw.upstream.into_iter().enumerate() {
-        let line = super::parse::line_at(text, spanned.span().start);
-        let mut up = spanned.into_inner();
-        if let Some(own) = up.sanitize.take() {
-            own_sanitize.push((i, up.name.clone(), own));
-        }
-        upstreams.extend(up.validate(&mut seen, in_upstream.index(i).on_line(line)));
-    }
-
+    let (upstreams, own_sanitize) = upstreams(raw.upstream, text, root.at("upstream"));
     let budget = raw.budget.validate((), root.at("budget"));
     let discover = raw.discover.validate((), root.at("discover"));
     let mut clients = Vec::new();
@@ -78,14 +69,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     let sessions = raw.sessions.validate((), root.at("sessions"));
     // `[sanitize]` is reported last; upstreams' own tables build on it.
     let mut guard = Problems::new();
-    let mut at = guard.root();
-    let global = raw.sanitize.validate(&Rules::default(), at.at("sanitize"));
-    let mut sanitize_upstreams = BTreeMap::new();
-    let mut in_upstream = at.at("upstream");
-    for (i, name, own) in own_sanitize {
-        let rules = own.validate(&global, in_upstream.index(i).at("sanitize"));
-        sanitize_upstreams.insert(name, rules);
-    }
+    let sanitize = sanitize(raw.sanitize, own_sanitize, guard.root());
     problems.append(guard);
     if !problems.is_empty() {
         return Err(problems.into_problems(text));
@@ -99,10 +83,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         clients,
         auth,
         audit,
-        sanitize: super::sanitize::SanitizePolicy {
-            global,
-            upstreams: sanitize_upstreams,
-        },
+        sanitize,
         pin,
         limits,
         telemetry,
@@ -112,6 +93,42 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         source: super::Source(Some(text.into())),
         import_warnings: Vec::new(),
     })
+}
+
+/// An upstream's own `[upstream.sanitize]`: its index, its name and the table.
+type OwnSanitize = Vec<(usize, String, RawSanitize)>;
+
+/// Every `[[upstream]]` (the valid ones), and their own `sanitize` tables, set aside for
+/// [`sanitize`].
+fn upstreams(
+    raw: Vec<Spanned<RawUpstream>>,
+    text: &str,
+    mut at: At<'_>,
+) -> (Vec<UpstreamSpec>, OwnSanitize) {
+    let mut seen = HashSet::new();
+    let mut upstreams = Vec::new();
+    let mut own_sanitize = Vec::new();
+    for (i, spanned) in raw.into_iter().enumerate() {
+        let line = super::parse::line_at(text, spanned.span().start);
+        let mut up = spanned.into_inner();
+        if let Some(own) = up.sanitize.take() {
+            own_sanitize.push((i, up.name.clone(), own));
+        }
+        upstreams.extend(up.validate(&mut seen, at.index(i).on_line(line)));
+    }
+    (upstreams, own_sanitize)
+}
+
+/// `[sanitize]`, then each upstream's own table on top of it.
+fn sanitize(global: RawSanitize, own: OwnSanitize, mut root: At<'_>) -> SanitizePolicy {
+    let global = global.validate(&Rules::default(), root.at("sanitize"));
+    let mut upstreams = BTreeMap::new();
+    let mut in_upstream = root.at("upstream");
+    for (i, name, own) in own {
+        let rules = own.validate(&global, in_upstream.index(i).at("sanitize"));
+        upstreams.insert(name, rules);
+    }
+    SanitizePolicy { global, upstreams }
 }
 
 /// The rules that join sections: a client's model is a budget profile, the meta-tools need
