@@ -23,6 +23,7 @@
 pub mod audit;
 pub mod budget;
 pub mod client;
+mod diff;
 pub mod discover;
 pub mod downstream;
 pub mod expand;
@@ -46,6 +47,7 @@ use std::path::{Path, PathBuf};
 
 pub use audit::AuditPolicy;
 pub use budget::BudgetPolicy;
+pub use diff::Reconcile;
 pub use discover::{CodeMode, DiscoverPolicy};
 pub use downstream::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
