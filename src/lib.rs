@@ -38,6 +38,7 @@
 //!   one door from the upstreams' lists into the catalog.
 //! - [`telemetry`]: metric and span names, recording, W3C trace context, OTLP export.
 //! - [`policy`]: the TOML policy file → a validated [`policy::Policy`].
+//! - [`import`]: host configs (Claude Desktop, Claude Code, VS Code `mcp.json`) → upstreams.
 //!
 //! The aggregate wing (I/O):
 //!
@@ -75,6 +76,7 @@ pub mod fuzzing;
 pub mod gateway;
 mod gateway_sessions;
 pub mod identity;
+pub mod import;
 pub mod jsonrpc;
 pub mod layer;
 pub mod limits;

@@ -1,7 +1,7 @@
 //! `[[client]]` and `[auth]`: who may call the gateway, with what rights, and how callers
 //! prove who they are. Validated into plain values the core takes ([`crate::authz::Scope`],
-//! [`crate::identity::Client`]); keys are read from the environment when the policy is
-//! resolved, never written in the file.
+//! `crate::identity::Client`, built by `identity::from_policy`); keys are read from the
+//! environment when the policy is resolved, never written in the file.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,7 +11,44 @@ use serde_json::Value;
 
 use super::problems::{At, Section};
 use crate::authz::{ArgRule, Constraint, Glob, Scope};
-use crate::identity::api_key::{self, KeyDigest};
+
+/// The name of the anonymous principal of a policy without clients.
+pub const ANONYMOUS: &str = "anonymous";
+
+/// A SHA-256 digest of a key (`api_key_sha256`).
+pub type KeyDigest = [u8; 32];
+
+/// Parses a digest written as 64 hex digits (`api_key_sha256`).
+///
+/// # Errors
+/// A message saying what is wrong with the text.
+pub fn parse_digest(hex: &str) -> Result<KeyDigest, String> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(
+            "must be 64 hex digits: the SHA-256 of the key (`printf %s KEY | sha256sum`)".into(),
+        );
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte =
+            u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| format!("not hex: {e}"))?;
+    }
+    Ok(out)
+}
+
+/// How bearer tokens are checked (`[auth.jwt]`).
+#[derive(Debug, Clone)]
+pub struct JwtRules {
+    /// Accepted `iss` values.
+    pub issuers: Vec<String>,
+    /// Accepted `aud` values (the gateway's resource URI).
+    pub audiences: Vec<String>,
+    /// The claim that names the principal.
+    pub principal_claim: String,
+    /// Allowed clock skew for `exp` and `nbf`, in seconds.
+    pub leeway_secs: u64,
+}
 
 /// Longest regular expression accepted in an argument rule, compiled (bytes of program).
 const MAX_PATTERN_SIZE: usize = 1 << 16;
@@ -173,7 +210,7 @@ pub enum JwksSource {
 #[derive(Debug, Clone)]
 pub struct JwtSpec {
     /// The checks.
-    pub rules: crate::identity::jwt::JwtRules,
+    pub rules: JwtRules,
     /// The keys.
     pub jwks: JwksSource,
 }
@@ -217,9 +254,7 @@ impl Section for RawClient {
             }
             (Some(var), None) => Some(KeySource::Env(var)),
             (None, Some(hex)) => at
-                .parse("api_key_sha256", Some(hex), |hex| {
-                    api_key::parse_digest(hex)
-                })
+                .parse("api_key_sha256", Some(hex.as_str()), parse_digest)
                 .map(KeySource::Digest),
             (None, None) => None,
         };
@@ -370,7 +405,7 @@ impl RawJwt {
             }
         };
         Some(JwtSpec {
-            rules: crate::identity::jwt::JwtRules {
+            rules: JwtRules {
                 issuers,
                 audiences,
                 principal_claim: self.principal_claim.unwrap_or_else(|| "sub".into()),
@@ -379,100 +414,6 @@ impl RawJwt {
             jwks: jwks?,
         })
     }
-}
-
-impl super::Policy {
-    /// The clients as the caller stage checks them: API keys read from the environment, the
-    /// JWKS read from its file (a `jwks_url` policy passes the fetched set as `fetched`).
-    ///
-    /// # Errors
-    /// [`super::ConfigError::Invalid`] naming every key variable that is not set and a JWKS
-    /// that cannot be read or parsed.
-    pub fn directory(
-        &self,
-        fetched: Option<std::sync::Arc<jsonwebtoken::jwk::JwkSet>>,
-    ) -> Result<crate::identity::Directory, super::ConfigError> {
-        self.directory_with(&|name| std::env::var(name).ok(), fetched)
-    }
-
-    fn directory_with(
-        &self,
-        env: &dyn Fn(&str) -> Option<String>,
-        fetched: Option<std::sync::Arc<jsonwebtoken::jwk::JwkSet>>,
-    ) -> Result<crate::identity::Directory, super::ConfigError> {
-        use crate::identity::{Client, Directory};
-        let mut problems = Vec::new();
-        let mut clients = Vec::new();
-        for (i, spec) in self.clients.iter().enumerate() {
-            let mut client = Client::new(spec.name.as_str(), spec.scope.clone())
-                .with_token_scopes(spec.token_scopes.clone());
-            if let Some(model) = &spec.model {
-                client = client.with_model(model.clone());
-            }
-            match &spec.key {
-                Some(KeySource::Digest(d)) => client = client.with_key(*d),
-                Some(KeySource::Env(var)) => match env(var).filter(|v| !v.is_empty()) {
-                    Some(key) => client = client.with_key(api_key::digest(&key)),
-                    None => problems.push(super::Problem {
-                        path: format!("client[{i}].api_key_env"),
-                        line: None,
-                        message: format!(
-                            "environment variable {var} is not set (it holds {}'s API key)",
-                            spec.name
-                        ),
-                    }),
-                },
-                None => {}
-            }
-            clients.push(client);
-        }
-        let mut directory = Directory::new(clients);
-        if let Some(jwt) = &self.auth.jwt {
-            let keys = match (&jwt.jwks, fetched) {
-                (_, Some(keys)) => Some(keys),
-                (JwksSource::File(path), None) => match read_jwks(path) {
-                    Ok(keys) => Some(std::sync::Arc::new(keys)),
-                    Err(message) => {
-                        problems.push(super::Problem {
-                            path: "auth.jwt.jwks_file".into(),
-                            line: None,
-                            message,
-                        });
-                        None
-                    }
-                },
-                (JwksSource::Url { url, .. }, None) => {
-                    problems.push(super::Problem {
-                        path: "auth.jwt.jwks_url".into(),
-                        line: None,
-                        message: format!("the keys at {url} have not been fetched"),
-                    });
-                    None
-                }
-            };
-            if let Some(keys) = keys {
-                directory = directory.with_jwt(jwt.rules.clone(), keys);
-            }
-        }
-        if problems.is_empty() {
-            Ok(directory)
-        } else {
-            Err(super::ConfigError::Invalid {
-                path: "environment".into(),
-                problems,
-            })
-        }
-    }
-}
-
-/// Reads a JWKS file.
-///
-/// # Errors
-/// A message naming the file and what is wrong with it.
-pub fn read_jwks(path: &std::path::Path) -> Result<jsonwebtoken::jwk::JwkSet, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not a JWKS: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! A policy is a TOML file (`version = 1` on top) read into [`raw::RawPolicy`] (unknown keys are
 //! errors) and validated into a [`Policy`] before anything starts; every problem is reported
 //! with its field path and line. Claude Desktop / Claude Code `mcpServers` JSON can be imported
-//! as upstreams with [`Policy::add_mcp_json`].
+//! as upstreams with [`Policy::add_mcp_json`] (written in [`crate::import`]).
 //!
 //! ```
 //! use mcp_budget::policy::{Policy, Transport};
@@ -29,7 +29,6 @@ pub mod downstream;
 pub mod expand;
 pub(crate) mod http;
 pub mod limits;
-pub(crate) mod mcp_json;
 mod parse;
 pub mod pin;
 mod problems;
@@ -57,6 +56,7 @@ pub use downstream::{
 pub use http::{HttpOptions, HttpTransport};
 #[cfg(feature = "cli")]
 pub(crate) use parse::bare_key;
+pub(crate) use parse::path_key;
 pub use pin::PinPolicy;
 pub use sanitize::SanitizePolicy;
 pub use telemetry::{AdminPolicy, LogFormat, TelemetryPolicy};
@@ -108,7 +108,7 @@ pub struct Policy {
     /// The policy file's text, so that warnings can name lines.
     source: Source,
     /// What importing host configs found worth a warning (renamed, skipped, ignored keys).
-    import_warnings: Vec<Problem>,
+    pub(crate) import_warnings: Vec<Problem>,
 }
 
 /// A policy's file text (shown by length only in `Debug`).
@@ -306,44 +306,6 @@ impl Policy {
         } else {
             Err(ConfigError::Invalid {
                 path: "environment".into(),
-                problems,
-            })
-        }
-    }
-
-    /// Adds the servers of a Claude Desktop / Claude Code `mcpServers` JSON file, or of a VS
-    /// Code `mcp.json` (`servers`), as upstreams, as their host would run them (see
-    /// `policy/mcp_json.rs`: `${…}` resolved where the host resolves it, `type` honoured, odd
-    /// names normalised); what the user should know is in [`Policy::warnings`].
-    ///
-    /// # Errors
-    /// [`ConfigError`] when the file cannot be read, is not such a file, or names a server
-    /// that is already an upstream.
-    pub fn add_mcp_json(&mut self, path: &Path) -> Result<(), ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let origin = path.display().to_string();
-        let import = mcp_json::parse_with(&text, &origin, &|name| std::env::var(name).ok())?;
-        self.import_warnings.extend(import.warnings);
-        let mut problems = Vec::new();
-        for spec in import.specs {
-            if self.upstreams.iter().any(|u| u.name == spec.name) {
-                problems.push(Problem {
-                    path: format!("mcpServers.{}", spec.name),
-                    line: None,
-                    message: "an upstream of this name is already defined".into(),
-                });
-            } else {
-                self.upstreams.push(spec);
-            }
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid {
-                path: origin,
                 problems,
             })
         }

@@ -240,7 +240,7 @@ pub(crate) fn bare_key(key: &str) -> bool {
 }
 
 /// One key of a field path: bare when TOML allows it bare, else quoted (`"x/y"`).
-pub(super) fn path_key(key: &str) -> String {
+pub(crate) fn path_key(key: &str) -> String {
     if bare_key(key) {
         key.to_owned()
     } else {

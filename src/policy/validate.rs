@@ -55,7 +55,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     let limits = {
         let mut names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
         if names.is_empty() {
-            names.push(crate::identity::ANONYMOUS);
+            names.push(super::client::ANONYMOUS);
         }
         let ups: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
         let names = Names {
