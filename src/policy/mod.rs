@@ -33,6 +33,8 @@ mod parse;
 pub mod pin;
 mod problems;
 pub mod raw;
+#[cfg(test)]
+mod reference;
 pub mod sanitize;
 pub mod sessions;
 pub mod share;
