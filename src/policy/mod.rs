@@ -60,6 +60,7 @@ pub use http::{HttpOptions, HttpTransport};
 pub(crate) use parse::bare_key;
 pub(crate) use parse::path_key;
 pub use pin::PinPolicy;
+use problems::{At, Problems};
 pub use sanitize::SanitizePolicy;
 pub use telemetry::{AdminPolicy, LogFormat, TelemetryPolicy};
 pub use upstream::{DEFAULT_TIMEOUT, Transport, UpstreamProtocol, UpstreamSpec};
@@ -219,16 +220,23 @@ impl Policy {
 
     /// Reads the `[pin] lock` file, relative to `base`.
     fn read_lock(&mut self, base: &Path, origin: &str) -> Result<(), ConfigError> {
-        self.pin
-            .read_lock(base)
-            .map_err(|message| ConfigError::Invalid {
-                path: origin.to_owned(),
-                problems: vec![Problem {
-                    path: "pin.lock".into(),
-                    line: parse::line_of(self.source.0.as_deref().unwrap_or(""), "pin.lock"),
-                    message,
-                }],
-            })
+        let read = self.pin.read_lock(base);
+        let mut problems = Problems::new();
+        if let Err(message) = read {
+            problems.root().at("pin").push_at("lock", message);
+        }
+        self.problems_or(problems, origin)
+    }
+
+    /// `Ok` when nothing was found, else every problem found, with its line in the file.
+    fn problems_or(&self, problems: Problems, origin: &str) -> Result<(), ConfigError> {
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError::Invalid {
+            path: origin.to_owned(),
+            problems: problems.into_problems(self.source.0.as_deref().unwrap_or("")),
+        })
     }
 
     /// Parses and validates policy text; `origin` names it in errors.
@@ -273,53 +281,38 @@ impl Policy {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
         use expand::{Syntax, expand};
-        let mut problems = Vec::new();
+        let mut problems = Problems::new();
+        let mut root = problems.root();
+        let resolve = |value: &mut String, mut at: At<'_>| match expand(value, &Syntax::Policy, env)
+        {
+            Ok(v) => *value = v,
+            Err(message) => at.push(message),
+        };
+        let mut in_upstream = root.at("upstream");
         for (i, up) in self.upstreams.iter_mut().enumerate() {
-            let mut resolve =
-                |field: String, value: &mut String| match expand(value, &Syntax::Policy, env) {
-                    Ok(v) => *value = v,
-                    Err(message) => problems.push(self_problem(&self.source, field, message)),
-                };
+            let mut at = in_upstream.index(i);
             // A command's `env` is expanded when the child starts (`Syntax::ChildEnv`, which
             // reads `${env:VAR}` as well as `${VAR}`).
             if let Transport::Http { url, headers } = &mut up.transport {
-                resolve(format!("upstream[{i}].url"), url);
+                resolve(url, at.at("url"));
+                let mut in_headers = at.at("headers");
                 for (name, value) in headers.iter_mut() {
-                    resolve(format!("upstream[{i}].headers.{name}"), value);
+                    resolve(value, in_headers.at(name));
                 }
             }
         }
         for ((client, upstream), own) in &mut self.credentials {
-            let at = format!("client {client:?} upstream.{upstream}");
+            // Shown as `client "alice" upstream.github.headers.X`: a client's tables are
+            // named by the client, not by its index.
+            let mut in_client = root.at(&format!("client {client:?} upstream"));
+            let mut at = in_client.at(upstream);
+            let mut in_headers = at.at("headers");
             for (name, value) in &mut own.headers {
-                match expand(value, &Syntax::Policy, env) {
-                    Ok(v) => *value = v,
-                    Err(message) => problems.push(self_problem(
-                        &self.source,
-                        format!("{at}.headers.{name}"),
-                        message,
-                    )),
-                }
+                resolve(value, in_headers.at(name));
             }
             // `own.env`, as an upstream's own `env`, is expanded when the child starts.
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid {
-                path: "environment".into(),
-                problems,
-            })
-        }
-    }
-}
-
-fn self_problem(source: &Source, path: String, message: String) -> Problem {
-    let line = source.0.as_deref().and_then(|t| parse::line_of(t, &path));
-    Problem {
-        path,
-        line,
-        message,
+        self.problems_or(problems, "environment")
     }
 }
 
