@@ -6,8 +6,10 @@
 //! set aside and the rest tried again, so one run reports every problem, each with its line,
 //! its field path and, for a mistyped key, the key it was probably meant to be.
 //!
-//! [`line_of`] finds the line of a field path (`budget.tools."github/*".min_level`,
-//! `upstream[1].env`), for problems found later by validation.
+//! [`line_in`] finds the line of a typed field path, for the problems validation collects
+//! (`problems.rs`); [`line_of`] reads the path from its text first, for the warnings and the
+//! seal-key problems, which are built with text paths (`budget.tools."github/*".min_level`,
+//! `upstream[1].env`).
 //!
 //! ```
 //! use mcp_budget::policy::Policy;
