@@ -51,5 +51,5 @@ pub async fn stdio_lines<R: AsyncRead + Unpin>(
 /// # Errors
 /// [`ConfigError`] when the text is not such a file or names invalid servers.
 pub fn mcp_json(text: &str) -> Result<Vec<UpstreamSpec>, ConfigError> {
-    crate::policy::mcp_json::parse(text, "mcp.json")
+    crate::import::mcp_json::parse(text, "mcp.json")
 }

@@ -42,6 +42,7 @@
 //!   one door from the upstreams' lists into the catalog.
 //! - [`telemetry`]: metric and span names, recording, W3C trace context, OTLP export.
 //! - [`policy`]: the TOML policy file → a validated [`policy::Policy`].
+//! - [`import`]: host configs (Claude Desktop, Claude Code, VS Code `mcp.json`) → upstreams.
 //!
 //! The aggregate wing (I/O):
 //!
@@ -81,6 +82,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod gateway;
 pub mod identity;
+pub mod import;
 pub mod jsonrpc;
 pub mod layer;
 pub mod limits;

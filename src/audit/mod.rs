@@ -29,7 +29,6 @@ pub mod call;
 pub mod guard;
 mod time;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -40,19 +39,10 @@ use std::sync::mpsc;
 
 pub use time::rfc3339;
 
+use crate::policy::audit::AuditPolicy;
+
 /// Lines waiting for the writer before new ones are dropped.
 pub const QUEUE: usize = 8192;
-
-/// `[audit]`, validated.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Config {
-    /// Where lines are appended (`None`: stderr).
-    pub path: Option<PathBuf>,
-    /// Log the call's arguments.
-    pub log_arguments: bool,
-    /// Argument members whose values are never logged.
-    pub redact: Vec<String>,
-}
 
 /// One audit line. `event` is `decision` (with `decision`, `rule`, `reason`), `outcome`
 /// (with `outcome`, `error_type`, `duration_ms`) or one of the guard's ([`guard`]):
@@ -185,7 +175,7 @@ pub struct Audit {
 struct Inner {
     tx: mpsc::SyncSender<Vec<u8>>,
     dropped: AtomicU64,
-    config: Config,
+    config: AuditPolicy,
 }
 
 impl Audit {
@@ -200,7 +190,7 @@ impl Audit {
     ///
     /// # Errors
     /// The file at `config.path` cannot be opened for appending, or no thread can be started.
-    pub fn start(config: Config) -> std::io::Result<Self> {
+    pub fn start(config: AuditPolicy) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::sync_channel(QUEUE);
         let out: Box<dyn Write + Send> = match &config.path {
             Some(path) => Box::new(
@@ -269,11 +259,11 @@ impl Audit {
     /// [`Audit::start`], falling back to stderr (with an error logged) when the file cannot be
     /// opened, and to no log when not even that can start.
     #[must_use]
-    pub fn start_or_stderr(config: &Config) -> Self {
+    pub fn start_or_stderr(config: &AuditPolicy) -> Self {
         Self::start(config.clone()).unwrap_or_else(|err| {
             tracing::error!(error = %err, path = ?config.path,
                 "Cannot open the audit log; writing it to stderr");
-            Self::start(Config {
+            Self::start(AuditPolicy {
                 path: None,
                 ..config.clone()
             })
@@ -312,13 +302,13 @@ impl Audit {
 /// writer (the old one ends with its last user).
 #[derive(Debug, Default)]
 pub struct Shared {
-    current: std::sync::Mutex<Option<(Option<Config>, Audit)>>,
+    current: std::sync::Mutex<Option<(Option<AuditPolicy>, Audit)>>,
 }
 
 impl Shared {
     /// The writer of `config` (`None`: no log), started on first use.
     #[must_use]
-    pub fn get(&self, config: Option<&Config>) -> Audit {
+    pub fn get(&self, config: Option<&AuditPolicy>) -> Audit {
         let mut current = crate::lock::lock(&self.current);
         if let Some((open, audit)) = current.as_ref() {
             if open.as_ref() == config {
@@ -362,7 +352,7 @@ mod tests {
     fn lines_reach_the_file_and_arguments_only_when_asked() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let audit = Audit::start(Config {
+        let audit = Audit::start(AuditPolicy {
             path: Some(path.clone()),
             log_arguments: false,
             redact: vec![],

@@ -77,6 +77,55 @@ pub fn run(
     err: &mut dyn std::io::Write,
 ) -> std::io::Result<Outcome> {
     let mut outcome = Outcome::default();
+    let loaded = load(args, &mut outcome, out, err)?;
+    let tool_ids = match crate::catalog::load_saved(&args.tools) {
+        Ok(tools) => tools
+            .iter()
+            .map(|t| format!("{}/{}", t.server, t.name))
+            .collect::<Vec<_>>(),
+        Err(e) => {
+            writeln!(err, "--tools: {e}")?;
+            outcome.errors += 1;
+            Vec::new()
+        }
+    };
+    for (origin, policy) in &loaded {
+        let warnings = warnings(args, policy, origin, &tool_ids, &mut outcome, err)?;
+        for w in &warnings {
+            writeln!(err, "warning: {origin}: {w}")?;
+        }
+        outcome.warnings += warnings.len();
+    }
+    if loaded.is_empty() && !args.tools.is_empty() {
+        // No policy given: the names the saved tools get on their own.
+        let found = collisions(&Policy::default(), &args.tools);
+        for w in &found {
+            writeln!(err, "warning: {w}")?;
+        }
+        outcome.warnings += found.len();
+    }
+    if let (Some(lock), Some((_, policy))) = (&args.lock, loaded.last()) {
+        outcome.errors += check_lock(lock, policy, args.ready_timeout_secs, out, err)?;
+    }
+    if outcome.warnings > 0 {
+        let tail = if args.strict {
+            "errors under --strict"
+        } else {
+            "use --strict to fail on them"
+        };
+        writeln!(err, "{} warning(s): {tail}", outcome.warnings)?;
+    }
+    Ok(outcome)
+}
+
+/// The policy files that validate, the `--mcp-json` files added to the last of them; each
+/// file that does not is reported on `err` and counted.
+fn load(
+    args: &Args,
+    outcome: &mut Outcome,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> std::io::Result<Vec<(String, Policy)>> {
     let mut loaded: Vec<(String, Policy)> = Vec::new();
     for file in args.files.iter().chain(&args.policy) {
         match Policy::load(file) {
@@ -110,67 +159,45 @@ pub fn run(
             }
         }
     }
-    let tool_ids = match crate::catalog::load_saved(&args.tools) {
-        Ok(tools) => tools
-            .iter()
-            .map(|t| format!("{}/{}", t.server, t.name))
-            .collect::<Vec<_>>(),
+    Ok(loaded)
+}
+
+/// The warnings of one valid policy: its own, the seal key's, and with `--tools` or `--live`
+/// the rules and names checked against the tools; errors (a seal key that does not decode,
+/// upstreams that do not start) are reported on `err` and counted.
+fn warnings(
+    args: &Args,
+    policy: &Policy,
+    origin: &str,
+    tool_ids: &[String],
+    outcome: &mut Outcome,
+    err: &mut dyn std::io::Write,
+) -> std::io::Result<Vec<Problem>> {
+    let mut warnings = policy.warnings();
+    // The seal key as `serve` will read it: a variable unset here may be set where the
+    // gateway runs, a key that does not decode is wrong everywhere.
+    match policy.sealer() {
+        Ok(_) => {}
+        Err(SealKeyProblem::Unset(p)) => warnings.push(p),
         Err(e) => {
-            writeln!(err, "--tools: {e}")?;
+            writeln!(err, "{origin}: {}", e.problem())?;
             outcome.errors += 1;
-            Vec::new()
         }
-    };
-    for (origin, policy) in &loaded {
-        let mut warnings = policy.warnings();
-        // The seal key as `serve` will read it: a variable unset here may be set where the
-        // gateway runs, a key that does not decode is wrong everywhere.
-        match policy.sealer() {
-            Ok(_) => {}
-            Err(SealKeyProblem::Unset(p)) => warnings.push(p),
+    }
+    if !args.tools.is_empty() {
+        warnings.extend(policy.unmatched_rules(tool_ids));
+        warnings.extend(collisions(policy, &args.tools));
+    }
+    if args.live {
+        match live_problems(policy, args.ready_timeout_secs) {
+            Ok(found) => warnings.extend(found),
             Err(e) => {
-                writeln!(err, "{origin}: {}", e.problem())?;
+                writeln!(err, "{origin}: {e:#}")?;
                 outcome.errors += 1;
             }
         }
-        if !args.tools.is_empty() {
-            warnings.extend(policy.unmatched_rules(&tool_ids));
-            warnings.extend(collisions(policy, &args.tools));
-        }
-        if args.live {
-            match live_problems(policy, args.ready_timeout_secs) {
-                Ok(found) => warnings.extend(found),
-                Err(e) => {
-                    writeln!(err, "{origin}: {e:#}")?;
-                    outcome.errors += 1;
-                }
-            }
-        }
-        for w in &warnings {
-            writeln!(err, "warning: {origin}: {w}")?;
-        }
-        outcome.warnings += warnings.len();
     }
-    if loaded.is_empty() && !args.tools.is_empty() {
-        // No policy given: the names the saved tools get on their own.
-        let found = collisions(&Policy::default(), &args.tools);
-        for w in &found {
-            writeln!(err, "warning: {w}")?;
-        }
-        outcome.warnings += found.len();
-    }
-    if let (Some(lock), Some((_, policy))) = (&args.lock, loaded.last()) {
-        outcome.errors += check_lock(lock, policy, args.ready_timeout_secs, out, err)?;
-    }
-    if outcome.warnings > 0 {
-        let tail = if args.strict {
-            "errors under --strict"
-        } else {
-            "use --strict to fail on them"
-        };
-        writeln!(err, "{} warning(s): {tail}", outcome.warnings)?;
-    }
-    Ok(outcome)
+    Ok(warnings)
 }
 
 /// The tool rules that match none of the tools `policy`'s upstreams list, and the names that

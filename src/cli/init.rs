@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+use crate::import::mcp_json::{self, Host, Server};
 use crate::policy::expand::{Piece, Syntax, env_name, expand, pieces};
-use crate::policy::mcp_json::{self, Host, Server};
 
 mod snippet;
 

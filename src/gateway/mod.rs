@@ -145,7 +145,7 @@ impl Gateway {
         let policy = self.policy();
         let config = match (&policy.audit, policy.clients.is_empty()) {
             (Some(config), _) => Some(config.clone()),
-            (None, false) => Some(crate::audit::Config::default()),
+            (None, false) => Some(crate::policy::audit::AuditPolicy::default()),
             (None, true) => None,
         };
         self.inner.audit.get(config.as_ref())

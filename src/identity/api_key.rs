@@ -4,32 +4,12 @@
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// A SHA-256 digest of a key.
-pub type KeyDigest = [u8; 32];
+pub use crate::policy::client::{KeyDigest, parse_digest};
 
 /// The digest of `key`.
 #[must_use]
 pub fn digest(key: &str) -> KeyDigest {
     Sha256::digest(key.as_bytes()).into()
-}
-
-/// Parses a digest written as 64 hex digits (`api_key_sha256`).
-///
-/// # Errors
-/// A message saying what is wrong with the text.
-pub fn parse_digest(hex: &str) -> Result<KeyDigest, String> {
-    let hex = hex.trim();
-    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(
-            "must be 64 hex digits: the SHA-256 of the key (`printf %s KEY | sha256sum`)".into(),
-        );
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte =
-            u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| format!("not hex: {e}"))?;
-    }
-    Ok(out)
 }
 
 /// The clients' key digests, in policy order.

@@ -10,18 +10,7 @@ use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 
-/// How bearer tokens are checked (`[auth.jwt]`).
-#[derive(Debug, Clone)]
-pub struct JwtRules {
-    /// Accepted `iss` values.
-    pub issuers: Vec<String>,
-    /// Accepted `aud` values (the gateway's resource URI).
-    pub audiences: Vec<String>,
-    /// The claim that names the principal.
-    pub principal_claim: String,
-    /// Allowed clock skew for `exp` and `nbf`, in seconds.
-    pub leeway_secs: u64,
-}
+pub use crate::policy::client::JwtRules;
 
 /// A token that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,10 +24,12 @@
 
 pub mod api_key;
 pub mod challenge;
+mod from_policy;
 mod gate;
 pub mod jwks;
 pub mod jwt;
 
+pub use from_policy::read_jwks;
 pub use gate::{Gate, Protected};
 
 use std::sync::Arc;
@@ -38,8 +40,7 @@ use crate::authz::Scope;
 use api_key::{ApiKeys, KeyDigest};
 use jwt::JwtRules;
 
-/// The name of the anonymous principal of a policy without clients.
-pub const ANONYMOUS: &str = "anonymous";
+pub use crate::policy::client::ANONYMOUS;
 
 /// One `[[client]]`: a name, its rights, and how it proves it is itself.
 #[derive(Debug, Clone)]

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use super::problems::{At, Section};
+
 /// `[audit]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
@@ -18,30 +20,40 @@ pub struct RawAudit {
     pub redact: Vec<String>,
 }
 
-impl RawAudit {
-    /// Validates; problems as (path, message).
-    pub(crate) fn validate(&self, problems: &mut Vec<(String, String)>) -> crate::audit::Config {
+/// `[audit]`, validated: what the audit log (`crate::audit`) is started with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditPolicy {
+    /// Where lines are appended (`None`: stderr).
+    pub path: Option<PathBuf>,
+    /// Log the call's arguments.
+    pub log_arguments: bool,
+    /// Argument members whose values are never logged.
+    pub redact: Vec<String>,
+}
+
+impl Section for RawAudit {
+    type Valid = AuditPolicy;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> AuditPolicy {
         if self.path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
-            problems.push((
-                "audit.path".into(),
-                "must name a file (leave it out for stderr)".into(),
-            ));
+            at.push_at("path", "must name a file (leave it out for stderr)");
         }
         for (i, key) in self.redact.iter().enumerate() {
             if key.trim().is_empty() {
-                problems.push((format!("audit.redact[{i}]"), "must name a member".into()));
+                (at.at("redact").index(i)).push("must name a member");
             }
         }
         if !self.redact.is_empty() && !self.log_arguments {
-            problems.push((
-                "audit.redact".into(),
-                "redacts nothing: arguments are not logged unless log_arguments = true".into(),
-            ));
+            at.push_at(
+                "redact",
+                "redacts nothing: arguments are not logged unless log_arguments = true",
+            );
         }
-        crate::audit::Config {
-            path: self.path.clone(),
+        AuditPolicy {
+            path: self.path,
             log_arguments: self.log_arguments,
-            redact: self.redact.clone(),
+            redact: self.redact,
         }
     }
 }

@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::DiscoverPolicy;
+use super::problems::{At, Section};
 use crate::catalog::CatalogTool;
 use crate::compress::Level;
 use crate::plan::{Budget, LevelChoice, ModeChoice, Rules};
@@ -305,39 +306,70 @@ impl BudgetPolicy {
     }
 }
 
-impl RawBudget {
-    /// Validates the section, pushing problems as `(field path, message)`.
-    pub(crate) fn validate(&self, problems: &mut Vec<(String, String)>) -> BudgetPolicy {
-        let mut push =
-            |path: &str, message: String| problems.push((format!("budget.{path}"), message));
+impl Section for RawBudget {
+    type Valid = BudgetPolicy;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> BudgetPolicy {
         let mut policy = BudgetPolicy::default();
-        for (key, value, max, bp) in [
-            (
-                "threshold_percent",
-                self.threshold_percent,
-                5.0,
-                &mut policy.threshold_bp,
-            ),
-            (
-                "host_search_threshold_percent",
-                self.host_search_threshold_percent,
-                50.0,
-                &mut policy.host_search_bp,
-            ),
-        ] {
-            let Some(pct) = value else { continue };
-            if (1.0..=max).contains(&pct) {
-                // In range 1..=50, so the product is a small positive integer.
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                let hundredths = (pct * 100.0).round() as u32;
-                *bp = hundredths;
-            } else {
-                push(
-                    key,
-                    format!("{pct} is outside 1 to {max} (percent of the context window)"),
-                );
-            }
+        if let Some(bp) = percent(&mut at, "threshold_percent", self.threshold_percent, 5.0) {
+            policy.threshold_bp = bp;
         }
+        let host = self.host_search_threshold_percent;
+        if let Some(bp) = percent(&mut at, "host_search_threshold_percent", host, 50.0) {
+            policy.host_search_bp = bp;
+        }
+        let overrides = self.overrides(&mut at);
+        if let Some(level) = at.parse("level", self.level.as_deref(), str::parse) {
+            policy.level = level;
+        }
+        if let Some(mode) = at.parse("mode", self.mode.as_deref(), str::parse) {
+            policy.mode = mode;
+        }
+        policy.list_catalog = self.list_catalog.unwrap_or(true);
+        policy.usage_file = self.usage_file;
+        match self.relearn_secs {
+            Some(0) => at.push_at("relearn_secs", "must be at least 1"),
+            Some(secs) => policy.relearn_secs = secs,
+            None => {}
+        }
+        policy.enabled = self.enabled.unwrap_or(true);
+        if let Some(model) = self.model {
+            policy.model = model;
+        }
+        match profile::resolve(&policy.model, &overrides) {
+            Ok(p) => policy.profile = p,
+            Err(e) => at.push_at("model", e.to_string()),
+        }
+        policy.overrides = overrides;
+        let mut tools = at.at("tools");
+        for (pattern, raw) in self.tools {
+            let rule = raw.validate(&pattern, tools.quoted(&pattern));
+            policy.tools.push((pattern, rule));
+        }
+        policy
+    }
+}
+
+/// A percent of the context window in `1..=max`, as hundredths (basis points).
+fn percent(at: &mut At<'_>, key: &str, value: Option<f64>, max: f64) -> Option<u32> {
+    at.parse(key, value, |pct| {
+        if (1.0..=max).contains(&pct) {
+            // In range 1..=50, so the product is a small positive integer.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let hundredths = (pct * 100.0).round() as u32;
+            Ok(hundredths)
+        } else {
+            Err(format!(
+                "{pct} is outside 1 to {max} (percent of the context window)"
+            ))
+        }
+    })
+}
+
+impl RawBudget {
+    /// The keys that override the model's profile.
+    fn overrides(&self, at: &mut At<'_>) -> ProfileOverrides {
         let mut overrides = ProfileOverrides {
             context_window: self.context_window,
             max_tools: self.max_tools,
@@ -345,107 +377,60 @@ impl RawBudget {
             ..ProfileOverrides::default()
         };
         if self.context_window == Some(0) {
-            push("context_window", "must be greater than 0".into());
+            at.push_at("context_window", "must be greater than 0");
         }
         for (key, value) in [
             ("context_window", self.context_window),
             ("overhead_tokens", self.overhead_tokens),
         ] {
             if value.is_some_and(|v| v > MAX_TOKENS_SETTING) {
-                push(key, format!("must be at most {MAX_TOKENS_SETTING} tokens"));
+                at.push_at(key, format!("must be at most {MAX_TOKENS_SETTING} tokens"));
             }
         }
         if self.max_tools == Some(0) {
-            push("max_tools", "must be greater than 0".into());
+            at.push_at("max_tools", "must be greater than 0");
         }
-        if let Some(t) = &self.tokenizer {
-            match t.parse() {
-                Ok(e) => overrides.encoding = Some(e),
-                Err(e) => push("tokenizer", format!("{e}")),
-            }
-        }
-        if let Some(r) = &self.rendering {
-            match r.parse() {
-                Ok(r) => overrides.rendering = Some(r),
-                Err(e) => push("rendering", format!("{e}")),
-            }
-        }
-        if let Some(c) = self.calibration {
+        overrides.encoding = at.parse("tokenizer", self.tokenizer.as_deref(), str::parse);
+        overrides.rendering = at.parse("rendering", self.rendering.as_deref(), str::parse);
+        overrides.calibration_permille = at.parse("calibration", self.calibration, |c| {
             if (0.5..=3.0).contains(&c) {
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                 let permille = (c * 1000.0).round() as usize;
-                overrides.calibration_permille = Some(permille);
+                Ok(permille)
             } else {
-                push("calibration", format!("{c} is outside 0.5 to 3"));
+                Err(format!("{c} is outside 0.5 to 3"))
             }
+        });
+        overrides
+    }
+}
+
+impl Section for RawToolRule {
+    type Valid = ToolRule;
+    /// The tool id pattern it is written under.
+    type Context<'c> = &'c str;
+
+    /// One `[budget.tools."<pattern>"]`, at its pattern.
+    fn validate(self, pattern: &str, mut at: At<'_>) -> ToolRule {
+        let valid = pattern
+            .split_once('/')
+            .is_some_and(|(s, t)| !s.is_empty() && !t.is_empty());
+        if !valid {
+            at.push("expected \"server/tool\" or \"server/*\"");
         }
-        if let Some(level) = &self.level {
-            match level.parse() {
-                Ok(l) => policy.level = l,
-                Err(e) => push("level", format!("{e}")),
-            }
+        let min_level = at.parse("min_level", self.min_level.as_deref(), str::parse::<Level>);
+        if self.max_result_tokens == Some(0) {
+            at.push_at("max_result_tokens", "must be at least 1");
         }
-        if let Some(mode) = &self.mode {
-            match mode.parse() {
-                Ok(m) => policy.mode = m,
-                Err(e) => push("mode", format!("{e}")),
-            }
+        if self.pin && min_level.is_some_and(|l| l > Level::Off) {
+            at.push("a pinned tool is never compressed; drop pin or min_level");
         }
-        policy.list_catalog = self.list_catalog.unwrap_or(true);
-        policy.usage_file.clone_from(&self.usage_file);
-        match self.relearn_secs {
-            Some(0) => push("relearn_secs", "must be at least 1".into()),
-            Some(secs) => policy.relearn_secs = secs,
-            None => {}
+        ToolRule {
+            pin: self.pin,
+            description: self.description,
+            min_level,
+            max_result_tokens: self.max_result_tokens,
         }
-        policy.enabled = self.enabled.unwrap_or(true);
-        if let Some(model) = &self.model {
-            policy.model.clone_from(model);
-        }
-        match profile::resolve(&policy.model, &overrides) {
-            Ok(p) => policy.profile = p,
-            Err(e) => push("model", e.to_string()),
-        }
-        policy.overrides = overrides;
-        for (pattern, raw) in &self.tools {
-            let path = format!("tools.{pattern:?}");
-            let valid = pattern
-                .split_once('/')
-                .is_some_and(|(s, t)| !s.is_empty() && !t.is_empty());
-            if !valid {
-                push(&path, "expected \"server/tool\" or \"server/*\"".into());
-            }
-            let min_level = match raw.min_level.as_deref().map(str::parse::<Level>) {
-                None => None,
-                Some(Ok(l)) => Some(l),
-                Some(Err(e)) => {
-                    push(&format!("{path}.min_level"), e.to_string());
-                    None
-                }
-            };
-            if raw.max_result_tokens == Some(0) {
-                push(
-                    &format!("{path}.max_result_tokens"),
-                    "must be at least 1".into(),
-                );
-            }
-            if raw.pin && min_level.is_some_and(|l| l > Level::Off) {
-                push(
-                    &path,
-                    "a pinned tool is never compressed; drop pin or min_level".into(),
-                );
-            }
-            policy.tools.push((
-                pattern.clone(),
-                ToolRule {
-                    pin: raw.pin,
-                    description: raw.description.clone(),
-                    min_level,
-                    max_result_tokens: raw.max_result_tokens,
-                },
-            ));
-        }
-        policy
     }
 }
 

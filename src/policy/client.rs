@@ -1,7 +1,7 @@
 //! `[[client]]` and `[auth]`: who may call the gateway, with what rights, and how callers
 //! prove who they are. Validated into plain values the core takes ([`crate::authz::Scope`],
-//! [`crate::identity::Client`]); keys are read from the environment when the policy is
-//! resolved, never written in the file.
+//! `crate::identity::Client`, built by `identity::from_policy`); keys are read from the
+//! environment when the policy is resolved, never written in the file.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,8 +9,46 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::problems::{At, Section};
 use crate::authz::{ArgRule, Constraint, Glob, Scope};
-use crate::identity::api_key::{self, KeyDigest};
+
+/// The name of the anonymous principal of a policy without clients.
+pub const ANONYMOUS: &str = "anonymous";
+
+/// A SHA-256 digest of a key (`api_key_sha256`).
+pub type KeyDigest = [u8; 32];
+
+/// Parses a digest written as 64 hex digits (`api_key_sha256`).
+///
+/// # Errors
+/// A message saying what is wrong with the text.
+pub fn parse_digest(hex: &str) -> Result<KeyDigest, String> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(
+            "must be 64 hex digits: the SHA-256 of the key (`printf %s KEY | sha256sum`)".into(),
+        );
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte =
+            u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| format!("not hex: {e}"))?;
+    }
+    Ok(out)
+}
+
+/// How bearer tokens are checked (`[auth.jwt]`).
+#[derive(Debug, Clone)]
+pub struct JwtRules {
+    /// Accepted `iss` values.
+    pub issuers: Vec<String>,
+    /// Accepted `aud` values (the gateway's resource URI).
+    pub audiences: Vec<String>,
+    /// The claim that names the principal.
+    pub principal_claim: String,
+    /// Allowed clock skew for `exp` and `nbf`, in seconds.
+    pub leeway_secs: u64,
+}
 
 /// Longest regular expression accepted in an argument rule, compiled (bytes of program).
 const MAX_PATTERN_SIZE: usize = 1 << 16;
@@ -172,7 +210,7 @@ pub enum JwksSource {
 #[derive(Debug, Clone)]
 pub struct JwtSpec {
     /// The checks.
-    pub rules: crate::identity::jwt::JwtRules,
+    pub rules: JwtRules,
     /// The keys.
     pub jwks: JwksSource,
 }
@@ -190,294 +228,192 @@ pub struct AuthSpec {
     pub jwt: Option<JwtSpec>,
 }
 
-/// Validates `[[client]]` entries and `[auth]`; problems as (path, message).
-pub(crate) fn validate(
-    clients: &[RawClient],
-    auth: &RawAuth,
-    problems: &mut Vec<(String, String)>,
-) -> (Vec<ClientSpec>, AuthSpec) {
-    let mut specs: Vec<ClientSpec> = Vec::new();
-    for (i, c) in clients.iter().enumerate() {
-        let at = |key: &str| format!("client[{i}].{key}");
-        if c.name.trim().is_empty() {
-            problems.push((at("name"), "must not be empty".into()));
+impl Section for RawClient {
+    type Valid = ClientSpec;
+    /// The clients before this one (names must be unique).
+    type Context<'c> = &'c [ClientSpec];
+
+    fn validate(self, earlier: &[ClientSpec], mut at: At<'_>) -> ClientSpec {
+        if self.name.trim().is_empty() {
+            at.push_at("name", "must not be empty");
         }
-        if specs.iter().any(|s| s.name == c.name) {
-            problems.push((at("name"), format!("{:?} is already a client", c.name)));
+        if earlier.iter().any(|s| s.name == self.name) {
+            at.push_at("name", format!("{:?} is already a client", self.name));
         }
-        let key = match (&c.api_key_env, &c.api_key_sha256) {
+        let key = match (self.api_key_env, &self.api_key_sha256) {
             (Some(_), Some(_)) => {
-                problems.push((
-                    at("api_key_env"),
-                    "give api_key_env or api_key_sha256, not both".into(),
-                ));
+                at.push_at(
+                    "api_key_env",
+                    "give api_key_env or api_key_sha256, not both",
+                );
                 None
             }
             (Some(var), None) if var.trim().is_empty() => {
-                problems.push((
-                    at("api_key_env"),
-                    "must name an environment variable".into(),
-                ));
+                at.push_at("api_key_env", "must name an environment variable");
                 None
             }
-            (Some(var), None) => Some(KeySource::Env(var.clone())),
-            (None, Some(hex)) => match api_key::parse_digest(hex) {
-                Ok(d) => Some(KeySource::Digest(d)),
-                Err(e) => {
-                    problems.push((at("api_key_sha256"), e));
-                    None
-                }
-            },
+            (Some(var), None) => Some(KeySource::Env(var)),
+            (None, Some(hex)) => at
+                .parse("api_key_sha256", Some(hex.as_str()), parse_digest)
+                .map(KeySource::Digest),
             (None, None) => None,
         };
-        if c.allow.is_empty() {
-            problems.push((
-                at("allow"),
-                "lists nothing: a client with no allow globs can call nothing (use [\"*\"] for everything)".into(),
-            ));
+        if self.allow.is_empty() {
+            at.push_at(
+                "allow",
+                "lists nothing: a client with no allow globs can call nothing (use [\"*\"] for everything)",
+            );
         }
         let mut rules = Vec::new();
-        for (j, r) in c.rule.iter().enumerate() {
-            let at = |key: &str| format!("client[{i}].rule[{j}].{key}");
-            if r.tools.is_empty() {
-                problems.push((at("tools"), "must name at least one tool glob".into()));
-            }
-            if r.args.is_empty() {
-                problems.push((at("args"), "constrains nothing".into()));
-            }
-            let args = r
-                .args
-                .iter()
-                .map(|(name, raw)| {
-                    (
-                        name.clone(),
-                        constraint(raw, &at(&format!("args.{name}")), problems),
-                    )
-                })
-                .collect();
-            rules.push(ArgRule {
-                tools: r.tools.iter().map(Glob::new).collect(),
-                args,
-            });
+        let mut in_rule = at.at("rule");
+        for (j, r) in self.rule.into_iter().enumerate() {
+            rules.push(r.validate((), in_rule.index(j)));
         }
-        specs.push(ClientSpec {
-            name: c.name.clone(),
+        ClientSpec {
+            name: self.name,
             scope: Scope::new(
-                c.allow.iter().map(Glob::new).collect(),
-                c.deny.iter().map(Glob::new).collect(),
+                self.allow.iter().map(Glob::new).collect(),
+                self.deny.iter().map(Glob::new).collect(),
                 rules,
             ),
-            model: c.model.clone(),
+            model: self.model,
             key,
-            token_scopes: c.token_scopes.clone(),
-        });
-    }
-    (specs, auth_spec(auth, problems))
-}
-
-fn constraint(raw: &RawConstraint, at: &str, problems: &mut Vec<(String, String)>) -> Constraint {
-    let mut number = |key: &str, v: &Option<Value>| match v {
-        None => None,
-        Some(v) => v.as_f64().or_else(|| {
-            problems.push((format!("{at}.{key}"), "must be a number".into()));
-            None
-        }),
-    };
-    let max = number("max", &raw.max);
-    let min = number("min", &raw.min);
-    if let (Some(lo), Some(hi)) = (min, max) {
-        if lo > hi {
-            problems.push((format!("{at}.min"), format!("{lo} is above max {hi}")));
+            token_scopes: self.token_scopes,
         }
     }
-    if raw.one_of.as_ref().is_some_and(Vec::is_empty) {
-        problems.push((format!("{at}.one_of"), "allows nothing".into()));
-    }
-    let pattern = raw.pattern.as_deref().and_then(|p| {
-        regex::RegexBuilder::new(p)
-            .size_limit(MAX_PATTERN_SIZE)
-            .build()
-            .map_err(|e| {
-                problems.push((
-                    format!("{at}.pattern"),
-                    format!("not a regular expression: {e}"),
-                ));
-            })
-            .ok()
-    });
-    let constraint = Constraint {
-        one_of: raw.one_of.clone(),
-        pattern,
-        max,
-        min,
-        max_length: raw.max_length,
-        optional: raw.optional,
-    };
-    if constraint.one_of.is_none()
-        && constraint.pattern.is_none()
-        && max.is_none()
-        && min.is_none()
-        && constraint.max_length.is_none()
-    {
-        problems.push((
-            at.to_owned(),
-            "constrains nothing: give one_of, pattern, max, min or max_length".into(),
-        ));
-    }
-    constraint
 }
 
-fn auth_spec(auth: &RawAuth, problems: &mut Vec<(String, String)>) -> AuthSpec {
-    let jwt = auth.jwt.as_ref().and_then(|j| {
-        let audiences = match &j.audience {
+impl Section for RawRule {
+    type Valid = ArgRule;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> ArgRule {
+        if self.tools.is_empty() {
+            at.push_at("tools", "must name at least one tool glob");
+        }
+        if self.args.is_empty() {
+            at.push_at("args", "constrains nothing");
+        }
+        let mut in_args = at.at("args");
+        let args = (self.args.into_iter())
+            .map(|(name, raw)| {
+                let constraint = raw.validate((), in_args.at(&name));
+                (name, constraint)
+            })
+            .collect();
+        ArgRule {
+            tools: self.tools.iter().map(Glob::new).collect(),
+            args,
+        }
+    }
+}
+
+impl Section for RawConstraint {
+    type Valid = Constraint;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> Constraint {
+        let mut number = |key: &str, v: Option<Value>| {
+            at.parse(key, v, |v| v.as_f64().ok_or("must be a number"))
+        };
+        let max = number("max", self.max);
+        let min = number("min", self.min);
+        if let (Some(lo), Some(hi)) = (min, max) {
+            if lo > hi {
+                at.push_at("min", format!("{lo} is above max {hi}"));
+            }
+        }
+        if self.one_of.as_ref().is_some_and(Vec::is_empty) {
+            at.push_at("one_of", "allows nothing");
+        }
+        let pattern = at.parse("pattern", self.pattern.as_deref(), |p| {
+            (regex::RegexBuilder::new(p)
+                .size_limit(MAX_PATTERN_SIZE)
+                .build())
+            .map_err(|e| format!("not a regular expression: {e}"))
+        });
+        let constraint = Constraint {
+            one_of: self.one_of,
+            pattern,
+            max,
+            min,
+            max_length: self.max_length,
+            optional: self.optional,
+        };
+        if constraint.one_of.is_none()
+            && constraint.pattern.is_none()
+            && max.is_none()
+            && min.is_none()
+            && constraint.max_length.is_none()
+        {
+            at.push("constrains nothing: give one_of, pattern, max, min or max_length");
+        }
+        constraint
+    }
+}
+
+impl Section for RawAuth {
+    type Valid = AuthSpec;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> AuthSpec {
+        let jwt_set = self.jwt.is_some();
+        let jwt = self
+            .jwt
+            .and_then(|j| j.validate(&self.resource, at.at("jwt")));
+        if jwt_set && self.resource.is_none() {
+            at.push_at(
+                "resource",
+                "bearer tokens need the gateway's resource URI (for the 401 challenge's metadata)",
+            );
+        }
+        AuthSpec {
+            resource: self.resource,
+            authorization_servers: self.authorization_servers,
+            scopes_supported: self.scopes_supported,
+            jwt,
+        }
+    }
+}
+
+impl RawJwt {
+    /// `[auth.jwt]`, given `[auth] resource` (the default audience); `None` when no JWKS.
+    fn validate(self, resource: &Option<String>, mut at: At<'_>) -> Option<JwtSpec> {
+        let audiences = match &self.audience {
             Some(a) => a.to_vec(),
-            None => auth.resource.iter().cloned().collect(),
+            None => resource.iter().cloned().collect(),
         };
         if audiences.is_empty() {
-            problems.push((
-                "auth.jwt.audience".into(),
-                "set it, or [auth] resource (the gateway's URI, which tokens must name as aud)"
-                    .into(),
-            ));
+            at.push_at(
+                "audience",
+                "set it, or [auth] resource (the gateway's URI, which tokens must name as aud)",
+            );
         }
-        let issuers = j.issuer.to_vec();
+        let issuers = self.issuer.to_vec();
         if issuers.is_empty() {
-            problems.push((
-                "auth.jwt.issuer".into(),
-                "must name the token issuer".into(),
-            ));
+            at.push_at("issuer", "must name the token issuer");
         }
-        let jwks = match (&j.jwks_file, &j.jwks_url) {
-            (Some(file), None) => Some(JwksSource::File(file.clone())),
+        let jwks = match (self.jwks_file, self.jwks_url) {
+            (Some(file), None) => Some(JwksSource::File(file)),
             (None, Some(url)) => Some(JwksSource::Url {
-                url: url.clone(),
-                refresh_secs: j.jwks_refresh_secs.unwrap_or(300).max(10),
+                url,
+                refresh_secs: self.jwks_refresh_secs.unwrap_or(300).max(10),
             }),
             _ => {
-                problems.push((
-                    "auth.jwt.jwks_file".into(),
-                    "give exactly one of jwks_file or jwks_url".into(),
-                ));
+                at.push_at("jwks_file", "give exactly one of jwks_file or jwks_url");
                 None
             }
         };
         Some(JwtSpec {
-            rules: crate::identity::jwt::JwtRules {
+            rules: JwtRules {
                 issuers,
                 audiences,
-                principal_claim: j.principal_claim.clone().unwrap_or_else(|| "sub".into()),
-                leeway_secs: j.leeway_secs.unwrap_or(60),
+                principal_claim: self.principal_claim.unwrap_or_else(|| "sub".into()),
+                leeway_secs: self.leeway_secs.unwrap_or(60),
             },
             jwks: jwks?,
         })
-    });
-    if auth.jwt.is_some() && auth.resource.is_none() {
-        problems.push((
-            "auth.resource".into(),
-            "bearer tokens need the gateway's resource URI (for the 401 challenge's metadata)"
-                .into(),
-        ));
     }
-    AuthSpec {
-        resource: auth.resource.clone(),
-        authorization_servers: auth.authorization_servers.clone(),
-        scopes_supported: auth.scopes_supported.clone(),
-        jwt,
-    }
-}
-
-impl super::Policy {
-    /// The clients as the caller stage checks them: API keys read from the environment, the
-    /// JWKS read from its file (a `jwks_url` policy passes the fetched set as `fetched`).
-    ///
-    /// # Errors
-    /// [`super::ConfigError::Invalid`] naming every key variable that is not set and a JWKS
-    /// that cannot be read or parsed.
-    pub fn directory(
-        &self,
-        fetched: Option<std::sync::Arc<jsonwebtoken::jwk::JwkSet>>,
-    ) -> Result<crate::identity::Directory, super::ConfigError> {
-        self.directory_with(&|name| std::env::var(name).ok(), fetched)
-    }
-
-    fn directory_with(
-        &self,
-        env: &dyn Fn(&str) -> Option<String>,
-        fetched: Option<std::sync::Arc<jsonwebtoken::jwk::JwkSet>>,
-    ) -> Result<crate::identity::Directory, super::ConfigError> {
-        use crate::identity::{Client, Directory};
-        let mut problems = Vec::new();
-        let mut clients = Vec::new();
-        for (i, spec) in self.clients.iter().enumerate() {
-            let mut client = Client::new(spec.name.as_str(), spec.scope.clone())
-                .with_token_scopes(spec.token_scopes.clone());
-            if let Some(model) = &spec.model {
-                client = client.with_model(model.clone());
-            }
-            match &spec.key {
-                Some(KeySource::Digest(d)) => client = client.with_key(*d),
-                Some(KeySource::Env(var)) => match env(var).filter(|v| !v.is_empty()) {
-                    Some(key) => client = client.with_key(api_key::digest(&key)),
-                    None => problems.push(super::Problem {
-                        path: format!("client[{i}].api_key_env"),
-                        line: None,
-                        message: format!(
-                            "environment variable {var} is not set (it holds {}'s API key)",
-                            spec.name
-                        ),
-                    }),
-                },
-                None => {}
-            }
-            clients.push(client);
-        }
-        let mut directory = Directory::new(clients);
-        if let Some(jwt) = &self.auth.jwt {
-            let keys = match (&jwt.jwks, fetched) {
-                (_, Some(keys)) => Some(keys),
-                (JwksSource::File(path), None) => match read_jwks(path) {
-                    Ok(keys) => Some(std::sync::Arc::new(keys)),
-                    Err(message) => {
-                        problems.push(super::Problem {
-                            path: "auth.jwt.jwks_file".into(),
-                            line: None,
-                            message,
-                        });
-                        None
-                    }
-                },
-                (JwksSource::Url { url, .. }, None) => {
-                    problems.push(super::Problem {
-                        path: "auth.jwt.jwks_url".into(),
-                        line: None,
-                        message: format!("the keys at {url} have not been fetched"),
-                    });
-                    None
-                }
-            };
-            if let Some(keys) = keys {
-                directory = directory.with_jwt(jwt.rules.clone(), keys);
-            }
-        }
-        if problems.is_empty() {
-            Ok(directory)
-        } else {
-            Err(super::ConfigError::Invalid {
-                path: "environment".into(),
-                problems,
-            })
-        }
-    }
-}
-
-/// Reads a JWKS file.
-///
-/// # Errors
-/// A message naming the file and what is wrong with it.
-pub fn read_jwks(path: &std::path::Path) -> Result<jsonwebtoken::jwk::JwkSet, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not a JWKS: {e}", path.display()))
 }
 
 #[cfg(test)]

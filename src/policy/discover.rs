@@ -24,6 +24,7 @@
 
 use serde::Deserialize;
 
+use super::problems::{At, Section};
 use crate::codemode::Limits;
 use crate::discover::{MetaToolNames, SearchLimits};
 use crate::naming;
@@ -182,22 +183,56 @@ impl ToolPattern {
     }
 }
 
+impl Section for RawDiscover {
+    type Valid = DiscoverPolicy;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> DiscoverPolicy {
+        let names = self.names(&mut at);
+        let code_mode = self.code_mode.then(|| self.code_limits(&mut at));
+        if names.search == names.schema
+            || names.search == names.invoke
+            || names.schema == names.invoke
+        {
+            at.push("search_tool, schema_tool and invoke_tool must be three different names");
+        }
+        let mut never_defer = Vec::with_capacity(self.never_defer.len());
+        for (i, pattern) in self.never_defer.iter().enumerate() {
+            if pattern.trim().is_empty() {
+                (at.at("never_defer").index(i))
+                    .push("empty pattern; write a `server/tool` id, an exposed name, or a glob");
+            } else {
+                never_defer.push(ToolPattern::new(pattern.trim()));
+            }
+        }
+        let limits = self.search_limits(&mut at);
+        DiscoverPolicy {
+            names,
+            never_defer,
+            promote_on_use: self.promote_on_use,
+            native_disclosure: self.native_disclosure,
+            code_mode,
+            limits,
+        }
+    }
+}
+
 impl RawDiscover {
-    /// Validates the section, pushing problems as `(field path, message)`.
-    pub(crate) fn validate(&self, problems: &mut Vec<(String, String)>) -> DiscoverPolicy {
+    /// The meta-tools' names, each a valid tool name, the code tool distinct from the others.
+    fn names(&self, at: &mut At<'_>) -> MetaToolNames {
         let defaults = DiscoverPolicy::default();
         let mut name = |field: &str, value: &Option<String>, default: &str| -> String {
             let Some(value) = value else {
                 return default.to_owned();
             };
             if !naming::is_valid(value) {
-                problems.push((
-                    format!("discover.{field}"),
+                at.push_at(
+                    field,
                     format!(
                         "{value:?} is not a valid tool name (1-{} characters of a-z A-Z 0-9 _ -)",
                         naming::MAX_NAME_LEN
                     ),
-                ));
+                );
             }
             value.clone()
         };
@@ -214,87 +249,61 @@ impl RawDiscover {
             .as_ref()
             .is_some_and(|c| [&names.search, &names.schema, &names.invoke].contains(&c))
         {
-            problems.push((
-                "discover.code_tool".into(),
-                "must differ from search_tool, schema_tool and invoke_tool".into(),
-            ));
+            at.push_at(
+                "code_tool",
+                "must differ from search_tool, schema_tool and invoke_tool",
+            );
         }
-        let code_mode = self.code_mode.then(|| self.code_limits(problems));
-        if names.search == names.schema
-            || names.search == names.invoke
-            || names.schema == names.invoke
-        {
-            problems.push((
-                "discover".into(),
-                "search_tool, schema_tool and invoke_tool must be three different names".into(),
-            ));
-        }
-        let mut never_defer = Vec::with_capacity(self.never_defer.len());
-        for (i, pattern) in self.never_defer.iter().enumerate() {
-            if pattern.trim().is_empty() {
-                problems.push((
-                    format!("discover.never_defer[{i}]"),
-                    "empty pattern; write a `server/tool` id, an exposed name, or a glob".into(),
-                ));
-            } else {
-                never_defer.push(ToolPattern::new(pattern.trim()));
-            }
-        }
-        let max_limit = self.max_limit.unwrap_or(defaults.limits.max);
+        names
+    }
+
+    /// `default_limit` and `max_limit`, each within its range.
+    fn search_limits(&self, at: &mut At<'_>) -> SearchLimits {
+        let defaults = DiscoverPolicy::default().limits;
+        let max_limit = self.max_limit.unwrap_or(defaults.max);
         if !(1..=MAX_SEARCH_LIMIT).contains(&max_limit) {
-            problems.push((
-                "discover.max_limit".into(),
+            at.push_at(
+                "max_limit",
                 format!("must be between 1 and {MAX_SEARCH_LIMIT}, got {max_limit}"),
-            ));
+            );
         }
         let default_limit = self
             .default_limit
-            .unwrap_or(defaults.limits.default.min(max_limit));
+            .unwrap_or(defaults.default.min(max_limit));
         if default_limit == 0 || default_limit > max_limit {
-            problems.push((
-                "discover.default_limit".into(),
+            at.push_at(
+                "default_limit",
                 format!("must be between 1 and max_limit ({max_limit}), got {default_limit}"),
-            ));
+            );
         }
-        DiscoverPolicy {
-            names,
-            never_defer,
-            promote_on_use: self.promote_on_use,
-            native_disclosure: self.native_disclosure,
-            code_mode,
-            limits: SearchLimits {
-                default: default_limit.clamp(1, MAX_SEARCH_LIMIT),
-                max: max_limit.clamp(1, MAX_SEARCH_LIMIT),
-            },
+        SearchLimits {
+            default: default_limit.clamp(1, MAX_SEARCH_LIMIT),
+            max: max_limit.clamp(1, MAX_SEARCH_LIMIT),
         }
     }
-}
 
-impl RawDiscover {
-    /// The `code_mode_*` limits, each within its range (problems pushed as in [`Self::validate`]).
-    fn code_limits(&self, problems: &mut Vec<(String, String)>) -> CodeMode {
-        let mut value = |key: &str, given: Option<u64>, default: u64, max: u64, min: u64| {
-            let Some(v) = given else { return default };
-            if (min..=max).contains(&v) {
-                v
-            } else {
-                problems.push((
-                    format!("discover.{key}"),
-                    format!("must be between {min} and {max}, got {v}"),
-                ));
-                default
-            }
+    /// The `code_mode_*` limits, each within its range.
+    fn code_limits(&self, at: &mut At<'_>) -> CodeMode {
+        let mut value = |key: &str, given: Option<u64>, default: u64, (min, max): (u64, u64)| {
+            at.parse(key, given, |v| {
+                if (min..=max).contains(&v) {
+                    Ok(v)
+                } else {
+                    Err(format!("must be between {min} and {max}, got {v}"))
+                }
+            })
+            .unwrap_or(default)
         };
         let defaults = CodeMode::default();
         let d = &defaults.limits;
         let wide = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
         let narrow = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        let timeout = u64::try_from(d.timeout.as_millis()).unwrap_or(5000);
         let timeout_ms = value(
             "code_mode_timeout_ms",
             self.code_mode_timeout_ms,
-            u64::try_from(d.timeout.as_millis()).unwrap_or(5000),
-            60_000,
-            1,
+            timeout,
+            (1, 60_000),
         );
         let limits = Limits {
             timeout: std::time::Duration::from_millis(timeout_ms),
@@ -302,36 +311,31 @@ impl RawDiscover {
                 "code_mode_max_steps",
                 self.code_mode_max_steps,
                 d.max_steps,
-                10_000_000,
-                1,
+                (1, 10_000_000),
             ),
             memory_bytes: narrow(value(
                 "code_mode_memory_mb",
                 self.code_mode_memory_mb,
                 wide(d.memory_bytes >> 20),
-                1024,
-                1,
+                (1, 1024),
             )) << 20,
             stack_bytes: narrow(value(
                 "code_mode_stack_kb",
                 self.code_mode_stack_kb,
                 wide(d.stack_bytes >> 10),
-                8192,
-                64,
+                (64, 8192),
             )) << 10,
             max_calls: narrow(value(
                 "code_mode_max_calls",
                 self.code_mode_max_calls,
                 wide(d.max_calls),
-                10_000,
-                1,
+                (1, 10_000),
             )),
             max_result_bytes: narrow(value(
                 "code_mode_max_result_bytes",
                 self.code_mode_max_result_bytes,
                 wide(d.max_result_bytes),
-                1_000_000_000,
-                1,
+                (1, 1_000_000_000),
             )),
         };
         CodeMode {
@@ -340,15 +344,13 @@ impl RawDiscover {
                 "code_mode_max_result_tokens",
                 self.code_mode_max_result_tokens,
                 wide(defaults.max_result_tokens),
-                1_000_000,
-                1,
+                (1, 1_000_000),
             )),
             max_runs: narrow(value(
                 "code_mode_max_runs",
                 self.code_mode_max_runs,
                 wide(defaults.max_runs),
-                256,
-                1,
+                (1, 256),
             )),
         }
     }
@@ -357,11 +359,14 @@ impl RawDiscover {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::problems::Problems;
 
     fn validate(toml_text: &str) -> (DiscoverPolicy, Vec<(String, String)>) {
         let raw: RawDiscover = toml::from_str(toml_text).unwrap();
-        let mut problems = Vec::new();
-        (raw.validate(&mut problems), problems)
+        let mut problems = Problems::new();
+        let mut root = problems.root();
+        let policy = Section::validate(raw, (), root.at("discover"));
+        (policy, problems.pairs())
     }
 
     #[test]

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use rustls_pki_types::pem::PemObject;
+
+use super::problems::{At, Section};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 /// How a `url` upstream is spoken to.
@@ -84,52 +86,42 @@ impl RawHttp {
             || self.client_cert_file.is_some()
             || self.client_key_file.is_some()
     }
+}
 
-    /// The options, and every problem as (field, message).
-    pub(super) fn validate(self) -> (HttpOptions, Vec<(&'static str, String)>) {
-        let mut problems = Vec::new();
-        let transport = match self.transport.as_deref() {
-            None | Some("streamable" | "auto") => HttpTransport::Streamable,
-            Some("sse") => HttpTransport::Sse,
-            Some(other) => {
-                problems.push((
-                    "transport",
-                    format!("{other:?} is not one of \"streamable\", \"sse\""),
-                ));
-                HttpTransport::Streamable
-            }
-        };
-        if let Some(path) = &self.ca_file {
-            if let Err(message) = certificates(path) {
-                problems.push(("ca_file", message));
-            }
-        }
+impl Section for RawHttp {
+    type Valid = HttpOptions;
+    type Context<'c> = ();
+
+    /// The options; problems at the upstream's `transport`, `ca_file`, ... keys.
+    fn validate(self, (): (), mut at: At<'_>) -> HttpOptions {
+        let transport = at.parse("transport", self.transport.as_deref(), |t| match t {
+            "streamable" | "auto" => Ok(HttpTransport::Streamable),
+            "sse" => Ok(HttpTransport::Sse),
+            other => Err(format!("{other:?} is not one of \"streamable\", \"sse\"")),
+        });
+        let transport = transport.unwrap_or_default();
+        at.file_exists("ca_file", self.ca_file.as_deref(), certificates);
         match (&self.client_cert_file, &self.client_key_file) {
             (Some(cert), Some(key)) => {
-                if let Err(message) = certificates(cert) {
-                    problems.push(("client_cert_file", message));
-                }
-                if let Err(message) = private_key(key) {
-                    problems.push(("client_key_file", message));
-                }
+                at.file_exists("client_cert_file", Some(cert), certificates);
+                at.file_exists("client_key_file", Some(key), private_key);
             }
-            (Some(_), None) => problems.push((
+            (Some(_), None) => at.push_at(
                 "client_key_file",
-                "client_cert_file needs client_key_file (the certificate's private key)".into(),
-            )),
-            (None, Some(_)) => problems.push((
+                "client_cert_file needs client_key_file (the certificate's private key)",
+            ),
+            (None, Some(_)) => at.push_at(
                 "client_cert_file",
-                "client_key_file needs client_cert_file (the certificate it belongs to)".into(),
-            )),
+                "client_key_file needs client_cert_file (the certificate it belongs to)",
+            ),
             (None, None) => {}
         }
-        let options = HttpOptions {
+        HttpOptions {
             transport,
             ca_file: self.ca_file,
             client_cert_file: self.client_cert_file,
             client_key_file: self.client_key_file,
-        };
-        (options, problems)
+        }
     }
 }
 
@@ -172,6 +164,7 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::problems::Problems;
 
     const CERT: &str =
         "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUZ0cq\n-----END CERTIFICATE-----\n";
@@ -182,7 +175,8 @@ mod tests {
             transport: Some("sse".into()),
             ..RawHttp::default()
         };
-        let (options, problems) = raw.validate();
+        let mut problems = Problems::new();
+        let options = raw.validate((), problems.root());
         assert_eq!(options.transport, HttpTransport::Sse);
         assert!(problems.is_empty());
 
@@ -191,8 +185,9 @@ mod tests {
             client_key_file: Some("k.pem".into()),
             ..RawHttp::default()
         };
-        let (_, problems) = raw.validate();
-        let fields: Vec<_> = problems.iter().map(|p| p.0).collect();
+        let mut problems = Problems::new();
+        raw.validate((), problems.root());
+        let fields: Vec<_> = problems.pairs().into_iter().map(|p| p.0).collect();
         assert_eq!(fields, ["transport", "client_cert_file"]);
     }
 

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::problems::{At, Section};
 use crate::limits::{ClientLimits, Limits, Rate};
 
 /// Default `[limits] queue`.
@@ -82,15 +83,20 @@ pub struct RawLimits {
     pub upstream: BTreeMap<String, RawUpstreamLimits>,
 }
 
-impl RawLimits {
-    /// Validates the section against the policy's `clients` and `upstreams` names, pushing
-    /// problems as `(field path, message)`.
-    pub(crate) fn validate(
-        self,
-        clients: &[&str],
-        upstreams: &[&str],
-        problems: &mut Vec<(String, String)>,
-    ) -> Limits {
+/// The names `[limits]` tables may be written under.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Names<'a> {
+    /// The `[[client]]` names (`anonymous` when there are none).
+    pub(crate) clients: &'a [&'a str],
+    /// The `[[upstream]]` names.
+    pub(crate) upstreams: &'a [&'a str],
+}
+
+impl Section for RawLimits {
+    type Valid = Limits;
+    type Context<'c> = Names<'c>;
+
+    fn validate(self, names: Names<'_>, mut at: At<'_>) -> Limits {
         let own = RawClientLimits {
             in_flight: self.in_flight,
             queue: self.queue,
@@ -105,39 +111,35 @@ impl RawLimits {
             queue_ms: DEFAULT_QUEUE_MS,
             ..ClientLimits::default()
         };
-        let default = own.validate("limits", &base, problems);
+        let default = own.validate(&base, at.reborrow());
         let mut by_client = BTreeMap::new();
+        let mut in_clients = at.at("client");
         for (name, raw) in self.client {
-            let path = format!("limits.client.{name}");
-            if !clients.contains(&name.as_str()) {
-                problems.push((
-                    path.clone(),
-                    format!(
-                        "{name:?} is no [[client]] of this policy (clients: {})",
-                        list(clients)
-                    ),
+            let mut at = in_clients.at(&name);
+            if !names.clients.contains(&name.as_str()) {
+                at.push(format!(
+                    "{name:?} is no [[client]] of this policy (clients: {})",
+                    list(names.clients)
                 ));
             }
-            let limits = raw.validate(&path, &default, problems);
+            let limits = raw.validate(&default, at);
             by_client.insert(name, limits);
         }
         let mut upstream_in_flight = BTreeMap::new();
+        let mut in_upstreams = at.at("upstream");
         for (name, raw) in self.upstream {
-            let path = format!("limits.upstream.{name}");
-            if !upstreams.contains(&name.as_str()) {
-                problems.push((
-                    path.clone(),
-                    format!(
-                        "{name:?} is no [[upstream]] of this policy (upstreams: {})",
-                        list(upstreams)
-                    ),
+            let mut at = in_upstreams.at(&name);
+            if !names.upstreams.contains(&name.as_str()) {
+                at.push(format!(
+                    "{name:?} is no [[upstream]] of this policy (upstreams: {})",
+                    list(names.upstreams)
                 ));
             }
             match raw.in_flight {
-                Some(0) => problems.push((
-                    format!("{path}.in_flight"),
-                    "must be at least 1 (leave it out for no limit)".into(),
-                )),
+                Some(0) => at.push_at(
+                    "in_flight",
+                    "must be at least 1 (leave it out for no limit)",
+                ),
                 Some(n) => {
                     upstream_in_flight.insert(name, n);
                 }
@@ -152,19 +154,15 @@ impl RawLimits {
     }
 }
 
-impl RawClientLimits {
-    fn validate(
-        self,
-        path: &str,
-        base: &ClientLimits,
-        problems: &mut Vec<(String, String)>,
-    ) -> ClientLimits {
+impl Section for RawClientLimits {
+    type Valid = ClientLimits;
+    /// What is not written is taken from here (`[limits]` for a client's own table).
+    type Context<'c> = &'c ClientLimits;
+
+    fn validate(self, base: &ClientLimits, mut at: At<'_>) -> ClientLimits {
         let mut positive = |key: &str, ok: bool| {
             if !ok {
-                problems.push((
-                    format!("{path}.{key}"),
-                    "must be greater than 0 (leave it out for no limit)".into(),
-                ));
+                at.push_at(key, "must be greater than 0 (leave it out for no limit)");
             }
         };
         if let Some(n) = self.in_flight {
@@ -221,6 +219,11 @@ fn list(names: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::problems::Problems;
+
+    fn names<'a>(clients: &'a [&'a str], upstreams: &'a [&'a str]) -> Names<'a> {
+        Names { clients, upstreams }
+    }
 
     fn parse(text: &str) -> RawLimits {
         toml::from_str(text).expect("toml")
@@ -228,12 +231,15 @@ mod tests {
 
     #[test]
     fn defaults_overrides_and_upstreams() {
-        let mut problems = Vec::new();
+        let mut problems = Problems::new();
         let limits = parse(
             "in_flight = 8\ncalls_per_sec = 10\n[client.bot]\ncalls_per_sec = 2\n\
              [upstream.github]\nin_flight = 4\n",
         )
-        .validate(&["bot", "alice"], &["github"], &mut problems);
+        .validate(
+            names(&["bot", "alice"], &["github"]),
+            problems.root().at("limits"),
+        );
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(limits.default.in_flight, Some(8));
         assert_eq!(limits.default.calls_per_sec, Some(Rate::new(10.0, 20)));
@@ -247,12 +253,13 @@ mod tests {
 
     #[test]
     fn every_problem_is_named() {
-        let mut problems = Vec::new();
+        let mut found = Problems::new();
         let _ = parse(
             "in_flight = 0\ncalls_per_sec = -1\nburst = 0\n[client.nobody]\nqueue_ms = 0\n\
              [upstream.gone]\nin_flight = 0\n",
         )
-        .validate(&["alice"], &["time"], &mut problems);
+        .validate(names(&["alice"], &["time"]), found.root().at("limits"));
+        let problems = found.pairs();
         let paths: Vec<&str> = problems.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(
             paths,
@@ -271,8 +278,8 @@ mod tests {
 
     #[test]
     fn nothing_written_limits_nothing() {
-        let mut problems = Vec::new();
-        let limits = RawLimits::default().validate(&[], &[], &mut problems);
+        let mut problems = Problems::new();
+        let limits = RawLimits::default().validate(names(&[], &[]), problems.root());
         assert!(problems.is_empty() && !limits.is_limited());
     }
 }

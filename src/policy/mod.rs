@@ -3,7 +3,7 @@
 //! A policy is a TOML file (`version = 1` on top) read into [`raw::RawPolicy`] (unknown keys are
 //! errors) and validated into a [`Policy`] before anything starts; every problem is reported
 //! with its field path and line. Claude Desktop / Claude Code `mcpServers` JSON can be imported
-//! as upstreams with [`Policy::add_mcp_json`].
+//! as upstreams with [`Policy::add_mcp_json`] (written in [`crate::import`]).
 //!
 //! ```
 //! use mcp_budget::policy::{Policy, Transport};
@@ -23,58 +23,50 @@
 pub mod audit;
 pub mod budget;
 pub mod client;
+mod diff;
 pub mod discover;
+pub mod downstream;
 pub mod expand;
 pub(crate) mod http;
 pub mod limits;
-pub(crate) mod mcp_json;
 mod parse;
 pub mod pin;
+mod problems;
 pub mod raw;
+#[cfg(test)]
+mod reference;
 pub mod sanitize;
 pub mod sessions;
 pub mod share;
 pub mod telemetry;
+pub mod upstream;
 mod validate;
 mod warnings;
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
+pub use audit::AuditPolicy;
 pub use budget::BudgetPolicy;
+pub use diff::Reconcile;
 pub use discover::{CodeMode, DiscoverPolicy};
+pub use downstream::{
+    DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+    DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES,
+    DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_CLIENT, DEFAULT_SESSION_IDLE, Downstream,
+};
 pub use http::{HttpOptions, HttpTransport};
 #[cfg(feature = "cli")]
 pub(crate) use parse::bare_key;
+pub(crate) use parse::path_key;
 pub use pin::PinPolicy;
+use problems::{At, Problems};
 pub use sanitize::SanitizePolicy;
 pub use telemetry::{AdminPolicy, LogFormat, TelemetryPolicy};
+pub use upstream::{DEFAULT_TIMEOUT, Transport, UpstreamProtocol, UpstreamSpec};
 
-/// Default largest message accepted from a client: 4 MiB.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
-/// Default deepest nesting of objects and arrays in a client message.
-pub const DEFAULT_MAX_JSON_DEPTH: usize = 128;
-/// Default per-request upstream timeout.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-/// Default time an HTTP client gets to send a request's body.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default cap on open HTTP connections.
-pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = nonzero(512);
-/// Default cap on open HTTP connections from one client address.
-pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: NonZeroUsize = nonzero(128);
-/// Default cap on live HTTP sessions.
-pub const DEFAULT_MAX_SESSIONS: NonZeroUsize = nonzero(4096);
-/// Default cap on live HTTP sessions opened from one client address.
-pub const DEFAULT_MAX_SESSIONS_PER_CLIENT: NonZeroUsize = nonzero(256);
-/// Default time an unused HTTP session lives.
-pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(1800);
-/// Default cap on messages queued for a client stream the client is not reading.
-pub const DEFAULT_MAX_OUTBOUND_MESSAGES: NonZeroUsize = nonzero(1024);
-
-const fn nonzero(n: usize) -> NonZeroUsize {
+/// A `NonZeroUsize` constant.
+pub(crate) const fn nonzero(n: usize) -> NonZeroUsize {
     match NonZeroUsize::new(n) {
         Some(n) => n,
         None => panic!("a default limit is not zero"),
@@ -100,7 +92,7 @@ pub struct Policy {
     /// `[auth]`.
     pub auth: client::AuthSpec,
     /// `[audit]`, when set (clients without it log to stderr).
-    pub audit: Option<crate::audit::Config>,
+    pub audit: Option<AuditPolicy>,
     /// `[sanitize]`.
     pub sanitize: SanitizePolicy,
     /// `[pin]` (with the lock read, once loaded).
@@ -119,7 +111,7 @@ pub struct Policy {
     /// The policy file's text, so that warnings can name lines.
     source: Source,
     /// What importing host configs found worth a warning (renamed, skipped, ignored keys).
-    import_warnings: Vec<Problem>,
+    pub(crate) import_warnings: Vec<Problem>,
 }
 
 /// A policy's file text (shown by length only in `Debug`).
@@ -157,207 +149,6 @@ impl Default for Policy {
             import_warnings: Vec::new(),
         }
     }
-}
-
-/// `[downstream]`, validated.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct Downstream {
-    /// Serve over stdio.
-    pub stdio: bool,
-    /// Serve streamable HTTP on this address.
-    pub http: Option<SocketAddr>,
-    /// Origins accepted besides localhost ones.
-    pub allowed_origins: Vec<String>,
-    /// Hosts accepted besides localhost ones.
-    pub allowed_hosts: Vec<String>,
-    /// Largest accepted message.
-    pub max_message_bytes: usize,
-    /// How long an HTTP client may take to send a request's body (`body_timeout_secs`).
-    pub body_timeout: Duration,
-    /// Open HTTP connections, all clients together.
-    pub max_connections: NonZeroUsize,
-    /// Open HTTP connections from one client address.
-    pub max_connections_per_client: NonZeroUsize,
-    /// Live 2025-era HTTP sessions, all clients together.
-    pub max_sessions: NonZeroUsize,
-    /// Live 2025-era HTTP sessions opened from one client address.
-    pub max_sessions_per_client: NonZeroUsize,
-    /// How long an HTTP session may go unused before it expires (`session_idle_secs`).
-    pub session_idle: Duration,
-    /// Messages queued for one HTTP client stream the client is not reading.
-    pub max_outbound_messages: NonZeroUsize,
-    /// Deepest nesting of objects and arrays in a client message (the message is level 1).
-    pub max_json_depth: usize,
-    /// Whether an HTTP POST must accept both JSON and SSE (`strict_accept`).
-    pub strict_accept: bool,
-    /// The client stdio messages come from (`stdio_client`).
-    pub stdio_client: Option<String>,
-    /// Serve a non-loopback address without client authentication (`allow_anonymous`).
-    pub allow_anonymous: bool,
-}
-
-impl Default for Downstream {
-    fn default() -> Self {
-        Self {
-            stdio: false,
-            http: None,
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-            body_timeout: DEFAULT_BODY_TIMEOUT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
-            max_sessions: DEFAULT_MAX_SESSIONS,
-            max_sessions_per_client: DEFAULT_MAX_SESSIONS_PER_CLIENT,
-            session_idle: DEFAULT_SESSION_IDLE,
-            max_json_depth: DEFAULT_MAX_JSON_DEPTH,
-            max_outbound_messages: DEFAULT_MAX_OUTBOUND_MESSAGES,
-            strict_accept: false,
-            stdio_client: None,
-            allow_anonymous: false,
-        }
-    }
-}
-
-/// One upstream server.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct UpstreamSpec {
-    /// Server id.
-    pub name: String,
-    /// How to reach it.
-    pub transport: Transport,
-    /// How long a request may go without a sign of life (an answer, progress for it, a
-    /// server→client request to its client) before it fails with a timeout.
-    pub timeout: Duration,
-    /// Its tools are dynamic (listed after the static ones).
-    pub volatile: bool,
-    /// Which protocol era to speak to it.
-    pub protocol: UpstreamProtocol,
-    /// Roots the gateway answers this upstream's `roots/list` with itself, as MCP `Root`
-    /// objects (`{"uri": "file:///...", "name"?: "..."}`); `None` when the policy declares none.
-    pub roots: Option<Vec<serde_json::Value>>,
-    /// HTTP transport and TLS files (`url` upstreams only).
-    pub http: HttpOptions,
-    /// `/readyz` waits for it (`required`, default true).
-    pub required: bool,
-    /// One instance for every client, or one per client (`share`, default global).
-    pub share: share::Share,
-}
-
-/// Which protocol era the gateway speaks to an upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum UpstreamProtocol {
-    /// Probe with `server/discover` (2026-07-28); fall back to `initialize` (2025-11-25) when
-    /// the server answers with an error. The outcome is kept for restarts.
-    #[default]
-    Auto,
-    /// 2026-07-28 only (stateless; `server/discover`, no `initialize`).
-    Modern,
-    /// 2025-11-25 and earlier only (`initialize`, sessions); no probe.
-    Legacy,
-}
-
-impl UpstreamSpec {
-    /// A stdio upstream with default settings.
-    #[must_use]
-    pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
-        Self {
-            name: name.to_owned(),
-            transport: Transport::Stdio {
-                command: command.to_owned(),
-                args: args.iter().map(|&a| a.to_owned()).collect(),
-                env: BTreeMap::new(),
-                inherit_env: false,
-                cwd: None,
-            },
-            timeout: DEFAULT_TIMEOUT,
-            volatile: false,
-            protocol: UpstreamProtocol::Auto,
-            roots: None,
-            http: HttpOptions::default(),
-            required: true,
-            share: share::Share::Global,
-        }
-    }
-
-    /// A streamable HTTP upstream with default settings.
-    #[must_use]
-    pub fn http(name: &str, url: &str) -> Self {
-        Self {
-            name: name.to_owned(),
-            transport: Transport::Http {
-                url: url.to_owned(),
-                headers: BTreeMap::new(),
-            },
-            timeout: DEFAULT_TIMEOUT,
-            volatile: false,
-            protocol: UpstreamProtocol::Auto,
-            roots: None,
-            http: HttpOptions::default(),
-            required: true,
-            share: share::Share::Global,
-        }
-    }
-
-    /// Sets the per-request timeout.
-    #[must_use]
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Sets the protocol era spoken to it.
-    #[must_use]
-    pub fn with_protocol(mut self, protocol: UpstreamProtocol) -> Self {
-        self.protocol = protocol;
-        self
-    }
-
-    /// Sets the HTTP transport and TLS files (`url` upstreams).
-    #[must_use]
-    pub fn with_http(mut self, http: HttpOptions) -> Self {
-        self.http = http;
-        self
-    }
-
-    /// `stdio` or `http`, for logs.
-    #[must_use]
-    pub fn transport_name(&self) -> &'static str {
-        match self.transport {
-            Transport::Stdio { .. } => "stdio",
-            Transport::Http { .. } => "http",
-        }
-    }
-}
-
-/// How an upstream is reached.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Transport {
-    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
-    Stdio {
-        /// Program.
-        command: String,
-        /// Arguments, intact.
-        args: Vec<String>,
-        /// Variables set for the child, on top of what it inherits.
-        env: BTreeMap<String, String>,
-        /// The child inherits the gateway's whole environment; when false it gets only a small
-        /// base (`PATH`, `HOME`, locale, ...) plus `env`.
-        inherit_env: bool,
-        /// Working directory.
-        cwd: Option<PathBuf>,
-    },
-    /// A streamable HTTP endpoint.
-    Http {
-        /// The endpoint URL.
-        url: String,
-        /// Extra headers (e.g. `Authorization`).
-        headers: BTreeMap<String, String>,
-    },
 }
 
 /// One problem found while validating a policy.
@@ -429,16 +220,23 @@ impl Policy {
 
     /// Reads the `[pin] lock` file, relative to `base`.
     fn read_lock(&mut self, base: &Path, origin: &str) -> Result<(), ConfigError> {
-        self.pin
-            .read_lock(base)
-            .map_err(|message| ConfigError::Invalid {
-                path: origin.to_owned(),
-                problems: vec![Problem {
-                    path: "pin.lock".into(),
-                    line: parse::line_of(self.source.0.as_deref().unwrap_or(""), "pin.lock"),
-                    message,
-                }],
-            })
+        let read = self.pin.read_lock(base);
+        let mut problems = Problems::new();
+        if let Err(message) = read {
+            problems.root().at("pin").push_at("lock", message);
+        }
+        self.problems_or(problems, origin)
+    }
+
+    /// `Ok` when nothing was found, else every problem found, with its line in the file.
+    fn problems_or(&self, problems: Problems, origin: &str) -> Result<(), ConfigError> {
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError::Invalid {
+            path: origin.to_owned(),
+            problems: problems.into_problems(self.source.0.as_deref().unwrap_or("")),
+        })
     }
 
     /// Parses and validates policy text; `origin` names it in errors.
@@ -460,12 +258,7 @@ impl Policy {
             problems,
         };
         let raw = parse::raw(text).map_err(invalid)?;
-        let mut policy = validate::validate(raw, text).map_err(|mut problems| {
-            for p in &mut problems {
-                p.line = parse::line_of(text, &p.path).or(p.line);
-            }
-            invalid(problems)
-        })?;
+        let mut policy = validate::validate(raw, text).map_err(invalid)?;
         if let Some(base) = lock_base {
             policy.read_lock(base, origin)?;
         }
@@ -488,91 +281,38 @@ impl Policy {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
         use expand::{Syntax, expand};
-        let mut problems = Vec::new();
+        let mut problems = Problems::new();
+        let mut root = problems.root();
+        let resolve = |value: &mut String, mut at: At<'_>| match expand(value, &Syntax::Policy, env)
+        {
+            Ok(v) => *value = v,
+            Err(message) => at.push(message),
+        };
+        let mut in_upstream = root.at("upstream");
         for (i, up) in self.upstreams.iter_mut().enumerate() {
-            let mut resolve =
-                |field: String, value: &mut String| match expand(value, &Syntax::Policy, env) {
-                    Ok(v) => *value = v,
-                    Err(message) => problems.push(self_problem(&self.source, field, message)),
-                };
+            let mut at = in_upstream.index(i);
             // A command's `env` is expanded when the child starts (`Syntax::ChildEnv`, which
             // reads `${env:VAR}` as well as `${VAR}`).
             if let Transport::Http { url, headers } = &mut up.transport {
-                resolve(format!("upstream[{i}].url"), url);
+                resolve(url, at.at("url"));
+                let mut in_headers = at.at("headers");
                 for (name, value) in headers.iter_mut() {
-                    resolve(format!("upstream[{i}].headers.{name}"), value);
+                    resolve(value, in_headers.at(name));
                 }
             }
         }
         for ((client, upstream), own) in &mut self.credentials {
-            let at = format!("client {client:?} upstream.{upstream}");
+            // Shown as `client "alice" upstream.github.headers.X`: a client's tables are
+            // named by the client, not by its index.
+            let mut in_client = root.at(&format!("client {client:?} upstream"));
+            let mut at = in_client.at(upstream);
+            let mut in_headers = at.at("headers");
             for (name, value) in &mut own.headers {
-                match expand(value, &Syntax::Policy, env) {
-                    Ok(v) => *value = v,
-                    Err(message) => problems.push(self_problem(
-                        &self.source,
-                        format!("{at}.headers.{name}"),
-                        message,
-                    )),
-                }
+                resolve(value, in_headers.at(name));
             }
             // `own.env`, as an upstream's own `env`, is expanded when the child starts.
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid {
-                path: "environment".into(),
-                problems,
-            })
-        }
-    }
-
-    /// Adds the servers of a Claude Desktop / Claude Code `mcpServers` JSON file, or of a VS
-    /// Code `mcp.json` (`servers`), as upstreams, as their host would run them (see
-    /// `policy/mcp_json.rs`: `${…}` resolved where the host resolves it, `type` honoured, odd
-    /// names normalised); what the user should know is in [`Policy::warnings`].
-    ///
-    /// # Errors
-    /// [`ConfigError`] when the file cannot be read, is not such a file, or names a server
-    /// that is already an upstream.
-    pub fn add_mcp_json(&mut self, path: &Path) -> Result<(), ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let origin = path.display().to_string();
-        let import = mcp_json::parse_with(&text, &origin, &|name| std::env::var(name).ok())?;
-        self.import_warnings.extend(import.warnings);
-        let mut problems = Vec::new();
-        for spec in import.specs {
-            if self.upstreams.iter().any(|u| u.name == spec.name) {
-                problems.push(Problem {
-                    path: format!("mcpServers.{}", spec.name),
-                    line: None,
-                    message: "an upstream of this name is already defined".into(),
-                });
-            } else {
-                self.upstreams.push(spec);
-            }
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid {
-                path: origin,
-                problems,
-            })
-        }
-    }
-}
-
-fn self_problem(source: &Source, path: String, message: String) -> Problem {
-    let line = source.0.as_deref().and_then(|t| parse::line_of(t, &path));
-    Problem {
-        path,
-        line,
-        message,
+        self.problems_or(problems, "environment")
     }
 }
 

@@ -6,8 +6,10 @@
 //! set aside and the rest tried again, so one run reports every problem, each with its line,
 //! its field path and, for a mistyped key, the key it was probably meant to be.
 //!
-//! [`line_of`] finds the line of a field path (`budget.tools."github/*".min_level`,
-//! `upstream[1].env`), for problems found later by validation.
+//! [`line_in`] finds the line of a typed field path, for the problems validation collects
+//! (`problems.rs`); [`line_of`] reads the path from its text first, for the warnings and the
+//! seal-key problems, which are built with text paths (`budget.tools."github/*".min_level`,
+//! `upstream[1].env`).
 //!
 //! ```
 //! use mcp_budget::policy::Policy;
@@ -33,8 +35,10 @@ const MAX_PROBLEMS: usize = 50;
 
 /// One step of a field path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Step {
+pub(super) enum Step {
+    /// A key.
     Key(String),
+    /// An array entry.
     Index(usize),
 }
 
@@ -99,10 +103,15 @@ fn in_file_order(mut problems: Vec<Problem>) -> Vec<Problem> {
 pub(super) fn line_of(text: &str, path: &str) -> Option<usize> {
     let steps = parse_path(path)?;
     let doc = DeTable::parse(text).ok()?;
+    line_in(text, &doc, &steps)
+}
+
+/// [`line_of`] for a typed path in a parsed document.
+pub(super) fn line_in(text: &str, doc: &Spanned<DeTable<'_>>, steps: &[Step]) -> Option<usize> {
     let mut span = None;
     let mut here: Option<&DeValue<'_>> = None;
     let mut table = Some(doc.get_ref());
-    for step in &steps {
+    for step in steps {
         let found: Option<&Spanned<DeValue<'_>>> = match (step, table, here) {
             (Step::Key(k), Some(t), _) => t.get(k.as_str()),
             (Step::Index(i), _, Some(DeValue::Array(a))) => a.get(*i),
@@ -233,7 +242,7 @@ pub(crate) fn bare_key(key: &str) -> bool {
 }
 
 /// One key of a field path: bare when TOML allows it bare, else quoted (`"x/y"`).
-pub(super) fn path_key(key: &str) -> String {
+pub(crate) fn path_key(key: &str) -> String {
     if bare_key(key) {
         key.to_owned()
     } else {

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::problems::{At, Section};
+
 use crate::pin::{Action, Lock, Rules};
 
 /// `[pin]` as written.
@@ -40,27 +42,19 @@ pub struct PinPolicy {
     pub rules: Rules,
 }
 
-impl RawPin {
-    /// Validates the section, pushing problems as `(field path, message)`.
-    pub(crate) fn validate(&self, problems: &mut Vec<(String, String)>) -> PinPolicy {
-        let mut action =
-            |field: &str, value: &Option<String>, other: &str, action: Action| match value
-                .as_deref()
-            {
-                None | Some("quarantine") => Action::Quarantine,
-                Some(v) if v == other => action,
-                Some(v) => {
-                    problems.push((
-                        format!("pin.{field}"),
-                        format!("{v:?} is not one of \"quarantine\", \"{other}\""),
-                    ));
-                    Action::Quarantine
-                }
-            };
-        let on_change = action("on_change", &self.on_change, "warn", Action::Warn);
-        let unknown = action("unknown", &self.unknown, "allow", Action::Warn);
+impl Section for RawPin {
+    type Valid = PinPolicy;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> PinPolicy {
+        let mut action = |field: &str, value: Option<&str>, other: &str, action: Action| {
+            let choices = [("quarantine", Action::Quarantine), (other, action)];
+            at.one_of(field, value, Action::Quarantine, &choices)
+        };
+        let on_change = action("on_change", self.on_change.as_deref(), "warn", Action::Warn);
+        let unknown = action("unknown", self.unknown.as_deref(), "allow", Action::Warn);
         PinPolicy {
-            lock_path: self.lock.clone(),
+            lock_path: self.lock,
             rules: Rules {
                 lock: None,
                 on_change,

@@ -15,6 +15,8 @@
 
 use serde::Deserialize;
 
+use super::problems::{At, Section};
+
 use crate::sanitize::{Rules, Steering};
 
 /// `[sanitize]` (and an upstream's `sanitize = { .. }`) as written.
@@ -58,38 +60,32 @@ impl SanitizePolicy {
     }
 }
 
-impl RawSanitize {
-    /// Validates the section at `path` on top of `base`, pushing problems as
-    /// `(field path, message)`.
-    pub(crate) fn validate(
-        &self,
-        path: &str,
-        base: &Rules,
-        problems: &mut Vec<(String, String)>,
-    ) -> Rules {
-        let steering = match self.steering.as_deref() {
-            None => base.steering,
-            Some("flag") => Steering::Flag,
-            Some("quarantine") => Steering::Quarantine,
-            Some("off") => Steering::Off,
-            Some(other) => {
-                problems.push((
-                    format!("{path}.steering"),
-                    format!("{other:?} is not one of \"flag\", \"quarantine\", \"off\""),
-                ));
-                base.steering
-            }
-        };
+impl Section for RawSanitize {
+    type Valid = Rules;
+    /// What is not written is taken from here (`[sanitize]` for an upstream's own table).
+    type Context<'c> = &'c Rules;
+
+    fn validate(self, base: &Rules, mut at: At<'_>) -> Rules {
+        let steering = at.one_of(
+            "steering",
+            self.steering.as_deref(),
+            base.steering,
+            &[
+                ("flag", Steering::Flag),
+                ("quarantine", Steering::Quarantine),
+                ("off", Steering::Off),
+            ],
+        );
         for id in &self.allow {
             if !id.contains('/') {
-                problems.push((
-                    format!("{path}.allow"),
+                at.push_at(
+                    "allow",
                     format!("{id:?} is not a tool id such as \"server/tool\""),
-                ));
+                );
             }
         }
         let mut allow = base.allow.clone();
-        allow.extend(self.allow.iter().cloned());
+        allow.extend(self.allow);
         Rules {
             strip: self.strip.unwrap_or(base.strip),
             steering,
@@ -101,20 +97,24 @@ impl RawSanitize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::problems::Problems;
 
     #[test]
     fn upstream_overrides_merge_and_allow_is_per_server() {
-        let mut problems = Vec::new();
+        let mut problems = Problems::new();
         let global = RawSanitize {
             allow: vec!["calc/add".into(), "fs/read".into()],
             ..RawSanitize::default()
         }
-        .validate("sanitize", &Rules::default(), &mut problems);
+        .validate(&Rules::default(), problems.root().at("sanitize"));
         let calc = RawSanitize {
             steering: Some("quarantine".into()),
             ..RawSanitize::default()
         }
-        .validate("upstream[0].sanitize", &global, &mut problems);
+        .validate(
+            &global,
+            problems.root().at("upstream").index(0).at("sanitize"),
+        );
         assert!(problems.is_empty());
         let policy = SanitizePolicy {
             upstreams: [("calc".to_owned(), calc)].into(),
@@ -131,7 +131,7 @@ mod tests {
             allow: vec!["add".into()],
             ..RawSanitize::default()
         }
-        .validate("sanitize", &Rules::default(), &mut problems);
-        assert_eq!(problems.len(), 2);
+        .validate(&Rules::default(), problems.root().at("sanitize"));
+        assert_eq!(problems.pairs().len(), 2);
     }
 }

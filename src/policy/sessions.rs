@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::problems::{At, Section};
 use super::{Policy, Problem, parse};
 use crate::seal::Sealer;
 
@@ -79,54 +80,53 @@ impl Default for SessionsPolicy {
     }
 }
 
-impl RawSessions {
-    /// Validates the section, pushing problems as `(field path, message)`.
-    pub(crate) fn validate(&self, problems: &mut Vec<(String, String)>) -> SessionsPolicy {
-        let seal_key = match (&self.seal_key_env, &self.seal_key_file) {
+impl Section for RawSessions {
+    type Valid = SessionsPolicy;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> SessionsPolicy {
+        let seal_key = match (self.seal_key_env, self.seal_key_file) {
             (Some(_), Some(_)) => {
-                problems.push((
-                    "sessions.seal_key_env".into(),
-                    "give seal_key_env or seal_key_file, not both".into(),
-                ));
+                at.push_at(
+                    "seal_key_env",
+                    "give seal_key_env or seal_key_file, not both",
+                );
                 None
             }
             (Some(var), None) => {
                 if var.is_empty() || var.contains(['=', '\0']) {
-                    problems.push((
-                        "sessions.seal_key_env".into(),
+                    at.push_at(
+                        "seal_key_env",
                         format!("{var:?} is not an environment variable name"),
-                    ));
+                    );
                 }
-                Some(SealKeySource::Env(var.clone()))
+                Some(SealKeySource::Env(var))
             }
             (None, Some(path)) => {
                 if path.as_os_str().is_empty() {
-                    problems.push(("sessions.seal_key_file".into(), "must name a file".into()));
+                    at.push_at("seal_key_file", "must name a file");
                 }
-                Some(SealKeySource::File(path.clone()))
+                Some(SealKeySource::File(path))
             }
             (None, None) => None,
         };
-        let max_lifetime = match self.max_lifetime_secs {
-            None => DEFAULT_MAX_LIFETIME,
-            Some(0) => {
-                problems.push((
-                    "sessions.max_lifetime_secs".into(),
-                    "must be at least 1 (leave it out for 86400)".into(),
-                ));
-                DEFAULT_MAX_LIFETIME
-            }
-            Some(secs) => Duration::from_secs(secs),
-        };
+        let max_lifetime = at.parse(
+            "max_lifetime_secs",
+            self.max_lifetime_secs,
+            |secs| match secs {
+                0 => Err("must be at least 1 (leave it out for 86400)"),
+                secs => Ok(Duration::from_secs(secs)),
+            },
+        );
         if self.max_lifetime_secs.is_some() && seal_key.is_none() {
-            problems.push((
-                "sessions.max_lifetime_secs".into(),
-                "applies to sealed session ids only: set seal_key_env or seal_key_file".into(),
-            ));
+            at.push_at(
+                "max_lifetime_secs",
+                "applies to sealed session ids only: set seal_key_env or seal_key_file",
+            );
         }
         SessionsPolicy {
             seal_key,
-            max_lifetime,
+            max_lifetime: max_lifetime.unwrap_or(DEFAULT_MAX_LIFETIME),
         }
     }
 }

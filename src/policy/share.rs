@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::problems::At;
 use super::{Transport, UpstreamSpec};
 
 /// Default `idle_secs`: a per-client instance without calls for ten minutes is stopped.
@@ -106,102 +107,75 @@ pub fn instance_spec(base: &UpstreamSpec, credentials: Option<&Credentials>) -> 
     spec
 }
 
-/// `share`, `idle_secs` and `max_instances` of one `[[upstream]]`; problems as (field,
-/// message).
+/// `share`, `idle_secs` and `max_instances` of one `[[upstream]]`, problems at `at` (the
+/// upstream).
 pub(super) fn share(
     share: Option<&str>,
     idle_secs: Option<u64>,
     max_instances: Option<usize>,
-    problems: &mut Vec<(&'static str, String)>,
+    mut at: At<'_>,
 ) -> Share {
-    let per_client = match share {
-        None | Some("global") => false,
-        Some("per_client") => true,
-        Some(other) => {
-            problems.push((
-                "share",
-                format!("{other:?} is not one of \"global\", \"per_client\""),
-            ));
-            false
-        }
-    };
+    let per_client = at.one_of(
+        "share",
+        share,
+        false,
+        &[("global", false), ("per_client", true)],
+    );
     if !per_client {
         for (key, set) in [
             ("idle_secs", idle_secs.is_some()),
             ("max_instances", max_instances.is_some()),
         ] {
             if set {
-                problems.push((
-                    key,
-                    "applies to share = \"per_client\" upstreams only".into(),
-                ));
+                at.push_at(key, "applies to share = \"per_client\" upstreams only");
             }
         }
         return Share::Global;
     }
-    let idle = match idle_secs {
-        Some(0) => {
-            problems.push(("idle_secs", "must be greater than 0".into()));
-            DEFAULT_IDLE
-        }
-        Some(secs) => Duration::from_secs(secs),
-        None => DEFAULT_IDLE,
-    };
-    let max_instances = match max_instances.map(NonZeroUsize::new) {
-        Some(None) => {
-            problems.push(("max_instances", "must be greater than 0".into()));
-            DEFAULT_MAX_INSTANCES
-        }
-        Some(Some(n)) => n,
-        None => DEFAULT_MAX_INSTANCES,
-    };
     Share::PerClient(PerClient {
-        idle,
-        max_instances,
+        idle: at.secs("idle_secs", idle_secs, DEFAULT_IDLE),
+        max_instances: at.positive("max_instances", max_instances, DEFAULT_MAX_INSTANCES),
     })
 }
 
 /// Checks every `[client.upstream.<name>]` against the upstreams, and that a per-client
-/// upstream has clients to be per; returns the credentials by (client, upstream). Problems as
-/// (path, message).
+/// upstream has clients to be per; returns the credentials by (client, upstream). Problems at
+/// `root` (the top of the file).
 pub(super) fn credentials<'a>(
     clients: impl Iterator<Item = (&'a str, &'a BTreeMap<String, RawCredentials>)>,
     upstreams: &[UpstreamSpec],
-    problems: &mut Vec<(String, String)>,
+    mut root: At<'_>,
 ) -> ClientCredentials {
     let mut found = ClientCredentials::new();
     let mut any_client = false;
     for (i, (client, tables)) in clients.enumerate() {
         any_client = true;
         for (name, raw) in tables {
-            let at = |key: &str| format!("client[{i}].upstream.{name}{key}");
+            let mut in_client = root.at("client");
+            let mut in_entry = in_client.index(i);
+            let mut in_upstream = in_entry.at("upstream");
+            let mut at = in_upstream.at(name);
             let Some(spec) = upstreams.iter().find(|u| &u.name == name) else {
-                problems.push((
-                    at(""),
-                    format!("{name:?} is no [[upstream]] of this policy"),
-                ));
+                at.push(format!("{name:?} is no [[upstream]] of this policy"));
                 continue;
             };
             if spec.share == Share::Global {
-                problems.push((
-                    at(""),
-                    format!(
-                        "upstream {name:?} is shared by every client: credentials apply to share = \"per_client\" upstreams only"
-                    ),
+                at.push(format!(
+                    "upstream {name:?} is shared by every client: credentials apply to share = \"per_client\" upstreams only"
                 ));
             }
             match &spec.transport {
                 Transport::Stdio { .. } if !raw.headers.is_empty() => {
-                    problems.push((at(".headers"), "headers apply to url upstreams only".into()));
+                    at.push_at("headers", "headers apply to url upstreams only");
                 }
                 Transport::Http { .. } if !raw.env.is_empty() => {
-                    problems.push((at(".env"), "env applies to command upstreams only".into()));
+                    at.push_at("env", "env applies to command upstreams only");
                 }
                 _ => {}
             }
             for header in raw.headers.keys() {
                 if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
-                    problems.push((at(".headers"), format!("{header:?} is not a header name")));
+                    at.push_at("headers", format!("{header:?} is not a header name"));
                 }
             }
             let credentials = Credentials {
@@ -214,10 +188,10 @@ pub(super) fn credentials<'a>(
     if !any_client {
         for (i, spec) in upstreams.iter().enumerate() {
             if matches!(spec.share, Share::PerClient(_)) {
-                problems.push((
-                    format!("upstream[{i}].share"),
-                    "\"per_client\" needs [[client]] entries: anonymous callers cannot be told apart, so they are refused".into(),
-                ));
+                (root.at("upstream").index(i)).push_at(
+                    "share",
+                    "\"per_client\" needs [[client]] entries: anonymous callers cannot be told apart, so they are refused",
+                );
             }
         }
     }
@@ -227,6 +201,7 @@ pub(super) fn credentials<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::problems::Problems;
 
     fn per_client(idle: u64, max: usize) -> Share {
         Share::PerClient(PerClient {
@@ -237,14 +212,14 @@ mod tests {
 
     #[test]
     fn share_is_global_by_default_and_per_client_has_defaults() {
-        let mut problems = Vec::new();
-        assert_eq!(share(None, None, None, &mut problems), Share::Global);
+        let mut problems = Problems::new();
+        assert_eq!(share(None, None, None, problems.root()), Share::Global);
         assert_eq!(
-            share(Some("per_client"), None, None, &mut problems),
+            share(Some("per_client"), None, None, problems.root()),
             per_client(600, 32)
         );
         assert_eq!(
-            share(Some("per_client"), Some(5), Some(2), &mut problems),
+            share(Some("per_client"), Some(5), Some(2), problems.root()),
             per_client(5, 2)
         );
         assert!(problems.is_empty(), "{problems:?}");
@@ -252,10 +227,11 @@ mod tests {
 
     #[test]
     fn share_problems_name_their_key() {
-        let mut problems = Vec::new();
-        share(Some("per_user"), Some(5), None, &mut problems);
-        share(Some("per_client"), Some(0), Some(0), &mut problems);
-        let keys: Vec<&str> = problems.iter().map(|(k, _)| *k).collect();
+        let mut found = Problems::new();
+        share(Some("per_user"), Some(5), None, found.root());
+        share(Some("per_client"), Some(0), Some(0), found.root());
+        let problems = found.pairs();
+        let keys: Vec<&str> = problems.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["share", "idle_secs", "idle_secs", "max_instances"]);
         assert!(problems[1].1.contains("per_client"), "{problems:?}");
     }
@@ -284,12 +260,13 @@ mod tests {
             ("nope".into(), raw(&[], &[])),
         ]
         .into();
-        let mut problems = Vec::new();
+        let mut collected = Problems::new();
         let found = credentials(
             [("alice", &tables)].into_iter(),
             &[github, web, time],
-            &mut problems,
+            collected.root(),
         );
+        let problems = collected.pairs();
         let paths: Vec<&str> = problems.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(
             paths,
@@ -308,8 +285,9 @@ mod tests {
     fn a_per_client_upstream_needs_clients() {
         let mut github = UpstreamSpec::stdio("github", "gh", &[]);
         github.share = per_client(600, 32);
-        let mut problems = Vec::new();
-        credentials(std::iter::empty(), &[github], &mut problems);
+        let mut collected = Problems::new();
+        credentials(std::iter::empty(), &[github], collected.root());
+        let problems = collected.pairs();
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].0, "upstream[0].share");
         assert!(problems[0].1.contains("[[client]]"), "{problems:?}");

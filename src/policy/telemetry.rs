@@ -19,6 +19,8 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
+use super::problems::{At, Section};
+
 /// `[telemetry]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
@@ -94,21 +96,19 @@ pub struct AdminPolicy {
     pub allowed_hosts: Vec<String>,
 }
 
-impl RawTelemetry {
-    /// Validates the section, pushing problems as `(field path, message)`.
-    pub(crate) fn validate(&self, problems: &mut Vec<(String, String)>) -> TelemetryPolicy {
-        let log_format = self.log_format.as_deref().and_then(|f| {
-            f.parse()
-                .map_err(|e| problems.push(("telemetry.log_format".into(), e)))
-                .ok()
-        });
+impl Section for RawTelemetry {
+    type Valid = TelemetryPolicy;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> TelemetryPolicy {
+        let log_format = at.parse("log_format", self.log_format.as_deref(), str::parse);
         if let Some(url) = &self.otlp_endpoint {
             match url.parse::<http::Uri>() {
                 Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => {}
-                _ => problems.push((
-                    "telemetry.otlp_endpoint".into(),
+                _ => at.push_at(
+                    "otlp_endpoint",
                     format!("{url:?} is not an http(s) URL such as http://127.0.0.1:4318"),
-                )),
+                ),
             }
         }
         if self
@@ -116,41 +116,34 @@ impl RawTelemetry {
             .as_deref()
             .is_some_and(|s| s.trim().is_empty())
         {
-            problems.push(("telemetry.service_name".into(), "must not be empty".into()));
+            at.push_at("service_name", "must not be empty");
         }
         if let Some(r) = self.sample_ratio {
             if !(0.0..=1.0).contains(&r) {
-                problems.push((
-                    "telemetry.sample_ratio".into(),
-                    format!("{r} is not between 0 and 1"),
-                ));
+                at.push_at("sample_ratio", format!("{r} is not between 0 and 1"));
             }
         }
         TelemetryPolicy {
             log_format,
-            otlp_endpoint: self.otlp_endpoint.clone(),
-            service_name: self.service_name.clone(),
+            otlp_endpoint: self.otlp_endpoint,
+            service_name: self.service_name,
             sample_ratio: self.sample_ratio,
         }
     }
 }
 
-impl RawAdmin {
-    /// Validates the section, pushing problems as `(field path, message)`.
-    pub(crate) fn validate(&self, problems: &mut Vec<(String, String)>) -> AdminPolicy {
-        let http = self.http.as_deref().and_then(|a| {
+impl Section for RawAdmin {
+    type Valid = AdminPolicy;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> AdminPolicy {
+        let http = at.parse("http", self.http.as_deref(), |a| {
             a.parse::<SocketAddr>()
-                .map_err(|e| {
-                    problems.push((
-                        "admin.http".into(),
-                        format!("not a socket address such as 127.0.0.1:9464: {e}"),
-                    ));
-                })
-                .ok()
+                .map_err(|e| format!("not a socket address such as 127.0.0.1:9464: {e}"))
         });
         AdminPolicy {
             http,
-            allowed_hosts: self.allowed_hosts.clone(),
+            allowed_hosts: self.allowed_hosts,
         }
     }
 }

@@ -10,7 +10,6 @@
 //! [`watch`] is the loop of all that, with its outcome logged.
 
 mod apply;
-mod diff;
 mod swap;
 mod trigger;
 mod watch;
@@ -18,8 +17,8 @@ mod watch;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+pub use crate::policy::Reconcile;
 pub use apply::{Reloaded, Reloader};
-pub use diff::Reconcile;
 pub use swap::Swap;
 pub use trigger::{QUIET, Trigger, Triggers, triggers};
 pub use watch::{Outcome, problem_lines, watch};

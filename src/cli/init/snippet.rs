@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value, json};
 
 use super::Source;
-use crate::policy::mcp_json::Host;
+use crate::import::mcp_json::Host;
 
 /// The entry for `host`: `command` and `args` start the gateway, `vars` go in its `env`;
 /// `scope` is Claude Code's (`user`, `project`).

@@ -46,7 +46,6 @@ mod sessions;
 
 pub use listen::{HEADER_READ_TIMEOUT, ListenConfig, REFUSALS_IN_FLIGHT, serve, serve_with};
 
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
@@ -71,8 +70,11 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// The one protocol version before streamable HTTP: its clients need not accept SSE.
 const HTTP_SSE_ERA: &str = "2024-11-05";
 
-/// Settings of the HTTP downstream. Non-exhaustive, so that a new setting is not a breaking
-/// change: start from [`HttpConfig::default`] (or `From<&Downstream>`) and set fields.
+/// Settings of the HTTP downstream: the validated `[downstream]` section (read through
+/// [`Deref`](std::ops::Deref): `config.max_sessions` is `config.downstream.max_sessions`), plus
+/// what the transport adds to it, the session sealer and its lifetime. Non-exhaustive, so that
+/// a new setting is not a breaking change: start from [`HttpConfig::default`] (or
+/// `From<&Downstream>`) and set fields.
 ///
 /// ```
 /// use mcp_budget::downstream::http::HttpConfig;
@@ -80,37 +82,35 @@ const HTTP_SSE_ERA: &str = "2024-11-05";
 /// let mut config = HttpConfig::default();
 /// config.strict_accept = true;
 /// assert!(config.allowed_origins.is_empty());
+/// assert!(config.downstream.strict_accept);
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct HttpConfig {
-    /// Origins accepted besides localhost ones.
-    pub allowed_origins: Vec<String>,
-    /// Host names accepted besides localhost ones.
-    pub allowed_hosts: Vec<String>,
-    /// Largest accepted body.
-    pub max_message_bytes: usize,
-    /// How long a client may take to send a request's body.
-    pub body_timeout: Duration,
-    /// Live sessions, all clients together.
-    pub max_sessions: NonZeroUsize,
-    /// Live sessions opened from one client address (known when served by [`serve`], or by a
-    /// server that puts axum's `ConnectInfo<SocketAddr>` in the requests).
-    pub max_sessions_per_client: NonZeroUsize,
-    /// How long a session may go unused before it expires.
-    pub session_idle: Duration,
-    /// Messages queued for one client stream the client is not reading.
-    pub max_outbound_messages: NonZeroUsize,
-    /// Deepest nesting of objects and arrays accepted in a message (the message is level 1).
-    pub max_json_depth: usize,
-    /// Refuse a POST that does not accept both JSON and SSE (`[downstream] strict_accept`);
-    /// otherwise it is answered in a shape it accepts.
-    pub strict_accept: bool,
+    /// `[downstream]`: origins and hosts accepted, body size and time, session limits and
+    /// idle time, the outbound queue, JSON depth, `strict_accept`. (`http`, `stdio`,
+    /// `stdio_client`, `allow_anonymous` and the connection caps are read by the listener and
+    /// the gate, not here.)
+    pub downstream: Downstream,
     /// Seals session ids (`[sessions]`), so that another replica, or this one restarted,
     /// serves the session; `None`: random ids, known only here.
     pub sealer: Option<Arc<Sealer>>,
     /// How long a sealed id is accepted after `initialize` (`[sessions] max_lifetime_secs`).
     pub session_lifetime: Duration,
+}
+
+impl std::ops::Deref for HttpConfig {
+    type Target = Downstream;
+
+    fn deref(&self) -> &Downstream {
+        &self.downstream
+    }
+}
+
+impl std::ops::DerefMut for HttpConfig {
+    fn deref_mut(&mut self) -> &mut Downstream {
+        &mut self.downstream
+    }
 }
 
 impl Default for HttpConfig {
@@ -120,18 +120,9 @@ impl Default for HttpConfig {
 }
 
 impl From<&Downstream> for HttpConfig {
-    fn from(d: &Downstream) -> Self {
+    fn from(downstream: &Downstream) -> Self {
         Self {
-            allowed_origins: d.allowed_origins.clone(),
-            allowed_hosts: d.allowed_hosts.clone(),
-            max_message_bytes: d.max_message_bytes,
-            body_timeout: d.body_timeout,
-            max_sessions: d.max_sessions,
-            max_sessions_per_client: d.max_sessions_per_client,
-            session_idle: d.session_idle,
-            max_outbound_messages: d.max_outbound_messages,
-            max_json_depth: d.max_json_depth,
-            strict_accept: d.strict_accept,
+            downstream: downstream.clone(),
             sealer: None,
             session_lifetime: crate::policy::sessions::DEFAULT_MAX_LIFETIME,
         }

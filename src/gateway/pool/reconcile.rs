@@ -12,7 +12,7 @@ use super::{Pool, Slot, guarded};
 use crate::catalog::Catalog;
 use crate::gateway::Gateway;
 use crate::policy::Policy;
-use crate::reload::Reconcile;
+use crate::policy::Reconcile;
 use crate::upstream::Upstream;
 
 impl Pool {

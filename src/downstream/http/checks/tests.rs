@@ -108,11 +108,11 @@ fn status(result: Result<(), Box<Response>>) -> u16 {
 
 #[test]
 fn host_and_origin_checks_give_400_for_malformed_and_403_for_foreign() {
-    let config = HttpConfig {
+    let config = HttpConfig::from(&crate::policy::Downstream {
         allowed_hosts: vec!["mcp.example.com".into()],
         allowed_origins: vec!["https://app.example.com".into()],
-        ..HttpConfig::default()
-    };
+        ..crate::policy::Downstream::default()
+    });
     let uri = axum::http::Uri::from_static("/mcp");
     let check =
         |pairs: &[(&'static str, &str)]| status(check_origin(&headers(pairs), &uri, &config));

@@ -1,8 +1,8 @@
 //! What a new policy changes, decided before anything is touched: which upstreams start, stop,
 //! restart or stay, and which settings only a restart can apply.
 
-use crate::policy::sessions::{SealKeySource, SessionsPolicy};
-use crate::policy::{Downstream, Policy, UpstreamSpec};
+use super::sessions::{SealKeySource, SessionsPolicy};
+use super::{Downstream, Policy, UpstreamSpec};
 
 /// What happens to the upstreams and settings when `new` replaces `old`.
 ///
@@ -12,7 +12,7 @@ use crate::policy::{Downstream, Policy, UpstreamSpec};
 ///
 /// ```
 /// use mcp_budget::policy::Policy;
-/// use mcp_budget::reload::Reconcile;
+/// use mcp_budget::policy::Reconcile;
 ///
 /// let old = Policy::from_toml_str(
 ///     "version = 1\n[[upstream]]\nname = \"a\"\ncommand = \"a\"\n[[upstream]]\nname = \"b\"\ncommand = \"b\"\n",
@@ -53,30 +53,47 @@ impl Reconcile {
     /// Compares two policies.
     #[must_use]
     pub fn between(old: &Policy, new: &Policy) -> Self {
+        // Every section named: a new one does not compile until someone decides whether a
+        // reload applies it (the stack is rebuilt from the new policy) or only a restart does.
+        let Policy {
+            downstream,
+            separator,
+            upstreams,
+            sessions,
+            // Applied by a reload: the stack and the gateway's rooms are built from them.
+            budget: _,
+            discover: _,
+            clients: _,
+            auth: _,
+            audit: _,
+            sanitize: _,
+            pin: _,
+            limits: _,
+            telemetry: _,
+            admin: _,
+            credentials: _,
+            source: _,
+            import_warnings: _,
+        } = old;
         let find = |list: &[UpstreamSpec], name: &str| list.iter().position(|u| u.name == name);
         let mut plan = Self::default();
         for up in &new.upstreams {
-            match find(&old.upstreams, &up.name) {
+            match find(upstreams, &up.name) {
                 None => plan.start.push(up.name.clone()),
-                Some(i) if old.upstreams[i] == *up => plan.keep.push(up.name.clone()),
+                Some(i) if upstreams[i] == *up => plan.keep.push(up.name.clone()),
                 Some(_) => plan.restart.push(up.name.clone()),
             }
         }
-        for up in &old.upstreams {
+        for up in upstreams {
             if find(&new.upstreams, &up.name).is_none() {
                 plan.stop.push(up.name.clone());
             }
         }
-        let names = |p: &Policy| {
-            p.upstreams
-                .iter()
-                .map(|u| u.name.clone())
-                .collect::<Vec<_>>()
-        };
-        plan.renames = old.separator != new.separator || names(old) != names(new);
-        plan.needs_restart = downstream_changes(&old.downstream, &new.downstream);
+        let names = |list: &[UpstreamSpec]| list.iter().map(|u| u.name.clone()).collect::<Vec<_>>();
+        plan.renames = *separator != new.separator || names(upstreams) != names(&new.upstreams);
+        plan.needs_restart = downstream_changes(downstream, &new.downstream);
         plan.needs_restart
-            .extend(sessions_changes(&old.sessions, &new.sessions));
+            .extend(sessions_changes(sessions, &new.sessions));
         plan
     }
 
@@ -91,7 +108,7 @@ impl Reconcile {
     ///
     /// ```
     /// use mcp_budget::policy::Policy;
-    /// use mcp_budget::reload::Reconcile;
+    /// use mcp_budget::policy::Reconcile;
     ///
     /// let old = Policy::from_toml_str("version = 1\n", "old").unwrap();
     /// let new = Policy::from_toml_str("version = 1\n[sessions]\nseal_key_env = \"K\"\n", "new").unwrap();
@@ -135,60 +152,78 @@ impl Reconcile {
 }
 
 /// The `[downstream]` keys whose values differ: the transports read them once, when they
-/// start serving.
+/// start serving. Every field is named, so that a new one does not compile until it is listed.
 fn downstream_changes(a: &Downstream, b: &Downstream) -> Vec<&'static str> {
+    let Downstream {
+        stdio,
+        http,
+        allowed_origins,
+        allowed_hosts,
+        max_message_bytes,
+        body_timeout,
+        max_connections,
+        max_connections_per_client,
+        max_sessions,
+        max_sessions_per_client,
+        session_idle,
+        max_outbound_messages,
+        max_json_depth,
+        strict_accept,
+        stdio_client,
+        allow_anonymous,
+    } = a;
     [
-        ("downstream.http", a.http != b.http),
-        ("downstream.stdio", a.stdio != b.stdio),
+        ("downstream.http", *http != b.http),
+        ("downstream.stdio", *stdio != b.stdio),
         (
             "downstream.allowed_origins",
-            a.allowed_origins != b.allowed_origins,
+            *allowed_origins != b.allowed_origins,
         ),
         (
             "downstream.allowed_hosts",
-            a.allowed_hosts != b.allowed_hosts,
+            *allowed_hosts != b.allowed_hosts,
         ),
         (
             "downstream.max_message_bytes",
-            a.max_message_bytes != b.max_message_bytes,
+            *max_message_bytes != b.max_message_bytes,
         ),
         (
             "downstream.max_json_depth",
-            a.max_json_depth != b.max_json_depth,
+            *max_json_depth != b.max_json_depth,
         ),
         (
             "downstream.body_timeout_secs",
-            a.body_timeout != b.body_timeout,
+            *body_timeout != b.body_timeout,
         ),
         (
             "downstream.max_connections",
-            a.max_connections != b.max_connections,
+            *max_connections != b.max_connections,
         ),
         (
             "downstream.max_connections_per_client",
-            a.max_connections_per_client != b.max_connections_per_client,
+            *max_connections_per_client != b.max_connections_per_client,
         ),
-        ("downstream.max_sessions", a.max_sessions != b.max_sessions),
+        ("downstream.max_sessions", *max_sessions != b.max_sessions),
         (
             "downstream.max_sessions_per_client",
-            a.max_sessions_per_client != b.max_sessions_per_client,
+            *max_sessions_per_client != b.max_sessions_per_client,
         ),
         (
             "downstream.session_idle_secs",
-            a.session_idle != b.session_idle,
+            *session_idle != b.session_idle,
         ),
         (
             "downstream.max_outbound_messages",
-            a.max_outbound_messages != b.max_outbound_messages,
+            *max_outbound_messages != b.max_outbound_messages,
         ),
         (
             "downstream.strict_accept",
-            a.strict_accept != b.strict_accept,
+            *strict_accept != b.strict_accept,
         ),
-        ("downstream.stdio_client", a.stdio_client != b.stdio_client),
+        ("downstream.stdio_client", *stdio_client != b.stdio_client),
         (
             "downstream.allow_anonymous",
-            a.allow_anonymous != b.allow_anonymous,
+            *allow_anonymous != b.allow_anonymous,
         ),
     ]
     .into_iter()
@@ -197,22 +232,30 @@ fn downstream_changes(a: &Downstream, b: &Downstream) -> Vec<&'static str> {
 }
 
 /// The `[sessions]` keys whose values differ: the HTTP transport builds its sealer (the key
-/// and how long a sealed id lives) once, when it starts serving.
+/// and how long a sealed id lives) once, when it starts serving. Every field is named, as in
+/// [`downstream_changes`].
 fn sessions_changes(a: &SessionsPolicy, b: &SessionsPolicy) -> Vec<&'static str> {
-    let env = |s: &SessionsPolicy| match &s.seal_key {
+    let SessionsPolicy {
+        seal_key,
+        max_lifetime,
+    } = a;
+    let env = |key: &Option<SealKeySource>| match key {
         Some(SealKeySource::Env(var)) => Some(var.clone()),
         _ => None,
     };
-    let file = |s: &SessionsPolicy| match &s.seal_key {
+    let file = |key: &Option<SealKeySource>| match key {
         Some(SealKeySource::File(path)) => Some(path.clone()),
         _ => None,
     };
     [
-        ("sessions.seal_key_env", env(a) != env(b)),
-        ("sessions.seal_key_file", file(a) != file(b)),
+        ("sessions.seal_key_env", env(seal_key) != env(&b.seal_key)),
+        (
+            "sessions.seal_key_file",
+            file(seal_key) != file(&b.seal_key),
+        ),
         (
             "sessions.max_lifetime_secs",
-            a.max_lifetime != b.max_lifetime,
+            *max_lifetime != b.max_lifetime,
         ),
     ]
     .into_iter()

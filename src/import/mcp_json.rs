@@ -3,7 +3,7 @@
 //! Code's `mcp.json` (`servers`, `inputs`).
 //!
 //! Each entry becomes an upstream as its host would run it:
-//! - `${…}` references are resolved where the host resolves them ([`super::expand`]): Claude
+//! - `${…}` references are resolved where the host resolves them ([`crate::policy::expand`]): Claude
 //!   Code expands `${VAR}` / `${VAR:-default}`, VS Code `${env:VAR}`, `${userHome}`,
 //!   `${workspaceFolder}` (and asks the user for `${input:…}`, which a gateway cannot: an error
 //!   says what to write instead); Claude Desktop expands nothing.
@@ -26,8 +26,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::expand::{Syntax, expand, has_reference};
-use super::{ConfigError, DEFAULT_TIMEOUT, Problem, Transport, UpstreamSpec, validate};
+use crate::policy::expand::{Syntax, expand, has_reference};
+use crate::policy::{
+    ConfigError, DEFAULT_TIMEOUT, HttpOptions, HttpTransport, Problem, Transport, UpstreamProtocol,
+    UpstreamSpec, upstream,
+};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -138,10 +141,10 @@ pub(crate) fn parse_with(
                 message: format!("({origin}) {message}"),
             });
         };
-        let http = super::HttpOptions::default().with_transport(if server.is_sse() {
-            super::HttpTransport::Sse
+        let http = HttpOptions::default().with_transport(if server.is_sse() {
+            HttpTransport::Sse
         } else {
-            super::HttpTransport::Streamable
+            HttpTransport::Streamable
         });
         match entry(server, entries.syntax.as_ref(), env, &mut warn) {
             Ok(transport) => import.specs.push(UpstreamSpec {
@@ -149,11 +152,11 @@ pub(crate) fn parse_with(
                 transport,
                 timeout: DEFAULT_TIMEOUT,
                 volatile: false,
-                protocol: super::UpstreamProtocol::Auto,
+                protocol: UpstreamProtocol::Auto,
                 roots: None,
                 http,
                 required: true,
-                share: super::share::Share::Global,
+                share: crate::policy::share::Share::Global,
             }),
             Err(message) => problems.push(Problem {
                 path: path.clone(),
@@ -207,7 +210,7 @@ pub(crate) fn entries(text: &str, origin: &str) -> Result<Entries, ConfigError> 
     };
     let mut taken = BTreeSet::new();
     for (name, server) in servers {
-        let path = format!("{key}.{}", super::parse::path_key(&name));
+        let path = format!("{key}.{}", crate::policy::path_key(&name));
         let mut warn = |message: String| {
             out.warnings.push(Problem {
                 path: path.clone(),
@@ -346,7 +349,7 @@ fn unique_id(name: &str, taken: &mut BTreeSet<String>) -> String {
     if id.is_empty() {
         id = "server".into();
     }
-    debug_assert!(validate::check_name(&id).is_ok());
+    debug_assert!(upstream::check_name(&id).is_ok());
     let mut candidate = id.clone();
     let mut n = 2;
     while !taken.insert(candidate.clone()) {
@@ -490,11 +493,11 @@ mod tests {
         assert_eq!(http(&got.specs[1]).0, "http://127.0.0.1:1/sse");
         assert_eq!(
             got.specs[1].http.transport,
-            super::super::HttpTransport::Sse
+            crate::policy::HttpTransport::Sse
         );
         assert_eq!(
             got.specs[2].http.transport,
-            super::super::HttpTransport::Streamable
+            crate::policy::HttpTransport::Streamable
         );
         assert!(got.warnings.is_empty(), "{:?}", got.warnings);
         let bad = parse_with(

@@ -1,0 +1,162 @@
+//! `[downstream]`: how hosts reach the gateway (stdio, streamable HTTP) and the limits on what
+//! they send.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use super::nonzero;
+use super::problems::{At, Section};
+use super::raw::RawDownstream;
+
+/// Default largest message accepted from a client: 4 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Default deepest nesting of objects and arrays in a client message.
+pub const DEFAULT_MAX_JSON_DEPTH: usize = 128;
+/// Default time an HTTP client gets to send a request's body.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default cap on open HTTP connections.
+pub const DEFAULT_MAX_CONNECTIONS: NonZeroUsize = nonzero(512);
+/// Default cap on open HTTP connections from one client address.
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: NonZeroUsize = nonzero(128);
+/// Default cap on live HTTP sessions.
+pub const DEFAULT_MAX_SESSIONS: NonZeroUsize = nonzero(4096);
+/// Default cap on live HTTP sessions opened from one client address.
+pub const DEFAULT_MAX_SESSIONS_PER_CLIENT: NonZeroUsize = nonzero(256);
+/// Default time an unused HTTP session lives.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(1800);
+/// Default cap on messages queued for a client stream the client is not reading.
+pub const DEFAULT_MAX_OUTBOUND_MESSAGES: NonZeroUsize = nonzero(1024);
+
+/// `[downstream]`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Downstream {
+    /// Serve over stdio.
+    pub stdio: bool,
+    /// Serve streamable HTTP on this address.
+    pub http: Option<SocketAddr>,
+    /// Origins accepted besides localhost ones.
+    pub allowed_origins: Vec<String>,
+    /// Hosts accepted besides localhost ones.
+    pub allowed_hosts: Vec<String>,
+    /// Largest accepted message.
+    pub max_message_bytes: usize,
+    /// How long an HTTP client may take to send a request's body (`body_timeout_secs`).
+    pub body_timeout: Duration,
+    /// Open HTTP connections, all clients together.
+    pub max_connections: NonZeroUsize,
+    /// Open HTTP connections from one client address.
+    pub max_connections_per_client: NonZeroUsize,
+    /// Live 2025-era HTTP sessions, all clients together.
+    pub max_sessions: NonZeroUsize,
+    /// Live 2025-era HTTP sessions opened from one client address.
+    pub max_sessions_per_client: NonZeroUsize,
+    /// How long an HTTP session may go unused before it expires (`session_idle_secs`).
+    pub session_idle: Duration,
+    /// Messages queued for one HTTP client stream the client is not reading.
+    pub max_outbound_messages: NonZeroUsize,
+    /// Deepest nesting of objects and arrays in a client message (the message is level 1).
+    pub max_json_depth: usize,
+    /// Whether an HTTP POST must accept both JSON and SSE (`strict_accept`).
+    pub strict_accept: bool,
+    /// The client stdio messages come from (`stdio_client`).
+    pub stdio_client: Option<String>,
+    /// Serve a non-loopback address without client authentication (`allow_anonymous`).
+    pub allow_anonymous: bool,
+}
+
+impl Default for Downstream {
+    fn default() -> Self {
+        Self {
+            stdio: false,
+            http: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_client: DEFAULT_MAX_SESSIONS_PER_CLIENT,
+            session_idle: DEFAULT_SESSION_IDLE,
+            max_json_depth: DEFAULT_MAX_JSON_DEPTH,
+            max_outbound_messages: DEFAULT_MAX_OUTBOUND_MESSAGES,
+            strict_accept: false,
+            stdio_client: None,
+            allow_anonymous: false,
+        }
+    }
+}
+
+impl Section for RawDownstream {
+    type Valid = Downstream;
+    type Context<'c> = ();
+
+    fn validate(self, (): (), mut at: At<'_>) -> Downstream {
+        let d = Downstream::default();
+        let http = at.parse("http", self.http.as_deref(), |a| {
+            a.parse::<SocketAddr>()
+                .map_err(|e| format!("not a socket address such as 127.0.0.1:8931: {e}"))
+        });
+        let max_message_bytes = at.parse("max_message_bytes", self.max_message_bytes, |n| {
+            if n == 0 {
+                Err("must be greater than 0")
+            } else {
+                Ok(n)
+            }
+        });
+        let max_connections =
+            at.positive("max_connections", self.max_connections, d.max_connections);
+        let max_connections_per_client = at.positive(
+            "max_connections_per_client",
+            self.max_connections_per_client,
+            d.max_connections_per_client,
+        );
+        let max_sessions = at.positive("max_sessions", self.max_sessions, d.max_sessions);
+        let max_sessions_per_client = at.positive(
+            "max_sessions_per_client",
+            self.max_sessions_per_client,
+            d.max_sessions_per_client,
+        );
+        let max_outbound_messages = at.positive(
+            "max_outbound_messages",
+            self.max_outbound_messages,
+            d.max_outbound_messages,
+        );
+        let body_timeout = at.secs("body_timeout_secs", self.body_timeout_secs, d.body_timeout);
+        let session_idle = at.secs("session_idle_secs", self.session_idle_secs, d.session_idle);
+        let max_json_depth = at.parse("max_json_depth", self.max_json_depth, |n| {
+            if n == 0 {
+                Err("must be greater than 0 (a message is an object: level 1)")
+            } else {
+                Ok(n)
+            }
+        });
+        for (i, origin) in self.allowed_origins.iter().enumerate() {
+            if !(origin.starts_with("http://") || origin.starts_with("https://")) {
+                (at.at("allowed_origins").index(i)).push(format!(
+                    "{origin:?} is not an origin such as https://app.example.com"
+                ));
+            }
+        }
+        Downstream {
+            stdio: self.stdio,
+            http,
+            allowed_origins: self.allowed_origins,
+            allowed_hosts: self.allowed_hosts,
+            max_message_bytes: max_message_bytes.unwrap_or(d.max_message_bytes),
+            body_timeout,
+            max_connections,
+            max_connections_per_client,
+            max_sessions,
+            max_sessions_per_client,
+            session_idle,
+            max_outbound_messages,
+            max_json_depth: max_json_depth.unwrap_or(d.max_json_depth),
+            strict_accept: self.strict_accept,
+            stdio_client: self.stdio_client,
+            allow_anonymous: self.allow_anonymous,
+        }
+    }
+}
