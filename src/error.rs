@@ -22,22 +22,10 @@ use serde_json::{Value, json};
 use crate::jsonrpc::ErrorObject;
 use crate::jsonrpc::code::{
     HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
-    MISSING_CAPABILITY, UNSUPPORTED_VERSION,
+    MISSING_CAPABILITY, RATE_LIMITED, REQUEST_CANCELLED, RESOURCE_NOT_AVAILABLE, SERVER_ERROR,
+    TOO_LARGE, UNSUPPORTED_VERSION,
 };
 use crate::limits::Which;
-
-// The codes moved to `crate::jsonrpc::code`; these old paths are kept for the other branches
-// of issue 30, whose use sites are renamed after they merge.
-/// JSON-RPC code for a call refused by a gateway limit.
-pub use crate::jsonrpc::code::RATE_LIMITED;
-/// JSON-RPC code for errors of an upstream: [`crate::jsonrpc::code::SERVER_ERROR`].
-pub use crate::jsonrpc::code::SERVER_ERROR as UPSTREAM_ERROR;
-/// JSON-RPC code for a request refused because it is too large.
-pub use crate::jsonrpc::code::TOO_LARGE;
-/// JSON-RPC code of `tools/describe` for names the client cannot see.
-pub use crate::jsonrpc::code::RESOURCE_NOT_AVAILABLE as NOT_AVAILABLE;
-/// JSON-RPC code of the answer to a request the client cancelled.
-pub use crate::jsonrpc::code::REQUEST_CANCELLED;
 
 /// A runtime error that becomes a JSON-RPC error response.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -314,16 +302,16 @@ impl Error {
     /// The JSON-RPC code and the `data.type` of this error.
     fn code_and_kind(&self) -> (i64, &'static str) {
         match self {
-            Self::UpstreamUnavailable { .. } => (UPSTREAM_ERROR, kind::UPSTREAM_UNAVAILABLE),
-            Self::UpstreamTimeout { .. } => (UPSTREAM_ERROR, kind::UPSTREAM_TIMEOUT),
-            Self::UpstreamProtocol { .. } => (UPSTREAM_ERROR, kind::UPSTREAM_PROTOCOL),
-            Self::UpstreamUnreachable { .. } => (UPSTREAM_ERROR, kind::UPSTREAM_UNREACHABLE),
-            Self::InstancesExhausted { .. } => (UPSTREAM_ERROR, kind::UPSTREAM_INSTANCES_EXHAUSTED),
+            Self::UpstreamUnavailable { .. } => (SERVER_ERROR, kind::UPSTREAM_UNAVAILABLE),
+            Self::UpstreamTimeout { .. } => (SERVER_ERROR, kind::UPSTREAM_TIMEOUT),
+            Self::UpstreamProtocol { .. } => (SERVER_ERROR, kind::UPSTREAM_PROTOCOL),
+            Self::UpstreamUnreachable { .. } => (SERVER_ERROR, kind::UPSTREAM_UNREACHABLE),
+            Self::InstancesExhausted { .. } => (SERVER_ERROR, kind::UPSTREAM_INSTANCES_EXHAUSTED),
             Self::ClientRequired { .. } => (INVALID_REQUEST, kind::UPSTREAM_CLIENT_REQUIRED),
             Self::UpstreamRefused { .. } => (INVALID_REQUEST, kind::UPSTREAM_PROTOCOL),
             Self::Cancelled { .. } => (REQUEST_CANCELLED, kind::REQUEST_CANCELLED),
             Self::NotFound { .. } => (INVALID_PARAMS, kind::CATALOG_NOT_FOUND),
-            Self::NotAvailable { .. } => (NOT_AVAILABLE, kind::CATALOG_NOT_FOUND),
+            Self::NotAvailable { .. } => (RESOURCE_NOT_AVAILABLE, kind::CATALOG_NOT_FOUND),
             Self::MethodNotFound(_) => (METHOD_NOT_FOUND, kind::METHOD_NOT_FOUND),
             Self::InvalidParams { .. } | Self::Params(_) => {
                 (INVALID_PARAMS, kind::REQUEST_INVALID_PARAMS)
@@ -334,7 +322,7 @@ impl Error {
                 missing_capability: Some(_),
                 ..
             } => (MISSING_CAPABILITY, kind::CLIENT_MISSING_CAPABILITY),
-            Self::ClientInput { .. } => (UPSTREAM_ERROR, kind::CLIENT_INPUT_FAILED),
+            Self::ClientInput { .. } => (SERVER_ERROR, kind::CLIENT_INPUT_FAILED),
             Self::CapabilityUndeclared { .. } => {
                 (METHOD_NOT_FOUND, kind::CLIENT_MISSING_CAPABILITY)
             }
@@ -344,16 +332,16 @@ impl Error {
                 ambiguous: true, ..
             } => (METHOD_NOT_FOUND, kind::ROUTE_AMBIGUOUS),
             Self::Unroutable { .. } => (METHOD_NOT_FOUND, kind::ROUTE_NO_CLIENT),
-            Self::Denied { .. } => (UPSTREAM_ERROR, kind::AUTHORIZATION_DENIED),
+            Self::Denied { .. } => (SERVER_ERROR, kind::AUTHORIZATION_DENIED),
             Self::Limited {
                 which: Which::InFlight,
                 ..
             } => (RATE_LIMITED, kind::LIMIT_IN_FLIGHT),
             Self::Limited { .. } => (RATE_LIMITED, kind::LIMIT_RATE),
-            Self::Quarantined(held) => (UPSTREAM_ERROR, held.kind),
+            Self::Quarantined(held) => (SERVER_ERROR, held.kind),
             Self::Http(refusal) => (INVALID_REQUEST, refusal.kind()),
             Self::Protocol(error) => error.code_and_kind(),
-            Self::ShuttingDown => (UPSTREAM_ERROR, kind::GATEWAY_SHUTTING_DOWN),
+            Self::ShuttingDown => (SERVER_ERROR, kind::GATEWAY_SHUTTING_DOWN),
             Self::Internal(_) => (INTERNAL_ERROR, kind::INTERNAL),
         }
     }
@@ -374,7 +362,9 @@ impl Error {
                 upstream,
                 missing_capability: Some(capability),
                 ..
-            } => json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } }),
+            } => {
+                json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } })
+            }
             Self::UpstreamTimeout { upstream, timeout } => {
                 json!({ "upstream": upstream, "timeout_ms": timeout.as_millis() })
             }

@@ -10,37 +10,17 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
-/// The cycles still present on this branch, each as its sorted top-level modules. The other
-/// branches of issue 30 break them (policy: `policy → audit`, `Reconcile` into `policy/`;
-/// errors: `pin::Item` into `catalog`): the lead empties this at merge. The test fails on a
-/// cycle not listed here, and on a listed one that is gone.
-const KNOWN_CYCLES: &[&[&str]] = &[
-    &["audit", "net", "policy", "telemetry"],
-    &["catalog", "pin"],
-    &["gateway", "reload", "stack"],
-];
-
 #[test]
-fn no_new_import_cycle_between_top_level_modules() {
+fn no_import_cycle_between_top_level_modules() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let graph = Graph::of(&read_tree(&src));
     let found = graph.cycles();
-    let known: BTreeSet<Vec<String>> = KNOWN_CYCLES
-        .iter()
-        .map(|c| c.iter().map(|m| (*m).to_owned()).collect())
-        .collect();
     let mut report = String::new();
-    for cycle in found.iter().filter(|c| !known.contains(*c)) {
+    for cycle in &found {
         report.push_str(&format!(
-            "new cycle: {}\n{}",
+            "cycle: {}\n{}",
             cycle.join(" "),
             graph.edges_within(cycle)
-        ));
-    }
-    for cycle in known.iter().filter(|c| !found.contains(*c)) {
-        report.push_str(&format!(
-            "cycle {} is gone: remove it from KNOWN_CYCLES\n",
-            cycle.join(" ")
         ));
     }
     assert!(report.is_empty(), "{report}");

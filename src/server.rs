@@ -39,12 +39,12 @@ use crate::downstream::{Endpoint, http, stdio};
 use crate::gateway::{Gateway, UpstreamSummary};
 use crate::identity::{Directory, Gate, Protected, jwks};
 use crate::layer::budget::{BudgetLayer, PlanSummary};
+use crate::net::get_document;
 use crate::policy::client::JwksSource;
 use crate::policy::{Policy, Problem};
 use crate::reload::Reloader;
 use crate::seal::Sealer;
 use crate::stack::McpService;
-use crate::upstream::http::get_document;
 
 /// How long [`run`] waits for upstreams to be ready before serving anyway (those not ready
 /// join when they are).

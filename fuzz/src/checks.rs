@@ -13,7 +13,7 @@ use mcp_budget::catalog::CatalogTool;
 use mcp_budget::fuzzing::{self as entry, StdioLine};
 use mcp_budget::jsonrpc::{DecodeError, Id, IdScanner, Kind, Message};
 use mcp_budget::mcp::modern::{
-    self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MirroredHeaders, check_envelope,
+    META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MirroredHeaders, check_envelope,
     check_headers, decode_header_value, encode_header_value, request_meta, target_name,
 };
 use mcp_budget::mcp::params::{check_param_headers, marked, param_headers};
@@ -433,7 +433,7 @@ pub fn check_modern(msg: &Message, fuzzed: MirroredHeaders<'_>) {
                 assert_eq!(name, Some(Ok(target.clone())), "Mcp-Name mirrors the body");
             }
         }
-        Err(err) => assert_eq!(err.code, modern::HEADER_MISMATCH),
+        Err(err) => assert_eq!(err.code, mcp_budget::jsonrpc::code::HEADER_MISMATCH),
     }
 }
 
@@ -499,7 +499,7 @@ pub fn check_param_headers_for(schema: &Value, arguments: &Value, headers: &[(St
         panic!("emitted headers are refused: {} ({emitted:?})", err.message);
     }
     if let Err(err) = check_param_headers(&marks, arguments, |n| values_of(headers, n)) {
-        assert_eq!(err.code, modern::HEADER_MISMATCH);
+        assert_eq!(err.code, mcp_budget::jsonrpc::code::HEADER_MISMATCH);
     }
 }
 

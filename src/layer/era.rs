@@ -149,7 +149,10 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(reply.error.unwrap().code, modern::UNSUPPORTED_VERSION);
+        assert_eq!(
+            reply.error.unwrap().code,
+            crate::jsonrpc::code::UNSUPPORTED_VERSION
+        );
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use crate::error::Protocol;
+use crate::jsonrpc::code::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
 use crate::jsonrpc::{ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND, Message, to_raw};
 use crate::mcp::method::Method;
 
@@ -36,10 +37,6 @@ pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabi
 pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// `_meta` key of the server's info in a `server/discover` result.
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
-
-// The codes moved to `crate::jsonrpc::code`; this old path is kept for the other branches of
-// issue 30, whose use sites are renamed after they merge.
-pub use crate::jsonrpc::code::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
 
 /// How long a client may cache a list result (milliseconds).
 pub const LIST_TTL_MS: u64 = 60_000;

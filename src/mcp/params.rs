@@ -271,7 +271,7 @@ mod tests {
         let missing = check_param_headers(&s, &args, ok(&[("mcp-param-region", "eu")]));
         assert_eq!(
             missing.unwrap_err().code,
-            crate::mcp::modern::HEADER_MISMATCH
+            crate::jsonrpc::code::HEADER_MISMATCH
         );
         let wrong = check_param_headers(
             &s,

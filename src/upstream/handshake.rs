@@ -130,7 +130,7 @@ async fn initialize(upstream: &Upstream) -> Result<ServerInfo, Error> {
     // A server that refuses `initialize` for 2026-07-28 (a late answer to the probe may have
     // put its connection in that era) is modern after all.
     let modern_only = reply.error.as_ref().is_some_and(|e| {
-        e.code == crate::mcp::modern::UNSUPPORTED_VERSION
+        e.code == crate::jsonrpc::code::UNSUPPORTED_VERSION
             && e.data.as_ref().is_some_and(|d| {
                 serde_json::from_str::<Value>(d.get())
                     .ok()

@@ -24,8 +24,6 @@ use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 
-// `Poster` and `get_document` moved to `crate::net`; this old path is kept for the other
-// branches of issue 30, whose use sites are renamed after they merge.
 use super::sse::SseDecoder;
 use super::{PROTOCOL_VERSION, Status, Upstream, handshake};
 use crate::context::Outbound;
@@ -33,7 +31,6 @@ use crate::error::{Error, kind};
 use crate::jsonrpc::{Id, Kind, Message};
 use crate::lock::lock;
 use crate::net::client::{Client, Failure};
-pub use crate::net::{Poster, get_document};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";

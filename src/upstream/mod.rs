@@ -51,10 +51,6 @@ use crate::mcp::Era;
 use crate::mcp::method::Method;
 use crate::policy::{Transport, UpstreamProtocol, UpstreamSpec};
 
-// The code moved to `crate::jsonrpc::code`; this old path is kept for the other branches of
-// issue 30, whose use sites are renamed after they merge.
-pub use crate::jsonrpc::code::REQUEST_CANCELLED;
-
 /// The protocol version the gateway asks 2025-era upstreams for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 

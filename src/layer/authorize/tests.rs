@@ -8,9 +8,10 @@ use super::*;
 use crate::authz::{ArgRule, Constraint, Glob};
 use crate::catalog::Contribution;
 use crate::context::{Caller, Session};
-use crate::error::{UPSTREAM_ERROR, kind};
+use crate::error::kind;
 use crate::identity::{Client, Credential, Directory, api_key};
 use crate::jsonrpc::Id;
+use crate::jsonrpc::code::SERVER_ERROR;
 
 fn catalog() -> Arc<Catalog> {
     let tool = |name: &str| json!({"name": name, "inputSchema": {"type": "object"}});
@@ -87,7 +88,7 @@ async fn run(principal: Arc<Principal>, method: &str, params: Value, filter_tool
 
 fn denial(run: &Run) -> Option<Value> {
     let err = run.reply.as_ref()?.error.as_ref()?;
-    assert_eq!(err.code, UPSTREAM_ERROR);
+    assert_eq!(err.code, SERVER_ERROR);
     let data: Value = serde_json::from_str(err.data.as_ref()?.get()).ok()?;
     assert_eq!(data["type"], kind::AUTHORIZATION_DENIED);
     assert_eq!(

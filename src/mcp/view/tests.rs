@@ -1,5 +1,6 @@
 use super::*;
-use crate::mcp::modern::{MODERN_VERSION, UNSUPPORTED_VERSION};
+use crate::jsonrpc::code::UNSUPPORTED_VERSION;
+use crate::mcp::modern::MODERN_VERSION;
 use serde_json::json;
 
 /// Error objects compare as the JSON they are sent as.

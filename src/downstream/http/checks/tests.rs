@@ -291,12 +291,12 @@ fn a_modern_post_that_fails_a_check_gets_its_error_with_its_id() {
     ]);
     assert_eq!(
         code(&modern, &mismatch),
-        Err((Id::Number(7), modern::HEADER_MISMATCH))
+        Err((Id::Number(7), crate::jsonrpc::code::HEADER_MISMATCH))
     );
     let unknown = headers(&[("mcp-protocol-version", "2099-01-01")]);
     let note = message(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     assert_eq!(
         code(&note, &unknown),
-        Err((Id::Null, modern::UNSUPPORTED_VERSION))
+        Err((Id::Null, crate::jsonrpc::code::UNSUPPORTED_VERSION))
     );
 }
