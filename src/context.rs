@@ -171,6 +171,12 @@ pub struct Caller {
     /// The audit id of the `run_code` run this message was made by (a script's tool call),
     /// `None` for what the client sent itself: audit lines carry it as `run_audit_id`.
     pub run: Option<Arc<str>>,
+    /// The request only asks whether the caller may make this call, and must never reach an
+    /// upstream: a `get_tool_schema` of a tool the caller's plan hides goes down as the direct
+    /// call it names, so that the authorize layer answers it as it answers that call. Should the
+    /// authorize layer allow it (the catalog changed between the two layers' reads), it
+    /// answers "not found" instead of calling the tool.
+    pub probe: bool,
 }
 
 /// One downstream client session.
@@ -304,6 +310,7 @@ impl Caller {
             outbound,
             principal: Principal::anonymous(),
             run: None,
+            probe: false,
         }
     }
 

@@ -124,6 +124,10 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         }
         let catalog = self.catalog.borrow().clone();
         let Some(called) = req.routed(&catalog) else {
+            if req.caller.probe {
+                let name = req.view.name().unwrap_or_default().to_owned();
+                return probe_not_found(&req, name);
+            }
             return Box::pin(inner.call(req));
         };
         let routes = routes(&called.reach, &called.exposed, &catalog);
@@ -158,6 +162,9 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             let error = denied(&principal, &called.exposed, reason, &call.audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
+        if req.caller.probe {
+            return probe_not_found(&req, called.exposed.clone());
+        }
         Box::pin(async move {
             let started = tokio::time::Instant::now();
             let reply = inner.call(req).await?;
@@ -166,6 +173,15 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             Ok(reply)
         })
     }
+}
+
+/// The answer to a probe ([`crate::context::Caller::probe`]) that is not denied: the tool
+/// `name` was hidden from the caller when the budget layer looked and is not now (the catalog
+/// changed in between), so the schema lookup is answered "not found", and nothing is called.
+fn probe_not_found(req: &McpRequest, name: String) -> McpFuture {
+    let id = req.message.reply_id();
+    let error = Error::NotFound { what: "tool", name }.to_error_object();
+    Box::pin(async move { Ok(Some(Message::error(id, error))) })
 }
 
 /// The decision on `called`, which may reach `routes`, for the request's principal (every

@@ -341,6 +341,11 @@ impl<S: Inner> Around<S> for BudgetLayer {
                         })
                     }
                     // The real call, with its own view, as if the client had sent it.
+                    Outcome::Probe(params) => {
+                        let mut req = req.with_params(params);
+                        req.caller.probe = true;
+                        Box::pin(inner.call(req))
+                    }
                     Outcome::Forward(params) => {
                         let req = req.with_params(params);
                         let limit = self.result_budget(&req);
@@ -381,6 +386,9 @@ impl BudgetLayer {
 enum Outcome {
     Answer(Value),
     Forward(Box<RawValue>),
+    /// A `get_tool_schema` of a tool the caller may not see, as the direct call it names: sent
+    /// down for the authorize layer to refuse, never to an upstream ([`Caller::probe`]).
+    Probe(Box<RawValue>),
     /// `run_code`: its arguments, and the caller's plan its script sees the tools of.
     Run(Value, Arc<state::Planned>),
 }
@@ -431,7 +439,11 @@ impl BudgetLayer {
             let (arguments, meta) = (&call.arguments, call.meta.as_ref());
             let invoke = call.name == names.invoke;
             if let Some(params) = denied::as_direct_call(req, &catalog, arguments, meta, invoke) {
-                return Some(Outcome::Forward(params));
+                return Some(if invoke {
+                    Outcome::Forward(params)
+                } else {
+                    Outcome::Probe(params)
+                });
             }
         }
         let discovery = planned.discovery.as_ref()?;

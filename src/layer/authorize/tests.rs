@@ -58,6 +58,16 @@ struct Run {
 }
 
 async fn run(principal: Arc<Principal>, method: &str, params: Value, filter_tools: bool) -> Run {
+    run_as(principal, method, params, filter_tools, false).await
+}
+
+async fn run_as(
+    principal: Arc<Principal>,
+    method: &str,
+    params: Value,
+    filter_tools: bool,
+    probe: bool,
+) -> Run {
     let forwarded = Arc::new(AtomicUsize::new(0));
     let seen = forwarded.clone();
     let inner = tower::service_fn(move |req: McpRequest| {
@@ -80,7 +90,8 @@ async fn run(principal: Arc<Principal>, method: &str, params: Value, filter_tool
     let (_tx, rx) = watch::channel(catalog());
     let service = AuthorizeLayer::new(rx, Audit::off(), filter_tools).layer(inner);
     let (notify, _) = tokio::sync::mpsc::unbounded_channel();
-    let caller = Caller::new(Arc::new(Session::new("s1", notify))).with_principal(principal);
+    let mut caller = Caller::new(Arc::new(Session::new("s1", notify))).with_principal(principal);
+    caller.probe = probe;
     let msg = Message::request(Id::Number(1), method, Some(to_raw(&params)));
     let reply = service.oneshot(McpRequest::new(msg, caller)).await.unwrap();
     Run { forwarded, reply }
@@ -297,4 +308,56 @@ fn an_outcome_is_an_error_only_when_the_result_says_so_however_it_spells_it() {
         "ok"
     );
     assert_eq!(super::outcome_of(None).0, "none");
+}
+
+#[tokio::test]
+async fn a_probe_is_answered_here_and_never_forwarded() {
+    // Denied: the same answer as the direct call it stands for.
+    let denied = run_as(
+        alice(),
+        "tools/call",
+        json!({"name": "github__delete_repo"}),
+        true,
+        true,
+    )
+    .await;
+    assert!(denial(&denied).is_some());
+    // Allowed (the catalog changed since the budget layer looked): "not found", and the tool
+    // is not called.
+    let probe = run_as(
+        alice(),
+        "tools/call",
+        json!({"name": "github__get_issue"}),
+        true,
+        true,
+    )
+    .await;
+    let err = probe.reply.as_ref().unwrap().error.as_ref().unwrap();
+    let data: Value = serde_json::from_str(err.data.as_ref().unwrap().get()).unwrap();
+    assert_eq!(data["type"], kind::CATALOG_NOT_FOUND);
+    assert_eq!(data["name"], "github__get_issue");
+    assert_eq!(
+        probe.forwarded.load(Ordering::SeqCst),
+        0,
+        "the tool was called"
+    );
+    // A name nothing routes is refused as a direct call of it is.
+    let unknown = run_as(
+        alice(),
+        "tools/call",
+        json!({"name": "nowhere__x"}),
+        true,
+        true,
+    )
+    .await;
+    assert!(denial(&unknown).is_some());
+    // The same call without the flag is forwarded.
+    let call = run(
+        alice(),
+        "tools/call",
+        json!({"name": "github__get_issue"}),
+        true,
+    )
+    .await;
+    assert_eq!(call.forwarded.load(Ordering::SeqCst), 1);
 }

@@ -8,7 +8,10 @@
 //! reason is in `src/layer/authorize.rs` and `docs/security.md`.
 //!
 //! Nothing of the hidden tool is read here but its route: no schema, no near names, and the
-//! arguments go down as the client sent them (checked against no schema).
+//! arguments go down as the client sent them (checked against no schema). A `get_tool_schema`
+//! goes down as a probe ([`crate::context::Caller::probe`]): the authorize layer answers it
+//! whatever it decides, so a schema lookup never becomes a call of the tool, even when the
+//! catalog changes between the two layers' reads.
 
 use serde_json::{Map, Value};
 
