@@ -17,12 +17,15 @@ stamp() { sha256sum "$1" | cut -c1-16; }
 # - kubectl: the deploy/ manifests render with `kubectl kustomize` (tests/it/deploy.rs); this
 #   machine kind has it from the Google Cloud apt repository, Debian's kubernetes-client is
 #   the fallback;
-# - haproxy: the scale-out tests (tests/scaleout.rs) put three gateways behind it.
+# - haproxy: the scale-out tests (tests/scaleout.rs) put three gateways behind it;
+# - gcc-mingw-w64-x86-64: the Windows build check in scripts/test.sh (ring and QuickJS compile C
+#   for the target).
 apt_missing=()
 pkg-config --exists openssl 2>/dev/null || apt_missing+=(libssl-dev pkg-config)
 command -v chromium >/dev/null || apt_missing+=(chromium)
 { command -v promtool >/dev/null && command -v prometheus >/dev/null; } || apt_missing+=(prometheus)
 command -v haproxy >/dev/null || apt_missing+=(haproxy)
+command -v x86_64-w64-mingw32-gcc >/dev/null || apt_missing+=(gcc-mingw-w64-x86-64)
 if [ "${#apt_missing[@]}" -gt 0 ] || ! command -v kubectl >/dev/null; then
   echo "install-test-deps: apt-get install ${apt_missing[*]} kubectl" >&2
   apt-get update -qq >&2
@@ -69,4 +72,12 @@ if [ ! -f .venv/.stamp ] || [ "$(cat .venv/.stamp)" != "$(stamp requirements.txt
   python3 -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt >&2
   stamp requirements.txt > .venv/.stamp
+fi
+
+# The Windows target for the non-Unix build check in scripts/test.sh (rustup's own download; the
+# check is skipped with a warning where it cannot be fetched).
+if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx x86_64-pc-windows-gnu; then
+  echo "install-test-deps: rustup target add x86_64-pc-windows-gnu" >&2
+  rustup target add x86_64-pc-windows-gnu >&2 ||
+    echo "install-test-deps: WARNING: the x86_64-pc-windows-gnu target could not be installed" >&2
 fi
