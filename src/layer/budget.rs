@@ -71,7 +71,7 @@ use tokio::sync::{mpsc, watch};
 use crate::catalog::Catalog;
 use crate::context::McpRequest;
 use crate::discover::MetaCall;
-use crate::jsonrpc::{Kind, Message, to_raw};
+use crate::jsonrpc::{Id, Kind, Message, to_raw};
 pub use crate::listing::ServerTokens;
 use crate::mcp::method::Method;
 use crate::plan::ModeChoice;
@@ -326,32 +326,7 @@ impl<S: Inner> Around<S> for BudgetLayer {
                     let limit = self.result_budget(&req);
                     return self.limited(limit, Box::pin(inner.call(req)));
                 };
-                match rewritten {
-                    Outcome::Answer(result) => {
-                        let reply = Message::response_value(id, &result);
-                        Box::pin(async move { Ok(Some(reply)) })
-                    }
-                    // A script whose tool calls go down the stack from here.
-                    Outcome::Run(arguments, planned) => {
-                        let state = self.state.clone();
-                        Box::pin(async move {
-                            let result =
-                                code_mode::run_code(state, inner, req, arguments, planned).await;
-                            Ok(Some(Message::response_value(id, &result)))
-                        })
-                    }
-                    // The real call, with its own view, as if the client had sent it.
-                    Outcome::Probe(params) => {
-                        let mut req = req.with_params(params);
-                        req.caller.probe = true;
-                        Box::pin(inner.call(req))
-                    }
-                    Outcome::Forward(params) => {
-                        let req = req.with_params(params);
-                        let limit = self.result_budget(&req);
-                        self.limited(limit, Box::pin(inner.call(req)))
-                    }
-                }
+                self.answer_meta(inner, req, id, rewritten)
             }
             _ => Box::pin(inner.call(req)),
         }
@@ -359,6 +334,42 @@ impl<S: Inner> Around<S> for BudgetLayer {
 }
 
 impl BudgetLayer {
+    /// What a meta-tool call `req` answers, as [`BudgetLayer::meta_call`] decided.
+    fn answer_meta<S: Inner>(
+        &self,
+        mut inner: S,
+        req: McpRequest,
+        id: Id,
+        outcome: Outcome,
+    ) -> BoxFuture {
+        match outcome {
+            Outcome::Answer(result) => {
+                let reply = Message::response_value(id, &result);
+                Box::pin(async move { Ok(Some(reply)) })
+            }
+            // A script whose tool calls go down the stack from here.
+            Outcome::Run(arguments, planned) => {
+                let state = self.state.clone();
+                Box::pin(async move {
+                    let result = code_mode::run_code(state, inner, req, arguments, planned).await;
+                    Ok(Some(Message::response_value(id, &result)))
+                })
+            }
+            // A schema lookup of a hidden tool: for the authorize layer to answer, never sent on.
+            Outcome::Probe(params) => {
+                let mut req = req.with_params(params);
+                req.caller.probe = true;
+                Box::pin(inner.call(req))
+            }
+            // The real call, with its own view, as if the client had sent it.
+            Outcome::Forward(params) => {
+                let req = req.with_params(params);
+                let limit = self.result_budget(&req);
+                self.limited(limit, Box::pin(inner.call(req)))
+            }
+        }
+    }
+
     /// The result budget of tools/call `req`, and the tool's exposed name:
     /// `Some` when the tool has a `max_result_tokens`.
     fn result_budget(&self, req: &McpRequest) -> Option<(usize, String)> {
