@@ -83,7 +83,7 @@ pub fn entry<'a>(event: &Event<'a>, tool: Option<&'a str>, audit_id: &'a str) ->
             let released = matches!(event, Event::Released(_));
             Entry {
                 event: if released { "release" } else { "quarantine" },
-                method: list_of(q.kind.label()),
+                method: q.kind.list_method(),
                 reason: Some(q.reason),
                 old_hash: q.old.as_deref(),
                 new_hash: (!released).then_some(q.new.as_str()),

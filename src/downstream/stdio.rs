@@ -44,6 +44,7 @@ use crate::error::Error;
 use crate::identity::{Directory, Gate, Principal};
 use crate::jsonrpc::{Id, IdScanner, Kind, Message};
 use crate::lock::lock;
+use crate::mcp::method::Method;
 use crate::policy::{
     DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES, Downstream,
 };
@@ -528,7 +529,7 @@ where
 
 /// The request a `notifications/cancelled` names (its id as sent, so `1.0` cancels `1.0`).
 fn cancelled_id(message: &Message) -> Option<Id> {
-    if message.method() != Some("notifications/cancelled") {
+    if message.method() != Some(Method::Cancelled.as_str()) {
         return None;
     }
     message.params_id("requestId")

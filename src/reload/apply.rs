@@ -10,6 +10,7 @@ use super::{Reconcile, Swap};
 use crate::gateway::Gateway;
 use crate::jsonrpc::Message;
 use crate::layer::budget::BudgetLayer;
+use crate::mcp::method::Method;
 use crate::policy::Policy;
 use crate::stack::{self, McpService};
 
@@ -104,7 +105,7 @@ impl Reloader {
         drop(current);
         // With the budget off before and after, the gateway announced its own lists.
         if tools_changed(seen, shown) {
-            let note = Message::notification("notifications/tools/list_changed", None);
+            let note = Message::notification(Method::ToolsListChanged.as_str(), None);
             let _ = self.gateway.broadcasts().send(note);
         }
         plan

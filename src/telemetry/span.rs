@@ -8,6 +8,7 @@ use tracing::field::{Empty, display};
 
 use crate::context::McpRequest;
 use crate::jsonrpc::Message;
+use crate::mcp::method::Method;
 
 /// Attribute of a request span: the budget rung the listed tools come from.
 pub const PLAN_RUNG: &str = "mcp_budget.plan.rung";
@@ -30,7 +31,10 @@ pub fn request(req: &McpRequest) -> Span {
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     let method = req.message.method().unwrap_or("(response)");
     let target = req.view.target_name();
-    let tool = req.view.tool_or_prompt().filter(|_| method == "tools/call");
+    let tool = req
+        .view
+        .tool_or_prompt()
+        .filter(|_| *req.view.method() == Method::ToolsCall);
     let version = req.view.request_meta().map_or_else(
         || {
             req.caller
@@ -70,7 +74,7 @@ pub fn request(req: &McpRequest) -> Span {
         span.record("gen_ai.tool.name", tool);
         span.record("gen_ai.operation.name", "execute_tool");
     }
-    if method == "prompts/get" {
+    if *req.view.method() == Method::PromptsGet {
         if let Some(prompt) = req.view.tool_or_prompt() {
             span.record("gen_ai.prompt.name", prompt);
         }

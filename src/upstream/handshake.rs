@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::jsonrpc::{Message, to_raw};
 use crate::mcp::Era;
 use crate::mcp::bridge;
+use crate::mcp::method::Method;
 use crate::mcp::modern::MODERN_VERSION;
 use crate::policy::UpstreamProtocol;
 
@@ -113,7 +114,7 @@ pub(crate) async fn handshake(upstream: &Upstream) -> Result<ServerInfo, Error> 
 
 async fn discover(upstream: &Upstream) -> Result<ServerInfo, Error> {
     let reply = upstream
-        .handshake_request("server/discover", &json!({}))
+        .handshake_request(Method::Discover.as_str(), &json!({}))
         .await
         .and_then(reached)?;
     parse_discover(upstream.name(), &reply).ok_or_else(|| Error::UpstreamProtocol {
@@ -124,7 +125,7 @@ async fn discover(upstream: &Upstream) -> Result<ServerInfo, Error> {
 
 async fn initialize(upstream: &Upstream) -> Result<ServerInfo, Error> {
     let reply = upstream
-        .handshake_request("initialize", &upstream.initialize_params())
+        .handshake_request(Method::Initialize.as_str(), &upstream.initialize_params())
         .await
         .and_then(reached)?;
     // A server that refuses `initialize` for 2026-07-28 (a late answer to the probe may have
@@ -149,7 +150,7 @@ async fn initialize(upstream: &Upstream) -> Result<ServerInfo, Error> {
         return discover(upstream).await;
     }
     let info = parse_initialize(upstream.name(), &reply)?;
-    upstream.notify(Message::notification("notifications/initialized", None))?;
+    upstream.notify(Message::notification(Method::Initialized.as_str(), None))?;
     Ok(info)
 }
 

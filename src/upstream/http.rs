@@ -145,7 +145,7 @@ impl HttpLink {
     /// error, means it is there).
     async fn gone(&self, upstream: &Upstream) -> bool {
         let params = serde_json::json!({});
-        let ping = upstream.handshake_request("ping", &params);
+        let ping = upstream.handshake_request(crate::mcp::method::Method::Ping.as_str(), &params);
         match tokio::time::timeout(RETRY * 2, ping).await {
             Ok(Ok(reply)) => reply.error.as_ref().is_some_and(|e| {
                 matches!(
@@ -192,7 +192,11 @@ impl HttpLink {
             loop {
                 match link.send(&upstream, &msg, outbound.as_ref()).await {
                     Ok(()) => return,
-                    Err(SendError::Expired) if !retried && msg.method() != Some("initialize") => {
+                    Err(SendError::Expired)
+                        if !retried
+                            && msg.method()
+                                != Some(crate::mcp::method::Method::Initialize.as_str()) =>
+                    {
                         retried = true;
                         if let Err(err) = link.reinitialize(&upstream).await {
                             if let Some(id) = request_id {
@@ -350,7 +354,7 @@ impl HttpLink {
             })?;
             headers.append(HeaderName::from_static(SESSION_HEADER), session);
         }
-        if msg.method() != Some("initialize") {
+        if msg.method() != Some(crate::mcp::method::Method::Initialize.as_str()) {
             let version = lock(&self.protocol_header).clone().ok_or_else(|| {
                 SendError::Other(
                     "request failed: the protocol version is not a valid header".into(),

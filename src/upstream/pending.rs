@@ -12,6 +12,7 @@ use crate::context::Outbound;
 use crate::error::Error;
 use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
+use crate::mcp::method::Method;
 
 /// A request in flight.
 pub(super) struct Pending {
@@ -106,7 +107,7 @@ impl Upstream {
             params["reason"] = Value::String(reason.to_owned());
         }
         let _ = self.notify(Message::notification(
-            "notifications/cancelled",
+            Method::Cancelled.as_str(),
             Some(to_raw(&params)),
         ));
     }

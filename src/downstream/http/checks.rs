@@ -11,6 +11,7 @@ use super::reply::{NotAcceptable, plain_error};
 use super::{HTTP_SSE_ERA, HttpConfig, SESSION_HEADER};
 use crate::error::kind;
 use crate::jsonrpc::{ErrorObject, Id, Kind, Message};
+use crate::mcp::method::Method;
 use crate::mcp::modern;
 use crate::mcp::params::Marked;
 use crate::mcp::view::RequestView;
@@ -285,7 +286,7 @@ pub(super) fn http_sse_era_of(headers: &HeaderMap, message: &Message) -> Option<
     if let Some(v) = headers.get("mcp-protocol-version") {
         return Some(v.as_bytes() == HTTP_SSE_ERA.as_bytes());
     }
-    if message.method() == Some("initialize") {
+    if message.method() == Some(Method::Initialize.as_str()) {
         #[derive(serde::Deserialize)]
         struct Init<'a> {
             #[serde(rename = "protocolVersion", borrow)]
@@ -374,7 +375,7 @@ pub(super) fn post_era(
         }
         return Ok(PostEra::Modern);
     }
-    if message.method() == Some("initialize") && message.kind() == Kind::Request {
+    if message.method() == Some(Method::Initialize.as_str()) && message.kind() == Kind::Request {
         return Ok(PostEra::Initialize);
     }
     Ok(PostEra::Session)

@@ -478,7 +478,7 @@ impl Drop for CancelOnClose {
         })
         .expect("an id and a string always serialize");
         let request = McpRequest::new(
-            Message::notification("notifications/cancelled", Some(params)),
+            Message::notification(Method::Cancelled.as_str(), Some(params)),
             Caller::new(self.session.clone()),
         );
         tokio::spawn(service.oneshot(request));

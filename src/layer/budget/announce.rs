@@ -10,6 +10,7 @@ use super::state::{Audience, State, lock};
 use super::usage;
 use crate::catalog::Catalog;
 use crate::jsonrpc::Message;
+use crate::mcp::method::Method;
 
 impl State {
     /// What an open gateway's `list_changed` follows: the one plan's bytes and, with native
@@ -75,7 +76,7 @@ impl State {
             };
             listener.fingerprint = now;
             if let Some(session) = listener.session.upgrade() {
-                let note = Message::notification("notifications/tools/list_changed", None);
+                let note = Message::notification(Method::ToolsListChanged.as_str(), None);
                 let _ = session.notify.send(note);
             }
         }
@@ -142,7 +143,7 @@ pub(super) async fn announce_changes(
         }
         last = now;
         crate::telemetry::record::list_changed(true);
-        let note = Message::notification("notifications/tools/list_changed", None);
+        let note = Message::notification(Method::ToolsListChanged.as_str(), None);
         if sink.send(note).is_err() {
             return;
         }

@@ -27,6 +27,7 @@ use crate::discover::Discovery;
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::{Message, to_raw};
 use crate::listing::{Listing, ServerTokens, list_some};
+use crate::mcp::method::Method;
 use crate::plan::{LevelChoice, ModeChoice, Plan};
 use crate::policy::{BudgetPolicy, DiscoverPolicy};
 use crate::tokens::Counter;
@@ -494,7 +495,7 @@ impl State {
         list.push(exposed.to_owned());
         drop(promoted);
         let _ = session.notify.send(Message::notification(
-            "notifications/tools/list_changed",
+            Method::ToolsListChanged.as_str(),
             None,
         ));
     }

@@ -232,7 +232,7 @@ async fn read_stream(
 /// Whether `status` and `body` answering a POST of `method` refuse streamable HTTP itself (see
 /// [`HttpLink::falls_back_to_sse`]).
 fn refuses_streamable(method: Option<&str>, status: StatusCode, body: &[u8]) -> bool {
-    method == Some("initialize")
+    method == Some(crate::mcp::method::Method::Initialize.as_str())
         && matches!(
             status,
             StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
