@@ -38,7 +38,7 @@ use crate::authz::Kind;
 use crate::catalog::{Catalog, Contribution, Held};
 use crate::context::McpRequest;
 use crate::jsonrpc::Message;
-use crate::mcp::method::Method;
+use crate::mcp::method::{Listed, Method};
 use crate::policy::{Policy, UpstreamSpec};
 use crate::routing::{self, Reach};
 use crate::upstream::{Event, Status, Upstream};
@@ -336,7 +336,7 @@ impl Pool {
     }
 
     /// Fetches the lists of upstream `id` (all, or one kind); returns the kinds that changed.
-    async fn refresh(&self, id: usize, only: Option<&str>, policy: &Policy) -> Vec<&'static str> {
+    async fn refresh(&self, id: usize, only: Option<Listed>, policy: &Policy) -> Vec<Listed> {
         let slot = self.slot(id);
         let _one_at_a_time = slot.refreshing.lock().await;
         let readies = slot.readies.load(Ordering::Acquire);
@@ -370,9 +370,9 @@ impl Pool {
     async fn fetch_lists(
         &self,
         upstream: &Upstream,
-        only: Option<&str>,
+        only: Option<Listed>,
         policy: &Policy,
-    ) -> Vec<&'static str> {
+    ) -> Vec<Listed> {
         if upstream.status() != Status::Ready {
             return Vec::new();
         }
@@ -381,9 +381,10 @@ impl Pool {
             return Vec::new();
         };
         let caps = upstream.info().capabilities;
-        let wants = |kind: &str| only.is_none_or(|k| k == kind) && caps.get(kind).is_some();
+        let wants =
+            |kind: Listed| only.is_none_or(|k| k == kind) && caps.get(kind.capability()).is_some();
         let mut changed = Vec::new();
-        if wants("tools") {
+        if wants(Listed::Tools) {
             if let Some(mut tools) = fetch_all(upstream, &Method::ToolsList, "tools").await {
                 for tool in &mut tools {
                     crate::catalog::repair_tool(upstream.name(), tool);
@@ -393,20 +394,20 @@ impl Pool {
                 // reordered its tools changed nothing they see, so nothing is announced.
                 let order_matters = !policy.budget.enabled;
                 if !same_items(&tools, &fresh.tools, order_matters) {
-                    changed.push("tools");
+                    changed.push(Listed::Tools);
                 }
                 fresh.tools = tools;
             }
         }
-        if wants("prompts") {
+        if wants(Listed::Prompts) {
             if let Some(prompts) = fetch_all(upstream, &Method::PromptsList, "prompts").await {
                 if prompts != fresh.prompts {
-                    changed.push("prompts");
+                    changed.push(Listed::Prompts);
                     fresh.prompts = prompts;
                 }
             }
         }
-        if wants("resources") {
+        if wants(Listed::Resources) {
             let resources = fetch_all(upstream, &Method::ResourcesList, "resources").await;
             let templates = fetch_all(
                 upstream,
@@ -424,7 +425,7 @@ impl Pool {
                 fresh.templates = t;
             }
             if any {
-                changed.push("resources");
+                changed.push(Listed::Resources);
             }
         }
         if !changed.is_empty() {
@@ -600,25 +601,25 @@ impl Gateway {
 
     /// Refreshes upstream `id`'s lists (all, or one kind) on a task of its own, then announces
     /// what changed.
-    fn spawn_refresh(&self, id: usize, only: Option<String>) {
+    fn spawn_refresh(&self, id: usize, only: Option<Listed>) {
         let this = self.clone();
         tokio::spawn(async move {
             let policy = this.policy();
-            let changed = this.inner.pool.refresh(id, only.as_deref(), &policy).await;
+            let changed = this.inner.pool.refresh(id, only, &policy).await;
             this.announce(&changed);
         });
     }
 
     /// Tells every session and listener that the lists of `kinds` changed.
-    fn announce(&self, kinds: &[&'static str]) {
+    fn announce(&self, kinds: &[Listed]) {
         let budget = self.policy().budget.enabled;
         for kind in kinds {
             // With the budget on, hosts see its plan: the budget layer announces the tools
             // itself, when the bytes it lists change.
-            if *kind == "tools" && budget {
+            if *kind == Listed::Tools && budget {
                 continue;
             }
-            let msg = Message::notification(&format!("notifications/{kind}/list_changed"), None);
+            let msg = Message::notification(kind.changed().as_str(), None);
             self.tell_everyone(&msg);
         }
     }

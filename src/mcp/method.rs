@@ -214,9 +214,47 @@ pub enum Listed {
     Templates,
 }
 
+impl Listed {
+    /// The lists a server announces changes of (`notifications/*/list_changed`). Templates
+    /// change with `resources`: MCP has no notification of templates alone.
+    pub const ANNOUNCED: [Self; 3] = [Self::Tools, Self::Prompts, Self::Resources];
+
+    /// Its key in a server's capabilities: `tools`, `prompts`, `resources` (templates are
+    /// `resources`').
+    #[must_use]
+    pub fn capability(self) -> &'static str {
+        match self {
+            Self::Tools => "tools",
+            Self::Prompts => "prompts",
+            Self::Resources | Self::Templates => "resources",
+        }
+    }
+
+    /// The notification that says it changed (templates: `resources`').
+    #[must_use]
+    pub fn changed(self) -> Method {
+        match self {
+            Self::Tools => Method::ToolsListChanged,
+            Self::Prompts => Method::PromptsListChanged,
+            Self::Resources | Self::Templates => Method::ResourcesListChanged,
+        }
+    }
+}
+
 /// The sets of methods the layers ask about (see the module docs' table). Each is a set of its
 /// own: what counts as a call for limits is not what is sanitized.
 impl Method {
+    /// The list a `notifications/*/list_changed` says changed.
+    #[must_use]
+    pub fn list_changed(&self) -> Option<Listed> {
+        match self {
+            Self::ToolsListChanged => Some(Listed::Tools),
+            Self::PromptsListChanged => Some(Listed::Prompts),
+            Self::ResourcesListChanged => Some(Listed::Resources),
+            _ => None,
+        }
+    }
+
     /// Whether it is a call: it reaches an upstream's tool, prompt, resource or completion
     /// (what `[limits]` rates and slots count).
     #[must_use]

@@ -67,14 +67,12 @@ impl Upstream {
             Method::ToolsListChanged
             | Method::PromptsListChanged
             | Method::ResourcesListChanged => {
-                let kind = (method.as_str())
-                    .trim_start_matches("notifications/")
-                    .trim_end_matches("/list_changed")
-                    .to_owned();
-                let _ = self
-                    .inner
-                    .events
-                    .send(Event::ListChanged(self.inner.index, kind));
+                if let Some(kind) = method.list_changed() {
+                    let _ = self
+                        .inner
+                        .events
+                        .send(Event::ListChanged(self.inner.index, kind));
+                }
             }
             Method::ResourcesUpdated => {
                 let _ = self

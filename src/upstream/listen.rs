@@ -8,6 +8,7 @@ use super::{Call, Event, Upstream};
 use crate::error::Error;
 use crate::jsonrpc::{METHOD_NOT_FOUND, Message, to_raw};
 use crate::lock::lock;
+use crate::mcp::method::Listed;
 
 impl Upstream {
     /// Starts or stops watching resource `uri` of a modern upstream (`resources/subscribe`
@@ -45,11 +46,11 @@ impl Upstream {
                 }
             };
             if gap {
-                for kind in LISTS {
+                for kind in Listed::ANNOUNCED {
                     let _ = self
                         .inner
                         .events
-                        .send(Event::ListChanged(self.inner.index, kind.to_owned()));
+                        .send(Event::ListChanged(self.inner.index, kind));
                 }
             }
             let opened = tokio::time::Instant::now();
@@ -107,9 +108,6 @@ impl Upstream {
     }
 }
 
-/// The lists whose changes a modern server may announce.
-const LISTS: [&str; 3] = ["tools", "prompts", "resources"];
-
 /// The params of `subscriptions/listen` for a server with `capabilities`: the lists it
 /// announces changes of, and the `resources` clients watch; `None` when there is nothing to
 /// listen for.
@@ -121,7 +119,7 @@ fn listen_params(capabilities: &Value, resources: &[String]) -> Option<Value> {
             .and_then(Value::as_bool)
             .unwrap_or(false)
     };
-    if !LISTS.iter().any(|k| changes(k)) && resources.is_empty() {
+    if !Listed::ANNOUNCED.iter().any(|k| changes(k.capability())) && resources.is_empty() {
         return None;
     }
     let mut notifications = json!({

@@ -48,7 +48,7 @@ use crate::error::Error;
 use crate::jsonrpc::{Id, Message};
 use crate::lock::lock;
 use crate::mcp::Era;
-use crate::mcp::method::Method;
+use crate::mcp::method::{Listed, Method};
 use crate::policy::{Transport, UpstreamProtocol, UpstreamSpec};
 
 /// The protocol version the gateway asks 2025-era upstreams for.
@@ -80,7 +80,7 @@ pub enum Event {
     /// The upstream went away (crash, exit, unreachable).
     Down(usize),
     /// `notifications/<kind>/list_changed` (`tools`, `prompts`, `resources`).
-    ListChanged(usize, String),
+    ListChanged(usize, Listed),
     /// A notification for every client that may see it (`notifications/resources/updated`:
     /// the sessions subscribed to the resource).
     Broadcast(usize, Message),

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Pool, Slot, guarded};
 use crate::catalog::Catalog;
 use crate::gateway::Gateway;
+use crate::mcp::method::Listed;
 use crate::policy::Policy;
 use crate::policy::Reconcile;
 use crate::upstream::Upstream;
@@ -63,15 +64,18 @@ impl Pool {
 /// `before` to `after`, each once; `tools` left out when `budgeted` (the budget layer lists
 /// them). Resource templates count as `resources`: hosts hear of both through
 /// `notifications/resources/list_changed`, MCP has no notification of templates alone.
-fn changed_lists(before: &Catalog, after: &Catalog, budgeted: bool) -> Vec<&'static str> {
+fn changed_lists(before: &Catalog, after: &Catalog, budgeted: bool) -> Vec<Listed> {
     let lists = [
-        ("tools", Catalog::listed_tools as fn(&Catalog) -> Vec<Value>),
-        ("prompts", Catalog::listed_prompts),
-        ("resources", Catalog::listed_resources),
-        ("resources", Catalog::listed_templates),
+        (
+            Listed::Tools,
+            Catalog::listed_tools as fn(&Catalog) -> Vec<Value>,
+        ),
+        (Listed::Prompts, Catalog::listed_prompts),
+        (Listed::Resources, Catalog::listed_resources),
+        (Listed::Resources, Catalog::listed_templates),
     ];
-    let mut changed: Vec<&'static str> = (lists.into_iter())
-        .filter(|(kind, _)| *kind != "tools" || !budgeted)
+    let mut changed: Vec<Listed> = (lists.into_iter())
+        .filter(|(kind, _)| *kind != Listed::Tools || !budgeted)
         .filter(|(_, listed)| listed(before) != listed(after))
         .map(|(kind, _)| kind)
         .collect();
@@ -156,14 +160,17 @@ mod tests {
         assert!(changed_lists(&base, &catalog(1, 1, 1), false).is_empty());
         assert_eq!(
             changed_lists(&base, &catalog(1, 1, 0), false),
-            ["resources"]
+            [Listed::Resources]
         );
         assert_eq!(
             changed_lists(&base, &catalog(1, 0, 2), false),
-            ["resources"],
+            [Listed::Resources],
             "once"
         );
-        assert_eq!(changed_lists(&base, &catalog(2, 1, 1), false), ["tools"]);
+        assert_eq!(
+            changed_lists(&base, &catalog(2, 1, 1), false),
+            [Listed::Tools]
+        );
         assert!(
             changed_lists(&base, &catalog(2, 1, 1), true).is_empty(),
             "budgeted"
