@@ -130,6 +130,40 @@ pub(super) fn line_in(text: &str, doc: &Spanned<DeTable<'_>>, steps: &[Step]) ->
     span.map(|span| line_at(text, span.start))
 }
 
+/// Line numbers of increasing offsets in one text, counted in one pass: each call to
+/// [`Lines::at`] counts only the newlines since the previous offset. An offset before the
+/// previous one is counted from the start again.
+pub(super) struct Lines<'a> {
+    text: &'a [u8],
+    offset: usize,
+    line: usize,
+}
+
+impl<'a> Lines<'a> {
+    /// Lines of `text`, starting at its first.
+    pub(super) fn new(text: &'a str) -> Self {
+        Self {
+            text: text.as_bytes(),
+            offset: 0,
+            line: 1,
+        }
+    }
+
+    /// The 1-based line of byte `offset`, as [`line_at`] counts it.
+    pub(super) fn at(&mut self, offset: usize) -> usize {
+        let offset = offset.min(self.text.len());
+        if offset < self.offset {
+            (self.offset, self.line) = (0, 1);
+        }
+        self.line += self.text[self.offset..offset]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        self.offset = offset;
+        self.line
+    }
+}
+
 /// The 1-based line of byte `offset` of `text`.
 pub(super) fn line_at(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
@@ -443,6 +477,20 @@ mod tests {
     fn a_good_file_parses() {
         let raw = raw("version = 1\n[budget]\nmodel = \"gpt-5\"\n").expect("valid");
         assert_eq!(raw.budget.model.as_deref(), Some("gpt-5"));
+    }
+
+    #[test]
+    fn lines_counts_increasing_offsets_as_line_at_does() {
+        let text = "a\nb\n\ncd\ne";
+        let mut lines = Lines::new(text);
+        for offset in [0, 1, 2, 5, 5, 7, 40] {
+            assert_eq!(lines.at(offset), line_at(text, offset), "{offset}");
+        }
+        assert_eq!(
+            lines.at(3),
+            line_at(text, 3),
+            "an earlier offset counts again"
+        );
     }
 
     #[test]

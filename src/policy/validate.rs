@@ -108,8 +108,11 @@ fn upstreams(
     let mut seen = HashSet::new();
     let mut upstreams = Vec::new();
     let mut own_sanitize = Vec::new();
+    // Entries come in file order, so one pass over the text numbers them all (counting from
+    // the start for each entry made `check` quadratic in the number of upstreams).
+    let mut lines = super::parse::Lines::new(text);
     for (i, spanned) in raw.into_iter().enumerate() {
-        let line = super::parse::line_at(text, spanned.span().start);
+        let line = lines.at(spanned.span().start);
         let mut up = spanned.into_inner();
         if let Some(own) = up.sanitize.take() {
             own_sanitize.push((i, up.name.clone(), own));
