@@ -221,6 +221,21 @@ pub enum Error {
     /// answering its request.
     #[error("the client gave no answer to this request")]
     NoAnswer,
+    /// A client did not answer a server→client request (sampling, elicitation, roots) in
+    /// time: the upstream gets this as the answer, and the client's call it belongs to fails
+    /// with it.
+    #[error(
+        "the client did not answer {method} from upstream {upstream:?} within {}s ([[upstream]] server_request_timeout_secs)",
+        timeout.as_secs_f64()
+    )]
+    ClientTimeout {
+        /// Server id.
+        upstream: String,
+        /// The server→client request's method.
+        method: String,
+        /// The deadline that passed.
+        timeout: Duration,
+    },
     /// The answer an upstream request's waiter gets when the client cancelled it.
     #[error("the request was cancelled by the client: {}", .reason.as_deref().unwrap_or("no reason given"))]
     Cancelled {
@@ -327,6 +342,7 @@ impl Error {
                 (METHOD_NOT_FOUND, kind::CLIENT_MISSING_CAPABILITY)
             }
             Self::NoAnswer => (INVALID_PARAMS, kind::CLIENT_NO_ANSWER),
+            Self::ClientTimeout { .. } => (SERVER_ERROR, kind::CLIENT_TIMEOUT),
             Self::UnknownRequest { .. } => (INVALID_REQUEST, kind::ROUTE_UNKNOWN_REQUEST),
             Self::Unroutable {
                 ambiguous: true, ..
@@ -367,6 +383,13 @@ impl Error {
             }
             Self::UpstreamTimeout { upstream, timeout } => {
                 json!({ "upstream": upstream, "timeout_ms": timeout.as_millis() })
+            }
+            Self::ClientTimeout {
+                upstream,
+                method,
+                timeout,
+            } => {
+                json!({ "upstream": upstream, "method": method, "timeout_ms": timeout.as_millis() })
             }
             Self::UpstreamUnreachable {
                 upstream,

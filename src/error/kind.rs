@@ -75,6 +75,10 @@ pub const CLIENT_INPUT_FAILED: &str = "mcp_budget.client.input_failed";
 /// A 2026-07-28 client retried a parked call without answering one of its questions; the
 /// upstream gets this as the answer (`-32602`).
 pub const CLIENT_NO_ANSWER: &str = "mcp_budget.client.no_answer";
+/// A client did not answer an upstream's question (sampling, elicitation, roots) within the
+/// upstream's `server_request_timeout_secs`: the upstream gets it as the answer, and the call
+/// that waited on the question fails with it (`-32000`).
+pub const CLIENT_TIMEOUT: &str = "mcp_budget.client.timeout";
 /// A client's answer to a server→client request that is not waiting for it (`-32600`; HTTP
 /// 400).
 pub const ROUTE_UNKNOWN_REQUEST: &str = "mcp_budget.route.unknown_request";
@@ -184,6 +188,7 @@ pub const ALL: &[&str] = &[
     CLIENT_MISSING_CAPABILITY,
     CLIENT_INPUT_FAILED,
     CLIENT_NO_ANSWER,
+    CLIENT_TIMEOUT,
     ROUTE_UNKNOWN_REQUEST,
     ROUTE_AMBIGUOUS,
     ROUTE_NO_CLIENT,

@@ -157,6 +157,8 @@ pub(crate) fn parse_with(
                 http,
                 required: true,
                 share: crate::policy::share::Share::Global,
+                server_requests: crate::policy::ServerRequests::RefuseAmbiguous,
+                server_request_timeout: crate::policy::DEFAULT_SERVER_REQUEST_TIMEOUT,
             }),
             Err(message) => problems.push(Problem {
                 path: path.clone(),

@@ -63,7 +63,10 @@ pub use pin::PinPolicy;
 use problems::{At, Problems};
 pub use sanitize::SanitizePolicy;
 pub use telemetry::{AdminPolicy, LogFormat, TelemetryPolicy};
-pub use upstream::{DEFAULT_TIMEOUT, Transport, UpstreamProtocol, UpstreamSpec};
+pub use upstream::{
+    DEFAULT_SERVER_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, ServerRequests, Transport, UpstreamProtocol,
+    UpstreamSpec,
+};
 
 /// A `NonZeroUsize` constant.
 pub(crate) const fn nonzero(n: usize) -> NonZeroUsize {

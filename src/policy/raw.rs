@@ -179,4 +179,13 @@ pub struct RawUpstream {
     pub idle_secs: Option<u64>,
     /// Per-client instances of this upstream running at once. Default: 32.
     pub max_instances: Option<usize>,
+    /// What a 2025-era server's requests to clients (sampling, elicitation, roots) get while
+    /// several clients have calls in flight to it: `"refuse_ambiguous"` (default: refused as
+    /// ambiguous, the server gets an error) or `"serialize"` (a call of a client that declared
+    /// sampling, elicitation or roots has the upstream to itself, so each request has exactly
+    /// one owner; other calls wait meanwhile).
+    pub server_requests: Option<String>,
+    /// Seconds a server→client request may wait for its client's answer before the upstream
+    /// gets an error answer and the call it belongs to fails. Default: 60.
+    pub server_request_timeout_secs: Option<u64>,
 }

@@ -40,6 +40,36 @@ pub struct UpstreamSpec {
     pub required: bool,
     /// One instance for every client, or one per client (`share`, default global).
     pub share: Share,
+    /// What its 2025-era requests to clients get while several clients have calls in flight
+    /// (`server_requests`, default `refuse_ambiguous`).
+    pub server_requests: ServerRequests,
+    /// How long a request of its to a client waits for the answer
+    /// (`server_request_timeout_secs`, default 60 s).
+    pub server_request_timeout: Duration,
+}
+
+/// Default `server_request_timeout_secs`: how long a server→client request waits for its
+/// client's answer.
+pub const DEFAULT_SERVER_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How a 2025-era upstream's requests to clients (sampling, elicitation, roots) find their
+/// client when several clients call it at once (`[[upstream]] server_requests`).
+///
+/// The wire of a 2025-era stdio server does not say which call a request of its belongs to;
+/// the gateway knows it only when one client has calls in flight there. HTTP upstreams send a
+/// request on the stream of its call, and 2026-07-28 requests are bound to their call, so both
+/// are attributed exactly whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ServerRequests {
+    /// A request with more than one possible owner is refused (`mcp_budget.route.ambiguous`);
+    /// calls run side by side.
+    #[default]
+    RefuseAmbiguous,
+    /// A call of a client that declared sampling, elicitation or roots has the upstream to
+    /// itself while it is in flight (other calls wait; calls of clients that declared none of
+    /// them still run side by side with each other), so every request has exactly one owner.
+    Serialize,
 }
 
 /// Which protocol era the gateway speaks to an upstream.
@@ -96,6 +126,8 @@ impl UpstreamSpec {
             http: HttpOptions::default(),
             required: true,
             share: Share::Global,
+            server_requests: ServerRequests::RefuseAmbiguous,
+            server_request_timeout: DEFAULT_SERVER_REQUEST_TIMEOUT,
         }
     }
 
@@ -165,18 +197,7 @@ impl Section for RawUpstream {
 
     fn validate(self, seen: &mut HashSet<String>, mut at: At<'_>) -> Option<UpstreamSpec> {
         let up = self;
-        if let Err(message) = check_name(&up.name) {
-            at.push_at("name", message);
-        }
-        if !seen.insert(up.name.clone()) {
-            at.push_at(
-                "name",
-                format!(
-                    "{:?} is used by an earlier upstream; names must be unique",
-                    up.name
-                ),
-            );
-        }
+        check_unique_name(&up.name, seen, &mut at);
         let timeout = at.secs("timeout_secs", up.timeout_secs, DEFAULT_TIMEOUT);
         let protocol = at
             .parse(
@@ -227,6 +248,11 @@ impl Section for RawUpstream {
                 return None;
             }
         };
+        let (server_requests, server_request_timeout) = server_requests(
+            up.server_requests.as_deref(),
+            up.server_request_timeout_secs,
+            &mut at,
+        );
         let share = super::share::share(up.share.as_deref(), up.idle_secs, up.max_instances, at);
         Some(UpstreamSpec {
             name: up.name,
@@ -238,8 +264,46 @@ impl Section for RawUpstream {
             http,
             required: up.required.unwrap_or(true),
             share,
+            server_requests,
+            server_request_timeout,
         })
     }
+}
+
+/// A problem when `name` is no valid server id or an earlier upstream has it.
+fn check_unique_name(name: &str, seen: &mut HashSet<String>, at: &mut At<'_>) {
+    if let Err(message) = check_name(name) {
+        at.push_at("name", message);
+    }
+    if !seen.insert(name.to_owned()) {
+        at.push_at(
+            "name",
+            format!("{name:?} is used by an earlier upstream; names must be unique"),
+        );
+    }
+}
+
+/// `server_requests` and `server_request_timeout_secs`, checked.
+fn server_requests(
+    mode: Option<&str>,
+    timeout_secs: Option<u64>,
+    at: &mut At<'_>,
+) -> (ServerRequests, Duration) {
+    let mode = at.one_of(
+        "server_requests",
+        mode,
+        ServerRequests::RefuseAmbiguous,
+        &[
+            ("refuse_ambiguous", ServerRequests::RefuseAmbiguous),
+            ("serialize", ServerRequests::Serialize),
+        ],
+    );
+    let timeout = at.secs(
+        "server_request_timeout_secs",
+        timeout_secs,
+        DEFAULT_SERVER_REQUEST_TIMEOUT,
+    );
+    (mode, timeout)
 }
 
 /// The keys of a `command` upstream.

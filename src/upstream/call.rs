@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::pending::Pending;
+use super::turns::Turn;
 use super::{Link, Upstream, outgoing};
 use crate::context::{Outbound, RunToEnd, SessionState};
 use crate::error::Error;
@@ -132,14 +133,15 @@ impl Upstream {
     /// [`Error::UpstreamUnavailable`] when the upstream is not connected (or not ready) or goes
     /// away, [`Error::UpstreamTimeout`] when it does not answer in time.
     pub async fn request(&self, call: Call<'_>) -> Result<Message, Error> {
-        let link = self.link(!call.before_ready)?;
-        let id = call.id.unwrap_or_else(|| self.next_request_id());
         let timeout = match call.wait {
             Wait::Upstream => Some(self.inner.spec.timeout),
             Wait::Forever => None,
             Wait::For(timeout) => Some(timeout),
         };
-        let (msg, outbound, abort, rx) = self.enter(id, call, &link);
+        let turn = self.turn_within(&call, timeout).await?;
+        let link = self.link(!call.before_ready)?;
+        let id = call.id.unwrap_or_else(|| self.next_request_id());
+        let (msg, outbound, abort, rx) = self.enter(id, call, &link, turn);
         // A stdio request's client span (none while no spans are exported): its context goes
         // in the message's `_meta`, and it lasts until the answer is in.
         let mut stdio_span = tracing::Span::none();
@@ -190,7 +192,7 @@ impl Upstream {
     /// (and progress route) in place: the message, the client's channel, the token that aborts
     /// its HTTP exchange when it has one (modern HTTP: closing the response stream is how a
     /// request is cancelled), and where its answer arrives.
-    fn enter(&self, id: i64, call: Call<'_>, link: &Link) -> Entered {
+    fn enter(&self, id: i64, call: Call<'_>, link: &Link, turn: Option<Turn>) -> Entered {
         let era = self.era();
         let empty = json!({});
         let how = outgoing::Rewrite {
@@ -223,10 +225,32 @@ impl Upstream {
                 sent: tokio::time::Instant::now(),
                 alive: None,
                 abort: abort.clone(),
+                turn,
             },
         );
         let msg = Message::request(Id::Number(id), call.method, rewritten.params);
         (msg, call.outbound, abort, rx)
+    }
+
+    /// The call's turn in the upstream (see [`super::turns`]), waited for at most `timeout`:
+    /// a call that cannot have its turn in that time fails as if the upstream had not answered.
+    async fn turn_within(
+        &self,
+        call: &Call<'_>,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Turn>, Error> {
+        let take = self.take_turn(call.outbound.is_some(), call.client);
+        match timeout {
+            None => Ok(take.await),
+            Some(timeout) => {
+                tokio::time::timeout(timeout, take)
+                    .await
+                    .map_err(|_| Error::UpstreamTimeout {
+                        upstream: self.name().to_owned(),
+                        timeout,
+                    })
+            }
+        }
     }
 
     /// Waits for the answer to request `id`. The timeout is for silence: progress or input

@@ -199,8 +199,66 @@ impl Upstream {
             asked.insert(gateway_id.clone(), (original, out.clone(), now));
         }
         self.touch_client(&out);
+        self.expire_later(gateway_id.clone(), method);
         msg.id = Some(Id::String(gateway_id));
         let _ = out.send(msg);
+    }
+
+    /// Ends server→client request `gateway_id` if its client has not answered it within
+    /// `server_request_timeout_secs` (see [`Upstream::expire`]). The timer holds no strong
+    /// reference to the upstream and stops when the upstream does.
+    fn expire_later(&self, gateway_id: String, method: Method) {
+        let inner = std::sync::Arc::downgrade(&self.inner);
+        let limit = self.inner.spec.server_request_timeout;
+        let shutdown = self.inner.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep(limit) => {}
+                () = shutdown.cancelled() => return,
+            }
+            if let Some(inner) = inner.upgrade() {
+                Self { inner }.expire(&gateway_id, &method, limit);
+            }
+        });
+    }
+
+    /// A server→client request its client left unanswered for `limit`: the client is told to
+    /// drop it, the upstream gets [`Error::ClientTimeout`] as the answer, and the client's call
+    /// it belongs to (when one call of that client on this upstream is certainly it) fails
+    /// with the same error and is cancelled upstream, so that nothing waits on it any more.
+    fn expire(&self, gateway_id: &str, method: &Method, limit: std::time::Duration) {
+        let Some((original, out, asked)) = lock(&self.inner.server_requests).remove(gateway_id)
+        else {
+            return;
+        };
+        let err = Error::ClientTimeout {
+            upstream: self.name().to_owned(),
+            method: method.as_str().to_owned(),
+            timeout: limit,
+        };
+        tracing::warn!(upstream = self.name(), method = method.as_str(), error = %err, "Server request expired");
+        let reason = err.to_string();
+        let cancelled = json!({ "requestId": gateway_id, "reason": reason });
+        let _ = out.send(Message::notification(
+            Method::Cancelled.as_str(),
+            Some(to_raw(&cancelled)),
+        ));
+        let calls: Vec<i64> = lock(&self.inner.pending)
+            .iter()
+            .filter(|(_, p)| {
+                p.sent <= asked && p.outbound.as_ref().is_some_and(|o| o.same_channel(&out))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        if let [call] = calls[..]
+            && let Some(p) = self.forget(call)
+        {
+            let _ = p
+                .reply
+                .send(Message::error(Id::Number(call), err.to_error_object()));
+            self.stop_request(call, p.abort, Some(&reason));
+        }
+        let _ = self.notify(Message::error(original, err.to_error_object()));
     }
 
     /// Answers a server→client request that no client may be asked with an error that says

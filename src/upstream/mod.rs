@@ -29,6 +29,7 @@ pub mod route;
 mod sse;
 pub mod stdio;
 mod supervise;
+mod turns;
 
 pub use call::Call;
 use handshake::{client_info, handshake};
@@ -143,6 +144,8 @@ struct Inner {
     /// Gateway id of a server→client request (unguessable) → the server's id, the client
     /// channel asked (its session is the only one whose answer is taken), and when.
     server_requests: Mutex<HashMap<String, (Id, Outbound, tokio::time::Instant)>>,
+    /// `server_requests = "serialize"`: whose turn it is (see [`turns`]).
+    turns: turns::Turns,
     /// Server→client messages that reached no client because their owner was ambiguous or
     /// missing (see [`route`]).
     unrouted: AtomicU64,
@@ -193,6 +196,7 @@ impl Upstream {
                 pending: Mutex::new(HashMap::new()),
                 progress: Mutex::new(HashMap::new()),
                 server_requests: Mutex::new(HashMap::new()),
+                turns: Arc::default(),
                 unrouted: AtomicU64::new(0),
                 next_id: AtomicI64::new(1),
                 era: AtomicU8::new(era_to_u8(era)),

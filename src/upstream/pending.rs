@@ -27,6 +27,12 @@ pub(super) struct Pending {
     /// Ends the request's HTTP exchange: on a modern HTTP upstream, closing the response
     /// stream is how a request is cancelled.
     pub(super) abort: Option<CancellationToken>,
+    /// Its turn in the upstream (`server_requests = "serialize"`), given back when it goes.
+    #[expect(
+        dead_code,
+        reason = "held, never read: dropping it gives the turn back"
+    )]
+    pub(super) turn: Option<super::turns::Turn>,
 }
 
 impl Upstream {

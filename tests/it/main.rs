@@ -62,6 +62,7 @@ mod rmcp_client;
 mod rmcp_eras;
 mod routing;
 mod search_cli;
+mod server_requests;
 mod startup;
 mod telemetry;
 mod templates;

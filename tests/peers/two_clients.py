@@ -6,7 +6,8 @@ usage: two_clients.py <url>
 env:   PLAN = JSON {"clients": {NAME: CLIENT, ...}, "steps": [STEP, ...]}
        STEP_TIMEOUT = seconds a call may take (default 15)
 CLIENT: {"sampling": text, "elicit": text, "roots": [uri, ...], "log": true, "updates": true}
-        which callbacks the client installs (only those named): sampling answers with `text`,
+        which callbacks the client installs (only those named): sampling answers with `text`
+        (after "sampling_delay" seconds when given; a cancelled one is recorded in "cancelled"),
         elicitation accepts with {"answer": text}, roots lists `uri`s, log records log messages,
         updates records notifications/resources/updated
         "headers": {name: value} are sent with every HTTP request (credentials)
@@ -62,6 +63,12 @@ async def main() -> None:
 
         async def sampling(_ctx, params):
             got["sampling"].append({"mark": mark[0], "params": dump(params)})
+            if "sampling_delay" in spec:
+                try:
+                    await anyio.sleep(spec["sampling_delay"])
+                except anyio.get_cancelled_exc_class():
+                    got.setdefault("cancelled", []).append({"mark": mark[0]})
+                    raise
             return types.CreateMessageResult(
                 role="assistant",
                 content=types.TextContent(type="text", text=spec["sampling"]),
