@@ -20,6 +20,7 @@
 //!   (with the upstream ids of its positions); readiness, the startup summary, shutdown;
 //!   `pool::lists`: fetching an upstream's lists and comparing them; `pool::reconcile`: a
 //!   reloaded policy applied to the upstreams ([`Gateway::reconcile`]).
+//!   `pool::recheck`: every upstream listed again every `[pin] recheck_secs`.
 //!   `pool::instances`: the per-client instances of `share = "per_client"` upstreams (started
 //!   on a client's first request, reaped after `idle_secs`, capped by `max_instances`).
 //! - `route`: which upstream serves a request (names, URIs, completions), forwarding and
@@ -81,6 +82,8 @@ impl std::fmt::Debug for Gateway {
 struct Inner {
     /// The policy it runs: replaced as a whole by a reload ([`Gateway::reconcile`]).
     policy: std::sync::Mutex<Arc<Policy>>,
+    /// Told each time a reload replaces the policy (the recheck task reads its period again).
+    reloaded: tokio::sync::Notify,
     /// The upstreams and the catalog they make.
     pool: pool::Pool,
     /// Messages for every session and listener, sent by layers (the budget layer's
@@ -111,6 +114,7 @@ impl Gateway {
     ) -> Self {
         let inner = Inner {
             policy: std::sync::Mutex::new(Arc::new(policy)),
+            reloaded: tokio::sync::Notify::new(),
             pool,
             broadcasts,
             sessions: sessions::Sessions::default(),

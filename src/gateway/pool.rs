@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 mod instances;
 mod lists;
+mod recheck;
 mod reconcile;
 
 pub(super) use instances::{FIRST_ID, Serving};
@@ -503,6 +504,7 @@ impl Gateway {
         let gateway = Self::new(policy, pool, broadcasts, shutdown);
         tokio::spawn(gateway.clone().watch_events(events, broadcasts_rx));
         tokio::spawn(gateway.clone().reap_instances());
+        tokio::spawn(gateway.clone().recheck());
         gateway
     }
 
@@ -603,11 +605,16 @@ impl Gateway {
     /// what changed.
     fn spawn_refresh(&self, id: usize, only: Option<Listed>) {
         let this = self.clone();
-        tokio::spawn(async move {
-            let policy = this.policy();
-            let changed = this.inner.pool.refresh(id, only, &policy).await;
-            this.announce(&changed);
-        });
+        tokio::spawn(async move { this.refresh_and_announce(id, only).await });
+    }
+
+    /// Fetches upstream `id`'s lists (all, or one kind) with the current policy, publishes
+    /// the catalog through the guard when they changed and announces what changed: what a
+    /// `list_changed`, a readiness and a recheck tick ([`recheck`]) all go through.
+    async fn refresh_and_announce(&self, id: usize, only: Option<Listed>) {
+        let policy = self.policy();
+        let changed = self.inner.pool.refresh(id, only, &policy).await;
+        self.announce(&changed);
     }
 
     /// Tells every session and listener that the lists of `kinds` changed.

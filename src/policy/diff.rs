@@ -67,6 +67,7 @@ impl Reconcile {
             auth: _,
             audit: _,
             sanitize: _,
+            // `recheck_secs` too: the gateway's recheck task reads it every tick.
             pin: _,
             limits: _,
             telemetry: _,

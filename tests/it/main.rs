@@ -57,6 +57,7 @@ mod offline_live_library;
 mod onboarding;
 mod per_client;
 mod policies;
+mod recheck;
 mod reload;
 mod rmcp_client;
 mod rmcp_eras;

@@ -107,6 +107,7 @@ impl Gateway {
         let before = self.snapshot();
         let policy = Arc::new(policy);
         *crate::lock::lock(&self.inner.policy) = policy.clone();
+        self.inner.reloaded.notify_one();
         let retired = (self.inner.pool).reconcile(&plan, &policy, &self.inner.shutdown);
         for upstream in retired {
             tokio::spawn(self.clone().retire(upstream));
