@@ -21,6 +21,7 @@ use crate::error::Error;
 use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
 use crate::mcp::method::{Method, Names};
+use crate::policy::ServerRequests;
 use crate::upstream::{Call, Status, Upstream};
 
 /// One client request on its way to one upstream.
@@ -206,10 +207,17 @@ impl Gateway {
             };
             self.forward_across(forward).await
         } else {
-            let call = Call::new(req.view.method().as_str())
+            // A 2025-era upstream needs no client state, but one that serializes its requests
+            // to clients gives a turn by what the caller declared (`server_requests`).
+            let serializes = upstream.spec().server_requests == ServerRequests::Serialize;
+            let state = serializes.then(|| caller.session.state());
+            let mut call = Call::new(req.view.method().as_str())
                 .id(id)
                 .params(params)
                 .outbound(caller.outbound.clone());
+            if let Some(state) = &state {
+                call = call.client(state);
+            }
             upstream.request(call).await
         };
         self.inner.inflight.untrack(caller, msg);

@@ -141,7 +141,7 @@ fn settle() -> Value {
 
 /// The text a call of the report returned (its text blocks, one per line), or `NO RESULT` with
 /// the call's entry (its error).
-fn text_of(report: &Value, label: &str) -> String {
+pub(crate) fn text_of(report: &Value, label: &str) -> String {
     let entry = &report["calls"][label];
     let texts: Vec<&str> = entry["result"]["content"]
         .as_array()

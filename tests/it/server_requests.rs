@@ -14,7 +14,7 @@
 use serde_json::{Value, json};
 
 use crate::harness::{Gateway, Mode, TagGuard, Up, assert_no_leftovers, everything_http, new_tag};
-use crate::isolation::two_clients;
+use crate::isolation::{text_of, two_clients};
 
 const SAMPLE: &str = "everything__trigger-sampling-request";
 const LONG: &str = "everything__trigger-long-running-operation";
@@ -44,22 +44,6 @@ fn six_at_once() -> Value {
     }
     steps.push(json!({"op": "join"}));
     json!({"clients": clients, "steps": steps})
-}
-
-/// The text of a call's result, or `NO RESULT` with the call's entry.
-fn text_of(report: &Value, label: &str) -> String {
-    let entry = &report["calls"][label];
-    let texts: Vec<&str> = entry["result"]["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["text"].as_str())
-        .collect();
-    if texts.is_empty() {
-        format!("NO RESULT {entry}")
-    } else {
-        texts.join("\n")
-    }
 }
 
 /// The prompts `client`'s sampling callback was asked.
@@ -103,7 +87,6 @@ async fn run_stdio(test: &str, serialize: bool) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "serialize takes no turns yet on this path (issue 31 note, session 13)"]
 async fn six_clients_sample_at_once_through_a_stdio_upstream_that_serializes() {
     let report = run_stdio("server-requests-serialize", true).await;
     let wrong = all_served(&report);
@@ -149,7 +132,6 @@ async fn six_clients_sample_at_once_through_an_http_upstream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "serialize takes no turns yet on this path (issue 31 note, session 13)"]
 async fn a_forgotten_request_fails_its_call_at_the_deadline_and_blocks_nobody() {
     let test = "server-requests-deadline";
     let up = Up::everything("everything")
