@@ -28,8 +28,7 @@ use serde_json::Value;
 
 use crate::policy::expand::{Syntax, expand, has_reference};
 use crate::policy::{
-    ConfigError, DEFAULT_TIMEOUT, HttpOptions, HttpTransport, Problem, Transport, UpstreamProtocol,
-    UpstreamSpec, upstream,
+    ConfigError, HttpOptions, HttpTransport, Problem, Transport, UpstreamSpec, upstream,
 };
 
 #[derive(Deserialize)]
@@ -148,17 +147,8 @@ pub(crate) fn parse_with(
         });
         match entry(server, entries.syntax.as_ref(), env, &mut warn) {
             Ok(transport) => import.specs.push(UpstreamSpec {
-                name: id,
-                transport,
-                timeout: DEFAULT_TIMEOUT,
-                volatile: false,
-                protocol: UpstreamProtocol::Auto,
-                roots: None,
                 http,
-                required: true,
-                share: crate::policy::share::Share::Global,
-                server_requests: crate::policy::ServerRequests::RefuseAmbiguous,
-                server_request_timeout: crate::policy::DEFAULT_SERVER_REQUEST_TIMEOUT,
+                ..UpstreamSpec::with_defaults(&id, transport)
             }),
             Err(message) => problems.push(Problem {
                 path: path.clone(),

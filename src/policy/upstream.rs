@@ -115,7 +115,7 @@ impl UpstreamSpec {
     }
 
     /// An upstream reached by `transport`, every other setting at its default.
-    fn with_defaults(name: &str, transport: Transport) -> Self {
+    pub(crate) fn with_defaults(name: &str, transport: Transport) -> Self {
         Self {
             name: name.to_owned(),
             transport,
