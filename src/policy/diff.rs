@@ -152,6 +152,13 @@ impl Reconcile {
     }
 }
 
+/// `[(key, whether field differs in b)]` for `key => field` pairs, `field` bound to a's value.
+macro_rules! changed {
+    [$b:ident; $($key:literal => $field:ident,)*] => {
+        [$(($key, *$field != $b.$field)),*]
+    };
+}
+
 /// The `[downstream]` keys whose values differ: the transports read them once, when they
 /// start serving. Every field is named, so that a new one does not compile until it is listed.
 fn downstream_changes(a: &Downstream, b: &Downstream) -> Vec<&'static str> {
@@ -172,60 +179,26 @@ fn downstream_changes(a: &Downstream, b: &Downstream) -> Vec<&'static str> {
         strict_accept,
         stdio_client,
         allow_anonymous,
+        trusted_proxies,
     } = a;
-    [
-        ("downstream.http", *http != b.http),
-        ("downstream.stdio", *stdio != b.stdio),
-        (
-            "downstream.allowed_origins",
-            *allowed_origins != b.allowed_origins,
-        ),
-        (
-            "downstream.allowed_hosts",
-            *allowed_hosts != b.allowed_hosts,
-        ),
-        (
-            "downstream.max_message_bytes",
-            *max_message_bytes != b.max_message_bytes,
-        ),
-        (
-            "downstream.max_json_depth",
-            *max_json_depth != b.max_json_depth,
-        ),
-        (
-            "downstream.body_timeout_secs",
-            *body_timeout != b.body_timeout,
-        ),
-        (
-            "downstream.max_connections",
-            *max_connections != b.max_connections,
-        ),
-        (
-            "downstream.max_connections_per_client",
-            *max_connections_per_client != b.max_connections_per_client,
-        ),
-        ("downstream.max_sessions", *max_sessions != b.max_sessions),
-        (
-            "downstream.max_sessions_per_client",
-            *max_sessions_per_client != b.max_sessions_per_client,
-        ),
-        (
-            "downstream.session_idle_secs",
-            *session_idle != b.session_idle,
-        ),
-        (
-            "downstream.max_outbound_messages",
-            *max_outbound_messages != b.max_outbound_messages,
-        ),
-        (
-            "downstream.strict_accept",
-            *strict_accept != b.strict_accept,
-        ),
-        ("downstream.stdio_client", *stdio_client != b.stdio_client),
-        (
-            "downstream.allow_anonymous",
-            *allow_anonymous != b.allow_anonymous,
-        ),
+    changed![b;
+        "downstream.http" => http,
+        "downstream.stdio" => stdio,
+        "downstream.allowed_origins" => allowed_origins,
+        "downstream.allowed_hosts" => allowed_hosts,
+        "downstream.max_message_bytes" => max_message_bytes,
+        "downstream.max_json_depth" => max_json_depth,
+        "downstream.body_timeout_secs" => body_timeout,
+        "downstream.max_connections" => max_connections,
+        "downstream.max_connections_per_client" => max_connections_per_client,
+        "downstream.max_sessions" => max_sessions,
+        "downstream.max_sessions_per_client" => max_sessions_per_client,
+        "downstream.session_idle_secs" => session_idle,
+        "downstream.max_outbound_messages" => max_outbound_messages,
+        "downstream.strict_accept" => strict_accept,
+        "downstream.stdio_client" => stdio_client,
+        "downstream.allow_anonymous" => allow_anonymous,
+        "downstream.trusted_proxies" => trusted_proxies,
     ]
     .into_iter()
     .filter_map(|(key, differs)| differs.then_some(key))

@@ -1,7 +1,9 @@
 //! `[downstream]`: how hosts reach the gateway (stdio, streamable HTTP) and the limits on what
 //! they send.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+
+use ipnet::IpNet;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
@@ -46,11 +48,13 @@ pub struct Downstream {
     pub body_timeout: Duration,
     /// Open HTTP connections, all clients together.
     pub max_connections: NonZeroUsize,
-    /// Open HTTP connections from one client address.
+    /// Open HTTP connections of one client: its `[[client]]` once a request on the connection
+    /// authenticated, its address before (or without clients).
     pub max_connections_per_client: NonZeroUsize,
     /// Live 2025-era HTTP sessions, all clients together.
     pub max_sessions: NonZeroUsize,
-    /// Live 2025-era HTTP sessions opened from one client address.
+    /// Live 2025-era HTTP sessions of one client: its `[[client]]` (and token subject), or the
+    /// address that opened them for anonymous traffic.
     pub max_sessions_per_client: NonZeroUsize,
     /// How long an HTTP session may go unused before it expires (`session_idle_secs`).
     pub session_idle: Duration,
@@ -64,6 +68,8 @@ pub struct Downstream {
     pub stdio_client: Option<String>,
     /// Serve a non-loopback address without client authentication (`allow_anonymous`).
     pub allow_anonymous: bool,
+    /// Proxies whose `Forwarded` / `X-Forwarded-For` names the client (`trusted_proxies`).
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 impl Default for Downstream {
@@ -85,6 +91,7 @@ impl Default for Downstream {
             strict_accept: false,
             stdio_client: None,
             allow_anonymous: false,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -140,6 +147,18 @@ impl Section for RawDownstream {
                 ));
             }
         }
+        let trusted_proxies = self
+            .trusted_proxies
+            .iter()
+            .enumerate()
+            .filter_map(|(i, text)| {
+                let net = parse_net(text);
+                if let Err(why) = &net {
+                    (at.at("trusted_proxies").index(i)).push(why.clone());
+                }
+                net.ok()
+            })
+            .collect();
         Downstream {
             stdio: self.stdio,
             http,
@@ -157,6 +176,16 @@ impl Section for RawDownstream {
             strict_accept: self.strict_accept,
             stdio_client: self.stdio_client,
             allow_anonymous: self.allow_anonymous,
+            trusted_proxies,
         }
     }
+}
+
+/// A proxy's address (`10.0.0.7`, `::1`: that one host) or network (`10.0.0.0/8`).
+fn parse_net(text: &str) -> Result<IpNet, String> {
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| {
+            format!("{text:?} is not an IP address or CIDR network such as 10.0.0.0/8 or ::1")
+        })
 }

@@ -85,11 +85,13 @@ pub struct RawDownstream {
     pub body_timeout_secs: Option<u64>,
     /// Open HTTP connections, all clients together. Default: 512.
     pub max_connections: Option<usize>,
-    /// Open HTTP connections from one client address. Default: 128.
+    /// Open HTTP connections of one client: an authenticated `[[client]]` once a request on the
+    /// connection names it, else the connection's address. Default: 128.
     pub max_connections_per_client: Option<usize>,
     /// Live 2025-era HTTP sessions, all clients together. Default: 4096.
     pub max_sessions: Option<usize>,
-    /// Live 2025-era HTTP sessions opened from one client address. Default: 256.
+    /// Live 2025-era HTTP sessions of one client: an authenticated `[[client]]` (per token
+    /// subject), else the address that opened them. Default: 256.
     pub max_sessions_per_client: Option<usize>,
     /// Seconds an HTTP session may go unused (no request in flight, no open GET stream) before
     /// it expires. Default: 1800.
@@ -110,6 +112,12 @@ pub struct RawDownstream {
     /// Serve a non-loopback HTTP address with no client authentication. Default: false.
     #[serde(default)]
     pub allow_anonymous: bool,
+    /// Proxies (addresses or CIDRs, e.g. `"10.0.0.0/8"`) whose `Forwarded: for=` or
+    /// `X-Forwarded-For` names the client: for a connection from one of them, the client's
+    /// address (per-address caps, logs) is the right-most forwarded address that is not itself
+    /// a trusted proxy. Default: none (the connection's own address).
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
 }
 
 /// `[aggregate]`.

@@ -21,14 +21,14 @@ fn ip(text: &str) -> IpAddr {
 }
 
 /// A reqwest client whose connections come from `local`.
-fn client_from(local: &str) -> reqwest::Client {
+pub fn client_from(local: &str) -> reqwest::Client {
     http_client_builder()
         .local_address(ip(local))
         .build()
         .unwrap()
 }
 
-fn addr_of(gw: &Gateway) -> SocketAddr {
+pub fn addr_of(gw: &Gateway) -> SocketAddr {
     let url = gw.url();
     let hostport = url
         .trim_start_matches("http://")
@@ -38,7 +38,7 @@ fn addr_of(gw: &Gateway) -> SocketAddr {
 }
 
 /// A TCP connection to the gateway from `local`.
-async fn connect_from(local: &str, to: SocketAddr) -> TcpStream {
+pub async fn connect_from(local: &str, to: SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(SocketAddr::new(ip(local), 0)).unwrap();
     socket.connect(to).await.unwrap()
@@ -273,9 +273,24 @@ async fn connections_over_the_caps_get_503_and_freed_places_are_used_again() {
     let addr = addr_of(&gw);
     // The gateway admits connections one by one in the order they were accepted, so a
     // connection opened after these is counted after them: no need to wait.
-    let a = slow_connections("127.0.0.2", addr, 4).await;
-    // The fifth from the same address is refused, with the key to raise.
-    let refused = raw_ping("127.0.0.2", addr).await;
+    let mut idle = slow_connections("127.0.0.2", addr, 4).await;
+    // A fifth from the same address is served: the oldest idle one (nothing sent on it has
+    // been served) makes room, closed without an answer.
+    let (served, _a5) = raw_ping_kept("127.0.0.2", addr).await;
+    assert!(served.starts_with("HTTP/1.1 400"), "{served}");
+    let closed = read_all(&mut idle[0], Duration::from_secs(5)).await;
+    assert_eq!(
+        closed.as_deref(),
+        Some(""),
+        "the oldest idle connection stays open"
+    );
+    // Connections that were served are never closed for a newcomer: over the cap, the
+    // newcomer is refused, with the key to raise.
+    let mut kept = Vec::new();
+    for _ in 0..4 {
+        kept.push(raw_ping_kept("127.0.0.3", addr).await.1);
+    }
+    let refused = raw_ping("127.0.0.3", addr).await;
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
     let body = body_of(&refused);
     assert_eq!(
@@ -289,12 +304,10 @@ async fn connections_over_the_caps_get_503_and_freed_places_are_used_again() {
             .contains("downstream.max_connections_per_client = 4"),
         "{refused}"
     );
-    // Another address gets in (a ping without a session: 400, but served) until the total.
-    // The served connection stays open (keep-alive) and counts: one that closed would free
-    // its place only once the gateway's connection task has ended, at no time the test knows.
-    let (served, kept) = raw_ping_kept("127.0.0.3", addr).await;
-    assert!(served.starts_with("HTTP/1.1 400"), "{served}");
-    let b = slow_connections("127.0.0.3", addr, 3).await;
+    // The total: the three idle ones left make room for three served ones, then it is full.
+    for _ in 0..3 {
+        kept.push(raw_ping_kept("127.0.0.4", addr).await.1);
+    }
     let full = raw_ping("127.0.0.1", addr).await;
     assert!(full.starts_with("HTTP/1.1 503"), "{full}");
     assert!(
@@ -304,10 +317,10 @@ async fn connections_over_the_caps_get_503_and_freed_places_are_used_again() {
             .contains("downstream.max_connections = 8"),
         "{full}"
     );
-    // Once the slow ones are gone, a normal client is served. Their places are freed as the
+    // Once connections close, a normal client is served. Their places are freed as the
     // gateway sees each one close: the client retries while it gets 503, and then keeps its
     // one (pooled) connection, which needs no place again.
-    drop((a, b, kept));
+    drop((idle, kept));
     let client = client_from("127.0.0.1");
     let deadline = Instant::now() + WAIT;
     let session = loop {
@@ -326,37 +339,35 @@ async fn connections_over_the_caps_get_503_and_freed_places_are_used_again() {
     gw.stop_and_check().await;
 }
 
-/// With the default caps, 600 slow connections from one address: only 128 are kept, and a
-/// client from another address is served meanwhile (its latency is printed).
+/// With the default caps, 600 slow connections from one address: only the newest 128 are
+/// kept (each newcomer over the cap closes the oldest idle one), and a client from the same
+/// address is served meanwhile (its latency is printed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_flood_from_one_address_does_not_shut_out_others() {
     let gw = Gateway::start("limits-flood", Mode::Http, &[]).await;
     let addr = addr_of(&gw);
     let mut flood = slow_connections("127.0.0.2", addr, 600).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    // Those over the cap were answered 503 and closed; the first 128 are still open.
-    let mut refused = 0;
-    for tcp in &mut flood[128..] {
+    // The oldest 472 were closed to make room, without an answer.
+    for tcp in &mut flood[..472] {
         let answer = read_all(tcp, Duration::from_secs(5)).await;
-        let answer = answer.expect("a connection over the cap is closed");
-        assert!(
-            answer.is_empty() || answer.starts_with("HTTP/1.1 503"),
-            "{answer}"
-        );
-        refused += usize::from(!answer.is_empty());
+        let answer = answer.expect("an idle connection over the cap is closed");
+        assert!(answer.is_empty(), "{answer}");
     }
     let mut probe = [0u8; 1];
-    let open = tokio::time::timeout(Duration::from_millis(200), flood[0].read(&mut probe)).await;
-    assert!(open.is_err(), "a connection under the cap was closed");
-    let client = client_from("127.0.0.1");
+    let last = flood.last_mut().unwrap();
+    let open = tokio::time::timeout(Duration::from_millis(200), last.read(&mut probe)).await;
+    assert!(open.is_err(), "the newest connection was closed");
+    // The flood's own address: a client that is served is not shut out either.
+    let client = client_from("127.0.0.2");
     let started = Instant::now();
     let session = open_session(&client, gw.url()).await;
     let (status, _) = ping(&client, gw.url(), &session).await;
     let took = started.elapsed();
     assert_eq!(status, 200);
     eprintln!(
-        "connection flood: 600 slow connections from 127.0.0.2, {refused} of the 472 over the cap \
-         answered 503 (the rest closed); another client's initialize + initialized + ping took \
+        "connection flood: 600 slow connections from 127.0.0.2, the oldest 472 closed for \
+         newcomers; a client from the same address: initialize + initialized + ping took \
          {took:?}"
     );
     drop(flood);

@@ -43,6 +43,7 @@ mod faults;
 mod fuzz_props;
 mod golden;
 mod guard;
+mod http_caps;
 mod http_downstream;
 mod http_upstream;
 mod identity;

@@ -77,7 +77,7 @@ pub(super) async fn handle_get(
     let (_, in_use) = match state.session_of(
         headers,
         &principal,
-        super::post::client_ip(&parts.extensions),
+        super::post::client_ip(&state, headers, &parts.extensions),
     ) {
         Ok(s) => s,
         Err(resp) => return *resp,

@@ -13,23 +13,26 @@
 //! connection over the cap is closed at once, so that a flood cannot turn refusals into the
 //! resource it exhausts.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use ipnet::IpNet;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::owner::{Owner, is_trusted};
 use crate::error::Http;
+use crate::identity::Principal;
 use crate::jsonrpc::{Id, Message};
 use crate::lock::lock;
 use crate::policy::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, Downstream};
@@ -55,8 +58,13 @@ pub struct ListenConfig {
     pub header_read_timeout: Duration,
     /// Open connections, all clients together (`downstream.max_connections`).
     pub max_connections: NonZeroUsize,
-    /// Open connections from one client address (`downstream.max_connections_per_client`).
+    /// Open connections of one client (`downstream.max_connections_per_client`): of an
+    /// authenticated `[[client]]` once a request on the connection authenticated, else of
+    /// the connection's address.
     pub max_connections_per_client: NonZeroUsize,
+    /// Proxies (`downstream.trusted_proxies`): their connections carry many clients' requests,
+    /// so they count against `max_connections` only.
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 impl Default for ListenConfig {
@@ -65,6 +73,7 @@ impl Default for ListenConfig {
             header_read_timeout: HEADER_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -74,20 +83,29 @@ impl From<&Downstream> for ListenConfig {
         Self {
             max_connections: d.max_connections,
             max_connections_per_client: d.max_connections_per_client,
+            trusted_proxies: d.trusted_proxies.clone(),
             ..Self::default()
         }
     }
 }
 
-/// The connection a request came on: the client's address (for per-client limits) and a way
-/// to close the connection (for a client that stopped reading a stream: hyper no longer polls
-/// that stream's body, so ending the body would not be seen).
+/// The connection a request came on: the client's address (for per-client limits), its place
+/// in the connection counts, and a way to close the connection (for a client that stopped
+/// reading a stream: hyper no longer polls that stream's body, so ending the body would not be
+/// seen).
 #[derive(Debug)]
 pub(super) struct Peer {
     /// The client's address.
     pub(super) addr: SocketAddr,
     /// The connection's task.
     task: OnceLock<AbortHandle>,
+    /// Its entry in [`Counts::open`].
+    id: u64,
+    counts: Arc<Mutex<Counts>>,
+    /// The cap on one client's connections.
+    per_client: NonZeroUsize,
+    /// Whether [`Peer::claim`] has filed it (read without the lock on every request).
+    claimed: AtomicBool,
 }
 
 impl Peer {
@@ -103,6 +121,56 @@ impl Peer {
     /// rather than a request extension: nothing to allocate per request.
     pub(super) fn current() -> Option<Arc<Self>> {
         PEER.try_with(Arc::clone).ok()
+    }
+
+    /// Files the connection under `principal`, which a request on it authenticated as (the
+    /// first time only: later requests change nothing): it counts against that client from
+    /// now on, not against its address, and is no longer closed to make room for newcomers.
+    ///
+    /// # Errors
+    /// The client has `max_connections_per_client` open already: the request is refused and
+    /// the connection closes after the answer.
+    pub(super) fn claim(&self, principal: &Principal) -> Result<(), Refusal> {
+        if self.claimed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut c = lock(&self.counts);
+        let Some(conn) = c.open.get(&self.id) else {
+            return Ok(());
+        };
+        if conn.claimed {
+            return Ok(());
+        }
+        let from = conn.owner.clone();
+        let owner = match (&from, Owner::of(principal, None)) {
+            // From a trusted proxy (no owner), or anonymous: it stays where it is counted.
+            (None, _) | (_, None | Some(Owner::Addr(_))) => None,
+            (Some(_), Some(client)) => Some(client),
+        };
+        if let Some(owner) = &owner {
+            let open = c.per_owner.get(owner).copied().unwrap_or(0);
+            if open >= self.per_client.get() {
+                return Err(Refusal {
+                    message: format!(
+                        "too many open connections of {owner} \
+                         (downstream.max_connections_per_client = {}): close idle ones or \
+                         reuse them",
+                        self.per_client
+                    ),
+                    limit: self.per_client.get(),
+                });
+            }
+            c.uncount(from.as_ref());
+            *c.per_owner.entry(owner.clone()).or_insert(0) += 1;
+        }
+        if let Some(conn) = c.open.get_mut(&self.id) {
+            conn.claimed = true;
+            if owner.is_some() {
+                conn.owner = owner;
+            }
+        }
+        self.claimed.store(true, Ordering::Release);
+        Ok(())
     }
 }
 
@@ -153,8 +221,8 @@ pub async fn serve_with(
             },
             () = shutdown.cancelled() => break,
         };
-        let slot = match admit(&counts, addr.ip(), &config) {
-            Ok(slot) => slot,
+        let peer = match admit(&counts, addr, &config) {
+            Ok(peer) => peer,
             Err(refusal) => {
                 refuse(tcp, &refusal, &refusing);
                 continue;
@@ -163,12 +231,9 @@ pub async fn serve_with(
         // Answers are small writes (SSE events especially): without TCP_NODELAY they wait for
         // delayed ACKs (~40 ms on Linux).
         let _ = tcp.set_nodelay(true);
-        let peer = Arc::new(Peer {
-            addr,
-            task: OnceLock::new(),
-        });
         let service = TowerToHyperService::new(app.clone());
         let conn = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));
+        let slot = Slot(peer.clone());
         let task = tokio::spawn(PEER.scope(peer.clone(), async move {
             // Dropped with the task, aborted or not.
             let _slot = slot;
@@ -182,53 +247,121 @@ pub async fn serve_with(
     let _ = tokio::time::timeout(GRACE, graceful.shutdown()).await;
 }
 
-/// Open connections, in all and per client address.
+/// The open connections: how many in all and per owner, and each one by age.
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
-    per_client: HashMap<IpAddr, usize>,
+    per_owner: HashMap<Owner, usize>,
+    /// By age (the id grows): the oldest unclaimed one is the first to go for a newcomer.
+    open: BTreeMap<u64, Conn>,
+    next_id: u64,
     /// Whether the last connection was refused (a flood is logged once, not per connection).
     refusing: bool,
 }
 
-/// An admitted connection's place in [`Counts`], given back when dropped.
+/// One open connection.
 #[derive(Debug)]
-struct Slot {
-    counts: Arc<Mutex<Counts>>,
-    client: IpAddr,
+struct Conn {
+    /// What it counts against besides the total: its address, its client once claimed;
+    /// `None` for a trusted proxy's.
+    owner: Option<Owner>,
+    /// Whether a request on it authenticated (or the gateway has no clients and it served
+    /// one): such a connection is never closed for a newcomer.
+    claimed: bool,
+    peer: Weak<Peer>,
 }
+
+impl Counts {
+    /// Takes one connection of `owner` off the per-owner counts.
+    fn uncount(&mut self, owner: Option<&Owner>) {
+        let Some(owner) = owner else { return };
+        if let Some(n) = self.per_owner.get_mut(owner) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_owner.remove(owner);
+            }
+        }
+    }
+
+    /// Forgets connection `id`: whether it was still counted.
+    fn release(&mut self, id: u64) -> Option<Weak<Peer>> {
+        let conn = self.open.remove(&id)?;
+        self.total -= 1;
+        self.uncount(conn.owner.as_ref());
+        Some(conn.peer)
+    }
+
+    /// Closes the oldest connection nobody authenticated on (of `owner`, or of anyone), to
+    /// make room: whether there was one.
+    fn evict_oldest(&mut self, owner: Option<&Owner>) -> bool {
+        let victim = (self.open.iter())
+            .find(|(_, c)| !c.claimed && owner.is_none_or(|o| c.owner.as_ref() == Some(o)))
+            .map(|(id, _)| *id);
+        let Some(peer) = victim.and_then(|id| self.release(id)) else {
+            return false;
+        };
+        if let Some(peer) = peer.upgrade() {
+            tracing::debug!(client = %peer.addr, "Closing an idle unauthenticated connection to make room");
+            peer.close();
+        }
+        true
+    }
+}
+
+/// An admitted connection's place in [`Counts`], given back when dropped (unless it was
+/// given back already, the connection evicted).
+#[derive(Debug)]
+struct Slot(Arc<Peer>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut counts = lock(&self.counts);
-        counts.total -= 1;
-        if let Some(n) = counts.per_client.get_mut(&self.client) {
-            *n -= 1;
-            if *n == 0 {
-                counts.per_client.remove(&self.client);
-            }
+        lock(&self.0.counts).release(self.0.id);
+    }
+}
+
+/// Why a connection (or a request on it) was refused: the policy key and its value.
+#[derive(Debug)]
+pub(super) struct Refusal {
+    pub(super) message: String,
+    pub(super) limit: usize,
+}
+
+impl Refusal {
+    /// The error it answers with.
+    pub(super) fn into_error(self) -> Http {
+        Http::TooManyConnections {
+            message: self.message,
+            limit: self.limit,
         }
     }
 }
 
-/// Why a connection was refused: the policy key and its value.
-#[derive(Debug)]
-struct Refusal {
-    message: String,
-    limit: usize,
-}
-
-/// A place for a connection from `client`, or why there is none.
+/// A place for a connection from `addr`, or why there is none. At a cap, the oldest
+/// connection nobody authenticated on makes room (from the same address for the per-address
+/// cap, from anyone for the total): a flood of idle connections never locks out a client that
+/// authenticates; only when every connection counted is claimed is the newcomer refused.
 fn admit(
     counts: &Arc<Mutex<Counts>>,
-    client: IpAddr,
+    addr: SocketAddr,
     config: &ListenConfig,
-) -> Result<Slot, Refusal> {
+) -> Result<Arc<Peer>, Refusal> {
     // An IPv4 client on an IPv6 socket is the same client as on an IPv4 one.
-    let client = client.to_canonical();
+    let ip = addr.ip().to_canonical();
+    let owner = (!is_trusted(ip, &config.trusted_proxies)).then_some(Owner::Addr(ip));
     let mut c = lock(counts);
-    let from_client = c.per_client.get(&client).copied().unwrap_or(0);
-    let refusal = if c.total >= config.max_connections.get() {
+    let per_addr = config.max_connections_per_client.get();
+    let refusal = if let Some(owner) = owner.as_ref().filter(|o| {
+        c.per_owner.get(*o).copied().unwrap_or(0) >= per_addr && !c.evict_oldest(Some(o))
+    }) {
+        Some(Refusal {
+            message: format!(
+                "too many open connections from {owner} \
+                 (downstream.max_connections_per_client = {}): close idle ones or retry later",
+                config.max_connections_per_client
+            ),
+            limit: per_addr,
+        })
+    } else if c.total >= config.max_connections.get() && !c.evict_oldest(None) {
         Some(Refusal {
             message: format!(
                 "the gateway has too many open connections (downstream.max_connections = {}): \
@@ -237,32 +370,38 @@ fn admit(
             ),
             limit: config.max_connections.get(),
         })
-    } else if from_client >= config.max_connections_per_client.get() {
-        Some(Refusal {
-            message: format!(
-                "too many open connections from {client} \
-                 (downstream.max_connections_per_client = {}): close idle ones or retry later",
-                config.max_connections_per_client
-            ),
-            limit: config.max_connections_per_client.get(),
-        })
     } else {
         None
     };
     if let Some(refusal) = refusal {
         if !c.refusing {
             c.refusing = true;
-            tracing::warn!(client = %client, open = c.total, "Refusing connections: {}", refusal.message);
+            tracing::warn!(client = %ip, open = c.total, "Refusing connections: {}", refusal.message);
         }
         return Err(refusal);
     }
     c.refusing = false;
     c.total += 1;
-    *c.per_client.entry(client).or_insert(0) += 1;
-    Ok(Slot {
+    if let Some(owner) = &owner {
+        *c.per_owner.entry(owner.clone()).or_insert(0) += 1;
+    }
+    let id = c.next_id;
+    c.next_id += 1;
+    let peer = Arc::new(Peer {
+        addr,
+        task: OnceLock::new(),
+        id,
         counts: counts.clone(),
-        client,
-    })
+        per_client: config.max_connections_per_client,
+        claimed: AtomicBool::new(false),
+    });
+    let conn = Conn {
+        owner,
+        claimed: false,
+        peer: Arc::downgrade(&peer),
+    };
+    c.open.insert(id, conn);
+    Ok(peer)
 }
 
 /// Answers a refused connection with a 503 and closes it, on a task of its own, unless
@@ -399,42 +538,86 @@ mod tests {
         stop.cancel();
     }
 
+    /// A connection that sent half a request, waiting for the rest.
+    async fn half_open(local: &str, addr: SocketAddr) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
+        let mut tcp = socket.connect(addr).await.unwrap();
+        tcp.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        tcp
+    }
+
+    /// A kept-alive connection that was claimed (as a request that authenticated claims it).
+    async fn claimed(local: &str, addr: SocketAddr) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
+        let mut tcp = socket.connect(addr).await.unwrap();
+        tcp.write_all(b"GET /claim HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let n = tcp.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+        tcp
+    }
+
+    async fn is_closed(tcp: &mut TcpStream) -> bool {
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(2), tcp.read(&mut buf)).await;
+        matches!(read, Ok(Ok(0) | Err(_)))
+    }
+
     #[tokio::test]
-    async fn connections_over_the_caps_get_503_and_freed_places_are_reused() {
+    async fn idle_unclaimed_connections_make_room_and_claimed_ones_are_capped() {
         let config = ListenConfig {
             max_connections: NonZeroUsize::new(3).unwrap(),
             max_connections_per_client: NonZeroUsize::new(2).unwrap(),
             ..ListenConfig::default()
         };
-        let (addr, stop) = start(config).await;
-        let open = |local: &'static str| async move {
-            let socket = tokio::net::TcpSocket::new_v4().unwrap();
-            socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
-            let mut tcp = socket.connect(addr).await.unwrap();
-            // Half a request: the connection stays open, waiting for the rest.
-            tcp.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
-            tcp
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let claim = || async {
+            Peer::current()
+                .unwrap()
+                .claim(&Principal::anonymous())
+                .unwrap();
+            "ok"
         };
-        let a1 = open("127.0.0.2").await;
-        let _a2 = open("127.0.0.2").await;
-        // Admission happens on accept: give the loop a moment to count both.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let per_client = get_from("127.0.0.2", addr).await;
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .route("/claim", get(claim));
+        tokio::spawn(serve_with(listener, app, stop.clone(), config));
+        let settle = || tokio::time::sleep(Duration::from_millis(100));
+        // Two idle connections from one address: a third from it closes the oldest.
+        let mut a1 = half_open("127.0.0.2", addr).await;
+        let _a2 = half_open("127.0.0.2", addr).await;
+        settle().await;
+        let served = get_from("127.0.0.2", addr).await;
+        assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+        assert!(
+            is_closed(&mut a1).await,
+            "the oldest idle connection was kept"
+        );
+        // Claimed connections are not closed for a newcomer: over the cap, it gets 503.
+        let _c1 = claimed("127.0.0.3", addr).await;
+        let _c2 = claimed("127.0.0.3", addr).await;
+        let per_client = get_from("127.0.0.3", addr).await;
         assert!(per_client.starts_with("HTTP/1.1 503"), "{per_client}");
         assert!(
             per_client.contains("mcp_budget.http.too_many_connections")
                 && per_client.contains("downstream.max_connections_per_client = 2"),
             "{per_client}"
         );
-        // Another client still gets in, until the total is reached.
-        let _b = open("127.0.0.3").await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let total = get_from("127.0.0.4", addr).await;
+        // The total: a2 (idle) makes room once, then three claimed connections fill it.
+        let c3 = claimed("127.0.0.4", addr).await;
+        settle().await;
+        let total = get_from("127.0.0.5", addr).await;
         assert!(total.contains("downstream.max_connections = 3"), "{total}");
         // A closed connection gives its place back.
-        drop(a1);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let served = get_from("127.0.0.4", addr).await;
+        drop(c3);
+        settle().await;
+        let served = get_from("127.0.0.5", addr).await;
         assert!(served.starts_with("HTTP/1.1 200"), "{served}");
         stop.cancel();
     }

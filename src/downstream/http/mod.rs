@@ -38,7 +38,9 @@
 mod auth;
 mod checks;
 mod get;
+mod hygiene;
 mod listen;
+mod owner;
 mod post;
 mod reply;
 mod sealed;
@@ -195,5 +197,5 @@ pub fn router_at(path: &str, endpoint: Endpoint, config: HttpConfig) -> Router {
     if metadata != METADATA_PATH {
         router = router.route(&metadata, axum::routing::get(auth::handle_metadata));
     }
-    router.with_state(state)
+    (router.fallback(hygiene::not_found).with_state(state)).layer(hygiene::CloseUnreadLayer)
 }

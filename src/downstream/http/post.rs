@@ -61,7 +61,7 @@ pub(super) async fn handle_post(
     let (session, in_use) = match era {
         PostEra::Initialize => {
             // Boxed: a future of its own keeps every other request's future small.
-            let client = client_ip(&parts.extensions);
+            let client = client_ip(&state, &headers, &parts.extensions);
             return Box::pin(initialize(&state, message, view, client, principal)).await;
         }
         PostEra::Modern => {
@@ -71,7 +71,11 @@ pub(super) async fn handle_post(
             (modern_session(), None)
         }
         PostEra::Session => {
-            match state.session_of(&headers, &principal, client_ip(&parts.extensions)) {
+            match state.session_of(
+                &headers,
+                &principal,
+                client_ip(&state, &headers, &parts.extensions),
+            ) {
                 Ok((session, in_use)) => (session, Some(in_use)),
                 Err(resp) => return *resp,
             }
@@ -103,20 +107,36 @@ pub(super) async fn handle_post(
 
 /// Who sends the message, and the message: the origin and content type are checked, then the
 /// credentials, and only then is the body read (a client without credentials costs no more
-/// than its headers).
+/// than its headers and a small body, read so that its connection stays open: see
+/// [`super::hygiene`]).
 async fn admit(
     state: &AppState,
     headers: &HeaderMap,
     uri: &Uri,
     body: Body,
 ) -> Result<(Arc<Principal>, Message), Response> {
-    checks::check_origin(headers, uri, &state.config).map_err(|resp| *resp)?;
-    if !checks::is_json_body(headers) {
-        return Err(reply::unsupported_media_type());
-    }
-    let principal = super::auth::principal(&state.gate, headers, uri).map_err(|resp| *resp)?;
+    let principal = match caller_before_body(state, headers, uri) {
+        Ok(principal) => principal,
+        Err(resp) => {
+            super::hygiene::drain(body).await;
+            return Err(*resp);
+        }
+    };
     let message = read_message(state, body).await?;
     Ok((principal, message))
+}
+
+/// The principal of a POST, or why it is refused before its body is read.
+fn caller_before_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> Result<Arc<Principal>, Box<Response>> {
+    checks::check_origin(headers, uri, &state.config)?;
+    if !checks::is_json_body(headers) {
+        return Err(Box::new(reply::unsupported_media_type()));
+    }
+    super::auth::principal(&state.gate, headers, uri)
 }
 
 /// A 2026-07-28 `tools/call`'s `Mcp-Param-*` headers agree with its arguments.
@@ -170,14 +190,20 @@ fn modern_session() -> Arc<Session> {
     Arc::new(Session::new(id, notify))
 }
 
-/// The client's address: from [`super::serve`]'s connection, or axum's `ConnectInfo`.
-pub(super) fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+/// The client's address: from [`super::serve`]'s connection, or axum's `ConnectInfo`; behind
+/// one of `[downstream] trusted_proxies`, the address it forwarded for.
+pub(super) fn client_ip(
+    state: &AppState,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> Option<IpAddr> {
     let addr = Peer::current().map(|p| p.addr).or_else(|| {
         extensions
             .get::<axum::extract::ConnectInfo<SocketAddr>>()
             .map(|c| c.0)
     })?;
-    Some(addr.ip().to_canonical())
+    let trusted = &state.config.trusted_proxies;
+    Some(super::owner::client_addr(addr.ip(), headers, trusted))
 }
 
 /// A notification or a client's answer: 202. A refused client answer (to no request waiting

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::listen::Peer;
+use super::owner::Owner;
 use super::reply::plain_error;
 use super::sealed::{self, Revoked};
 use super::{AppState, SESSION_HEADER};
@@ -33,8 +34,9 @@ pub(super) struct Entry {
     pub(super) link: Arc<Link>,
     /// The client that opened it: the only one that may use it.
     pub(super) principal: Arc<Principal>,
-    /// The address that opened it, counted in [`Sessions::per_client`].
-    client: Option<IpAddr>,
+    /// Who it counts against in [`Sessions::per_client`]: its client, or for anonymous
+    /// traffic the address that opened it.
+    owner: Option<Owner>,
     /// When its sealed id expires (Unix seconds); `None` for an unsealed id.
     expires: Option<u64>,
     /// The sweeper's view: [`Link::uses`] when it last looked, and since when that has not
@@ -44,7 +46,7 @@ pub(super) struct Entry {
 }
 
 impl Entry {
-    /// A new session's entry, opened from `client`.
+    /// A new session's entry, opened by `principal` from `client`.
     pub(super) fn new(
         session: Arc<Session>,
         link: Arc<Link>,
@@ -54,8 +56,8 @@ impl Entry {
         Self {
             session,
             link,
+            owner: Owner::of(&principal, client),
             principal,
-            client,
             expires: None,
             seen_uses: 0,
             idle_since: Instant::now(),
@@ -93,15 +95,15 @@ pub(super) struct GetStream {
 pub(super) struct SessionCaps {
     /// Live sessions, all clients together.
     pub(super) max: NonZeroUsize,
-    /// Live sessions opened from one client address.
+    /// Live sessions of one client (or, anonymous, one address).
     pub(super) per_client: NonZeroUsize,
 }
 
-/// The live sessions, and how many each client address opened.
+/// The live sessions, and how many each client (or anonymous address) opened.
 #[derive(Default)]
 pub(super) struct Sessions {
     pub(super) map: HashMap<String, Entry>,
-    per_client: HashMap<IpAddr, usize>,
+    per_client: HashMap<Owner, usize>,
     /// Sealed sessions ended here by `DELETE`, not to be rebuilt from their ids.
     revoked: Revoked,
 }
@@ -117,8 +119,8 @@ impl Sessions {
         entry: Entry,
         caps: SessionCaps,
     ) -> Result<(), String> {
-        let client = entry.client;
-        let from_client = client.map_or(0, |c| self.per_client.get(&c).copied().unwrap_or(0));
+        let from_owner =
+            (entry.owner.as_ref()).map_or(0, |o| self.per_client.get(o).copied().unwrap_or(0));
         if self.map.len() >= caps.max.get() {
             return Err(format!(
                 "the gateway has too many open sessions (downstream.max_sessions = {}): \
@@ -126,15 +128,20 @@ impl Sessions {
                 caps.max
             ));
         }
-        if let Some(client) = client {
-            if from_client >= caps.per_client.get() {
+        if let Some(owner) = &entry.owner {
+            if from_owner >= caps.per_client.get() {
+                let of = if matches!(owner, Owner::Addr(_)) {
+                    "from"
+                } else {
+                    "of"
+                };
                 return Err(format!(
-                    "too many open sessions from {client} (downstream.max_sessions_per_client = \
+                    "too many open sessions {of} {owner} (downstream.max_sessions_per_client = \
                      {}): end unused ones with DELETE",
                     caps.per_client
                 ));
             }
-            *self.per_client.entry(client).or_insert(0) += 1;
+            *self.per_client.entry(owner.clone()).or_insert(0) += 1;
         }
         self.map.insert(id, entry);
         Ok(())
@@ -150,11 +157,11 @@ impl Sessions {
 
     pub(super) fn remove(&mut self, id: &str) -> Option<Entry> {
         let entry = self.map.remove(id)?;
-        if let Some(client) = entry.client {
-            if let Some(n) = self.per_client.get_mut(&client) {
+        if let Some(owner) = &entry.owner {
+            if let Some(n) = self.per_client.get_mut(owner) {
                 *n -= 1;
                 if *n == 0 {
-                    self.per_client.remove(&client);
+                    self.per_client.remove(owner);
                 }
             }
         }

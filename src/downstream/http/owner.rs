@@ -1,0 +1,232 @@
+//! Who a session or a connection counts against: the authenticated client, or the address
+//! of anonymous traffic, found behind `[downstream] trusted_proxies` from `Forwarded` /
+//! `X-Forwarded-For`. Pure: no I/O, no state.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use axum::http::HeaderMap;
+use ipnet::IpNet;
+
+use crate::identity::{Principal, Via};
+
+/// What the per-client caps (`max_sessions_per_client`, `max_connections_per_client`) count.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum Owner {
+    /// An authenticated `[[client]]`, per token subject when the token names one of its own.
+    Client {
+        /// The client's name.
+        name: String,
+        /// The token's subject, when it differs from the client.
+        subject: Option<String>,
+    },
+    /// Anonymous traffic (a gateway without clients, or a connection before it
+    /// authenticated): its address.
+    Addr(IpAddr),
+}
+
+impl Owner {
+    /// The owner of what `principal` opens from `addr`: the client when one authenticated,
+    /// else the address (`None` when the address is unknown: nothing to count against).
+    pub(super) fn of(principal: &Principal, addr: Option<IpAddr>) -> Option<Self> {
+        if principal.via() == Via::Anonymous {
+            return addr.map(Self::Addr);
+        }
+        Some(Self::Client {
+            name: principal.name().to_owned(),
+            subject: principal.subject().map(str::to_owned),
+        })
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Client {
+                name,
+                subject: None,
+            } => write!(f, "client {name:?}"),
+            Self::Client {
+                name,
+                subject: Some(sub),
+            } => write!(f, "client {name:?} (subject {sub:?})"),
+            Self::Addr(ip) => write!(f, "{ip}"),
+        }
+    }
+}
+
+/// Whether `ip` is one of `trusted` proxies.
+pub(super) fn is_trusted(ip: IpAddr, trusted: &[IpNet]) -> bool {
+    let ip = ip.to_canonical();
+    trusted.iter().any(|net| net.contains(&ip))
+}
+
+/// The client's address of a request that came from `peer`: `peer` itself, unless it is a
+/// trusted proxy; then the right-most address of the forwarding chain (`Forwarded: for=`,
+/// RFC 7239, else `X-Forwarded-For`) that is not a trusted proxy itself (the left-most when
+/// all are). A chain that does not parse, or names no address (`for=unknown`, obfuscated
+/// names), leaves `peer`: a proxy's own address is the safe fallback, never a guess.
+pub(super) fn client_addr(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+    let peer = peer.to_canonical();
+    if trusted.is_empty() || !is_trusted(peer, trusted) {
+        return peer;
+    }
+    let chain = forwarded_chain(headers).or_else(|| x_forwarded_for_chain(headers));
+    let Some(chain) = chain.filter(|c| !c.is_empty()) else {
+        return peer;
+    };
+    chain
+        .iter()
+        .rev()
+        .find(|ip| !is_trusted(**ip, trusted))
+        .or_else(|| chain.first())
+        .map_or(peer, |ip| ip.to_canonical())
+}
+
+/// The `for=` addresses of every `Forwarded` header, in order; `None` when there is none or
+/// one element names no IP address (the chain cannot be followed).
+fn forwarded_chain(headers: &HeaderMap) -> Option<Vec<IpAddr>> {
+    let mut chain = Vec::new();
+    for value in headers.get_all("forwarded") {
+        let text = value.to_str().ok()?;
+        for element in text.split(',') {
+            let node = element.split(';').find_map(|pair| {
+                let (key, value) = pair.split_once('=')?;
+                key.trim().eq_ignore_ascii_case("for").then(|| value.trim())
+            });
+            if let Some(node) = node {
+                chain.push(parse_node(node)?);
+            }
+        }
+    }
+    (!chain.is_empty()).then_some(chain)
+}
+
+/// The addresses of every `X-Forwarded-For` header, in order; `None` when there is none or
+/// one entry is not an IP address.
+fn x_forwarded_for_chain(headers: &HeaderMap) -> Option<Vec<IpAddr>> {
+    let mut chain = Vec::new();
+    for value in headers.get_all("x-forwarded-for") {
+        for entry in value.to_str().ok()?.split(',') {
+            chain.push(parse_node(entry.trim())?);
+        }
+    }
+    (!chain.is_empty()).then_some(chain)
+}
+
+/// An RFC 7239 node (`192.0.2.1`, `"192.0.2.1:443"`, `"[2001:db8::1]:80"`, `2001:db8::1` as
+/// X-Forwarded-For writes it) as an address.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    let node = node.trim_matches('"');
+    if let Ok(ip) = node.parse() {
+        return Some(ip);
+    }
+    if let Some(rest) = node.strip_prefix('[') {
+        return rest.split_once(']')?.0.parse().ok();
+    }
+    // `v4:port`.
+    let (host, port) = node.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn nets(list: &[&str]) -> Vec<IpNet> {
+        list.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn without_trusted_proxies_the_headers_are_ignored() {
+        let h = headers(&[("x-forwarded-for", "203.0.113.9")]);
+        assert_eq!(client_addr(ip("10.0.0.7"), &h, &[]), ip("10.0.0.7"));
+        // A peer that is not trusted cannot name another client either.
+        let trusted = nets(&["10.0.0.0/24"]);
+        assert_eq!(client_addr(ip("10.0.1.7"), &h, &trusted), ip("10.0.1.7"));
+    }
+
+    #[test]
+    fn the_right_most_untrusted_forwarded_address_is_the_client() {
+        let trusted = nets(&["10.0.0.0/24"]);
+        // The client may prepend anything; only what trusted proxies appended counts.
+        let h = headers(&[("x-forwarded-for", "1.2.3.4, 203.0.113.9, 10.0.0.8")]);
+        assert_eq!(client_addr(ip("10.0.0.7"), &h, &trusted), ip("203.0.113.9"));
+        // Two headers are one list.
+        let h = headers(&[
+            ("x-forwarded-for", "1.2.3.4"),
+            ("x-forwarded-for", "203.0.113.9"),
+        ]);
+        assert_eq!(client_addr(ip("10.0.0.7"), &h, &trusted), ip("203.0.113.9"));
+        // All trusted: the left-most.
+        let h = headers(&[("x-forwarded-for", "10.0.0.9, 10.0.0.8")]);
+        assert_eq!(client_addr(ip("10.0.0.7"), &h, &trusted), ip("10.0.0.9"));
+    }
+
+    #[test]
+    fn forwarded_wins_over_x_forwarded_for_and_parses_quoted_ports_and_v6() {
+        let trusted = nets(&["127.0.0.1/32"]);
+        let h = headers(&[
+            (
+                "forwarded",
+                r#"for="[2001:db8::1]:4711";proto=https, for=10.1.2.3:80"#,
+            ),
+            ("x-forwarded-for", "203.0.113.9"),
+        ]);
+        assert_eq!(client_addr(ip("127.0.0.1"), &h, &trusted), ip("10.1.2.3"));
+        let h = headers(&[("forwarded", r#"proto=http;For="[2001:db8::1]:4711""#)]);
+        assert_eq!(
+            client_addr(ip("127.0.0.1"), &h, &trusted),
+            ip("2001:db8::1")
+        );
+        // An IPv4-mapped IPv6 peer is its IPv4 address.
+        assert_eq!(
+            client_addr(ip("::ffff:127.0.0.1"), &HeaderMap::new(), &trusted),
+            ip("127.0.0.1")
+        );
+    }
+
+    #[test]
+    fn a_chain_that_does_not_parse_leaves_the_proxy() {
+        let trusted = nets(&["127.0.0.1/32"]);
+        for h in [
+            headers(&[("x-forwarded-for", "203.0.113.9, not-an-ip")]),
+            headers(&[("forwarded", "for=unknown")]),
+            headers(&[("forwarded", "for=_hidden")]),
+            headers(&[("x-forwarded-for", "")]),
+            HeaderMap::new(),
+        ] {
+            assert_eq!(client_addr(ip("127.0.0.1"), &h, &trusted), ip("127.0.0.1"));
+        }
+    }
+
+    #[test]
+    fn anonymous_traffic_counts_per_address_and_clients_per_name() {
+        let anon = Principal::anonymous();
+        assert_eq!(
+            Owner::of(&anon, Some(ip("10.0.0.1"))),
+            Some(Owner::Addr(ip("10.0.0.1")))
+        );
+        assert_eq!(Owner::of(&anon, None), None);
+        assert_eq!(Owner::Addr(ip("10.0.0.1")).to_string(), "10.0.0.1");
+        let bob = Owner::Client {
+            name: "bob".into(),
+            subject: None,
+        };
+        assert_eq!(bob.to_string(), "client \"bob\"");
+    }
+}
