@@ -1,7 +1,7 @@
 //! Caps per principal and keep-alive after refusals, against the gateway binary: one client's
 //! sessions or connections, or a flood of unauthenticated connections, never lock out
-//! another client; behind `trusted_proxies` the forwarded address is the one capped; a
-//! kept-alive client sees no reset after a 401, 403, 404 or 415, and a refusal that does close
+//! another client; behind `trusted_proxies` (a raw `X-Forwarded-For`, and a real `HAProxy`
+//! with `option forwardfor`) the forwarded address is the one capped; a kept-alive client sees no reset after a 401, 403, 404 or 415, and a refusal that does close
 //! its connection says `Connection: close`.
 
 use std::net::SocketAddr;
@@ -319,4 +319,76 @@ async fn behind_a_trusted_proxy_the_forwarded_address_is_capped() {
         }
         gw.stop_and_check().await;
     }
+}
+
+/// `HAProxy` in front of `gateway` (`host:port`), adding `X-Forwarded-For`; its port.
+async fn haproxy(gateway: &str, dir: &std::path::Path) -> (tokio::process::Child, u16) {
+    let port = crate::harness::free_port();
+    let config = format!(
+        "defaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  \
+         timeout server 30s\n  option forwardfor\n\
+         frontend mcp\n  bind 127.0.0.1:{port}\n  default_backend gateway\n\
+         backend gateway\n  server g {gateway}\n"
+    );
+    let path = dir.join("haproxy.cfg");
+    std::fs::write(&path, config).unwrap();
+    let child = tokio::process::Command::new("haproxy")
+        .arg("-db")
+        .arg("-f")
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("haproxy is installed (scripts/install-test-deps.sh)");
+    let started = std::time::Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(
+            started.elapsed() < crate::harness::WAIT,
+            "haproxy did not listen"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_haproxy_each_forwarded_client_has_its_own_session_cap() {
+    let downstream = "max_sessions_per_client = 2\ntrusted_proxies = [\"127.0.0.1\"]";
+    let gw = Gateway::start_with("caps-haproxy", Mode::Http, downstream, &[]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut proxy, port) = haproxy(&addr_of(&gw).to_string(), dir.path()).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let init = |client: &reqwest::Client, id: u64| {
+        client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(initialize(id))
+            .send()
+    };
+    // Two clients on addresses of their own; HAProxy connects to the gateway from 127.0.0.1.
+    let (a, b) = (
+        crate::limits::client_from("127.0.0.2"),
+        crate::limits::client_from("127.0.0.3"),
+    );
+    for id in 0..2 {
+        assert_eq!(init(&a, id).await.unwrap().status().as_u16(), 200);
+    }
+    let refused = init(&a, 2).await.unwrap();
+    assert_eq!(refused.status().as_u16(), 503);
+    let refused: Value = refused.json().await.unwrap();
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("from 127.0.0.2"), "{message}");
+    for id in 3..5 {
+        let answer = init(&b, id).await.unwrap();
+        assert_eq!(
+            answer.status().as_u16(),
+            200,
+            "the other client is locked out"
+        );
+    }
+    proxy.kill().await.unwrap();
+    gw.stop_and_check().await;
 }
