@@ -239,16 +239,16 @@ impl Upstream {
         call: &Call<'_>,
         timeout: Option<Duration>,
     ) -> Result<Option<Turn>, Error> {
-        let take = self.take_turn(call.outbound.is_some(), call.client);
+        let take = self.take_turn(call.outbound.is_some(), call.client, call.id);
         match timeout {
-            None => Ok(take.await),
+            None => take.await,
             Some(timeout) => {
                 tokio::time::timeout(timeout, take)
                     .await
                     .map_err(|_| Error::UpstreamTimeout {
                         upstream: self.name().to_owned(),
                         timeout,
-                    })
+                    })?
             }
         }
     }

@@ -196,7 +196,7 @@ impl Upstream {
                 pending: Mutex::new(HashMap::new()),
                 progress: Mutex::new(HashMap::new()),
                 server_requests: Mutex::new(HashMap::new()),
-                turns: Arc::default(),
+                turns: turns::Turns::default(),
                 unrouted: AtomicU64::new(0),
                 next_id: AtomicI64::new(1),
                 era: AtomicU8::new(era_to_u8(era)),

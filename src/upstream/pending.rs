@@ -93,6 +93,9 @@ impl Upstream {
             .to_error_object();
             let _ = p.reply.send(Message::error(Id::Number(upstream_id), err));
             self.stop_request(upstream_id, p.abort, reason);
+        } else {
+            // Not sent yet: waiting for its turn (`server_requests = "serialize"`).
+            self.cancel_waiting(upstream_id, reason);
         }
     }
 

@@ -11,19 +11,32 @@
 //! connection). The gateway's own requests (lists, pings) take no turn: the server's requests
 //! during them have no client to go to anyway.
 //!
+//! A call still waiting for its turn is not in the upstream yet: a client's cancel of it
+//! ([`Upstream::cancel_waiting`]) ends the wait, and the call fails as cancelled without
+//! ever reaching the server.
+//!
 //! The cost: while a call that can be asked is in flight, the upstream serves no other call
 //! of any client; a server whose tools sample for seconds serves one such call at a time.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, oneshot};
 
 use super::Upstream;
 use crate::context::SessionState;
+use crate::error::Error;
+use crate::lock::lock;
 use crate::policy::ServerRequests;
 
-/// The turns of one upstream: a call that can be asked writes, the others read.
-pub(super) type Turns = Arc<RwLock<()>>;
+/// The turns of one upstream: a call that can be asked writes, the others read; and the
+/// calls waiting for theirs, by request id, with the way to cancel each.
+#[derive(Debug, Default)]
+pub(super) struct Turns {
+    lock: Arc<RwLock<()>>,
+    /// At most one entry per call waiting (removed when its wait ends, however it ends).
+    waiting: Mutex<HashMap<i64, oneshot::Sender<Option<String>>>>,
+}
 
 /// A call's turn in an upstream, held until its pending entry goes.
 #[derive(Debug)]
@@ -50,22 +63,73 @@ impl Upstream {
     /// waits for, or `None` when this upstream takes no turns: not `serialize`, or a request
     /// of the gateway's own. The era is not asked: a stdio server that speaks 2026-07-28 may
     /// still send its requests the 2025 way, outside the call's answer.
+    ///
+    /// # Errors
+    /// [`Error::Cancelled`] when the client cancelled request `id` while it waited.
     pub(super) async fn take_turn(
         &self,
         for_client: bool,
         client: Option<&SessionState>,
-    ) -> Option<Turn> {
+        id: Option<i64>,
+    ) -> Result<Option<Turn>, Error> {
         let spec = &self.inner.spec;
         if spec.server_requests != ServerRequests::Serialize || !for_client {
-            return None;
+            return Ok(None);
         }
-        let turns = Arc::clone(&self.inner.turns);
+        let turns = &self.inner.turns;
         let alone = client.is_some_and(|c| can_be_asked(c, spec.roots.is_some()));
-        Some(if alone {
-            Turn::Alone(turns.write_owned().await)
+        // Free at once (the common case): nothing to register.
+        let now = if alone {
+            Arc::clone(&turns.lock)
+                .try_write_owned()
+                .ok()
+                .map(Turn::Alone)
         } else {
-            Turn::Shared(turns.read_owned().await)
-        })
+            Arc::clone(&turns.lock)
+                .try_read_owned()
+                .ok()
+                .map(Turn::Shared)
+        };
+        if let Some(turn) = now {
+            return Ok(Some(turn));
+        }
+        let wait = async {
+            let lock = Arc::clone(&turns.lock);
+            if alone {
+                Turn::Alone(lock.write_owned().await)
+            } else {
+                Turn::Shared(lock.read_owned().await)
+            }
+        };
+        let Some(id) = id else {
+            return Ok(Some(wait.await));
+        };
+        let (tx, rx) = oneshot::channel();
+        lock(&turns.waiting).insert(id, tx);
+        let _waiting = Waiting { turns, id };
+        tokio::select! {
+            biased;
+            reason = rx => Err(Error::Cancelled { reason: reason.ok().flatten() }),
+            turn = wait => Ok(Some(turn)),
+        }
+    }
+
+    /// Cancels request `id` if it is waiting for its turn: whether it was.
+    pub(super) fn cancel_waiting(&self, id: i64, reason: Option<&str>) -> bool {
+        let waiting = lock(&self.inner.turns.waiting).remove(&id);
+        waiting.is_some_and(|tx| tx.send(reason.map(str::to_owned)).is_ok())
+    }
+}
+
+/// A call's entry among those waiting for a turn, removed when the wait ends.
+struct Waiting<'a> {
+    turns: &'a Turns,
+    id: i64,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        lock(&self.turns.waiting).remove(&self.id);
     }
 }
 
@@ -94,7 +158,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_that_can_be_asked_waits_for_the_others_and_they_for_it() {
-        let turns: Turns = Arc::new(RwLock::new(()));
+        let turns = Arc::new(RwLock::new(()));
         let a = Arc::clone(&turns).read_owned().await;
         let b = Arc::clone(&turns).read_owned().await;
         // Shared turns go side by side; an alone turn waits for both.

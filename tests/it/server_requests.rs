@@ -9,7 +9,8 @@
 //! - HTTP upstream, the default: each request comes on its call's stream, so all six succeed;
 //! - a client that never answers: past `server_request_timeout_secs` its call fails with
 //!   `mcp_budget.client.timeout`, its SDK is told to drop the request, and the next client's
-//!   sampling goes through at once.
+//!   sampling goes through at once;
+//! - a call cancelled while it waits for its turn never reaches the server.
 
 use serde_json::{Value, json};
 
@@ -174,4 +175,43 @@ async fn a_forgotten_request_fails_its_call_at_the_deadline_and_blocks_nobody() 
         b_ms < 10_000,
         "B waited {b_ms} ms behind A's forgotten request"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_while_it_waits_for_its_turn_never_reaches_the_server() {
+    let test = "server-requests-cancel-waiting";
+    let up = Up::everything("everything").key("server_requests", "serialize");
+    let gw = Gateway::start(test, Mode::Http, &[up]).await;
+    let sample = |c: &str| json!({"prompt": format!("{c}-PROMPT"), "maxTokens": 5});
+    let mut b = call("B", SAMPLE, sample("B"), "sample-B");
+    b["cancel_after"] = json!(0.5);
+    // A holds the upstream for 3 s (its callback answers late); B waits behind it and gives
+    // up; C comes after B gave up.
+    let plan = json!({
+        "clients": {
+            "A": {"sampling": "A-ANSWER", "sampling_delay": 3},
+            "B": {"sampling": "B-ANSWER"},
+            "C": {"sampling": "C-ANSWER"},
+        },
+        "steps": [
+            call("A", SAMPLE, sample("A"), "sample-A"),
+            {"op": "sleep", "seconds": 0.3},
+            b,
+            {"op": "sleep", "seconds": 1.0},
+            call("C", SAMPLE, sample("C"), "sample-C"),
+            {"op": "join"},
+        ],
+    });
+    let report = two_clients(&gw.tag, gw.url(), &plan).await;
+    gw.stop_and_check().await;
+    assert_eq!(report["calls"]["sample-B"]["abandoned"], true, "{report}");
+    // Cancelled before its turn: the server never ran B's call, so B was never asked.
+    assert_eq!(prompts(&report, "B"), Vec::<String>::new(), "{report}");
+    for c in ["A", "C"] {
+        let text = text_of(&report, &format!("sample-{c}"));
+        assert!(
+            text.contains(&format!("{c}-ANSWER")),
+            "{c}: {text}\n{report}"
+        );
+    }
 }

@@ -13,9 +13,11 @@ CLIENT: {"sampling": text, "elicit": text, "roots": [uri, ...], "log": true, "up
         "headers": {name: value} are sent with every HTTP request (credentials)
         "mode": the SDK's era mode (default "legacy": a 2025-era session; "auto": 2026-07-28)
 STEP:  {"op": "call", "client": NAME, "name": tool, "args": {...}, "as": label,
-        "progress": bool, "background": bool}
+        "progress": bool, "background": bool, "cancel_after": s}
            a tools/call (with a progress callback when `progress`, so that the SDK sends a
-           progressToken); a background call runs on while the next steps do
+           progressToken); a background call runs on while the next steps do; one with
+           `cancel_after` is abandoned after `s` seconds (the SDK sends notifications/cancelled)
+           and recorded as {"abandoned": true}
        {"op": "join"}                    waits for every background call
        {"op": "sleep", "seconds": s}
        {"op": "mark", "name": str}       names what follows; callbacks record the current mark
@@ -32,6 +34,7 @@ Prints one JSON object on stdout:
 """
 import asyncio
 import json
+import math
 import os
 import sys
 import time
@@ -116,12 +119,16 @@ async def main() -> None:
 
         try:
             with anyio.fail_after(step_timeout):
-                res = await client.call_tool(
-                    step["name"],
-                    step.get("args", {}),
-                    progress_callback=on_progress if step.get("progress") else None,
-                )
-            entry["result"] = dump(res)
+                with anyio.move_on_after(step.get("cancel_after", math.inf)) as scope:
+                    res = await client.call_tool(
+                        step["name"],
+                        step.get("args", {}),
+                        progress_callback=on_progress if step.get("progress") else None,
+                    )
+            if scope.cancelled_caught:
+                entry["abandoned"] = True
+            else:
+                entry["result"] = dump(res)
         except MCPError as err:
             entry["error"] = {"code": err.code, "message": err.message, "data": err.data}
         except TimeoutError:
