@@ -17,35 +17,110 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const EXIT_CONFIG: u8 = 65;
 
 #[derive(Debug, Parser)]
-#[command(name = "mcp-budget", version, about = "A token-budget gateway for MCP")]
+#[command(
+    name = "mcp-budget",
+    version,
+    about = "A token-budget gateway for MCP",
+    // `mcp-budget -c medium -- npx …` is `serve`: the one-word switch from mcp-compressor.
+    args_conflicts_with_subcommands = true,
+    arg_required_else_help = true
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// With no command: `serve` with these arguments.
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+/// `serve`'s arguments (also taken with no command at all).
+#[derive(Debug, Clone, clap::Args)]
+#[allow(clippy::struct_excessive_bools, reason = "command-line flags")]
+struct ServeArgs {
+    /// Policy file (TOML).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// mcpServers JSON files (Claude Desktop / Claude Code) whose servers become upstreams
+    /// (`--config`: mcp-compressor's name).
+    #[arg(long = "mcp-json", visible_alias = "config")]
+    mcp_json: Vec<PathBuf>,
+    /// Serve MCP on stdin/stdout (logs stay on stderr); the default with `-- COMMAND` or
+    /// `--url` and no policy.
+    #[arg(long)]
+    stdio: bool,
+    /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8931); overrides the policy.
+    #[arg(long)]
+    http: Option<std::net::SocketAddr>,
+    /// mcp-compressor's `--transport`: `stdio`, or `streamable-http` on 127.0.0.1:`--port`.
+    #[arg(long, value_parser = ["stdio", "streamable-http"])]
+    transport: Option<String>,
+    /// With `--transport streamable-http`: the port (0: any free one).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// A streamable HTTP (or SSE) server to serve, instead of `-- COMMAND`.
+    #[arg(long)]
+    url: Option<String>,
+    /// The server's id, the namespace of its tools (default: from the command or URL).
+    #[arg(short = 'n', long = "server-name")]
+    server_name: Option<String>,
+    /// Compression level: auto, off, low, medium, high, extreme (`max`: extreme); `-c` and
+    /// `--compression` as mcp-compressor spells it. Overrides `[budget] level`.
+    #[arg(long, short = 'c', visible_alias = "compression")]
+    level: Option<String>,
+    /// Exposure: auto, full, progressive, `host_search`. Overrides `[budget] mode`.
+    #[arg(long)]
+    mode: Option<String>,
+    /// The host model (e.g. claude-sonnet-4-5). Overrides `[budget] model`.
+    #[arg(long)]
+    model: Option<String>,
+    /// Share of the context window tools may use, 1 to 5. Overrides `[budget]
+    /// threshold_percent`.
+    #[arg(long)]
+    budget_percent: Option<f64>,
+    /// Serve only the server's tools matching these globs (comma-separated or repeated).
+    #[arg(long, value_delimiter = ',')]
+    include_tools: Vec<String>,
+    /// Do not serve the server's tools matching these globs (comma-separated or repeated).
+    #[arg(long, value_delimiter = ',')]
+    exclude_tools: Vec<String>,
+    /// mcp-compressor's `--transform-mode`: `compressed-tools` is `--mode progressive`; `cli`
+    /// and `just-bash` have no equivalent.
+    #[arg(long)]
+    transform_mode: Option<String>,
+    /// mcp-compressor flags with no equivalent here: refused with what to use instead.
+    #[arg(long, hide = true)]
+    cli_mode: bool,
+    #[arg(long, hide = true, alias = "just-bash-mode")]
+    just_bash: bool,
+    #[arg(long, hide = true)]
+    toonify: bool,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]
+    shrinkfit: Option<String>,
+    #[arg(long, hide = true)]
+    code_mode: Option<String>,
+    #[arg(long, hide = true)]
+    output_dir: Option<PathBuf>,
+    #[arg(long, hide = true)]
+    multi_server: Vec<String>,
+    /// Seconds to wait for upstreams before serving anyway.
+    #[arg(long, default_value_t = 30)]
+    ready_timeout_secs: u64,
+    /// Log lines as `text` or `json` (one object per line); overrides `[telemetry] log_format`.
+    #[arg(long, value_parser = ["text", "json"])]
+    log_format: Option<String>,
+    /// The server to serve: a command and its arguments, or one URL (everything after `--`).
+    #[arg(last = true, value_name = "COMMAND_OR_URL")]
+    command: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
 enum Command {
-    /// Run the gateway.
-    Serve {
-        /// Policy file (TOML).
-        #[arg(long)]
-        policy: Option<PathBuf>,
-        /// mcpServers JSON files (Claude Desktop / Claude Code) whose servers become upstreams.
-        #[arg(long = "mcp-json")]
-        mcp_json: Vec<PathBuf>,
-        /// Serve MCP on stdin/stdout (logs stay on stderr).
-        #[arg(long)]
-        stdio: bool,
-        /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8931); overrides the policy.
-        #[arg(long)]
-        http: Option<std::net::SocketAddr>,
-        /// Seconds to wait for upstreams before serving anyway.
-        #[arg(long, default_value_t = 30)]
-        ready_timeout_secs: u64,
-        /// Log lines as `text` or `json` (one object per line); overrides `[telemetry] log_format`.
-        #[arg(long, value_parser = ["text", "json"])]
-        log_format: Option<String>,
-    },
+    /// Run the gateway: on a policy (`--policy`), host configs (`--mcp-json`) and/or one server
+    /// given on the command line (`-- COMMAND ARGS…` or `--url URL`, with `--level`, `--mode`,
+    /// `--model`, `--budget-percent`, `--include-tools`, `--exclude-tools`, `-n NAME`). The
+    /// same with no command at all: `mcp-budget -c medium -- npx -y @modelcontextprotocol/server-github`.
+    Serve(ServeArgs),
     /// Validate policy files (and mcpServers JSON files): every problem with its line, then
     /// warnings; exits non-zero on any problem (and on warnings with --strict).
     Check(cli::check::Args),
@@ -75,7 +150,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    let Some(command) = cli.command else {
+        return serve(cli.serve);
+    };
+    let result = match command {
         Command::Check(args) => return check(&args),
         Command::Completions { shell } => {
             // Into a buffer first: the generator panics on a closed pipe (`... | head`).
@@ -85,32 +163,7 @@ fn main() -> ExitCode {
             let _ = std::io::stdout().lock().write_all(&script);
             return ExitCode::SUCCESS;
         }
-        Command::Serve {
-            policy,
-            mcp_json,
-            stdio,
-            http,
-            ready_timeout_secs,
-            log_format,
-        } => {
-            let source = mcp_budget::reload::Source {
-                policy,
-                mcp_json,
-                stdio,
-                http,
-            };
-            let loaded = match source.load() {
-                Ok(p) => p,
-                Err(err) => {
-                    eprintln!("{err}");
-                    return ExitCode::from(EXIT_CONFIG);
-                }
-            };
-            // Stdout is the protocol in stdio mode: nothing here may hold its lock.
-            let log_format = log_format.and_then(|f| f.parse().ok());
-            let ready_timeout = std::time::Duration::from_secs(ready_timeout_secs);
-            serve::run(source, loaded, ready_timeout, log_format)
-        }
+        Command::Serve(args) => return serve(args),
         Command::Inspect(args) => cli::inspect::run(&args, &mut std::io::stdout().lock()),
         Command::Render(args) => cli::render::run(&args, &mut std::io::stdout().lock()),
         Command::Search(args) => cli::search::run(&args, &mut std::io::stdout().lock()),
@@ -129,6 +182,116 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    let source = match source_of(args.clone()) {
+        Ok(source) => source,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let loaded = match source.load() {
+        Ok(p) => p,
+        Err(err) => {
+            eprintln!("{err}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    // Stdout is the protocol in stdio mode: nothing here may hold its lock.
+    let log_format = args.log_format.and_then(|f| f.parse().ok());
+    let ready_timeout = std::time::Duration::from_secs(args.ready_timeout_secs);
+    match serve::run(source, loaded, ready_timeout, log_format) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Where `serve`'s policy comes from, with mcp-compressor's flags mapped (see
+/// docs/commands.md "Coming from mcp-compressor").
+fn source_of(args: ServeArgs) -> Result<mcp_budget::reload::Source, String> {
+    let no_equivalent = [
+        (args.cli_mode, "--cli-mode"),
+        (args.just_bash, "--just-bash"),
+        (args.toonify, "--toonify"),
+        (args.shrinkfit.is_some(), "--shrinkfit"),
+        (args.output_dir.is_some(), "--output-dir"),
+    ];
+    if let Some((_, flag)) = no_equivalent.iter().find(|(set, _)| *set) {
+        return Err(format!(
+            "{flag} (mcp-compressor) has no equivalent in mcp-budget: drop it; \
+             --mode progressive gives search/schema/invoke meta-tools, and a policy's \
+             [budget.tools] max_result_tokens cuts long results"
+        ));
+    }
+    if args.code_mode.is_some() {
+        return Err(
+            "--code-mode (mcp-compressor) generates a client library; mcp-budget \
+                    has no equivalent: its code mode is a run_code tool (docs/code-mode.md)"
+                .into(),
+        );
+    }
+    if !args.multi_server.is_empty() {
+        return Err(
+            "--multi-server (mcp-compressor): give several servers in an mcpServers \
+                    JSON file (--mcp-json) or a policy's [[upstream]] entries"
+                .into(),
+        );
+    }
+    let mut mode = args.mode;
+    match args.transform_mode.as_deref() {
+        None => {}
+        Some("compressed-tools") => {
+            mode.get_or_insert_with(|| "progressive".to_owned());
+        }
+        Some(other) => {
+            return Err(format!(
+                "--transform-mode {other} (mcp-compressor) has no equivalent in mcp-budget: \
+                 use compressed-tools (that is --mode progressive) or --mode auto"
+            ));
+        }
+    }
+    let mut http = args.http;
+    let mut stdio = args.stdio;
+    match args.transport.as_deref() {
+        Some("stdio") => stdio = true,
+        Some(_) => {
+            http.get_or_insert(std::net::SocketAddr::from(([127, 0, 0, 1], args.port)));
+        }
+        None => {}
+    }
+    let inline = mcp_budget::import::inline::Inline {
+        command: args.command,
+        url: args.url,
+        name: args.server_name,
+        level: args.level,
+        mode,
+        model: args.model,
+        budget_percent: args.budget_percent,
+        include_tools: args.include_tools,
+        exclude_tools: args.exclude_tools,
+    };
+    if args.policy.is_none() && args.mcp_json.is_empty() && !inline.has_server() {
+        return Err("no server to serve: pass --policy FILE, --mcp-json FILE, or the server \
+                    itself after `--` (mcp-budget serve -- npx -y @modelcontextprotocol/server-everything) \
+                    or with --url URL"
+            .into());
+    }
+    // Like mcp-compressor: a server on the command line is served on stdio unless told.
+    if inline.has_server() && args.policy.is_none() && http.is_none() {
+        stdio = true;
+    }
+    Ok(mcp_budget::reload::Source {
+        policy: args.policy,
+        mcp_json: args.mcp_json,
+        stdio,
+        http,
+        inline,
+    })
 }
 
 fn check(args: &cli::check::Args) -> ExitCode {

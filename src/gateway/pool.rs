@@ -387,6 +387,12 @@ impl Pool {
         let mut changed = Vec::new();
         if wants(Listed::Tools) {
             if let Some(mut tools) = fetch_all(upstream, &Method::ToolsList, "tools").await {
+                // `include_tools` / `exclude_tools`: the others never reach the catalog, so
+                // they are not listed, searched, or routed (a call is "not found").
+                let filter = &upstream.spec().tools;
+                if !filter.is_all() {
+                    tools.retain(|t| t["name"].as_str().is_some_and(|n| filter.keeps(n)));
+                }
                 for tool in &mut tools {
                     crate::catalog::repair_tool(upstream.name(), tool);
                 }

@@ -325,7 +325,7 @@ fn workspace_of(file: &Path) -> Option<PathBuf> {
 }
 
 /// A valid server id for `name`, distinct from the ids `taken` so far.
-fn unique_id(name: &str, taken: &mut BTreeSet<String>) -> String {
+pub(crate) fn unique_id(name: &str, taken: &mut BTreeSet<String>) -> String {
     let mut id = String::new();
     for c in name.chars() {
         let c = if c.is_ascii_alphanumeric() || c == '-' {

@@ -64,8 +64,8 @@ use problems::{At, Problems};
 pub use sanitize::SanitizePolicy;
 pub use telemetry::{AdminPolicy, LogFormat, TelemetryPolicy};
 pub use upstream::{
-    DEFAULT_SERVER_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, ServerRequests, Transport, UpstreamProtocol,
-    UpstreamSpec,
+    DEFAULT_SERVER_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, ServerRequests, ToolFilter, Transport,
+    UpstreamProtocol, UpstreamSpec,
 };
 
 /// A `NonZeroUsize` constant.

@@ -196,4 +196,12 @@ pub struct RawUpstream {
     /// Seconds a server→client request may wait for its client's answer before the upstream
     /// gets an error answer and the call it belongs to fails. Default: 60.
     pub server_request_timeout_secs: Option<u64>,
+    /// Only the server's tools whose own names match one of these globs are served (e.g.
+    /// `["get_*", "search_*"]`); the others are not listed, searched or callable. Default: all.
+    #[serde(default)]
+    pub include_tools: Vec<String>,
+    /// The server's tools whose own names match one of these globs are not served (applied
+    /// after `include_tools`). Default: none.
+    #[serde(default)]
+    pub exclude_tools: Vec<String>,
 }

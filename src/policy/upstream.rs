@@ -10,6 +10,7 @@ use super::http::{HttpOptions, HttpTransport, RawHttp};
 use super::problems::{At, Section};
 use super::raw::RawUpstream;
 use super::share::Share;
+use crate::authz::Glob;
 
 /// Default per-request upstream timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -46,6 +47,50 @@ pub struct UpstreamSpec {
     /// How long a request of its to a client waits for the answer
     /// (`server_request_timeout_secs`, default 60 s).
     pub server_request_timeout: Duration,
+    /// Which of its tools are served (`include_tools`, `exclude_tools`; default all).
+    pub tools: ToolFilter,
+}
+
+/// Which of an upstream's tools the gateway serves, by the server's own tool names
+/// (`include_tools`, then `exclude_tools`). Pure.
+///
+/// ```
+/// use mcp_budget::policy::ToolFilter;
+///
+/// let filter = ToolFilter::new(&["get_*", "list_*"], &["get_secret"]);
+/// assert!(filter.keeps("get_issue"));
+/// assert!(!filter.keeps("get_secret"));
+/// assert!(!filter.keeps("delete_repo"));
+/// assert!(ToolFilter::default().keeps("anything"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    include: Vec<Glob>,
+    exclude: Vec<Glob>,
+}
+
+impl ToolFilter {
+    /// Serves the tools matching one of `include` (all when empty) and none of `exclude`.
+    #[must_use]
+    pub fn new(include: &[&str], exclude: &[&str]) -> Self {
+        Self {
+            include: include.iter().map(|g| Glob::new(*g)).collect(),
+            exclude: exclude.iter().map(|g| Glob::new(*g)).collect(),
+        }
+    }
+
+    /// Whether tool `name` (the server's own name) is served.
+    #[must_use]
+    pub fn keeps(&self, name: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|g| g.matches(name)))
+            && !self.exclude.iter().any(|g| g.matches(name))
+    }
+
+    /// Whether every tool is served.
+    #[must_use]
+    pub fn is_all(&self) -> bool {
+        self.include.is_empty() && self.exclude.is_empty()
+    }
 }
 
 /// Default `server_request_timeout_secs`: how long a server→client request waits for its
@@ -128,6 +173,7 @@ impl UpstreamSpec {
             share: Share::Global,
             server_requests: ServerRequests::RefuseAmbiguous,
             server_request_timeout: DEFAULT_SERVER_REQUEST_TIMEOUT,
+            tools: ToolFilter::default(),
         }
     }
 
@@ -253,6 +299,9 @@ impl Section for RawUpstream {
             up.server_request_timeout_secs,
             &mut at,
         );
+        let include: Vec<&str> = up.include_tools.iter().map(String::as_str).collect();
+        let exclude: Vec<&str> = up.exclude_tools.iter().map(String::as_str).collect();
+        let tools = ToolFilter::new(&include, &exclude);
         let share = super::share::share(up.share.as_deref(), up.idle_secs, up.max_instances, at);
         Some(UpstreamSpec {
             name: up.name,
@@ -266,6 +315,7 @@ impl Section for RawUpstream {
             share,
             server_requests,
             server_request_timeout,
+            tools,
         })
     }
 }

@@ -49,6 +49,9 @@ pub struct Source {
     pub stdio: bool,
     /// `--http ADDR`: overrides the policy's listen address.
     pub http: Option<SocketAddr>,
+    /// The server and budget flags of the command line (`-- COMMAND`, `--url`, `--level`…),
+    /// merged last.
+    pub inline: crate::import::inline::Inline,
 }
 
 impl Source {
@@ -65,6 +68,7 @@ impl Source {
         for file in &self.mcp_json {
             policy.add_mcp_json(file)?;
         }
+        policy.add_inline(&self.inline)?;
         policy.resolve_env()?;
         if self.stdio {
             policy.downstream.stdio = true;

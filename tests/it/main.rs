@@ -36,6 +36,7 @@ mod collisions;
 mod deploy;
 mod discovery_e2e;
 mod docs;
+mod dropin;
 mod env;
 mod eras;
 mod fairness;

@@ -1,0 +1,357 @@
+//! The command line as a policy: `mcp-budget [serve] [--level L] … -- COMMAND ARGS…` (or
+//! `--url URL`) runs one upstream with no policy file, the way `mcp-compressor … -- COMMAND`
+//! does, so that a host entry switches by one word. The flags become a policy fragment,
+//! validated by the same code as a policy file (a bad value is a problem naming its flag), and
+//! merged into the policy the other sources gave (`--policy`, `--mcp-json`).
+
+use crate::policy::{ConfigError, Policy, Problem};
+
+/// Where problems of the command line are reported.
+const ORIGIN: &str = "the command line";
+
+/// What the command line says about the upstream and the budget (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Inline {
+    /// The server's command and its arguments (after `--`); one `http(s)://` URL there is a
+    /// URL, as mcp-compressor takes it.
+    pub command: Vec<String>,
+    /// `--url`: a streamable HTTP (or SSE) server.
+    pub url: Option<String>,
+    /// `-n` / `--server-name`: its server id (default: from the command or URL).
+    pub name: Option<String>,
+    /// `--level` (`-c`, `--compression`): `auto`, `off`, `low`, `medium`, `high`, `extreme`
+    /// (`max` is `extreme`).
+    pub level: Option<String>,
+    /// `--mode`: `auto`, `full`, `progressive`, `host_search`.
+    pub mode: Option<String>,
+    /// `--model`: the host model.
+    pub model: Option<String>,
+    /// `--budget-percent`: `[budget] threshold_percent`.
+    pub budget_percent: Option<f64>,
+    /// `--include-tools`: the server's tools served (globs; default all).
+    pub include_tools: Vec<String>,
+    /// `--exclude-tools`: the server's tools not served (globs).
+    pub exclude_tools: Vec<String>,
+}
+
+impl Inline {
+    /// Whether the command line names a server.
+    #[must_use]
+    pub fn has_server(&self) -> bool {
+        !self.command.is_empty() || self.url.is_some()
+    }
+
+    /// The URL of the server, when it is one.
+    fn server_url(&self) -> Option<&str> {
+        self.url
+            .as_deref()
+            .or_else(|| match self.command.as_slice() {
+                [one] if one.starts_with("http://") || one.starts_with("https://") => Some(one),
+                _ => None,
+            })
+    }
+
+    /// The policy fragment the flags make (TOML), and the flag each key came from.
+    fn fragment(&self) -> Result<toml::Table, String> {
+        let mut doc = toml::Table::new();
+        doc.insert("version".into(), 1.into());
+        let mut budget = toml::Table::new();
+        if let Some(level) = &self.level {
+            let level = if level == "max" { "extreme" } else { level };
+            budget.insert("level".into(), level.into());
+        }
+        if let Some(mode) = &self.mode {
+            budget.insert("mode".into(), mode.as_str().into());
+        }
+        if let Some(percent) = self.budget_percent {
+            budget.insert("threshold_percent".into(), percent.into());
+        }
+        doc.insert("budget".into(), budget.into());
+        if !self.has_server() {
+            if !self.include_tools.is_empty() || !self.exclude_tools.is_empty() {
+                return Err(
+                    "--include-tools and --exclude-tools apply to the server given \
+                            after `--` (or by --url): name one"
+                        .into(),
+                );
+            }
+            return Ok(doc);
+        }
+        let mut up = toml::Table::new();
+        let name = self.name.clone().unwrap_or_else(|| self.default_name());
+        up.insert("name".into(), name.into());
+        match (self.server_url(), self.command.split_first()) {
+            (Some(url), _) => {
+                if self.url.is_some() && !self.command.is_empty() {
+                    return Err("give either --url or a command after `--`, not both".into());
+                }
+                up.insert("url".into(), url.into());
+            }
+            (None, Some((command, args))) => {
+                up.insert("command".into(), command.as_str().into());
+                up.insert("args".into(), strings(args));
+            }
+            (None, None) => unreachable!("has_server"),
+        }
+        if !self.include_tools.is_empty() {
+            up.insert("include_tools".into(), strings(&self.include_tools));
+        }
+        if !self.exclude_tools.is_empty() {
+            up.insert("exclude_tools".into(), strings(&self.exclude_tools));
+        }
+        doc.insert("upstream".into(), vec![toml::Value::from(up)].into());
+        Ok(doc)
+    }
+
+    /// A server id from the command or URL: the package or program name without the usual
+    /// `mcp-server-` / `server-` / `-mcp` decorations (`npx -y @modelcontextprotocol/server-github`
+    /// → `github`, `uvx mcp-server-time` → `time`), or the URL's host.
+    fn default_name(&self) -> String {
+        let raw = match self.server_url() {
+            Some(url) => url
+                .split("://")
+                .nth(1)
+                .and_then(|rest| rest.split(['/', ':']).next())
+                .and_then(|host| {
+                    host.split('.')
+                        .find(|p| !matches!(*p, "www" | "api" | "mcp"))
+                })
+                .unwrap_or("server")
+                .to_owned(),
+            None => package_of(&self.command),
+        };
+        let trimmed = ["mcp-server-", "server-", "mcp-"]
+            .iter()
+            .find_map(|p| raw.strip_prefix(p))
+            .unwrap_or(&raw);
+        let trimmed = ["-mcp-server", "-mcp", "-server"]
+            .iter()
+            .find_map(|s| trimmed.strip_suffix(s))
+            .unwrap_or(trimmed);
+        let mut taken = std::collections::BTreeSet::new();
+        let name = if trimmed.is_empty() { &raw } else { trimmed };
+        super::mcp_json::unique_id(name, &mut taken)
+    }
+}
+
+/// The package or program a command runs: the first argument that is not a flag after a
+/// runner (`npx`, `uvx`, `pnpm dlx`, `bunx`, `docker run … IMAGE`, `python -m MODULE`), else
+/// the program's file name; a scope, a version and a path are dropped.
+fn package_of(command: &[String]) -> String {
+    let program = command.first().map_or("", |p| file_name(p));
+    let runners = [
+        "npx", "uvx", "bunx", "pipx", "pnpm", "yarn", "dlx", "run", "docker", "-m",
+    ];
+    let mut pick = program;
+    let mut after_runner = runners.contains(&program)
+        || program.starts_with("python")
+        || program == "node"
+        || program == "deno";
+    for arg in command.iter().skip(1) {
+        if !after_runner {
+            break;
+        }
+        if arg.starts_with('-') && arg != "-m" {
+            continue;
+        }
+        if runners.contains(&arg.as_str()) {
+            continue;
+        }
+        pick = arg;
+        after_runner = false;
+    }
+    let name = pick.rsplit('/').next().unwrap_or(pick);
+    // `pkg@1.2.3`, `image:tag`, `script.py`.
+    let name = name
+        .split(['@', ':'])
+        .find(|s| !s.is_empty())
+        .unwrap_or(name);
+    let name = name
+        .strip_suffix(".py")
+        .or(name.strip_suffix(".js"))
+        .unwrap_or(name);
+    name.to_owned()
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+fn strings(list: &[String]) -> toml::Value {
+    toml::Value::Array(list.iter().map(|s| s.as_str().into()).collect())
+}
+
+/// The flag a fragment's key came from, for problems.
+fn flag_of(path: &str) -> &'static str {
+    match path {
+        p if p.starts_with("budget.level") => "--level",
+        p if p.starts_with("budget.mode") => "--mode",
+        p if p.starts_with("budget.threshold_percent") => "--budget-percent",
+        p if p.ends_with(".name") => "--server-name",
+        p if p.ends_with(".url") => "--url",
+        p if p.contains("include_tools") => "--include-tools",
+        p if p.contains("exclude_tools") => "--exclude-tools",
+        _ => "-- COMMAND",
+    }
+}
+
+fn invalid(path: &str, message: String) -> ConfigError {
+    ConfigError::Invalid {
+        path: ORIGIN.into(),
+        problems: vec![Problem {
+            path: path.into(),
+            line: None,
+            message,
+        }],
+    }
+}
+
+impl Policy {
+    /// Merges what the command line says ([`Inline`]): its server becomes an upstream, its
+    /// budget flags replace the policy's `[budget]` keys of the same meaning.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for a value a policy would not accept (naming the flag), or a
+    /// server whose name another upstream has.
+    pub fn add_inline(&mut self, inline: &Inline) -> Result<(), ConfigError> {
+        let fragment = inline.fragment().map_err(|m| invalid("--", m))?;
+        let text = toml::to_string(&fragment).map_err(|e| invalid("--", e.to_string()))?;
+        let parsed = Self::from_toml_str(&text, ORIGIN).map_err(|err| match err {
+            ConfigError::Invalid { path, problems } => ConfigError::Invalid {
+                path,
+                problems: (problems.into_iter())
+                    .map(|p| Problem {
+                        path: flag_of(&p.path).to_owned(),
+                        line: None,
+                        message: p.message,
+                    })
+                    .collect(),
+            },
+            other => other,
+        })?;
+        if let Some(model) = &inline.model {
+            self.budget =
+                (self.budget.with_model(model)).map_err(|e| invalid("--model", e.to_string()))?;
+        }
+        if inline.level.is_some() {
+            self.budget.level = parsed.budget.level;
+        }
+        if inline.mode.is_some() {
+            self.budget.mode = parsed.budget.mode;
+        }
+        if inline.budget_percent.is_some() {
+            self.budget.threshold_bp = parsed.budget.threshold_bp;
+        }
+        for spec in parsed.upstreams {
+            if self.upstreams.iter().any(|u| u.name == spec.name) {
+                return Err(invalid(
+                    "--server-name",
+                    format!(
+                        "an upstream named {:?} is already defined: pass another --server-name",
+                        spec.name
+                    ),
+                ));
+            }
+            self.upstreams.push(spec);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(words: &[&str]) -> Inline {
+        Inline {
+            command: words.iter().map(|w| (*w).to_owned()).collect(),
+            ..Inline::default()
+        }
+    }
+
+    #[test]
+    fn server_ids_come_from_the_package_the_command_runs() {
+        for (words, id) in [
+            (
+                &["npx", "-y", "@modelcontextprotocol/server-github"][..],
+                "github",
+            ),
+            (
+                &["uvx", "mcp-server-time", "--local-timezone", "UTC"],
+                "time",
+            ),
+            (
+                &["/usr/bin/python3", "-m", "mcp_server_git"],
+                "mcp_server_git",
+            ),
+            (
+                &[
+                    "docker",
+                    "run",
+                    "-i",
+                    "--rm",
+                    "ghcr.io/github/github-mcp-server",
+                ],
+                "github",
+            ),
+            (&["node", "build/index.js"], "index"),
+            (&["./my-tool"], "my-tool"),
+            (&["npx", "-y", "@playwright/mcp@latest"], "mcp"),
+            (&["https://api.githubcopilot.com/mcp/"], "githubcopilot"),
+        ] {
+            assert_eq!(cmd(words).default_name(), id, "{words:?}");
+        }
+    }
+
+    #[test]
+    fn the_flags_become_a_validated_policy() {
+        let mut policy = Policy::default();
+        let inline = Inline {
+            level: Some("max".into()),
+            mode: Some("progressive".into()),
+            budget_percent: Some(3.0),
+            model: Some("gpt-4o".into()),
+            include_tools: vec!["get_*".into()],
+            ..cmd(&["uvx", "mcp-server-time"])
+        };
+        policy.add_inline(&inline).unwrap();
+        assert_eq!(policy.upstreams.len(), 1);
+        let up = &policy.upstreams[0];
+        assert_eq!(up.name, "time");
+        assert!(up.tools.keeps("get_current_time") && !up.tools.keeps("convert_time"));
+        assert_eq!(policy.budget.model, "gpt-4o");
+        assert_eq!(policy.budget.threshold_bp, 300);
+        assert_eq!(
+            format!("{:?}", policy.budget.level),
+            format!(
+                "{:?}",
+                crate::plan::LevelChoice::Fixed(crate::compress::Level::Extreme)
+            )
+        );
+        // The same name twice is refused, naming the flag that fixes it.
+        let again = policy.add_inline(&inline).unwrap_err().to_string();
+        assert!(again.contains("--server-name"), "{again}");
+    }
+
+    #[test]
+    fn a_bad_value_is_a_problem_naming_its_flag() {
+        let inline = Inline {
+            level: Some("tiny".into()),
+            ..cmd(&["x"])
+        };
+        let err = Policy::default()
+            .add_inline(&inline)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the command line") && err.contains("--level"),
+            "{err}"
+        );
+        let lone = Inline {
+            include_tools: vec!["a".into()],
+            ..Inline::default()
+        };
+        let err = Policy::default().add_inline(&lone).unwrap_err().to_string();
+        assert!(err.contains("--include-tools"), "{err}");
+    }
+}

@@ -1,0 +1,132 @@
+//! The one-word switch from mcp-compressor: a host entry `mcp-compressor -c medium
+//! --include-tools … -- COMMAND ARGS…` with the gateway binary in place of `mcp-compressor`,
+//! started over stdio by the real Python and TypeScript SDKs as a host starts it; and the
+//! command line's clear refusals (nothing to serve, flags with no equivalent).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::harness::{TagGuard, assert_no_leftovers, new_tag, peer_file, python_client, venv_bin};
+
+const GATEWAY: &str = env!("CARGO_BIN_EXE_mcp-budget");
+
+/// An mcp-compressor host entry's arguments, for mcp-server-time.
+fn compressor_args(extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["-c", "medium"].iter().map(|s| (*s).to_owned()).collect();
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    args.push("--".into());
+    args.push(venv_bin("mcp-server-time"));
+    args.extend(["--local-timezone".to_owned(), "UTC".to_owned()]);
+    args
+}
+
+fn plan() -> Value {
+    json!({"calls": [{"name": "time__get_current_time", "args": {"timezone": "UTC"}}]})
+}
+
+/// The text of call `i` of a client's report.
+fn call_text(report: &Value, i: usize) -> String {
+    report["calls"][i]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_compressor_host_entry_works_with_the_one_word_changed() {
+    let tag = new_tag("dropin-python");
+    let guard = TagGuard(tag.clone());
+    let args = compressor_args(&["--exclude-tools", "convert_time"]);
+    let mut target = vec!["stdio", GATEWAY];
+    target.extend(args.iter().map(String::as_str));
+    let report = python_client(&tag, "legacy", &target, &plan()).await;
+    let tools: Vec<&str> = (report["tools"].as_array().unwrap().iter())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(tools, ["time__get_current_time"], "{report}");
+    let text = call_text(&report, 0);
+    assert!(
+        text.contains("\"timezone\": \"UTC\"") || text.contains("UTC"),
+        "{report}"
+    );
+    assert_no_leftovers(&tag).await;
+    drop(guard);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_starts_the_same_entry() {
+    let tag = new_tag("dropin-ts");
+    let guard = TagGuard(tag.clone());
+    let args = compressor_args(&["--include-tools", "get_*,nothing_else"]);
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg(peer_file("ts_stdio_client.mjs"))
+        .arg(GATEWAY)
+        .args(&args)
+        .env("PLAN", plan().to_string())
+        .env("MCPB_IT_TAG", &tag)
+        .env("MCP_BUDGET_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("the TypeScript client finishes in time")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        report["tools"],
+        json!(["time__get_current_time"]),
+        "{report}"
+    );
+    assert!(call_text(&report, 0).contains("UTC"), "{report}");
+    assert_no_leftovers(&tag).await;
+    drop(guard);
+}
+
+/// Runs the gateway with `args`; its exit code and stderr.
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(GATEWAY)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn serve_with_nothing_to_serve_says_how_to_name_a_server() {
+    let (code, stderr) = run(&["serve", "--stdio"]);
+    assert_eq!(code, Some(65), "{stderr}");
+    for way in ["--policy", "--mcp-json", "after `--`", "--url"] {
+        assert!(stderr.contains(way), "{way}: {stderr}");
+    }
+}
+
+#[test]
+fn mcp_compressor_flags_without_an_equivalent_are_refused_with_what_to_do() {
+    for (flag, hint) in [
+        ("--cli-mode", "--mode progressive"),
+        ("--toonify", "drop it"),
+        ("--transform-mode=just-bash", "compressed-tools"),
+    ] {
+        let (code, stderr) = run(&[flag, "--", "true"]);
+        assert_eq!(code, Some(65), "{flag}: {stderr}");
+        assert!(
+            stderr.contains("no equivalent") && stderr.contains(hint),
+            "{flag}: {stderr}"
+        );
+    }
+    // A bad value names its flag.
+    let (code, stderr) = run(&["-c", "tiny", "--", "true"]);
+    assert_eq!(code, Some(65), "{stderr}");
+    assert!(stderr.contains("--level"), "{stderr}");
+}
