@@ -299,6 +299,9 @@ fn upstream(
             );
             let _ = writeln!(t, "env = {{ {} }}", table.join(", "));
         }
+        if let Some(wrapped) = &server.wrapped {
+            t.push_str(&compressor_keys(id, wrapped));
+        }
         return Ok(t);
     }
     let url = server
@@ -326,6 +329,36 @@ fn upstream(
         let _ = writeln!(t, "headers = {{ {} }}", table.join(", "));
     }
     Ok(t)
+}
+
+/// What an mcp-compressor wrapper's flags become (the entry is imported as the server it ran):
+/// its tool filter, and its level as the server's least compression.
+fn compressor_keys(id: &str, wrapped: &crate::import::compressor::Wrapped) -> String {
+    let list = |l: &[String]| l.iter().map(|s| quote(s)).collect::<Vec<_>>().join(", ");
+    let mut t = String::from("# Was run through mcp-compressor; the gateway compresses it now.\n");
+    if !wrapped.include_tools.is_empty() {
+        let _ = writeln!(t, "include_tools = [{}]", list(&wrapped.include_tools));
+    }
+    if !wrapped.exclude_tools.is_empty() {
+        let _ = writeln!(t, "exclude_tools = [{}]", list(&wrapped.exclude_tools));
+    }
+    if !wrapped.dropped.is_empty() {
+        let _ = writeln!(
+            t,
+            "# Dropped (no equivalent): {}",
+            wrapped.dropped.join(" ")
+        );
+    }
+    if let Some(level) = &wrapped.level {
+        let _ = write!(
+            t,
+            "\n# mcp-compressor -c {level}: this server's tools are compressed at least that much.\n\
+             [budget.tools.{}]\nmin_level = {}\n",
+            quote(&format!("{id}/*")),
+            quote(level)
+        );
+    }
+    t
 }
 
 /// `value` as the policy writes it: the references the host resolves become `${env:…}` ones

@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use crate::policy::expand::{Syntax, expand, has_reference};
 use crate::policy::{
-    ConfigError, HttpOptions, HttpTransport, Problem, Transport, UpstreamSpec, upstream,
+    ConfigError, HttpOptions, HttpTransport, Problem, ToolFilter, Transport, UpstreamSpec, upstream,
 };
 
 #[derive(Deserialize)]
@@ -56,6 +56,9 @@ pub(crate) struct Server {
     pub(crate) headers: BTreeMap<String, String>,
     #[serde(default)]
     disabled: bool,
+    /// What an mcp-compressor wrapper around the server said (it is imported unwrapped).
+    #[serde(skip)]
+    pub(crate) wrapped: Option<super::compressor::Wrapped>,
     #[serde(flatten)]
     other: BTreeMap<String, Value>,
 }
@@ -145,9 +148,13 @@ pub(crate) fn parse_with(
         } else {
             HttpTransport::Streamable
         });
+        let tools = (server.wrapped.as_ref()).map_or_else(ToolFilter::default, |w| {
+            ToolFilter::new(&w.include_tools, &w.exclude_tools)
+        });
         match entry(server, entries.syntax.as_ref(), env, &mut warn) {
             Ok(transport) => import.specs.push(UpstreamSpec {
                 http,
+                tools,
                 ..UpstreamSpec::with_defaults(&id, transport)
             }),
             Err(message) => problems.push(Problem {
@@ -222,6 +229,26 @@ pub(crate) fn entries(text: &str, origin: &str) -> Result<Entries, ConfigError> 
         }
         for key in server.other.keys() {
             warn(format!("`{key}` is not used by mcp-budget (ignored)"));
+        }
+        let mut server = server;
+        let wrapped =
+            (server.command.as_deref()).and_then(|c| super::compressor::unwrap(c, &server.args));
+        if let Some(w) = wrapped {
+            let mut note = "runs its server through mcp-compressor: imported as the server \
+                            itself (mcp-budget compresses it)"
+                .to_owned();
+            if let Some(level) = &w.level {
+                note += &format!(
+                    "; -c {level}: set [budget] level or [budget.tools.\"{id}/*\"] min_level"
+                );
+            }
+            if !w.dropped.is_empty() {
+                note += &format!("; no equivalent, dropped: {}", w.dropped.join(" "));
+            }
+            warn(note);
+            server.command = Some(w.command.clone());
+            server.args = w.args.clone();
+            server.wrapped = Some(w);
         }
         out.servers.push((path, id, server));
     }

@@ -3,6 +3,7 @@
 //! into a policy file. What a file of another tool means is decided here; the policy only
 //! receives the upstreams.
 
+pub(crate) mod compressor;
 pub mod inline;
 pub(crate) mod mcp_json;
 

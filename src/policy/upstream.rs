@@ -72,10 +72,11 @@ pub struct ToolFilter {
 impl ToolFilter {
     /// Serves the tools matching one of `include` (all when empty) and none of `exclude`.
     #[must_use]
-    pub fn new(include: &[&str], exclude: &[&str]) -> Self {
+    pub fn new<S: AsRef<str>>(include: &[S], exclude: &[S]) -> Self {
+        let globs = |list: &[S]| list.iter().map(|g| Glob::new(g.as_ref())).collect();
         Self {
-            include: include.iter().map(|g| Glob::new(*g)).collect(),
-            exclude: exclude.iter().map(|g| Glob::new(*g)).collect(),
+            include: globs(include),
+            exclude: globs(exclude),
         }
     }
 
@@ -299,9 +300,7 @@ impl Section for RawUpstream {
             up.server_request_timeout_secs,
             &mut at,
         );
-        let include: Vec<&str> = up.include_tools.iter().map(String::as_str).collect();
-        let exclude: Vec<&str> = up.exclude_tools.iter().map(String::as_str).collect();
-        let tools = ToolFilter::new(&include, &exclude);
+        let tools = ToolFilter::new(&up.include_tools, &up.exclude_tools);
         let share = super::share::share(up.share.as_deref(), up.idle_secs, up.max_instances, at);
         Some(UpstreamSpec {
             name: up.name,

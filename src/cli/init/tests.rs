@@ -176,3 +176,37 @@ fn candidates_cover_each_host_and_os() {
         snippet::for_host(Host::ClaudeDesktop, "user", "m", &[], &vars).contains("\"mcp-budget\"")
     );
 }
+
+#[test]
+fn an_mcp_compressor_entry_is_imported_as_the_server_it_wraps_with_its_flags_mapped() {
+    let got = init(
+        r#"{"mcpServers": {"github": {"command": "mcp-compressor",
+            "args": ["-c", "high", "--exclude-tools", "delete_repo", "--toonify",
+                     "--", "npx", "-y", "@modelcontextprotocol/server-github"]}}}"#,
+        "/home/ada/.config/Claude/claude_desktop_config.json",
+    );
+    let policy = crate::policy::Policy::from_toml_str(&got.policy, "init")
+        .unwrap_or_else(|e| panic!("{e}\n{}", got.policy));
+    let up = &policy.upstreams[0];
+    match &up.transport {
+        crate::policy::Transport::Stdio { command, args, .. } => {
+            assert_eq!(command, "npx");
+            assert_eq!(args, &["-y", "@modelcontextprotocol/server-github"]);
+        }
+        other @ crate::policy::Transport::Http { .. } => panic!("{other:?}"),
+    }
+    assert!(!up.tools.keeps("delete_repo") && up.tools.keeps("get_issue"));
+    let rule = policy.budget.tools.iter().find(|(p, _)| p == "github/*");
+    let rule = rule.unwrap_or_else(|| panic!("no min_level rule:\n{}", got.policy));
+    assert_eq!(rule.1.min_level, Some(crate::compress::Level::High));
+    assert!(
+        got.policy.contains("# Dropped (no equivalent): --toonify"),
+        "{}",
+        got.policy
+    );
+    assert!(
+        got.warnings.iter().any(|w| w.contains("mcp-compressor")),
+        "{:?}",
+        got.warnings
+    );
+}
