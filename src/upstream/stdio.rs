@@ -12,7 +12,8 @@
 //!
 //! A child does not inherit the gateway's environment, which may hold credentials meant for
 //! the gateway or for other servers (`AWS_SECRET_ACCESS_KEY`, `GITHUB_TOKEN`, `MCP_BUDGET_*`).
-//! It gets [`BASE_ENV`] and every `LC_*` variable copied from the gateway's environment, then the
+//! It gets [`BASE_ENV`], [`NETWORK_ENV`] (CA bundles, proxies) and every `LC_*` variable copied
+//! from the gateway's environment, then the
 //! upstream's `env` on top. With `inherit_env = true` it gets the whole environment instead, with
 //! `env` on top. The names (never the values) it got are logged at debug.
 
@@ -61,6 +62,68 @@ const TAIL_WAIT: Duration = Duration::from_millis(500);
 pub const BASE_ENV: &[&str] = &[
     "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "TZ", "TMPDIR",
 ];
+
+/// How the network is reached, passed on like [`BASE_ENV`] so that `npx` / `uvx` servers work
+/// behind a company CA or proxy as they do in the user's shell: the CA bundles of OpenSSL and
+/// rustls (`SSL_CERT_FILE`, `SSL_CERT_DIR`, uv's `UV_NATIVE_TLS`), Node (`NODE_EXTRA_CA_CERTS`),
+/// Python requests and pip (`REQUESTS_CA_BUNDLE`, `PIP_CERT`), curl (`CURL_CA_BUNDLE`), and the
+/// proxies, in both cases. A proxy URL may carry a password: a server that must not have it
+/// gets `HTTPS_PROXY = ""` (and the like) in its `env`.
+pub const NETWORK_ENV: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "UV_NATIVE_TLS",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "PIP_CERT",
+    "CURL_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+];
+
+/// What a child's last stderr lines say when a company CA or proxy is in the way (uv, pip,
+/// requests, Node, curl, rustls).
+const NETWORK_TROUBLE: &[&str] = &[
+    "unknownissuer",
+    "invalid peer certificate",
+    "unable to get local issuer certificate",
+    "unable_to_get_issuer_cert_locally",
+    "self signed certificate in certificate chain",
+    "self-signed certificate in certificate chain",
+    "self_signed_cert_in_chain",
+    "certificate_verify_failed",
+    "certificate verify failed",
+    "proxy authentication required",
+    "proxyerror",
+    "tunnel connection failed",
+];
+
+/// The fix to suggest when `tail` (a child's last stderr) looks like TLS interception or a
+/// proxy, naming which of the variables the gateway's environment lacks (`is_set`).
+pub(crate) fn network_hint(tail: &str, is_set: &dyn Fn(&str) -> bool) -> Option<String> {
+    let lower = tail.to_ascii_lowercase();
+    if !NETWORK_TROUBLE.iter().any(|p| lower.contains(p)) {
+        return None;
+    }
+    let set: Vec<&str> = NETWORK_ENV.iter().copied().filter(|v| is_set(v)).collect();
+    let now = if set.is_empty() {
+        "none of them is set in the gateway's environment".to_owned()
+    } else {
+        format!("the gateway's environment has {}", set.join(", "))
+    };
+    Some(format!(
+        "this looks like a company CA or proxy in the way: set SSL_CERT_FILE (uv, Python, Rust \
+         tools), NODE_EXTRA_CA_CERTS (Node) or REQUESTS_CA_BUNDLE to your CA bundle, and \
+         HTTPS_PROXY / NO_PROXY if you use a proxy, where the host starts the gateway (its \
+         entry's env) or in this upstream's env; children get them by default ({now})"
+    ))
+}
 
 /// Starts the child; `Err` is the reason to show, naming what to fix.
 fn spawn(upstream: &Upstream) -> Result<Child, String> {
@@ -223,7 +286,8 @@ fn child_env(
 ) -> Result<BTreeMap<OsString, OsString>, String> {
     let in_base = |name: &OsStr, value: &OsStr| {
         let name = name.as_encoded_bytes();
-        let known = BASE_ENV.iter().any(|b| b.as_bytes() == name) || name.starts_with(b"LC_");
+        let known = (BASE_ENV.iter().chain(NETWORK_ENV)).any(|b| b.as_bytes() == name)
+            || name.starts_with(b"LC_");
         known && !value.as_encoded_bytes().starts_with(b"()")
     };
     let vars: Vec<(OsString, OsString)> = vars.into_iter().collect();
@@ -326,6 +390,10 @@ fn stopped(reason: &str, status: Option<std::process::ExitStatus>, tail: Option<
     }
     if let Some(tail) = tail {
         out += &format!("; its stderr ended with: {tail}");
+        let is_set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+        if let Some(hint) = network_hint(tail, &is_set) {
+            out += &format!(" ({hint})");
+        }
     }
     out
 }
@@ -483,7 +551,9 @@ mod tests {
     use std::collections::BTreeMap;
     use std::ffi::OsString;
 
-    use super::{Place, TAIL_BYTES, Tail, child_env, printable, spawn_failure, stopped};
+    use super::{
+        Place, TAIL_BYTES, Tail, child_env, network_hint, printable, spawn_failure, stopped,
+    };
 
     #[test]
     fn env_values_take_the_gateways_variables_by_reference() {
@@ -531,6 +601,52 @@ mod tests {
 
     fn names(env: &BTreeMap<OsString, OsString>) -> Vec<&str> {
         env.keys().map(|k| k.to_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_clean_child_gets_the_company_ca_and_proxy_of_the_gateway() {
+        let mut vars = gateway_env();
+        for (k, v) in [
+            ("SSL_CERT_FILE", "/etc/corp-ca.pem"),
+            ("NODE_EXTRA_CA_CERTS", "/etc/corp-ca.pem"),
+            ("https_proxy", "http://proxy:3128"),
+            ("NO_PROXY", "localhost"),
+        ] {
+            vars.push((k.into(), v.into()));
+        }
+        // A server that must not see the proxy gets it emptied in its env.
+        let own = BTreeMap::from([("https_proxy".to_owned(), String::new())]);
+        let env = child_env(vars, &own, false).unwrap();
+        assert_eq!(env[&OsString::from("SSL_CERT_FILE")], "/etc/corp-ca.pem");
+        assert_eq!(
+            env[&OsString::from("NODE_EXTRA_CA_CERTS")],
+            "/etc/corp-ca.pem"
+        );
+        assert_eq!(env[&OsString::from("NO_PROXY")], "localhost");
+        assert_eq!(env[&OsString::from("https_proxy")], "");
+        assert!(!env.contains_key(&OsString::from("GITHUB_TOKEN")));
+    }
+
+    #[test]
+    fn a_start_failure_that_looks_like_a_company_ca_says_which_variable_to_pass() {
+        let uv = "error: Request failed after 3 retries\n  Caused by: invalid peer certificate: UnknownIssuer";
+        let hint = network_hint(uv, &|_| false).unwrap();
+        assert!(
+            hint.contains("SSL_CERT_FILE") && hint.contains("none of them is set"),
+            "{hint}"
+        );
+        let node = "npm error code SELF_SIGNED_CERT_IN_CHAIN";
+        let hint = network_hint(node, &|v| v == "HTTPS_PROXY").unwrap();
+        assert!(
+            hint.contains("NODE_EXTRA_CA_CERTS") && hint.contains("has HTTPS_PROXY"),
+            "{hint}"
+        );
+        assert_eq!(
+            network_hint("Error: GITHUB_TOKEN is not set", &|_| false),
+            None
+        );
+        let reason = stopped("the server closed its stdout", None, Some(uv));
+        assert!(reason.contains("company CA or proxy"), "{reason}");
     }
 
     #[test]

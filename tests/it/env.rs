@@ -19,6 +19,10 @@ const SECRETS: &[(&str, &str)] = &[
 fn gateway_env() -> Vec<(&'static str, &'static str)> {
     let mut env = SECRETS.to_vec();
     env.push(("MCP_BUDGET_LOG", "info,mcp_budget::upstream::stdio=debug"));
+    // A company network: its CA bundle and proxy reach every child.
+    env.push(("SSL_CERT_FILE", "/etc/ssl/corp-ca.pem"));
+    env.push(("NODE_EXTRA_CA_CERTS", "/etc/ssl/corp-ca.pem"));
+    env.push(("NO_PROXY", "localhost,127.0.0.1"));
     env
 }
 
@@ -63,6 +67,14 @@ async fn stdio_child_gets_the_base_and_its_env_but_no_secrets() {
     }
     assert!(!env.contains_key("MCP_BUDGET_LOG"), "{env:#?}");
     assert_eq!(env.get("X").map(String::as_str), Some("y"), "{env:#?}");
+    for name in ["SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"] {
+        let got = env.get(name).map(String::as_str);
+        assert_eq!(got, Some("/etc/ssl/corp-ca.pem"), "{name}: {env:#?}");
+    }
+    assert_eq!(
+        env.get("NO_PROXY").map(String::as_str),
+        Some("localhost,127.0.0.1")
+    );
     assert_eq!(
         env.get("PATH"),
         std::env::var("PATH").ok().as_ref(),
@@ -70,9 +82,11 @@ async fn stdio_child_gets_the_base_and_its_env_but_no_secrets() {
     );
     // Nothing else: the documented base, `LC_*`, and what the policy set.
     let base = mcp_budget::upstream::stdio::BASE_ENV;
+    let network = mcp_budget::upstream::stdio::NETWORK_ENV;
     for name in env.keys() {
         assert!(
             base.contains(&name.as_str())
+                || network.contains(&name.as_str())
                 || name.starts_with("LC_")
                 || name == "X"
                 || name == "MCPB_IT_TAG",
