@@ -177,6 +177,10 @@ pub struct Caller {
     /// authorize layer allow it (the catalog changed between the two layers' reads), it
     /// answers "not found" instead of calling the tool.
     pub probe: bool,
+    /// The meta-tool this `tools/call` was made through, by kind (`"invoke_tool"`,
+    /// `"run_code"`, whatever the policy names them); `None` for a call the client sent
+    /// itself. Metrics and log lines of the inner call carry it.
+    pub meta: Option<&'static str>,
 }
 
 /// One downstream client session.
@@ -311,6 +315,7 @@ impl Caller {
             principal: Principal::anonymous(),
             run: None,
             probe: false,
+            meta: None,
         }
     }
 

@@ -109,7 +109,7 @@ pub fn build_succeeding(
         // Outermost: whatever fails below, each request id gets exactly one answer.
         .layer(RecoverLayer)
         // Then a span per message, so every layer below logs with session, method and id.
-        .layer(TraceLayer::new(gateway.catalog()))
+        .layer(TraceLayer::new(gateway.catalog()).with_meta_tools(meta_tools(&policy)))
         // Modern (2026-07-28) requests: version check and result fields around everything
         // that answers, the budget's lists included. Lists are private (not for shared
         // caches) when they depend on the caller: promoted tools, native disclosure, clients.
@@ -118,6 +118,9 @@ pub fn build_succeeding(
         // invoke_tool goes on down as an ordinary tools/call, so it sits above everything
         // that must see real calls (authorization, isolation: later layers go below it).
         .option_layer(budget.clone())
+        // What an invoke_tool or a run_code script calls is counted, logged and spanned
+        // under its real server and tool (above, the meta-tool call is, as the gateway's).
+        .option_layer(budget.is_some().then(|| TraceLayer::inner_calls(gateway.catalog())))
         // Below the budget, so an invoke_tool is authorized as the tools/call it becomes and
         // the budget plans lists over what the client may see; above the limits (a denied
         // call spends none of the client's quota), the guard and the gateway, so a denied
@@ -144,6 +147,19 @@ pub fn build_succeeding(
         )
         .service(gateway);
     (BoxCloneSyncService::new(service), budget)
+}
+
+/// The names of the meta-tools the policy serves (search, schema, invoke, and `run_code` when
+/// code mode is on).
+fn meta_tools(policy: &crate::policy::Policy) -> Vec<String> {
+    let names = &policy.discover.names;
+    let mut out = vec![
+        names.search.clone(),
+        names.schema.clone(),
+        names.invoke.clone(),
+    ];
+    out.extend(names.code.clone());
+    out
 }
 
 #[cfg(test)]

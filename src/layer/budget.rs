@@ -363,7 +363,8 @@ impl BudgetLayer {
             }
             // The real call, with its own view, as if the client had sent it.
             Outcome::Forward(params) => {
-                let req = req.with_params(params);
+                let mut req = req.with_params(params);
+                req.caller.meta = Some(crate::telemetry::names::VIA_INVOKE_TOOL);
                 let limit = self.result_budget(&req);
                 self.limited(limit, Box::pin(inner.call(req)))
             }

@@ -41,6 +41,12 @@ use crate::telemetry::{names, record, span};
 #[derive(Debug, Clone, Default)]
 pub struct TraceLayer {
     catalog: Option<watch::Receiver<Arc<Catalog>>>,
+    /// The gateway's meta-tools: a call of one is counted as server [`names::GATEWAY_SERVER`].
+    meta_tools: Arc<[String]>,
+    /// Notes only the calls made through a meta-tool ([`crate::context::Caller::meta`]): the
+    /// layer below the budget, where an `invoke_tool` or a `run_code` script's call goes down as
+    /// the `tools/call` it makes.
+    inner: bool,
 }
 
 impl TraceLayer {
@@ -49,6 +55,25 @@ impl TraceLayer {
     pub fn new(catalog: watch::Receiver<Arc<Catalog>>) -> Self {
         Self {
             catalog: Some(catalog),
+            ..Self::default()
+        }
+    }
+
+    /// The same, counting calls of these meta-tools (`search_tools`, `invoke_tool`, …) as the
+    /// gateway's own.
+    #[must_use]
+    pub fn with_meta_tools(mut self, names: Vec<String>) -> Self {
+        self.meta_tools = names.into();
+        self
+    }
+
+    /// The layer for below the budget: it notes the calls made through a meta-tool, under
+    /// their real server and tool, and lets everything else by.
+    #[must_use]
+    pub fn inner_calls(catalog: watch::Receiver<Arc<Catalog>>) -> Self {
+        Self {
+            inner: true,
+            ..Self::new(catalog)
         }
     }
 }
@@ -70,6 +95,8 @@ struct ToolCall {
     server: String,
     tool: String,
     principal: Arc<Principal>,
+    /// The meta-tool it was made through.
+    via: Option<&'static str>,
 }
 
 /// What is noted once the answer is there.
@@ -157,8 +184,56 @@ fn note(pending: &Pending, in_span: &Span, answer: Option<&Message>) {
         tool = %call.tool,
         outcome,
         principal,
+        via = call.via,
         "Tool call"
     );
+}
+
+impl TraceLayer {
+    /// [`Around::around`] below the budget: a call made through a meta-tool gets its metrics,
+    /// its log line and (while exported) a span of its own, a child of the meta-tool call's;
+    /// anything else goes by untouched.
+    fn around_inner<S>(&self, mut inner: S, req: McpRequest) -> ResponseFuture<S::Future>
+    where
+        S: Service<McpRequest, Response = Option<Message>>,
+    {
+        let via = req
+            .caller
+            .meta
+            .filter(|_| *req.view.method() == Method::ToolsCall);
+        let noted = record::enabled() || tracing::enabled!(tracing::Level::INFO);
+        let Some(via) = via.filter(|_| noted || crate::telemetry::tracing_on()) else {
+            return ResponseFuture {
+                inner: inner.call(req).instrument(Span::none()),
+                pending: None,
+            };
+        };
+        let exported = crate::telemetry::tracing_on();
+        // Not exported: the meta-tool call's span (current here) is the log line's parent.
+        let span = if exported {
+            span::request(&req)
+        } else {
+            Span::current()
+        };
+        let (server, tool) = self.server_and_tool(&req);
+        let call = ToolCall {
+            started: Instant::now(),
+            server,
+            tool,
+            principal: req.caller.principal.clone(),
+            via: Some(via),
+        };
+        let pending = Box::new(Pending {
+            method: None,
+            call: Some(call),
+            span: exported.then(|| span.clone()),
+        });
+        let future = inner.call(req);
+        ResponseFuture {
+            inner: future.instrument(span),
+            pending: Some(pending),
+        }
+    }
 }
 
 impl TraceLayer {
@@ -174,7 +249,12 @@ impl TraceLayer {
             Some(Reach::Upstream { server, own, .. } | Reach::Quarantined { server, own }) => {
                 (server.clone(), own.clone())
             }
-            _ => (names::UNKNOWN.to_owned(), names::UNKNOWN.to_owned()),
+            _ => match req.view.typed_name() {
+                Some(name) if self.meta_tools.iter().any(|m| m == name) => {
+                    (names::GATEWAY_SERVER.to_owned(), name.to_owned())
+                }
+                _ => (names::UNKNOWN.to_owned(), names::UNKNOWN.to_owned()),
+            },
         }
     }
 }
@@ -186,6 +266,9 @@ where
     type Future = ResponseFuture<S::Future>;
 
     fn around(&self, mut inner: S, req: McpRequest) -> Self::Future {
+        if self.inner {
+            return self.around_inner(inner, req);
+        }
         let method = req.message.method().unwrap_or("(response)");
         let exported = crate::telemetry::tracing_on();
         let span = if exported {
@@ -214,6 +297,7 @@ where
                 server,
                 tool,
                 principal: req.caller.principal.clone(),
+                via: None,
             }
         });
         let pending = (metrics || call.is_some() || exported).then(|| {

@@ -7,7 +7,8 @@
 /// Requests answered, by `method` and `outcome` ([`OK`] | [`ERROR`]) (counter).
 pub const REQUESTS: &str = "mcp_budget_requests_total";
 /// Tool calls answered, by `server`, `tool` and `outcome` ([`OK`] | [`TOOL_ERROR`] | [`ERROR`])
-/// (counter).
+/// (counter). A call made through `invoke_tool` or by a `run_code` script counts under its real
+/// server and tool, and the meta-tool call itself under `server="mcp-budget"`.
 pub const TOOL_CALLS: &str = "mcp_budget_tool_calls_total";
 /// Time from a `tools/call` entering the stack to its answer, by `server` and `tool`
 /// (histogram, seconds).
@@ -122,6 +123,13 @@ pub const ENGINE: &str = "engine";
 pub const NO_LIMIT: &str = "none";
 /// Label value of a tool name the catalog does not know.
 pub const UNKNOWN: &str = "unknown";
+/// `server` label of a call of one of the gateway's own meta-tools (`tool`: its name): the
+/// call it makes is counted too, under its real server and tool.
+pub const GATEWAY_SERVER: &str = "mcp-budget";
+/// [`crate::context::Caller::meta`] of a call made through `invoke_tool`.
+pub const VIA_INVOKE_TOOL: &str = "invoke_tool";
+/// [`crate::context::Caller::meta`] of a call made by a `run_code` script.
+pub const VIA_RUN_CODE: &str = "run_code";
 /// Label value of a method outside the MCP method list.
 pub const OTHER_METHOD: &str = "other";
 /// Part: a tool, prompt, resource or template definition.

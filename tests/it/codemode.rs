@@ -334,8 +334,20 @@ async fn runs_are_counted_by_outcome_and_limit_with_their_time_and_calls() {
         let ran = client.call_tool("run_code", json!({"code": code})).await;
         assert_eq!(ran["result"]["isError"] == true, fails, "{code}: {ran}");
     }
+    let args = json!({"name": "e__echo", "arguments": {"message": "via invoke"}});
+    let invoked = client.call_tool("invoke_tool", args).await;
+    assert!(invoked["result"].is_object(), "{invoked}");
     let (status, text) = crate::telemetry::get(admin_port, "/metrics").await;
     assert_eq!(status, 200);
+    // Per tool: the calls a script or invoke_tool made, under their real server and tool
+    // (three from the script, one from invoke_tool), and the meta-tool calls as the gateway's.
+    let calls = |server: &str, tool: &str| {
+        let labels = format!("server=\"{server}\",tool=\"{tool}\",outcome=\"ok\"");
+        sample(&text, &format!("mcp_budget_tool_calls_total{{{labels}}}"))
+    };
+    assert_eq!(calls("e", "echo"), 4.0, "{text}");
+    assert_eq!(calls("mcp-budget", "invoke_tool"), 1.0, "{text}");
+    assert!(!text.contains("server=\"unknown\""), "{text}");
     let runs = |outcome: &str, limit: &str| {
         sample(
             &text,

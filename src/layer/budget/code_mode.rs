@@ -309,6 +309,7 @@ where
     }
     let mut call = req.clone().with_params(to_raw(&Value::Object(params)));
     call.caller.run = Some(run_id.clone());
+    call.caller.meta = Some(crate::telemetry::names::VIA_RUN_CODE);
     let Ok(reply) = inner.oneshot(call).await;
     let Some(reply) = reply else {
         return Err(CallError {
