@@ -100,6 +100,18 @@ pub enum Error {
     /// A method the gateway does not serve.
     #[error("method {0:?} is not supported by this gateway")]
     MethodNotFound(String),
+    /// Arguments a strict upstream's tool does not declare or accept (`[sanitize] arguments =
+    /// "strict"`).
+    #[error("arguments of tool {tool:?} do not match its input schema: {reason}")]
+    InvalidArguments {
+        /// The tool, as the client named it.
+        tool: String,
+        /// The JSON pointer of the offending value in `arguments` (`/exfil`, `""` for the
+        /// whole object).
+        property: String,
+        /// What is wrong, naming the property.
+        reason: String,
+    },
     /// Params of the wrong shape.
     #[error("invalid params for {method}: {reason}")]
     InvalidParams {
@@ -328,6 +340,7 @@ impl Error {
             Self::NotFound { .. } => (INVALID_PARAMS, kind::CATALOG_NOT_FOUND),
             Self::NotAvailable { .. } => (RESOURCE_NOT_AVAILABLE, kind::CATALOG_NOT_FOUND),
             Self::MethodNotFound(_) => (METHOD_NOT_FOUND, kind::METHOD_NOT_FOUND),
+            Self::InvalidArguments { .. } => (INVALID_PARAMS, kind::ARGUMENTS_INVALID),
             Self::InvalidParams { .. } | Self::Params(_) => {
                 (INVALID_PARAMS, kind::REQUEST_INVALID_PARAMS)
             }
@@ -403,6 +416,9 @@ impl Error {
             }
             Self::NotFound { what, name } => not_found(what, name),
             Self::NotAvailable { names } => json!({ "unknownNames": names }),
+            Self::InvalidArguments { tool, property, .. } => {
+                json!({ "tool": tool, "property": property })
+            }
             Self::TooLarge { size, limit } => json!({ "size": size, "limit": limit }),
             Self::UnknownRequest { id } => json!({ "id": id }),
             Self::Denied {

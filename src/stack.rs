@@ -38,6 +38,7 @@ use tower::util::BoxCloneSyncService;
 use crate::context::McpRequest;
 use crate::gateway::Gateway;
 use crate::jsonrpc::Message;
+use crate::layer::arguments::ArgumentsLayer;
 use crate::layer::authorize::AuthorizeLayer;
 use crate::layer::guard::GuardLayer;
 use crate::layer::limit::LimitLayer;
@@ -130,6 +131,15 @@ pub fn build_succeeding(
             gateway.audit(),
             !policy.budget.enabled,
         ))
+        // `[sanitize] arguments = "strict"`: below the budget and authorization, so an
+        // invoke_tool and run_code's calls are checked as direct calls, and a denied call is
+        // denied first; above the limits, so a refused call spends no quota. Left out when no
+        // upstream is strict.
+        .option_layer({
+            let layer = ArgumentsLayer::new(gateway.catalog(), &policy.sanitize)
+                .with_audit(gateway.audit());
+            layer.checks_any().then_some(layer)
+        })
         // Below the budget, so an invoke_tool is counted as the call it is; keyed by the
         // caller's principal. Left out without [limits].
         .option_layer(

@@ -51,6 +51,9 @@ pub const REQUEST_TOO_DEEP: &str = "mcp_budget.request.too_deep";
 pub const REQUEST_TOO_LARGE: &str = "mcp_budget.request.too_large";
 /// Params of the wrong shape for their method (`-32602`).
 pub const REQUEST_INVALID_PARAMS: &str = "mcp_budget.request.invalid_params";
+/// Under `[sanitize] arguments = "strict"`: a `tools/call` whose arguments do not match the
+/// tool's (pinned) input schema, an undeclared property included; never forwarded (`-32602`).
+pub const ARGUMENTS_INVALID: &str = "mcp_budget.arguments.invalid";
 /// The answer to an upstream request the client cancelled (`-32800`, sent to the upstream's
 /// waiter).
 pub const REQUEST_CANCELLED: &str = "mcp_budget.request.cancelled";
@@ -179,6 +182,7 @@ pub const ALL: &[&str] = &[
     REQUEST_TOO_DEEP,
     REQUEST_TOO_LARGE,
     REQUEST_INVALID_PARAMS,
+    ARGUMENTS_INVALID,
     REQUEST_CANCELLED,
     SESSION_INVALID,
     SESSION_MISSING,

@@ -46,6 +46,7 @@ use tower::Service;
 use crate::context::McpRequest;
 use crate::jsonrpc::Message;
 
+pub mod arguments;
 pub mod authorize;
 pub mod budget;
 pub mod era;

@@ -6,6 +6,7 @@
 //! strip = true              # remove invisible and control text (default true)
 //! steering = "flag"         # "flag" | "quarantine" | "off" (default "flag")
 //! allow = ["calc/add"]      # tools let through whatever their steering score
+//! arguments = "strict"      # "pass" | "strict": calls checked against the input schema
 //!
 //! [[upstream]]
 //! name = "calc"
@@ -17,6 +18,7 @@ use serde::Deserialize;
 
 use super::problems::{At, Section};
 
+use crate::sanitize::arguments::Arguments;
 use crate::sanitize::{Rules, Steering};
 
 /// `[sanitize]` (and an upstream's `sanitize = { .. }`) as written.
@@ -31,6 +33,11 @@ pub struct RawSanitize {
     /// Tools (`server/tool`) let through whatever their steering score. Default: none.
     #[serde(default)]
     pub allow: Vec<String>,
+    /// What a call's arguments get: `"pass"` (forwarded as sent) or `"strict"` (checked against
+    /// the tool's pinned input schema; a property it does not declare, a wrong type or a missing
+    /// required one is refused with `-32602` `mcp_budget.arguments.invalid`, never forwarded).
+    /// Default: `"pass"`.
+    pub arguments: Option<String>,
 }
 
 /// `[sanitize]` validated: the rules of each upstream.
@@ -84,12 +91,19 @@ impl Section for RawSanitize {
                 );
             }
         }
+        let arguments = at.one_of(
+            "arguments",
+            self.arguments.as_deref(),
+            base.arguments,
+            &[("pass", Arguments::Pass), ("strict", Arguments::Strict)],
+        );
         let mut allow = base.allow.clone();
         allow.extend(self.allow);
         Rules {
             strip: self.strip.unwrap_or(base.strip),
             steering,
             allow,
+            arguments,
         }
     }
 }
@@ -126,12 +140,22 @@ mod tests {
             (Steering::Quarantine, vec!["add".to_owned()])
         );
         assert_eq!(policy.rules_for("fs").allow, ["read"]);
-        RawSanitize {
-            steering: Some("block".into()),
-            allow: vec!["add".into()],
+        // `arguments` is inherited and overridden like the other keys.
+        let strict = RawSanitize {
+            arguments: Some("strict".into()),
             ..RawSanitize::default()
         }
         .validate(&Rules::default(), problems.root().at("sanitize"));
-        assert_eq!(problems.pairs().len(), 2);
+        let inherited = RawSanitize::default().validate(&strict, problems.root().at("u"));
+        assert_eq!(inherited.arguments, Arguments::Strict);
+        assert!(problems.is_empty());
+        RawSanitize {
+            steering: Some("block".into()),
+            allow: vec!["add".into()],
+            arguments: Some("nonsense".into()),
+            ..RawSanitize::default()
+        }
+        .validate(&Rules::default(), problems.root().at("sanitize"));
+        assert_eq!(problems.pairs().len(), 3);
     }
 }

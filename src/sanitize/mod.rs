@@ -26,6 +26,7 @@
 //! assert!(report.flagged(&Rules::default()));
 //! ```
 
+pub mod arguments;
 pub mod flag;
 pub mod strip;
 
@@ -55,6 +56,8 @@ pub struct Rules {
     pub steering: Steering,
     /// Own names of tools let through whatever their score (reviewed by a person).
     pub allow: Vec<String>,
+    /// What a call's arguments get. Default: [`arguments::Arguments::Pass`].
+    pub arguments: arguments::Arguments,
 }
 
 impl Default for Rules {
@@ -63,6 +66,7 @@ impl Default for Rules {
             strip: true,
             steering: Steering::Flag,
             allow: Vec::new(),
+            arguments: arguments::Arguments::Pass,
         }
     }
 }

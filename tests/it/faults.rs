@@ -258,7 +258,7 @@ async fn garbage_lines_from_an_upstream_are_ignored() {
     let list = c.request("tools/list", json!({})).await;
     assert_eq!(
         list["result"]["tools"].as_array().unwrap().len(),
-        4,
+        5,
         "{list}"
     );
     for i in 0..3 {
@@ -452,7 +452,7 @@ async fn list_changed_waits_for_notifications_initialized() {
     let list = c.request("tools/list", json!({})).await;
     assert_eq!(
         list["result"]["tools"].as_array().unwrap().len(),
-        6,
+        7,
         "{list}"
     );
     gw.stop_and_check().await;

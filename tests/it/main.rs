@@ -67,6 +67,7 @@ mod routing;
 mod search_cli;
 mod server_requests;
 mod startup;
+mod strict_args;
 mod telemetry;
 mod templates;
 mod transports;

@@ -7,6 +7,7 @@ Tools:
   cancelled  returns the request ids this server received `notifications/cancelled` for
   echo       returns its "message" argument (the `traceparent` of the request's `_meta`, or
              "-", when the message is "traceparent?")
+  received   returns the arguments of every tools/call this server received (JSON list)
   grow       adds a tool `extra_<n>` and sends notifications/tools/list_changed before answering
   flood      (`flood` mode only) sends `count` progress notifications carrying `size` bytes
              each, then answers
@@ -18,6 +19,7 @@ import sys
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "hang"
 cancelled = []
+received = []
 
 
 def send(obj):
@@ -39,6 +41,7 @@ TOOLS = [
         ("cancelled", "Request ids whose cancellation this server received.", {}),
         ("echo", "Echoes the message.", {"message": {"type": "string"}}),
         ("grow", "Adds a tool and says so.", {}),
+        ("received", "The arguments of every call this server received.", {}),
     ]
 ]
 if MODE == "flood":
@@ -68,6 +71,8 @@ for line in sys.stdin:
     elif method == "tools/call":
         name = msg["params"]["name"]
         args = msg["params"].get("arguments") or {}
+        if name != "received":
+            received.append(args)
         if name == "hang":
             continue
         if name == "grow":
@@ -82,6 +87,8 @@ for line in sys.stdin:
                     "progressToken": token, "progress": i, "message": pad}}) + "\n")
             args = {"message": "flooded"}
         text = json.dumps(cancelled) if name == "cancelled" else str(args.get("message"))
+        if name == "received":
+            text = json.dumps(received)
         if name == "echo" and args.get("message") == "traceparent?":
             text = (msg["params"].get("_meta") or {}).get("traceparent", "-")
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
