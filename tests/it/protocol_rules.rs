@@ -2,11 +2,15 @@
 //! it: on stdio, no 2025-era request but `initialize` / `ping` before `initialize` (a
 //! 2026-07-28 request needs no handshake); a log level outside RFC 5424's eight refused with
 //! `-32602`, in `logging/setLevel` (2025) or a request's `_meta` (2026-07-28), on both
-//! downstreams.
+//! downstreams; a message escaping an unpaired UTF-16 surrogate (`\\ud800`) is not Unicode
+//! text: refused `-32700` from a client (both downstreams), an error of the call from an upstream
+//! (`tests/peers/fake_server.py`, whose Python `json.dumps` writes one).
+
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{Gateway, Mode, Up, error_type, http_client, post};
+use crate::harness::{Gateway, Mode, Up, WAIT, error_type, first_text, http_client, post};
 
 const ACCEPT: &str = "application/json, text/event-stream";
 const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
@@ -125,5 +129,77 @@ async fn http_refuses_a_log_level_rfc_5424_does_not_name() {
             assert_level_refused(&modern.json(), "mcp_budget.protocol.invalid_envelope");
         }
     }
+    gw.stop_and_check().await;
+}
+
+/// A `tools/call` of the fake server's `echo` with id `id`, its message written as `escaped`
+/// (JSON string text, escapes as written).
+fn echo_line(id: u64, escaped: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"fake__echo","arguments":{{"message":"{escaped}"}}}}}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unpaired_surrogates_are_not_text_from_a_client_or_an_upstream() {
+    let mut gw = Gateway::start("rules-surrogate", Mode::Stdio, &[Up::fake("fake", "hang")]).await;
+    let client = gw.client();
+    client.initialize().await;
+    for (id, escaped) in [(41, r"a\ud800"), (42, r"\udfff"), (43, r"\ud83d\ud83d")] {
+        client
+            .send_raw(format!("{}\n", echo_line(id, escaped)).as_bytes())
+            .await;
+        let refused = client.response(&json!(id), WAIT).await;
+        assert_eq!(refused["error"]["code"], -32700, "{refused}");
+        assert_eq!(
+            error_type(&refused),
+            "mcp_budget.request.parse",
+            "{refused}"
+        );
+    }
+    // A pair, and an escaped backslash before `ud800`, are text.
+    for (id, escaped, text) in [
+        (44, r"\ud83d\ude00", "\u{1f600}"),
+        (45, r"\\ud800", r"\ud800"),
+    ] {
+        client
+            .send_raw(format!("{}\n", echo_line(id, escaped)).as_bytes())
+            .await;
+        let echoed = client.response(&json!(id), WAIT).await;
+        assert_eq!(first_text(&echoed), text, "{echoed}");
+    }
+    // The upstream answers with `\ud800` alone: the call fails at once, nothing is forwarded.
+    let started = std::time::Instant::now();
+    let answer = client
+        .call_tool("fake__echo", json!({"message": "surrogate?"}))
+        .await;
+    assert_eq!(
+        error_type(&answer),
+        "mcp_budget.upstream.protocol",
+        "{answer}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "waited for the timeout"
+    );
+    let sent = client.seen.iter().map(Value::to_string).collect::<String>();
+    assert!(!sent.contains("half"), "forwarded: {sent}");
+    gw.stop_and_check().await;
+
+    let gw = Gateway::start("rules-surrogate-http", Mode::Http, &[]).await;
+    let refused = http_client()
+        .post(gw.url())
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .body(
+            r#"{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"\ud800","version":"0"}}}"#,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    let refused: Value = refused.json().await.unwrap();
+    assert_eq!(refused["id"], 9, "{refused}");
+    assert_eq!(refused["error"]["code"], -32700, "{refused}");
     gw.stop_and_check().await;
 }
