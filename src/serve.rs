@@ -19,6 +19,13 @@ pub(crate) fn run(
     ready_timeout: Duration,
     log_format: Option<LogFormat>,
 ) -> anyhow::Result<()> {
+    // Before any upstream starts: what leaves an upstream's process group is re-parented here,
+    // to be ended once the server stops.
+    if let Err(err) = mcp_budget::upstream::orphans::adopt() {
+        eprintln!(
+            "warning: processes that leave their upstream's process group will outlive the gateway: {err}"
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -43,6 +50,8 @@ pub(crate) fn run(
         );
     }
     let result = runtime.block_on(serve(source, policy, ready_timeout));
+    // The upstreams' groups are ended by now: what is left are the processes that left them.
+    mcp_budget::upstream::orphans::end();
     // Off the workers, the runtime still up: the last batch is sent on it.
     if let Some(exporter) = exporter {
         exporter.shutdown();

@@ -8,6 +8,11 @@
 //! A request the client cancelled (`notifications/cancelled`) gets no answer, as MCP asks: the
 //! cancel goes upstream and whatever comes back for it is dropped.
 //!
+//! A 2025-era request other than `initialize`, `ping` (and the `server/discover` probe) before
+//! the client sent `initialize` is refused with `mcp_budget.session.invalid` (`-32600`), as the
+//! HTTP downstream refuses one without a session; a 2026-07-28 request (its `_meta` names the
+//! protocol version) needs no handshake and is served.
+//!
 //! # Bounds
 //!
 //! A host that writes and does not read its stdout must not make the gateway buffer without
@@ -45,6 +50,7 @@ use crate::identity::{Directory, Gate, Principal};
 use crate::jsonrpc::{Id, IdScanner, Kind, Message};
 use crate::lock::lock;
 use crate::mcp::method::Method;
+use crate::mcp::view::RequestView;
 use crate::policy::{
     DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES, Downstream,
 };
@@ -147,6 +153,7 @@ pub async fn serve_until<R, W>(
         backlog,
         inflight: Inflight::default(),
         tasks: JoinSet::new(),
+        initialize_seen: false,
     };
     connection.read_loop(input, &config, &stop).await;
     let Connection {
@@ -180,6 +187,9 @@ struct Connection {
     inflight: Inflight,
     /// One task per message served.
     tasks: JoinSet<()>,
+    /// Whether the client sent `initialize` (read in order, so a request written after it is
+    /// served even while the `initialize` is still being answered).
+    initialize_seen: bool,
 }
 
 impl Connection {
@@ -252,6 +262,15 @@ impl Connection {
             Kind::Request => message.id.clone(),
             _ => None,
         };
+        let view = Arc::new(RequestView::of(&message));
+        if let Some(id) = &request_id
+            && let Some(refused) = self.before_initialize(&view)
+        {
+            let _ = self
+                .tx
+                .send(Message::error(id.clone(), refused.to_error_object()));
+            return ControlFlow::Continue(());
+        }
         // Only requests count, until answered; answers to the servers' questions and
         // notifications do not.
         let slot = request_id
@@ -266,13 +285,33 @@ impl Connection {
         let caller = Caller::new(self.session.clone()).with_principal(self.principal.clone());
         self.tasks.spawn(answer(
             self.service.clone(),
-            McpRequest::new(message, caller),
+            McpRequest::with_view(message, caller, view),
             request_id,
             self.inflight.clone(),
             self.tx.clone(),
             slot,
         ));
         ControlFlow::Continue(())
+    }
+
+    /// The refusal of a 2025-era request sent before `initialize` (`view` is a request's); notes
+    /// the `initialize`. `ping` may come first, and the `server/discover` probe; a 2026-07-28
+    /// request has no handshake.
+    fn before_initialize(&mut self, view: &RequestView) -> Option<Error> {
+        let method = view.method();
+        if *method == Method::Initialize {
+            self.initialize_seen = true;
+        }
+        if self.initialize_seen
+            || view.is_modern()
+            || matches!(method, Method::Ping | Method::Discover)
+        {
+            return None;
+        }
+        Some(Error::Session(format!(
+            "{} before initialize: send initialize first",
+            method.as_str()
+        )))
     }
 
     /// Finds the principal again when a reload stored another directory (its rights are the

@@ -15,6 +15,9 @@ impl DecodeError {
             Self::Parse(_) => (PARSE_ERROR, kind::REQUEST_PARSE, None, None),
             Self::Invalid { id, .. } => (INVALID_REQUEST, kind::REQUEST_INVALID, id.clone(), None),
             Self::Batch => (INVALID_REQUEST, kind::REQUEST_BATCH, None, None),
+            Self::LoneSurrogate { message, .. } => {
+                (PARSE_ERROR, kind::REQUEST_PARSE, message.id.clone(), None)
+            }
             Self::TooDeep { limit, id } => (
                 INVALID_REQUEST,
                 kind::REQUEST_TOO_DEEP,

@@ -213,7 +213,7 @@ impl Gateway {
             }
             Method::TasksList => self.list_tasks(req).await,
             Method::LoggingSetLevel => {
-                self.set_log_level(msg, caller).await;
+                self.set_log_level(msg, caller).await?;
                 ok(json!({}))
             }
             // Notifications sent as requests, server→client methods, and the unknown.

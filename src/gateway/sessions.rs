@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::Gateway;
 use crate::context::{Caller, Session, SessionState};
+use crate::error::Error;
 use crate::jsonrpc::Message;
 use crate::lock::lock;
 use crate::mcp::method::Method;
@@ -146,9 +147,20 @@ impl Gateway {
     }
 
     /// `logging/setLevel` of a 2025-era client: the session's level, also asked of every
-    /// ready 2025-era upstream that logs.
-    pub(super) async fn set_log_level(&self, msg: &Message, caller: &Caller) {
-        let level = string_param(msg, "level");
+    /// ready 2025-era upstream that logs. A level outside RFC 5424's eight is refused
+    /// (`-32602`), never stored nor forwarded.
+    pub(super) async fn set_log_level(&self, msg: &Message, caller: &Caller) -> Result<(), Error> {
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        if let Some(reason) = crate::mcp::log_level_problem(params.get("level")) {
+            return Err(Error::InvalidParams {
+                method: Method::LoggingSetLevel.as_str().to_owned(),
+                reason,
+            });
+        }
+        let level = params
+            .get("level")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         caller.session.update(|s| s.log_level = level);
         // 2026-07-28 has no session level: each modern request names its own (`_meta`, added
         // from the session's level by `Call::client`).
@@ -164,6 +176,7 @@ impl Gateway {
                 let _ = u.request(call).await;
             }
         }
+        Ok(())
     }
 }
 

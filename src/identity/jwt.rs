@@ -4,9 +4,12 @@
 //! come from `scope` (space-separated) or `scp` (a list or a string).
 //!
 //! Only asymmetric algorithms are accepted, and only the one the chosen key is for: a token
-//! whose header says `HS256` can never be checked against a public key used as an HMAC secret.
+//! whose header says `HS256` can never be checked against a public key used as an HMAC secret,
+//! and one whose header names another algorithm than its key's `alg` (a `PS256` token from a
+//! key marked `RS256`, which the same RSA key would verify) is refused; a key without `alg`
+//! takes any asymmetric algorithm of its type.
 
-use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::jwk::{Jwk, JwkSet, KeyAlgorithm};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 
@@ -45,6 +48,14 @@ pub fn verify(token: &str, keys: &JwkSet, rules: &JwtRules) -> Result<Verified, 
         )));
     }
     let jwk = pick_key(keys, header.kid.as_deref())?;
+    if let Some(pinned) = jwk.common.key_algorithm
+        && pinned != KeyAlgorithm::from(header.alg)
+    {
+        return Err(invalid(format!(
+            "the token's algorithm {:?} is not its key's ({pinned})",
+            header.alg
+        )));
+    }
     let key = DecodingKey::from_jwk(jwk).map_err(|e| invalid(format!("unusable key ({e})")))?;
     let mut validation = Validation::new(header.alg);
     validation.leeway = rules.leeway_secs;

@@ -314,14 +314,26 @@ fn entry(
     if server.command.is_some() {
         return Err("give either \"command\" or \"url\", not both".into());
     }
+    let url = resolve("url", &url)?;
+    http_url(&url)?;
     let mut headers = BTreeMap::new();
     for (key, value) in &server.headers {
         headers.insert(key.clone(), resolve(&format!("headers.{key}"), value)?);
     }
-    Ok(Transport::Http {
-        url: resolve("url", &url)?,
-        headers,
-    })
+    Ok(Transport::Http { url, headers })
+}
+
+/// `url` is an http or https URL, the only servers mcp-budget reaches by URL: a `file://`,
+/// `ws://`… one is refused here, as a policy's `url` is, not when it is first reached.
+fn http_url(url: &str) -> Result<(), String> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("http" | "https") => Ok(()),
+        _ => Err(format!(
+            "url: {url:?} is not an http(s) URL such as http://127.0.0.1:3001/mcp \
+             (mcp-budget reaches servers by URL over http or https only)"
+        )),
+    }
 }
 
 fn host_of(origin: &str) -> Host {
@@ -535,6 +547,24 @@ mod tests {
             &env,
         );
         assert!(bad.unwrap_err().to_string().contains("needs \"command\""));
+    }
+
+    #[test]
+    fn only_http_and_https_urls_are_imported() {
+        for url in [
+            "file:///etc/passwd",
+            "ws://127.0.0.1:1/mcp",
+            "127.0.0.1:3001/mcp",
+        ] {
+            let text = format!(r#"{{"mcpServers": {{"a": {{"url": "{url}"}}}}}}"#);
+            let err = parse_with(&text, ".mcp.json", &env)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("is not an http(s) URL"), "{url}: {err}");
+            assert!(err.contains(url), "{err}");
+        }
+        let text = r#"{"mcpServers": {"a": {"type": "sse", "url": "HTTPS://x/sse"}}}"#;
+        assert!(parse_with(text, ".mcp.json", &env).is_ok());
     }
 
     #[test]

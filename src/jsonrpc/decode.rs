@@ -62,6 +62,18 @@ pub enum DecodeError {
         /// The id of the message, when it could be read.
         id: Option<Id>,
     },
+    /// A `\u` escape of a UTF-16 surrogate that is not half of a pair (`\ud800` alone): JSON
+    /// that is not valid Unicode text, so not JSON RFC 8259 lets a receiver rely on (`-32700`).
+    /// Never forwarded: replacing it would alter the data silently.
+    #[error(
+        "parse error: the \\u escape at byte {at} is an unpaired UTF-16 surrogate, which is not Unicode text"
+    )]
+    LoneSurrogate {
+        /// Where the escape starts.
+        at: usize,
+        /// The message as it was read, to answer it (its id) or to tell what it was.
+        message: Box<Message>,
+    },
 }
 
 impl Message {
@@ -90,7 +102,13 @@ impl Message {
             // serde also builds a struct from an array of its fields in order
             // (`["2.0",1,"tools/list"]`): an array is a batch, never a message.
             Ok(_) if text.trim_ascii_start().starts_with('[') => Err(DecodeError::Batch),
-            Ok(msg) => msg.validate(),
+            Ok(msg) => match lone_surrogate(text) {
+                None => msg.validate(),
+                Some(at) => Err(DecodeError::LoneSurrogate {
+                    at,
+                    message: Box::new(msg),
+                }),
+            },
             Err(err) => Err(classify(bytes, &err)),
         }
     }
@@ -148,6 +166,46 @@ impl Message {
             )),
         }
     }
+}
+
+/// Where `text` (JSON serde accepted, so its escapes are well formed) has a `\u` escape of a
+/// UTF-16 surrogate that is not half of a pair (a high one followed by a low one), if it has
+/// one. `serde_json` keeps such an escape in a raw value untouched, and fails on it only when
+/// the string is read. Text with no `\uD` / `\ud` costs two substring searches.
+pub(crate) fn lone_surrogate(text: &str) -> Option<usize> {
+    if !text.contains("\\ud") && !text.contains("\\uD") {
+        return None;
+    }
+    let b = text.as_bytes();
+    let unit = |at: usize| {
+        let hex = b.get(at..at + 4)?;
+        u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+    };
+    let mut i = 0;
+    while let Some(off) = b
+        .get(i..)
+        .and_then(|rest| rest.iter().position(|&c| c == b'\\'))
+    {
+        let at = i + off;
+        if b.get(at + 1) != Some(&b'u') {
+            i = at + 2; // `\\`, `\"`, `\n`…: the escaped byte is no escape of its own
+            continue;
+        }
+        i = at + 6;
+        match unit(at + 2) {
+            Some(0xD800..=0xDBFF) => {
+                let paired = b.get(at + 6..at + 8) == Some(b"\\u")
+                    && matches!(unit(at + 8), Some(0xDC00..=0xDFFF));
+                if !paired {
+                    return Some(at);
+                }
+                i = at + 12;
+            }
+            Some(0xDC00..=0xDFFF) => return Some(at),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn classify(bytes: &[u8], err: &serde_json::Error) -> DecodeError {

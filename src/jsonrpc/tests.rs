@@ -225,3 +225,40 @@ fn errors_of_deep_valid_json_are_still_classified() {
         "{err:?}"
     );
 }
+
+#[test]
+fn unpaired_surrogate_escapes_are_found_and_pairs_are_not() {
+    use super::decode::lone_surrogate;
+    for (text, at) in [
+        (r#"{"s":"\ud800"}"#, Some(6)),
+        (r#"{"s":"a\uDBFFb"}"#, Some(7)),
+        (r#"{"s":"\udc00"}"#, Some(6)),
+        (r#"{"s":"\ud800\u0041"}"#, Some(6)),
+        (r#"{"s":"\ud800\ud800"}"#, Some(6)),
+        (r#"{"s":"\ud83d\ude00\ud800"}"#, Some(18)),
+        (r#"{"s":"\\\ud800"}"#, Some(8)),
+        (r#"{"s":"\ud83d\ude00", "t":"\uD83D\uDE00"}"#, None),
+        (r#"{"s":"\\ud800"}"#, None),
+        (r#"{"s":"\u00e9\"\\\n"}"#, None),
+        (r#"{"s":"plain"}"#, None),
+    ] {
+        assert_eq!(lone_surrogate(text), at, "{text}");
+    }
+}
+
+#[test]
+fn a_message_with_an_unpaired_surrogate_is_a_parse_error_with_its_id() {
+    let raw = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{"s":"\ud800"}}}"#;
+    let err = Message::parse(raw).unwrap_err();
+    let DecodeError::LoneSurrogate { message, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(message.id, Some(Id::Number(7)));
+    let answer = err.to_response();
+    assert_eq!(answer.id, Some(Id::Number(7)));
+    let error = answer.error.unwrap();
+    assert_eq!(error.code, -32700);
+    assert!(error.message.contains("surrogate"), "{}", error.message);
+    let paired = br#"{"jsonrpc":"2.0","id":7,"method":"m","params":{"s":"\ud83d\ude00"}}"#;
+    assert!(Message::parse(paired).is_ok());
+}

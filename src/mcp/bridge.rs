@@ -196,17 +196,7 @@ pub fn wants_log(params: &Value, level: &str) -> bool {
 /// lowest. A message of an unknown level is shown; asking for an unknown level asks for nothing.
 #[must_use]
 pub fn level_wanted(wanted: &str, level: &str) -> bool {
-    const LEVELS: [&str; 8] = [
-        "debug",
-        "info",
-        "notice",
-        "warning",
-        "error",
-        "critical",
-        "alert",
-        "emergency",
-    ];
-    let rank = |l: &str| LEVELS.iter().position(|x| *x == l);
+    let rank = |l: &str| super::LOG_LEVELS.iter().position(|x| *x == l);
     match (rank(wanted), rank(level)) {
         (Some(min), Some(level)) => level >= min,
         (Some(_), None) => true,

@@ -117,6 +117,14 @@ pub fn check_meta_envelope(meta: Option<&Value>) -> Result<(), ErrorObject> {
     if !meta[META_PROTOCOL_VERSION].is_string() {
         return invalid(format!("{META_PROTOCOL_VERSION} must be a string"));
     }
+    // The opt-in to logs, when there is one, names a level MCP knows.
+    let log_level = crate::mcp::bridge::META_LOG_LEVEL;
+    if let Some(problem) = meta
+        .get(log_level)
+        .and_then(|l| super::log_level_problem(Some(l)))
+    {
+        return invalid(format!("{log_level}: {problem}"));
+    }
     Ok(())
 }
 

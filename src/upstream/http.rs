@@ -28,7 +28,7 @@ use super::sse::SseDecoder;
 use super::{PROTOCOL_VERSION, Status, Upstream, handshake};
 use crate::context::Outbound;
 use crate::error::{Error, kind};
-use crate::jsonrpc::{Id, Kind, Message};
+use crate::jsonrpc::{DecodeError, Id, Kind, Message};
 use crate::lock::lock;
 use crate::net::client::{Client, Failure};
 
@@ -509,6 +509,9 @@ impl HttpLink {
     fn deliver(upstream: &Upstream, data: &[u8], outbound: Option<&Outbound>) {
         match Message::parse(data) {
             Ok(msg) => upstream.incoming(msg, outbound),
+            Err(DecodeError::LoneSurrogate { at, message }) => {
+                upstream.invalid_text(*message, at, outbound);
+            }
             Err(err) => {
                 tracing::warn!(upstream = upstream.name(), error = %err, "Unreadable message from upstream ignored");
             }

@@ -16,6 +16,30 @@ use crate::lock::lock;
 use crate::mcp::method::Method;
 
 impl Upstream {
+    /// A message the server sent with an unpaired UTF-16 surrogate escape at byte `at`
+    /// (`DecodeError::LoneSurrogate`): never passed on. An answer becomes the
+    /// `mcp_budget.upstream.protocol` error of the call waiting for it (which need not wait for
+    /// its timeout); a notification or a request of the server is dropped.
+    pub(crate) fn invalid_text(&self, msg: Message, at: usize, hint: Option<&Outbound>) {
+        tracing::warn!(
+            upstream = self.name(),
+            method = msg.method(),
+            at,
+            "Message with an unpaired UTF-16 surrogate from upstream refused"
+        );
+        if matches!(msg.kind(), Kind::Response | Kind::Error) {
+            let refused = Error::UpstreamProtocol {
+                upstream: self.name().to_owned(),
+                reason: format!(
+                    "its answer escapes an unpaired UTF-16 surrogate at byte {at}, which is \
+                     not Unicode text"
+                ),
+            };
+            let id = msg.id.unwrap_or(Id::Null);
+            self.incoming(Message::error(id, refused.to_error_object()), hint);
+        }
+    }
+
     /// Handles one message the server sent. `hint` is where server→client requests go when
     /// the transport tells (the HTTP response stream of a POST).
     pub(crate) fn incoming(&self, msg: Message, hint: Option<&Outbound>) {

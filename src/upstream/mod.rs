@@ -23,6 +23,7 @@ mod handshake;
 pub mod http;
 mod incoming;
 mod listen;
+pub mod orphans;
 mod outgoing;
 mod pending;
 pub mod route;

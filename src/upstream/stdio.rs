@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Link, Upstream};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{DecodeError, Message};
 use crate::lock::lock;
 use crate::policy::Transport;
 use crate::policy::expand::{Syntax, expand};
@@ -506,6 +506,9 @@ async fn read(upstream: Upstream, stdout: ChildStdout) -> String {
         }
         match Message::parse(text) {
             Ok(msg) => upstream.incoming(msg, None),
+            Err(DecodeError::LoneSurrogate { at, message }) => {
+                upstream.invalid_text(*message, at, None);
+            }
             Err(err) => {
                 // Servers print banners and debug lines on stdout; one bad line must not
                 // take the upstream down. Requests waiting on it time out.

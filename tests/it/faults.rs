@@ -457,3 +457,34 @@ async fn list_changed_waits_for_notifications_initialized() {
     );
     gw.stop_and_check().await;
 }
+
+/// A stdio upstream whose command starts a descendant in a session of its own (`setsid`), out
+/// of reach of the group kill: the gateway adopted it (child subreaper) and ends it on stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setsid_grandchild_does_not_outlive_the_gateway() {
+    let server = format!(
+        "/usr/bin/setsid /bin/sleep 1000 & exec {} --local-timezone UTC",
+        crate::harness::venv_bin("mcp-server-time")
+    );
+    let up = Up::stdio("time", "/bin/sh", &["-c", &server]);
+    let mut gw = Gateway::start("faults-setsid", Mode::Stdio, &[up]).await;
+    gw.client().initialize().await;
+    let listed = gw.client().request("tools/list", json!({})).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    let sleeper = child_matching(&gw, "sleep 1000").expect("the grandchild runs");
+    let session = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<String> = stat[stat.rfind(')').unwrap() + 2..]
+            .split(' ')
+            .map(str::to_owned)
+            .collect();
+        fields[3].clone()
+    };
+    assert_ne!(
+        session(sleeper),
+        session(gw.pid()),
+        "the grandchild left the gateway's session"
+    );
+    // Stopped (SIGTERM), the gateway leaves no process of the tag behind, the sleep included.
+    gw.stop_and_check().await;
+}

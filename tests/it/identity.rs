@@ -433,6 +433,12 @@ jwks_url = "{jwks_url}"
             "k9",
         ),
         (
+            "a PS256 token from a key marked RS256",
+            claims("carol", json!({"alg": "PS256"})),
+            401,
+            "PS256",
+        ),
+        (
             "no client",
             claims("dave", json!({"scope": "mcp:other"})),
             403,

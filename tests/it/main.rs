@@ -59,6 +59,7 @@ mod offline_live_library;
 mod onboarding;
 mod per_client;
 mod policies;
+mod protocol_rules;
 mod recheck;
 mod reload;
 mod rmcp_client;

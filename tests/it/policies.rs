@@ -348,3 +348,25 @@ headers = { B = "2" }
         "{err}"
     );
 }
+
+/// `check --mcp-json` refuses a server whose `url` is not http(s): `file://` names no server.
+#[test]
+fn check_refuses_a_file_url_in_a_host_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(".mcp.json");
+    std::fs::write(
+        &file,
+        r#"{"mcpServers": {"local": {"type": "http", "url": "file:///etc/passwd"}}}"#,
+    )
+    .unwrap();
+    let (ok, _, err) = outcome(
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+            .args(["check", "--mcp-json"])
+            .arg(&file),
+    );
+    assert!(!ok, "accepted: {err}");
+    assert!(
+        err.contains(r#"mcpServers.local: url: "file:///etc/passwd" is not an http(s) URL"#),
+        "{err}"
+    );
+}

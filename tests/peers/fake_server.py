@@ -6,7 +6,8 @@ Tools:
   hang       never answered (the gateway must time out, or pass on a client's cancel)
   cancelled  returns the request ids this server received `notifications/cancelled` for
   echo       returns its "message" argument (the `traceparent` of the request's `_meta`, or
-             "-", when the message is "traceparent?")
+             "-", when the message is "traceparent?"; half of a surrogate pair, the
+             `\\ud800` escape alone, when it is "surrogate?")
   received   returns the arguments of every tools/call this server received (JSON list)
   grow       adds a tool `extra_<n>` and sends notifications/tools/list_changed before answering
   flood      (`flood` mode only) sends `count` progress notifications carrying `size` bytes
@@ -91,6 +92,8 @@ for line in sys.stdin:
             text = json.dumps(received)
         if name == "echo" and args.get("message") == "traceparent?":
             text = (msg["params"].get("_meta") or {}).get("traceparent", "-")
+        if name == "echo" and args.get("message") == "surrogate?":
+            text = "half \ud800 of a pair"  # json.dumps writes it as the escape `\ud800`
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": mid, "result": {}})

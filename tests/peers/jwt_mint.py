@@ -3,7 +3,8 @@
 usage: jwt_mint.py <dir> <claims JSON>
 The first run in <dir> makes an RSA key (key.pem) and its JWKS (jwks.json, kid "k1"); every run
 prints one token signed with it. Claims "exp"/"nbf"/"iat" given as offsets from now (seconds)
-under "exp_in" / "nbf_in".
+under "exp_in" / "nbf_in"; the algorithm under "alg" (default RS256: "PS256" signs with the
+same RSA key, which its JWKS marks RS256).
 """
 import json
 import os
@@ -42,7 +43,8 @@ def main() -> None:
     if "nbf_in" in claims:
         claims["nbf"] = now + claims.pop("nbf_in")
     kid = claims.pop("kid", KID)
-    print(jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid}))
+    alg = claims.pop("alg", "RS256")
+    print(jwt.encode(claims, key, algorithm=alg, headers={"kid": kid}))
 
 
 main()

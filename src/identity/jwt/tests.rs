@@ -142,3 +142,21 @@ fn a_symmetric_algorithm_is_refused_before_any_key_is_used() {
     let got = verify(&token, &keys(), &rules()).expect_err("refused");
     assert!(got.to_string().contains("HS256"), "{got}");
 }
+
+#[test]
+fn a_token_must_use_the_algorithm_its_key_is_marked_with() {
+    let token = mint(&good_claims(), PRIVATE, Some("test-es256"));
+    let mut pinned = keys();
+    for key in &mut pinned.keys {
+        key.common.key_algorithm = Some(KeyAlgorithm::ES384);
+    }
+    let err = verify(&token, &pinned, &rules()).unwrap_err();
+    assert_eq!(
+        err,
+        JwtError::Invalid("the token's algorithm ES256 is not its key's (ES384)".into())
+    );
+    for key in &mut pinned.keys {
+        key.common.key_algorithm = Some(KeyAlgorithm::ES256);
+    }
+    assert!(verify(&token, &pinned, &rules()).is_ok());
+}
