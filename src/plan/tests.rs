@@ -395,11 +395,54 @@ mod accounting {
         assert!(p.fits, "{p:?}");
         assert_eq!(p.rung, Rung::Hybrid);
         assert!(p.exposed_count() >= 15, "{p:?}");
-        // The two small servers whole, the big one behind search with its catalog lines.
+        // Every server has its fair share listed (two rounds across servers), then the small
+        // servers whole; the rest behind search with its catalog lines.
+        let mut listed: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
         for (tool, level) in catalog.iter().zip(&p.levels) {
-            let whole = tool.server != "word-document-server";
-            assert_eq!(level.is_some(), whole, "{}", tool.id());
+            let entry = listed.entry(tool.server.as_str()).or_default();
+            entry.0 += usize::from(level.is_some());
+            entry.1 += 1;
         }
+        assert!(
+            listed.values().all(|&(n, _)| n >= 2),
+            "a fair share each: {listed:?}"
+        );
+        assert_eq!(
+            listed["12306-mcp"],
+            (8, 8),
+            "the smallest server whole: {listed:?}"
+        );
         assert!(p.catalog_level.is_some_and(|c| c < Level::Extreme), "{p:?}");
+    }
+
+    /// The adoption issue's case: four servers, one of them GitHub (the user's main one, and
+    /// the biggest), on Sonnet 4.5's default budget. "Smallest server first" listed the two
+    /// small ones whole, some of the third and 0 of GitHub's tools; a fair share lists some of
+    /// every server.
+    #[test]
+    fn four_servers_list_something_of_every_server_github_included() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
+        let catalog = crate::catalog::load_saved(&[
+            dir.join("github.json"),
+            dir.join("12306-mcp.json"),
+            dir.join("hackernews.json"),
+            dir.join("word-document-server.json"),
+        ])
+        .unwrap();
+        let sonnet = resolve("claude-sonnet-4-5", &ProfileOverrides::default()).unwrap();
+        let rules = Rules::new(Budget {
+            tokens: sonnet.context_window / 50,
+            tools: sonnet.max_tools,
+        });
+        let counter = Counter::new(&sonnet);
+        let p = plan(&catalog, &measure(&counter, &catalog, &rules), &rules);
+        assert!(p.fits, "{p:?}");
+        let mut listed: std::collections::BTreeMap<&str, usize> = Default::default();
+        for (tool, level) in catalog.iter().zip(&p.levels) {
+            *listed.entry(tool.server.as_str()).or_default() += usize::from(level.is_some());
+        }
+        assert_eq!(listed.len(), 4);
+        assert!(listed.values().all(|&n| n >= 1), "{listed:?}");
+        assert!(listed["github"] >= 2, "{listed:?}");
     }
 }
