@@ -50,12 +50,35 @@ impl Compiled {
     /// # Errors
     /// Why the schema does not compile (an invalid schema, an unresolvable `$ref`): the tool's
     /// calls are then not checked.
+    ///
+    /// A schema without `$schema` is read as 2020-12 (MCP's default); one that only compiles
+    /// as an older draft (draft 4's boolean `exclusiveMinimum`, seen in real servers) is
+    /// compiled as draft 7, then draft 4, before it counts as broken. Never online: a `$ref`
+    /// outside the schema does not compile.
     pub fn new(schema: &Value) -> Result<Self, String> {
-        let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
-        Ok(Self {
-            validator,
-            declared: closed_properties(schema),
-        })
+        let mut drafts = vec![jsonschema::Draft::default().detect(schema)];
+        if schema.get("$schema").is_none() {
+            drafts.extend([jsonschema::Draft::Draft7, jsonschema::Draft::Draft4]);
+        }
+        let mut first = None;
+        for draft in drafts {
+            match jsonschema::options()
+                .with_draft(draft)
+                .offline()
+                .build(schema)
+            {
+                Ok(validator) => {
+                    return Ok(Self {
+                        validator,
+                        declared: closed_properties(schema),
+                    });
+                }
+                Err(e) => {
+                    first.get_or_insert_with(|| e.masked().to_string());
+                }
+            }
+        }
+        Err(first.unwrap_or_default())
     }
 }
 
@@ -149,7 +172,8 @@ pub fn check(compiled: &Compiled, arguments: &Value) -> Result<(), Invalid> {
             } else {
                 format!("{at:?}")
             };
-            (at, format!("{shown}: {error}"))
+            // Masked: a secret sent as an argument is not repeated in the error or the log.
+            (at, format!("{shown}: {}", error.masked()))
         }
     };
     Err(Invalid { property, reason })
@@ -212,6 +236,36 @@ mod tests {
         assert!(verdict(&schema, &json!({"n": 1, "inner": {"other": 1}})).is_ok());
         let odd = verdict(&schema, &json!({"n": 1, "a/b": 2})).unwrap_err();
         assert_eq!(odd.property, "/a~1b");
+    }
+
+    /// Every real tool schema of the fixtures compiles (some only as an older draft) and
+    /// refuses an undeclared property.
+    #[test]
+    fn real_toolsets_compile_and_refuse_an_undeclared_property() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
+        let tools = crate::catalog::load_saved(&[dir]).unwrap();
+        assert!(tools.len() > 600);
+        let mut broken = Vec::new();
+        let mut open = Vec::new();
+        for tool in &tools {
+            let Some(schema) = tool.input_schema() else {
+                continue;
+            };
+            match Compiled::new(schema) {
+                Err(why) => broken.push(format!("{}: {why}", tool.id())),
+                Ok(c) if check(&c, &json!({"exfil": "SECRET"})).is_ok() => open.push(tool.id()),
+                Ok(_) => {}
+            }
+        }
+        assert!(broken.is_empty(), "{broken:#?}");
+        assert!(open.is_empty(), "{open:#?}");
+    }
+
+    #[test]
+    fn a_wrong_value_is_not_repeated() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let err = verdict(&schema, &json!({"n": "SECRET-VALUE"})).unwrap_err();
+        assert!(!err.reason.contains("SECRET-VALUE"), "{}", err.reason);
     }
 
     #[test]
