@@ -215,6 +215,12 @@ pub fn reason(w: &Why) -> String {
                 w.limits()
             );
         }
+        // Progressive lists no tool itself: say what it lists instead of "0 tools at -".
+        "fixed" if w.deferring() && w.exposed == w.pinned => format!(
+            "the policy fixes {}: {}",
+            w.fixed.as_deref().unwrap_or(""),
+            w.listed()
+        ),
         "fixed" => format!(
             "the policy fixes {}: {} tools listed at {}",
             w.fixed.as_deref().unwrap_or(""),

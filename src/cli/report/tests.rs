@@ -123,6 +123,12 @@ fn pins_and_fixed_choices_are_named() {
     };
     assert_eq!(fixed.decided_by(), "fixed");
     assert!(reason(&fixed).starts_with("the policy fixes mode = \"progressive\""));
+    // What progressive lists, not "0 tools listed at -".
+    assert!(
+        reason(&fixed).ends_with("0 listed + 3 meta-tools, 5 deferred behind search (900 tokens)"),
+        "{}",
+        reason(&fixed)
+    );
     assert!(
         advice(&fixed)
             .unwrap()
