@@ -394,7 +394,23 @@ impl RawJwt {
             at.push_at("issuer", "must name the token issuer");
         }
         let jwks = match (self.jwks_file, self.jwks_url) {
-            (Some(file), None) => Some(JwksSource::File(file)),
+            (Some(file), None) => {
+                // `check` opens it: a missing or broken file is a problem with its line, not a
+                // failure at `serve`.
+                let readable = at.file_exists("jwks_file", Some(&file), |path| {
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                    let doc: serde_json::Value = serde_json::from_str(&text)
+                        .map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+                    doc.get("keys")
+                        .filter(|k| k.is_array())
+                        .map(|_| ())
+                        .ok_or_else(|| {
+                            format!("{} is not a JWKS (no \"keys\" array)", path.display())
+                        })
+                });
+                readable.map(|()| JwksSource::File(file))
+            }
             (None, Some(url)) => Some(JwksSource::Url {
                 url,
                 refresh_secs: self.jwks_refresh_secs.unwrap_or(300).max(10),

@@ -215,10 +215,9 @@ impl Policy {
             path: path.to_owned(),
             source,
         })?;
-        let mut policy = Self::from_toml_str_at(&text, &path.display().to_string(), None)?;
+        // Relative paths in it are relative to its folder (the lockfile read from there too).
         let base = path.parent().unwrap_or_else(|| Path::new(""));
-        policy.read_lock(base, &path.display().to_string())?;
-        Ok(policy)
+        Self::from_toml_str_at(&text, &path.display().to_string(), Some(base))
     }
 
     /// Reads the `[pin] lock` file, relative to `base`.
@@ -260,7 +259,10 @@ impl Policy {
             path: origin.to_owned(),
             problems,
         };
-        let raw = parse::raw(text).map_err(invalid)?;
+        let mut raw = parse::raw(text).map_err(invalid)?;
+        if let Some(base) = lock_base {
+            raw.rebase(base);
+        }
         let mut policy = validate::validate(raw, text).map_err(invalid)?;
         if let Some(base) = lock_base {
             policy.read_lock(base, origin)?;

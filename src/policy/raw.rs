@@ -57,6 +57,40 @@ pub struct RawPolicy {
     pub sessions: super::sessions::RawSessions,
 }
 
+impl RawPolicy {
+    /// Every relative file path of the policy (`[pin] lock`, `[auth.jwt] jwks_file`, `[audit]
+    /// path`, `[budget] usage_file`, `[sessions] seal_key_file`, an upstream's `cwd`, `ca_file`, `client_cert_file`,
+    /// `client_key_file`) made relative to `base`, the policy file's folder, instead of the
+    /// working directory: the policy means the same wherever the gateway is started.
+    pub(crate) fn rebase(&mut self, base: &std::path::Path) {
+        let rebase = |path: &mut Option<PathBuf>| {
+            if let Some(p) = path.as_mut().filter(|p| p.is_relative()) {
+                *p = base.join(&*p);
+            }
+        };
+        rebase(&mut self.pin.lock);
+        rebase(&mut self.budget.usage_file);
+        rebase(&mut self.sessions.seal_key_file);
+        if let Some(jwt) = self.auth.jwt.as_mut() {
+            rebase(&mut jwt.jwks_file);
+        }
+        if let Some(audit) = self.audit.as_mut() {
+            rebase(&mut audit.path);
+        }
+        for up in &mut self.upstream {
+            let up = up.get_mut();
+            for path in [
+                &mut up.cwd,
+                &mut up.ca_file,
+                &mut up.client_cert_file,
+                &mut up.client_key_file,
+            ] {
+                rebase(path);
+            }
+        }
+    }
+}
+
 /// `[downstream]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]

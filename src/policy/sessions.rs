@@ -43,7 +43,7 @@ pub struct RawSessions {
     /// The environment variable that holds the seal key(s), e.g. `"MCP_BUDGET_SEAL_KEY"`.
     /// Default: none (session ids are not sealed).
     pub seal_key_env: Option<String>,
-    /// A file that holds the seal key(s) (absolute, or relative to the working directory).
+    /// A file that holds the seal key(s) (absolute, or relative to the policy file).
     /// Default: none.
     pub seal_key_file: Option<PathBuf>,
     /// Seconds a sealed session id is accepted after `initialize`, by any replica. Default:

@@ -231,13 +231,28 @@ fn three_servers_over_the_cap_list_the_most_useful_tools() {
     assert!(plan["exposed_tokens"].as_u64().unwrap() <= 4000);
     let mut listed = std::collections::BTreeMap::<String, usize>::new();
     for tool in r["tools"].as_array().unwrap() {
-        let server = tool["id"].as_str().unwrap().split('/').next().unwrap().to_owned();
+        let server = tool["id"]
+            .as_str()
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
         *listed.entry(server).or_default() += usize::from(tool["plan"] != "deferred");
     }
-    let expected = [("12306-mcp", 8), ("hackernews", 7), ("word-document-server", 2)];
-    let expected: std::collections::BTreeMap<String, usize> =
-        expected.iter().map(|(s, n)| ((*s).to_owned(), *n)).collect();
-    assert_eq!(listed, expected, "every server its share, the smallest whole");
+    let expected = [
+        ("12306-mcp", 8),
+        ("hackernews", 7),
+        ("word-document-server", 2),
+    ];
+    let expected: std::collections::BTreeMap<String, usize> = expected
+        .iter()
+        .map(|(s, n)| ((*s).to_owned(), *n))
+        .collect();
+    assert_eq!(
+        listed, expected,
+        "every server its share, the smallest whole"
+    );
     // `render` gives the host the same: 17 tools, then the meta-tools with the others' lines.
     let mut args = vec!["render", "--tools"];
     args.extend(sets.iter().map(String::as_str));

@@ -136,3 +136,30 @@ fn jwt_settings_need_an_audience_and_keys() {
     assert_eq!(jwt.rules.principal_claim, "sub");
     assert!(policy.directory_with(&|_| None, None).is_ok());
 }
+
+#[test]
+fn a_jwks_file_is_found_next_to_the_policy_and_checked_when_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/jwt/jwks.json");
+    std::fs::copy(jwks, dir.path().join("keys.json")).unwrap();
+    let text = |file: &str| {
+        format!(
+            "version = 1\n[auth]\nresource = \"https://gw.test/mcp\"\n[auth.jwt]\n\
+             issuer = [\"https://issuer.test\"]\njwks_file = {file:?}\n\
+             [[client]]\nname = \"bob\"\nallow = [\"*\"]\n"
+        )
+    };
+    // Relative to the policy's folder, not the working directory (the tests run elsewhere).
+    let policy_file = dir.path().join("policy.toml");
+    std::fs::write(&policy_file, text("keys.json")).unwrap();
+    let policy = Policy::load(&policy_file).unwrap_or_else(|e| panic!("{e}"));
+    let jwt = policy.auth.jwt.as_ref().unwrap();
+    assert_eq!(jwt.jwks, JwksSource::File(dir.path().join("keys.json")));
+    // A missing one is a problem with its line, found by `check`, not at `serve`.
+    std::fs::write(&policy_file, text("missing.json")).unwrap();
+    let err = Policy::load(&policy_file).unwrap_err().to_string();
+    assert!(
+        err.contains("line 6: auth.jwt.jwks_file: cannot read"),
+        "{err}"
+    );
+}
