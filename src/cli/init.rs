@@ -122,8 +122,22 @@ pub fn run(
         Some(path) => std::path::absolute(path).unwrap_or_else(|_| path.clone()),
         None => PathBuf::from("/path/to/mcp-budget.toml"),
     };
-    let exe = std::env::current_exe()
-        .map_or_else(|_| "mcp-budget".to_owned(), |e| e.display().to_string());
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| {
+                dir.join(if cfg!(windows) {
+                    "mcp-budget.exe"
+                } else {
+                    "mcp-budget"
+                })
+            })
+            .find(|p| p.is_file())
+    });
+    let current = std::env::current_exe().ok();
+    let (exe, note) = host_command(current.as_deref(), on_path.as_deref());
+    if let Some(note) = note {
+        writeln!(err, "{note}")?;
+    }
     err.write_all(
         init.notes(
             &origin,
@@ -134,6 +148,37 @@ pub fn run(
         .as_bytes(),
     )?;
     Ok(())
+}
+
+/// The command a host entry runs: the `mcp-budget` on `PATH` (as an absolute path: hosts such
+/// as Claude Desktop do not start with the user's shell `PATH`), else the running binary unless
+/// it lives in a build folder (`target/debug`, `target/release`), which `cargo clean` or the
+/// next checkout removes: then `mcp-budget`, with a note to install it.
+fn host_command(current: Option<&Path>, on_path: Option<&Path>) -> (String, Option<String>) {
+    if let Some(installed) = on_path {
+        return (installed.display().to_string(), None);
+    }
+    let in_build_folder = |p: &Path| {
+        let parts: Vec<_> = p
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect();
+        parts
+            .windows(2)
+            .any(|w| w[0] == "target" && matches!(w[1].as_ref(), "debug" | "release"))
+    };
+    match current {
+        Some(exe) if !in_build_folder(exe) => (exe.display().to_string(), None),
+        _ => (
+            "mcp-budget".to_owned(),
+            Some(
+                "note: this mcp-budget runs from a build folder, which the host should not \
+                 depend on: install it (`cargo install --path .` or a release binary) so that \
+                 `mcp-budget` is on PATH, or write its installed path in the entry below"
+                    .to_owned(),
+            ),
+        ),
+    }
 }
 
 /// The first host file at the standard paths.

@@ -19,10 +19,17 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// `mcp-budget init --from FILE --out DIR/policy.toml`: the policy and init's notes.
+/// `mcp-budget init --from FILE --out DIR/policy.toml`: the policy and init's notes. The
+/// binary is "installed": its folder is on `PATH` (the entry init prints runs it from there).
 fn init(file: &str, dir: &Path) -> (String, String) {
     let out = dir.join("policy.toml");
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_owned()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
     let run = Command::new(BIN)
+        .env("PATH", path)
         .args(["init", "--from"])
         .arg(hosts(file))
         .arg("--out")

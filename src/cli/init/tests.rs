@@ -210,3 +210,21 @@ fn an_mcp_compressor_entry_is_imported_as_the_server_it_wraps_with_its_flags_map
         got.warnings
     );
 }
+
+#[test]
+fn the_host_entry_runs_the_installed_binary_never_the_build_folders() {
+    let installed = Path::new("/usr/local/bin/mcp-budget");
+    let built = Path::new("/home/ada/src/mcp-budget/target/release/mcp-budget");
+    assert_eq!(
+        host_command(Some(built), Some(installed)).0,
+        "/usr/local/bin/mcp-budget"
+    );
+    let (exe, note) = host_command(Some(built), None);
+    assert_eq!(exe, "mcp-budget");
+    assert!(note.unwrap().contains("cargo install"));
+    let elsewhere = Path::new("/opt/mcp-budget/bin/mcp-budget");
+    assert_eq!(
+        host_command(Some(elsewhere), None),
+        (elsewhere.display().to_string(), None)
+    );
+}
