@@ -225,32 +225,61 @@ fn print_summary(server: &Server, started: tokio::time::Instant) {
         eprintln!("  guard: {line}");
     }
     let policy = server.policy();
-    match server.plan() {
-        Some(s) => {
-            eprintln!(
-                "  tools: {} → {} listed; tokens {} → {} ({} budget {} at {}%) plan {}",
-                s.tools,
-                s.exposed,
-                s.tokens_before,
-                s.tokens_after,
-                policy.budget.model,
-                s.budget_tokens,
-                f64::from(policy.budget.threshold_bp) / 100.0,
-                s.rung
-            );
-            let why = mcp_budget::cli::report::from_summary(policy, &s, &catalog);
-            eprintln!("  why: {}", mcp_budget::cli::report::reason(&why));
-            if let Some(advice) = mcp_budget::cli::report::advice(&why) {
-                eprintln!("  to list more: {advice}");
-            }
-            for server in &s.per_server {
-                eprintln!(
-                    "    {:<18} tokens {} → {} ({} of {} tools listed)",
-                    server.server, server.before, server.after, server.exposed, server.tools
-                );
-            }
+    let Some(s) = server.plan() else {
+        eprintln!("  budget: off (tool lists pass through)");
+        return;
+    };
+    print_plan("", &policy.budget.model, policy, &s, || {
+        let why = mcp_budget::cli::report::from_summary(policy, &s, &catalog);
+        eprintln!("  why: {}", mcp_budget::cli::report::reason(&why));
+        if let Some(advice) = mcp_budget::cli::report::advice(&why) {
+            eprintln!("  to list more: {advice}");
         }
-        None => eprintln!("  budget: off (tool lists pass through)"),
+    });
+    // What the stdio client really sees, when it is a `[[client]]` with a scope or model of
+    // its own (the lines above are the default profile).
+    let stdio_client = (policy.downstream.stdio)
+        .then_some(policy.downstream.stdio_client.as_deref())
+        .flatten();
+    if let Some((name, s)) = stdio_client.and_then(|n| server.plan_of(n).map(|s| (n, s))) {
+        let spec = policy.clients.iter().find(|c| c.name == name);
+        let model = spec
+            .and_then(|c| c.model.as_deref())
+            .unwrap_or(&policy.budget.model);
+        print_plan(
+            &format!("stdio client {name:?}: "),
+            model,
+            policy,
+            &s,
+            || {},
+        );
+    }
+}
+
+/// One profile's plan in the startup summary: its totals, what `then` prints, then per server.
+fn print_plan(
+    who: &str,
+    model: &str,
+    policy: &Policy,
+    s: &mcp_budget::layer::budget::PlanSummary,
+    then: impl FnOnce(),
+) {
+    eprintln!(
+        "  {who}tools: {} → {} listed; tokens {} → {} ({model} budget {} at {}%) plan {}",
+        s.tools,
+        s.exposed,
+        s.tokens_before,
+        s.tokens_after,
+        s.budget_tokens,
+        f64::from(policy.budget.threshold_bp) / 100.0,
+        s.rung
+    );
+    then();
+    for server in &s.per_server {
+        eprintln!(
+            "    {:<18} tokens {} → {} ({} of {} tools listed)",
+            server.server, server.before, server.after, server.exposed, server.tools
+        );
     }
 }
 

@@ -1,13 +1,16 @@
 //! The one-word switch from mcp-compressor: a host entry `mcp-compressor -c medium
 //! --include-tools … -- COMMAND ARGS…` with the gateway binary in place of `mcp-compressor`,
-//! started over stdio by the real Python and TypeScript SDKs as a host starts it; and the
-//! command line's clear refusals (nothing to serve, flags with no equivalent).
+//! started over stdio by the real Python and TypeScript SDKs as a host starts it; the command
+//! line's clear refusals (nothing to serve, flags with no equivalent); and the startup summary
+//! showing what the configured stdio client will see, not only the default profile.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{TagGuard, assert_no_leftovers, new_tag, peer_file, python_client, venv_bin};
+use crate::harness::{
+    Gateway, Mode, TagGuard, Up, assert_no_leftovers, new_tag, peer_file, python_client, venv_bin,
+};
 
 const GATEWAY: &str = env!("CARGO_BIN_EXE_mcp-budget");
 
@@ -129,4 +132,33 @@ fn mcp_compressor_flags_without_an_equivalent_are_refused_with_what_to_do() {
     let (code, stderr) = run(&["-c", "tiny", "--", "true"]);
     assert_eq!(code, Some(65), "{stderr}");
     assert!(stderr.contains("--level"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_startup_summary_shows_the_stdio_clients_own_plan() {
+    let policy = r#"stdio_client = "alice"
+
+[budget]
+enabled = true
+
+[[client]]
+name = "alice"
+api_key_env = "ALICE_KEY"
+allow = ["time/get_current_time"]
+model = "claude-haiku-4-5"
+"#;
+    let gw = Gateway::start_with_env(
+        "dropin-summary",
+        Mode::Stdio,
+        policy,
+        &[Up::time("time")],
+        &[("ALICE_KEY", "k-alice-summary")],
+    )
+    .await;
+    let log = gw.log();
+    let line = (log.lines())
+        .find(|l| l.contains("stdio client \"alice\": tools: 1 → 1 listed"))
+        .unwrap_or_else(|| panic!("no line for the stdio client:\n{log}"));
+    assert!(line.contains("claude-haiku-4-5"), "{line}");
+    gw.stop_and_check().await;
 }
