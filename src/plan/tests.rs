@@ -370,23 +370,28 @@ mod accounting {
         assert_eq!(counter.measure(&catalog, &rules.wording), reference);
     }
 
-    /// The example: a desktop host's three servers, 41 tools, 6,284 tokens on Sonnet 4.5
-    /// (4,000 tokens / 20 tools). Over the tool cap, so it used to be planned to 0 listed.
-    #[test]
-    fn three_servers_over_the_cap_list_the_most_useful_tools() {
+    /// The saved fixture toolsets `names`, Sonnet 4.5's counter and its default rules (2%).
+    fn on_sonnet(names: &[&str]) -> (Vec<crate::catalog::CatalogTool>, Counter, Rules) {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
-        let catalog = crate::catalog::load_saved(&[
-            dir.join("12306-mcp.json"),
-            dir.join("hackernews.json"),
-            dir.join("word-document-server.json"),
-        ])
-        .unwrap();
+        let files: Vec<_> = names
+            .iter()
+            .map(|n| dir.join(format!("{n}.json")))
+            .collect();
+        let catalog = crate::catalog::load_saved(&files).unwrap();
         let sonnet = resolve("claude-sonnet-4-5", &ProfileOverrides::default()).unwrap();
         let rules = Rules::new(Budget {
             tokens: sonnet.context_window / 50,
             tools: sonnet.max_tools,
         });
-        let counter = Counter::new(&sonnet);
+        (catalog, Counter::new(&sonnet), rules)
+    }
+
+    /// The example: a desktop host's three servers, 41 tools, 6,284 tokens on Sonnet 4.5
+    /// (4,000 tokens / 20 tools). Over the tool cap, so it used to be planned to 0 listed.
+    #[test]
+    fn three_servers_over_the_cap_list_the_most_useful_tools() {
+        let (catalog, counter, rules) =
+            on_sonnet(&["12306-mcp", "hackernews", "word-document-server"]);
         let exact = counter.measure(&catalog, &rules.wording);
         assert_eq!((catalog.len(), exact.total_at(Level::Off)), (41, 6284));
         let p = plan(&catalog, &measure(&counter, &catalog, &rules), &rules);
@@ -421,20 +426,8 @@ mod accounting {
     /// every server.
     #[test]
     fn four_servers_list_something_of_every_server_github_included() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets");
-        let catalog = crate::catalog::load_saved(&[
-            dir.join("github.json"),
-            dir.join("12306-mcp.json"),
-            dir.join("hackernews.json"),
-            dir.join("word-document-server.json"),
-        ])
-        .unwrap();
-        let sonnet = resolve("claude-sonnet-4-5", &ProfileOverrides::default()).unwrap();
-        let rules = Rules::new(Budget {
-            tokens: sonnet.context_window / 50,
-            tools: sonnet.max_tools,
-        });
-        let counter = Counter::new(&sonnet);
+        let servers = ["github", "12306-mcp", "hackernews", "word-document-server"];
+        let (catalog, counter, rules) = on_sonnet(&servers);
         let p = plan(&catalog, &measure(&counter, &catalog, &rules), &rules);
         assert!(p.fits, "{p:?}");
         let mut listed: std::collections::BTreeMap<&str, usize> = Default::default();

@@ -7,10 +7,9 @@
 //! whole process, which a program embedding the library decides for itself. Elsewhere than
 //! Linux both do nothing.
 
-use std::time::Duration;
-
 /// How long the orphans have after SIGTERM before SIGKILL.
-const GRACE: Duration = Duration::from_secs(2);
+#[cfg(target_os = "linux")]
+const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Makes this process the child subreaper of its descendants (`PR_SET_CHILD_SUBREAPER`): an
 /// upstream's descendant whose parent exits is re-parented here. Call it before any upstream
@@ -61,7 +60,7 @@ pub fn end() -> usize {
                     Ok(WaitStatus::StillAlive)
                 )
             });
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
         for pid in waiting {
             let _ = kill(pid, Signal::SIGKILL);

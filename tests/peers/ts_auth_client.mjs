@@ -4,6 +4,7 @@
 //        PLAN    = JSON {"calls": [{"name": str, "args": {...}}]}
 // Prints one JSON object: tools (names) and calls (each with result or error).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { runPlan } from "./ts_plan.mjs";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const [url] = process.argv.slice(2);
@@ -12,15 +13,4 @@ const plan = JSON.parse(process.env.PLAN ?? "{}");
 const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
 const client = new Client({ name: "ts-auth-client", version: "0" });
 await client.connect(transport);
-const tools = (await client.listTools()).tools.map((t) => t.name);
-const calls = [];
-for (const call of plan.calls ?? []) {
-  try {
-    const result = await client.callTool({ name: call.name, arguments: call.args ?? {} });
-    calls.push({ name: call.name, result });
-  } catch (err) {
-    calls.push({ name: call.name, error: { code: err.code, message: err.message, data: err.data } });
-  }
-}
-console.log(JSON.stringify({ tools, calls }));
-await client.close();
+await runPlan(client, plan);
