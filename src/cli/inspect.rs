@@ -335,7 +335,30 @@ fn why(p: &Prepared, m: &Measured, plan: &Plan) -> super::report::Why {
         pinned: p.rules.pins.iter().filter(|&&pin| pin).count(),
         fits: plan.fits,
         fixed: super::report::fixed_choice(budget),
+        pin_candidates: pin_candidates(p, m, plan),
     }
+}
+
+/// The deferred tools most worth pinning: the next ones the hybrid order would list, one per
+/// server (so every server that has tools behind search is named), at most three.
+fn pin_candidates(p: &Prepared, m: &Measured, plan: &Plan) -> Vec<String> {
+    let tools = p.catalog.tools();
+    if tools.len() != plan.levels.len() || tools.len() != m.tools.len() {
+        return Vec::new();
+    }
+    let mut named: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for i in crate::plan::value_order(tools, m, &p.rules, false) {
+        let server = tools[i].server.as_str();
+        if plan.levels[i].is_none() && !named.contains(&server) {
+            named.push(server);
+            out.push(tools[i].id());
+            if out.len() == 3 {
+                break;
+            }
+        }
+    }
+    out
 }
 
 /// What every tool at each level would cost, and whether that fits the token budget (the

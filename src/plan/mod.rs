@@ -70,6 +70,9 @@ mod rules;
 mod usage;
 mod value;
 
+/// The hybrid rung's order (most useful first), for reports that name what it would list next.
+pub(crate) use value::order as value_order;
+
 pub use measure::{Ranked, measure, measure_ranked};
 pub use result::{Cut, cut_note, cut_result};
 pub use rules::{Budget, LevelChoice, ModeChoice, Rules, UnknownMode};

@@ -535,3 +535,33 @@ fn render_passes_tools_through_when_the_policy_turns_the_budget_off() {
     // In the upstreams' own order, as the gateway passes them through.
     assert_eq!(tools[0]["name"], saved[0].exposed_name("__").as_ref());
 }
+
+/// `inspect` names deferred tools to pin, one per server that has tools behind search, as
+/// `[budget.tools]` keys the user can paste.
+#[test]
+fn inspect_names_the_tools_it_would_pin_for_more() {
+    let sets = ["github", "12306-mcp", "hackernews", "word-document-server"]
+        .map(|s| fixtures().join(format!("{s}.json")).display().to_string());
+    let mut args = vec!["inspect", "--tools"];
+    args.extend(sets.iter().map(String::as_str));
+    args.extend(["--model", "claude-sonnet-4-5", "--format", "json"]);
+    let r = json_of(&args);
+    let advice = r["plan"]["advice"].as_str().unwrap();
+    assert!(advice.contains("pin = true, e.g. \""), "{advice}");
+    let named: Vec<&str> = advice
+        .split('"')
+        .filter(|w| w.contains('/') && !w.contains("server/tool"))
+        .collect();
+    assert!(named.iter().any(|t| t.starts_with("github/")), "{advice}");
+    let deferred = |id: &str| {
+        r["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == id && t["plan"] == "deferred")
+    };
+    assert!(
+        named.iter().all(|t| deferred(t)),
+        "only deferred tools are named: {advice}"
+    );
+}

@@ -73,6 +73,7 @@ pub fn from_summary(policy: &Policy, summary: &PlanSummary, catalog: &Catalog) -
         pinned: rules.pins.iter().filter(|&&pin| pin).count(),
         fits: summary.tokens_after <= summary.budget_tokens && cap.is_none_or(|c| listed <= c),
         fixed: fixed_choice(budget),
+        pin_candidates: Vec::new(),
     }
 }
 
@@ -113,6 +114,10 @@ pub struct Why {
     /// What the policy fixes instead of letting the planner choose (`mode = "progressive"`,
     /// `level = "high"`), if anything.
     pub fixed: Option<String>,
+    /// Deferred tools worth pinning (`server/tool`): the next ones the hybrid order would list,
+    /// one per server, at most three; empty when the plan's tools are not known (the startup
+    /// summary).
+    pub pin_candidates: Vec<String>,
 }
 
 impl Why {
@@ -137,6 +142,7 @@ impl Why {
             pinned: 0,
             fits: true,
             fixed: None,
+            pin_candidates: Vec::new(),
         }
     }
 
@@ -281,8 +287,17 @@ fn threshold_for(tokens: usize, window: usize) -> Option<f64> {
 /// The concrete policy change that would list more tools (`None`: every tool is listed).
 #[must_use]
 pub fn advice(w: &Why) -> Option<String> {
-    let pin = "pin the tools you use most so they are always listed ([budget.tools.\"server/tool\"] \
-               pin = true)";
+    let named = match w.pin_candidates.as_slice() {
+        [] => "[budget.tools.\"server/tool\"] pin = true".to_owned(),
+        tools => format!(
+            "[budget.tools.\"server/tool\"] pin = true, e.g. {}",
+            (tools.iter())
+                .map(|t| format!("\"{t}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let pin = format!("pin the tools you use most so they are always listed ({named})");
     match w.decided_by() {
         "off" | "fits" => None,
         "fixed" if w.deferred() == 0 => None,
