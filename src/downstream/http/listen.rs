@@ -13,7 +13,7 @@
 //! connection over the cap is closed at once, so that a flood cannot turn refusals into the
 //! resource it exhausts.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -30,7 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::owner::{Owner, is_trusted};
+use super::owner::{Owner, Tally, is_trusted};
 use crate::error::Http;
 use crate::identity::Principal;
 use crate::jsonrpc::{Id, Message};
@@ -104,7 +104,9 @@ pub(super) struct Peer {
     counts: Arc<Mutex<Counts>>,
     /// The cap on one client's connections.
     per_client: NonZeroUsize,
-    /// Whether [`Peer::claim`] has filed it (read without the lock on every request).
+    /// Whether a request on it authenticated ([`Peer::claim`], or the gateway has no clients
+    /// and it served one): such a connection is never closed for a newcomer. Written under
+    /// the [`Counts`] lock, read without it on every request.
     claimed: AtomicBool,
 }
 
@@ -135,10 +137,11 @@ impl Peer {
             return Ok(());
         }
         let mut c = lock(&self.counts);
+        // Evicted meanwhile, or claimed by a request on another thread of the connection.
         let Some(conn) = c.open.get(&self.id) else {
             return Ok(());
         };
-        if conn.claimed {
+        if self.claimed.load(Ordering::Acquire) {
             return Ok(());
         }
         let from = conn.owner.clone();
@@ -147,26 +150,25 @@ impl Peer {
             (None, _) | (_, None | Some(Owner::Addr(_))) => None,
             (Some(_), Some(client)) => Some(client),
         };
-        if let Some(owner) = &owner {
-            let open = c.per_owner.get(owner).copied().unwrap_or(0);
-            if open >= self.per_client.get() {
+        if let Some(owner) = owner {
+            if c.per_owner.get(&owner) >= self.per_client.get() {
                 return Err(Refusal {
                     message: format!(
-                        "too many open connections of {owner} \
+                        "too many open connections {} \
                          (downstream.max_connections_per_client = {}): close idle ones or \
                          reuse them",
+                        owner.whose(),
                         self.per_client
                     ),
                     limit: self.per_client.get(),
                 });
             }
-            c.uncount(from.as_ref());
-            *c.per_owner.entry(owner.clone()).or_insert(0) += 1;
-        }
-        if let Some(conn) = c.open.get_mut(&self.id) {
-            conn.claimed = true;
-            if owner.is_some() {
-                conn.owner = owner;
+            if let Some(from) = &from {
+                c.per_owner.remove(from);
+            }
+            c.per_owner.add(owner.clone());
+            if let Some(conn) = c.open.get_mut(&self.id) {
+                conn.owner = Some(owner);
             }
         }
         self.claimed.store(true, Ordering::Release);
@@ -251,7 +253,7 @@ pub async fn serve_with(
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
-    per_owner: HashMap<Owner, usize>,
+    per_owner: Tally,
     /// By age (the id grows): the oldest unclaimed one is the first to go for a newcomer.
     open: BTreeMap<u64, Conn>,
     next_id: u64,
@@ -265,29 +267,26 @@ struct Conn {
     /// What it counts against besides the total: its address, its client once claimed;
     /// `None` for a trusted proxy's.
     owner: Option<Owner>,
-    /// Whether a request on it authenticated (or the gateway has no clients and it served
-    /// one): such a connection is never closed for a newcomer.
-    claimed: bool,
+    /// Whether it is claimed is the peer's ([`Peer::claimed`]); an entry is removed before
+    /// its peer goes (the [`Slot`] holds the peer), so this always upgrades.
     peer: Weak<Peer>,
 }
 
-impl Counts {
-    /// Takes one connection of `owner` off the per-owner counts.
-    fn uncount(&mut self, owner: Option<&Owner>) {
-        let Some(owner) = owner else { return };
-        if let Some(n) = self.per_owner.get_mut(owner) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_owner.remove(owner);
-            }
-        }
+impl Conn {
+    /// Whether nothing authenticated on it: a newcomer may take its place.
+    fn evictable(&self) -> bool {
+        (self.peer.upgrade()).is_some_and(|p| !p.claimed.load(Ordering::Acquire))
     }
+}
 
+impl Counts {
     /// Forgets connection `id`: whether it was still counted.
     fn release(&mut self, id: u64) -> Option<Weak<Peer>> {
         let conn = self.open.remove(&id)?;
         self.total -= 1;
-        self.uncount(conn.owner.as_ref());
+        if let Some(owner) = &conn.owner {
+            self.per_owner.remove(owner);
+        }
         Some(conn.peer)
     }
 
@@ -295,7 +294,7 @@ impl Counts {
     /// make room: whether there was one.
     fn evict_oldest(&mut self, owner: Option<&Owner>) -> bool {
         let victim = (self.open.iter())
-            .find(|(_, c)| !c.claimed && owner.is_none_or(|o| c.owner.as_ref() == Some(o)))
+            .find(|(_, c)| c.evictable() && owner.is_none_or(|o| c.owner.as_ref() == Some(o)))
             .map(|(id, _)| *id);
         let Some(peer) = victim.and_then(|id| self.release(id)) else {
             return false;
@@ -350,13 +349,15 @@ fn admit(
     let owner = (!is_trusted(ip, &config.trusted_proxies)).then_some(Owner::Addr(ip));
     let mut c = lock(counts);
     let per_addr = config.max_connections_per_client.get();
-    let refusal = if let Some(owner) = owner.as_ref().filter(|o| {
-        c.per_owner.get(*o).copied().unwrap_or(0) >= per_addr && !c.evict_oldest(Some(o))
-    }) {
+    let refusal = if let Some(owner) = owner
+        .as_ref()
+        .filter(|o| c.per_owner.get(o) >= per_addr && !c.evict_oldest(Some(o)))
+    {
         Some(Refusal {
             message: format!(
-                "too many open connections from {owner} \
+                "too many open connections {} \
                  (downstream.max_connections_per_client = {}): close idle ones or retry later",
+                owner.whose(),
                 config.max_connections_per_client
             ),
             limit: per_addr,
@@ -383,7 +384,7 @@ fn admit(
     c.refusing = false;
     c.total += 1;
     if let Some(owner) = &owner {
-        *c.per_owner.entry(owner.clone()).or_insert(0) += 1;
+        c.per_owner.add(owner.clone());
     }
     let id = c.next_id;
     c.next_id += 1;
@@ -397,7 +398,6 @@ fn admit(
     });
     let conn = Conn {
         owner,
-        claimed: false,
         peer: Arc::downgrade(&peer),
     };
     c.open.insert(id, conn);
@@ -505,10 +505,15 @@ mod tests {
         }
     }
 
-    async fn get_from(local: &str, addr: SocketAddr) -> String {
+    /// A connection to `addr` from the local address `local` (`127.0.0.x`: one client each).
+    async fn connect_from(local: &str, addr: SocketAddr) -> TcpStream {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
-        let mut tcp = socket.connect(addr).await.unwrap();
+        socket.connect(addr).await.unwrap()
+    }
+
+    async fn get_from(local: &str, addr: SocketAddr) -> String {
+        let mut tcp = connect_from(local, addr).await;
         tcp.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             .await
             .unwrap();
@@ -540,18 +545,14 @@ mod tests {
 
     /// A connection that sent half a request, waiting for the rest.
     async fn half_open(local: &str, addr: SocketAddr) -> TcpStream {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
-        let mut tcp = socket.connect(addr).await.unwrap();
+        let mut tcp = connect_from(local, addr).await;
         tcp.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
         tcp
     }
 
     /// A kept-alive connection that was claimed (as a request that authenticated claims it).
     async fn claimed(local: &str, addr: SocketAddr) -> TcpStream {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
-        let mut tcp = socket.connect(addr).await.unwrap();
+        let mut tcp = connect_from(local, addr).await;
         tcp.write_all(b"GET /claim HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .await
             .unwrap();

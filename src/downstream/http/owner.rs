@@ -2,6 +2,7 @@
 //! of anonymous traffic, found behind `[downstream] trusted_proxies` from `Forwarded` /
 //! `X-Forwarded-For`. Pure: no I/O, no state.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 
@@ -36,6 +37,40 @@ impl Owner {
             name: principal.name().to_owned(),
             subject: principal.subject().map(str::to_owned),
         })
+    }
+
+    /// Whose sessions or connections, for a refusal: `from 10.0.0.7`, `of client "bob"`.
+    pub(super) fn whose(&self) -> String {
+        match self {
+            Self::Addr(_) => format!("from {self}"),
+            Self::Client { .. } => format!("of {self}"),
+        }
+    }
+}
+
+/// How many sessions (or connections) each owner has open: what the per-client caps compare.
+#[derive(Debug, Default)]
+pub(super) struct Tally(HashMap<Owner, usize>);
+
+impl Tally {
+    /// How many `owner` has open.
+    pub(super) fn get(&self, owner: &Owner) -> usize {
+        self.0.get(owner).copied().unwrap_or(0)
+    }
+
+    /// One more for `owner`.
+    pub(super) fn add(&mut self, owner: Owner) {
+        *self.0.entry(owner).or_insert(0) += 1;
+    }
+
+    /// One fewer for `owner` (forgotten at none, so the table holds only owners with some).
+    pub(super) fn remove(&mut self, owner: &Owner) {
+        if let Some(n) = self.0.get_mut(owner) {
+            *n -= 1;
+            if *n == 0 {
+                self.0.remove(owner);
+            }
+        }
     }
 }
 
@@ -228,5 +263,14 @@ mod tests {
             subject: None,
         };
         assert_eq!(bob.to_string(), "client \"bob\"");
+        assert_eq!(bob.whose(), "of client \"bob\"");
+        assert_eq!(Owner::Addr(ip("10.0.0.1")).whose(), "from 10.0.0.1");
+        let mut tally = Tally::default();
+        tally.add(bob.clone());
+        tally.add(bob.clone());
+        tally.remove(&bob);
+        assert_eq!(tally.get(&bob), 1);
+        tally.remove(&bob);
+        assert!(tally.0.is_empty(), "an owner with none is forgotten");
     }
 }

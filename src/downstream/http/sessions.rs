@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::listen::Peer;
-use super::owner::Owner;
+use super::owner::{Owner, Tally};
 use super::reply::plain_error;
 use super::sealed::{self, Revoked};
 use super::{AppState, SESSION_HEADER};
@@ -103,7 +103,7 @@ pub(super) struct SessionCaps {
 #[derive(Default)]
 pub(super) struct Sessions {
     pub(super) map: HashMap<String, Entry>,
-    per_client: HashMap<Owner, usize>,
+    per_client: Tally,
     /// Sealed sessions ended here by `DELETE`, not to be rebuilt from their ids.
     revoked: Revoked,
 }
@@ -119,8 +119,6 @@ impl Sessions {
         entry: Entry,
         caps: SessionCaps,
     ) -> Result<(), String> {
-        let from_owner =
-            (entry.owner.as_ref()).map_or(0, |o| self.per_client.get(o).copied().unwrap_or(0));
         if self.map.len() >= caps.max.get() {
             return Err(format!(
                 "the gateway has too many open sessions (downstream.max_sessions = {}): \
@@ -129,19 +127,15 @@ impl Sessions {
             ));
         }
         if let Some(owner) = &entry.owner {
-            if from_owner >= caps.per_client.get() {
-                let of = if matches!(owner, Owner::Addr(_)) {
-                    "from"
-                } else {
-                    "of"
-                };
+            if self.per_client.get(owner) >= caps.per_client.get() {
                 return Err(format!(
-                    "too many open sessions {of} {owner} (downstream.max_sessions_per_client = \
-                     {}): end unused ones with DELETE",
+                    "too many open sessions {} (downstream.max_sessions_per_client = {}): end \
+                     unused ones with DELETE",
+                    owner.whose(),
                     caps.per_client
                 ));
             }
-            *self.per_client.entry(owner.clone()).or_insert(0) += 1;
+            self.per_client.add(owner.clone());
         }
         self.map.insert(id, entry);
         Ok(())
@@ -158,12 +152,7 @@ impl Sessions {
     pub(super) fn remove(&mut self, id: &str) -> Option<Entry> {
         let entry = self.map.remove(id)?;
         if let Some(owner) = &entry.owner {
-            if let Some(n) = self.per_client.get_mut(owner) {
-                *n -= 1;
-                if *n == 0 {
-                    self.per_client.remove(owner);
-                }
-            }
+            self.per_client.remove(owner);
         }
         Some(entry)
     }
