@@ -215,14 +215,7 @@ impl TraceLayer {
         } else {
             Span::current()
         };
-        let (server, tool) = self.server_and_tool(&req);
-        let call = ToolCall {
-            started: Instant::now(),
-            server,
-            tool,
-            principal: req.caller.principal.clone(),
-            via: Some(via),
-        };
+        let call = self.tool_call(&req, Some(via));
         let pending = Box::new(Pending {
             method: None,
             call: Some(call),
@@ -237,6 +230,18 @@ impl TraceLayer {
 }
 
 impl TraceLayer {
+    /// The tool call `req` (a `tools/call`, made through meta-tool `via` if any) starting now.
+    fn tool_call(&self, req: &McpRequest, via: Option<&'static str>) -> ToolCall {
+        let (server, tool) = self.server_and_tool(req);
+        ToolCall {
+            started: Instant::now(),
+            server,
+            tool,
+            principal: req.caller.principal.clone(),
+            via,
+        }
+    }
+
     /// The server and own name of the tool a `tools/call` calls, routed or quarantined (both
     /// [`names::UNKNOWN`] for a name the catalog does not know: labels stay bounded). The
     /// route is kept with the request: the layers below that route it again reuse it.
@@ -290,16 +295,8 @@ where
         // Nothing to note when neither the call's log line nor its metrics are wanted (say
         // `MCP_BUDGET_LOG=warn` without an admin listener): no catalog lookup, no clock.
         let noted = metrics || tracing::enabled!(tracing::Level::INFO);
-        let call = (noted && is_request && *req.view.method() == Method::ToolsCall).then(|| {
-            let (server, tool) = self.server_and_tool(&req);
-            ToolCall {
-                started: Instant::now(),
-                server,
-                tool,
-                principal: req.caller.principal.clone(),
-                via: None,
-            }
-        });
+        let call = (noted && is_request && *req.view.method() == Method::ToolsCall)
+            .then(|| self.tool_call(&req, None));
         let pending = (metrics || call.is_some() || exported).then(|| {
             Box::new(Pending {
                 method: metrics.then(|| record::method_label(method)),
