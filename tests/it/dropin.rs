@@ -4,12 +4,10 @@
 //! line's clear refusals (nothing to serve, flags with no equivalent); and the startup summary
 //! showing what the configured stdio client will see, not only the default profile.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::harness::{
-    Gateway, Mode, TagGuard, Up, assert_no_leftovers, new_tag, peer_file, python_client, venv_bin,
+    Gateway, Mode, TagGuard, Up, assert_no_leftovers, new_tag, python_client, venv_bin,
 };
 
 const GATEWAY: &str = env!("CARGO_BIN_EXE_mcp-budget");
@@ -62,26 +60,15 @@ async fn the_typescript_sdk_starts_the_same_entry() {
     let tag = new_tag("dropin-ts");
     let guard = TagGuard(tag.clone());
     let args = compressor_args(&["--include-tools", "get_*,nothing_else"]);
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.arg(peer_file("ts_stdio_client.mjs"))
-        .arg(GATEWAY)
-        .args(&args)
-        .env("PLAN", plan().to_string())
-        .env("MCPB_IT_TAG", &tag)
-        .env("MCP_BUDGET_LOG", "warn")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("the TypeScript client finishes in time")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let mut argv = vec![GATEWAY];
+    argv.extend(args.iter().map(String::as_str));
+    let plan = plan().to_string();
+    let env = [
+        ("PLAN", plan.as_str()),
+        ("MCPB_IT_TAG", tag.as_str()),
+        ("MCP_BUDGET_LOG", "warn"),
+    ];
+    let report = crate::harness::ts_client("ts_stdio_client.mjs", &argv, &env).await;
     assert_eq!(
         report["tools"],
         json!(["time__get_current_time"]),

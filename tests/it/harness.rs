@@ -819,6 +819,22 @@ pub async fn py_script_output(
         .expect("the Python client runs")
 }
 
+/// Runs the TypeScript SDK client `script` (in `tests/peers`) with `args` and `env` added to
+/// the test's environment; the JSON report it printed last (panics when it failed).
+pub async fn ts_client(script: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
+    let mut cmd = Command::new("node");
+    cmd.arg(peer_file(script))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("the TypeScript client finishes in time")
+        .expect("node runs");
+    report(&out).0
+}
+
 /// Runs the MCP Inspector CLI (v1) with these arguments; returns (success, stdout, stderr).
 pub async fn inspector(tag: &str, args: &[&str]) -> (bool, String, String) {
     // It reads "../package.json" relative to its working directory (TEST-EQUIPMENT §3.1).

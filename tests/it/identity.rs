@@ -65,18 +65,9 @@ async fn py(tag: &str, target: &[&str], mode: &str, headers: &Value, calls: &Val
 
 /// Runs `tests/peers/ts_auth_client.mjs` (the TypeScript SDK) against `url`; its report.
 async fn ts(url: &str, headers: &Value, calls: &Value) -> Value {
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.arg(peer_file("ts_auth_client.mjs"))
-        .arg(url)
-        .env("HEADERS", headers.to_string())
-        .env("PLAN", json!({ "calls": calls }).to_string())
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("the TypeScript client finishes in time")
-        .expect("node runs");
-    report(&out).0
+    let (headers, plan) = (headers.to_string(), json!({ "calls": calls }).to_string());
+    let env = [("HEADERS", headers.as_str()), ("PLAN", plan.as_str())];
+    crate::harness::ts_client("ts_auth_client.mjs", &[url], &env).await
 }
 
 fn key(k: &str) -> Value {
