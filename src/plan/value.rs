@@ -187,32 +187,6 @@ pub(crate) fn order(
         })
         .collect();
     let rank = |i: usize| (keys[i], catalog[i].name.as_str());
-    // A tool's place in its server's own order (reads first, cheaper first, then the name):
-    // the round it is listed in.
-    let mut by_server: HashMap<&str, Vec<usize>> = HashMap::new();
-    for i in (0..catalog.len()).filter(|&i| !pinned(i) && used(i) == 0) {
-        by_server
-            .entry(catalog[i].server.as_str())
-            .or_default()
-            .push(i);
-    }
-    let mut round = vec![0usize; catalog.len()];
-    for tools in by_server.values_mut() {
-        tools.sort_by_key(|&i| (keys[i].2, keys[i].3, catalog[i].name.as_str()));
-        for (r, &i) in tools.iter().enumerate() {
-            round[i] = r;
-        }
-    }
-    // The first rounds across servers (cheaper first within a round), then the rest as a
-    // server's whole surface, smallest server first.
-    let fair = |i: usize| {
-        let first = if round[i] < FAIR_ROUNDS {
-            (round[i], keys[i].3, keys[i].0, keys[i].1)
-        } else {
-            (FAIR_ROUNDS, 0, keys[i].0, keys[i].1)
-        };
-        (first, keys[i].2, keys[i].3, catalog[i].name.as_str())
-    };
     let mut pins: Vec<usize> = (0..catalog.len()).filter(|&i| pinned(i)).collect();
     pins.sort_by(|&a, &b| rank(a).cmp(&rank(b)));
     if only_pinned {
@@ -225,6 +199,26 @@ pub(crate) fn order(
     let mut rest: Vec<usize> = (0..catalog.len())
         .filter(|&i| !pinned(i) && used(i) == 0)
         .collect();
+    // Server by server first: a tool's place in its server's own order is the round it is
+    // listed in.
+    rest.sort_by(|&a, &b| rank(a).cmp(&rank(b)));
+    let mut round = vec![0usize; catalog.len()];
+    let mut placed: HashMap<&str, usize> = HashMap::new();
+    for &i in &rest {
+        let next = placed.entry(catalog[i].server.as_str()).or_default();
+        round[i] = *next;
+        *next += 1;
+    }
+    // The first rounds across servers (cheaper first within a round), then the rest as a
+    // server's whole surface, smallest server first.
+    let fair = |i: usize| {
+        let first = if round[i] < FAIR_ROUNDS {
+            (round[i], keys[i].3, keys[i].0, keys[i].1)
+        } else {
+            (FAIR_ROUNDS, 0, keys[i].0, keys[i].1)
+        };
+        (first, keys[i].2, keys[i].3, catalog[i].name.as_str())
+    };
     rest.sort_by(|&a, &b| fair(a).cmp(&fair(b)));
     pins.extend(used_tools);
     pins.extend(rest);

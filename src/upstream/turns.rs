@@ -114,10 +114,11 @@ impl Upstream {
         }
     }
 
-    /// Cancels request `id` if it is waiting for its turn: whether it was.
-    pub(super) fn cancel_waiting(&self, id: i64, reason: Option<&str>) -> bool {
-        let waiting = lock(&self.inner.turns.waiting).remove(&id);
-        waiting.is_some_and(|tx| tx.send(reason.map(str::to_owned)).is_ok())
+    /// Cancels request `id` if it is waiting for its turn (nothing otherwise).
+    pub(super) fn cancel_waiting(&self, id: i64, reason: Option<&str>) {
+        if let Some(tx) = lock(&self.inner.turns.waiting).remove(&id) {
+            let _ = tx.send(reason.map(str::to_owned));
+        }
     }
 }
 
