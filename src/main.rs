@@ -185,7 +185,9 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    let source = match source_of(args.clone()) {
+    let log_format = args.log_format.as_deref().and_then(|f| f.parse().ok());
+    let ready_timeout = std::time::Duration::from_secs(args.ready_timeout_secs);
+    let source = match source_of(args) {
         Ok(source) => source,
         Err(message) => {
             eprintln!("error: {message}");
@@ -200,8 +202,6 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     // Stdout is the protocol in stdio mode: nothing here may hold its lock.
-    let log_format = args.log_format.and_then(|f| f.parse().ok());
-    let ready_timeout = std::time::Duration::from_secs(args.ready_timeout_secs);
     match serve::run(source, loaded, ready_timeout, log_format) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

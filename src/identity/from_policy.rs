@@ -7,6 +7,8 @@ use std::sync::Arc;
 use jsonwebtoken::jwk::JwkSet;
 
 use super::api_key;
+/// Reads a JWKS file (one reader for `check`'s validation and for the directory).
+pub use crate::policy::client::read_jwks;
 use crate::policy::client::{JwksSource, KeySource};
 use crate::policy::{ConfigError, Policy, Problem};
 
@@ -91,14 +93,4 @@ impl Policy {
             })
         }
     }
-}
-
-/// Reads a JWKS file.
-///
-/// # Errors
-/// A message naming the file and what is wrong with it.
-pub fn read_jwks(path: &std::path::Path) -> Result<JwkSet, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not a JWKS: {e}", path.display()))
 }

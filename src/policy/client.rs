@@ -397,19 +397,8 @@ impl RawJwt {
             (Some(file), None) => {
                 // `check` opens it: a missing or broken file is a problem with its line, not a
                 // failure at `serve`.
-                let readable = at.file_exists("jwks_file", Some(&file), |path| {
-                    let text = std::fs::read_to_string(path)
-                        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                    let doc: serde_json::Value = serde_json::from_str(&text)
-                        .map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
-                    doc.get("keys")
-                        .filter(|k| k.is_array())
-                        .map(|_| ())
-                        .ok_or_else(|| {
-                            format!("{} is not a JWKS (no \"keys\" array)", path.display())
-                        })
-                });
-                readable.map(|()| JwksSource::File(file))
+                let readable = at.file_exists("jwks_file", Some(&file), read_jwks);
+                readable.map(|_| JwksSource::File(file))
             }
             (None, Some(url)) => Some(JwksSource::Url {
                 url,
@@ -430,6 +419,16 @@ impl RawJwt {
             jwks: jwks?,
         })
     }
+}
+
+/// Reads a JWKS file (`[auth.jwt] jwks_file`): what `check` opens and `serve` loads.
+///
+/// # Errors
+/// A message naming the file and what is wrong with it.
+pub fn read_jwks(path: &std::path::Path) -> Result<jsonwebtoken::jwk::JwkSet, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not a JWKS: {e}", path.display()))
 }
 
 #[cfg(test)]
