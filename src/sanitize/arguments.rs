@@ -137,12 +137,7 @@ pub struct Invalid {
 pub fn check(compiled: &Compiled, arguments: &Value) -> Result<(), Invalid> {
     if let (Some(declared), Some(given)) = (&compiled.declared, arguments.as_object()) {
         if let Some(name) = given.keys().find(|k| !declared.contains(k)) {
-            let pointer = format!("/{}", escape(name));
-            let reason = format!("property {name:?} is not declared (at {pointer:?})");
-            return Err(Invalid {
-                property: pointer,
-                reason,
-            });
+            return Err(undeclared("", name));
         }
     }
     let Some(error) = compiled.validator.iter_errors(arguments).next() else {
@@ -151,10 +146,10 @@ pub fn check(compiled: &Compiled, arguments: &Value) -> Result<(), Invalid> {
     let at = error.instance_path().to_string();
     let (property, reason) = match error.kind() {
         jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
-            let name = unexpected.first().cloned().unwrap_or_default();
-            let pointer = format!("{at}/{}", escape(&name));
-            let reason = format!("property {name:?} is not declared (at {pointer:?})");
-            (pointer, reason)
+            return Err(undeclared(
+                &at,
+                unexpected.first().map_or("", String::as_str),
+            ));
         }
         jsonschema::error::ValidationErrorKind::Required { property } => {
             let name = property
@@ -177,6 +172,14 @@ pub fn check(compiled: &Compiled, arguments: &Value) -> Result<(), Invalid> {
         }
     };
     Err(Invalid { property, reason })
+}
+
+/// The refusal of property `name` of the object at pointer `at`, which its schema does not
+/// declare.
+fn undeclared(at: &str, name: &str) -> Invalid {
+    let property = format!("{at}/{}", escape(name));
+    let reason = format!("property {name:?} is not declared (at {property:?})");
+    Invalid { property, reason }
 }
 
 /// A name as one JSON-pointer segment (RFC 6901).
