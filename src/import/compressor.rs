@@ -18,6 +18,11 @@ pub(crate) struct Wrapped {
     pub(crate) dropped: Vec<String>,
 }
 
+/// An mcp-compressor level as ours: `max` is `extreme`, the others have our names.
+pub(crate) fn level(name: &str) -> &str {
+    if name == "max" { "extreme" } else { name }
+}
+
 /// Flags of mcp-compressor that take a value (the value is the next word unless `=`).
 const WITH_VALUE: [&str; 12] = [
     "-c",
@@ -70,7 +75,7 @@ pub(crate) fn unwrap(command: &str, args: &[String]) -> Option<Wrapped> {
         };
         match flag {
             "-c" | "--compression" => {
-                out.level = value.map(|v| if v == "max" { "extreme".into() } else { v });
+                out.level = value.map(|v| level(&v).to_owned());
             }
             "--include-tools" => out.include_tools.extend(list(&value)),
             "--exclude-tools" => out.exclude_tools.extend(list(&value)),

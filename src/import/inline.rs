@@ -51,14 +51,13 @@ impl Inline {
             })
     }
 
-    /// The policy fragment the flags make (TOML), and the flag each key came from.
+    /// The policy fragment the flags make (TOML; [`flag_of`] maps its keys back to flags).
     fn fragment(&self) -> Result<toml::Table, String> {
         let mut doc = toml::Table::new();
         doc.insert("version".into(), 1.into());
         let mut budget = toml::Table::new();
         if let Some(level) = &self.level {
-            let level = if level == "max" { "extreme" } else { level };
-            budget.insert("level".into(), level.into());
+            budget.insert("level".into(), super::compressor::level(level).into());
         }
         if let Some(mode) = &self.mode {
             budget.insert("mode".into(), mode.as_str().into());
