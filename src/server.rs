@@ -311,10 +311,7 @@ impl Server {
     /// `None` when `[budget]` is off or no client has that name.
     #[must_use]
     pub fn plan_of(&self, name: &str) -> Option<PlanSummary> {
-        let budget = self.reloader.budget();
-        let summaries = budget.as_ref()?.profile_summaries();
-        // The first entry is the default profile, not a client of that name.
-        (summaries.into_iter().skip(1)).find_map(|(n, s)| (n == name).then_some(s))
+        self.reloader.budget().as_ref()?.client_summary(name)
     }
 
     /// Namespaced names that collided in the catalog, and the names they got.

@@ -220,6 +220,19 @@ impl BudgetLayer {
         summary_of(&self.state.planned())
     }
 
+    /// The plan's totals for `[[client]]` `name` (its scope's tools, its model); `None` for a
+    /// name no client has.
+    #[must_use]
+    pub fn client_summary(&self, name: &str) -> Option<PlanSummary> {
+        let spec = self.state.policy_clients.iter().find(|s| s.name == name)?;
+        Some(self.summary_for(spec))
+    }
+
+    /// The plan's totals for the client `spec` describes.
+    fn summary_for(&self, spec: &crate::policy::client::ClientSpec) -> PlanSummary {
+        summary_of(&self.state.planned_for(Some(&Audience::of_spec(spec))))
+    }
+
     /// The plan's totals per profile: [`names::DEFAULT_PROFILE`] (the policy's `[budget]`
     /// over the whole catalog, [`BudgetLayer::summary`]), then each `[[client]]` by name (its
     /// scope's tools, its model). As many as the policy has clients, plus one.
@@ -230,8 +243,7 @@ impl BudgetLayer {
         let default = crate::telemetry::names::DEFAULT_PROFILE.to_owned();
         let mut out = vec![(default, self.summary())];
         for spec in &self.state.policy_clients {
-            let planned = self.state.planned_for(Some(&Audience::of_spec(spec)));
-            out.push((spec.name.clone(), summary_of(&planned)));
+            out.push((spec.name.clone(), self.summary_for(spec)));
         }
         out
     }
