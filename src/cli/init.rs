@@ -11,8 +11,9 @@
 //! reference. A value the file wrote out (Claude Desktop expands nothing, so all of its values)
 //! moves into the `env` of the host's new gateway entry; a reference the host resolves
 //! (`${GITHUB_TOKEN}` in `.mcp.json`, `${env:…}` / `${input:…}` in VS Code) is passed on as a
-//! reference the host resolves when it starts the gateway. `command` and `args` are written as
-//! the host would run them now (references resolved), since the policy does not expand them.
+//! reference the host resolves when it starts the gateway. So is a reference in `args`, which
+//! the gateway resolves when it starts the child; `command` is written as the host would run it
+//! now (references resolved).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -325,7 +326,17 @@ fn upstream(
                 .args
                 .iter()
                 .enumerate()
-                .map(|(i, a)| now(&format!("args[{i}]"), a).map(|a| quote(&a)))
+                .map(|(i, a)| {
+                    // A reference the host resolves stays one: the child's args are expanded
+                    // when it starts. Text without references is written as it is.
+                    let a = if syntax.is_some() && a.contains("${") {
+                        reference(a, "ARG", syntax, env, vars, false)
+                            .map_err(|e| format!("args[{i}]: {e}"))?
+                    } else {
+                        a.clone()
+                    };
+                    Ok::<_, String>(quote(&a))
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             let _ = writeln!(t, "args = [{}]", args.join(", "));
         }

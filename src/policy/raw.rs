@@ -170,7 +170,9 @@ pub struct RawUpstream {
     pub name: String,
     /// Command of a stdio server.
     pub command: Option<String>,
-    /// Arguments, passed intact (flags included).
+    /// Arguments, passed intact (flags included), except that `${env:VAR}` (or
+    /// `${env:VAR:-default}`) in one is filled from the gateway's environment when the child
+    /// starts. Default: none.
     #[serde(default)]
     pub args: Vec<String>,
     /// Environment variables set for the child, on top of what it inherits. Default: none.

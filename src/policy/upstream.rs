@@ -217,7 +217,8 @@ pub enum Transport {
     Stdio {
         /// Program.
         command: String,
-        /// Arguments, intact.
+        /// Arguments, intact; an argument holding `${env:VAR}` gets it from the gateway's
+        /// environment when the child starts.
         args: Vec<String>,
         /// Variables set for the child, on top of what it inherits.
         env: BTreeMap<String, String>,

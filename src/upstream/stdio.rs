@@ -138,6 +138,7 @@ fn spawn(upstream: &Upstream) -> Result<Child, String> {
         return Err("not a stdio upstream".into());
     };
     let child_env = child_env(std::env::vars_os(), env, *inherit_env)?;
+    let args = child_args(args, &|name| std::env::var(name).ok())?;
     tracing::debug!(
         upstream = upstream.name(),
         inherit_env,
@@ -145,7 +146,7 @@ fn spawn(upstream: &Upstream) -> Result<Child, String> {
         "Child environment"
     );
     let mut cmd = Command::new(command);
-    cmd.args(args)
+    cmd.args(&args)
         .env_clear()
         .envs(&child_env)
         .stdin(Stdio::piped())
@@ -309,6 +310,27 @@ fn child_env(
         .collect();
     out.extend(own);
     Ok(out)
+}
+
+/// A child's arguments: an argument that holds `${env:VAR}` (or `${env:VAR:-default}`) gets it
+/// from the gateway's environment `env` when the child starts ([`Syntax::Policy`]: any other
+/// `${…}` stays as written), so that `init` keeps a VS Code entry's `${env:TOKEN}` a reference
+/// and a token passed as an argument stays out of the policy. An argument without `${env:` is
+/// passed as written, byte for byte.
+fn child_args(
+    args: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, String> {
+    args.iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            if arg.contains("${env:") {
+                expand(arg, &Syntax::Policy, env).map_err(|e| format!("args[{i}]: {e}"))
+            } else {
+                Ok(arg.clone())
+            }
+        })
+        .collect()
 }
 
 /// A running child: what the supervisor closes when its connection ends.
@@ -555,8 +577,37 @@ mod tests {
     use std::ffi::OsString;
 
     use super::{
-        Place, TAIL_BYTES, Tail, child_env, network_hint, printable, spawn_failure, stopped,
+        Place, TAIL_BYTES, Tail, child_args, child_env, network_hint, printable, spawn_failure,
+        stopped,
     };
+
+    #[test]
+    fn args_take_env_references_and_keep_everything_else_as_written() {
+        let env = |name: &str| (name == "TOKEN").then(|| "s3cret".to_owned());
+        let args: Vec<String> = [
+            "--token=${env:TOKEN}",
+            "${env:PORT:-3001}",
+            "echo ${HOME} $$ ${",
+            "${workspaceFolder}/x",
+        ]
+        .map(str::to_owned)
+        .into();
+        let got = child_args(&args, &env).unwrap();
+        assert_eq!(
+            got,
+            [
+                "--token=s3cret",
+                "3001",
+                "echo ${HOME} $$ ${",
+                "${workspaceFolder}/x"
+            ]
+        );
+        let err = child_args(&["-x".into(), "${env:NOT_SET_ANYWHERE}".into()], &env).unwrap_err();
+        assert!(
+            err.starts_with("args[1]: NOT_SET_ANYWHERE is not set"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn env_values_take_the_gateways_variables_by_reference() {

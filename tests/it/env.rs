@@ -158,3 +158,32 @@ async fn leftover_check_finds_an_upstream_child_that_outlives_the_gateway() {
     }
     // Dropping the gateway kills every tagged process, the stray one included.
 }
+
+/// A stdio upstream's `args` take `${env:VAR}` from the gateway's environment when the child
+/// starts (what `init` now writes for a VS Code entry's `${env:…}` argument); an argument
+/// without one is passed as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_args_take_env_references_when_the_child_starts() {
+    let time = Up::stdio(
+        "tz",
+        &crate::harness::venv_bin("mcp-server-time"),
+        &["--local-timezone", "${env:MCPB_TEST_TZ}"],
+    );
+    let mut gw = Gateway::start_with_env(
+        "env-args",
+        Mode::Stdio,
+        "",
+        &[time],
+        &[("MCPB_TEST_TZ", "Pacific/Chatham")],
+    )
+    .await;
+    gw.client().initialize().await;
+    let list = gw.client().request("tools/list", json!({})).await;
+    // The server names its local timezone in its parameters' descriptions; with the argument
+    // passed as written it does not start at all (`${env:MCPB_TEST_TZ}` is no timezone).
+    let text = list["result"].to_string();
+    assert!(
+        text.contains("Use 'Pacific/Chatham' as local timezone"),
+        "{list}"
+    );
+}

@@ -90,8 +90,12 @@ fn claude_code_references_stay_references_with_their_defaults() {
         p.contains("url = \"http://127.0.0.1:8000/sse\"\ntransport = \"sse\""),
         "{p}"
     );
-    // args are not expanded by the policy: resolved now (the default, here).
-    assert!(p.contains("args = [\"mcp-server-time\", \"UTC\"]"), "{p}");
+    // A reference in args stays one (the gateway resolves it when the child starts).
+    assert!(
+        p.contains("args = [\"mcp-server-time\", \"${env:TZ_NAME:-UTC}\"]"),
+        "{p}"
+    );
+    assert_eq!(got.vars["TZ_NAME"], Source::Env(Some("UTC".into())));
     assert!(p.contains("A = \"x$$y ${env:GITHUB_TOKEN}\""), "{p}");
     assert!(!p.contains("ghp_from_env"), "{p}");
     assert_eq!(got.vars["GITHUB_TOKEN"], Source::Env(None));
@@ -102,8 +106,34 @@ fn claude_code_references_stay_references_with_their_defaults() {
     let notes = got.notes("f", "/bin/mcp-budget", "/p.toml", true);
     assert!(
         notes.contains(
-            "claude mcp add --scope project mcp-budget -e 'GH_URL=${GH_URL:-https://api.example.com/mcp}' -e 'GITHUB_TOKEN=${GITHUB_TOKEN}' -- /bin/mcp-budget serve --policy /p.toml"
+            "claude mcp add --scope project mcp-budget -e 'GH_URL=${GH_URL:-https://api.example.com/mcp}' -e 'GITHUB_TOKEN=${GITHUB_TOKEN}' -e 'TZ_NAME=${TZ_NAME:-UTC}' -- /bin/mcp-budget serve --policy /p.toml"
         ),
+        "{notes}"
+    );
+}
+
+#[test]
+fn vscode_env_references_in_args_stay_references_even_when_unset() {
+    // Before: `init` resolved args now, so an unset variable failed the import and a set one
+    // wrote its value (a token) into the policy.
+    let got = init(
+        r#"{"servers": {"gh": {"command": "npx",
+                               "args": ["-y", "server-github", "--token=${env:NOT_SET_HERE}",
+                                        "${env:GITHUB_TOKEN}", "${userHome}/x"]}}}"#,
+        "/src/app/.vscode/mcp.json",
+    );
+    let p = &got.policy;
+    assert!(
+        p.contains(
+            "args = [\"-y\", \"server-github\", \"--token=${env:NOT_SET_HERE}\", \"${env:GITHUB_TOKEN}\", \"/home/ada/x\"]"
+        ),
+        "{p}"
+    );
+    assert!(!p.contains("ghp_"), "{p}");
+    assert_eq!(got.vars["NOT_SET_HERE"], Source::Env(None));
+    let notes = got.notes("f", "/bin/mcp-budget", "/p.toml", true);
+    assert!(
+        notes.contains("\"NOT_SET_HERE\": \"${env:NOT_SET_HERE}\""),
         "{notes}"
     );
 }
