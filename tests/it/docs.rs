@@ -349,3 +349,60 @@ fn the_parsers_read_what_rustfmt_writes() {
     assert_eq!(http_of(&found[1].doc), "—");
     assert_eq!(http_of("Plain (`-32000`)."), "200");
 }
+
+/// The summary the quick start prints, as the gateway prints it now on `policies/default.toml`:
+/// run over stdio with stdin at its end (it stops after the summary), the line that says so
+/// dropped, the listening port as the policy's, and log lines left out.
+fn quickstart_summary() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .current_dir(root)
+        .args(["serve", "--policy", "policies/default.toml", "--stdio"])
+        .args(["--http", "127.0.0.1:0"])
+        .env("MCP_BUDGET_LOG", "off")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the gateway runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the gateway failed: {stderr}");
+    let mut summary = String::new();
+    for line in stderr.lines().filter(|l| *l != "  serving MCP on stdio") {
+        let line = match line.split_once("listening on http://127.0.0.1:") {
+            Some((head, _)) => format!("{head}listening on http://127.0.0.1:8931/mcp"),
+            None => line.to_owned(),
+        };
+        summary.push_str(&line);
+        summary.push('\n');
+    }
+    summary
+}
+
+/// `text` with the startup time of its first line (`in 1193 ms`) left out: it varies per run.
+fn without_time(text: &str) -> String {
+    let (head, rest) = text.split_once(" in ").unwrap_or((text, ""));
+    let rest = rest.split_once(" ms").map_or(rest, |(_, tail)| tail);
+    format!("{head} in _ ms{rest}")
+}
+
+#[test]
+fn docs_readme_quickstart_summary_is_fresh() {
+    const MARK: &str = "scripts/update-docs.sh` rewrites it. -->\n```\n";
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let start = readme.find(MARK).expect("the README marks its sample") + MARK.len();
+    let end = start
+        + readme[start..]
+            .find("```\n")
+            .expect("the sample's block ends");
+    let summary = quickstart_summary();
+    if std::env::var_os("UPDATE_DOCS").is_some_and(|v| v == "1") {
+        let updated = format!("{}{summary}{}", &readme[..start], &readme[end..]);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    assert_eq!(
+        without_time(&readme[start..end]),
+        without_time(&summary),
+        "the README's quick-start summary is stale: run scripts/update-docs.sh and commit it"
+    );
+}
