@@ -1,8 +1,10 @@
 //! TLS for HTTPS upstreams: rustls (ring) on the TCP stream under the same hyper HTTP/1.1
 //! connection as plain HTTP, so that both go through one client.
 //!
-//! The server's certificate must chain to Mozilla's roots (compiled in: nothing is read or
-//! fetched at run time), or to the CAs of the upstream's `ca_file`, which replace them. A
+//! The server's certificate must chain to Mozilla's roots (compiled in: nothing is fetched at
+//! run time) or to the CAs of the file `SSL_CERT_FILE` names in the gateway's environment (a
+//! company CA, as OpenSSL-based tools read it; added to the roots, not replacing them), or to
+//! the CAs of the upstream's `ca_file`, which replace both. A
 //! `client_cert_file` + `client_key_file` are presented when the server asks (mutual TLS).
 
 use std::io;
@@ -49,7 +51,15 @@ impl Tls {
                         .map_err(|e| format!("ca_file: {}: {e}", path.display()))?;
                 }
             }
-            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+            None => {
+                roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+                if let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty()) {
+                    let path = std::path::Path::new(&path);
+                    let extra = certificates(path).map_err(|e| format!("SSL_CERT_FILE: {e}"))?;
+                    // A system bundle may hold a certificate rustls cannot use: skip it.
+                    roots.add_parsable_certificates(extra);
+                }
+            }
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider)
@@ -81,7 +91,7 @@ impl Tls {
             .await
             .map_err(|e| {
                 let hint = if e.to_string().contains("certificate") {
-                    " (is the server's certificate signed by a CA in the built-in roots, or in the upstream's ca_file?)"
+                    " (is the server's certificate signed by a CA in the built-in roots, in the file SSL_CERT_FILE names, or in the upstream's ca_file?)"
                 } else {
                     ""
                 };

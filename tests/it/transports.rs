@@ -120,6 +120,33 @@ async fn https_upstream_with_a_test_ca_and_a_client_certificate() {
     server.stop().await;
 }
 
+/// A company CA named by `SSL_CERT_FILE` in the gateway's environment, as `uvx` / `npx`
+/// servers read it: an HTTPS upstream whose certificate chains to it is trusted without a
+/// `ca_file` (before: `UnknownIssuer`, the built-in roots only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_upstream_trusts_the_ca_that_ssl_cert_file_names() {
+    let tag = new_tag("https-ssl-cert-file");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let port = make_certs(&certs).await;
+    let server = Fixture::https(&tag, port, &certs).await;
+    let up = Up::http("tls", &server.url)
+        .key("client_cert_file", &cert(&certs, "client.pem"))
+        .key("client_key_file", &cert(&certs, "client-key.pem"));
+    let ca = cert(&certs, "ca.pem");
+    let env = [("SSL_CERT_FILE", ca.as_str())];
+    let mut gw = Gateway::start_with_env("https-ssl-cert-file", Mode::Stdio, "", &[up], &env).await;
+    let c = gw.client();
+    c.initialize().await;
+    let resp = c
+        .call_tool("tls__echo", json!({"message": "via SSL_CERT_FILE"}))
+        .await;
+    assert_eq!(first_text(&resp), "Echo: via SSL_CERT_FILE", "{resp}");
+    gw.stop_and_check().await;
+    server.stop().await;
+}
+
 /// The same server with the wrong CA in `ca_file`: the startup summary and the client's call
 /// say the upstream's certificate was not trusted, naming the upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
