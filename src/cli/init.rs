@@ -311,53 +311,8 @@ fn upstream(
     vars: &mut BTreeMap<String, Source>,
 ) -> Result<String, String> {
     let mut t = format!("[[upstream]]\nname = {}\n", quote(id));
-    let now = |what: &str, value: &str| match syntax {
-        Some(syntax) => expand(value, syntax, env).map_err(|e| format!("{what}: {e}")),
-        None => Ok(value.to_owned()),
-    };
     if server.is_stdio()? {
-        let command = server
-            .command
-            .as_deref()
-            .ok_or("a stdio server needs \"command\"")?;
-        let _ = writeln!(t, "command = {}", quote(&now("command", command)?));
-        if !server.args.is_empty() {
-            let args = server
-                .args
-                .iter()
-                .enumerate()
-                .map(|(i, a)| {
-                    // A reference the host resolves stays one: the child's args are expanded
-                    // when it starts. Text without references is written as it is.
-                    let a = if syntax.is_some() && a.contains("${") {
-                        reference(a, "ARG", syntax, env, vars, false)
-                            .map_err(|e| format!("args[{i}]: {e}"))?
-                    } else {
-                        a.clone()
-                    };
-                    Ok::<_, String>(quote(&a))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let _ = writeln!(t, "args = [{}]", args.join(", "));
-        }
-        if let Some(cwd) = &server.cwd {
-            let _ = writeln!(t, "cwd = {}", quote(&cwd.display().to_string()));
-        }
-        let mut table = Vec::new();
-        for (key, value) in &server.env {
-            let value = reference(value, key, syntax, env, vars, true)
-                .map_err(|e| format!("env.{key}: {e}"))?;
-            table.push(format!("{} = {}", bare_or_quoted(key), quote(&value)));
-        }
-        if !table.is_empty() {
-            t.push_str(
-                "# Values come from the gateway's environment, which the host's entry sets.\n",
-            );
-            let _ = writeln!(t, "env = {{ {} }}", table.join(", "));
-        }
-        if let Some(wrapped) = &server.wrapped {
-            t.push_str(&compressor_keys(id, wrapped));
-        }
+        stdio_keys(&mut t, id, server, syntax, env, vars)?;
         return Ok(t);
     }
     let url = server
@@ -385,6 +340,62 @@ fn upstream(
         let _ = writeln!(t, "headers = {{ {} }}", table.join(", "));
     }
     Ok(t)
+}
+
+/// The keys of a stdio `[[upstream]]`: its command, args, cwd, env and the wrapper's flags.
+fn stdio_keys(
+    t: &mut String,
+    id: &str,
+    server: &Server,
+    syntax: Option<&Syntax>,
+    env: &dyn Fn(&str) -> Option<String>,
+    vars: &mut BTreeMap<String, Source>,
+) -> Result<(), String> {
+    let now = |what: &str, value: &str| match syntax {
+        Some(syntax) => expand(value, syntax, env).map_err(|e| format!("{what}: {e}")),
+        None => Ok(value.to_owned()),
+    };
+    let command = server
+        .command
+        .as_deref()
+        .ok_or("a stdio server needs \"command\"")?;
+    let _ = writeln!(t, "command = {}", quote(&now("command", command)?));
+    if !server.args.is_empty() {
+        let args = server
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                // A reference the host resolves stays one: the child's args are expanded
+                // when it starts. Text without references is written as it is.
+                let a = if syntax.is_some() && a.contains("${") {
+                    reference(a, "ARG", syntax, env, vars, false)
+                        .map_err(|e| format!("args[{i}]: {e}"))?
+                } else {
+                    a.clone()
+                };
+                Ok::<_, String>(quote(&a))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let _ = writeln!(t, "args = [{}]", args.join(", "));
+    }
+    if let Some(cwd) = &server.cwd {
+        let _ = writeln!(t, "cwd = {}", quote(&cwd.display().to_string()));
+    }
+    let mut table = Vec::new();
+    for (key, value) in &server.env {
+        let value = reference(value, key, syntax, env, vars, true)
+            .map_err(|e| format!("env.{key}: {e}"))?;
+        table.push(format!("{} = {}", bare_or_quoted(key), quote(&value)));
+    }
+    if !table.is_empty() {
+        t.push_str("# Values come from the gateway's environment, which the host's entry sets.\n");
+        let _ = writeln!(t, "env = {{ {} }}", table.join(", "));
+    }
+    if let Some(wrapped) = &server.wrapped {
+        t.push_str(&compressor_keys(id, wrapped));
+    }
+    Ok(())
 }
 
 /// What an mcp-compressor wrapper's flags become (the entry is imported as the server it ran):
