@@ -46,6 +46,7 @@ mod instructions;
 mod recovery;
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
@@ -59,6 +60,13 @@ use crate::search::SearchIndex;
 
 /// Longest one-line description in `search_tools` results, in characters.
 const LINE_CHARS: usize = 160;
+
+/// Most characters of the query a `search_tools` answer repeats (a query may carry a pasted
+/// document: the model has it already).
+const QUERY_CHARS: usize = 120;
+
+/// Most required parameters a hit's line shows with their types (more: `+N required`).
+const SHOWN_REQUIRED: usize = 6;
 
 /// Names of the three meta-tools; configurable so that chained gateways do not collide.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,7 +139,7 @@ fn discovery_definitions(names: &MetaToolNames) -> Vec<Value> {
     vec![
         json!({
             "name": names.search,
-            "description": format!("Search tools not listed here. Describe the task in plain words; returns matching tool names, what they do and their parameters (* = required). Then call {} with a name and its arguments (or {} first for the full schema).", names.invoke, names.schema),
+            "description": format!("Search tools not listed here. Describe the task in plain words; returns matching tool names, what they do, their required parameters with types and the words that matched. Then call {} with a name and its arguments (or {} first for the full schema).", names.invoke, names.schema),
             "inputSchema": {
                 "type": "object",
                 "properties": {
@@ -346,31 +354,31 @@ impl Discovery {
             let name = &self.exposed[hit.index];
             let description = one_line(tool.description(), LINE_CHARS);
             let (params, required) = parameters(tool);
-            let shown: Vec<String> = params
-                .iter()
-                .map(|p| {
-                    if required.contains(p) {
-                        format!("{p}*")
-                    } else {
-                        p.clone()
-                    }
-                })
-                .collect();
-            lines.push(format!("- {name}({}): {description}", shown.join(", ")));
+            let matched = self.index.matched_words(query, hit.index);
+            lines.push(hit_line(
+                name,
+                tool,
+                &params,
+                &required,
+                &description,
+                &matched,
+            ));
             found.push(json!({
                 "name": name,
                 "description": description,
                 "parameters": params,
                 "required": required,
+                "matched": matched,
             }));
         }
+        let query = one_line(query, QUERY_CHARS);
         let text = if hits.is_empty() {
             format!(
                 "No tool matches {query:?}. Try other words, e.g. the action and the object (\"list issues\")."
             )
         } else {
             format!(
-                "{}\n(* = required) Call {} with a name and its arguments; {} gives the full schema.",
+                "{}\nCall {} with a name and its arguments (the required ones are shown with their types); {} gives the full schema.",
                 lines.join("\n"),
                 self.names.invoke,
                 self.names.schema
@@ -463,6 +471,76 @@ impl Discovery {
 fn error_result(text: impl Into<String>) -> Value {
     let text: String = text.into();
     json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+/// One hit of a `search_tools` answer: the name, the required parameters with their types and
+/// how many optional ones there are, the one-line purpose, and the query words it matched:
+/// `- github__create_issue(owner: string, repo: string, title: string; +3 optional): Create a
+/// new issue. [matched: issue, github]`.
+fn hit_line(
+    name: &str,
+    tool: &CatalogTool,
+    params: &[String],
+    required: &[String],
+    description: &str,
+    matched: &[String],
+) -> String {
+    let properties = tool
+        .input_schema()
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object);
+    let mut shown: Vec<String> = params
+        .iter()
+        .filter(|p| required.contains(p))
+        .take(SHOWN_REQUIRED)
+        .map(
+            |p| match properties.and_then(|ps| ps.get(p)).and_then(type_of) {
+                Some(kind) => format!("{p}: {kind}"),
+                None => p.clone(),
+            },
+        )
+        .collect();
+    let listed_required = params.iter().filter(|p| required.contains(p)).count();
+    let hidden = listed_required.saturating_sub(SHOWN_REQUIRED);
+    if hidden > 0 {
+        shown.push(format!("+{hidden} required"));
+    }
+    let mut signature = shown.join(", ");
+    let optional = params.len() - listed_required;
+    if optional > 0 {
+        let sep = if signature.is_empty() { "" } else { "; " };
+        let _ = write!(signature, "{sep}+{optional} optional");
+    }
+    let why = if matched.is_empty() {
+        String::new()
+    } else {
+        format!(" [matched: {}]", matched.join(", "))
+    };
+    format!("- {name}({signature}): {description}{why}")
+}
+
+/// A parameter's type in a few characters: `string`, `integer|null`, `string[]`, or up to three
+/// of its `enum` values (`"open"|"closed"`); `None` when the schema says none.
+fn type_of(schema: &Value) -> Option<String> {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        let mut shown: Vec<String> = values.iter().take(3).map(Value::to_string).collect();
+        if values.len() > 3 {
+            shown.push("…".into());
+        }
+        return Some(shown.join("|"));
+    }
+    match schema.get("type")? {
+        Value::String(kind) if kind == "array" => {
+            let item = schema.get("items").and_then(type_of);
+            Some(item.map_or_else(|| "array".to_owned(), |i| format!("{i}[]")))
+        }
+        Value::String(kind) => Some(kind.clone()),
+        Value::Array(kinds) => {
+            let kinds: Vec<&str> = kinds.iter().filter_map(Value::as_str).collect();
+            (!kinds.is_empty()).then(|| kinds.join("|"))
+        }
+        _ => None,
+    }
 }
 
 /// Top-level parameter names of a tool (schema order) and the required ones.

@@ -48,11 +48,60 @@ fn search_lists_names_lines_and_parameters() {
         "Create a new issue in a GitHub repository."
     );
     assert_eq!(first["required"], json!(["owner", "repo", "title"]));
+    assert_eq!(first["matched"], json!(["open", "issue", "github"]));
     let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with(
-        "- github__create_issue(owner*, repo*, state, title*): Create a new issue in a GitHub repository."
-    ), "{text}");
+    assert!(
+        text.starts_with(
+            "- github__create_issue(owner: string, repo: string, title: string; +1 optional): \
+         Create a new issue in a GitHub repository. [matched: open, issue, github]\n"
+        ),
+        "{text}"
+    );
     assert!(result.get("isError").is_none());
+}
+
+#[test]
+fn a_hit_line_shows_types_enums_and_caps_the_required_list() {
+    let properties: Map<String, Value> = (0..8)
+        .map(|i| (format!("p{i}"), json!({"type": "string"})))
+        .chain([
+            (
+                "a_state".to_owned(),
+                json!({"enum": ["open", "closed", "all", "draft"]}),
+            ),
+            (
+                "labels".to_owned(),
+                json!({"type": "array", "items": {"type": "string"}}),
+            ),
+            ("limit".to_owned(), json!({"type": ["integer", "null"]})),
+        ])
+        .collect();
+    let required: Vec<String> = properties.keys().cloned().collect();
+    let tool = CatalogTool::new(
+        "s",
+        json!({"name": "t", "inputSchema": {"type": "object", "properties": properties,
+               "required": ["a_state", "labels", "limit", "p0", "p1", "p2", "p3", "p4"]}}),
+    )
+    .unwrap();
+    let (params, req) = parameters(&tool);
+    assert_eq!(params.len(), required.len());
+    let line = hit_line("s__t", &tool, &params, &req, "Purpose.", &[]);
+    assert_eq!(
+        line,
+        "- s__t(a_state: \"open\"|\"closed\"|\"all\"|…, labels: string[], limit: integer|null, \
+         p0: string, p1: string, p2: string, +2 required; +3 optional): Purpose."
+    );
+}
+
+#[test]
+fn a_long_query_is_not_echoed_whole() {
+    let d = discovery();
+    let query = format!("zzzz {}", "q".repeat(5000));
+    let text = d.search_tools(&query, None)["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.len() < 400, "{}", text.len());
 }
 
 #[test]

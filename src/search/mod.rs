@@ -425,6 +425,50 @@ impl SearchIndex {
         });
     }
 
+    /// The words of `query` that tool `doc` has, by their own term or an equivalent one
+    /// (`fetch` for a tool that says `get`): why a hit matched, in the user's words, lower-cased,
+    /// in query order, each once. Stop words and words no field of the tool has are left out.
+    ///
+    /// ```
+    /// use mcp_budget::catalog::CatalogTool;
+    /// use mcp_budget::search::SearchIndex;
+    /// use serde_json::json;
+    ///
+    /// let tools = vec![CatalogTool::new(
+    ///     "github",
+    ///     json!({"name": "get_issue", "description": "Get one issue of a repository"}),
+    /// )?];
+    /// let index = SearchIndex::build(&tools);
+    /// // `fetch` is an equivalent of `get`, `repo` short for `repository`; "open" is not there.
+    /// let words = index.matched_words("Fetch the open Issues of my repo", 0);
+    /// assert_eq!(words, ["fetch", "issues", "repo"]);
+    /// # Ok::<(), mcp_budget::catalog::CatalogError>(())
+    /// ```
+    #[must_use]
+    pub fn matched_words(&self, query: &str, doc: usize) -> Vec<String> {
+        let Ok(doc) = u32::try_from(doc) else {
+            return Vec::new();
+        };
+        let has = |term: &str| {
+            self.terms.get(term).is_some_and(|&id| {
+                let postings = &self.postings[id as usize];
+                postings.binary_search_by_key(&doc, |p| p.doc).is_ok()
+            })
+        };
+        let mut out: Vec<String> = Vec::new();
+        text::words(query, |word, _| {
+            let hit = self.analyzer.terms(word).iter().any(|term| {
+                has(term)
+                    || (self.equivalents.get(term)).is_some_and(|eq| eq.iter().any(|e| has(e)))
+            });
+            let word = word.to_lowercase();
+            if hit && !out.contains(&word) {
+                out.push(word);
+            }
+        });
+        out
+    }
+
     /// Per query term, the score it gives tool `doc` (its own word and its equivalents), for
     /// debugging a ranking.
     #[doc(hidden)]
