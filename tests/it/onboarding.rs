@@ -238,8 +238,14 @@ fn init_from_claude_code_serves_its_servers_to_a_real_client() {
     );
     assert!(
         notes.contains("claude mcp add --scope project mcp-budget -e ")
-            && notes.contains(" -e 'ONBOARD_SECRET=${ONBOARD_SECRET}' -- "),
+            && notes.contains(" -e 'ONBOARD_SECRET=${ONBOARD_SECRET}' ")
+            && notes.contains(" -e 'ONBOARD_TZ=${ONBOARD_TZ:-UTC}' -- "),
         "{notes}"
+    );
+    // An args reference stays one too: the gateway fills it when it starts the child.
+    assert!(
+        policy.contains("args = [\"--local-timezone\", \"${env:ONBOARD_TZ:-UTC}\"]"),
+        "{policy}"
     );
     let entry = entry_after(&notes, "in .mcp.json:")["mcpServers"]["mcp-budget"].clone();
     // Claude Code resolves the entry's references from its own environment.
@@ -247,6 +253,7 @@ fn init_from_claude_code_serves_its_servers_to_a_real_client() {
     assert_eq!(env["ONBOARD_SECRET"], "${ONBOARD_SECRET}");
     env.insert("ONBOARD_SECRET".into(), "s3cr3t-from-claude-code".into());
     env.remove("ONBOARD_GREETING"); // unset: the default applies in the gateway
+    env.remove("ONBOARD_TZ"); // unset: the child's args take the default (UTC)
     serve_entry(
         &entry,
         &env,
