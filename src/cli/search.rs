@@ -2,7 +2,10 @@
 //!
 //! With `--query`, prints a table (or JSON with `--format json`). With `--queries FILE.jsonl`,
 //! reads one JSON object per line with `id` and `query` and prints one JSON line per input line,
-//! `{"id": ..., "results": ["server/tool", ...]}`, for evaluation scripts.
+//! `{"id": ..., "results": ["server/tool", ...]}`, for evaluation scripts; with `--report` too,
+//! the lines are labelled (`gold`, `source`: [`crate::search::eval`]) and it prints hit@1/5/10
+//! and MRR@10 per source and the queries missed at 5, so a user can evaluate search on their own
+//! catalog and queries.
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -11,6 +14,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::catalog::{CatalogTool, load_saved};
+use crate::search::eval::{self, Labelled};
 use crate::search::{Ranker, SearchIndex};
 
 /// Output format of a single `--query`.
@@ -45,10 +49,15 @@ pub struct Args {
     /// A JSON-lines file of `{"id": ..., "query": "..."}` objects; prints one JSON line each.
     #[arg(long)]
     pub queries: Option<PathBuf>,
+    /// With `--queries` of labelled lines (`gold`: the `server/tool` ids that answer each,
+    /// optional `source` and `gold_alternatives`): print hit@1/5/10 and MRR@10 per source and
+    /// the queries missed at 5 instead of the rankings (`--format json`: one JSON object).
+    #[arg(long, requires = "queries", conflicts_with = "query")]
+    pub report: bool,
     /// Most results per query.
     #[arg(long, default_value_t = 5)]
     pub top_k: usize,
-    /// Output format for `--query`.
+    /// Output format for `--query` and `--report`.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Ranking method.
@@ -70,6 +79,9 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
         RankerArg::Bm25 => Ranker::Bm25,
     };
     let index = SearchIndex::build_with(&tools, ranker);
+    if let (Some(path), true) = (&args.queries, args.report) {
+        return report(&index, &tools, path, args.format, out);
+    }
     if let Some(path) = &args.queries {
         let file =
             std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -137,6 +149,46 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// `--queries FILE --report`: every labelled line ranked (top 10) and scored.
+fn report(
+    index: &SearchIndex,
+    tools: &[CatalogTool],
+    path: &std::path::Path,
+    format: Format,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut rows = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if !line.trim().is_empty() {
+            let row = Labelled::parse(line, n + 1)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            rows.push(row);
+        }
+    }
+    let top = eval::CUTOFFS[eval::CUTOFFS.len() - 1];
+    let ranked: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            let hits = index.search(&row.query, top);
+            hits.iter().map(|hit| tools[hit.index].id()).collect()
+        })
+        .collect();
+    let report = eval::evaluate(&rows, &ranked);
+    match format {
+        Format::Json => writeln!(out, "{}", report.json())?,
+        Format::Table => write!(
+            out,
+            "{} queries, {} tools\n\n{}",
+            rows.len(),
+            tools.len(),
+            report.table()
+        )?,
     }
     Ok(())
 }

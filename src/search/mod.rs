@@ -29,6 +29,7 @@
 //! # Ok::<(), mcp_budget::catalog::CatalogError>(())
 //! ```
 
+pub mod eval;
 mod fields;
 mod fuzzy;
 mod server;

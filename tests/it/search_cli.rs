@@ -102,3 +102,72 @@ fn query_or_queries_is_required() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+/// `--report` scores labelled queries per source and lists the misses: a query whose gold tool
+/// ranks first, one found lower, one no ranking can find, and one with an alternative.
+#[test]
+fn report_scores_labelled_queries_per_source_with_the_misses() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("labelled.jsonl");
+    let lines = [
+        r#"{"id": "dir", "source": "fs", "query": "create a new directory", "gold": ["filesystem/create_directory"]}"#,
+        r#"{"id": "nope", "source": "fs", "query": "create a new directory", "gold": ["filesystem/no_such_tool"], "gold_alternatives": {"filesystem/no_such_tool": ["filesystem/create_directory"]}}"#,
+        r#"{"id": "tz", "source": "time", "query": "what time is it in Tokyo", "gold": ["time/get_current_time"]}"#,
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let path = file.to_str().unwrap();
+    let table = search(&["--queries", path, "--report"]);
+    assert!(table.starts_with("3 queries, "), "{table}");
+    assert!(
+        table.contains("(strict)") && table.contains("(lenient)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("1 of 3 queries missed at 5:\n- [fs] nope "),
+        "{table}"
+    );
+    let json: Value = serde_json::from_str(&search(&[
+        "--queries",
+        path,
+        "--report",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(json["overall"]["strict"]["n"], 3);
+    assert_eq!(json["sources"]["fs"]["strict"]["hit@5"], 0.5);
+    assert_eq!(json["sources"]["fs"]["lenient"]["hit@5"], 1.0);
+    assert_eq!(json["sources"]["time"]["strict"]["hit@5"], 1.0);
+    assert_eq!(json["misses"][0]["id"], "nope");
+    assert_eq!(json["misses"][0]["got"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn report_names_the_line_without_gold_and_needs_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &file,
+        "{\"query\": \"a\", \"gold\": [\"x/y\"]}\n{\"query\": \"b\"}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["search", "--report", "--queries"])
+        .arg(&file)
+        .arg("--tools")
+        .arg(fixtures())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.jsonl: line 2: no \"gold\""),
+        "{stderr}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["search", "--report", "--query", "x", "--tools"])
+        .arg(fixtures())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
