@@ -57,6 +57,7 @@ pub use instructions::{
 
 use crate::catalog::CatalogTool;
 use crate::search::SearchIndex;
+pub use crate::search::one_line;
 
 /// Longest one-line description in `search_tools` results, in characters.
 const LINE_CHARS: usize = 160;
@@ -562,28 +563,6 @@ fn parameters(tool: &CatalogTool) -> (Vec<String>, Vec<String>) {
         })
         .unwrap_or_default();
     (params, required)
-}
-
-/// The first sentence (or line) of `text`, cut at a word boundary to at most `max` characters
-/// (an ellipsis marks a cut).
-#[must_use]
-pub fn one_line(text: &str, max: usize) -> String {
-    let text = text.trim();
-    let mut end = text.find('\n').unwrap_or(text.len());
-    if let Some(dot) = text[..end].find(". ") {
-        end = dot + 1;
-    }
-    let line = text[..end].trim();
-    if line.chars().count() <= max {
-        return line.to_owned();
-    }
-    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
-    if let Some(space) = cut.rfind(' ') {
-        if space > max / 2 {
-            cut.truncate(space);
-        }
-    }
-    format!("{}…", cut.trim_end_matches([',', ';', ':', ' ']))
 }
 
 #[cfg(test)]

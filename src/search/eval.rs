@@ -296,7 +296,7 @@ impl Report {
             let rank = miss.rank.map_or("none in the top 10".to_owned(), |r| {
                 format!("first gold at {r}")
             });
-            let query = crate::discover::one_line(&miss.query, 110);
+            let query = super::one_line(&miss.query, 110);
             let _ = writeln!(out, "- [{}] {} {query:?} ({rank})", miss.source, miss.id);
             let _ = writeln!(out, "    gold {}", miss.gold.join(", "));
             let _ = writeln!(out, "    got  {}", miss.got.join(", "));

@@ -45,6 +45,7 @@ use fields::{
 };
 use fuzzy::NameWords;
 use server::ServerNames;
+pub use text::one_line;
 use text::{Analysis, Analyzer, StemCache};
 
 /// A ranking method.

@@ -221,6 +221,28 @@ impl Analyzer {
     }
 }
 
+/// The first sentence (or line) of `text`, cut at a word boundary to at most `max` characters
+/// (an ellipsis marks a cut).
+#[must_use]
+pub fn one_line(text: &str, max: usize) -> String {
+    let text = text.trim();
+    let mut end = text.find('\n').unwrap_or(text.len());
+    if let Some(dot) = text[..end].find(". ") {
+        end = dot + 1;
+    }
+    let line = text[..end].trim();
+    if line.chars().count() <= max {
+        return line.to_owned();
+    }
+    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    if let Some(space) = cut.rfind(' ') {
+        if space > max / 2 {
+            cut.truncate(space);
+        }
+    }
+    format!("{}…", cut.trim_end_matches([',', ';', ':', ' ']))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
