@@ -8,7 +8,7 @@
 //! catalog and queries.
 
 use std::io::BufRead;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -54,6 +54,14 @@ pub struct Args {
     /// the queries missed at 5 instead of the rankings (`--format json`: one JSON object).
     #[arg(long, requires = "queries", conflicts_with = "query")]
     pub report: bool,
+    /// A usage file (`[budget] usage_file`: `{"server/tool": calls}`): the tools it counts rank
+    /// higher when scores are close, as with `[discover] usage_prior`.
+    #[arg(long)]
+    pub usage: Option<PathBuf>,
+    /// The usage prior's weight with `--usage` (0..=1: the most called tool's score × 1.2 at
+    /// 0.2).
+    #[arg(long, default_value_t = crate::policy::DEFAULT_USAGE_PRIOR, requires = "usage")]
+    pub usage_prior: f32,
     /// Most results per query.
     #[arg(long, default_value_t = 5)]
     pub top_k: usize,
@@ -68,6 +76,14 @@ pub struct Args {
     pub explain: bool,
 }
 
+/// The calls of each of `tools` in the usage file at `path`.
+fn read_usage(path: &Path, tools: &[CatalogTool]) -> anyhow::Result<Vec<u64>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let counts = crate::plan::parse_usage(&text).with_context(|| format!("{}", path.display()))?;
+    Ok(crate::plan::usage_of(tools, &counts))
+}
+
 /// Runs the command, writing to `out`.
 ///
 /// # Errors
@@ -78,33 +94,15 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
         RankerArg::Fielded => Ranker::Fielded,
         RankerArg::Bm25 => Ranker::Bm25,
     };
-    let index = SearchIndex::build_with(&tools, ranker);
+    let mut index = SearchIndex::build_with(&tools, ranker);
+    if let Some(path) = &args.usage {
+        index.set_usage(&read_usage(path, &tools)?, args.usage_prior);
+    }
     if let (Some(path), true) = (&args.queries, args.report) {
         return report(&index, &tools, path, args.format, out);
     }
     if let Some(path) = &args.queries {
-        let file =
-            std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-        for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
-            let line = line.with_context(|| format!("cannot read {}", path.display()))?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let where_ = || format!("{}:{}", path.display(), n + 1);
-            let value: Value = serde_json::from_str(&line).with_context(where_)?;
-            let query = value
-                .get("query")
-                .and_then(Value::as_str)
-                .with_context(|| format!("{}: no string \"query\"", where_()))?;
-            let results: Vec<String> = index
-                .search(query, args.top_k)
-                .iter()
-                .map(|hit| tools[hit.index].id())
-                .collect();
-            let id = value.get("id").cloned().unwrap_or(Value::Null);
-            writeln!(out, "{}", json!({"id": id, "results": results}))?;
-        }
-        return Ok(());
+        return rank_queries(&index, &tools, path, args.top_k, out);
     }
     let query = args.query.as_deref().unwrap_or_default();
     let hits = index.search(query, args.top_k);
@@ -149,6 +147,39 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// `--queries FILE` without `--report`: each line's `id` and its top `top_k` tool ids, a JSON
+/// object a line.
+fn rank_queries(
+    index: &SearchIndex,
+    tools: &[CatalogTool],
+    path: &Path,
+    top_k: usize,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let where_ = || format!("{}:{}", path.display(), n + 1);
+        let value: Value = serde_json::from_str(&line).with_context(where_)?;
+        let query = value
+            .get("query")
+            .and_then(Value::as_str)
+            .with_context(|| format!("{}: no string \"query\"", where_()))?;
+        let results: Vec<String> = index
+            .search(query, top_k)
+            .iter()
+            .map(|hit| tools[hit.index].id())
+            .collect();
+        let id = value.get("id").cloned().unwrap_or(Value::Null);
+        writeln!(out, "{}", json!({"id": id, "results": results}))?;
     }
     Ok(())
 }

@@ -234,6 +234,15 @@ impl Discovery {
         }
     }
 
+    /// The same search with a usage prior: the tools this deployment calls (`calls`, indexed
+    /// like the tools given to [`Self::new`]) rank higher among close candidates, by `weight`
+    /// (see [`SearchIndex::set_usage`]).
+    #[must_use]
+    pub fn with_usage(mut self, calls: &[u64], weight: f32) -> Self {
+        self.index.set_usage(calls, weight);
+        self
+    }
+
     /// The deferred tools, in the order given.
     #[must_use]
     pub fn tools(&self) -> &[CatalogTool] {

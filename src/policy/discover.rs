@@ -7,6 +7,7 @@
 //! invoke_tool = "invoke_tool"
 //! never_defer = ["github/create_*", "time__get_current_time"]
 //! promote_on_use = false
+//! usage_prior = 0.3                  # called tools rank higher in search when scores are close
 //! default_limit = 5
 //! max_limit = 20
 //! native_disclosure = false          # experimental: tools/catalog + tools/describe
@@ -29,6 +30,10 @@ use crate::codemode::Limits;
 use crate::discover::{MetaToolNames, SearchLimits};
 use crate::naming;
 
+/// The usage prior's default weight (`[discover] usage_prior`, and `mcp-budget search --usage`
+/// without `--usage-prior`), chosen with `scripts/eval-usage-prior.py` on the dev queries.
+pub const DEFAULT_USAGE_PRIOR: f32 = 0.3;
+
 /// Largest accepted `max_limit`: more results than this cost more tokens than listing tools.
 pub const MAX_SEARCH_LIMIT: usize = 50;
 
@@ -50,6 +55,10 @@ pub struct RawDiscover {
     /// after the static tools, so cached prefixes survive). Default: false.
     #[serde(default)]
     pub promote_on_use: bool,
+    /// How much the tools this deployment calls (`[budget] usage_file`'s counts, relearned every
+    /// `relearn_secs`) rank higher in search among close candidates (0..=1; 0 turns it off; the
+    /// most called tool's score × `1 + usage_prior`). Acts only with a usage file. Default: 0.3.
+    pub usage_prior: Option<f64>,
     /// Results returned by search when the model gives no `limit`. Default: 5.
     pub default_limit: Option<usize>,
     /// Most results search returns, whatever `limit` the model asks for. Default: 20.
@@ -109,8 +118,8 @@ impl Default for CodeMode {
 }
 
 /// `[discover]` validated (defaults: the default meta-tool names and search limits, nothing
-/// pinned or promoted).
-#[derive(Debug, Clone, Default)]
+/// pinned or promoted, the usage prior at [`DEFAULT_USAGE_PRIOR`]).
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DiscoverPolicy {
     /// Names of the meta-tools.
@@ -119,6 +128,10 @@ pub struct DiscoverPolicy {
     pub never_defer: Vec<ToolPattern>,
     /// List a deferred tool directly once it has been invoked.
     pub promote_on_use: bool,
+    /// Weight of the usage prior in search (0..=1, 0 off; see [`SearchIndex::set_usage`]).
+    ///
+    /// [`SearchIndex::set_usage`]: crate::search::SearchIndex::set_usage
+    pub usage_prior: f32,
     /// Search results: `default` from `default_limit` (1..=`max`), `max` from `max_limit`
     /// (1..=[`MAX_SEARCH_LIMIT`]).
     pub limits: SearchLimits,
@@ -127,6 +140,20 @@ pub struct DiscoverPolicy {
     pub native_disclosure: bool,
     /// Code mode, when on (its meta-tool's name is `names.code`).
     pub code_mode: Option<CodeMode>,
+}
+
+impl Default for DiscoverPolicy {
+    fn default() -> Self {
+        Self {
+            names: MetaToolNames::default(),
+            never_defer: Vec::new(),
+            promote_on_use: false,
+            usage_prior: DEFAULT_USAGE_PRIOR,
+            limits: SearchLimits::default(),
+            native_disclosure: false,
+            code_mode: None,
+        }
+    }
 }
 
 impl DiscoverPolicy {
@@ -206,10 +233,21 @@ impl Section for RawDiscover {
             }
         }
         let limits = self.search_limits(&mut at);
+        let usage_prior = at
+            .parse("usage_prior", self.usage_prior, |w| {
+                if (0.0..=1.0).contains(&w) {
+                    #[allow(clippy::cast_possible_truncation)] // within 0..=1
+                    Ok(w as f32)
+                } else {
+                    Err(format!("must be between 0 and 1, got {w}"))
+                }
+            })
+            .unwrap_or(DEFAULT_USAGE_PRIOR);
         DiscoverPolicy {
             names,
             never_defer,
             promote_on_use: self.promote_on_use,
+            usage_prior,
             native_disclosure: self.native_disclosure,
             code_mode,
             limits,
@@ -377,6 +415,7 @@ mod tests {
         assert_eq!((policy.limits.default, policy.limits.max), (5, 20));
         assert!(!policy.promote_on_use);
         assert!(!policy.native_disclosure);
+        assert!((policy.usage_prior - DEFAULT_USAGE_PRIOR).abs() < f32::EPSILON);
     }
 
     #[test]
@@ -388,6 +427,7 @@ mod tests {
             invoke_tool = "call_tool"
             never_defer = ["github/create_*", "time__get_current_time"]
             promote_on_use = true
+            usage_prior = 0
             default_limit = 3
             max_limit = 10
             native_disclosure = true
@@ -397,6 +437,7 @@ mod tests {
         assert!(policy.native_disclosure);
         assert_eq!(policy.names.search, "find_tools");
         assert!(policy.promote_on_use);
+        assert!(policy.usage_prior == 0.0);
         assert_eq!((policy.limits.default, policy.limits.max), (3, 10));
         assert!(policy.never_deferred("github/create_issue", "github__create_issue"));
         assert!(policy.never_deferred("time/get_current_time", "time__get_current_time"));
@@ -412,6 +453,7 @@ mod tests {
             never_defer = [" "]
             default_limit = 30
             max_limit = 25
+            usage_prior = 1.5
             "#,
         );
         let paths: Vec<&str> = problems.iter().map(|(p, _)| p.as_str()).collect();
@@ -421,7 +463,8 @@ mod tests {
                 "discover.search_tool",
                 "discover",
                 "discover.never_defer[0]",
-                "discover.default_limit"
+                "discover.default_limit",
+                "discover.usage_prior"
             ]
         );
     }

@@ -120,6 +120,26 @@ const BM25: Tuning = Tuning {
     typo: 0.0,
 };
 
+/// The usage prior moves only tools whose score is at least this share of the best one: usage
+/// decides between close candidates and never lifts a weak match into the results. Chosen on
+/// the dev queries with `scripts/eval-usage-prior.py` (at 0.8 an unrelated usage history already
+/// cost hit@5 0.055 on one half; at 0.85, 0.008).
+const PRIOR_GATE: f32 = 0.85;
+
+/// Multiplies each hit scoring at least [`PRIOR_GATE`] of the best one by `1 + boost` (`boosts`
+/// in `hits` order; empty: no usage prior).
+fn apply_usage(hits: &mut [Hit], boosts: &[f32]) {
+    if boosts.is_empty() {
+        return;
+    }
+    let top = hits.iter().map(|h| h.score).fold(0.0f32, f32::max);
+    for (hit, boost) in hits.iter_mut().zip(boosts) {
+        if hit.score >= PRIOR_GATE * top {
+            hit.score *= 1.0 + boost;
+        }
+    }
+}
+
 /// One document's occurrences of one term, per field.
 #[derive(Clone, Copy, Debug)]
 struct Posting {
@@ -147,6 +167,11 @@ pub struct SearchIndex {
     servers: ServerNames,
     /// Words of tool names, for typo correction.
     name_words: NameWords,
+    /// Per tool, its usage boost (a factor of `1 + prior`; empty: none), from
+    /// [`SearchIndex::set_usage`].
+    prior: Vec<f32>,
+    /// The largest entry `prior` may hold (the weight given to `set_usage`).
+    prior_cap: f32,
 }
 
 impl SearchIndex {
@@ -177,6 +202,8 @@ impl SearchIndex {
             equivalents: HashMap::new(),
             servers: ServerNames::default(),
             name_words: NameWords::default(),
+            prior: Vec::new(),
+            prior_cap: 0.0,
         };
         let mut cache = StemCache::default();
         for (doc, tool) in tools.iter().enumerate() {
@@ -335,6 +362,7 @@ impl SearchIndex {
             touched.clear();
         }
         let mut hits: Vec<Hit> = Vec::new();
+        let mut boosts: Vec<f32> = Vec::new();
         for (doc, &score) in total.iter().enumerate() {
             if score <= 0.0 {
                 continue;
@@ -343,15 +371,31 @@ impl SearchIndex {
             if self.tuning.coord > 0.0 {
                 score *= (matched[doc] / query_weight).powf(self.tuning.coord);
             }
+            let mut covered = 0.0;
             if self.tuning.name_coverage > 0.0 && self.name_idf[doc] > 0.0 {
-                let covered = (name_hits[doc] / self.name_idf[doc]).min(1.0);
+                covered = (name_hits[doc] / self.name_idf[doc]).min(1.0);
                 score += self.tuning.name_coverage * covered * covered;
             }
             if !named.is_empty() && named.binary_search(&self.servers.server_of(doc)).is_ok() {
                 score *= 1.0 + self.tuning.server;
             }
+            if let Some(&prior) = self.prior.get(doc) {
+                // A tool whose whole name the query says gets the most any usage gives: a
+                // popular tool never passes an exact match on its popularity alone.
+                boosts.push(if covered >= 1.0 {
+                    self.prior_cap
+                } else {
+                    prior
+                });
+            }
             hits.push(Hit { index: doc, score });
         }
+        apply_usage(&mut hits, &boosts);
+        self.best(hits, limit)
+    }
+
+    /// The best `limit` of `hits`, best first; ties in id order.
+    fn best(&self, mut hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
         let order = |a: &Hit, b: &Hit| {
             b.score
                 .total_cmp(&a.score)
@@ -425,6 +469,47 @@ impl SearchIndex {
                 add_term(out, correction.to_owned(), self.tuning.typo);
             }
         });
+    }
+
+    /// Makes the tools this deployment calls rank higher when scores are close: among the tools
+    /// scoring at least 85 % of the best one, tool `i`'s score is multiplied by
+    /// `1 + weight × ln(1 + calls[i]) / ln(1 + max calls)` (so at most by `1 + weight`, for the
+    /// most called tool), and a tool whose every name word the query has gets the full
+    /// `1 + weight` whatever its calls, so popularity alone never puts a tool above an exact
+    /// match, and never lifts a weak match into the results. `weight` is clamped to `0..=1`; 0, or no calls at all, removes the
+    /// prior. `calls` is indexed like the tools given to [`SearchIndex::build`] (missing
+    /// entries: 0).
+    ///
+    /// ```
+    /// use mcp_budget::catalog::CatalogTool;
+    /// use mcp_budget::search::SearchIndex;
+    /// use serde_json::json;
+    ///
+    /// let tools = vec![
+    ///     CatalogTool::new("a", json!({"name": "search_files", "description": "Search for files"}))?,
+    ///     CatalogTool::new("b", json!({"name": "find_files", "description": "Find files by name"}))?,
+    /// ];
+    /// let mut index = SearchIndex::build(&tools);
+    /// let first = |index: &SearchIndex| tools[index.search("look for files", 2)[0].index].id();
+    /// assert_eq!(first(&index), "a/search_files");
+    /// index.set_usage(&[0, 40], 0.3); // this deployment calls b/find_files
+    /// assert_eq!(first(&index), "b/find_files");
+    /// # Ok::<(), mcp_budget::catalog::CatalogError>(())
+    /// ```
+    pub fn set_usage(&mut self, calls: &[u64], weight: f32) {
+        let weight = weight.clamp(0.0, 1.0);
+        let most = calls.iter().copied().max().unwrap_or(0);
+        if weight == 0.0 || most == 0 {
+            self.prior = Vec::new();
+            self.prior_cap = 0.0;
+            return;
+        }
+        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)] // a share in 0..=1
+        let scale = |n: u64| ((n as f64).ln_1p() / (most as f64).ln_1p()) as f32;
+        self.prior = (0..self.len())
+            .map(|i| weight * scale(calls.get(i).copied().unwrap_or(0)))
+            .collect();
+        self.prior_cap = weight;
     }
 
     /// The words of `query` that tool `doc` has, by their own term or an equivalent one

@@ -396,3 +396,50 @@ fn open_or_file_a_thing_creates_it() {
         "{got:?}"
     );
 }
+
+#[test]
+fn usage_decides_between_close_candidates_only() {
+    let tools = vec![
+        tool(
+            "a",
+            json!({"name": "search_files", "description": "Search for files"}),
+        ),
+        tool(
+            "b",
+            json!({"name": "find_files", "description": "Find files by name"}),
+        ),
+        tool(
+            "c",
+            json!({"name": "read_notes", "description": "Read notes, which may mention files"}),
+        ),
+        tool(
+            "d",
+            json!({"name": "list_files", "description": "List the files of a directory"}),
+        ),
+    ];
+    let mut index = SearchIndex::build(&tools);
+    assert_eq!(
+        ids(&tools, &index.search("look for files", 3))[..2],
+        ["a/search_files", "b/find_files"]
+    );
+    // The deployment calls b far more than anything: it passes a, whose score is close.
+    index.set_usage(&[1, 40, 0, 0], 0.3);
+    assert_eq!(
+        ids(&tools, &index.search("look for files", 3))[..2],
+        ["b/find_files", "a/search_files"]
+    );
+    // Called a thousand times, c stays where its weak match puts it, below d (at most 60 % of
+    // the best score, twice its own at weight 1): usage does not lift a weak match.
+    index.set_usage(&[0, 0, 1000, 0], 1.0);
+    let hits = ids(&tools, &index.search("look for files", 4));
+    assert_eq!(hits[2..], ["d/list_files", "c/read_notes"], "{hits:?}");
+    // A query naming a tool's every name word: the most called other tool does not pass it.
+    index.set_usage(&[0, 1000, 0, 0], 1.0);
+    assert_eq!(index.search("search files", 4)[0].index, 0);
+    // Weight 0, or no calls, is no prior at all.
+    let plain = SearchIndex::build(&tools).search("look for files", 4);
+    index.set_usage(&[5, 9, 1, 0], 0.0);
+    assert_eq!(index.search("look for files", 4), plain);
+    index.set_usage(&[], 0.5);
+    assert_eq!(index.search("look for files", 4), plain);
+}

@@ -72,4 +72,5 @@ mod strict_args;
 mod telemetry;
 mod templates;
 mod transports;
+mod usage_prior;
 mod wire;

@@ -28,7 +28,7 @@ use crate::identity::{Principal, Via};
 use crate::jsonrpc::{Message, to_raw};
 use crate::listing::{Listing, ServerTokens, list_some};
 use crate::mcp::method::Method;
-use crate::plan::{LevelChoice, ModeChoice, Plan};
+use crate::plan::{LevelChoice, ModeChoice, Plan, UsageCounts, usage_of};
 use crate::policy::{BudgetPolicy, DiscoverPolicy};
 use crate::tokens::Counter;
 
@@ -210,14 +210,8 @@ impl State {
         {
             return p.clone();
         }
-        let usage = learned.map(|l| crate::plan::usage_of(catalog.tools(), &l.counts));
-        let mut planned = self.compute(
-            catalog.tools(),
-            &catalog,
-            &self.base,
-            usage.unwrap_or_default(),
-            false,
-        );
+        let counts = learned.as_ref().map(|l| &*l.counts);
+        let mut planned = self.compute(catalog.tools(), &catalog, &self.base, counts, false);
         planned.usage_generation = generation;
         let planned = Arc::new(planned);
         *current = Some(planned.clone());
@@ -263,13 +257,12 @@ impl State {
         slot.plan
             .get_or_init(|| {
                 let visible = audience.scope.visible(catalog.tools());
-                let usage = learned.map(|l| crate::plan::usage_of(&visible, &l.counts));
                 let profile = self.profile(audience.key.model.as_deref());
                 let mut planned = self.compute(
                     &visible,
                     &catalog,
                     &profile,
-                    usage.unwrap_or_default(),
+                    learned.as_ref().map(|l| &*l.counts),
                     audience.key.native,
                 );
                 planned.usage_generation = generation;
@@ -308,12 +301,12 @@ impl State {
         tools: &[CatalogTool],
         catalog: &Catalog,
         profile: &Profiled,
-        usage: Vec<u64>,
+        counts: Option<&UsageCounts>,
         native: bool,
     ) -> Planned {
         let separator = catalog.separator();
         let mut rules = profile.budget.rules(tools, separator, &self.discover);
-        rules.usage = usage;
+        rules.usage = counts.map(|c| usage_of(tools, c)).unwrap_or_default();
         if native {
             // The host keeps the catalog and describes tools itself: every tool, in full.
             rules.mode = ModeChoice::Full;
@@ -346,10 +339,10 @@ impl State {
         } else {
             Vec::new()
         };
-        let discovery =
-            (plan.meta_tools && !deferred.is_empty()).then(|| self.discovery(deferred, separator));
-        let code =
-            (self.discover.code_mode.as_ref()).map(|_| self.discovery(tools.to_vec(), separator));
+        let discovery = (plan.meta_tools && !deferred.is_empty())
+            .then(|| self.discovery(deferred, separator, counts));
+        let code = (self.discover.code_mode.as_ref())
+            .map(|_| self.discovery(tools.to_vec(), separator, counts));
         log_planned(&plan, profile, tools.len(), catalog);
         Planned {
             version: catalog.version(),
@@ -376,9 +369,17 @@ impl State {
         })
     }
 
-    /// The search over `tools` (the deferred ones, or every one for code mode).
-    fn discovery(&self, tools: Vec<CatalogTool>, separator: &str) -> Discovery {
+    /// The search over `tools` (the deferred ones, or every one for code mode), with the usage
+    /// prior when calls were counted.
+    fn discovery(
+        &self,
+        tools: Vec<CatalogTool>,
+        separator: &str,
+        counts: Option<&UsageCounts>,
+    ) -> Discovery {
+        let usage = counts.map(|c| usage_of(&tools, c)).unwrap_or_default();
         Discovery::new(tools, separator, &self.discover.names, self.discover.limits)
+            .with_usage(&usage, self.discover.usage_prior)
     }
 
     /// Counts a call of the tool exposed as `exposed` by `principal` (with a usage file;
