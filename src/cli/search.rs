@@ -58,6 +58,10 @@ pub struct Args {
     /// higher when scores are close, as with `[discover] usage_prior`.
     #[arg(long)]
     pub usage: Option<PathBuf>,
+    /// A vocabulary file (`[discover] vocabulary_file`: `{"word": ["equivalent", …]}`): the
+    /// words users say for the words the tools use.
+    #[arg(long)]
+    pub vocabulary: Option<PathBuf>,
     /// The usage prior's weight with `--usage` (0..=1: the most called tool's score × 1.2 at
     /// 0.2).
     #[arg(long, default_value_t = crate::policy::DEFAULT_USAGE_PRIOR, requires = "usage")]
@@ -97,6 +101,9 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let mut index = SearchIndex::build_with(&tools, ranker);
     if let Some(path) = &args.usage {
         index.set_usage(&read_usage(path, &tools)?, args.usage_prior);
+    }
+    if let Some(path) = &args.vocabulary {
+        index.add_vocabulary(&crate::policy::read_vocabulary(path).map_err(anyhow::Error::msg)?);
     }
     if let (Some(path), true) = (&args.queries, args.report) {
         return report(&index, &tools, path, args.format, out);

@@ -243,6 +243,14 @@ impl Discovery {
         self
     }
 
+    /// The same search with a deployment's own equivalents (see
+    /// [`SearchIndex::add_vocabulary`]).
+    #[must_use]
+    pub fn with_vocabulary(mut self, vocabulary: &crate::search::Vocabulary) -> Self {
+        self.index.add_vocabulary(vocabulary);
+        self
+    }
+
     /// The deferred tools, in the order given.
     #[must_use]
     pub fn tools(&self) -> &[CatalogTool] {

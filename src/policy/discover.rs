@@ -8,6 +8,7 @@
 //! never_defer = ["github/create_*", "time__get_current_time"]
 //! promote_on_use = false
 //! usage_prior = 0.3                  # called tools rank higher in search when scores are close
+//! vocabulary_file = "words.json"     # {"word users say": ["word tools use"]} (default none)
 //! default_limit = 5
 //! max_limit = 20
 //! native_disclosure = false          # experimental: tools/catalog + tools/describe
@@ -23,16 +24,29 @@
 //! code_mode_max_runs = 4
 //! ```
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 
 use super::problems::{At, Section};
 use crate::codemode::Limits;
 use crate::discover::{MetaToolNames, SearchLimits};
 use crate::naming;
+use crate::search::Vocabulary;
 
 /// The usage prior's default weight (`[discover] usage_prior`, and `mcp-budget search --usage`
 /// without `--usage-prior`), chosen with `scripts/eval-usage-prior.py` on the dev queries.
 pub const DEFAULT_USAGE_PRIOR: f32 = 0.3;
+
+/// Reads a vocabulary file (`[discover] vocabulary_file`, `search --vocabulary`).
+///
+/// # Errors
+/// A message naming the file and what is wrong with it.
+pub fn read_vocabulary(path: &std::path::Path) -> Result<Vocabulary, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Vocabulary::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
 
 /// Largest accepted `max_limit`: more results than this cost more tokens than listing tools.
 pub const MAX_SEARCH_LIMIT: usize = 50;
@@ -59,6 +73,11 @@ pub struct RawDiscover {
     /// `relearn_secs`) rank higher in search among close candidates (0..=1; 0 turns it off; the
     /// most called tool's score × `1 + usage_prior`). Acts only with a usage file. Default: 0.3.
     pub usage_prior: Option<f64>,
+    /// A JSON file of the words this deployment's users say for the words its tools use,
+    /// `{"changeset": ["merge request"], "ticket": ["issue"]}`: search also looks for them, at
+    /// half a word's own weight (as the built-in equivalents). Read at start and at each
+    /// reload; at most 10000 words. Default: none.
+    pub vocabulary_file: Option<std::path::PathBuf>,
     /// Results returned by search when the model gives no `limit`. Default: 5.
     pub default_limit: Option<usize>,
     /// Most results search returns, whatever `limit` the model asks for. Default: 20.
@@ -132,6 +151,8 @@ pub struct DiscoverPolicy {
     ///
     /// [`SearchIndex::set_usage`]: crate::search::SearchIndex::set_usage
     pub usage_prior: f32,
+    /// The deployment's own equivalents (`vocabulary_file`), when given and readable.
+    pub vocabulary: Option<Arc<Vocabulary>>,
     /// Search results: `default` from `default_limit` (1..=`max`), `max` from `max_limit`
     /// (1..=[`MAX_SEARCH_LIMIT`]).
     pub limits: SearchLimits,
@@ -149,6 +170,7 @@ impl Default for DiscoverPolicy {
             never_defer: Vec::new(),
             promote_on_use: false,
             usage_prior: DEFAULT_USAGE_PRIOR,
+            vocabulary: None,
             limits: SearchLimits::default(),
             native_disclosure: false,
             code_mode: None,
@@ -243,11 +265,19 @@ impl Section for RawDiscover {
                 }
             })
             .unwrap_or(DEFAULT_USAGE_PRIOR);
+        let vocabulary = at
+            .file_exists(
+                "vocabulary_file",
+                self.vocabulary_file.as_deref(),
+                read_vocabulary,
+            )
+            .map(Arc::new);
         DiscoverPolicy {
             names,
             never_defer,
             promote_on_use: self.promote_on_use,
             usage_prior,
+            vocabulary,
             native_disclosure: self.native_disclosure,
             code_mode,
             limits,
@@ -548,5 +578,29 @@ mod tests {
         assert!(ToolPattern::new("*").matches(""));
         assert!(ToolPattern::new("a*b*c").matches("aXbYbZc"));
         assert!(!ToolPattern::new("a*b*c").matches("aXbYbZ"));
+    }
+
+    #[test]
+    fn a_vocabulary_file_is_read_next_to_the_policy_and_a_bad_one_is_a_problem_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("words.json"), r#"{"forget": ["delete"]}"#).unwrap();
+        std::fs::write(dir.path().join("bad.json"), r#"{"forget": 3}"#).unwrap();
+        let policy_file = dir.path().join("policy.toml");
+        let text = |file: &str| format!("version = 1\n[discover]\nvocabulary_file = {file:?}\n");
+        std::fs::write(&policy_file, text("words.json")).unwrap();
+        let policy = crate::policy::Policy::load(&policy_file).unwrap_or_else(|e| panic!("{e}"));
+        let vocabulary = policy.discover.vocabulary.expect("read");
+        assert_eq!(vocabulary.entries()[0].0, "forget");
+        for (file, says) in [
+            ("missing.json", "cannot read"),
+            ("bad.json", "expected a list of words"),
+        ] {
+            std::fs::write(&policy_file, text(file)).unwrap();
+            let err = crate::policy::Policy::load(&policy_file)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("line 3: discover.vocabulary_file: "), "{err}");
+            assert!(err.contains(says), "{err}");
+        }
     }
 }

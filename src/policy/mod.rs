@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 pub use audit::AuditPolicy;
 pub use budget::BudgetPolicy;
 pub use diff::Reconcile;
-pub use discover::{CodeMode, DEFAULT_USAGE_PRIOR, DiscoverPolicy};
+pub use discover::{CodeMode, DEFAULT_USAGE_PRIOR, DiscoverPolicy, read_vocabulary};
 pub use downstream::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
     DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES,

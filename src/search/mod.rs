@@ -35,6 +35,7 @@ mod fuzzy;
 mod server;
 mod synonyms;
 mod text;
+mod vocabulary;
 
 use std::collections::HashMap;
 
@@ -47,6 +48,7 @@ use fuzzy::NameWords;
 use server::ServerNames;
 pub use text::one_line;
 use text::{Analysis, Analyzer, StemCache};
+pub use vocabulary::{MAX_VOCABULARY_ENTRIES, Vocabulary, VocabularyError};
 
 /// A ranking method.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -161,8 +163,9 @@ pub struct SearchIndex {
     average: [f32; FIELDS],
     /// Sum of the idf of the distinct terms of each tool's name.
     name_idf: Vec<f32>,
-    /// Term → its equivalents (stemmed), from [`synonyms::GROUPS`].
-    equivalents: HashMap<String, Vec<String>>,
+    /// Term → its equivalents (stemmed) with their weight relative to the term's own, from
+    /// [`synonyms::GROUPS`].
+    equivalents: HashMap<String, Vec<(String, f32)>>,
     /// Which query terms name which servers.
     servers: ServerNames,
     /// Words of tool names, for typo correction.
@@ -223,7 +226,7 @@ impl SearchIndex {
             }
         }
         if tuning.synonym > 0.0 {
-            index.equivalents = equivalents(&index.analyzer);
+            index.equivalents = equivalents(&index.analyzer, tuning.synonym);
         }
         if tuning.server > 0.0 {
             index.servers = ServerNames::build(
@@ -343,9 +346,9 @@ impl SearchIndex {
                 &mut touched,
             );
             if let Some(others) = self.equivalents.get(term) {
-                for other in others {
+                for (other, relative) in others {
                     if !concepts.iter().any(|(t, _)| t == other) {
-                        let weight = weight * self.tuning.synonym;
+                        let weight = weight * relative;
                         let (c, m) = (&mut concept, &mut in_name);
                         self.accumulate(other, weight, own_idf, c, m, &mut touched);
                     }
@@ -512,6 +515,38 @@ impl SearchIndex {
         self.prior_cap = weight;
     }
 
+    /// Adds a deployment's own equivalents (`[discover] vocabulary_file`): each word of
+    /// `vocabulary` also looks for its listed words, at the weight of the built-in equivalence
+    /// groups (half the word's own). One way: the query's word finds the tools' words.
+    ///
+    /// ```
+    /// use mcp_budget::catalog::CatalogTool;
+    /// use mcp_budget::search::{SearchIndex, Vocabulary};
+    /// use serde_json::json;
+    ///
+    /// let tools = vec![CatalogTool::new("gitlab", json!({"name": "create_merge_request", "description": "Open a merge request"}))?];
+    /// let mut index = SearchIndex::build(&tools);
+    /// assert!(index.search("my changeset", 1).is_empty());
+    /// index.add_vocabulary(&Vocabulary::parse(r#"{"changeset": ["merge request"]}"#).unwrap());
+    /// assert_eq!(index.search("my changeset", 1)[0].index, 0);
+    /// # Ok::<(), mcp_budget::catalog::CatalogError>(())
+    /// ```
+    pub fn add_vocabulary(&mut self, vocabulary: &Vocabulary) {
+        if self.tuning.synonym <= 0.0 {
+            return;
+        }
+        for (word, others) in vocabulary.entries() {
+            for stem in self.analyzer.terms(word) {
+                let entry = self.equivalents.entry(stem.clone()).or_default();
+                for other in others.iter().flat_map(|o| self.analyzer.terms(o)) {
+                    if other != stem && !entry.iter().any(|(e, _)| *e == other) {
+                        entry.push((other, self.tuning.synonym));
+                    }
+                }
+            }
+        }
+    }
+
     /// The words of `query` that tool `doc` has, by their own term or an equivalent one
     /// (`fetch` for a tool that says `get`): why a hit matched, in the user's words, lower-cased,
     /// in query order, each once. Stop words and words no field of the tool has are left out.
@@ -546,7 +581,7 @@ impl SearchIndex {
         text::words(query, |word, _| {
             let hit = self.analyzer.terms(word).iter().any(|term| {
                 has(term)
-                    || (self.equivalents.get(term)).is_some_and(|eq| eq.iter().any(|e| has(e)))
+                    || (self.equivalents.get(term)).is_some_and(|eq| eq.iter().any(|(e, _)| has(e)))
             });
             let word = word.to_lowercase();
             if hit && !out.contains(&word) {
@@ -577,9 +612,9 @@ impl SearchIndex {
                 &mut touched,
             );
             let own = concept[doc];
-            for other in self.equivalents.get(&term).into_iter().flatten() {
+            for (other, relative) in self.equivalents.get(&term).into_iter().flatten() {
                 let (c, m) = (&mut concept, &mut named);
-                let weight = weight * self.tuning.synonym;
+                let weight = weight * relative;
                 self.accumulate(other, weight, own_idf, c, m, &mut touched);
                 if concept[doc] > own {
                     out.push((format!("{term}~{other}"), concept[doc]));
@@ -673,16 +708,16 @@ fn tie_ranks(tools: &[CatalogTool]) -> Vec<u32> {
     rank
 }
 
-/// Stemmed term → stemmed equivalents.
-fn equivalents(analyzer: &Analyzer) -> HashMap<String, Vec<String>> {
-    let mut map: HashMap<String, Vec<String>> = HashMap::new();
+/// Stemmed term → stemmed equivalents, each at `weight`.
+fn equivalents(analyzer: &Analyzer, weight: f32) -> HashMap<String, Vec<(String, f32)>> {
+    let mut map: HashMap<String, Vec<(String, f32)>> = HashMap::new();
     for group in synonyms::GROUPS {
         let stems: Vec<String> = group.iter().filter_map(|w| analyzer.term(w)).collect();
         for stem in &stems {
             let entry = map.entry(stem.clone()).or_default();
             for other in &stems {
-                if other != stem && !entry.contains(other) {
-                    entry.push(other.clone());
+                if other != stem && !entry.iter().any(|(e, _)| e == other) {
+                    entry.push((other.clone(), weight));
                 }
             }
         }

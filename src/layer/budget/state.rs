@@ -378,8 +378,13 @@ impl State {
         counts: Option<&UsageCounts>,
     ) -> Discovery {
         let usage = counts.map(|c| usage_of(&tools, c)).unwrap_or_default();
-        Discovery::new(tools, separator, &self.discover.names, self.discover.limits)
-            .with_usage(&usage, self.discover.usage_prior)
+        let discovery =
+            Discovery::new(tools, separator, &self.discover.names, self.discover.limits)
+                .with_usage(&usage, self.discover.usage_prior);
+        match &self.discover.vocabulary {
+            Some(vocabulary) => discovery.with_vocabulary(vocabulary),
+            None => discovery,
+        }
     }
 
     /// Counts a call of the tool exposed as `exposed` by `principal` (with a usage file;
