@@ -10,7 +10,8 @@
 //! and names are checked against what they list; an upstream that does not start is an error.
 //! A `[sessions]` seal key is read as `serve` reads it: one that does not decode (or a key file
 //! that cannot be read) is an error, an unset variable a warning (it may be set where the
-//! gateway runs).
+//! gateway runs). A `[state] backend = "redis"` whose `url_env` is unset (or holds no Redis
+//! URL) is an error: the replicas would not share their limits.
 
 use std::path::PathBuf;
 
@@ -183,6 +184,12 @@ fn warnings(
             writeln!(err, "{origin}: {}", e.problem())?;
             outcome.errors += 1;
         }
+    }
+    // The `[state]` store's URL as `serve` will read it: with `backend = "redis"` and no URL
+    // the replicas would not share their limits, so an unset variable is an error here.
+    if let Err(p) = policy.state_url() {
+        writeln!(err, "{origin}: {p}")?;
+        outcome.errors += 1;
     }
     if !args.tools.is_empty() {
         warnings.extend(policy.unmatched_rules(tool_ids));

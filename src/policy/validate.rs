@@ -67,6 +67,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     let telemetry = raw.telemetry.validate((), root.at("telemetry"));
     let admin = raw.admin.validate((), root.at("admin"));
     let sessions = raw.sessions.validate((), root.at("sessions"));
+    let state = raw.state.validate((), root.at("state"));
     // `[sanitize]` is reported last; upstreams' own tables build on it.
     let mut guard = Problems::new();
     let sanitize = sanitize(raw.sanitize, own_sanitize, guard.root());
@@ -89,6 +90,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         telemetry,
         admin,
         sessions,
+        state,
         credentials,
         source: super::Source(Some(text.into())),
         import_warnings: Vec::new(),
