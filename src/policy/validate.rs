@@ -52,18 +52,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     cross_section(&budget, &discover, &downstream, &clients, root.reborrow());
     let audit = raw.audit.map(|a| a.validate((), root.at("audit")));
     let pin = raw.pin.validate((), root.at("pin"));
-    let limits = {
-        let mut names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
-        if names.is_empty() {
-            names.push(super::client::ANONYMOUS);
-        }
-        let ups: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
-        let names = Names {
-            clients: &names,
-            upstreams: &ups,
-        };
-        raw.limits.validate(names, root.at("limits"))
-    };
+    let limits = limits(raw.limits, &clients, &upstreams, root.at("limits"));
     let telemetry = raw.telemetry.validate((), root.at("telemetry"));
     let admin = raw.admin.validate((), root.at("admin"));
     let sessions = raw.sessions.validate((), root.at("sessions"));
@@ -95,6 +84,26 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         source: super::Source(Some(text.into())),
         import_warnings: Vec::new(),
     })
+}
+
+/// `[limits]`, whose tables name the policy's clients (the anonymous one when there are
+/// none) and upstreams.
+fn limits(
+    raw: super::limits::RawLimits,
+    clients: &[ClientSpec],
+    upstreams: &[UpstreamSpec],
+    at: At<'_>,
+) -> crate::limits::Limits {
+    let mut names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
+    if names.is_empty() {
+        names.push(super::client::ANONYMOUS);
+    }
+    let ups: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+    let names = Names {
+        clients: &names,
+        upstreams: &ups,
+    };
+    raw.validate(names, at)
 }
 
 /// An upstream's own `[upstream.sanitize]`: its index, its name and the table.
