@@ -8,7 +8,12 @@
 //! (one lock): each runs three gateways, and together they would crowd a small machine.
 //! `scripts/load-scaleout.sh` runs the load test bigger (`SCALEOUT_CLIENTS`, `SCALEOUT_SECS`).
 //!
-//! Needs `scripts/install-test-deps.sh`: the peers and `haproxy` (Debian package).
+//! Shared limits (`[state] backend = "redis"`, issue 34): three replicas behind HAProxy and one
+//! real `redis-server` let a client through at its rate, not three times it (memory, the
+//! baseline, does), and when the store is killed mid-run every call is still answered.
+//!
+//! Needs `scripts/install-test-deps.sh`: the peers, `haproxy` and `redis-server` (Debian
+//! packages).
 #![allow(clippy::unwrap_used, clippy::print_stderr, clippy::doc_markdown)] // test helpers; the load figures are printed; HAProxy is a name
 #![allow(
     clippy::disallowed_methods,
@@ -66,6 +71,11 @@ struct Replica {
 
 impl Replica {
     async fn start(policy: &Path, port: u16, tag: &str) -> Self {
+        Self::start_with(policy, port, tag, &[]).await
+    }
+
+    /// [`Replica::start`] with `env` set too (a variable overrides the defaults here).
+    async fn start_with(policy: &Path, port: u16, tag: &str, env: &[(&str, String)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
         cmd.arg("serve")
             .arg("--policy")
@@ -76,7 +86,8 @@ impl Replica {
             .arg("20")
             .env("MCP_BUDGET_SEAL_KEY", SEAL_KEY)
             .env("MCP_BUDGET_LOG", "warn")
-            .env("NO_COLOR", "1");
+            .env("NO_COLOR", "1")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
         let io = [Stdio::null(), Stdio::null(), Stdio::piped()];
         let mut child = spawn_tagged(&mut cmd, tag, io, "the gateway");
         let (log, mut ready) = harness::drain_stderr(&mut child, "gw", |line| {
@@ -613,5 +624,321 @@ async fn a_sealed_id_serves_only_its_client_and_delete_ends_it_where_it_was_sent
     assert_eq!(ended, (404, "mcp_budget.session.unknown".into()));
     assert_eq!(delete(url_b.clone(), "key-a").await, 404);
     drop((_first, _second));
+    harness::assert_no_leftovers(&tag).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared limits ([state], issue 34)
+
+/// The client's rate in the limits tests: 10 calls a second, bursts of 10.
+const RATE: f64 = 10.0;
+const BURST: f64 = 10.0;
+
+/// A policy for the limits tests in its own folder of `dir`: `server-everything`, sealed ids,
+/// `[limits]` for the anonymous client, then `extra` (`[state]`, `[admin]`).
+fn limits_policy(dir: &Path, name: &str, tag: &str, extra: &str) -> PathBuf {
+    let dir = dir.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = write_policy(&dir, tag);
+    let text = std::fs::read_to_string(&path).unwrap()
+        + &format!("\n[limits]\ncalls_per_sec = {RATE}\nburst = {BURST}\n{extra}");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// What the calls of a run got.
+#[derive(Debug, Default)]
+struct Tally {
+    admitted: u64,
+    limited: u64,
+    /// Other answers (error types) and calls with no answer in time, by what happened.
+    other: std::collections::BTreeMap<String, u64>,
+}
+
+impl Tally {
+    fn add(&mut self, other: Self) {
+        self.admitted += other.admitted;
+        self.limited += other.limited;
+        for (k, n) in other.other {
+            *self.other.entry(k).or_default() += n;
+        }
+    }
+}
+
+/// A JSON-RPC POST to `url` on `session`: the answer's message (JSON or one SSE event).
+async fn post_mcp(
+    url: &str,
+    session: Option<&str>,
+    body: &Value,
+) -> Result<(Value, Option<String>), String> {
+    let mut request = harness::http_client()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .timeout(Duration::from_secs(5))
+        .body(body.to_string());
+    if let Some(id) = session {
+        request = request.header("mcp-session-id", id);
+    }
+    let resp = request
+        .send()
+        .await
+        .map_err(|e| format!("no answer: {e}"))?;
+    let id = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = resp.text().await.map_err(|e| format!("no body: {e}"))?;
+    let json = text
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .unwrap_or(&text);
+    let message = serde_json::from_str(json.trim()).unwrap_or(Value::Null);
+    Ok((message, id))
+}
+
+/// A 2025-era session opened through `url` (sealed, so every replica serves it).
+async fn open_session(url: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "limits", "version": "0"}}});
+    let (_, id) = post_mcp(url, None, &init).await.unwrap();
+    let id = id.expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let _ = post_mcp(url, Some(&id), &initialized).await;
+    id
+}
+
+/// `workers` callers calling as fast as they can through `url` for `secs`: what they got.
+async fn hammer(url: &str, session: &str, workers: usize, secs: Duration) -> Tally {
+    let deadline = tokio::time::Instant::now() + secs;
+    let one = |w: usize| {
+        let (url, session) = (url.to_owned(), session.to_owned());
+        async move {
+            let mut tally = Tally::default();
+            let mut n = 0u64;
+            while tokio::time::Instant::now() < deadline {
+                n += 1;
+                let call = json!({"jsonrpc": "2.0", "id": format!("{w}-{n}"), "method": "tools/call",
+                                  "params": {"name": "e__get-sum", "arguments": {"a": 1, "b": 2}}});
+                match post_mcp(&url, Some(&session), &call).await {
+                    Ok((m, _))
+                        if m["result"]["content"][0]["text"]
+                            .as_str()
+                            .is_some_and(|t| t.contains('3')) =>
+                    {
+                        tally.admitted += 1;
+                    }
+                    Ok((m, _)) if m["error"]["data"]["type"] == "mcp_budget.limit.rate" => {
+                        assert!(m["error"]["data"]["retryAfterMs"].as_u64().is_some(), "{m}");
+                        tally.limited += 1;
+                    }
+                    Ok((m, _)) => {
+                        let what = m["error"]["data"]["type"].as_str().unwrap_or("unexpected");
+                        *tally.other.entry(what.to_owned()).or_default() += 1;
+                    }
+                    Err(e) => *tally.other.entry(e).or_default() += 1,
+                }
+            }
+            tally
+        }
+    };
+    let mut total = Tally::default();
+    for t in futures::future::join_all((0..workers).map(one)).await {
+        total.add(t);
+    }
+    total
+}
+
+/// What a client at `RATE`, `BURST` gets through in `secs`, all replicas together.
+fn expected(secs: f64) -> f64 {
+    BURST + RATE * secs
+}
+
+/// One run of the limits test: three replicas of `backend` behind HAProxy, one caller pool.
+async fn limits_run(backend: &str) -> (Tally, f64) {
+    let tag = harness::new_tag(&format!("scaleout-limits-{backend}"));
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let mut redis = None;
+    let mut env = Vec::new();
+    let state = if backend == "redis" {
+        let server = harness::RedisServer::start(&tag).await;
+        env.push(("MCP_BUDGET_REDIS_URL", server.url()));
+        redis = Some(server);
+        format!(
+            "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\nkey_prefix = \"{tag}:\"\n"
+        )
+    } else {
+        String::new()
+    };
+    let policy = limits_policy(dir.path(), "p", &tag, &state);
+    let ports = [free_port(), free_port(), free_port()];
+    let gateways =
+        futures::future::join_all(ports.map(|p| Replica::start_with(&policy, p, &tag, &env))).await;
+    let haproxy = Haproxy::start(&ports, &tag).await;
+    let session = open_session(&haproxy.url()).await;
+    let secs = Duration::from_secs(3);
+    let started = std::time::Instant::now();
+    let tally = hammer(&haproxy.url(), &session, 6, secs).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    for gateway in gateways {
+        gateway.stop().await;
+    }
+    drop(haproxy);
+    if let Some(mut redis) = redis {
+        redis.kill().await;
+    }
+    harness::assert_no_leftovers(&tag).await;
+    (tally, elapsed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_share_a_clients_rate_through_redis_and_memory_lets_three_times_through() {
+    let _turn = TURN.lock().await;
+    let (redis, secs) = limits_run("redis").await;
+    let want = expected(secs);
+    #[allow(clippy::cast_precision_loss)]
+    let got = redis.admitted as f64;
+    eprintln!(
+        "shared limits, redis: {} admitted of {} in {secs:.2} s (configured {want:.0}: {:+.1} %), {} refused, other {:?}",
+        redis.admitted,
+        redis.admitted + redis.limited,
+        (got / want - 1.0) * 100.0,
+        redis.limited,
+        redis.other
+    );
+    assert!(
+        redis.other.is_empty(),
+        "every call answered, admitted or limited: {redis:?}"
+    );
+    assert!(
+        redis.limited > redis.admitted,
+        "the callers went over the rate: {redis:?}"
+    );
+    assert!(
+        (got - want).abs() <= want * 0.2,
+        "redis: {got} admitted, {want:.0} configured"
+    );
+
+    let (memory, secs) = limits_run("memory").await;
+    let want = expected(secs);
+    #[allow(clippy::cast_precision_loss)]
+    let got = memory.admitted as f64;
+    eprintln!(
+        "shared limits, memory (baseline): {} admitted of {} in {secs:.2} s (configured {want:.0}: {:.2}x)",
+        memory.admitted,
+        memory.admitted + memory.limited,
+        got / want
+    );
+    assert!(memory.other.is_empty(), "{memory:?}");
+    assert!(
+        got >= want * 2.4,
+        "each replica its own buckets: about three times the rate, got {got} of {want:.0}"
+    );
+}
+
+/// `mcp_budget_state_fallbacks_total`, all reasons together, on the admin listener at `port`.
+async fn fallbacks(port: u16) -> u64 {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("mcp_budget_state_fallbacks_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let n = v as u64;
+            n
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_killed_mid_run_loses_no_call_and_each_replica_enforces_its_share() {
+    let _turn = TURN.lock().await;
+    let tag = harness::new_tag("scaleout-store-down");
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let mut redis = harness::RedisServer::start(&tag).await;
+    let env = [
+        ("MCP_BUDGET_REDIS_URL", redis.url()),
+        ("MCP_BUDGET_LOG", "warn,mcp_budget::state=info".to_owned()),
+    ];
+    let ports = [free_port(), free_port(), free_port()];
+    let admin = [free_port(), free_port(), free_port()];
+    let mut gateways = Vec::new();
+    for (i, (port, admin)) in ports.iter().zip(admin).enumerate() {
+        let state = format!(
+            "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n\
+             on_store_error = \"local_share\"\n\n[admin]\nhttp = \"127.0.0.1:{admin}\"\n"
+        );
+        let policy = limits_policy(dir.path(), &format!("p{i}"), &tag, &state);
+        gateways.push(Replica::start_with(&policy, *port, &tag, &env).await);
+    }
+    let haproxy = Haproxy::start(&ports, &tag).await;
+    let session = open_session(&haproxy.url()).await;
+    // The heartbeat has counted the three replicas (it beats every 2 s).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let url = haproxy.url();
+    let run = Duration::from_secs(4);
+    let started = std::time::Instant::now();
+    let calls = tokio::spawn(async move { hammer(&url, &session, 6, run).await });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    redis.kill().await;
+    let tally = calls.await.unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    let mut counted = 0;
+    for port in admin {
+        counted += fallbacks(port).await;
+    }
+    eprintln!(
+        "store down mid-run (local_share): {} admitted, {} refused in {secs:.2} s, other {:?}; {counted} fallbacks counted",
+        tally.admitted, tally.limited, tally.other
+    );
+    assert!(
+        tally.other.is_empty(),
+        "every call answered, none lost or hanging: {tally:?}"
+    );
+    assert!(tally.limited > 0 && tally.admitted > 0, "{tally:?}");
+    // Shared before, shares after: at most the rate, plus each replica's local burst (a third
+    // of the client's, rounded up) when the store went, plus a fifth.
+    let ceiling = (expected(secs) + 3.0 * (BURST / 3.0).ceil()) * 1.2;
+    #[allow(clippy::cast_precision_loss)]
+    let got = tally.admitted as f64;
+    assert!(
+        got <= ceiling,
+        "{got} admitted, at most {ceiling:.0}: {tally:?}"
+    );
+    assert!(counted > 0, "fallbacks are counted");
+    assert!(
+        gateways
+            .iter()
+            .all(|g| g.log().contains("State store unavailable")),
+        "each replica logs the episode"
+    );
+
+    // The store comes back on the same port: the episode ends by itself.
+    let redis = harness::RedisServer::start_on(redis.port, &tag).await;
+    let back = std::time::Instant::now();
+    while !gateways
+        .iter()
+        .all(|g| g.log().contains("State store answers again"))
+    {
+        assert!(
+            back.elapsed() < Duration::from_secs(10),
+            "{}",
+            gateways[0].log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for gateway in gateways.drain(..) {
+        gateway.stop().await;
+    }
+    drop((haproxy, redis));
     harness::assert_no_leftovers(&tag).await;
 }
