@@ -238,6 +238,7 @@ impl Store {
         let bound = self.inner.settings.timeout.max(Duration::from_millis(500));
         let mut loaded = false;
         loop {
+            let sent = tokio::time::Instant::now();
             let beat = tokio::time::timeout(bound, async {
                 let n = conn.beat(&key, &id, ttl_ms).await?;
                 if !loaded {
@@ -250,7 +251,11 @@ impl Store {
                 Ok(Ok(n)) => {
                     loaded = true;
                     self.inner.replicas.store(n.max(1), Ordering::Relaxed);
-                    self.came_back();
+                    // Back only once it answers as fast as calls need (a probe that connects
+                    // again may take longer): a slow store does not flap up and down.
+                    if sent.elapsed() <= self.inner.settings.timeout {
+                        self.came_back();
+                    }
                 }
                 Ok(Err(e)) => {
                     tracing::debug!(error = %e, "State store heartbeat failed");
