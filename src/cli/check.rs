@@ -357,4 +357,19 @@ mod tests {
             "{err}"
         );
     }
+
+    #[test]
+    fn an_unset_store_url_is_an_error() {
+        let (unset, err) =
+            check("[state]\nbackend = \"redis\"\nurl_env = \"MCPB_TEST_NO_SUCH_REDIS_URL\"\n");
+        assert_eq!((unset.errors, unset.warnings), (1, 0), "{err}");
+        assert!(
+            err.contains(
+                "line 4: state.url_env: environment variable MCPB_TEST_NO_SUCH_REDIS_URL is not set"
+            ),
+            "{err}"
+        );
+        let (memory, err) = check("[state]\nbackend = \"memory\"\n");
+        assert_eq!(memory, Outcome::default(), "{err}");
+    }
 }
