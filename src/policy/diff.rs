@@ -317,6 +317,18 @@ mod tests {
     }
 
     #[test]
+    fn state_changes_wait_for_a_restart() {
+        let redis = policy("[state]\nbackend = \"redis\"\nurl_env = \"U\"\n");
+        assert!(Reconcile::between(&redis, &redis).needs_restart.is_empty());
+        assert_eq!(
+            Reconcile::between(&policy(""), &redis).needs_restart,
+            ["state"]
+        );
+        let slower = policy("[state]\nbackend = \"redis\"\nurl_env = \"U\"\ntimeout_ms = 50\n");
+        assert_eq!(Reconcile::between(&redis, &slower).needs_restart, ["state"]);
+    }
+
+    #[test]
     fn sessions_changes_wait_for_a_restart_named_by_their_keys() {
         let env = policy("[sessions]\nseal_key_env = \"K\"\n");
         assert!(Reconcile::between(&env, &env).needs_restart.is_empty());
