@@ -694,12 +694,13 @@ async fn post_mcp(
     if !status.is_success() {
         return Err(format!("HTTP {status}: {text}"));
     }
-    // JSON, or SSE events: the answer is the one with an id (notifications may come first).
+    // JSON, or SSE events: the answer is the one with an id and no method (notifications
+    // and server requests, such as server-everything's `roots/list`, may come first).
     let message = serde_json::from_str(&text).unwrap_or_else(|_| {
         text.lines()
             .filter_map(|l| l.strip_prefix("data:"))
             .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .find(|m| m.get("id").is_some())
+            .find(|m| m.get("id").is_some() && m.get("method").is_none())
             .unwrap_or(Value::Null)
     });
     Ok((message, id))
@@ -850,10 +851,11 @@ async fn three_replicas_share_a_clients_rate_through_redis_and_memory_lets_three
     #[allow(clippy::cast_precision_loss)]
     let got = memory.admitted as f64;
     eprintln!(
-        "shared limits, memory (baseline): {} admitted of {} in {secs:.2} s (configured {want:.0}: {:.2}x)",
+        "shared limits, memory (baseline): {} admitted of {} in {secs:.2} s (configured {want:.0}: {:.2}x), other {:?}",
         memory.admitted,
         memory.admitted + memory.limited,
-        got / want
+        got / want,
+        memory.other
     );
     assert!(memory.other.is_empty(), "{memory:?}");
     assert!(
