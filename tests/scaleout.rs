@@ -883,44 +883,88 @@ async fn fallbacks(port: u16) -> u64 {
         .sum()
 }
 
+/// Three replicas of `[state] backend = "redis"` with `on_store_error = mode` (each with its
+/// admin listener) behind HAProxy, and their store.
+struct StoreDown {
+    tag: String,
+    _guard: harness::TagGuard,
+    _dir: tempfile::TempDir,
+    redis: harness::RedisServer,
+    gateways: Vec<Replica>,
+    admin: [u16; 3],
+    haproxy: Haproxy,
+    session: String,
+}
+
+impl StoreDown {
+    async fn start(mode: &str) -> Self {
+        let tag = harness::new_tag(&format!("scaleout-store-down-{mode}"));
+        let guard = harness::TagGuard(tag.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let redis = harness::RedisServer::start(&tag).await;
+        let env = [
+            ("MCP_BUDGET_REDIS_URL", redis.url()),
+            ("MCP_BUDGET_LOG", "warn,mcp_budget::state=info".to_owned()),
+        ];
+        let ports = [free_port(), free_port(), free_port()];
+        let admin = [free_port(), free_port(), free_port()];
+        let mut gateways = Vec::new();
+        for (i, (port, admin)) in ports.iter().zip(admin).enumerate() {
+            let state = format!(
+                "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n\
+                 on_store_error = \"{mode}\"\n\n[admin]\nhttp = \"127.0.0.1:{admin}\"\n"
+            );
+            let policy = limits_policy(dir.path(), &format!("p{i}"), &tag, &state);
+            gateways.push(Replica::start_with(&policy, *port, &tag, &env).await);
+        }
+        let haproxy = Haproxy::start(&ports, &tag).await;
+        let session = open_session(&haproxy.url()).await;
+        // The heartbeat has counted the three replicas (it beats every 2 s).
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        Self {
+            tag,
+            _guard: guard,
+            _dir: dir,
+            redis,
+            gateways,
+            admin,
+            haproxy,
+            session,
+        }
+    }
+
+    /// Calls for 4 s, the store killed after 1.5 s: what they got, the seconds they took, and
+    /// the fallbacks the replicas counted.
+    async fn run(&mut self) -> (Tally, f64, u64) {
+        let (url, session) = (self.haproxy.url(), self.session.clone());
+        let started = std::time::Instant::now();
+        let run = Duration::from_secs(4);
+        let calls = tokio::spawn(async move { hammer(&url, &session, 6, run).await });
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        self.redis.kill().await;
+        let tally = calls.await.unwrap();
+        let secs = started.elapsed().as_secs_f64();
+        let mut counted = 0;
+        for port in self.admin {
+            counted += fallbacks(port).await;
+        }
+        (tally, secs, counted)
+    }
+
+    async fn stop(self) {
+        for gateway in self.gateways {
+            gateway.stop().await;
+        }
+        drop((self.haproxy, self.redis));
+        harness::assert_no_leftovers(&self.tag).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_killed_mid_run_loses_no_call_and_each_replica_enforces_its_share() {
     let _turn = TURN.lock().await;
-    let tag = harness::new_tag("scaleout-store-down");
-    let _guard = harness::TagGuard(tag.clone());
-    let dir = tempfile::tempdir().unwrap();
-    let mut redis = harness::RedisServer::start(&tag).await;
-    let env = [
-        ("MCP_BUDGET_REDIS_URL", redis.url()),
-        ("MCP_BUDGET_LOG", "warn,mcp_budget::state=info".to_owned()),
-    ];
-    let ports = [free_port(), free_port(), free_port()];
-    let admin = [free_port(), free_port(), free_port()];
-    let mut gateways = Vec::new();
-    for (i, (port, admin)) in ports.iter().zip(admin).enumerate() {
-        let state = format!(
-            "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n\
-             on_store_error = \"local_share\"\n\n[admin]\nhttp = \"127.0.0.1:{admin}\"\n"
-        );
-        let policy = limits_policy(dir.path(), &format!("p{i}"), &tag, &state);
-        gateways.push(Replica::start_with(&policy, *port, &tag, &env).await);
-    }
-    let haproxy = Haproxy::start(&ports, &tag).await;
-    let session = open_session(&haproxy.url()).await;
-    // The heartbeat has counted the three replicas (it beats every 2 s).
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let url = haproxy.url();
-    let run = Duration::from_secs(4);
-    let started = std::time::Instant::now();
-    let calls = tokio::spawn(async move { hammer(&url, &session, 6, run).await });
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    redis.kill().await;
-    let tally = calls.await.unwrap();
-    let secs = started.elapsed().as_secs_f64();
-    let mut counted = 0;
-    for port in admin {
-        counted += fallbacks(port).await;
-    }
+    let mut run = StoreDown::start("local_share").await;
+    let (tally, secs, counted) = run.run().await;
     eprintln!(
         "store down mid-run (local_share): {} admitted, {} refused in {secs:.2} s, other {:?}; {counted} fallbacks counted",
         tally.admitted, tally.limited, tally.other
@@ -941,31 +985,78 @@ async fn the_store_killed_mid_run_loses_no_call_and_each_replica_enforces_its_sh
     );
     assert!(counted > 0, "fallbacks are counted");
     assert!(
-        gateways
+        run.gateways
             .iter()
             .all(|g| g.log().contains("State store unavailable")),
         "each replica logs the episode"
     );
 
     // The store comes back on the same port: the episode ends by itself.
-    let redis = harness::RedisServer::start_on(redis.port, &tag).await;
+    run.redis = harness::RedisServer::start_on(run.redis.port, &run.tag).await;
     let back = std::time::Instant::now();
-    while !gateways
+    while !run
+        .gateways
         .iter()
         .all(|g| g.log().contains("State store answers again"))
     {
         assert!(
             back.elapsed() < Duration::from_secs(10),
             "{}",
-            gateways[0].log()
+            run.gateways[0].log()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for gateway in gateways.drain(..) {
-        gateway.stop().await;
-    }
-    drop((haproxy, redis));
-    harness::assert_no_leftovers(&tag).await;
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_killed_mid_run_closed_refuses_and_open_lets_through() {
+    let _turn = TURN.lock().await;
+    let mut closed = StoreDown::start("closed").await;
+    let (tally, secs, counted) = closed.run().await;
+    closed.stop().await;
+    eprintln!(
+        "store down mid-run (closed): {} admitted, {} refused in {secs:.2} s, other {:?}; {counted} fallbacks counted",
+        tally.admitted, tally.limited, tally.other
+    );
+    let unavailable = tally
+        .other
+        .get("mcp_budget.state.unavailable")
+        .copied()
+        .unwrap_or(0);
+    assert!(unavailable > 0, "{tally:?}");
+    assert_eq!(
+        tally.other.len(),
+        1,
+        "nothing else, none lost or hanging: {tally:?}"
+    );
+    let before = expected(1.5) * 1.2;
+    #[allow(clippy::cast_precision_loss)]
+    let admitted = tally.admitted as f64;
+    assert!(
+        admitted <= before,
+        "nothing passes once the store is gone: {tally:?}"
+    );
+    assert!(
+        counted >= unavailable,
+        "{counted} counted, {unavailable} refused"
+    );
+
+    let mut open = StoreDown::start("open").await;
+    let (tally, secs, counted) = open.run().await;
+    open.stop().await;
+    eprintln!(
+        "store down mid-run (open): {} admitted, {} refused in {secs:.2} s, other {:?}; {counted} fallbacks counted",
+        tally.admitted, tally.limited, tally.other
+    );
+    assert!(tally.other.is_empty(), "{tally:?}");
+    #[allow(clippy::cast_precision_loss)]
+    let admitted = tally.admitted as f64;
+    assert!(
+        admitted > expected(secs) * 3.0,
+        "no limit while the store is down: {tally:?}"
+    );
+    assert!(counted > 0);
 }
 
 /// Sequential calls through one gateway of `backend` (a limit far above what one caller
