@@ -54,6 +54,7 @@ return redis.call('ZCARD', KEYS[1])
 
 /// One key a call spends: which limit it is, the key, its emission interval (µs) and burst.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Check {
     /// The limit it is.
     pub which: Which,
