@@ -23,7 +23,8 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    /// A connection to `url`, made on first use; `timeout` bounds each attempt to connect.
+    /// A connection to `url`, made on first use; `timeout` bounds each attempt to connect (a
+    /// call waits for it no longer than its own `timeout_ms`: the heartbeat does).
     pub(crate) fn lazy(url: &str, timeout: std::time::Duration) -> Result<Self, String> {
         let client = Client::open(url).map_err(|e| format!("invalid store URL: {:?}", e.kind()))?;
         let config = ConnectionManagerConfig::new()

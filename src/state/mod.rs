@@ -39,6 +39,10 @@ pub const BEAT_EVERY: Duration = Duration::from_secs(2);
 pub const PROBE_EVERY: Duration = Duration::from_millis(500);
 /// How long a replica counts after its last beat.
 pub const REPLICA_TTL: Duration = Duration::from_secs(5);
+/// The longest a connection to the store may take (or `timeout_ms`, when longer): a TLS
+/// handshake to a distant store takes longer than a call may wait, so connecting is the
+/// heartbeat's wait, not a call's.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The `retryAfterMs` of a call refused because the store is down (`closed`).
 const CLOSED_RETRY_MS: u64 = 1_000;
 
@@ -234,8 +238,8 @@ impl Store {
         let id = uuid::Uuid::new_v4().to_string();
         let key = gcra::replicas_key(&self.inner.settings.key_prefix);
         let ttl_ms = u64::try_from(REPLICA_TTL.as_millis()).unwrap_or(u64::MAX);
-        // Off the request path: a beat may wait longer than a call.
-        let bound = self.inner.settings.timeout.max(Duration::from_millis(500));
+        // Off the request path: a beat may wait longer than a call, long enough to connect.
+        let bound = self.inner.settings.timeout.max(CONNECT_TIMEOUT);
         let mut loaded = false;
         loop {
             let sent = tokio::time::Instant::now();
@@ -287,7 +291,7 @@ impl Store {
 /// The connection to `url`, or why there is none.
 #[cfg(feature = "redis")]
 fn connect(url: &str, timeout: Duration) -> Result<conn::Conn, String> {
-    conn::Conn::lazy(url, timeout)
+    conn::Conn::lazy(url, timeout.max(CONNECT_TIMEOUT))
 }
 
 #[cfg(not(feature = "redis"))]
