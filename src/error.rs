@@ -183,12 +183,9 @@ pub enum Error {
         /// The id of the audit line that recorded the denial.
         audit_id: String,
     },
-    /// A call refused by one of the client's `[limits]`.
-    #[error(
-        "client {client:?} is over its {} ([limits] {}); retry in {retry_after_ms} ms",
-        limit_what(*which, upstream.as_deref()),
-        which.key()
-    )]
+    /// A call refused by one of the client's `[limits]` (or, `[state] on_store_error =
+    /// "closed"`, because the store that keeps them is unavailable).
+    #[error("{}", limited_message(client, *which, upstream.as_deref(), *retry_after_ms))]
     Limited {
         /// The client's name.
         client: String,
@@ -366,6 +363,10 @@ impl Error {
                 which: Which::InFlight,
                 ..
             } => (RATE_LIMITED, kind::LIMIT_IN_FLIGHT),
+            Self::Limited {
+                which: Which::StateUnavailable,
+                ..
+            } => (RATE_LIMITED, kind::STATE_UNAVAILABLE),
             Self::Limited { .. } => (RATE_LIMITED, kind::LIMIT_RATE),
             Self::Quarantined(held) => (SERVER_ERROR, held.kind),
             Self::Http(refusal) => (INVALID_REQUEST, refusal.kind()),
@@ -467,12 +468,28 @@ fn not_found(what: &str, name: &str) -> Value {
     data
 }
 
+/// The message of an [`Error::Limited`].
+fn limited_message(client: &str, which: Which, upstream: Option<&str>, retry_ms: u64) -> String {
+    if which == Which::StateUnavailable {
+        return format!(
+            "the shared state store that keeps client {client:?}'s rates is unavailable \
+             ([state] on_store_error = \"closed\"); retry in {retry_ms} ms"
+        );
+    }
+    format!(
+        "client {client:?} is over its {} ([limits] {}); retry in {retry_ms} ms",
+        limit_what(which, upstream),
+        which.key()
+    )
+}
+
 /// What a [`Error::Limited`] client is over, for its message.
 fn limit_what(which: Which, upstream: Option<&str>) -> String {
     match which {
         Which::ClientRate => "calls per second".to_owned(),
         Which::UpstreamRate => format!("calls per second to upstream {}", upstream.unwrap_or("?")),
         Which::InFlight => "calls in flight".to_owned(),
+        Which::StateUnavailable => "calls per second".to_owned(),
     }
 }
 

@@ -54,6 +54,7 @@
 //! - [`layer`]: the tower layers (recover, trace, era, budget, authorize, limit, guard), one
 //!   module each.
 //! - [`stack`]: the one place that orders the layers.
+//! - [`state`]: state replicas share (`[state]`): the `[limits]` rates in Redis or Valkey.
 //! - [`downstream`]: how hosts reach the gateway: stdio and streamable HTTP.
 //! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/readyz`, `/status`.
 //! - [`server`]: start, serve, stop: the library entry the binary wraps.
@@ -103,6 +104,7 @@ pub mod seal;
 pub mod search;
 pub mod server;
 pub mod stack;
+pub mod state;
 pub mod telemetry;
 pub mod tokens;
 pub mod upstream;

@@ -141,12 +141,16 @@ pub fn build_succeeding(
             layer.checks_any().then_some(layer)
         })
         // Below the budget, so an invoke_tool is counted as the call it is; keyed by the
-        // caller's principal. Left out without [limits].
+        // caller's principal; its rates in the [state] store, shared by replicas, when there
+        // is one. Left out without [limits].
         .option_layer(
             policy
                 .limits
                 .is_limited()
-                .then(|| LimitLayer::new(policy.limits.clone(), gateway.catalog())),
+                .then(|| {
+                    LimitLayer::new(policy.limits.clone(), gateway.catalog())
+                        .with_store(gateway.state())
+                }),
         )
         // Below the budget, so an invoke_tool (a tools/call by then) of a quarantined tool
         // is refused as a direct call is; above the gateway, so every result a model reads

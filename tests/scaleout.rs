@@ -8,7 +8,12 @@
 //! (one lock): each runs three gateways, and together they would crowd a small machine.
 //! `scripts/load-scaleout.sh` runs the load test bigger (`SCALEOUT_CLIENTS`, `SCALEOUT_SECS`).
 //!
-//! Needs `scripts/install-test-deps.sh`: the peers and `haproxy` (Debian package).
+//! Shared limits (`[state] backend = "redis"`, issue 34): three replicas behind HAProxy and one
+//! real `redis-server` let a client through at its rate, not three times it (memory, the
+//! baseline, does), and when the store is killed mid-run every call is still answered.
+//!
+//! Needs `scripts/install-test-deps.sh`: the peers, `haproxy` and `redis-server` (Debian
+//! packages).
 #![allow(clippy::unwrap_used, clippy::print_stderr, clippy::doc_markdown)] // test helpers; the load figures are printed; HAProxy is a name
 #![allow(
     clippy::disallowed_methods,
@@ -66,6 +71,11 @@ struct Replica {
 
 impl Replica {
     async fn start(policy: &Path, port: u16, tag: &str) -> Self {
+        Self::start_with(policy, port, tag, &[]).await
+    }
+
+    /// [`Replica::start`] with `env` set too (a variable overrides the defaults here).
+    async fn start_with(policy: &Path, port: u16, tag: &str, env: &[(&str, String)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
         cmd.arg("serve")
             .arg("--policy")
@@ -76,7 +86,8 @@ impl Replica {
             .arg("20")
             .env("MCP_BUDGET_SEAL_KEY", SEAL_KEY)
             .env("MCP_BUDGET_LOG", "warn")
-            .env("NO_COLOR", "1");
+            .env("NO_COLOR", "1")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
         let io = [Stdio::null(), Stdio::null(), Stdio::piped()];
         let mut child = spawn_tagged(&mut cmd, tag, io, "the gateway");
         let (log, mut ready) = harness::drain_stderr(&mut child, "gw", |line| {
@@ -614,4 +625,506 @@ async fn a_sealed_id_serves_only_its_client_and_delete_ends_it_where_it_was_sent
     assert_eq!(delete(url_b.clone(), "key-a").await, 404);
     drop((_first, _second));
     harness::assert_no_leftovers(&tag).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared limits ([state], issue 34)
+
+/// The client's rate in the limits tests: 10 calls a second, bursts of 10.
+const RATE: f64 = 10.0;
+const BURST: f64 = 10.0;
+
+/// A policy for the limits tests in its own folder of `dir`: `server-everything`, sealed ids,
+/// `[limits]` for the anonymous client, then `extra` (`[state]`, `[admin]`).
+fn limits_policy(dir: &Path, name: &str, tag: &str, extra: &str) -> PathBuf {
+    let dir = dir.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = write_policy(&dir, tag);
+    let text = std::fs::read_to_string(&path).unwrap()
+        + &format!("\n[limits]\ncalls_per_sec = {RATE}\nburst = {BURST}\n{extra}");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// What the calls of a run got.
+#[derive(Debug, Default)]
+struct Tally {
+    admitted: u64,
+    limited: u64,
+    /// Other answers (error types) and calls with no answer in time, by what happened.
+    other: std::collections::BTreeMap<String, u64>,
+}
+
+impl Tally {
+    fn add(&mut self, other: Self) {
+        self.admitted += other.admitted;
+        self.limited += other.limited;
+        for (k, n) in other.other {
+            *self.other.entry(k).or_default() += n;
+        }
+    }
+}
+
+/// A JSON-RPC POST to `url` on `session`: the answer's message (JSON or one SSE event).
+async fn post_mcp(
+    url: &str,
+    session: Option<&str>,
+    body: &Value,
+) -> Result<(Value, Option<String>), String> {
+    let mut request = harness::http_client()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .timeout(Duration::from_secs(5))
+        .body(body.to_string());
+    if let Some(id) = session {
+        request = request.header("mcp-session-id", id);
+    }
+    let resp = request
+        .send()
+        .await
+        .map_err(|e| format!("no answer: {e}"))?;
+    let id = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let status = resp.status();
+    let text = resp.text().await.map_err(|e| format!("no body: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("HTTP {status}: {text}"));
+    }
+    // JSON, or SSE events: the answer is the one with an id and no method (notifications
+    // and server requests, such as server-everything's `roots/list`, may come first).
+    let message = serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|m| m.get("id").is_some() && m.get("method").is_none())
+            .unwrap_or(Value::Null)
+    });
+    Ok((message, id))
+}
+
+/// A 2025-era session opened through `url` (sealed, so every replica serves it).
+async fn open_session(url: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "limits", "version": "0"}}});
+    let (_, id) = post_mcp(url, None, &init).await.unwrap();
+    let id = id.expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let _ = post_mcp(url, Some(&id), &initialized).await;
+    id
+}
+
+/// `workers` callers calling as fast as they can through `url` for `secs`: what they got.
+async fn hammer(url: &str, session: &str, workers: usize, secs: Duration) -> Tally {
+    let deadline = tokio::time::Instant::now() + secs;
+    let one = |w: usize| {
+        let (url, session) = (url.to_owned(), session.to_owned());
+        async move {
+            let mut tally = Tally::default();
+            let mut n = 0u64;
+            while tokio::time::Instant::now() < deadline {
+                n += 1;
+                let call = json!({"jsonrpc": "2.0", "id": format!("{w}-{n}"), "method": "tools/call",
+                                  "params": {"name": "e__get-sum", "arguments": {"a": 1, "b": 2}}});
+                match post_mcp(&url, Some(&session), &call).await {
+                    Ok((m, _))
+                        if m["result"]["content"][0]["text"]
+                            .as_str()
+                            .is_some_and(|t| t.contains('3')) =>
+                    {
+                        tally.admitted += 1;
+                    }
+                    Ok((m, _)) if m["error"]["data"]["type"] == "mcp_budget.limit.rate" => {
+                        assert!(m["error"]["data"]["retryAfterMs"].as_u64().is_some(), "{m}");
+                        tally.limited += 1;
+                    }
+                    Ok((m, _)) => {
+                        let what = match m["error"]["data"]["type"].as_str() {
+                            Some(kind) => kind.to_owned(),
+                            None => format!("unexpected: {m}"),
+                        };
+                        *tally.other.entry(what).or_default() += 1;
+                    }
+                    Err(e) => *tally.other.entry(e).or_default() += 1,
+                }
+            }
+            tally
+        }
+    };
+    let mut total = Tally::default();
+    for t in futures::future::join_all((0..workers).map(one)).await {
+        total.add(t);
+    }
+    total
+}
+
+/// What a client at `RATE`, `BURST` gets through in `secs`, all replicas together.
+fn expected(secs: f64) -> f64 {
+    BURST + RATE * secs
+}
+
+/// One run of the limits test: three replicas of `backend` behind HAProxy, one caller pool.
+async fn limits_run(backend: &str) -> (Tally, f64) {
+    let tag = harness::new_tag(&format!("scaleout-limits-{backend}"));
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let mut redis = None;
+    let mut env = Vec::new();
+    let state = if backend == "redis" {
+        let server = harness::RedisServer::start(&tag).await;
+        env.push(("MCP_BUDGET_REDIS_URL", server.url()));
+        redis = Some(server);
+        format!(
+            // 250 ms, not the default 25: this measures sharing, and a debug build on a busy
+            // small machine misses 25 ms now and then (an episode: then each replica its local
+            // share, which the store-down test covers).
+            "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n\
+             key_prefix = \"{tag}:\"\ntimeout_ms = 250\n"
+        )
+    } else {
+        String::new()
+    };
+    let policy = limits_policy(dir.path(), "p", &tag, &state);
+    let ports = [free_port(), free_port(), free_port()];
+    let gateways =
+        futures::future::join_all(ports.map(|p| Replica::start_with(&policy, p, &tag, &env))).await;
+    let haproxy = Haproxy::start(&ports, &tag).await;
+    let session = open_session(&haproxy.url()).await;
+    let secs = Duration::from_secs(3);
+    let started = std::time::Instant::now();
+    let tally = hammer(&haproxy.url(), &session, 6, secs).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    for (i, gateway) in gateways.iter().enumerate() {
+        let episodes = gateway.log().matches("State store unavailable").count();
+        if episodes > 0 {
+            eprintln!(
+                "replica {i}: {episodes} store episode(s):\n{}",
+                gateway.log()
+            );
+        }
+    }
+    for gateway in gateways {
+        gateway.stop().await;
+    }
+    drop(haproxy);
+    if let Some(mut redis) = redis {
+        redis.kill().await;
+    }
+    harness::assert_no_leftovers(&tag).await;
+    (tally, elapsed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_share_a_clients_rate_through_redis_and_memory_lets_three_times_through() {
+    let _turn = TURN.lock().await;
+    let (redis, secs) = limits_run("redis").await;
+    let want = expected(secs);
+    #[allow(clippy::cast_precision_loss)]
+    let got = redis.admitted as f64;
+    eprintln!(
+        "shared limits, redis: {} admitted of {} in {secs:.2} s (configured {want:.0}: {:+.1} %), {} refused, other {:?}",
+        redis.admitted,
+        redis.admitted + redis.limited,
+        (got / want - 1.0) * 100.0,
+        redis.limited,
+        redis.other
+    );
+    assert!(
+        redis.other.is_empty(),
+        "every call answered, admitted or limited: {redis:?}"
+    );
+    assert!(
+        redis.limited > redis.admitted,
+        "the callers went over the rate: {redis:?}"
+    );
+    assert!(
+        (got - want).abs() <= want * 0.2,
+        "redis: {got} admitted, {want:.0} configured"
+    );
+
+    let (memory, secs) = limits_run("memory").await;
+    let want = expected(secs);
+    #[allow(clippy::cast_precision_loss)]
+    let got = memory.admitted as f64;
+    eprintln!(
+        "shared limits, memory (baseline): {} admitted of {} in {secs:.2} s (configured {want:.0}: {:.2}x), other {:?}",
+        memory.admitted,
+        memory.admitted + memory.limited,
+        got / want,
+        memory.other
+    );
+    assert!(memory.other.is_empty(), "{memory:?}");
+    assert!(
+        got >= want * 2.4,
+        "each replica its own buckets: about three times the rate, got {got} of {want:.0}"
+    );
+}
+
+/// `mcp_budget_state_fallbacks_total`, all reasons together, on the admin listener at `port`.
+async fn fallbacks(port: u16) -> u64 {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("mcp_budget_state_fallbacks_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let n = v as u64;
+            n
+        })
+        .sum()
+}
+
+/// Three replicas of `[state] backend = "redis"` with `on_store_error = mode` (each with its
+/// admin listener) behind HAProxy, and their store.
+struct StoreDown {
+    tag: String,
+    _guard: harness::TagGuard,
+    _dir: tempfile::TempDir,
+    redis: harness::RedisServer,
+    gateways: Vec<Replica>,
+    admin: [u16; 3],
+    haproxy: Haproxy,
+    session: String,
+}
+
+impl StoreDown {
+    async fn start(mode: &str) -> Self {
+        let tag = harness::new_tag(&format!("scaleout-store-down-{mode}"));
+        let guard = harness::TagGuard(tag.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let redis = harness::RedisServer::start(&tag).await;
+        let env = [
+            ("MCP_BUDGET_REDIS_URL", redis.url()),
+            ("MCP_BUDGET_LOG", "warn,mcp_budget::state=info".to_owned()),
+        ];
+        let ports = [free_port(), free_port(), free_port()];
+        let admin = [free_port(), free_port(), free_port()];
+        let mut gateways = Vec::new();
+        for (i, (port, admin)) in ports.iter().zip(admin).enumerate() {
+            let state = format!(
+                "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n\
+                 on_store_error = \"{mode}\"\n\n[admin]\nhttp = \"127.0.0.1:{admin}\"\n"
+            );
+            let policy = limits_policy(dir.path(), &format!("p{i}"), &tag, &state);
+            gateways.push(Replica::start_with(&policy, *port, &tag, &env).await);
+        }
+        let haproxy = Haproxy::start(&ports, &tag).await;
+        let session = open_session(&haproxy.url()).await;
+        // The heartbeat has counted the three replicas (it beats every 2 s).
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        Self {
+            tag,
+            _guard: guard,
+            _dir: dir,
+            redis,
+            gateways,
+            admin,
+            haproxy,
+            session,
+        }
+    }
+
+    /// Calls for 4 s, the store killed after 1.5 s: what they got, the seconds they took, and
+    /// the fallbacks the replicas counted.
+    async fn run(&mut self) -> (Tally, f64, u64) {
+        let (url, session) = (self.haproxy.url(), self.session.clone());
+        let started = std::time::Instant::now();
+        let run = Duration::from_secs(4);
+        let calls = tokio::spawn(async move { hammer(&url, &session, 6, run).await });
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        self.redis.kill().await;
+        let tally = calls.await.unwrap();
+        let secs = started.elapsed().as_secs_f64();
+        let mut counted = 0;
+        for port in self.admin {
+            counted += fallbacks(port).await;
+        }
+        (tally, secs, counted)
+    }
+
+    async fn stop(self) {
+        for gateway in self.gateways {
+            gateway.stop().await;
+        }
+        drop((self.haproxy, self.redis));
+        harness::assert_no_leftovers(&self.tag).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_killed_mid_run_loses_no_call_and_each_replica_enforces_its_share() {
+    let _turn = TURN.lock().await;
+    let mut run = StoreDown::start("local_share").await;
+    let (tally, secs, counted) = run.run().await;
+    eprintln!(
+        "store down mid-run (local_share): {} admitted, {} refused in {secs:.2} s, other {:?}; {counted} fallbacks counted",
+        tally.admitted, tally.limited, tally.other
+    );
+    assert!(
+        tally.other.is_empty(),
+        "every call answered, none lost or hanging: {tally:?}"
+    );
+    assert!(tally.limited > 0 && tally.admitted > 0, "{tally:?}");
+    // Shared before, shares after: at most the rate, plus each replica's local burst (a third
+    // of the client's, rounded up) when the store went, plus a fifth.
+    let ceiling = (expected(secs) + 3.0 * (BURST / 3.0).ceil()) * 1.2;
+    #[allow(clippy::cast_precision_loss)]
+    let got = tally.admitted as f64;
+    assert!(
+        got <= ceiling,
+        "{got} admitted, at most {ceiling:.0}: {tally:?}"
+    );
+    assert!(counted > 0, "fallbacks are counted");
+    assert!(
+        run.gateways
+            .iter()
+            .all(|g| g.log().contains("State store unavailable")),
+        "each replica logs the episode"
+    );
+
+    // The store comes back on the same port: the episode ends by itself.
+    run.redis = harness::RedisServer::start_on(run.redis.port, &run.tag).await;
+    let back = std::time::Instant::now();
+    while !run
+        .gateways
+        .iter()
+        .all(|g| g.log().contains("State store answers again"))
+    {
+        assert!(
+            back.elapsed() < Duration::from_secs(10),
+            "{}",
+            run.gateways[0].log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_killed_mid_run_closed_refuses_and_open_lets_through() {
+    let _turn = TURN.lock().await;
+    let mut closed = StoreDown::start("closed").await;
+    let (tally, secs, counted) = closed.run().await;
+    closed.stop().await;
+    eprintln!(
+        "store down mid-run (closed): {} admitted, {} refused in {secs:.2} s, other {:?}; {counted} fallbacks counted",
+        tally.admitted, tally.limited, tally.other
+    );
+    let unavailable = tally
+        .other
+        .get("mcp_budget.state.unavailable")
+        .copied()
+        .unwrap_or(0);
+    assert!(unavailable > 0, "{tally:?}");
+    assert_eq!(
+        tally.other.len(),
+        1,
+        "nothing else, none lost or hanging: {tally:?}"
+    );
+    let before = expected(1.5) * 1.2;
+    #[allow(clippy::cast_precision_loss)]
+    let admitted = tally.admitted as f64;
+    assert!(
+        admitted <= before,
+        "nothing passes once the store is gone: {tally:?}"
+    );
+    assert!(
+        counted >= unavailable,
+        "{counted} counted, {unavailable} refused"
+    );
+
+    let mut open = StoreDown::start("open").await;
+    let (tally, secs, counted) = open.run().await;
+    open.stop().await;
+    eprintln!(
+        "store down mid-run (open): {} admitted, {} refused in {secs:.2} s, other {:?}; {counted} fallbacks counted",
+        tally.admitted, tally.limited, tally.other
+    );
+    assert!(tally.other.is_empty(), "{tally:?}");
+    #[allow(clippy::cast_precision_loss)]
+    let admitted = tally.admitted as f64;
+    assert!(
+        admitted > expected(secs) * 3.0,
+        "no limit while the store is down: {tally:?}"
+    );
+    assert!(counted > 0);
+}
+
+/// Sequential calls through one gateway of `backend` (a limit far above what one caller
+/// reaches, so every call is admitted): each call's time, warm-up left out.
+async fn call_times(backend: &str, calls: usize) -> Vec<Duration> {
+    let tag = harness::new_tag(&format!("scaleout-latency-{backend}"));
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = Vec::new();
+    let mut redis = None;
+    let mut extra = String::new();
+    if backend == "redis" {
+        let server = harness::RedisServer::start(&tag).await;
+        env.push(("MCP_BUDGET_REDIS_URL", server.url()));
+        redis = Some(server);
+        extra = "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n".into();
+    }
+    let policy = limits_policy(dir.path(), "p", &tag, &extra);
+    let text = std::fs::read_to_string(&policy).unwrap().replace(
+        &format!("calls_per_sec = {RATE}\nburst = {BURST}"),
+        "calls_per_sec = 100000\nburst = 100000",
+    );
+    std::fs::write(&policy, text).unwrap();
+    let port = free_port();
+    let gateway = Replica::start_with(&policy, port, &tag, &env).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let session = open_session(&url).await;
+    let mut times = Vec::new();
+    for n in 0..calls + 50 {
+        let call = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                          "params": {"name": "e__get-sum", "arguments": {"a": 1, "b": 2}}});
+        let sent = std::time::Instant::now();
+        let (answer, _) = post_mcp(&url, Some(&session), &call).await.unwrap();
+        assert!(answer.get("result").is_some(), "{answer}");
+        if n >= 50 {
+            times.push(sent.elapsed());
+        }
+    }
+    gateway.stop().await;
+    if let Some(mut redis) = redis {
+        redis.kill().await;
+    }
+    harness::assert_no_leftovers(&tag).await;
+    times.sort();
+    times
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn measure_the_latency_redis_adds_to_a_call() {
+    let _turn = TURN.lock().await;
+    let at = |t: &[Duration], q: f64| {
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let i = ((t.len() - 1) as f64 * q) as usize;
+        t[i].as_secs_f64() * 1000.0
+    };
+    for backend in ["memory", "redis", "memory", "redis"] {
+        let t = call_times(backend, 500).await;
+        eprintln!(
+            "latency {backend}: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms ({} sequential calls, one gateway, loopback)",
+            at(&t, 0.5),
+            at(&t, 0.9),
+            at(&t, 0.99),
+            t.len()
+        );
+    }
 }

@@ -10,7 +10,8 @@
 //! and names are checked against what they list; an upstream that does not start is an error.
 //! A `[sessions]` seal key is read as `serve` reads it: one that does not decode (or a key file
 //! that cannot be read) is an error, an unset variable a warning (it may be set where the
-//! gateway runs).
+//! gateway runs). A `[state] backend = "redis"` whose `url_env` is unset (or holds no Redis
+//! URL) is an error: the replicas would not share their limits.
 
 use std::path::PathBuf;
 
@@ -184,6 +185,12 @@ fn warnings(
             outcome.errors += 1;
         }
     }
+    // The `[state]` store's URL as `serve` will read it: with `backend = "redis"` and no URL
+    // the replicas would not share their limits, so an unset variable is an error here.
+    if let Err(p) = policy.state_url() {
+        writeln!(err, "{origin}: {p}")?;
+        outcome.errors += 1;
+    }
     if !args.tools.is_empty() {
         warnings.extend(policy.unmatched_rules(tool_ids));
         warnings.extend(collisions(policy, &args.tools));
@@ -349,5 +356,20 @@ mod tests {
             err.contains("MCPB_TEST_NO_SUCH_VARIABLE is not set"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn an_unset_store_url_is_an_error() {
+        let (unset, err) =
+            check("[state]\nbackend = \"redis\"\nurl_env = \"MCPB_TEST_NO_SUCH_REDIS_URL\"\n");
+        assert_eq!((unset.errors, unset.warnings), (1, 0), "{err}");
+        assert!(
+            err.contains(
+                "line 4: state.url_env: environment variable MCPB_TEST_NO_SUCH_REDIS_URL is not set"
+            ),
+            "{err}"
+        );
+        let (memory, err) = check("[state]\nbackend = \"memory\"\n");
+        assert_eq!(memory, Outcome::default(), "{err}");
     }
 }

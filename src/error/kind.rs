@@ -153,6 +153,10 @@ pub const LIMIT_RATE: &str = "mcp_budget.limit.rate";
 /// A client over its `[limits] in_flight`, its queue full or waited `queue_ms`: `-32023` with
 /// `data.retryAfterMs` (HTTP 429 with `Retry-After` for a 2026-07-28 request).
 pub const LIMIT_IN_FLIGHT: &str = "mcp_budget.limit.in_flight";
+/// The shared state store that keeps the `[limits]` rates (`[state] backend = "redis"`) is
+/// unavailable and `on_store_error = "closed"` refuses calls until it is back: `-32023` with
+/// `data.retryAfterMs` (HTTP 429 with `Retry-After` for a 2026-07-28 request).
+pub const STATE_UNAVAILABLE: &str = "mcp_budget.state.unavailable";
 
 /// The `structuredContent.type` of `invoke_tool`'s recovery results: not error objects but
 /// tool results with `isError`, which tell the model how to call the tool again. Kept out of
@@ -210,6 +214,7 @@ pub const ALL: &[&str] = &[
     PROMPT_CHANGED,
     LIMIT_RATE,
     LIMIT_IN_FLIGHT,
+    STATE_UNAVAILABLE,
     AUTHENTICATION_REQUIRED,
     AUTHENTICATION_INVALID,
     AUTHENTICATION_INSUFFICIENT_SCOPE,

@@ -103,6 +103,26 @@ struct Inner {
     audit: crate::audit::Shared,
     /// Policy keys the last reload changed that apply only at a restart.
     pending_restart: std::sync::Mutex<Vec<&'static str>>,
+    /// The `[state]` store (`backend = "redis"`), made once: every stack's `limit` layer
+    /// shares it.
+    state: Option<crate::state::Store>,
+}
+
+/// The store `policy`'s `[state]` names, its URL read from the environment now.
+fn store(policy: &Policy, shutdown: &CancellationToken) -> Option<crate::state::Store> {
+    let crate::policy::state::Backend::Redis(settings) = &policy.state.backend else {
+        return None;
+    };
+    let url = match policy.state_url() {
+        Ok(Some(url)) => Ok(url),
+        Ok(None) => Err("no store URL".to_owned()),
+        Err(problem) => Err(problem.to_string()),
+    };
+    Some(crate::state::Store::start(
+        settings.clone(),
+        url,
+        shutdown.clone(),
+    ))
 }
 
 impl Gateway {
@@ -112,6 +132,7 @@ impl Gateway {
         broadcasts: mpsc::UnboundedSender<Message>,
         shutdown: CancellationToken,
     ) -> Self {
+        let state = store(&policy, &shutdown);
         let inner = Inner {
             policy: std::sync::Mutex::new(Arc::new(policy)),
             reloaded: tokio::sync::Notify::new(),
@@ -126,6 +147,7 @@ impl Gateway {
             shutdown,
             audit: crate::audit::Shared::default(),
             pending_restart: std::sync::Mutex::default(),
+            state,
         };
         let gateway = Self {
             inner: Arc::new(inner),
@@ -139,6 +161,13 @@ impl Gateway {
             shutdown,
         ));
         gateway
+    }
+
+    /// The shared state store of `[state] backend = "redis"`, made when the gateway started
+    /// (a reload that changes `[state]` applies at the next restart); `None` for `memory`.
+    #[must_use]
+    pub fn state(&self) -> Option<crate::state::Store> {
+        self.inner.state.clone()
     }
 
     /// The audit log of the policy it runs: `[audit]`, or stderr once clients are configured;

@@ -14,6 +14,10 @@
 //! on down to be refused there. Everything else passes through untouched; without `[limits]`
 //! the layer is not in the stack.
 //!
+//! With `[state] backend = "redis"` the rates are spent in the shared store
+//! ([`crate::state::Store`]), so replicas share them; calls in flight and queues stay this
+//! replica's.
+//!
 //! ```
 //! use mcp_budget::catalog::Catalog;
 //! use mcp_budget::layer::limit::LimitLayer;
@@ -44,6 +48,7 @@ use crate::layer::{Around, Inner, Layered};
 use crate::limits::{ClientLimits, Ledger, Limits, Refused, Which};
 use crate::mcp::method::Method;
 use crate::routing::Routed;
+use crate::state::Store;
 
 /// Layer of [`Limit`].
 #[derive(Debug, Clone)]
@@ -68,8 +73,20 @@ impl LimitLayer {
                 slots: Mutex::new(HashMap::new()),
                 upstreams,
                 epoch: tokio::time::Instant::now(),
+                store: None,
             }),
         }
+    }
+
+    /// Keeps the rates in `store` (`[state] backend = "redis"`), shared by every replica,
+    /// instead of this layer's own buckets; `None` keeps them here. In-flight slots and queues
+    /// stay this replica's either way.
+    #[must_use]
+    pub fn with_store(mut self, store: Option<Store>) -> Self {
+        if let Some(state) = Arc::get_mut(&mut self.state) {
+            state.store = store;
+        }
+        self
     }
 }
 
@@ -100,6 +117,8 @@ struct State {
     /// By upstream name, for upstreams with an `in_flight`.
     upstreams: HashMap<String, Arc<Semaphore>>,
     epoch: tokio::time::Instant,
+    /// The shared store of the rates, when `[state]` names one.
+    store: Option<Store>,
 }
 
 impl<S: Inner> Around<S> for LimitLayer {
@@ -121,7 +140,11 @@ impl<S: Inner> Around<S> for LimitLayer {
                 let id = req.message.reply_id();
                 Ok(Some(refusal(id, client, upstream, refused)))
             };
-            if let Err(why) = state.admit_rate(client, upstream, limits) {
+            let rate = match &state.store {
+                Some(store) => store.admit(client, upstream, limits).await,
+                None => state.admit_rate(client, upstream, limits),
+            };
+            if let Err(why) = rate {
                 return refused(why);
             }
             let _client_slot = match state.client_slot(client, limits).await {

@@ -47,6 +47,21 @@ impl Rate {
         }
     }
 
+    /// This rate's share for one of `replicas` replicas enforcing it each on its own: the rate
+    /// divided by `replicas`, and the burst too (rounded up, at least 1). Used while the
+    /// shared state store is down (`[state] on_store_error = "local_share"`).
+    ///
+    /// ```
+    /// use mcp_budget::limits::Rate;
+    /// assert_eq!(Rate::new(10.0, 10).share(3), Rate::new(10.0 / 3.0, 4));
+    /// assert_eq!(Rate::new(10.0, 10).share(0), Rate::new(10.0, 10), "at least one replica");
+    /// ```
+    #[must_use]
+    pub fn share(self, replicas: usize) -> Self {
+        let n = u32::try_from(replicas.max(1)).unwrap_or(u32::MAX);
+        Self::new(self.per_sec / f64::from(n), self.burst.div_ceil(n))
+    }
+
     /// The default burst for a rate: twice a second's worth, at least 1.
     #[must_use]
     pub fn default_burst(per_sec: f64) -> u32 {
@@ -73,6 +88,17 @@ pub struct ClientLimits {
 }
 
 impl ClientLimits {
+    /// These limits' rates shared by `replicas` replicas ([`Rate::share`]); in-flight limits
+    /// are per replica already and stay as they are.
+    #[must_use]
+    pub fn share(&self, replicas: usize) -> Self {
+        Self {
+            calls_per_sec: self.calls_per_sec.map(|r| r.share(replicas)),
+            upstream_calls_per_sec: self.upstream_calls_per_sec.map(|r| r.share(replicas)),
+            ..self.clone()
+        }
+    }
+
     /// Whether any limit is set.
     #[must_use]
     pub fn is_limited(&self) -> bool {
@@ -119,6 +145,9 @@ pub enum Which {
     UpstreamRate,
     /// The client's calls in flight (queue full or waited too long).
     InFlight,
+    /// The shared state store that keeps the rates is unavailable and `[state]
+    /// on_store_error = "closed"` refuses calls meanwhile.
+    StateUnavailable,
 }
 
 impl Which {
@@ -129,6 +158,7 @@ impl Which {
             Self::ClientRate => "calls_per_sec",
             Self::UpstreamRate => "upstream_calls_per_sec",
             Self::InFlight => "in_flight",
+            Self::StateUnavailable => "state",
         }
     }
 }
@@ -255,5 +285,20 @@ mod tests {
         assert_eq!(limits.of("alice").calls_per_sec, None);
         assert_eq!(Rate::default_burst(0.2), 1);
         assert_eq!(Rate::default_burst(10.0), 20);
+    }
+
+    #[test]
+    fn a_share_divides_rates_and_bursts_and_keeps_in_flight() {
+        let l = ClientLimits {
+            in_flight: Some(4),
+            calls_per_sec: Some(Rate::new(9.0, 10)),
+            upstream_calls_per_sec: Some(Rate::new(3.0, 1)),
+            ..ClientLimits::default()
+        };
+        let third = l.share(3);
+        assert_eq!(third.in_flight, Some(4));
+        assert_eq!(third.calls_per_sec, Some(Rate::new(3.0, 4)));
+        assert_eq!(third.upstream_calls_per_sec, Some(Rate::new(1.0, 1)));
+        assert_eq!(l.share(1), l);
     }
 }

@@ -45,7 +45,8 @@ pub struct Reconcile {
     pub renames: bool,
     /// Settings that differ but apply only at the next start (the `[downstream]` section: the
     /// listen address, stdio, and the transports' limits and checks; the `[sessions]` seal key
-    /// and lifetime, read once into the sealer), named as in the policy file.
+    /// and lifetime, read once into the sealer; `[state]`, whose store is connected once), named
+    /// as in the policy file.
     pub needs_restart: Vec<&'static str>,
 }
 
@@ -60,6 +61,7 @@ impl Reconcile {
             separator,
             upstreams,
             sessions,
+            state,
             // Applied by a reload: the stack and the gateway's rooms are built from them.
             budget: _,
             discover: _,
@@ -95,6 +97,10 @@ impl Reconcile {
         plan.needs_restart = downstream_changes(downstream, &new.downstream);
         plan.needs_restart
             .extend(sessions_changes(sessions, &new.sessions));
+        // The store's connection and heartbeat are made once, when the gateway starts.
+        if *state != new.state {
+            plan.needs_restart.push("state");
+        }
         plan
     }
 
@@ -308,6 +314,18 @@ mod tests {
             plan.needs_restart,
             ["downstream.max_sessions", "downstream.strict_accept"]
         );
+    }
+
+    #[test]
+    fn state_changes_wait_for_a_restart() {
+        let redis = policy("[state]\nbackend = \"redis\"\nurl_env = \"U\"\n");
+        assert!(Reconcile::between(&redis, &redis).needs_restart.is_empty());
+        assert_eq!(
+            Reconcile::between(&policy(""), &redis).needs_restart,
+            ["state"]
+        );
+        let slower = policy("[state]\nbackend = \"redis\"\nurl_env = \"U\"\ntimeout_ms = 50\n");
+        assert_eq!(Reconcile::between(&redis, &slower).needs_restart, ["state"]);
     }
 
     #[test]

@@ -38,6 +38,7 @@ mod reference;
 pub mod sanitize;
 pub mod sessions;
 pub mod share;
+pub mod state;
 pub mod telemetry;
 pub mod upstream;
 mod validate;
@@ -108,6 +109,8 @@ pub struct Policy {
     pub admin: AdminPolicy,
     /// `[sessions]`.
     pub sessions: sessions::SessionsPolicy,
+    /// `[state]`.
+    pub state: state::StatePolicy,
     /// `[client.upstream.<name>]`: what each client's instance of a `share = "per_client"`
     /// upstream gets on top of the upstream's settings, by (client, upstream).
     pub credentials: share::ClientCredentials,
@@ -147,6 +150,7 @@ impl Default for Policy {
             telemetry: TelemetryPolicy::default(),
             admin: AdminPolicy::default(),
             sessions: sessions::SessionsPolicy::default(),
+            state: state::StatePolicy::default(),
             credentials: share::ClientCredentials::new(),
             source: Source::default(),
             import_warnings: Vec::new(),

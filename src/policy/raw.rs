@@ -55,6 +55,10 @@ pub struct RawPolicy {
     /// Sealed session ids: where the seal key is (`[sessions]`).
     #[serde(default)]
     pub sessions: super::sessions::RawSessions,
+    /// State shared by replicas: where the `[limits]` rates live (`[state]`). Default: each
+    /// replica's own memory.
+    #[serde(default)]
+    pub state: super::state::RawState,
 }
 
 impl RawPolicy {

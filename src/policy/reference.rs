@@ -33,6 +33,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("[pin]", "RawPin"),
     ("[audit]", "RawAudit"),
     ("[sessions]", "RawSessions"),
+    ("[state]", "RawState"),
     ("[telemetry]", "RawTelemetry"),
     ("[admin]", "RawAdmin"),
 ];
@@ -48,6 +49,7 @@ const FILES: &[&str] = &[
     "pin.rs",
     "sanitize.rs",
     "sessions.rs",
+    "state.rs",
     "share.rs",
     "telemetry.rs",
 ];

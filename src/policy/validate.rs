@@ -52,21 +52,11 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     cross_section(&budget, &discover, &downstream, &clients, root.reborrow());
     let audit = raw.audit.map(|a| a.validate((), root.at("audit")));
     let pin = raw.pin.validate((), root.at("pin"));
-    let limits = {
-        let mut names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
-        if names.is_empty() {
-            names.push(super::client::ANONYMOUS);
-        }
-        let ups: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
-        let names = Names {
-            clients: &names,
-            upstreams: &ups,
-        };
-        raw.limits.validate(names, root.at("limits"))
-    };
+    let limits = limits(raw.limits, &clients, &upstreams, root.at("limits"));
     let telemetry = raw.telemetry.validate((), root.at("telemetry"));
     let admin = raw.admin.validate((), root.at("admin"));
     let sessions = raw.sessions.validate((), root.at("sessions"));
+    let state = raw.state.validate((), root.at("state"));
     // `[sanitize]` is reported last; upstreams' own tables build on it.
     let mut guard = Problems::new();
     let sanitize = sanitize(raw.sanitize, own_sanitize, guard.root());
@@ -89,10 +79,31 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         telemetry,
         admin,
         sessions,
+        state,
         credentials,
         source: super::Source(Some(text.into())),
         import_warnings: Vec::new(),
     })
+}
+
+/// `[limits]`, whose tables name the policy's clients (the anonymous one when there are
+/// none) and upstreams.
+fn limits(
+    raw: super::limits::RawLimits,
+    clients: &[ClientSpec],
+    upstreams: &[UpstreamSpec],
+    at: At<'_>,
+) -> crate::limits::Limits {
+    let mut names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
+    if names.is_empty() {
+        names.push(super::client::ANONYMOUS);
+    }
+    let ups: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+    let names = Names {
+        clients: &names,
+        upstreams: &ups,
+    };
+    raw.validate(names, at)
 }
 
 /// An upstream's own `[upstream.sanitize]`: its index, its name and the table.

@@ -58,6 +58,11 @@ pub const STATIC_PREFIX_CHANGES: &str = "mcp_budget_static_prefix_changes_total"
 pub const AUTHORIZATION_DENIED: &str = "mcp_budget_authorization_denied_total";
 /// Requests refused by a limit, by `client` and `limit` (counter).
 pub const LIMITED: &str = "mcp_budget_limited_total";
+/// Calls whose rate was decided without the shared state store (`[state] backend = "redis"`
+/// unreachable, failing or slower than `timeout_ms`), by `reason` ([`STORE_ERROR`] |
+/// [`STORE_TIMEOUT`] | [`STORE_UNCONFIGURED`]) (counter): each was decided by
+/// `on_store_error`.
+pub const STATE_FALLBACKS: &str = "mcp_budget_state_fallbacks_total";
 /// Policy reloads, by `outcome` (`applied` | `refused`) (counter).
 pub const RELOADS: &str = "mcp_budget_reloads_total";
 /// Client sessions open (gauge, read at scrape).
@@ -102,6 +107,13 @@ pub const REASON: &str = "reason";
 /// Label: which limit refused a request; for a `run_code` run, the `[discover]` key of the limit
 /// that stopped it.
 pub const LIMIT: &str = "limit";
+/// [`STATE_FALLBACKS`] reason: the store answered with an error or could not be reached.
+pub const STORE_ERROR: &str = "store_error";
+/// [`STATE_FALLBACKS`] reason: the store did not answer within `[state] timeout_ms`.
+pub const STORE_TIMEOUT: &str = "timeout";
+/// [`STATE_FALLBACKS`] reason: no store to ask (its URL unset, or a build without the
+/// `redis` feature).
+pub const STORE_UNCONFIGURED: &str = "unconfigured";
 /// Label: the gateway's version.
 pub const VERSION: &str = "version";
 /// Label: the class of characters removed ([`crate::sanitize::Counts`]' fields).
@@ -250,6 +262,11 @@ pub const METRICS: &[(&str, MetricType, &str)] = &[
         LIMITED,
         MetricType::Counter,
         "Requests refused by a limit, by client and limit.",
+    ),
+    (
+        STATE_FALLBACKS,
+        MetricType::Counter,
+        "Calls decided without the shared state store, by reason.",
     ),
     (RELOADS, MetricType::Counter, "Policy reloads, by outcome."),
     (SESSIONS_ACTIVE, MetricType::Gauge, "Client sessions open."),

@@ -124,6 +124,14 @@ pub fn limited(client: &str, limit: &'static str) {
     }
 }
 
+/// A call's rate decided without the shared state store, for `reason` (a fixed word:
+/// [`names::STORE_ERROR`], [`names::STORE_TIMEOUT`], [`names::STORE_UNCONFIGURED`]).
+pub fn state_fallback(reason: &'static str) {
+    if enabled() {
+        metrics::counter!(names::STATE_FALLBACKS, names::REASON => reason).increment(1);
+    }
+}
+
 /// A policy reload, `applied` or `refused` ([`crate::reload::Outcome::as_str`]).
 pub fn reload(outcome: &'static str) {
     if enabled() {

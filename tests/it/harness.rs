@@ -236,6 +236,85 @@ pub fn policy(dir: &Path, tag: &str, downstream: &str, ups: &[Up]) -> PathBuf {
 // ---------------------------------------------------------------------------------------------
 // Processes
 
+/// A throwaway `redis-server` on a free loopback port (no persistence), tagged with the test's
+/// tag and killed when dropped (`scripts/install-test-deps.sh` installs it).
+#[allow(
+    dead_code,
+    reason = "tests/scaleout.rs uses it; `it` shares the harness"
+)]
+pub struct RedisServer {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    child: Option<Child>,
+}
+
+#[allow(
+    dead_code,
+    reason = "tests/scaleout.rs uses it; `it` shares the harness"
+)]
+impl RedisServer {
+    /// Starts one on a free port and waits until it answers `PING`.
+    pub async fn start(tag: &str) -> Self {
+        Self::start_on(free_port(), tag).await
+    }
+
+    /// Starts one on `port` (a restart comes back on the same one) and waits for `PING`.
+    pub async fn start_on(port: u16, tag: &str) -> Self {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .env("MCPB_IT_TAG", tag)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("redis-server is installed (scripts/install-test-deps.sh)");
+        let server = Self {
+            port,
+            child: Some(child),
+        };
+        let started = std::time::Instant::now();
+        while !server.pings().await {
+            assert!(started.elapsed() < WAIT, "redis-server did not answer PING");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server
+    }
+
+    /// Whether it answers `PING` now.
+    async fn pings(&self) -> bool {
+        use tokio::io::AsyncReadExt as _;
+        let Ok(mut conn) = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await else {
+            return false;
+        };
+        let mut reply = [0u8; 7];
+        conn.write_all(b"PING\r\n").await.is_ok()
+            && conn.read_exact(&mut reply).await.is_ok()
+            && &reply == b"+PONG\r\n"
+    }
+
+    /// Its `redis://` URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL, and its exit: the store is gone mid-run.
+    pub async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill().await;
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.start_kill();
+        }
+    }
+}
+
 /// Pids of live (not zombie) processes whose environment holds `MCPB_IT_TAG=<tag>`.
 pub fn tagged_pids(tag: &str) -> Vec<i32> {
     pids_with_env(&format!("MCPB_IT_TAG={tag}"))

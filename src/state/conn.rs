@@ -1,0 +1,77 @@
+//! The store's connection (feature `redis`): one multiplexed [`ConnectionManager`] (no pool:
+//! every call's one round trip shares it), connected lazily and again after a failure, and the
+//! two scripts sent by `EVALSHA` (loaded once, loaded again on `NOSCRIPT`).
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, Script};
+
+use super::gcra::{self, Check};
+
+/// A connection to the store and its scripts.
+#[derive(Clone)]
+pub(crate) struct Conn {
+    manager: ConnectionManager,
+    gcra: Script,
+    heartbeat: Script,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the URL: it may carry a password.
+        f.debug_struct("Conn").finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    /// A connection to `url`, made on first use; `timeout` bounds each attempt to connect (a
+    /// call waits for it no longer than its own `timeout_ms`: the heartbeat does).
+    pub(crate) fn lazy(url: &str, timeout: std::time::Duration) -> Result<Self, String> {
+        let client = Client::open(url).map_err(|e| format!("invalid store URL: {:?}", e.kind()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            // One attempt per request: the heartbeat, not a call, waits for the store to be back.
+            .set_number_of_retries(0);
+        let manager = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| format!("store connection: {e}"))?;
+        Ok(Self {
+            manager,
+            gcra: Script::new(gcra::SCRIPT),
+            heartbeat: Script::new(gcra::HEARTBEAT),
+        })
+    }
+
+    /// Runs the rate script over `checks`: its raw answer.
+    pub(crate) async fn spend(&self, checks: &[Check]) -> redis::RedisResult<Vec<i64>> {
+        let mut invocation = self.gcra.prepare_invoke();
+        for check in checks {
+            invocation
+                .key(&check.key)
+                .arg(check.interval_us)
+                .arg(check.burst);
+        }
+        let mut manager = self.manager.clone();
+        invocation.invoke_async(&mut manager).await
+    }
+
+    /// Beats for replica `id` (counted for `ttl_ms` after): how many replicas count.
+    pub(crate) async fn beat(&self, key: &str, id: &str, ttl_ms: u64) -> redis::RedisResult<u64> {
+        let mut manager = self.manager.clone();
+        self.heartbeat
+            .key(key)
+            .arg(id)
+            .arg(ttl_ms)
+            .invoke_async(&mut manager)
+            .await
+    }
+
+    /// Loads the rate script (`SCRIPT LOAD`), so that calls' `EVALSHA` find it; after a store
+    /// restart or `SCRIPT FLUSH`, a call meeting `NOSCRIPT` loads it again itself.
+    pub(crate) async fn load(&self) -> redis::RedisResult<()> {
+        let mut manager = self.manager.clone();
+        self.gcra
+            .prepare_invoke()
+            .load_async(&mut manager)
+            .await
+            .map(drop)
+    }
+}

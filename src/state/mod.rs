@@ -1,0 +1,401 @@
+//! State that replicas share (`[state]`, issue 34): the `[limits]` rates, kept in Redis or
+//! Valkey so that every replica spends the same buckets.
+//!
+//! With `backend = "redis"` the `limit` layer asks the [`Store`] instead of its own ledger:
+//! one round trip per call (`EVALSHA` of [`gcra::SCRIPT`], every key of the call at once, on
+//! the server's clock), bounded by `timeout_ms`. Calls in flight and their queues stay per
+//! replica: a slot is held for a call's whole life, and sharing it would cost a round trip at
+//! its end too.
+//!
+//! **When the store fails** (an error, or no answer within `timeout_ms`) an *episode* begins:
+//! one warning is logged, calls stop asking the store and are decided by `on_store_error`
+//! (`local_share`: each replica enforces its share of every rate, divided by the replicas the
+//! heartbeat last counted; `open`: let through; `closed`: refused with
+//! `mcp_budget.state.unavailable`), each counted in `mcp_budget_state_fallbacks_total{reason}`.
+//! The heartbeat (every 2 s, every 500 ms while the store is down) ends the episode when the
+//! store answers again, and logs it.
+//!
+//! The heartbeat also counts replicas: each adds itself to a sorted set scored by the server's
+//! clock, and those not seen for 5 s drop out.
+
+pub mod gcra;
+
+#[cfg(feature = "redis")]
+mod conn;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::limits::{ClientLimits, Ledger, Refused, Which};
+use crate::policy::state::{OnStoreError, RedisState};
+use crate::telemetry::names;
+
+/// How often a replica beats while the store answers.
+pub const BEAT_EVERY: Duration = Duration::from_secs(2);
+/// How often the heartbeat tries while the store is down.
+pub const PROBE_EVERY: Duration = Duration::from_millis(500);
+/// How long a replica counts after its last beat.
+pub const REPLICA_TTL: Duration = Duration::from_secs(5);
+/// The longest a connection to the store may take (or `timeout_ms`, when longer): a TLS
+/// handshake to a distant store takes longer than a call may wait, so connecting is the
+/// heartbeat's wait, not a call's.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The `retryAfterMs` of a call refused because the store is down (`closed`).
+const CLOSED_RETRY_MS: u64 = 1_000;
+
+/// The shared store of one gateway process: cheap to clone, shared by every stack generation.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    settings: RedisState,
+    #[cfg(feature = "redis")]
+    conn: Option<conn::Conn>,
+    /// Whether calls ask the store (false during an episode).
+    up: AtomicBool,
+    /// Why the current episode began (a [`names`] reason).
+    reason: Mutex<&'static str>,
+    /// Replicas the heartbeat last counted (at least 1).
+    replicas: AtomicU64,
+    /// The local buckets of `local_share`, rates divided by `replicas`.
+    local: Mutex<Ledger>,
+    epoch: tokio::time::Instant,
+}
+
+impl Store {
+    /// The store of `settings` at `url` (`Err`: why there is none, logged, and every call is
+    /// decided by `on_store_error`), with its heartbeat running until `shutdown`.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime (the heartbeat is a task).
+    #[must_use]
+    pub fn start(
+        settings: RedisState,
+        url: Result<String, String>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let conn = url.and_then(|url| connect(&url, settings.timeout));
+        let unavailable = conn.as_ref().err().cloned();
+        let store = Self {
+            inner: Arc::new(Inner {
+                #[cfg(feature = "redis")]
+                conn: conn.ok(),
+                up: AtomicBool::new(unavailable.is_none()),
+                reason: Mutex::new(names::STORE_UNCONFIGURED),
+                replicas: AtomicU64::new(1),
+                local: Mutex::new(Ledger::default()),
+                epoch: tokio::time::Instant::now(),
+                settings,
+            }),
+        };
+        match unavailable {
+            Some(why) => tracing::error!(
+                on_store_error = store.inner.settings.on_store_error.name(),
+                "{why}; [state] limits are not shared: every call is decided by on_store_error"
+            ),
+            None => {
+                tokio::spawn(store.clone().heartbeat(shutdown));
+            }
+        }
+        store
+    }
+
+    /// Replicas the heartbeat last counted (at least 1).
+    #[must_use]
+    pub fn replicas(&self) -> u64 {
+        self.inner.replicas.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Whether calls ask the store now (no episode).
+    #[must_use]
+    pub fn is_up(&self) -> bool {
+        self.inner.up.load(Ordering::Acquire)
+    }
+
+    /// Admits (or refuses) a call of `client` to `upstream` under `limits`' rates: in the store
+    /// when it answers within `timeout_ms`, else as `on_store_error` says.
+    ///
+    /// # Errors
+    /// [`Refused`] with the limit and the wait.
+    pub async fn admit(
+        &self,
+        client: &str,
+        upstream: Option<&str>,
+        limits: &ClientLimits,
+    ) -> Result<(), Refused> {
+        let prefix = &self.inner.settings.key_prefix;
+        let checks = gcra::checks(prefix, client, upstream, limits);
+        if checks.is_empty() {
+            return Ok(());
+        }
+        if self.is_up() {
+            match self.spend(&checks).await {
+                Ok(verdict) => return verdict,
+                Err(reason) => self.went_down(reason),
+            }
+        }
+        self.fallback(client, upstream, limits)
+    }
+
+    /// One round trip, bounded by `timeout_ms`: the verdict, or why there is none.
+    #[cfg(feature = "redis")]
+    async fn spend(&self, checks: &[gcra::Check]) -> Result<Result<(), Refused>, &'static str> {
+        let Some(conn) = &self.inner.conn else {
+            return Err(names::STORE_UNCONFIGURED);
+        };
+        match tokio::time::timeout(self.inner.settings.timeout, conn.spend(checks)).await {
+            Err(_) => Err(names::STORE_TIMEOUT),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "State store call failed");
+                Err(names::STORE_ERROR)
+            }
+            Ok(Ok(answer)) => match gcra::verdict(checks, &answer) {
+                Ok(()) => Ok(Ok(())),
+                Err(Some(refused)) => Ok(Err(refused)),
+                Err(None) => Err(names::STORE_ERROR),
+            },
+        }
+    }
+
+    #[cfg(not(feature = "redis"))]
+    #[allow(clippy::unused_async)]
+    async fn spend(&self, _: &[gcra::Check]) -> Result<Result<(), Refused>, &'static str> {
+        Err(names::STORE_UNCONFIGURED)
+    }
+
+    /// Begins an episode (once: the first failing call logs it).
+    fn went_down(&self, reason: &'static str) {
+        *crate::lock::lock(&self.inner.reason) = reason;
+        if self.inner.up.swap(false, Ordering::AcqRel) {
+            tracing::warn!(
+                reason,
+                on_store_error = self.inner.settings.on_store_error.name(),
+                replicas = self.replicas(),
+                "State store unavailable; rate limits are decided by on_store_error until it \
+                 answers again"
+            );
+        }
+    }
+
+    /// Ends an episode (logged once).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    fn came_back(&self) {
+        if !self.inner.up.swap(true, Ordering::AcqRel) {
+            tracing::info!(
+                replicas = self.replicas(),
+                "State store answers again; rate limits are shared"
+            );
+        }
+    }
+
+    /// A call decided without the store, as `on_store_error` says.
+    fn fallback(
+        &self,
+        client: &str,
+        upstream: Option<&str>,
+        limits: &ClientLimits,
+    ) -> Result<(), Refused> {
+        let reason = *crate::lock::lock(&self.inner.reason);
+        crate::telemetry::record::state_fallback(reason);
+        match self.inner.settings.on_store_error {
+            OnStoreError::Open => Ok(()),
+            OnStoreError::Closed => Err(Refused {
+                which: Which::StateUnavailable,
+                retry_after_ms: CLOSED_RETRY_MS,
+            }),
+            OnStoreError::LocalShare => {
+                let replicas = usize::try_from(self.replicas()).unwrap_or(usize::MAX);
+                let share = limits.share(replicas);
+                let now = u64::try_from(self.inner.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let mut ledger = crate::lock::lock(&self.inner.local);
+                match upstream {
+                    Some(u) => ledger.admit(client, u, &share, now),
+                    None => {
+                        let overall = ClientLimits {
+                            upstream_calls_per_sec: None,
+                            ..share
+                        };
+                        ledger.admit(client, "", &overall, now)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Beats until `shutdown`: counts replicas, ends episodes, and begins one when the store
+    /// stops answering between calls.
+    #[cfg(feature = "redis")]
+    async fn heartbeat(self, shutdown: CancellationToken) {
+        let Some(conn) = self.inner.conn.clone() else {
+            return;
+        };
+        let id = uuid::Uuid::new_v4().to_string();
+        let key = gcra::replicas_key(&self.inner.settings.key_prefix);
+        let ttl_ms = u64::try_from(REPLICA_TTL.as_millis()).unwrap_or(u64::MAX);
+        // Off the request path: a beat may wait longer than a call, long enough to connect.
+        let bound = self.inner.settings.timeout.max(CONNECT_TIMEOUT);
+        let mut loaded = false;
+        loop {
+            let sent = tokio::time::Instant::now();
+            let beat = tokio::time::timeout(bound, async {
+                let n = conn.beat(&key, &id, ttl_ms).await?;
+                if !loaded {
+                    conn.load().await?;
+                }
+                Ok::<u64, redis::RedisError>(n)
+            })
+            .await;
+            match beat {
+                Ok(Ok(n)) => {
+                    loaded = true;
+                    self.inner.replicas.store(n.max(1), Ordering::Relaxed);
+                    // Back only once it answers as fast as calls need (a probe that connects
+                    // again may take longer): a slow store does not flap up and down.
+                    if sent.elapsed() <= self.inner.settings.timeout {
+                        self.came_back();
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "State store heartbeat failed");
+                    loaded = false;
+                    self.went_down(names::STORE_ERROR);
+                }
+                Err(_) => {
+                    loaded = false;
+                    self.went_down(names::STORE_TIMEOUT);
+                }
+            }
+            let every = if self.is_up() {
+                BEAT_EVERY
+            } else {
+                PROBE_EVERY
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    #[cfg(not(feature = "redis"))]
+    #[allow(clippy::unused_async)]
+    async fn heartbeat(self, _: CancellationToken) {}
+}
+
+/// The connection to `url`, or why there is none.
+#[cfg(feature = "redis")]
+fn connect(url: &str, timeout: Duration) -> Result<conn::Conn, String> {
+    conn::Conn::lazy(url, timeout.max(CONNECT_TIMEOUT))
+}
+
+#[cfg(not(feature = "redis"))]
+fn connect(_: &str, _: Duration) -> Result<(), String> {
+    Err("this mcp-budget was built without the `redis` feature".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::Rate;
+
+    fn settings(on_store_error: OnStoreError) -> RedisState {
+        let text = format!(
+            "version = 1\n[state]\nbackend = \"redis\"\nurl_env = \"U\"\non_store_error = \"{}\"\n",
+            on_store_error.name()
+        );
+        let policy = crate::policy::Policy::from_toml_str(&text, "p.toml").unwrap();
+        match policy.state.backend {
+            crate::policy::state::Backend::Redis(r) => r,
+            crate::policy::state::Backend::Memory => unreachable!("redis"),
+        }
+    }
+
+    fn limits() -> ClientLimits {
+        ClientLimits {
+            calls_per_sec: Some(Rate::new(1.0, 3)),
+            ..ClientLimits::default()
+        }
+    }
+
+    /// A store with no URL: down from the start, every call decided by `on_store_error`.
+    fn unconfigured(on_store_error: OnStoreError) -> Store {
+        let no_url = Err("environment variable U is not set".to_owned());
+        Store::start(settings(on_store_error), no_url, CancellationToken::new())
+    }
+
+    #[tokio::test]
+    async fn without_a_store_open_lets_through_and_closed_refuses() {
+        let open = unconfigured(OnStoreError::Open);
+        assert!(!open.is_up());
+        for _ in 0..10 {
+            assert_eq!(open.admit("a", Some("git"), &limits()).await, Ok(()));
+        }
+        let closed = unconfigured(OnStoreError::Closed);
+        let refused = closed.admit("a", None, &limits()).await.unwrap_err();
+        assert_eq!(refused.which, Which::StateUnavailable);
+        assert_eq!(refused.retry_after_ms, CLOSED_RETRY_MS);
+        let unlimited = ClientLimits::default();
+        assert_eq!(
+            closed.admit("a", None, &unlimited).await,
+            Ok(()),
+            "no rate, no store"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn local_share_divides_the_rate_by_the_replicas_last_seen() {
+        let store = unconfigured(OnStoreError::LocalShare);
+        assert_eq!(store.replicas(), 1, "at least one");
+        let admitted = |store: Store| async move {
+            let mut n = 0;
+            for _ in 0..10 {
+                if store.admit("a", Some("git"), &limits()).await.is_ok() {
+                    n += 1;
+                }
+            }
+            n
+        };
+        assert_eq!(
+            admitted(store.clone()).await,
+            3,
+            "the whole burst: one replica"
+        );
+        let shared = unconfigured(OnStoreError::LocalShare);
+        shared.inner.replicas.store(3, Ordering::Relaxed);
+        assert_eq!(
+            admitted(shared.clone()).await,
+            1,
+            "a third of the burst, rounded up"
+        );
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(admitted(shared).await, 1, "a third of the rate: one in 3 s");
+    }
+
+    #[test]
+    fn a_failure_begins_one_episode_and_a_beat_ends_it() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in = rt.enter();
+        let store = Store::start(
+            settings(OnStoreError::Open),
+            Err("none".into()),
+            CancellationToken::new(),
+        );
+        store.came_back();
+        assert!(store.is_up());
+        store.went_down(names::STORE_TIMEOUT);
+        store.went_down(names::STORE_ERROR);
+        assert!(!store.is_up());
+        assert_eq!(*crate::lock::lock(&store.inner.reason), names::STORE_ERROR);
+        store.came_back();
+        assert!(store.is_up());
+    }
+}
