@@ -66,6 +66,7 @@ mod rmcp_client;
 mod rmcp_eras;
 mod routing;
 mod search_cli;
+mod semantic_e2e;
 mod server_requests;
 mod startup;
 mod strict_args;
