@@ -1,8 +1,7 @@
 //! The semantic reranker in the real gateway: `[discover] embedding_model` names the real
 //! all-MiniLM-L6-v2 (installed by `scripts/install-test-deps.sh`), three saved toolsets of the
 //! dev catalog are served by `tests/peers/saved_server.py`, everything is deferred. A
-//! paraphrased dev-set query (`mcptoolbench++/filesystem`: "What files and directories, along
-//! with their types, are present in the path ./test_project_root/tests?", gold
+//! paraphrased dev-set query (`mcptoolbench++/filesystem`: [`QUERY`], gold
 //! `filesystem/list_directory`) is missed at 1 by the lexical ranker (it puts
 //! `github/get_file_contents` first) and found at 1 once the catalog is embedded.
 
