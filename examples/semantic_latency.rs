@@ -11,7 +11,13 @@
 //! `SearchIndex::search`; fused = embedding the query + cosines with every tool +
 //! `search_fused`, the work one `search_tools` call does on the blocking pool.
 
-#![allow(clippy::print_stdout, clippy::unwrap_used)]
+#![allow(
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_precision_loss
+)]
 
 use std::path::PathBuf;
 use std::time::Instant;

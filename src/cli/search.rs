@@ -247,6 +247,7 @@ struct Ranking {
     index: SearchIndex,
     #[cfg(feature = "semantic")]
     dense: Option<(crate::semantic::Reranker, crate::semantic::CatalogTexts)>,
+    #[cfg_attr(not(feature = "semantic"), allow(dead_code))]
     fusion: crate::search::Fusion,
     /// What the reranker cost: the model, how many tools were embedded and in how long.
     about: Option<Value>,

@@ -109,6 +109,7 @@ pub(super) struct Planned {
     pub(super) native: Option<NativeCatalog>,
     /// The texts of `discovery`'s tools for the semantic reranker (and, once embedded, their
     /// vectors); `None` without `[discover] embedding_model`.
+    #[cfg_attr(not(feature = "semantic"), allow(dead_code))]
     pub(super) dense: Option<Arc<super::rerank::Texts>>,
 }
 
@@ -175,6 +176,7 @@ pub(super) struct State {
     /// `run_code` runs at once (`[discover] code_mode_max_runs` permits).
     pub(super) code_runs: Arc<tokio::sync::Semaphore>,
     /// The semantic reranker of `search_tools` (`[discover] embedding_model`).
+    #[cfg_attr(not(feature = "semantic"), allow(dead_code))]
     pub(super) reranker: Option<Arc<super::rerank::Reranker>>,
 }
 
