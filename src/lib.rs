@@ -42,6 +42,8 @@
 //!   one door from the upstreams' lists into the catalog.
 //! - [`telemetry`]: metric and span names, recording, W3C trace context, OTLP export.
 //! - [`policy`]: the TOML policy file → a validated [`policy::Policy`].
+//! - [`semantic`]: the optional sentence-embedding reranker of `search_tools` (the model
+//!   with feature `semantic`, the catalog vectors' disk cache).
 //! - [`import`]: host configs (Claude Desktop, Claude Code, VS Code `mcp.json`) → upstreams.
 //!
 //! The aggregate wing (I/O):
@@ -102,6 +104,7 @@ pub mod routing;
 pub mod sanitize;
 pub mod seal;
 pub mod search;
+pub mod semantic;
 pub mod server;
 pub mod stack;
 pub mod state;

@@ -78,6 +78,31 @@ pub struct Args {
     /// With `--query`: show what each query term contributes to each result.
     #[arg(long, hide = true)]
     pub explain: bool,
+    /// A sentence-transformers model directory (`config.json`, `tokenizer.json`,
+    /// `model.safetensors`; e.g. all-MiniLM-L6-v2): rank with the semantic reranker, its
+    /// cosines fused with the lexical scores, as `search_tools` does with `[discover]
+    /// embedding_model` (builds with the `semantic` feature).
+    #[arg(long, value_name = "DIR")]
+    pub embedding_model: Option<PathBuf>,
+    /// Where the tools' vectors are cached between runs (default: `$XDG_CACHE_HOME` or
+    /// `~/.cache`, then `mcp-budget/embeddings`).
+    #[arg(long, value_name = "DIR", requires = "embedding_model")]
+    pub embedding_cache_dir: Option<PathBuf>,
+    /// Fusion rule (for tuning): `linear` or `rrf`.
+    #[arg(long, hide = true, requires = "embedding_model")]
+    pub fusion_rule: Option<String>,
+    /// Weight of the dense side (for tuning).
+    #[arg(long, hide = true, requires = "embedding_model")]
+    pub fusion_weight: Option<f32>,
+    /// Least cosine of a tool without lexical match (for tuning).
+    #[arg(long, hide = true, requires = "embedding_model")]
+    pub fusion_floor: Option<f32>,
+    /// The `k` of `rrf` (for tuning).
+    #[arg(long, hide = true, requires = "embedding_model")]
+    pub fusion_k: Option<f32>,
+    /// Lexical candidates reordered (for tuning; 0: all).
+    #[arg(long, hide = true, requires = "embedding_model")]
+    pub fusion_pool: Option<usize>,
 }
 
 /// The calls of each of `tools` in the usage file at `path`.
@@ -105,14 +130,16 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     if let Some(path) = &args.vocabulary {
         index.add_vocabulary(&crate::policy::read_vocabulary(path).map_err(anyhow::Error::msg)?);
     }
+    let ranking = Ranking::new(index, &tools, args)?;
+    let index = &ranking.index;
     if let (Some(path), true) = (&args.queries, args.report) {
-        return report(&index, &tools, path, args.format, out);
+        return report(&ranking, &tools, path, args.format, out);
     }
     if let Some(path) = &args.queries {
-        return rank_queries(&index, &tools, path, args.top_k, out);
+        return rankings(&ranking, &tools, path, args.top_k, out);
     }
     let query = args.query.as_deref().unwrap_or_default();
-    let hits = index.search(query, args.top_k);
+    let hits = ranking.search(query, args.top_k);
     match args.format {
         Format::Json => {
             let results: Vec<Value> = hits
@@ -158,10 +185,9 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--queries FILE` without `--report`: each line's `id` and its top `top_k` tool ids, a JSON
-/// object a line.
-fn rank_queries(
-    index: &SearchIndex,
+/// `--queries FILE` without `--report`: one JSON line of results per query line.
+fn rankings(
+    ranking: &Ranking,
     tools: &[CatalogTool],
     path: &Path,
     top_k: usize,
@@ -180,7 +206,7 @@ fn rank_queries(
             .get("query")
             .and_then(Value::as_str)
             .with_context(|| format!("{}: no string \"query\"", where_()))?;
-        let results: Vec<String> = index
+        let results: Vec<String> = ranking
             .search(query, top_k)
             .iter()
             .map(|hit| tools[hit.index].id())
@@ -193,7 +219,7 @@ fn rank_queries(
 
 /// `--queries FILE --report`: every labelled line ranked (top 10) and scored.
 fn report(
-    index: &SearchIndex,
+    ranking: &Ranking,
     tools: &[CatalogTool],
     path: &std::path::Path,
     format: Format,
@@ -213,22 +239,134 @@ fn report(
     let ranked: Vec<Vec<String>> = rows
         .iter()
         .map(|row| {
-            let hits = index.search(&row.query, top);
+            let hits = ranking.search(&row.query, top);
             hits.iter().map(|hit| tools[hit.index].id()).collect()
         })
         .collect();
     let report = eval::evaluate(&rows, &ranked);
     match format {
-        Format::Json => writeln!(out, "{}", report.json())?,
-        Format::Table => write!(
-            out,
-            "{} queries, {} tools\n\n{}",
-            rows.len(),
-            tools.len(),
-            report.table()
-        )?,
+        Format::Json => {
+            let mut json = report.json();
+            if let (Some(object), Some(reranker)) = (json.as_object_mut(), &ranking.about) {
+                object.insert("reranker".into(), reranker.clone());
+            }
+            writeln!(out, "{json}")?;
+        }
+        Format::Table => {
+            if let Some(about) = &ranking.about {
+                writeln!(out, "reranker: {about}")?;
+            }
+            write!(
+                out,
+                "{} queries, {} tools\n\n{}",
+                rows.len(),
+                tools.len(),
+                report.table()
+            )?;
+        }
     }
     Ok(())
+}
+
+/// The lexical index, and the reranker when `--embedding-model` is given.
+struct Ranking {
+    index: SearchIndex,
+    #[cfg(feature = "semantic")]
+    dense: Option<(crate::semantic::Reranker, crate::semantic::CatalogTexts)>,
+    #[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+    fusion: crate::search::Fusion,
+    /// What the reranker cost: the model, how many tools were embedded and in how long.
+    about: Option<Value>,
+}
+
+impl Ranking {
+    #[cfg(feature = "semantic")]
+    fn new(index: SearchIndex, tools: &[CatalogTool], args: &Args) -> anyhow::Result<Self> {
+        use crate::semantic::{CatalogTexts, Reranker, cache};
+        let fusion = fusion_of(args)?;
+        let Some(model) = &args.embedding_model else {
+            return Ok(Self {
+                index,
+                dense: None,
+                fusion,
+                about: None,
+            });
+        };
+        let cache_dir = args.embedding_cache_dir.clone().or_else(cache::default_dir);
+        let reranker = Reranker::new(model, cache_dir.as_deref());
+        let started = std::time::Instant::now();
+        reranker.embedder().map_err(anyhow::Error::msg)?;
+        let load_secs = started.elapsed().as_secs_f64();
+        let texts = CatalogTexts::of(tools);
+        let started = std::time::Instant::now();
+        let embedded = reranker.embed_now(&texts).map_err(anyhow::Error::msg)?;
+        let about = json!({
+            "model": model.display().to_string(),
+            "load_secs": load_secs,
+            "tools": texts.len(),
+            "embedded": embedded,
+            "from_cache": texts.len() - embedded,
+            "catalog_secs": started.elapsed().as_secs_f64(),
+            "fusion": format!("{fusion:?}"),
+        });
+        Ok(Self {
+            index,
+            dense: Some((reranker, texts)),
+            fusion,
+            about: Some(about),
+        })
+    }
+
+    #[cfg(not(feature = "semantic"))]
+    fn new(index: SearchIndex, _tools: &[CatalogTool], args: &Args) -> anyhow::Result<Self> {
+        if args.embedding_model.is_some() {
+            anyhow::bail!("--embedding-model needs a build with the `semantic` feature");
+        }
+        Ok(Self {
+            index,
+            fusion: fusion_of(args)?,
+            about: None,
+        })
+    }
+
+    /// The best `limit` tools for `query`, fused with the query's cosines when reranking.
+    fn search(&self, query: &str, limit: usize) -> Vec<crate::search::Hit> {
+        #[cfg(feature = "semantic")]
+        if let Some((reranker, texts)) = &self.dense {
+            let dense = reranker.scores(query, texts);
+            return self
+                .index
+                .search_fused_with(query, limit, dense.as_deref(), self.fusion);
+        }
+        self.index.search(query, limit)
+    }
+}
+
+/// The default fusion, with the hidden tuning flags applied.
+fn fusion_of(args: &Args) -> anyhow::Result<crate::search::Fusion> {
+    use crate::search::{Fusion, FusionRule};
+    let mut fusion = Fusion::default();
+    match args.fusion_rule.as_deref() {
+        None => {}
+        Some("linear") => fusion.rule = FusionRule::Linear,
+        Some("cosine") => fusion.rule = FusionRule::Cosine,
+        Some("rrf") => {
+            fusion.rule = FusionRule::Reciprocal {
+                k: args.fusion_k.unwrap_or(60.0),
+            }
+        }
+        Some(other) => anyhow::bail!("--fusion-rule {other}: linear or rrf"),
+    }
+    if let Some(weight) = args.fusion_weight {
+        fusion.weight = weight;
+    }
+    if let Some(floor) = args.fusion_floor {
+        fusion.floor = floor;
+    }
+    if let Some(pool) = args.fusion_pool {
+        fusion.pool = pool;
+    }
+    Ok(fusion)
 }
 
 fn first_line(tool: &CatalogTool) -> String {

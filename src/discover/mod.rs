@@ -301,6 +301,18 @@ impl Discovery {
     /// `tools/call`), or `None` when `tool` is not one of the meta-tools.
     #[must_use]
     pub fn call(&self, tool: &str, arguments: &Value) -> Option<MetaCall<'_>> {
+        self.call_with(tool, arguments, None)
+    }
+
+    /// [`Self::call`], `search_tools` fusing the `dense` scores (one cosine of the query per
+    /// tool of [`Self::tools`], from the semantic reranker) into its ranking.
+    #[must_use]
+    pub fn call_with(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        dense: Option<&[f32]>,
+    ) -> Option<MetaCall<'_>> {
         let arg = |key: &str| arguments.get(key);
         let text = |key: &str| arg(key).and_then(Value::as_str);
         if tool == self.names.search {
@@ -311,7 +323,9 @@ impl Discovery {
                 ))));
             };
             let limit = arg("limit").and_then(Value::as_u64);
-            Some(MetaCall::Result(self.search_tools(query, limit)))
+            Some(MetaCall::Result(
+                self.search_tools_with(query, limit, dense),
+            ))
         } else if tool == self.names.schema {
             Some(MetaCall::Result(match text("name") {
                 Some(name) => self.get_tool_schema(name),
@@ -360,11 +374,22 @@ impl Discovery {
     /// `limit` defaults to the [`SearchLimits`]' `default` and is capped at their `max`.
     #[must_use]
     pub fn search_tools(&self, query: &str, limit: Option<u64>) -> Value {
+        self.search_tools_with(query, limit, None)
+    }
+
+    /// [`Self::search_tools`] with the reranker's `dense` scores, when they are ready.
+    #[must_use]
+    pub fn search_tools_with(
+        &self,
+        query: &str,
+        limit: Option<u64>,
+        dense: Option<&[f32]>,
+    ) -> Value {
         let limit = limit
             .and_then(|l| usize::try_from(l).ok())
             .unwrap_or(self.limits.default)
             .clamp(1, self.limits.max);
-        let hits = self.index.search(query, limit);
+        let hits = self.index.search_fused(query, limit, dense);
         let mut lines = Vec::with_capacity(hits.len() + 1);
         let mut found = Vec::with_capacity(hits.len());
         for hit in &hits {

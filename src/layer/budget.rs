@@ -53,6 +53,7 @@ mod code_mode;
 mod denied;
 mod instructions;
 mod native;
+mod rerank;
 mod result_budget;
 mod state;
 mod usage;
@@ -158,6 +159,7 @@ impl BudgetLayer {
                 policy_clients: policy.clients.clone(),
                 results_cut: std::sync::atomic::AtomicU64::new(0),
                 code_runs: code_mode::runs_gate(policy.discover.code_mode.as_ref()),
+                reranker: rerank::reranker_of(&policy.discover),
                 usage,
                 relearn: std::time::Duration::from_secs(policy.budget.relearn_secs),
             }),
@@ -367,6 +369,18 @@ impl BudgetLayer {
                     Ok(Some(Message::response_value(id, &result)))
                 })
             }
+            // The query is embedded off the runtime's workers.
+            Outcome::Rerank(arguments, planned) => {
+                let state = self.state.clone();
+                Box::pin(async move {
+                    let result = rerank::search(state.clone(), planned, arguments).await;
+                    // A small value (a few hits): cloned for the metric's view of it.
+                    let outcome = MetaCall::Result(result.clone());
+                    crate::telemetry::record::search_outcome(true, &outcome);
+                    state.searches.searched(&req.caller.session, &result);
+                    Ok(Some(Message::response_value(id, &result)))
+                })
+            }
             // A schema lookup of a hidden tool: for the authorize layer to answer, never sent on.
             Outcome::Probe(params) => {
                 let mut req = req.with_params(params);
@@ -415,6 +429,8 @@ enum Outcome {
     Probe(Box<RawValue>),
     /// `run_code`: its arguments, and the caller's plan its script sees the tools of.
     Run(Value, Arc<state::Planned>),
+    /// `search_tools` with the semantic reranker: its arguments and the caller's plan.
+    Rerank(Value, Arc<state::Planned>),
 }
 
 /// A `tools/call` of a meta-tool, as the request's view gives it.
@@ -469,6 +485,9 @@ impl BudgetLayer {
                     Outcome::Probe(params)
                 });
             }
+        }
+        if call.name == names.search && rerank::applies(&self.state, &planned, &call.arguments) {
+            return Some(Outcome::Rerank(call.arguments, planned));
         }
         let discovery = planned.discovery.as_ref()?;
         let outcome = discovery.call(call.name, &call.arguments)?;

@@ -22,8 +22,11 @@
 //! code_mode_max_result_bytes = 4000000
 //! code_mode_max_result_tokens = 4000
 //! code_mode_max_runs = 4
+//! embedding_model = "models/all-MiniLM-L6-v2"   # semantic reranker (feature `semantic`)
+//! embedding_cache_dir = "/var/cache/mcp-budget"  # its catalog vectors
 //! ```
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -112,6 +115,18 @@ pub struct RawDiscover {
     pub code_mode_max_result_tokens: Option<u64>,
     /// Runs at once, gateway-wide; one more is answered with an error (1..=256). Default: 4.
     pub code_mode_max_runs: Option<u64>,
+    /// A sentence-transformers model directory (`config.json`, `tokenizer.json`,
+    /// `model.safetensors`; e.g. all-MiniLM-L6-v2), relative to the policy file's folder:
+    /// `search_tools` fuses the cosine of the query with each tool's text into its lexical
+    /// ranking. The model loads and the catalog is embedded on a thread of their own; until the
+    /// vectors are ready, search is lexical. Needs a build with the `semantic` feature (the
+    /// default). Default: none (lexical search, nothing loaded).
+    pub embedding_model: Option<PathBuf>,
+    /// Where the catalog's vectors are cached between starts (keyed by the model's and each
+    /// tool text's hash), relative to the policy file's folder. Default:
+    /// `$XDG_CACHE_HOME/mcp-budget/embeddings`, else `~/.cache/mcp-budget/embeddings`, else
+    /// none (embedded at each start).
+    pub embedding_cache_dir: Option<PathBuf>,
 }
 
 /// `[discover] code_mode`, validated: the run limits and the gateway's own.
@@ -161,6 +176,10 @@ pub struct DiscoverPolicy {
     pub native_disclosure: bool,
     /// Code mode, when on (its meta-tool's name is `names.code`).
     pub code_mode: Option<CodeMode>,
+    /// The semantic reranker's model directory (checked to hold the model files), if any.
+    pub embedding_model: Option<PathBuf>,
+    /// Where its catalog vectors are cached, when not the default directory.
+    pub embedding_cache_dir: Option<PathBuf>,
 }
 
 impl Default for DiscoverPolicy {
@@ -174,6 +193,8 @@ impl Default for DiscoverPolicy {
             limits: SearchLimits::default(),
             native_disclosure: false,
             code_mode: None,
+            embedding_model: None,
+            embedding_cache_dir: None,
         }
     }
 }
@@ -272,6 +293,7 @@ impl Section for RawDiscover {
                 read_vocabulary,
             )
             .map(Arc::new);
+        let embedding_model = self.embedding_model(&mut at);
         DiscoverPolicy {
             names,
             never_defer,
@@ -281,11 +303,47 @@ impl Section for RawDiscover {
             native_disclosure: self.native_disclosure,
             code_mode,
             limits,
+            embedding_model,
+            embedding_cache_dir: self.embedding_cache_dir,
         }
     }
 }
 
 impl RawDiscover {
+    /// `embedding_model`, when it is a directory with the model files (and the build can run
+    /// it).
+    fn embedding_model(&self, at: &mut At<'_>) -> Option<PathBuf> {
+        let dir = self.embedding_model.as_ref()?;
+        if !cfg!(feature = "semantic") {
+            at.push_at(
+                "embedding_model",
+                "this build has no semantic reranker (the `semantic` feature): remove the key or use a default build",
+            );
+            return None;
+        }
+        if !dir.is_dir() {
+            at.push_at(
+                "embedding_model",
+                format!(
+                    "{} is not a directory (a sentence-transformers model: {})",
+                    dir.display(),
+                    crate::semantic::MODEL_FILES.join(", ")
+                ),
+            );
+            return None;
+        }
+        let missing = crate::semantic::missing_files(dir);
+        if !missing.is_empty() {
+            let names: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
+            at.push_at(
+                "embedding_model",
+                format!("model file missing: {}", names.join(", ")),
+            );
+            return None;
+        }
+        Some(dir.clone())
+    }
+
     /// The meta-tools' names, each a valid tool name, the code tool distinct from the others.
     fn names(&self, at: &mut At<'_>) -> MetaToolNames {
         let defaults = DiscoverPolicy::default();
@@ -472,6 +530,35 @@ mod tests {
         assert!(policy.never_deferred("github/create_issue", "github__create_issue"));
         assert!(policy.never_deferred("time/get_current_time", "time__get_current_time"));
         assert!(!policy.never_deferred("github/list_issues", "github__list_issues"));
+    }
+
+    #[test]
+    fn embedding_model_must_hold_the_model_files() {
+        let (policy, problems) = validate("");
+        assert!(problems.is_empty() && policy.embedding_model.is_none());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.json"), "{}").unwrap();
+        let (policy, problems) = validate(&format!(
+            "embedding_model = {:?}\nembedding_cache_dir = \"c\"",
+            dir.path()
+        ));
+        assert!(policy.embedding_model.is_none());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, "discover.embedding_model");
+        if cfg!(feature = "semantic") {
+            let message = &problems[0].1;
+            assert!(message.contains("tokenizer.json"), "{message}");
+            assert!(message.contains("model.safetensors"), "{message}");
+            assert!(!message.contains("config.json"), "{message}");
+            let (_, problems) = validate("embedding_model = \"/nonexistent/model\"");
+            assert!(problems[0].1.contains("is not a directory"), "{problems:?}");
+            for file in ["tokenizer.json", "model.safetensors"] {
+                std::fs::write(dir.path().join(file), "").unwrap();
+            }
+            let (policy, problems) = validate(&format!("embedding_model = {:?}", dir.path()));
+            assert!(problems.is_empty(), "{problems:?}");
+            assert_eq!(policy.embedding_model.as_deref(), Some(dir.path()));
+        }
     }
 
     #[test]

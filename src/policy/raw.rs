@@ -63,7 +63,8 @@ pub struct RawPolicy {
 
 impl RawPolicy {
     /// Every relative file path of the policy (`[pin] lock`, `[auth.jwt] jwks_file`, `[audit]
-    /// path`, `[budget] usage_file`, `[discover] vocabulary_file`, `[sessions] seal_key_file`, an upstream's `cwd`, `ca_file`, `client_cert_file`,
+    /// path`, `[budget] usage_file`, `[discover] vocabulary_file`, `embedding_model` and
+    /// `embedding_cache_dir`, `[sessions] seal_key_file`, an upstream's `cwd`, `ca_file`, `client_cert_file`,
     /// `client_key_file`) made relative to `base`, the policy file's folder, instead of the
     /// working directory: the policy means the same wherever the gateway is started.
     pub(crate) fn rebase(&mut self, base: &std::path::Path) {
@@ -75,6 +76,8 @@ impl RawPolicy {
         rebase(&mut self.pin.lock);
         rebase(&mut self.budget.usage_file);
         rebase(&mut self.discover.vocabulary_file);
+        rebase(&mut self.discover.embedding_model);
+        rebase(&mut self.discover.embedding_cache_dir);
         rebase(&mut self.sessions.seal_key_file);
         if let Some(jwt) = self.auth.jwt.as_mut() {
             rebase(&mut jwt.jwks_file);

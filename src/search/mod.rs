@@ -31,6 +31,7 @@
 
 pub mod eval;
 mod fields;
+mod fusion;
 mod fuzzy;
 mod server;
 mod synonyms;
@@ -44,6 +45,7 @@ use fields::{
     DESCRIPTION, ENUM_VALUES, FIELDS, NAME, PARAM_DESCRIPTIONS, PARAMS, SERVER, field_texts,
     is_value_like,
 };
+pub use fusion::{Fusion, FusionRule};
 use fuzzy::NameWords;
 use server::ServerNames;
 pub use text::one_line;
@@ -325,6 +327,57 @@ impl SearchIndex {
         if limit == 0 || self.is_empty() {
             return Vec::new();
         }
+        let hits = self.scored(query);
+        self.top(hits, limit)
+    }
+
+    /// [`Self::search`] fused with dense scores: `dense[i]` is the cosine of the query's
+    /// embedding with tool `i`'s ([`crate::semantic`]), one per indexed tool. `None` (or a
+    /// slice of another length) is the lexical search. The rule and its weights are
+    /// [`Fusion::default`]'s.
+    #[must_use]
+    pub fn search_fused(&self, query: &str, limit: usize, dense: Option<&[f32]>) -> Vec<Hit> {
+        self.search_fused_with(query, limit, dense, Fusion::default())
+    }
+
+    /// [`Self::search_fused`] with another fusion (for tuning on labelled queries).
+    #[must_use]
+    pub fn search_fused_with(
+        &self,
+        query: &str,
+        limit: usize,
+        dense: Option<&[f32]>,
+        fusion: Fusion,
+    ) -> Vec<Hit> {
+        let dense = dense.filter(|d| d.len() == self.len());
+        let Some(dense) = dense.filter(|_| limit > 0) else {
+            return self.search(query, limit);
+        };
+        let lexical = self.scored(query);
+        let hits = fusion::fuse(&lexical, dense, fusion);
+        self.top(hits, limit)
+    }
+
+    /// The best `limit` of `hits`, best first, ties in id order.
+    fn top(&self, mut hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
+        let order = |a: &Hit, b: &Hit| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| self.tie_rank[a.index].cmp(&self.tie_rank[b.index]))
+        };
+        if hits.len() > limit {
+            hits.select_nth_unstable_by(limit - 1, order);
+            hits.truncate(limit);
+        }
+        hits.sort_unstable_by(order);
+        hits
+    }
+
+    /// Every tool that shares a term with `query`, with its lexical score, in index order.
+    fn scored(&self, query: &str) -> Vec<Hit> {
+        if self.is_empty() {
+            return Vec::new();
+        }
         let concepts = self.query_terms(query);
         let query_weight: f32 = concepts.iter().map(|(_, w)| w).sum();
         let named = self.servers.named(concepts.iter().map(|(t, _)| t.as_str()));
@@ -394,21 +447,6 @@ impl SearchIndex {
             hits.push(Hit { index: doc, score });
         }
         apply_usage(&mut hits, &boosts);
-        self.best(hits, limit)
-    }
-
-    /// The best `limit` of `hits`, best first; ties in id order.
-    fn best(&self, mut hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
-        let order = |a: &Hit, b: &Hit| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| self.tie_rank[a.index].cmp(&self.tie_rank[b.index]))
-        };
-        if hits.len() > limit {
-            hits.select_nth_unstable_by(limit - 1, order);
-            hits.truncate(limit);
-        }
-        hits.sort_unstable_by(order);
         hits
     }
 

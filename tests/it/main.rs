@@ -67,6 +67,7 @@ mod rmcp_eras;
 mod routing;
 mod search_cli;
 mod search_tuning;
+mod semantic_e2e;
 mod server_requests;
 mod startup;
 mod strict_args;

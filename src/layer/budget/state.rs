@@ -107,6 +107,10 @@ pub(super) struct Planned {
     pub(super) code: Option<Discovery>,
     /// `tools/catalog` and `tools/describe`, for a native-disclosure audience.
     pub(super) native: Option<NativeCatalog>,
+    /// The texts of `discovery`'s tools for the semantic reranker (and, once embedded, their
+    /// vectors); `None` without `[discover] embedding_model`.
+    #[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+    pub(super) dense: Option<Arc<super::rerank::Texts>>,
 }
 
 /// An audience's plan of one catalog version and usage generation, computed once.
@@ -171,6 +175,9 @@ pub(super) struct State {
     pub(super) policy_clients: Vec<crate::policy::client::ClientSpec>,
     /// `run_code` runs at once (`[discover] code_mode_max_runs` permits).
     pub(super) code_runs: Arc<tokio::sync::Semaphore>,
+    /// The semantic reranker of `search_tools` (`[discover] embedding_model`).
+    #[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+    pub(super) reranker: Option<Arc<super::rerank::Reranker>>,
 }
 
 impl std::fmt::Debug for State {
@@ -344,6 +351,7 @@ impl State {
         let code = (self.discover.code_mode.as_ref())
             .map(|_| self.discovery(tools.to_vec(), separator, counts));
         log_planned(&plan, profile, tools.len(), catalog);
+        let dense = super::rerank::prepare(self, discovery.as_ref());
         Planned {
             version: catalog.version(),
             usage_generation: 0,
@@ -356,6 +364,7 @@ impl State {
             discovery,
             code,
             native,
+            dense,
         }
     }
 

@@ -1,0 +1,112 @@
+//! `search_tools` with the semantic reranker (`[discover] embedding_model`, feature
+//! `semantic`).
+//!
+//! The policy's model is not loaded when the layer is built: each plan with a discovery
+//! index hands its tools' texts to the [`Reranker`], whose own thread loads the model (once)
+//! and embeds the tools its disk cache lacks. Until the vectors of a plan's tools are all
+//! there, its `search_tools` is answered lexically, in line, as without a model; after, the
+//! query is embedded on tokio's blocking pool (about 10 ms of CPU, never on a worker thread
+//! that serves other clients) and its cosines are fused into the lexical ranking. Without the
+//! key, nothing here runs: no thread, no model, no text computed.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::state::{Planned, State};
+use crate::discover::Discovery;
+use crate::policy::DiscoverPolicy;
+
+#[cfg(feature = "semantic")]
+pub(super) use crate::semantic::{CatalogTexts as Texts, Reranker};
+
+/// Without the `semantic` feature the policy refuses `embedding_model`: nothing to hold.
+#[cfg(not(feature = "semantic"))]
+#[derive(Debug)]
+pub(super) struct Reranker;
+
+/// Without the `semantic` feature: no texts.
+#[cfg(not(feature = "semantic"))]
+#[derive(Debug)]
+pub(super) struct Texts;
+
+/// The reranker of `[discover] embedding_model`, nothing loaded yet.
+#[cfg(feature = "semantic")]
+pub(super) fn reranker_of(discover: &DiscoverPolicy) -> Option<Arc<Reranker>> {
+    let model = discover.embedding_model.as_deref()?;
+    let cache = (discover.embedding_cache_dir.clone()).or_else(crate::semantic::cache::default_dir);
+    Some(Arc::new(Reranker::new(model, cache.as_deref())))
+}
+
+/// Without the `semantic` feature: none.
+#[cfg(not(feature = "semantic"))]
+pub(super) fn reranker_of(_discover: &DiscoverPolicy) -> Option<Arc<Reranker>> {
+    None
+}
+
+/// The texts of `discovery`'s tools, their embedding started in the background.
+#[cfg(feature = "semantic")]
+pub(super) fn prepare(state: &State, discovery: Option<&Discovery>) -> Option<Arc<Texts>> {
+    let reranker = state.reranker.as_ref()?;
+    let texts = Arc::new(Texts::of(discovery?.tools()));
+    reranker.prepare(&texts);
+    Some(texts)
+}
+
+/// Without the `semantic` feature: none.
+#[cfg(not(feature = "semantic"))]
+pub(super) fn prepare(_state: &State, _discovery: Option<&Discovery>) -> Option<Arc<Texts>> {
+    None
+}
+
+/// Whether a `search_tools` call with `arguments` on `planned` is to be reranked: a model, a
+/// string query, and the vectors of the plan's tools ready.
+#[cfg(feature = "semantic")]
+pub(super) fn applies(state: &State, planned: &Planned, arguments: &Value) -> bool {
+    let (Some(reranker), Some(texts)) = (&state.reranker, &planned.dense) else {
+        return false;
+    };
+    arguments.get("query").is_some_and(Value::is_string) && reranker.ready(texts).is_some()
+}
+
+/// Without the `semantic` feature: never.
+#[cfg(not(feature = "semantic"))]
+pub(super) fn applies(_state: &State, _planned: &Planned, _arguments: &Value) -> bool {
+    false
+}
+
+/// The `search_tools` answer for `arguments`, fused with the query's cosines (lexical when
+/// the model fails on the query).
+pub(super) async fn search(state: Arc<State>, planned: Arc<Planned>, arguments: Value) -> Value {
+    let dense = dense_scores(&state, &planned, &arguments).await;
+    let name = &state.discover.names.search;
+    let answer = planned
+        .discovery
+        .as_ref()
+        .and_then(|d| d.call_with(name, &arguments, dense.as_deref()));
+    match answer {
+        Some(crate::discover::MetaCall::Result(result)) => result,
+        // Cannot happen: `applies` saw a discovery index and the search tool's name.
+        _ => serde_json::json!({"content": [], "isError": true}),
+    }
+}
+
+#[cfg(feature = "semantic")]
+async fn dense_scores(
+    state: &State,
+    planned: &Arc<Planned>,
+    arguments: &Value,
+) -> Option<Vec<f32>> {
+    let reranker = state.reranker.clone()?;
+    let query = arguments.get("query")?.as_str()?.to_owned();
+    let planned = planned.clone();
+    tokio::task::spawn_blocking(move || reranker.scores(&query, planned.dense.as_ref()?))
+        .await
+        .ok()
+        .flatten()
+}
+
+#[cfg(not(feature = "semantic"))]
+async fn dense_scores(_: &State, _: &Arc<Planned>, _: &Value) -> Option<Vec<f32>> {
+    None
+}
