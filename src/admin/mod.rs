@@ -1,6 +1,7 @@
 //! The admin listener (`[admin] http`, off by default): `/metrics` (Prometheus text),
-//! `/healthz` (alive), `/readyz` (every `required` upstream ready) and `/status` (JSON:
-//! upstreams, plan and tokens per profile). Like the MCP listener it binds where the policy
+//! `/healthz` (alive), `/readyz` (every `required` upstream ready; the `[state]` store's mode
+//! while it does not answer) and `/status` (JSON: upstreams, plan and tokens per profile, the
+//! `[state]` store). Like the MCP listener it binds where the policy
 //! says (127.0.0.1 in the examples); `/status` and `/metrics` answer only requests whose
 //! `Host` names this machine or an `[admin] allowed_hosts` name (DNS rebinding), the probes
 //! (states only) any.
@@ -204,7 +205,13 @@ async fn healthz() -> Response {
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     match status::readiness(&state.source.gateway.upstream_states()) {
-        Ok(()) => "ready\n".into_response(),
+        // A store that does not answer leaves the replica ready: it serves on by
+        // `on_store_error`, and pulling every replica at once would take the whole deployment
+        // down with the store. The probe says which way it decides limits.
+        Ok(()) => match state.source.gateway.state().filter(|s| !s.is_up()) {
+            Some(store) => format!("ready\nshared state: {}\n", store.mode()).into_response(),
+            None => "ready\n".into_response(),
+        },
         Err(waiting) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready:\n{}\n", waiting.join("\n")),
@@ -225,6 +232,10 @@ async fn status_json(State(state): State<Arc<AppState>>, headers: HeaderMap) -> 
         source.gateway.sessions_active(),
     );
     doc["pending_restart"] = serde_json::json!(source.gateway.pending_restart());
+    doc["state"] = source.gateway.state().map_or_else(
+        || serde_json::json!({"backend": "memory"}),
+        |store| store.status(),
+    );
     (
         [(header::CONTENT_TYPE, "application/json")],
         format!("{doc:#}\n"),

@@ -63,6 +63,8 @@ struct Inner {
     reason: Mutex<&'static str>,
     /// Replicas the heartbeat last counted (at least 1).
     replicas: AtomicU64,
+    /// When the current episode began (`None`: the store answers).
+    down_since: Mutex<Option<std::time::Instant>>,
     /// The local buckets of `local_share`, rates divided by `replicas`.
     local: Mutex<Ledger>,
     epoch: tokio::time::Instant,
@@ -89,6 +91,7 @@ impl Store {
                 up: AtomicBool::new(unavailable.is_none()),
                 reason: Mutex::new(names::STORE_UNCONFIGURED),
                 replicas: AtomicU64::new(1),
+                down_since: Mutex::new(unavailable.is_some().then(std::time::Instant::now)),
                 local: Mutex::new(Ledger::default()),
                 epoch: tokio::time::Instant::now(),
                 settings,
@@ -116,6 +119,37 @@ impl Store {
     #[must_use]
     pub fn is_up(&self) -> bool {
         self.inner.up.load(Ordering::Acquire)
+    }
+
+    /// What `/status` shows of the store: `backend`, `up`, `on_store_error`, `replicas` (the
+    /// heartbeat's last count) and, during an episode, its `reason` and `down_secs`.
+    #[must_use]
+    pub fn status(&self) -> serde_json::Value {
+        let up = self.is_up();
+        let mut doc = serde_json::json!({
+            "backend": "redis",
+            "up": up,
+            "on_store_error": self.inner.settings.on_store_error.name(),
+            "replicas": self.replicas(),
+        });
+        if !up {
+            doc["reason"] = (*crate::lock::lock(&self.inner.reason)).into();
+            if let Some(since) = *crate::lock::lock(&self.inner.down_since) {
+                doc["down_secs"] = since.elapsed().as_secs().into();
+            }
+        }
+        doc
+    }
+
+    /// How much `on_store_error` it runs on now, one word for the probes: `shared` (the store
+    /// answers), else the mode (`local_share`, `open`, `closed`).
+    #[must_use]
+    pub fn mode(&self) -> &'static str {
+        if self.is_up() {
+            "shared"
+        } else {
+            self.inner.settings.on_store_error.name()
+        }
     }
 
     /// Admits (or refuses) a call of `client` to `upstream` under `limits`' rates: in the store
@@ -173,6 +207,7 @@ impl Store {
     fn went_down(&self, reason: &'static str) {
         *crate::lock::lock(&self.inner.reason) = reason;
         if self.inner.up.swap(false, Ordering::AcqRel) {
+            *crate::lock::lock(&self.inner.down_since) = Some(std::time::Instant::now());
             tracing::warn!(
                 reason,
                 on_store_error = self.inner.settings.on_store_error.name(),
@@ -187,6 +222,7 @@ impl Store {
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     fn came_back(&self) {
         if !self.inner.up.swap(true, Ordering::AcqRel) {
+            *crate::lock::lock(&self.inner.down_since) = None;
             tracing::info!(
                 replicas = self.replicas(),
                 "State store answers again; rate limits are shared"

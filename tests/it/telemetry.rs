@@ -782,3 +782,61 @@ async fn guard_events_reach_the_audit_log_once_and_the_metrics() {
     promtool_check(dir.path(), &text).await;
     gw.stop_and_check().await;
 }
+
+/// `/status` polled until its `state` satisfies `done` (at most `WAIT`); that `state`.
+async fn state_when(admin_port: u16, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (_, body) = get(admin_port, "/status").await;
+        let status: Value = serde_json::from_str(&body).unwrap();
+        if done(&status["state"]) {
+            return status["state"].clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `[state] backend = "redis"` with no store listening: `/status` says the store is down, why
+/// and since when, `/readyz` stays 200 and names the mode calls are decided by; once a real
+/// `redis-server` comes up on the port, both say the limits are shared again. Without
+/// `[state]`, `/status` says `memory`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_readyz_tell_a_store_episode_and_its_end() {
+    let tag = new_tag("telemetry-state");
+    let (store_port, admin_port) = (free_port(), free_port());
+    let policy = format!(
+        "{}\n[state]\nbackend = \"redis\"\nurl_env = \"STATE_URL\"\non_store_error = \"closed\"\n\
+         timeout_ms = 200\n\n[limits]\ncalls_per_sec = 5\n",
+        admin(admin_port)
+    );
+    let url = format!("redis://127.0.0.1:{store_port}");
+    let env = [("STATE_URL", url.as_str())];
+    let gw = Gateway::start_with_env("telemetry-state", Mode::Stdio, &policy, &[], &env).await;
+    let down = state_when(admin_port, |s| s["up"] == false).await;
+    assert_eq!(down["backend"], "redis", "{down}");
+    assert_eq!(down["on_store_error"], "closed", "{down}");
+    assert!(down["reason"].is_string(), "{down}");
+    assert!(down["down_secs"].is_u64(), "{down}");
+    assert_eq!(
+        get(admin_port, "/readyz").await,
+        (200, "ready\nshared state: closed\n".into())
+    );
+
+    let store = crate::harness::RedisServer::start_on(store_port, &tag).await;
+    let up = state_when(admin_port, |s| s["up"] == true).await;
+    assert!(
+        up.get("reason").is_none() && up.get("down_secs").is_none(),
+        "{up}"
+    );
+    assert_eq!(up["replicas"], 1, "{up}");
+    assert_eq!(get(admin_port, "/readyz").await, (200, "ready\n".into()));
+    gw.stop_and_check().await;
+    drop(store);
+
+    let memory =
+        Gateway::start_with("telemetry-memory", Mode::Stdio, &admin(admin_port), &[]).await;
+    let state = state_when(admin_port, |s| s.is_object()).await;
+    assert_eq!(state, json!({"backend": "memory"}));
+    memory.stop_and_check().await;
+}
