@@ -187,9 +187,19 @@ fn warnings(
     }
     // The `[state]` store's URL as `serve` will read it: with `backend = "redis"` and no URL
     // the replicas would not share their limits, so an unset variable is an error here.
-    if let Err(p) = policy.state_url() {
-        writeln!(err, "{origin}: {p}")?;
-        outcome.errors += 1;
+    match policy.state_url() {
+        Err(p) => {
+            writeln!(err, "{origin}: {p}")?;
+            outcome.errors += 1;
+        }
+        Ok(Some(url)) if args.live => match probe_store(policy, &url) {
+            Ok(what) => writeln!(err, "{origin}: state: {what} answers; the scripts load")?,
+            Err(e) => {
+                writeln!(err, "{origin}: state: {e}")?;
+                outcome.errors += 1;
+            }
+        },
+        Ok(_) => {}
     }
     if !args.tools.is_empty() {
         warnings.extend(policy.unmatched_rules(tool_ids));
@@ -205,6 +215,18 @@ fn warnings(
         }
     }
     Ok(warnings)
+}
+
+/// `check --live` of the `[state]` store at `url` ([`crate::state::probe`]).
+fn probe_store(policy: &Policy, url: &str) -> Result<String, String> {
+    let crate::policy::state::Backend::Redis(settings) = &policy.state.backend else {
+        return Err("no store configured".to_owned());
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(crate::state::probe(settings, url))
 }
 
 /// The tool rules that match none of the tools `policy`'s upstreams list, and the names that

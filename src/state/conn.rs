@@ -74,4 +74,19 @@ impl Conn {
             .await
             .map(drop)
     }
+
+    /// What `check --live` asks: the store's `INFO server` text, after both scripts loaded.
+    pub(crate) async fn probe(&self) -> redis::RedisResult<String> {
+        let mut manager = self.manager.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut manager)
+            .await?;
+        self.load().await?;
+        self.heartbeat
+            .prepare_invoke()
+            .load_async(&mut manager)
+            .await?;
+        Ok(info)
+    }
 }

@@ -335,6 +335,60 @@ fn connect(_: &str, _: Duration) -> Result<(), String> {
     Err("this mcp-budget was built without the `redis` feature".to_owned())
 }
 
+/// Checks the store at `url` as `check --live` does: it answers within `settings.timeout_ms`
+/// (or the connect timeout, when longer), it is Redis 6.2 or later or Valkey, and both scripts
+/// load. `Ok`: what answered, e.g. `redis 7.0.15`.
+///
+/// # Errors
+/// Why the store cannot serve `[state]`: unreachable, too old, or refusing the scripts.
+pub async fn probe(settings: &RedisState, url: &str) -> Result<String, String> {
+    probe_with(settings, url).await
+}
+
+#[cfg(feature = "redis")]
+async fn probe_with(settings: &RedisState, url: &str) -> Result<String, String> {
+    let bound = settings.timeout.max(CONNECT_TIMEOUT);
+    let conn = connect(url, settings.timeout)?;
+    let info = match tokio::time::timeout(bound, conn.probe()).await {
+        Err(_) => return Err(format!("the store did not answer within {bound:?}")),
+        Ok(Err(e)) => return Err(format!("the store refused: {e}")),
+        Ok(Ok(info)) => info,
+    };
+    server_version(&info)
+}
+
+#[cfg(not(feature = "redis"))]
+#[allow(clippy::unused_async)]
+async fn probe_with(_: &RedisState, _: &str) -> Result<String, String> {
+    Err("this mcp-budget was built without the `redis` feature".to_owned())
+}
+
+/// The server `INFO server` describes, when it can serve `[state]`: Valkey (any release: its
+/// first was 7.2), or Redis 6.2 or later, the floor the docs state (the scripts read `TIME`
+/// before they write, which needs script effects replication, the default since Redis 5).
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+fn server_version(info: &str) -> Result<String, String> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+            .map(str::to_owned)
+    };
+    if let Some(version) = field("valkey_version") {
+        return Ok(format!("valkey {version}"));
+    }
+    let Some(version) = field("redis_version") else {
+        return Err("the store's INFO names no redis_version".to_owned());
+    };
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if (major, minor) < (6, 2) {
+        return Err(format!(
+            "redis {version} is too old: [state] needs Redis 6.2 or later"
+        ));
+    }
+    Ok(format!("redis {version}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,5 +487,25 @@ mod tests {
         assert_eq!(*crate::lock::lock(&store.inner.reason), names::STORE_ERROR);
         store.came_back();
         assert!(store.is_up());
+    }
+
+    #[test]
+    fn the_store_must_be_redis_6_2_or_later_or_valkey() {
+        let info = |fields: &str| format!("# Server\r\n{fields}\r\nos:Linux\r\n");
+        assert_eq!(
+            server_version(&info("redis_version:7.0.15")),
+            Ok("redis 7.0.15".to_owned())
+        );
+        assert_eq!(
+            server_version(&info("redis_version:6.2.0")),
+            Ok("redis 6.2.0".to_owned())
+        );
+        assert_eq!(
+            server_version(&info("redis_version:7.2.4\r\nvalkey_version:8.0.1")),
+            Ok("valkey 8.0.1".to_owned())
+        );
+        let old = server_version(&info("redis_version:6.0.16")).unwrap_err();
+        assert!(old.contains("6.2 or later"), "{old}");
+        assert!(server_version("# Server\r\n").is_err());
     }
 }

@@ -331,3 +331,63 @@ async fn check_live_judges_tool_rules_against_what_the_upstreams_list() {
     );
     assert_no_leftovers(&tag).await;
 }
+
+/// `check --live` with `[state] backend = "redis"` asks the store itself: a real
+/// `redis-server` answers with its version and takes the scripts; with nothing on the port the
+/// check fails naming the store (and never its URL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_live_asks_the_state_store() {
+    let tag = new_tag("check-live-state");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let section = "[state]\nbackend = \"redis\"\nurl_env = \"STATE_URL\"\n";
+    let policy = policy(dir.path(), &tag, section, &[]);
+    let check = |port: u16| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
+        cmd.arg("check")
+            .arg(&policy)
+            .arg("--live")
+            .env("STATE_URL", format!("redis://:s3cret@127.0.0.1:{port}"))
+            .env("MCPB_IT_TAG", &tag)
+            .stdin(Stdio::null());
+        async move {
+            let out = tokio::time::timeout(WAIT, cmd.output())
+                .await
+                .unwrap()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let store = crate::harness::RedisServer::start(&tag).await;
+    let (code, stderr) = check(store.port).await;
+    // The test store has no password: AUTH with one is refused, which the check reports.
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("state: the store refused"), "{stderr}");
+    assert!(!stderr.contains("s3cret"), "the URL's password: {stderr}");
+    drop(store);
+    let store = crate::harness::RedisServer::start(&tag).await;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
+    cmd.arg("check")
+        .arg(&policy)
+        .arg("--live")
+        .env("STATE_URL", format!("redis://127.0.0.1:{}", store.port))
+        .env("MCPB_IT_TAG", &tag)
+        .stdin(Stdio::null());
+    let out = tokio::time::timeout(WAIT, cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("state: redis "), "{stderr}");
+    assert!(stderr.contains("answers; the scripts load"), "{stderr}");
+    let port = store.port;
+    drop(store);
+    let (code, stderr) = check(port).await;
+    assert_ne!(code, Some(0), "nothing on the port: {stderr}");
+    assert!(stderr.contains("state: "), "{stderr}");
+    assert_no_leftovers(&tag).await;
+}
