@@ -156,6 +156,11 @@ struct Haproxy {
 
 impl Haproxy {
     async fn start(ports: &[u16], tag: &str) -> Self {
+        Self::start_balanced(ports, tag, "  balance roundrobin\n").await
+    }
+
+    /// HAProxy in front of `ports` with `balance` (the backend's balancing lines).
+    async fn start_balanced(ports: &[u16], tag: &str, balance: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (port, stats_port) = (free_port(), free_port());
         let servers: String = ports
@@ -169,7 +174,7 @@ impl Haproxy {
              timeout server 60s\n  retries 3\n  option redispatch 1\n\
              frontend mcp\n  bind 127.0.0.1:{port}\n  default_backend gateways\n\
              frontend stats\n  bind 127.0.0.1:{stats_port}\n  stats enable\n  stats uri /stats\n\
-             backend gateways\n  balance roundrobin\n  \
+             backend gateways\n{balance}  \
              default-server check inter 300ms fall 1 rise 1\n{servers}"
         );
         let path = dir.path().join("haproxy.cfg");
@@ -200,8 +205,26 @@ impl Haproxy {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
 
+    /// Each gateway's state as HAProxy's checks see it (`UP`, `DOWN`, ...), by name.
+    async fn states(&self) -> Vec<(String, String)> {
+        self.server_column("status")
+            .await
+            .into_iter()
+            .map(|(name, state)| (name, state.split(' ').next().unwrap_or("").to_owned()))
+            .collect()
+    }
+
     /// Responses each gateway sent through HAProxy (`hrsp_2xx` of its server line), by name.
     async fn answers_per_server(&self) -> Vec<(String, u64)> {
+        self.server_column("hrsp_2xx")
+            .await
+            .into_iter()
+            .map(|(name, n)| (name, n.parse().unwrap_or(0)))
+            .collect()
+    }
+
+    /// One column of the stats page for each gateway's server line, by name.
+    async fn server_column(&self, column: &str) -> Vec<(String, String)> {
         let url = format!("http://127.0.0.1:{}/stats;csv", self.stats_port);
         let csv = reqwest::get(url).await.unwrap().text().await.unwrap();
         let mut lines = csv.lines();
@@ -212,11 +235,11 @@ impl Haproxy {
             .split(',')
             .collect();
         let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-        let (px, sv, ok) = (col("pxname"), col("svname"), col("hrsp_2xx"));
+        let (px, sv, wanted) = (col("pxname"), col("svname"), col(column));
         lines
             .map(|l| l.split(',').collect::<Vec<_>>())
             .filter(|f| f[px] == "gateways" && f[sv].starts_with('g'))
-            .map(|f| (f[sv].to_owned(), f[ok].parse().unwrap_or(0)))
+            .map(|f| (f[sv].to_owned(), f[wanted].to_owned()))
             .collect()
     }
 }
@@ -1127,4 +1150,118 @@ async fn measure_the_latency_redis_adds_to_a_call() {
             t.len()
         );
     }
+}
+
+/// The backend lines of `deploy/haproxy/haproxy.cfg` between its affinity markers: the
+/// documented configuration, run here as written.
+fn affinity_lines() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy/haproxy.cfg");
+    let text = std::fs::read_to_string(path).unwrap();
+    let begin = text.find("# --- principal affinity (begin) ---").unwrap();
+    let end = text.find("# --- principal affinity (end) ---").unwrap();
+    let lines = text[begin..end].lines().skip(1);
+    lines.map(|l| format!("{l}\n")).collect()
+}
+
+/// `n` `initialize` POSTs through `url` as the client with API key `key`, each answered 200.
+async fn initializes(url: &str, key: &str, n: usize) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "affinity", "version": "0"}}});
+    for _ in 0..n {
+        assert_eq!(post_as(url, key, None, &init).await.status(), 200);
+    }
+}
+
+/// The servers whose answer count grew from `before` to `after`, with how much.
+fn grown(before: &[(String, u64)], after: &[(String, u64)]) -> Vec<(String, u64)> {
+    after
+        .iter()
+        .filter_map(|(name, n)| {
+            let was = before
+                .iter()
+                .find(|(b, _)| b == name)
+                .map_or(0, |(_, n)| *n);
+            (*n > was).then(|| (name.clone(), n - was))
+        })
+        .collect()
+}
+
+/// `deploy/haproxy/haproxy.cfg`'s principal affinity (consistent hashing on the API key or a
+/// JWT's subject), with three real gateways: each client's requests all reach one replica
+/// (what `share = "per_client"` upstreams need); when that replica dies, its client moves to
+/// exactly one other, and a client on another replica stays where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_requests_stay_on_one_replica_and_only_its_clients_move_when_it_dies() {
+    use sha2::Digest as _;
+    let _turn = TURN.lock().await;
+    let tag = harness::new_tag("scaleout-affinity");
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let policy = write_policy(dir.path(), &tag);
+    let digest = |key: &str| format!("{:x}", sha2::Sha256::digest(key.as_bytes()));
+    let clients: String = ["alice", "bob", "carol", "dave"]
+        .iter()
+        .map(|name| {
+            format!(
+                "\n[[client]]\nname = \"{name}\"\napi_key_sha256 = \"{}\"\nallow = [\"*\"]\n",
+                digest(&format!("key-{name}"))
+            )
+        })
+        .collect();
+    let text = std::fs::read_to_string(&policy).unwrap() + &clients;
+    std::fs::write(&policy, text).unwrap();
+    let mut gateways = replicas(&policy, &tag).await;
+    let ports: Vec<u16> = gateways.iter().map(|g| g.port).collect();
+    let haproxy = Haproxy::start_balanced(&ports, &tag, &affinity_lines()).await;
+    let url = haproxy.url();
+
+    // Each client's 6 requests land on one replica.
+    let mut home = Vec::new();
+    for name in ["alice", "bob", "carol", "dave"] {
+        let before = haproxy.answers_per_server().await;
+        initializes(&url, &format!("key-{name}"), 6).await;
+        let grew = grown(&before, &haproxy.answers_per_server().await);
+        assert_eq!(grew.len(), 1, "{name}'s requests were spread: {grew:?}");
+        assert_eq!(grew[0].1, 6, "{name}: {grew:?}");
+        home.push((name, grew[0].0.clone()));
+    }
+
+    // Alice's replica dies: once HAProxy sees it down, alice moves to one other replica, and
+    // every client that lived elsewhere stays where it was.
+    let (_, alice_home) = home[0].clone();
+    let index: usize = alice_home.trim_start_matches('g').parse::<usize>().unwrap() - 1;
+    gateways[index].kill().await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !haproxy
+        .states()
+        .await
+        .iter()
+        .any(|(name, state)| *name == alice_home && state == "DOWN")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "HAProxy never saw it down"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (name, was) in &home {
+        let before = haproxy.answers_per_server().await;
+        initializes(&url, &format!("key-{name}"), 6).await;
+        let grew = grown(&before, &haproxy.answers_per_server().await);
+        assert_eq!(grew.len(), 1, "{name}'s requests were spread: {grew:?}");
+        if *was == alice_home {
+            assert_ne!(grew[0].0, alice_home, "{name} still sent to a dead replica");
+        } else {
+            assert_eq!(
+                grew[0].0, *was,
+                "{name} moved though its replica lives: {grew:?}"
+            );
+        }
+    }
+    drop(haproxy);
+    for g in gateways.drain(..).filter(|g| g.port != ports[index]) {
+        g.stop().await;
+    }
+    harness::assert_no_leftovers(&tag).await;
 }
