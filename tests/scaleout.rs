@@ -906,6 +906,19 @@ async fn fallbacks(port: u16) -> u64 {
         .sum()
 }
 
+/// What a store-down run does to the store.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// SIGKILL: connections close at once.
+    Kill,
+    /// SIGSTOP for 2 s, then SIGCONT: a store that hangs with its connections open.
+    Stop,
+    /// `CLIENT PAUSE 2000 ALL`: the store holds every client's commands for 2 s.
+    Pause,
+    /// SIGKILL and a new empty store on the same port (no persistence: every key lost).
+    RestartEmpty,
+}
+
 /// Three replicas of `[state] backend = "redis"` with `on_store_error = mode` (each with its
 /// admin listener) behind HAProxy, and their store.
 struct StoreDown {
@@ -959,12 +972,35 @@ impl StoreDown {
     /// Calls for 4 s, the store killed after 1.5 s: what they got, the seconds they took, and
     /// the fallbacks the replicas counted.
     async fn run(&mut self) -> (Tally, f64, u64) {
+        self.run_with(Fault::Kill).await
+    }
+
+    /// Calls for 4 s, `fault` done to the store after 1.5 s (and undone after 3.5 s, when it
+    /// can be): what they got, the seconds they took, and the fallbacks the replicas counted.
+    async fn run_with(&mut self, fault: Fault) -> (Tally, f64, u64) {
+        use nix::sys::signal::Signal;
         let (url, session) = (self.haproxy.url(), self.session.clone());
         let started = std::time::Instant::now();
         let run = Duration::from_secs(4);
         let calls = tokio::spawn(async move { hammer(&url, &session, 6, run).await });
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        self.redis.kill().await;
+        match fault {
+            Fault::Kill => self.redis.kill().await,
+            Fault::Stop => {
+                self.redis.signal(Signal::SIGSTOP);
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                self.redis.signal(Signal::SIGCONT);
+            }
+            Fault::Pause => {
+                let reply = self.redis.command("CLIENT PAUSE 2000 ALL").await;
+                assert_eq!(reply, "+OK");
+            }
+            Fault::RestartEmpty => {
+                let port = self.redis.port;
+                self.redis.kill().await;
+                self.redis = harness::RedisServer::start_on(port, &self.tag).await;
+            }
+        }
         let tally = calls.await.unwrap();
         let secs = started.elapsed().as_secs_f64();
         let mut counted = 0;
@@ -1264,4 +1300,60 @@ async fn a_clients_requests_stay_on_one_replica_and_only_its_clients_move_when_i
         g.stop().await;
     }
     harness::assert_no_leftovers(&tag).await;
+}
+
+/// The store stopped (SIGSTOP) or paused (`CLIENT PAUSE`) for 2 s mid-run, or restarted empty:
+/// every call is answered (a hanging store costs a call `timeout_ms`, never more), the hang is
+/// counted as fallbacks, and each replica shares its limits again within a few seconds of the
+/// store answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_hangs_pauses_or_restarts_empty_loses_no_call_and_is_shared_again() {
+    let _turn = TURN.lock().await;
+    for fault in [Fault::Stop, Fault::Pause, Fault::RestartEmpty] {
+        let mut run = StoreDown::start("local_share").await;
+        let (tally, secs, counted) = run.run_with(fault).await;
+        eprintln!(
+            "store {fault:?} mid-run (local_share): {} admitted, {} refused in {secs:.2} s, other {:?}; {counted} fallbacks counted",
+            tally.admitted, tally.limited, tally.other
+        );
+        assert!(
+            tally.other.is_empty(),
+            "{fault:?}: every call answered, none lost or hanging: {tally:?}"
+        );
+        assert!(
+            tally.limited > 0 && tally.admitted > 0,
+            "{fault:?}: {tally:?}"
+        );
+        // The run's 4 s held: calls waited `timeout_ms` at most, not the 2 s hang.
+        assert!(secs < 6.0, "{fault:?}: the run took {secs:.2} s");
+        if !matches!(fault, Fault::RestartEmpty) {
+            assert!(counted > 0, "{fault:?}: the hang is counted as fallbacks");
+        }
+        // Shared again: the next calls ask the store, so none is counted as a fallback.
+        let back = std::time::Instant::now();
+        loop {
+            let before = fallbacks_of(&run).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let (url, session) = (run.haproxy.url(), run.session.clone());
+            hammer(&url, &session, 2, Duration::from_millis(300)).await;
+            if fallbacks_of(&run).await == before {
+                break;
+            }
+            assert!(
+                back.elapsed() < Duration::from_secs(10),
+                "{fault:?}: still deciding calls locally\n{}",
+                run.gateways[0].log()
+            );
+        }
+        run.stop().await;
+    }
+}
+
+/// The fallbacks the three replicas of `run` counted so far.
+async fn fallbacks_of(run: &StoreDown) -> u64 {
+    let mut counted = 0;
+    for port in run.admin {
+        counted += fallbacks(port).await;
+    }
+    counted
 }

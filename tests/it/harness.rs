@@ -299,6 +299,31 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// Sends one inline command (`CLIENT PAUSE 2000 ALL`) and returns the first line of its
+    /// reply (`+OK`).
+    pub async fn command(&self, line: &str) -> String {
+        use tokio::io::AsyncBufReadExt as _;
+        let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .expect("redis-server listens");
+        conn.write_all(format!("{line}\r\n").as_bytes())
+            .await
+            .expect("sent");
+        let mut reply = String::new();
+        tokio::io::BufReader::new(conn)
+            .read_line(&mut reply)
+            .await
+            .expect("a reply");
+        reply.trim_end().to_owned()
+    }
+
+    /// Sends `signal` to it (`SIGSTOP`: a store that hangs without closing its connections).
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = self.child.as_ref().and_then(Child::id).expect("running");
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid fits"));
+        nix::sys::signal::kill(pid, signal).expect("signal sent");
+    }
+
     /// SIGKILL, and its exit: the store is gone mid-run.
     pub async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
