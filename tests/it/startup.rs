@@ -342,12 +342,13 @@ async fn check_live_asks_the_state_store() {
     let dir = tempfile::tempdir().unwrap();
     let section = "[state]\nbackend = \"redis\"\nurl_env = \"STATE_URL\"\n";
     let policy = policy(dir.path(), &tag, section, &[]);
-    let check = |port: u16| {
+    // `check --live` with `STATE_URL` set to `url`: its exit code and stderr.
+    let check = |url: String| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
         cmd.arg("check")
             .arg(&policy)
             .arg("--live")
-            .env("STATE_URL", format!("redis://:s3cret@127.0.0.1:{port}"))
+            .env("STATE_URL", url)
             .env("MCPB_IT_TAG", &tag)
             .stdin(Stdio::null());
         async move {
@@ -361,32 +362,19 @@ async fn check_live_asks_the_state_store() {
             )
         }
     };
-    let store = crate::harness::RedisServer::start(&tag).await;
-    let (code, stderr) = check(store.port).await;
+    let mut store = crate::harness::RedisServer::start(&tag).await;
+    let port = store.port;
+    let (code, stderr) = check(format!("redis://:s3cret@127.0.0.1:{port}")).await;
     // The test store has no password: AUTH with one is refused, which the check reports.
     assert_ne!(code, Some(0), "{stderr}");
     assert!(stderr.contains("state: the store refused"), "{stderr}");
     assert!(!stderr.contains("s3cret"), "the URL's password: {stderr}");
-    drop(store);
-    let store = crate::harness::RedisServer::start(&tag).await;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-    cmd.arg("check")
-        .arg(&policy)
-        .arg("--live")
-        .env("STATE_URL", format!("redis://127.0.0.1:{}", store.port))
-        .env("MCPB_IT_TAG", &tag)
-        .stdin(Stdio::null());
-    let out = tokio::time::timeout(WAIT, cmd.output())
-        .await
-        .unwrap()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (code, stderr) = check(store.url()).await;
+    assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("state: redis "), "{stderr}");
     assert!(stderr.contains("answers; the scripts load"), "{stderr}");
-    let port = store.port;
-    drop(store);
-    let (code, stderr) = check(port).await;
+    store.kill().await;
+    let (code, stderr) = check(format!("redis://127.0.0.1:{port}")).await;
     assert_ne!(code, Some(0), "nothing on the port: {stderr}");
     assert!(stderr.contains("state: "), "{stderr}");
     assert_no_leftovers(&tag).await;
