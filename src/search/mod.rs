@@ -165,9 +165,9 @@ pub struct SearchIndex {
     average: [f32; FIELDS],
     /// Sum of the idf of the distinct terms of each tool's name.
     name_idf: Vec<f32>,
-    /// Term → its equivalents (stemmed) with their weight relative to the term's own, from
-    /// [`synonyms::GROUPS`].
-    equivalents: HashMap<String, Vec<(String, f32)>>,
+    /// Term → its equivalents (stemmed), from [`synonyms::GROUPS`] and
+    /// [`SearchIndex::add_vocabulary`].
+    equivalents: HashMap<String, Vec<String>>,
     /// Which query terms name which servers.
     servers: ServerNames,
     /// Words of tool names, for typo correction.
@@ -228,7 +228,7 @@ impl SearchIndex {
             }
         }
         if tuning.synonym > 0.0 {
-            index.equivalents = equivalents(&index.analyzer, tuning.synonym);
+            index.equivalents = equivalents(&index.analyzer);
         }
         if tuning.server > 0.0 {
             index.servers = ServerNames::build(
@@ -399,9 +399,9 @@ impl SearchIndex {
                 &mut touched,
             );
             if let Some(others) = self.equivalents.get(term) {
-                for (other, relative) in others {
+                for other in others {
                     if !concepts.iter().any(|(t, _)| t == other) {
-                        let weight = weight * relative;
+                        let weight = weight * self.tuning.synonym;
                         let (c, m) = (&mut concept, &mut in_name);
                         self.accumulate(other, weight, own_idf, c, m, &mut touched);
                     }
@@ -517,9 +517,9 @@ impl SearchIndex {
     /// `1 + weight × ln(1 + calls[i]) / ln(1 + max calls)` (so at most by `1 + weight`, for the
     /// most called tool), and a tool whose every name word the query has gets the full
     /// `1 + weight` whatever its calls, so popularity alone never puts a tool above an exact
-    /// match, and never lifts a weak match into the results. `weight` is clamped to `0..=1`; 0, or no calls at all, removes the
-    /// prior. `calls` is indexed like the tools given to [`SearchIndex::build`] (missing
-    /// entries: 0).
+    /// match, and never lifts a weak match into the results. `weight` is clamped to `0..=1`; 0,
+    /// or no calls at all, removes the prior. `calls` is indexed like the tools given to
+    /// [`SearchIndex::build`] (missing entries: 0).
     ///
     /// ```
     /// use mcp_budget::catalog::CatalogTool;
@@ -577,8 +577,8 @@ impl SearchIndex {
             for stem in self.analyzer.terms(word) {
                 let entry = self.equivalents.entry(stem.clone()).or_default();
                 for other in others.iter().flat_map(|o| self.analyzer.terms(o)) {
-                    if other != stem && !entry.iter().any(|(e, _)| *e == other) {
-                        entry.push((other, self.tuning.synonym));
+                    if other != stem && !entry.contains(&other) {
+                        entry.push(other);
                     }
                 }
             }
@@ -619,7 +619,7 @@ impl SearchIndex {
         text::words(query, |word, _| {
             let hit = self.analyzer.terms(word).iter().any(|term| {
                 has(term)
-                    || (self.equivalents.get(term)).is_some_and(|eq| eq.iter().any(|(e, _)| has(e)))
+                    || (self.equivalents.get(term)).is_some_and(|eq| eq.iter().any(|e| has(e)))
             });
             let word = word.to_lowercase();
             if hit && !out.contains(&word) {
@@ -650,9 +650,9 @@ impl SearchIndex {
                 &mut touched,
             );
             let own = concept[doc];
-            for (other, relative) in self.equivalents.get(&term).into_iter().flatten() {
+            for other in self.equivalents.get(&term).into_iter().flatten() {
                 let (c, m) = (&mut concept, &mut named);
-                let weight = weight * relative;
+                let weight = weight * self.tuning.synonym;
                 self.accumulate(other, weight, own_idf, c, m, &mut touched);
                 if concept[doc] > own {
                     out.push((format!("{term}~{other}"), concept[doc]));
@@ -746,16 +746,16 @@ fn tie_ranks(tools: &[CatalogTool]) -> Vec<u32> {
     rank
 }
 
-/// Stemmed term → stemmed equivalents, each at `weight`.
-fn equivalents(analyzer: &Analyzer, weight: f32) -> HashMap<String, Vec<(String, f32)>> {
-    let mut map: HashMap<String, Vec<(String, f32)>> = HashMap::new();
+/// Stemmed term → stemmed equivalents.
+fn equivalents(analyzer: &Analyzer) -> HashMap<String, Vec<String>> {
+    let mut map: HashMap<String, Vec<String>> = HashMap::new();
     for group in synonyms::GROUPS {
         let stems: Vec<String> = group.iter().filter_map(|w| analyzer.term(w)).collect();
         for stem in &stems {
             let entry = map.entry(stem.clone()).or_default();
             for other in &stems {
-                if other != stem && !entry.iter().any(|(e, _)| e == other) {
-                    entry.push((other.clone(), weight));
+                if other != stem && !entry.contains(other) {
+                    entry.push(other.clone());
                 }
             }
         }
