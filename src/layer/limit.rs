@@ -182,18 +182,7 @@ impl State {
             return Ok(());
         }
         let now = self.now_ms();
-        let mut ledger = crate::lock::lock(&self.ledger);
-        match upstream {
-            Some(u) => ledger.admit(client, u, limits, now),
-            // Unknown to the catalog: the overall rate only.
-            None => {
-                let overall = ClientLimits {
-                    upstream_calls_per_sec: None,
-                    ..limits.clone()
-                };
-                ledger.admit(client, "", &overall, now)
-            }
-        }
+        crate::lock::lock(&self.ledger).admit_call(client, upstream, limits, now)
     }
 
     /// One of the client's in-flight slots, waiting in its queue if it must.

@@ -183,6 +183,30 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// [`Self::admit`] for a call whose upstream may be unknown: a name the catalog does not
+    /// route (`None`) is counted against the client's overall rate only.
+    ///
+    /// # Errors
+    /// [`Refused`] with the limit and the wait.
+    pub fn admit_call(
+        &mut self,
+        client: &str,
+        upstream: Option<&str>,
+        limits: &ClientLimits,
+        now_ms: u64,
+    ) -> Result<(), Refused> {
+        match upstream {
+            Some(u) => self.admit(client, u, limits, now_ms),
+            None => {
+                let overall = ClientLimits {
+                    upstream_calls_per_sec: None,
+                    ..limits.clone()
+                };
+                self.admit(client, "", &overall, now_ms)
+            }
+        }
+    }
+
     /// Admits (or refuses) a call of `client` to `upstream` at `now_ms` under `limits`. A
     /// refused call takes no token from either bucket.
     ///

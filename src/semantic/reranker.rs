@@ -200,10 +200,11 @@ impl Reranker {
         }
         let guard = lock(&self.cache);
         let cache = guard.as_ref()?;
-        let mut matrix = Vec::with_capacity(catalog.len() * 384);
-        for key in &catalog.keys {
-            matrix.extend_from_slice(cache.get(key)?);
-        }
+        // Every vector there before one is copied: until the catalog is embedded, each
+        // `search_tools` call asks, and must not copy a matrix it then drops.
+        let vectors: Vec<&[f32]> =
+            (catalog.keys.iter().map(|key| cache.get(key))).collect::<Option<_>>()?;
+        let matrix = vectors.concat();
         drop(guard);
         Some(catalog.matrix.get_or_init(|| matrix))
     }

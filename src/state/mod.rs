@@ -249,17 +249,7 @@ impl Store {
                 let replicas = usize::try_from(self.replicas()).unwrap_or(usize::MAX);
                 let share = limits.share(replicas);
                 let now = u64::try_from(self.inner.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-                let mut ledger = crate::lock::lock(&self.inner.local);
-                match upstream {
-                    Some(u) => ledger.admit(client, u, &share, now),
-                    None => {
-                        let overall = ClientLimits {
-                            upstream_calls_per_sec: None,
-                            ..share
-                        };
-                        ledger.admit(client, "", &overall, now)
-                    }
-                }
+                crate::lock::lock(&self.inner.local).admit_call(client, upstream, &share, now)
             }
         }
     }
