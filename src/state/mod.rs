@@ -331,12 +331,8 @@ fn connect(_: &str, _: Duration) -> Result<(), String> {
 ///
 /// # Errors
 /// Why the store cannot serve `[state]`: unreachable, too old, or refusing the scripts.
-pub async fn probe(settings: &RedisState, url: &str) -> Result<String, String> {
-    probe_with(settings, url).await
-}
-
 #[cfg(feature = "redis")]
-async fn probe_with(settings: &RedisState, url: &str) -> Result<String, String> {
+pub async fn probe(settings: &RedisState, url: &str) -> Result<String, String> {
     let bound = settings.timeout.max(CONNECT_TIMEOUT);
     let conn = connect(url, settings.timeout)?;
     let info = match tokio::time::timeout(bound, conn.probe()).await {
@@ -347,9 +343,14 @@ async fn probe_with(settings: &RedisState, url: &str) -> Result<String, String> 
     server_version(&info)
 }
 
+/// Checks the store as `check --live` does; this build has no `redis` feature, so there is
+/// no store to ask.
+///
+/// # Errors
+/// Always: this build cannot talk to a store.
 #[cfg(not(feature = "redis"))]
 #[allow(clippy::unused_async)]
-async fn probe_with(_: &RedisState, _: &str) -> Result<String, String> {
+pub async fn probe(_: &RedisState, _: &str) -> Result<String, String> {
     Err("this mcp-budget was built without the `redis` feature".to_owned())
 }
 
