@@ -355,7 +355,7 @@ fn fusion_of(args: &Args) -> anyhow::Result<crate::search::Fusion> {
                 k: args.fusion_k.unwrap_or(60.0),
             }
         }
-        Some(other) => anyhow::bail!("--fusion-rule {other}: linear or rrf"),
+        Some(other) => anyhow::bail!("--fusion-rule {other}: linear, cosine or rrf"),
     }
     if let Some(weight) = args.fusion_weight {
         fusion.weight = weight;
