@@ -101,7 +101,7 @@ pub fn build_succeeding(
 ) -> (McpService, Option<BudgetLayer>) {
     let policy = gateway.policy();
     let budget = policy.budget.enabled.then(|| {
-        let layer = BudgetLayer::succeeding(gateway.catalog(), &policy, previous);
+        let layer = BudgetLayer::sharing(gateway.catalog(), &policy, previous, gateway.state());
         // Hosts see the plan's list: the layer announces list_changed when its bytes change.
         layer.announce_to(announce);
         layer

@@ -24,6 +24,9 @@
 #[allow(dead_code, unreachable_pub)]
 mod harness;
 
+#[path = "scaleout/usage.rs"]
+mod usage;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};

@@ -127,16 +127,34 @@ impl BudgetLayer {
         policy: &Policy,
         previous: Option<&Self>,
     ) -> Self {
+        Self::sharing(catalog, policy, previous, None)
+    }
+
+    /// [`BudgetLayer::succeeding`] for a gateway with a `[state]` store: the usage counts go
+    /// to `store`, and every replica plans with the counts it hands them (see
+    /// [`crate::state::usage`]), so replicas list the same bytes.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime, when `previous` has counts to write.
+    #[must_use]
+    pub fn sharing(
+        catalog: watch::Receiver<Arc<Catalog>>,
+        policy: &Policy,
+        previous: Option<&Self>,
+        store: Option<crate::state::Store>,
+    ) -> Self {
         let file = policy.budget.usage_file.as_deref();
+        let relearn = std::time::Duration::from_secs(policy.budget.relearn_secs);
         let before = previous.and_then(|p| p.state.usage.clone());
         let usage = match before {
-            Some(log) if usage::handover(&log, file) == usage::Handover::Keep => Some(log),
+            Some(log) if usage::handover(&log, file, relearn) == usage::Handover::Keep => Some(log),
             before => {
                 if let (Some(_), Some(previous)) = (before, previous) {
                     let state = previous.state.clone();
                     tokio::spawn(async move { state.flush_usage().await });
                 }
-                file.map(|path| Arc::new(usage::UsageLog::open(path)))
+                let shared = store.map(|store| (store, relearn));
+                file.map(|path| Arc::new(usage::UsageLog::open(path, shared)))
             }
         };
         Self {
@@ -161,7 +179,7 @@ impl BudgetLayer {
                 code_runs: code_mode::runs_gate(policy.discover.code_mode.as_ref()),
                 reranker: rerank::reranker_of(&policy.discover),
                 usage,
-                relearn: std::time::Duration::from_secs(policy.budget.relearn_secs),
+                relearn,
             }),
         }
     }

@@ -1,11 +1,13 @@
 //! The store's connection (feature `redis`): one multiplexed [`ConnectionManager`] (no pool:
 //! every call's one round trip shares it), connected lazily and again after a failure, and the
-//! two scripts sent by `EVALSHA` (loaded once, loaded again on `NOSCRIPT`).
+//! scripts sent by `EVALSHA` (loaded once, loaded again on `NOSCRIPT`).
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
 
 use super::gcra::{self, Check};
+use super::usage;
+use crate::plan::UsageCounts;
 
 /// A connection to the store and its scripts.
 #[derive(Clone)]
@@ -13,6 +15,7 @@ pub(crate) struct Conn {
     manager: ConnectionManager,
     gcra: Script,
     heartbeat: Script,
+    usage: Script,
 }
 
 impl std::fmt::Debug for Conn {
@@ -37,6 +40,7 @@ impl Conn {
             manager,
             gcra: Script::new(gcra::SCRIPT),
             heartbeat: Script::new(gcra::HEARTBEAT),
+            usage: Script::new(usage::SCRIPT),
         })
     }
 
@@ -64,6 +68,27 @@ impl Conn {
             .await
     }
 
+    /// Runs the usage script: adds `adds`, seeds `seeds`, and answers the epoch, the
+    /// milliseconds until the next, and the learned counts' fields.
+    pub(crate) async fn learn_usage(
+        &self,
+        prefix: &str,
+        period_ms: u64,
+        adds: &UsageCounts,
+        seeds: &UsageCounts,
+    ) -> redis::RedisResult<(i64, i64, Vec<String>)> {
+        let mut invocation = self.usage.prepare_invoke();
+        for key in usage::keys(prefix) {
+            invocation.key(key);
+        }
+        invocation.arg(period_ms).arg(adds.len());
+        for (id, n) in adds.iter().chain(seeds) {
+            invocation.arg(id).arg(n);
+        }
+        let mut manager = self.manager.clone();
+        invocation.invoke_async(&mut manager).await
+    }
+
     /// Loads the rate script (`SCRIPT LOAD`), so that calls' `EVALSHA` find it; after a store
     /// restart or `SCRIPT FLUSH`, a call meeting `NOSCRIPT` loads it again itself.
     pub(crate) async fn load(&self) -> redis::RedisResult<()> {
@@ -83,10 +108,9 @@ impl Conn {
             .query_async(&mut manager)
             .await?;
         self.load().await?;
-        self.heartbeat
-            .prepare_invoke()
-            .load_async(&mut manager)
-            .await?;
+        for script in [&self.heartbeat, &self.usage] {
+            script.prepare_invoke().load_async(&mut manager).await?;
+        }
         Ok(info)
     }
 }

@@ -19,6 +19,7 @@
 //! clock, and those not seen for 5 s drop out.
 
 pub mod gcra;
+pub mod usage;
 
 #[cfg(feature = "redis")]
 mod conn;
@@ -201,6 +202,46 @@ impl Store {
     #[allow(clippy::unused_async)]
     async fn spend(&self, _: &[gcra::Check]) -> Result<Result<(), Refused>, &'static str> {
         Err(names::STORE_UNCONFIGURED)
+    }
+
+    /// Adds `adds` (call counts since the last time) and `seeds` (a usage file's counts, for
+    /// ids the store does not count yet) to the shared counts, and answers the counts every
+    /// replica plans with in the current epoch of `period` (see [`usage`]). Off the request
+    /// path: bounded by `timeout_ms` or the connect timeout, whichever is longer.
+    ///
+    /// # Errors
+    /// Why the store did not answer (a [`names`] reason); nothing was added then.
+    pub async fn learn_usage(
+        &self,
+        period: Duration,
+        adds: &crate::plan::UsageCounts,
+        seeds: &crate::plan::UsageCounts,
+    ) -> Result<usage::Learned, &'static str> {
+        #[cfg(feature = "redis")]
+        {
+            let Some(conn) = &self.inner.conn else {
+                return Err(names::STORE_UNCONFIGURED);
+            };
+            let bound = self.inner.settings.timeout.max(CONNECT_TIMEOUT);
+            let period_ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX).max(1);
+            let prefix = &self.inner.settings.key_prefix;
+            let sent = conn.learn_usage(prefix, period_ms, adds, seeds);
+            match tokio::time::timeout(bound, sent).await {
+                Err(_) => Err(names::STORE_TIMEOUT),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "State store usage call failed");
+                    Err(names::STORE_ERROR)
+                }
+                Ok(Ok((epoch, next_in, fields))) => {
+                    usage::learned(epoch, next_in, &fields).ok_or(names::STORE_ERROR)
+                }
+            }
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = (period, adds, seeds);
+            Err(names::STORE_UNCONFIGURED)
+        }
     }
 
     /// Begins an episode (once: the first failing call logs it).

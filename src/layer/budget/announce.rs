@@ -93,7 +93,18 @@ pub(super) async fn announce_changes(
     let relearn_every = state
         .upgrade()
         .and_then(|s| s.usage.as_ref().map(|_| s.relearn));
-    let mut relearn = relearn_every.map(every);
+    // With a store, relearns follow its epochs: the first now (the counts every replica plans
+    // with), each next one just after the next epoch begins.
+    let shared = state
+        .upgrade()
+        .is_some_and(|s| s.usage.as_ref().is_some_and(|u| u.is_shared()));
+    let mut relearn = relearn_every.map(|r| {
+        let mut interval = every(r);
+        if shared {
+            interval.reset_immediately();
+        }
+        interval
+    });
     let mut flush = relearn_every.map(|r| every(r.min(usage::FLUSH_EVERY)));
     // A fixed catalog (its publisher gone) changes no more, but usage still relearns.
     let mut published = true;
@@ -116,7 +127,10 @@ pub(super) async fn announce_changes(
             }
             () = tick(relearn.as_mut()) => {
                 let Some(state) = state.upgrade() else { return };
-                state.relearn_usage().await;
+                let next = state.relearn_usage().await;
+                if let (true, Some(interval)) = (shared, relearn.as_mut()) {
+                    interval.reset_after(next.map_or(SHARED_RETRY, |n| n + EPOCH_MARGIN));
+                }
             }
             () = tick(flush.as_mut()) => {
                 let Some(state) = state.upgrade() else { return };
@@ -149,6 +163,12 @@ pub(super) async fn announce_changes(
         }
     }
 }
+
+/// How soon a relearn the store did not answer is tried again.
+const SHARED_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long after an epoch begins (on the store's clock) a replica relearns: past the
+/// boundary even when this replica's timer runs a little ahead of the store's clock.
+const EPOCH_MARGIN: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// An interval whose first tick is one `period` from now.
 fn every(period: std::time::Duration) -> tokio::time::Interval {

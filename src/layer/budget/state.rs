@@ -429,14 +429,35 @@ impl State {
     }
 
     /// Makes the counts so far what the plan uses (the next list is planned with them), and
-    /// writes them.
-    pub(super) async fn relearn_usage(&self) {
+    /// writes them. With a store, the counts every replica plans with: when to relearn next
+    /// (the next epoch), or `None` when the store did not answer (try again soon).
+    pub(super) async fn relearn_usage(&self) -> Option<std::time::Duration> {
+        let mut next = Some(self.relearn);
         if let Some(usage) = &self.usage {
-            if usage.relearn() {
+            let relearned = if usage.is_shared() {
+                match usage.relearn_shared().await {
+                    Ok((changed, next_in)) => {
+                        next = Some(next_in);
+                        changed
+                    }
+                    Err(reason) => {
+                        tracing::debug!(
+                            reason,
+                            "Usage counts not relearned: the store did not answer"
+                        );
+                        next = None;
+                        false
+                    }
+                }
+            } else {
+                usage.relearn()
+            };
+            if relearned {
                 tracing::info!("Usage counts relearned; the tool list is planned again");
             }
         }
         self.flush_usage().await;
+        next
     }
 
     /// The `tools/list` result for `caller` (native disclosure or not): its audience's list,

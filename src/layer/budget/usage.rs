@@ -6,6 +6,13 @@
 //! plan — and so the listed bytes a host's prompt cache holds — stays what it was. The file is
 //! read at start (its counts plan the first list) and written at every relearn and every
 //! [`FLUSH_EVERY`] in between (writing changes no plan), so a restart keeps what was counted.
+//!
+//! **With a `[state]` store** the counts are the deployment's, not the replica's: a relearn
+//! sends the calls counted since the last one to the store and plans with the counts the store
+//! hands every replica for the current epoch ([`crate::state::usage`]), so all replicas list
+//! the same bytes. The file then keeps a copy of those counts, and seeds the store with its
+//! own once. While the store does not answer, nothing is relearned (a replica relearning alone
+//! would list other bytes than the rest) and the calls counted wait for the next relearn.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +21,7 @@ use std::time::Duration;
 
 use crate::lock::lock;
 use crate::plan::{UsageCounts, parse_usage, render_usage};
+use crate::state::Store;
 
 /// How often counts are written between relearns (when something was counted).
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(300);
@@ -27,13 +35,20 @@ pub(crate) struct UsageLog {
     writable: bool,
     live: Mutex<Live>,
     learned: Mutex<Learned>,
+    /// The store the counts go to and are learned from, and the epoch length
+    /// (`relearn_secs`); `None`: this replica's own counts.
+    shared: Option<(Store, Duration)>,
 }
 
 #[derive(Debug, Default)]
 struct Live {
-    /// server → tool → calls (the file's counts included).
+    /// server → tool → calls (the file's counts included); without a store only.
     counts: HashMap<String, HashMap<String, u64>>,
-    /// Counted since the last write.
+    /// server → tool → calls not sent to the store yet; with a store only.
+    unsent: HashMap<String, HashMap<String, u64>>,
+    /// The file's counts, until they seeded the store; with a store only.
+    seeds: UsageCounts,
+    /// Counted (or, with a store, learned) since the last write.
     dirty: bool,
 }
 
@@ -46,7 +61,9 @@ pub(crate) struct Learned {
 
 impl UsageLog {
     /// Opens `path` (a missing file is an empty one): its counts are what the first plan learns.
-    pub(crate) fn open(path: &Path) -> Self {
+    /// With `shared` (a store and the epoch length), counts go to the store and are learned
+    /// from it.
+    pub(crate) fn open(path: &Path, shared: Option<(Store, Duration)>) -> Self {
         let (counts, writable) = match std::fs::read_to_string(path) {
             Ok(text) => match parse_usage(&text) {
                 Ok(counts) => (counts, true),
@@ -62,12 +79,16 @@ impl UsageLog {
             }
         };
         let mut live = Live::default();
-        for (id, &n) in &counts {
-            let (server, tool) = id.split_once('/').unwrap_or((id.as_str(), ""));
-            live.counts
-                .entry(server.to_owned())
-                .or_default()
-                .insert(tool.to_owned(), n);
+        if shared.is_some() {
+            live.seeds = counts.clone();
+        } else {
+            for (id, &n) in &counts {
+                let (server, tool) = id.split_once('/').unwrap_or((id.as_str(), ""));
+                live.counts
+                    .entry(server.to_owned())
+                    .or_default()
+                    .insert(tool.to_owned(), n);
+            }
         }
         Self {
             path: path.to_owned(),
@@ -77,23 +98,25 @@ impl UsageLog {
                 generation: 0,
                 counts: Arc::new(counts),
             }),
+            shared,
         }
+    }
+
+    /// Whether the counts are the store's (`[state]`).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared.is_some()
     }
 
     /// Counts one call of `server`'s tool `tool`.
     pub(crate) fn record(&self, server: &str, tool: &str) {
         let mut live = lock(&self.live);
-        live.dirty = true;
-        let tools = match live.counts.get_mut(server) {
-            Some(tools) => tools,
-            None => live.counts.entry(server.to_owned()).or_default(),
+        let counts = if self.shared.is_some() {
+            &mut live.unsent
+        } else {
+            live.dirty = true;
+            &mut live.counts
         };
-        match tools.get_mut(tool) {
-            Some(n) => *n += 1,
-            None => {
-                tools.insert(tool.to_owned(), 1);
-            }
-        }
+        add(counts, server, tool, 1);
     }
 
     /// What the plan uses now.
@@ -102,8 +125,14 @@ impl UsageLog {
     }
 
     /// Makes the counts so far what the plan uses; true when they differ from the last ones.
+    /// (With a store, [`UsageLog::relearn_shared`].)
     pub(crate) fn relearn(&self) -> bool {
         let now = self.snapshot();
+        self.learn(now)
+    }
+
+    /// Makes `now` what the plan uses; true when it differs from the last counts.
+    fn learn(&self, now: UsageCounts) -> bool {
         let mut learned = lock(&self.learned);
         if *learned.counts == now {
             return false;
@@ -111,6 +140,48 @@ impl UsageLog {
         learned.generation += 1;
         learned.counts = Arc::new(now);
         true
+    }
+
+    /// With a store: sends the calls counted since the last time (and, the first time, the
+    /// file's counts as seeds), and makes the counts the store hands every replica for this
+    /// epoch what the plan uses. `Ok`: whether they changed, and how long until the next epoch
+    /// begins (when to relearn next). `Err`: the store did not answer (a [`names`] reason);
+    /// nothing changed, and the counts wait for the next try.
+    ///
+    /// [`names`]: crate::telemetry::names
+    pub(crate) async fn relearn_shared(&self) -> Result<(bool, Duration), &'static str> {
+        let Some((store, period)) = &self.shared else {
+            return Ok((self.relearn(), Duration::MAX));
+        };
+        let (unsent, seeds) = {
+            let mut live = lock(&self.live);
+            (
+                std::mem::take(&mut live.unsent),
+                std::mem::take(&mut live.seeds),
+            )
+        };
+        match store.learn_usage(*period, &ids(&unsent), &seeds).await {
+            Ok(learned) => {
+                let changed = self.learn(learned.counts);
+                if changed {
+                    lock(&self.live).dirty = true;
+                }
+                Ok((changed, learned.next_in))
+            }
+            Err(reason) => {
+                // Sent again next time, with what is counted meanwhile.
+                let mut live = lock(&self.live);
+                for (server, tools) in unsent {
+                    for (tool, n) in tools {
+                        add(&mut live.unsent, &server, &tool, n);
+                    }
+                }
+                if live.seeds.is_empty() {
+                    live.seeds = seeds;
+                }
+                Err(reason)
+            }
+        }
     }
 
     /// The file's new text, when something was counted since the last write and the file may
@@ -125,7 +196,11 @@ impl UsageLog {
                 return None;
             }
             live.dirty = false;
-            render_usage(&ids(&live.counts))
+            if self.shared.is_some() {
+                render_usage(&lock(&self.learned).counts)
+            } else {
+                render_usage(&ids(&live.counts))
+            }
         };
         Some((self.path.clone(), text))
     }
@@ -146,12 +221,31 @@ pub(crate) enum Handover {
     Flush,
 }
 
-/// What happens to `log` when the reloaded policy's usage file is `file`.
-pub(crate) fn handover(log: &UsageLog, file: Option<&Path>) -> Handover {
-    if log.writable && file == Some(log.path.as_path()) {
+/// What happens to `log` when the reloaded policy's usage file is `file` and its
+/// `relearn_secs` is `relearn` (with a store, the epochs change with it).
+pub(crate) fn handover(log: &UsageLog, file: Option<&Path>, relearn: Duration) -> Handover {
+    let same_epochs = log
+        .shared
+        .as_ref()
+        .is_none_or(|(_, period)| *period == relearn);
+    if log.writable && file == Some(log.path.as_path()) && same_epochs {
         Handover::Keep
     } else {
         Handover::Flush
+    }
+}
+
+/// Adds `n` calls of `server`'s `tool` (allocating only for a tool not counted yet).
+fn add(counts: &mut HashMap<String, HashMap<String, u64>>, server: &str, tool: &str, n: u64) {
+    let tools = match counts.get_mut(server) {
+        Some(tools) => tools,
+        None => counts.entry(server.to_owned()).or_default(),
+    };
+    match tools.get_mut(tool) {
+        Some(count) => *count += n,
+        None => {
+            tools.insert(tool.to_owned(), n);
+        }
     }
 }
 
@@ -180,12 +274,14 @@ pub(crate) fn write_usage(path: &Path, text: &str) {
 mod tests {
     use super::*;
 
+    const DAY: Duration = Duration::from_secs(86_400);
+
     #[test]
     fn counts_reach_the_plan_only_at_a_relearn_and_the_file_keeps_them() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("usage.json");
         std::fs::write(&path, r#"{"time/now": 2}"#).unwrap();
-        let log = UsageLog::open(&path);
+        let log = UsageLog::open(&path, None);
         assert_eq!(log.learned().counts.get("time/now"), Some(&2));
         log.record("time", "now");
         log.record("github", "get_issue");
@@ -198,7 +294,7 @@ mod tests {
         let (to, text) = log.pending_write().unwrap();
         assert!(log.pending_write().is_none(), "written once");
         write_usage(&to, &text);
-        let reopened = UsageLog::open(&path);
+        let reopened = UsageLog::open(&path, None);
         assert_eq!(reopened.learned().counts, learned.counts);
     }
 
@@ -206,15 +302,19 @@ mod tests {
     fn a_reload_keeps_the_log_only_for_the_same_writable_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("usage.json");
-        let log = UsageLog::open(&path);
-        assert_eq!(handover(&log, Some(&path)), Handover::Keep);
+        let log = UsageLog::open(&path, None);
+        assert_eq!(handover(&log, Some(&path), DAY), Handover::Keep);
         let other = dir.path().join("other.json");
-        assert_eq!(handover(&log, Some(&other)), Handover::Flush);
-        assert_eq!(handover(&log, None), Handover::Flush, "usage switched off");
+        assert_eq!(handover(&log, Some(&other), DAY), Handover::Flush);
+        assert_eq!(
+            handover(&log, None, DAY),
+            Handover::Flush,
+            "usage switched off"
+        );
         // Not a usage file at start: read again at the reload (it may have been fixed).
         std::fs::write(&path, "not json").unwrap();
-        let unread = UsageLog::open(&path);
-        assert_eq!(handover(&unread, Some(&path)), Handover::Flush);
+        let unread = UsageLog::open(&path, None);
+        assert_eq!(handover(&unread, Some(&path), DAY), Handover::Flush);
     }
 
     #[test]
@@ -222,7 +322,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("usage.json");
         std::fs::write(&path, "not json").unwrap();
-        let log = UsageLog::open(&path);
+        let log = UsageLog::open(&path, None);
         log.record("time", "now");
         assert!(log.pending_write().is_none());
         assert!(log.learned().counts.is_empty());

@@ -1,0 +1,177 @@
+//! Shared usage learning (`[budget] usage_file` with `[state] backend = "redis"`, issue 34
+//! item 4): three replicas, each with its own usage file, each called for tools of its own;
+//! after each relearn every replica lists the same bytes, the tools called through any replica
+//! among them. With `memory` the same traffic leaves the replicas listing
+//! different bytes (each learned only the calls it served): the check can fail.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::harness::{self, Up, free_port};
+use super::{Haproxy, Replica, TURN, open_session, post_mcp};
+
+/// Tools of `server-everything` that need no client capability, any of which the budget may
+/// defer.
+const CANDIDATES: [&str; 8] = [
+    "echo",
+    "get-sum",
+    "get-env",
+    "get-tiny-image",
+    "get-annotated-message",
+    "get-structured-content",
+    "get-resource-links",
+    "toggle-simulated-logging",
+];
+
+/// Seconds between relearns (the store's epochs).
+const RELEARN_SECS: u64 = 2;
+
+/// A replica's policy in its own folder of `dir`: `server-everything`, sealed ids, the budget
+/// listing 4 tools and searching the rest, its own usage file relearned every
+/// [`RELEARN_SECS`], then `state`.
+fn usage_policy(dir: &Path, i: usize, tag: &str, state: &str) -> PathBuf {
+    let dir = dir.join(format!("r{i}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let usage = dir.join("usage.json");
+    let downstream = format!(
+        "max_sessions_per_client = 1000\n\n\
+         [sessions]\nseal_key_env = \"MCP_BUDGET_SEAL_KEY\"\n\n\
+         [budget]\nenabled = true\nmode = \"auto\"\nmax_tools = 6\n\
+         usage_file = {:?}\nrelearn_secs = {RELEARN_SECS}\n{state}",
+        usage.display().to_string()
+    );
+    harness::policy(&dir, tag, &downstream, &[Up::everything("e")])
+}
+
+/// The `tools/list` result's bytes a replica gives session `session`.
+async fn listed_bytes(port: u16, session: &str) -> String {
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let list = json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"});
+    let (message, _) = post_mcp(&url, Some(session), &list).await.unwrap();
+    message["result"].to_string()
+}
+
+fn names(result: &str) -> Vec<String> {
+    let value: Value = serde_json::from_str(result).unwrap();
+    value["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Calls `tool` `n` times on `session` through `url`.
+async fn call(url: &str, session: &str, tool: &str, n: usize) {
+    for k in 0..n {
+        let body = json!({"jsonrpc": "2.0", "id": format!("{tool}-{k}"), "method": "tools/call",
+                          "params": {"name": format!("e__{tool}"), "arguments": arguments(tool)}});
+        let (message, _) = post_mcp(url, Some(session), &body).await.unwrap();
+        assert!(message.get("result").is_some(), "{tool}: {message}");
+    }
+}
+
+fn arguments(tool: &str) -> Value {
+    match tool {
+        "echo" => json!({"message": "hi"}),
+        "get-sum" => json!({"a": 1, "b": 2}),
+        "get-annotated-message" => json!({"messageType": "success"}),
+        "get-structured-content" => json!({"location": "New York"}),
+        "get-resource-links" => json!({"count": 1}),
+        _ => json!({}),
+    }
+}
+
+/// What one run saw: per round, each replica's listed bytes after the relearn.
+async fn usage_run(backend: &str) -> (Vec<Vec<String>>, Vec<String>) {
+    let tag = harness::new_tag(&format!("scaleout-usage-{backend}"));
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let (mut redis, mut env) = (None, Vec::new());
+    let state = if backend == "redis" {
+        let server = harness::RedisServer::start(&tag).await;
+        env.push(("MCP_BUDGET_REDIS_URL", server.url()));
+        redis = Some(server);
+        format!(
+            "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n\
+             key_prefix = \"{tag}:\"\ntimeout_ms = 250\n"
+        )
+    } else {
+        String::new()
+    };
+    let ports = [free_port(), free_port(), free_port()];
+    let started = (0..3).map(|i| {
+        let policy = usage_policy(dir.path(), i, &tag, &state);
+        let (tag, env) = (tag.clone(), env.clone());
+        async move { Replica::start_with(&policy, ports[i], &tag, &env).await }
+    });
+    let gateways = futures::future::join_all(started).await;
+    let haproxy = Haproxy::start(&ports, &tag).await;
+    let session = open_session(&haproxy.url()).await;
+    let first = names(&listed_bytes(ports[0], &session).await);
+    let deferred: Vec<&str> = CANDIDATES
+        .into_iter()
+        .filter(|t| !first.contains(&format!("e__{t}")))
+        .collect();
+    assert!(deferred.len() >= 3, "the budget defers tools: {first:?}");
+    let mut rounds = Vec::new();
+    // Each replica gets calls of its own tool, the worst case for sharing: round 0, replica `i`
+    // calls `deferred[i]` 3 times; round 1, `deferred[(i + 1) % 3]` 5 times more.
+    for (round, times) in [(0, 3), (1, 5)] {
+        for (i, port) in ports.iter().enumerate() {
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            call(&url, &session, deferred[(i + round) % 3], times).await;
+        }
+        // Two relearns later every replica has relearned past the calls.
+        tokio::time::sleep(Duration::from_secs(2 * RELEARN_SECS) + Duration::from_millis(500))
+            .await;
+        let mut lists = Vec::new();
+        for port in ports {
+            lists.push(listed_bytes(port, &session).await);
+        }
+        rounds.push(lists);
+    }
+    for gateway in gateways {
+        gateway.stop().await;
+    }
+    drop(haproxy);
+    if let Some(mut redis) = redis {
+        redis.kill().await;
+    }
+    harness::assert_no_leftovers(&tag).await;
+    let called = deferred[..3].iter().map(|t| format!("e__{t}")).collect();
+    (rounds, called)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_relearn_the_same_usage_and_list_the_same_bytes_memory_does_not() {
+    let _turn = TURN.lock().await;
+    let (rounds, called) = usage_run("redis").await;
+    for (round, lists) in rounds.iter().enumerate() {
+        assert!(
+            lists.iter().all(|l| l == &lists[0]),
+            "round {round}: the replicas list different bytes:\n{lists:#?}"
+        );
+    }
+    // Each tool was called through one replica only, and every replica lists all three.
+    let listed = names(&rounds[0][0]);
+    for tool in &called {
+        assert!(
+            listed.contains(tool),
+            "{tool}, called 3 times through one replica, is not listed: {listed:?}"
+        );
+    }
+    eprintln!("redis: lists byte-identical on 3 replicas after each of 2 relearns");
+    let (rounds, _) = usage_run("memory").await;
+    let differ = rounds
+        .iter()
+        .filter(|lists| lists.iter().any(|l| l != &lists[0]))
+        .count();
+    eprintln!("memory: {differ} of 2 rounds with lists that differ between replicas");
+    assert!(
+        differ > 0,
+        "without a store each replica learns its own calls: {rounds:#?}"
+    );
+}
