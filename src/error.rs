@@ -154,6 +154,17 @@ pub enum Error {
         /// The id the answer named.
         id: String,
     },
+    /// A client's answer to a server→client request another replica sent (`[state]`), not
+    /// forwarded to it: that replica is gone, or the store did not answer.
+    #[error("the answer to request {id:?} was not delivered: {reason}")]
+    AnswerNotForwarded {
+        /// The id the answer named.
+        id: String,
+        /// Why: the asking replica is gone, or the store did not answer.
+        reason: String,
+        /// The asking replica is gone (else the store failed).
+        gone: bool,
+    },
     /// A server→client request of a shared upstream that no client may be asked: no client
     /// has a request in flight to it, or several do and the request names none of them.
     #[error("{method} from upstream {upstream:?} cannot be answered: {reason}")]
@@ -354,6 +365,10 @@ impl Error {
             Self::NoAnswer => (INVALID_PARAMS, kind::CLIENT_NO_ANSWER),
             Self::ClientTimeout { .. } => (SERVER_ERROR, kind::CLIENT_TIMEOUT),
             Self::UnknownRequest { .. } => (INVALID_REQUEST, kind::ROUTE_UNKNOWN_REQUEST),
+            Self::AnswerNotForwarded { gone: true, .. } => {
+                (INVALID_REQUEST, kind::ROUTE_ASKER_GONE)
+            }
+            Self::AnswerNotForwarded { .. } => (INVALID_REQUEST, kind::STATE_UNAVAILABLE),
             Self::Unroutable {
                 ambiguous: true, ..
             } => (METHOD_NOT_FOUND, kind::ROUTE_AMBIGUOUS),
@@ -421,7 +436,9 @@ impl Error {
                 json!({ "tool": tool, "property": property })
             }
             Self::TooLarge { size, limit } => json!({ "size": size, "limit": limit }),
-            Self::UnknownRequest { id } => json!({ "id": id }),
+            Self::UnknownRequest { id } | Self::AnswerNotForwarded { id, .. } => {
+                json!({ "id": id })
+            }
             Self::Denied {
                 tool,
                 reason,

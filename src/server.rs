@@ -360,6 +360,7 @@ impl Server {
             self.gateway.catalog(),
         )
         .with_gate(self.gate.clone())
+        .with_store(self.gateway.state())
     }
 
     /// The MCP endpoint at `path` (say [`MCP_PATH`]), with the policy's `[downstream]`

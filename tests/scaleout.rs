@@ -24,6 +24,8 @@
 #[allow(dead_code, unreachable_pub)]
 mod harness;
 
+#[path = "scaleout/relay.rs"]
+mod relay;
 #[path = "scaleout/usage.rs"]
 mod usage;
 

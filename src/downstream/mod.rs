@@ -28,6 +28,9 @@ pub struct Endpoint {
     /// Who may call: every message gets its principal here (open unless
     /// [`Endpoint::with_gate`]).
     pub gate: Gate,
+    /// The `[state]` store replicas share (`None`: a lone gateway), for sessions ended by
+    /// `DELETE` on any replica ([`Endpoint::with_store`]).
+    pub store: Option<crate::state::Store>,
 }
 
 impl Endpoint {
@@ -43,7 +46,16 @@ impl Endpoint {
             sessions,
             catalog,
             gate: Gate::open(),
+            store: None,
         }
+    }
+
+    /// The same endpoint on a replica sharing `store` (`[state]`): a sealed session ended by
+    /// `DELETE` here ends on every replica, and one ended elsewhere ends here.
+    #[must_use]
+    pub fn with_store(mut self, store: Option<crate::state::Store>) -> Self {
+        self.store = store;
+        self
     }
 
     /// The same endpoint, authenticating its callers at `gate`.

@@ -91,6 +91,10 @@ pub const ROUTE_AMBIGUOUS: &str = "mcp_budget.route.ambiguous";
 /// Sent to an upstream: no client has a request in flight that its server→client request
 /// could belong to (`-32601`).
 pub const ROUTE_NO_CLIENT: &str = "mcp_budget.route.no_client";
+/// A client's answer to a server→client request that another replica sent (`[state]`), and
+/// that replica is gone: its upstream's request went with it, nobody waits for the answer
+/// (`-32600`; HTTP 400). The call that asked has failed or will be retried by its client.
+pub const ROUTE_ASKER_GONE: &str = "mcp_budget.route.asker_gone";
 /// A 2026-07-28 request whose routing headers repeat or differ from its body (`-32020`; HTTP
 /// 400).
 pub const PROTOCOL_HEADER_MISMATCH: &str = "mcp_budget.protocol.header_mismatch";
@@ -155,7 +159,9 @@ pub const LIMIT_RATE: &str = "mcp_budget.limit.rate";
 pub const LIMIT_IN_FLIGHT: &str = "mcp_budget.limit.in_flight";
 /// The shared state store that keeps the `[limits]` rates (`[state] backend = "redis"`) is
 /// unavailable and `on_store_error = "closed"` refuses calls until it is back: `-32023` with
-/// `data.retryAfterMs` (HTTP 429 with `Retry-After` for a 2026-07-28 request).
+/// `data.retryAfterMs` (HTTP 429 with `Retry-After` for a 2026-07-28 request). Also a client's
+/// answer to a server→client request another replica sent, when the store does not answer to
+/// forward it (`-32600`; HTTP 400).
 pub const STATE_UNAVAILABLE: &str = "mcp_budget.state.unavailable";
 
 /// The `structuredContent.type` of `invoke_tool`'s recovery results: not error objects but
@@ -200,6 +206,7 @@ pub const ALL: &[&str] = &[
     ROUTE_UNKNOWN_REQUEST,
     ROUTE_AMBIGUOUS,
     ROUTE_NO_CLIENT,
+    ROUTE_ASKER_GONE,
     PROTOCOL_HEADER_MISMATCH,
     PROTOCOL_INVALID_ENVELOPE,
     PROTOCOL_UNSUPPORTED_VERSION,

@@ -32,19 +32,37 @@ const MAX_ROUNDS: usize = 16;
 /// Server→client requests the gateway sent for a modern upstream, by (unguessable) id: the
 /// session asked, and where its answer goes.
 #[derive(Debug, Default)]
-pub(super) struct Shim(Mutex<HashMap<String, (String, oneshot::Sender<Message>)>>);
+pub(super) struct Shim {
+    asked: Mutex<HashMap<String, (String, oneshot::Sender<Message>)>>,
+    /// The replica tag of the ids (`[state]`), as upstreams' ids carry it.
+    replica: Option<String>,
+}
 
 impl Shim {
+    /// The requests of replica `replica` (`[state]`; `None`: a lone gateway).
+    pub(super) fn new(replica: Option<String>) -> Self {
+        Self {
+            asked: Mutex::default(),
+            replica,
+        }
+    }
+
+    /// A new request id: unguessable, so that no other session can answer in the asked
+    /// client's place.
+    fn new_id(&self) -> String {
+        crate::upstream::asked_id("shim", self.replica.as_deref())
+    }
+
     /// Waits for session `session`'s answer to request `id`.
     fn ask(&self, id: &str, session: &str) -> oneshot::Receiver<Message> {
         let (tx, rx) = oneshot::channel();
-        lock(&self.0).insert(id.to_owned(), (session.to_owned(), tx));
+        lock(&self.asked).insert(id.to_owned(), (session.to_owned(), tx));
         rx
     }
 
     /// Stops waiting for an answer to `id`.
     fn forget(&self, id: &str) {
-        lock(&self.0).remove(id);
+        lock(&self.asked).remove(id);
     }
 
     /// A client's answer to a request of [`ask_client`], taken only from the session that
@@ -58,7 +76,7 @@ impl Shim {
 
     /// Where the answer to `id` goes, if `session` is the one asked (taken: once only).
     fn answer_of(&self, id: &str, session: &str) -> Option<oneshot::Sender<Message>> {
-        let mut shim = lock(&self.0);
+        let mut shim = lock(&self.asked);
         match shim.get(id) {
             Some((asked, _)) if asked == session => shim.remove(id).map(|(_, tx)| tx),
             _ => None,
@@ -186,8 +204,7 @@ async fn ask_client(
             "{method}, which the gateway cannot relay"
         )));
     }
-    // Unguessable, so that no other session can answer in this client's place.
-    let id = format!("{SHIM_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    let id = shim.new_id();
     let rx = shim.ask(&id, &caller.session.id);
     let request = Message::request(Id::String(id.clone()), method, Some(to_raw(&params)));
     if caller.outbound.send(request).is_err() {

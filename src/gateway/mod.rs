@@ -131,8 +131,8 @@ impl Gateway {
         pool: pool::Pool,
         broadcasts: mpsc::UnboundedSender<Message>,
         shutdown: CancellationToken,
+        state: Option<crate::state::Store>,
     ) -> Self {
-        let state = store(&policy, &shutdown);
         let inner = Inner {
             policy: std::sync::Mutex::new(Arc::new(policy)),
             reloaded: tokio::sync::Notify::new(),
@@ -142,7 +142,7 @@ impl Gateway {
             subscriptions: subscriptions::Subscriptions::default(),
             inflight: route::Inflight::default(),
             parked: parked::ParkedCalls::default(),
-            shim: bridge::Shim::default(),
+            shim: bridge::Shim::new(state.as_ref().map(|s| s.replica_id().to_owned())),
             tasks: tasks::Tasks::default(),
             shutdown,
             audit: crate::audit::Shared::default(),
@@ -208,7 +208,7 @@ impl Gateway {
                 let McpRequest {
                     message, caller, ..
                 } = req;
-                self.handle_client_response(message, &caller)
+                self.handle_client_response(message, &caller).await
             }
         }
     }

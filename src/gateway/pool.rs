@@ -54,6 +54,8 @@ pub(super) struct Pool {
     /// What new upstreams report on, and what they declare upstream.
     events: mpsc::UnboundedSender<Event>,
     capabilities: Value,
+    /// The replica tag of the ids of the server→client requests upstreams send (`[state]`).
+    replica: Option<Arc<str>>,
     /// The per-client instances of `share = "per_client"` upstreams.
     instances: instances::Instances,
 }
@@ -137,6 +139,7 @@ impl Pool {
     pub(super) fn start(
         policy: &Policy,
         shutdown: &CancellationToken,
+        replica: Option<Arc<str>>,
     ) -> (Self, mpsc::UnboundedReceiver<Event>) {
         let (events, events_rx) = mpsc::unbounded_channel();
         // The gateway routes sampling, elicitation and roots requests to its clients, so it
@@ -159,6 +162,7 @@ impl Pool {
             catalog: watch::channel(catalog.clone()).0,
             events,
             capabilities,
+            replica,
             instances: instances::Instances::default(),
         };
         let all: Vec<Arc<Slot>> = (policy.upstreams.iter().enumerate())
@@ -171,8 +175,9 @@ impl Pool {
 
     /// Starts upstream `spec` under `id`.
     fn start_one(&self, id: usize, spec: &UpstreamSpec, shutdown: &CancellationToken) -> Upstream {
-        Upstream::start(
+        Upstream::start_tagged(
             id,
+            self.replica.clone(),
             spec.clone(),
             self.capabilities.clone(),
             self.events.clone(),
@@ -505,12 +510,17 @@ impl Gateway {
     /// [`Gateway::wait_ready`] to wait for them.
     #[must_use]
     pub fn start(policy: Policy, shutdown: CancellationToken) -> Self {
-        let (pool, events) = Pool::start(&policy, &shutdown);
+        let state = super::store(&policy, &shutdown);
+        let replica = state.as_ref().map(|s| Arc::from(s.replica_id()));
+        let (pool, events) = Pool::start(&policy, &shutdown, replica);
         let (broadcasts, broadcasts_rx) = mpsc::unbounded_channel();
-        let gateway = Self::new(policy, pool, broadcasts, shutdown);
+        let gateway = Self::new(policy, pool, broadcasts, shutdown, state);
         tokio::spawn(gateway.clone().watch_events(events, broadcasts_rx));
         tokio::spawn(gateway.clone().reap_instances());
         tokio::spawn(gateway.clone().recheck());
+        if let Some(answers) = gateway.state().and_then(|s| s.take_answers()) {
+            tokio::spawn(gateway.clone().take_forwarded_answers(answers));
+        }
         gateway
     }
 

@@ -245,23 +245,77 @@ impl Gateway {
     /// A client's answer to a server→client request: delivered only if that request waits for
     /// an answer from this very session; anything else (a guessed id, another session's
     /// request, a second answer) is refused with an error (HTTP answers it with 400) and logged.
-    pub(super) fn handle_client_response(&self, msg: Message, caller: &Caller) -> Option<Message> {
+    ///
+    /// On a replica of a deployment (`[state]`), an answer to a request another replica sent
+    /// (its id names the replica) is forwarded to that replica, which delivers it as its own;
+    /// the answer is refused at once when that replica is gone.
+    pub(super) async fn handle_client_response(
+        &self,
+        msg: Message,
+        caller: &Caller,
+    ) -> Option<Message> {
         let session = caller.session.id.as_str();
         let gateway_id = match &msg.id {
             Some(Id::String(id)) => id.clone(),
             other => other.as_ref().map(ToString::to_string).unwrap_or_default(),
         };
-        let delivered = if gateway_id.starts_with(bridge::SHIM_PREFIX) {
-            self.inner.shim.answer(&gateway_id, msg, session)
+        let elsewhere = crate::upstream::asked_replica(&gateway_id)
+            .zip(self.inner.state.as_ref())
+            .filter(|(owner, store)| *owner != store.replica_id());
+        let delivered = if let Some((owner, store)) = elsewhere {
+            forward_answer(store, owner, &gateway_id, &msg, session).await
         } else {
-            match asking_upstream(&gateway_id).and_then(|i| self.inner.pool.get(i)) {
-                Some(upstream) => upstream.answer_from(&gateway_id, msg, session),
-                None => Err(Error::UnknownRequest { id: gateway_id }),
-            }
+            self.deliver_answer(&gateway_id, msg, session)
         };
         let err = delivered.err()?;
         tracing::warn!(session, error = %err, "Client answer refused");
         Some(Message::error(Id::Null, err.to_error_object()))
+    }
+
+    /// Delivers the answers other replicas forward here (`[state]`), until shutdown.
+    pub(super) async fn take_forwarded_answers(
+        self,
+        mut answers: tokio::sync::mpsc::UnboundedReceiver<crate::state::relay::Forwarded>,
+    ) {
+        loop {
+            tokio::select! {
+                () = self.inner.shutdown.cancelled() => return,
+                answer = answers.recv() => match answer {
+                    Some(answer) => self.take_forwarded(&answer),
+                    None => return,
+                },
+            }
+        }
+    }
+
+    /// An answer another replica forwarded here (`[state]`): delivered as if its client had
+    /// sent it here, on its session.
+    fn take_forwarded(&self, forwarded: &crate::state::relay::Forwarded) {
+        let Ok(msg) = Message::parse(forwarded.message.get().as_bytes()) else {
+            return;
+        };
+        let gateway_id = match &msg.id {
+            Some(Id::String(id)) => id.clone(),
+            other => other.as_ref().map(ToString::to_string).unwrap_or_default(),
+        };
+        if let Err(err) = self.deliver_answer(&gateway_id, msg, &forwarded.session) {
+            let session = forwarded.session.as_str();
+            tracing::warn!(session, error = %err, "Forwarded client answer refused");
+        }
+    }
+
+    /// Delivers a client's answer to a request this replica sent.
+    fn deliver_answer(&self, gateway_id: &str, msg: Message, session: &str) -> Result<(), Error> {
+        if gateway_id.starts_with(bridge::SHIM_PREFIX) {
+            self.inner.shim.answer(gateway_id, msg, session)
+        } else {
+            match asking_upstream(gateway_id).and_then(|i| self.inner.pool.get(i)) {
+                Some(upstream) => upstream.answer_from(gateway_id, msg, session),
+                None => Err(Error::UnknownRequest {
+                    id: gateway_id.to_owned(),
+                }),
+            }
+        }
     }
 
     /// The properties of tool `exposed` that a 2026-07-28 HTTP `tools/call` mirrors in
@@ -363,6 +417,51 @@ fn completing(reference: &Value) -> Result<Completing<'_>, Error> {
 }
 
 /// The upstream whose server→client request has gateway id `id` (`mcpb-<index>-…`).
+/// Forwards a client's answer on `session` to replica `owner`, whose request it answers.
+async fn forward_answer(
+    store: &crate::state::Store,
+    owner: &str,
+    gateway_id: &str,
+    msg: &Message,
+    session: &str,
+) -> Result<(), Error> {
+    use crate::state::relay::{ForwardError, Forwarded};
+    let text = String::from_utf8(msg.to_bytes()).unwrap_or_default();
+    let Ok(message) = RawValue::from_string(text) else {
+        return Err(Error::UnknownRequest {
+            id: gateway_id.to_owned(),
+        });
+    };
+    let forwarded = Forwarded {
+        session: session.to_owned(),
+        message,
+    };
+    let refused = |reason: String, gone: bool| Error::AnswerNotForwarded {
+        id: gateway_id.to_owned(),
+        reason,
+        gone,
+    };
+    let sent = store.forward(owner, &forwarded).await;
+    crate::telemetry::record::state_answer(match sent {
+        Ok(()) => "forwarded",
+        Err(ForwardError::OwnerGone) => "owner_gone",
+        Err(ForwardError::Store(reason)) => reason,
+    });
+    match sent {
+        Ok(()) => Ok(()),
+        Err(ForwardError::OwnerGone) => Err(refused(
+            "the gateway replica that sent the request is gone, and its request with it".into(),
+            true,
+        )),
+        Err(ForwardError::Store(reason)) => Err(refused(
+            format!(
+                "it was sent by another gateway replica, and the shared state store is unavailable ({reason}); send the answer again"
+            ),
+            false,
+        )),
+    }
+}
+
 fn asking_upstream(id: &str) -> Option<usize> {
     let rest = id.strip_prefix("mcpb-")?;
     rest.split('-').next()?.parse().ok()

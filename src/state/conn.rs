@@ -6,16 +6,19 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
 
 use super::gcra::{self, Check};
-use super::usage;
+use super::{relay, usage};
 use crate::plan::UsageCounts;
 
 /// A connection to the store and its scripts.
 #[derive(Clone)]
 pub(crate) struct Conn {
+    client: Client,
     manager: ConnectionManager,
     gcra: Script,
     heartbeat: Script,
     usage: Script,
+    revoke: Script,
+    forward: Script,
 }
 
 impl std::fmt::Debug for Conn {
@@ -34,13 +37,16 @@ impl Conn {
             .set_connection_timeout(Some(timeout))
             // One attempt per request: the heartbeat, not a call, waits for the store to be back.
             .set_number_of_retries(0);
-        let manager = ConnectionManager::new_lazy_with_config(client, config)
+        let manager = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(|e| format!("store connection: {e}"))?;
         Ok(Self {
+            client,
             manager,
             gcra: Script::new(gcra::SCRIPT),
             heartbeat: Script::new(gcra::HEARTBEAT),
             usage: Script::new(usage::SCRIPT),
+            revoke: Script::new(relay::REVOKE),
+            forward: Script::new(relay::FORWARD),
         })
     }
 
@@ -89,6 +95,48 @@ impl Conn {
         invocation.invoke_async(&mut manager).await
     }
 
+    /// The client, for the subscription's own connection.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Runs the revocation script: how many replicas heard it.
+    pub(crate) async fn revoke(
+        &self,
+        prefix: &str,
+        sid: &str,
+        exp: u64,
+    ) -> redis::RedisResult<u64> {
+        let mut manager = self.manager.clone();
+        self.revoke
+            .key(relay::revoked_key(prefix))
+            .arg(sid)
+            .arg(exp)
+            .arg(relay::revoked_channel(prefix))
+            .invoke_async(&mut manager)
+            .await
+    }
+
+    /// Runs the forwarding script: -1 when `owner`'s heartbeat is older than `ttl_ms`, else
+    /// how many listened on its channel.
+    pub(crate) async fn forward(
+        &self,
+        prefix: &str,
+        owner: &str,
+        ttl_ms: u64,
+        payload: &str,
+    ) -> redis::RedisResult<i64> {
+        let mut manager = self.manager.clone();
+        self.forward
+            .key(gcra::replicas_key(prefix))
+            .arg(owner)
+            .arg(ttl_ms)
+            .arg(relay::replica_channel(prefix, owner))
+            .arg(payload)
+            .invoke_async(&mut manager)
+            .await
+    }
+
     /// Loads the rate script (`SCRIPT LOAD`), so that calls' `EVALSHA` find it; after a store
     /// restart or `SCRIPT FLUSH`, a call meeting `NOSCRIPT` loads it again itself.
     pub(crate) async fn load(&self) -> redis::RedisResult<()> {
@@ -108,7 +156,7 @@ impl Conn {
             .query_async(&mut manager)
             .await?;
         self.load().await?;
-        for script in [&self.heartbeat, &self.usage] {
+        for script in [&self.heartbeat, &self.usage, &self.revoke, &self.forward] {
             script.prepare_invoke().load_async(&mut manager).await?;
         }
         Ok(info)

@@ -19,6 +19,7 @@
 //! clock, and those not seen for 5 s drop out.
 
 pub mod gcra;
+pub mod relay;
 pub mod usage;
 
 #[cfg(feature = "redis")]
@@ -44,6 +45,12 @@ pub const REPLICA_TTL: Duration = Duration::from_secs(5);
 /// handshake to a distant store takes longer than a call may wait, so connecting is the
 /// heartbeat's wait, not a call's.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most revoked sessions a replica reads from the store when it subscribes (the latest to
+/// expire), and remembers.
+pub const MAX_REVOCATIONS: usize = 65_536;
+/// Revocations a slow follower may fall behind by before it misses some (it then reads the
+/// whole set again at its next subscription).
+const REVOCATIONS_BUFFER: usize = 4_096;
 /// The `retryAfterMs` of a call refused because the store is down (`closed`).
 const CLOSED_RETRY_MS: u64 = 1_000;
 
@@ -69,6 +76,73 @@ struct Inner {
     /// The local buckets of `local_share`, rates divided by `replicas`.
     local: Mutex<Ledger>,
     epoch: tokio::time::Instant,
+    /// This replica's id: its heartbeat's member, its channel, the tag of the ids of the
+    /// server→client requests it sends.
+    replica: String,
+    /// Where the subscription delivers.
+    relayed: Relayed,
+    /// Answers forwarded here, until the gateway takes them.
+    answers: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<relay::Forwarded>>>,
+}
+
+/// Where the subscription delivers what other replicas tell this one.
+#[derive(Debug, Clone)]
+struct Relayed {
+    revocations: Arc<Revocations>,
+    answers: tokio::sync::mpsc::UnboundedSender<relay::Forwarded>,
+}
+
+/// The revocations heard so far (until their ids expire, at most [`MAX_REVOCATIONS`]), and
+/// their followers: one that starts following later gets those heard before too.
+#[derive(Debug)]
+struct Revocations {
+    heard: Mutex<std::collections::HashMap<String, u64>>,
+    tx: tokio::sync::broadcast::Sender<relay::Revocation>,
+}
+
+impl Revocations {
+    fn new() -> Self {
+        Self {
+            heard: Mutex::default(),
+            tx: tokio::sync::broadcast::channel(REVOCATIONS_BUFFER).0,
+        }
+    }
+
+    /// A revocation heard: kept, and told to every follower.
+    fn heard(&self, revocation: relay::Revocation) {
+        let mut heard = crate::lock::lock(&self.heard);
+        if heard.contains_key(&revocation.sid) {
+            return;
+        }
+        if heard.len() >= MAX_REVOCATIONS {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            heard.retain(|_, exp| *exp > now);
+            if heard.len() >= MAX_REVOCATIONS {
+                return;
+            }
+        }
+        heard.insert(revocation.sid.clone(), revocation.exp);
+        let _ = self.tx.send(revocation);
+    }
+
+    /// Those heard so far, and the ones to come.
+    fn follow(
+        &self,
+    ) -> (
+        Vec<relay::Revocation>,
+        tokio::sync::broadcast::Receiver<relay::Revocation>,
+    ) {
+        let heard = crate::lock::lock(&self.heard);
+        let so_far = (heard.iter())
+            .map(|(sid, &exp)| relay::Revocation {
+                sid: sid.clone(),
+                exp,
+            })
+            .collect();
+        (so_far, self.tx.subscribe())
+    }
 }
 
 impl Store {
@@ -85,6 +159,13 @@ impl Store {
     ) -> Self {
         let conn = url.and_then(|url| connect(&url, settings.timeout));
         let unavailable = conn.as_ref().err().cloned();
+        let (answers_tx, answers_rx) = tokio::sync::mpsc::unbounded_channel();
+        let relayed = Relayed {
+            revocations: Arc::new(Revocations::new()),
+            answers: answers_tx,
+        };
+        let mut replica = uuid::Uuid::new_v4().simple().to_string();
+        replica.truncate(16);
         let store = Self {
             inner: Arc::new(Inner {
                 #[cfg(feature = "redis")]
@@ -95,6 +176,9 @@ impl Store {
                 down_since: Mutex::new(unavailable.is_some().then(std::time::Instant::now)),
                 local: Mutex::new(Ledger::default()),
                 epoch: tokio::time::Instant::now(),
+                replica,
+                relayed,
+                answers: Mutex::new(Some(answers_rx)),
                 settings,
             }),
         };
@@ -104,10 +188,120 @@ impl Store {
                 "{why}; [state] limits are not shared: every call is decided by on_store_error"
             ),
             None => {
-                tokio::spawn(store.clone().heartbeat(shutdown));
+                tokio::spawn(store.clone().heartbeat(shutdown.clone()));
+                store.follow(shutdown);
             }
         }
         store
+    }
+
+    /// This replica's id (random, per process): the tag of the server→client request ids it
+    /// sends, so that another replica taking the answer knows whom to forward it to.
+    #[must_use]
+    pub fn replica_id(&self) -> &str {
+        &self.inner.replica
+    }
+
+    /// Sessions ended by `DELETE` on any replica (this one's included): those heard so far
+    /// (whose ids have not expired), and the ones to come.
+    #[must_use]
+    pub fn revocations(
+        &self,
+    ) -> (
+        Vec<relay::Revocation>,
+        tokio::sync::broadcast::Receiver<relay::Revocation>,
+    ) {
+        self.inner.relayed.revocations.follow()
+    }
+
+    /// The answers other replicas forward here (once: the gateway takes them).
+    #[must_use]
+    pub fn take_answers(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<relay::Forwarded>> {
+        crate::lock::lock(&self.inner.answers).take()
+    }
+
+    /// Tells every replica that session `sid`, whose id expires at `exp` (Unix seconds),
+    /// ended. Bounded by `timeout_ms` or the connect timeout, whichever is longer.
+    ///
+    /// # Errors
+    /// Why the store did not take it (a [`names`] reason): only this replica knows then.
+    pub async fn revoke(&self, sid: &str, exp: u64) -> Result<(), &'static str> {
+        #[cfg(feature = "redis")]
+        {
+            let Some(conn) = &self.inner.conn else {
+                return Err(names::STORE_UNCONFIGURED);
+            };
+            let prefix = &self.inner.settings.key_prefix;
+            let bound = self.inner.settings.timeout.max(CONNECT_TIMEOUT);
+            match tokio::time::timeout(bound, conn.revoke(prefix, sid, exp)).await {
+                Err(_) => Err(names::STORE_TIMEOUT),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "State store revocation failed");
+                    Err(names::STORE_ERROR)
+                }
+                Ok(Ok(_)) => Ok(()),
+            }
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = (sid, exp);
+            Err(names::STORE_UNCONFIGURED)
+        }
+    }
+
+    /// Forwards `answer` to replica `owner`, whose upstream asked: delivered to its channel
+    /// when its heartbeat is fresh and it listens.
+    ///
+    /// # Errors
+    /// [`relay::ForwardError::OwnerGone`] when it is not (an answer nobody waits for any
+    /// more), [`relay::ForwardError::Store`] when the store did not answer.
+    pub async fn forward(
+        &self,
+        owner: &str,
+        answer: &relay::Forwarded,
+    ) -> Result<(), relay::ForwardError> {
+        #[cfg(feature = "redis")]
+        {
+            use relay::ForwardError;
+            let Some(conn) = &self.inner.conn else {
+                return Err(ForwardError::Store(names::STORE_UNCONFIGURED));
+            };
+            let payload = serde_json::to_string(answer).unwrap_or_default();
+            let prefix = &self.inner.settings.key_prefix;
+            let ttl_ms = u64::try_from(REPLICA_TTL.as_millis()).unwrap_or(u64::MAX);
+            let bound = self.inner.settings.timeout.max(CONNECT_TIMEOUT);
+            let sent = conn.forward(prefix, owner, ttl_ms, &payload);
+            match tokio::time::timeout(bound, sent).await {
+                Err(_) => Err(ForwardError::Store(names::STORE_TIMEOUT)),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "State store forward failed");
+                    Err(ForwardError::Store(names::STORE_ERROR))
+                }
+                Ok(Ok(heard)) if heard > 0 => Ok(()),
+                Ok(Ok(_)) => Err(ForwardError::OwnerGone),
+            }
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = (owner, answer);
+            Err(relay::ForwardError::Store(names::STORE_UNCONFIGURED))
+        }
+    }
+
+    /// Starts following what other replicas publish (feature `redis`).
+    fn follow(&self, shutdown: CancellationToken) {
+        #[cfg(feature = "redis")]
+        if let Some(conn) = &self.inner.conn {
+            tokio::spawn(relay::follow(
+                conn.client().clone(),
+                self.inner.settings.key_prefix.clone(),
+                self.inner.replica.clone(),
+                self.inner.relayed.clone(),
+                shutdown,
+            ));
+        }
+        #[cfg(not(feature = "redis"))]
+        let _ = shutdown;
     }
 
     /// Replicas the heartbeat last counted (at least 1).
@@ -123,7 +317,7 @@ impl Store {
     }
 
     /// What `/status` shows of the store: `backend`, `up`, `on_store_error`, `replicas` (the
-    /// heartbeat's last count) and, during an episode, its `reason` and `down_secs`.
+    /// heartbeat's last count), `replica` (this one's id) and, during an episode, its `reason` and `down_secs`.
     #[must_use]
     pub fn status(&self) -> serde_json::Value {
         let up = self.is_up();
@@ -132,6 +326,7 @@ impl Store {
             "up": up,
             "on_store_error": self.inner.settings.on_store_error.name(),
             "replicas": self.replicas(),
+            "replica": self.inner.replica,
         });
         if !up {
             doc["reason"] = (*crate::lock::lock(&self.inner.reason)).into();
@@ -302,7 +497,7 @@ impl Store {
         let Some(conn) = self.inner.conn.clone() else {
             return;
         };
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = self.inner.replica.clone();
         let key = gcra::replicas_key(&self.inner.settings.key_prefix);
         let ttl_ms = u64::try_from(REPLICA_TTL.as_millis()).unwrap_or(u64::MAX);
         // Off the request path: a beat may wait longer than a call, long enough to connect.

@@ -132,6 +132,14 @@ pub fn state_fallback(reason: &'static str) {
     }
 }
 
+/// A client's answer to another replica's server→client request: `forwarded`, `owner_gone`
+/// or why the store did not take it ([`names::STATE_ANSWERS`]).
+pub fn state_answer(outcome: &'static str) {
+    if enabled() {
+        metrics::counter!(names::STATE_ANSWERS, names::OUTCOME => outcome).increment(1);
+    }
+}
+
 /// A policy reload, `applied` or `refused` ([`crate::reload::Outcome::as_str`]).
 pub fn reload(outcome: &'static str) {
     if enabled() {

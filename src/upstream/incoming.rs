@@ -210,11 +210,7 @@ impl Upstream {
             }
         };
         // Unguessable, so that no other session can answer in this client's place.
-        let gateway_id = format!(
-            "mcpb-{}-{}",
-            self.inner.index,
-            uuid::Uuid::new_v4().simple()
-        );
+        let gateway_id = super::asked_id(self.inner.index, self.inner.replica.as_deref());
         {
             let mut asked = lock(&self.inner.server_requests);
             // Requests to clients that have gone will never be answered.

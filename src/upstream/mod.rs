@@ -121,6 +121,35 @@ pub struct Upstream {
     inner: Arc<Inner>,
 }
 
+/// The id the gateway gives a server→client request of upstream `index` (what the client
+/// sees and answers): `mcpb-INDEX-RANDOM`, unguessable, so that no other session answers in
+/// the asked client's place, and `-REPLICA` after it on a replica of a deployment.
+///
+/// ```
+/// use mcp_budget::upstream::{asked_id, asked_replica};
+///
+/// let id = asked_id(3, Some("r1"));
+/// assert!(id.starts_with("mcpb-3-") && id.ends_with("-r1"));
+/// assert_eq!(asked_replica(&id), Some("r1"));
+/// assert_eq!(asked_replica(&asked_id(3, None)), None);
+/// ```
+#[must_use]
+pub fn asked_id(index: impl std::fmt::Display, replica: Option<&str>) -> String {
+    let random = uuid::Uuid::new_v4().simple();
+    match replica {
+        Some(replica) => format!("mcpb-{index}-{random}-{replica}"),
+        None => format!("mcpb-{index}-{random}"),
+    }
+}
+
+/// The replica an id of [`asked_id`] names, if any.
+#[must_use]
+pub fn asked_replica(id: &str) -> Option<&str> {
+    let mut parts = id.strip_prefix("mcpb-")?.splitn(3, '-');
+    let (_, _, replica) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(replica)
+}
+
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
@@ -136,6 +165,8 @@ pub(crate) enum Link {
 
 struct Inner {
     index: usize,
+    /// The replica tag of the ids of the server→client requests it sends (`[state]`).
+    replica: Option<Arc<str>>,
     spec: UpstreamSpec,
     capabilities: Value,
     link: Mutex<Option<Arc<Link>>>,
@@ -180,6 +211,21 @@ impl Upstream {
         events: mpsc::UnboundedSender<Event>,
         shutdown: CancellationToken,
     ) -> Self {
+        Self::start_tagged(index, None, spec, capabilities, events, shutdown)
+    }
+
+    /// [`Upstream::start`] on a replica of a deployment (`[state]`): the ids of the
+    /// server→client requests it sends carry `replica` (see [`asked_id`]), so that a replica
+    /// taking the answer forwards it here.
+    #[must_use]
+    pub fn start_tagged(
+        index: usize,
+        replica: Option<Arc<str>>,
+        spec: UpstreamSpec,
+        capabilities: Value,
+        events: mpsc::UnboundedSender<Event>,
+        shutdown: CancellationToken,
+    ) -> Self {
         let (status, _) = watch::channel(Status::Starting);
         let era = match spec.protocol {
             UpstreamProtocol::Modern => Some(Era::Modern),
@@ -191,6 +237,7 @@ impl Upstream {
         let upstream = Self {
             inner: Arc::new(Inner {
                 index,
+                replica,
                 spec,
                 capabilities,
                 link: Mutex::new(None),

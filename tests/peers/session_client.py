@@ -2,7 +2,9 @@
 keeps one session across gateway restarts and replicas (tests/scaleout.rs).
 
 usage: session_client.py <url>
-env:   PLAN = JSON {"steps": [STEP...]}
+env:   PLAN = JSON {"steps": [STEP...], "sampling": text?, "elicit": {...}?} (with "sampling"
+       the client answers sampling/createMessage with that text; with "elicit", elicitation
+       requests are accepted with that content)
 STEP:  {"op": "list_tools"}
        {"op": "call", "name": str, "args": {...}, "progress": bool}
        {"op": "pause"}  prints {"paused": n} and waits for a line on stdin (the test restarts
@@ -20,6 +22,7 @@ import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp import types
 from mcp.shared.exceptions import MCPError
 
 
@@ -47,7 +50,24 @@ async def main() -> None:
     timeout = httpx2.Timeout(30.0, read=300.0)
     http = httpx2.AsyncClient(timeout=timeout, event_hooks={"request": [record]})
     steps, paused = [], 0
-    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+
+    async def sampling(_ctx, params):
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=plan["sampling"]),
+            model="session-client-model",
+            stop_reason="endTurn",
+        )
+
+    async def elicitation(_ctx, params):
+        return types.ElicitResult(action="accept", content=plan["elicit"])
+
+    kwargs = {"mode": "legacy"}
+    if plan.get("sampling") is not None:
+        kwargs["sampling_callback"] = sampling
+    if plan.get("elicit") is not None:
+        kwargs["elicitation_callback"] = elicitation
+    async with http, Client(streamable_http_client(url, http_client=http), **kwargs) as client:
         protocol = client.protocol_version
         for step in plan.get("steps", []):
             op = step["op"]

@@ -1,7 +1,7 @@
 // TypeScript SDK client (2025 era: initialize + Mcp-Session-Id) that keeps one session across
 // gateway restarts and replicas (tests/scaleout.rs).
 // usage: node ts_session_client.mjs <url>
-// env:   PLAN = JSON {"steps": [STEP...]}, STEP as in session_client.py
+// env:   PLAN = JSON {"steps": [STEP...], "sampling"?, "elicit"?}, as in session_client.py
 //        ({"op": "list_tools"} | {"op": "call", name, args, progress} | {"op": "pause"})
 // Prints {"paused": n} at each pause and waits for a line on stdin; prints one JSON object last:
 // steps, requests (method, JSON-RPC method, Mcp-Session-Id of every HTTP request) and
@@ -9,6 +9,7 @@
 import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { CreateMessageRequestSchema, ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const [url] = process.argv.slice(2);
 const plan = JSON.parse(process.env.PLAN ?? "{}");
@@ -27,7 +28,21 @@ const recordingFetch = async (input, init = {}) => {
 };
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: recordingFetch });
-const client = new Client({ name: "ts-session-client", version: "0" });
+const capabilities = {};
+if (plan.sampling != null) capabilities.sampling = {};
+if (plan.elicit != null) capabilities.elicitation = { form: {} };
+const client = new Client({ name: "ts-session-client", version: "0" }, { capabilities });
+if (plan.sampling != null) {
+  client.setRequestHandler(CreateMessageRequestSchema, async () => ({
+    role: "assistant",
+    content: { type: "text", text: plan.sampling },
+    model: "ts-session-client-model",
+    stopReason: "endTurn",
+  }));
+}
+if (plan.elicit != null) {
+  client.setRequestHandler(ElicitRequestSchema, async () => ({ action: "accept", content: plan.elicit }));
+}
 await client.connect(transport);
 const steps = [];
 let paused = 0;

@@ -132,8 +132,17 @@ pub(super) async fn handle_delete(
         );
     };
     match state.end_session(id, &principal) {
-        Ok(true) => StatusCode::OK.into_response(),
-        Ok(false) => plain_error(
+        Ok(Some(ended)) => {
+            if let (Some((sid, exp)), Some(store)) = (ended.sealed, &state.store) {
+                // Every replica ends it now; one that is not listening reads it when it
+                // subscribes again.
+                if let Err(reason) = store.revoke(&sid, exp).await {
+                    tracing::warn!(session = %sid, reason, "Session ended on this replica only: the shared state store did not take the revocation");
+                }
+            }
+            StatusCode::OK.into_response()
+        }
+        Ok(None) => plain_error(
             StatusCode::NOT_FOUND,
             "unknown or expired session",
             kind::SESSION_UNKNOWN,

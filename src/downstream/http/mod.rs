@@ -156,6 +156,8 @@ struct AppState {
     sweeping: AtomicBool,
     /// Whether the last `initialize` was refused for a session limit.
     refusing_sessions: AtomicBool,
+    /// The `[state]` store: `DELETE`s reach every replica through it.
+    store: Option<crate::state::Store>,
 }
 
 /// The MCP endpoint as an axum router serving `/`: mount it with
@@ -173,6 +175,7 @@ pub fn router_at(path: &str, endpoint: Endpoint, config: HttpConfig) -> Router {
         sessions,
         catalog,
         gate,
+        store,
     } = endpoint;
     let state = Arc::new(AppState {
         service,
@@ -183,7 +186,17 @@ pub fn router_at(path: &str, endpoint: Endpoint, config: HttpConfig) -> Router {
         sessions: Mutex::new(Sessions::default()),
         sweeping: AtomicBool::new(false),
         refusing_sessions: AtomicBool::new(false),
+        store,
     });
+    if state.config.sealer.is_some() {
+        if let Some(store) = &state.store {
+            // Sessions ended by DELETE on other replicas end here too.
+            tokio::spawn(sessions::follow_revocations(
+                Arc::downgrade(&state),
+                store.clone(),
+            ));
+        }
+    }
     // RFC 9728 §3.1: the metadata of resource `/mcp` is at the well-known path plus `/mcp`;
     // the bare well-known path serves it too (clients that guess from the origin).
     let metadata = format!("{METADATA_PATH}{}", path.trim_end_matches('/'));

@@ -90,6 +90,13 @@ pub(super) struct GetStream {
     pub(super) peer: Option<Arc<Peer>>,
 }
 
+/// What a `DELETE` ended.
+#[derive(Debug)]
+pub(super) struct Ended {
+    /// A sealed session's `sid` and its id's `exp`: what the other replicas revoke.
+    pub(super) sealed: Option<(String, u64)>,
+}
+
 /// The caps on opening sessions.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct SessionCaps {
@@ -181,13 +188,14 @@ impl Sessions {
 
 impl AppState {
     /// Ends session `id` (DELETE) of `principal`: it is forgotten here and by the gateway, and
-    /// its GET stream ends; a sealed one is not rebuilt here until its id expires. Whether it
-    /// existed; a session of another client is not ended.
+    /// its GET stream ends; a sealed one is not rebuilt here until its id expires. `None` when
+    /// it did not exist; a session of another client is not ended. A sealed session's
+    /// `(sid, exp)` come back, for the other replicas to end it too (`[state]`).
     pub(super) fn end_session(
         &self,
         id: &str,
         principal: &Principal,
-    ) -> Result<bool, Box<Response>> {
+    ) -> Result<Option<Ended>, Box<Response>> {
         let entry = {
             let mut sessions = lock(&self.sessions);
             match sessions.map.get(id) {
@@ -204,22 +212,46 @@ impl AppState {
         };
         if let Some(entry) = entry {
             self.forget(&entry);
-            return Ok(true);
+            let sealed = (entry.expires).map(|exp| (entry.session.id.clone(), exp));
+            return Ok(Some(Ended { sealed }));
         }
         // Not held here: a sealed id this replica never served (or served before a restart)
         // ends here too.
         let Some(claims) = self.open_sealed(id) else {
-            return Ok(false);
+            return Ok(None);
         };
         if !sealed::belongs_to(&claims, principal) {
             return Err(super::auth::foreign_session());
         }
         let mut sessions = lock(&self.sessions);
         if sessions.revoked.contains(&claims.sid) {
-            return Ok(false);
+            return Ok(None);
         }
         sessions.revoked.insert(&claims.sid, claims.exp);
-        Ok(true)
+        Ok(Some(Ended {
+            sealed: Some((claims.sid, claims.exp)),
+        }))
+    }
+
+    /// A session another replica ended (`[state]`): ended here too, if held, and not rebuilt
+    /// from its id until it expires.
+    pub(super) fn revoked_elsewhere(&self, sid: &str, exp: u64) {
+        let ended: Vec<Entry> = {
+            let mut sessions = lock(&self.sessions);
+            if sessions.revoked.contains(sid) {
+                return;
+            }
+            sessions.revoked.insert(sid, exp);
+            let ids: Vec<String> = (sessions.map.iter())
+                .filter(|(_, e)| e.session.id == sid)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| sessions.remove(id)).collect()
+        };
+        for entry in ended {
+            self.forget(&entry);
+            tracing::debug!(session = %sid, "Session ended by DELETE on another replica");
+        }
     }
 
     /// What ending a session takes besides removing its entry.
@@ -437,6 +469,34 @@ impl Drop for InUse {
         // session's idle time then.
         self.link.uses.fetch_add(1, Ordering::Release);
         self.link.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Ends here the sessions other replicas end (`[state]`), until the endpoint is dropped.
+pub(super) async fn follow_revocations(
+    state: std::sync::Weak<AppState>,
+    store: crate::state::Store,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let (so_far, mut revocations) = store.revocations();
+    drop(store);
+    if let Some(state) = state.upgrade() {
+        for revoked in so_far {
+            state.revoked_elsewhere(&revoked.sid, revoked.exp);
+        }
+    }
+    loop {
+        match revocations.recv().await {
+            Ok(revoked) => {
+                let Some(state) = state.upgrade() else { return };
+                state.revoked_elsewhere(&revoked.sid, revoked.exp);
+            }
+            Err(RecvError::Lagged(missed)) => tracing::warn!(
+                missed,
+                "Missed revocations of other replicas: this replica may serve those sessions until their ids expire"
+            ),
+            Err(RecvError::Closed) => return,
+        }
     }
 }
 

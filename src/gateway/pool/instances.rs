@@ -256,8 +256,9 @@ impl Pool {
                 }
                 let id = FIRST_ID + instances.next.fetch_add(1, Ordering::Relaxed);
                 let spec = instance_spec(base.spec(), credentials);
-                let upstream = Upstream::start(
+                let upstream = Upstream::start_tagged(
                     id,
+                    self.replica.clone(),
                     spec,
                     self.capabilities.clone(),
                     self.events.clone(),

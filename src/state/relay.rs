@@ -1,0 +1,192 @@
+//! What replicas tell each other through the store (issue 34 item 5): sessions ended by
+//! `DELETE`, and clients' answers to server→client requests that reached a replica other than
+//! the one whose upstream asked. The keys, channels and scripts here are pure; the
+//! subscription (feature `redis`) is [`follow`].
+//!
+//! - **Revocations**: a `DELETE` adds the session's `sid` to a sorted set scored by its id's
+//!   `exp` (pruned of expired ids at every add, and expiring with its last id: bounded by what
+//!   one session lifetime of `DELETE`s adds) and publishes it on the revocations channel.
+//!   Every replica ends the session at once; one that was not subscribed then (starting,
+//!   reconnecting) reads the whole set when it subscribes.
+//! - **Answers**: each replica listens on a channel of its own. An answer to a request another
+//!   replica asked is published there, after a check (in the same script) that the owner's
+//!   heartbeat is fresh: an owner that is gone is an immediate error, not a wait.
+
+/// The script that revokes: `KEYS[1]` the sorted set; `ARGV` the `sid`, its `exp` (Unix
+/// seconds), the channel. Answers how many replicas heard it.
+pub const REVOKE: &str = r"
+local now = tonumber(redis.call('TIME')[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('EXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1)
+return redis.call('PUBLISH', ARGV[3], ARGV[1] .. ' ' .. ARGV[2])
+";
+
+/// The script that forwards an answer: `KEYS[1]` the replicas' sorted set (the heartbeat's);
+/// `ARGV` the owner, how long (ms) a replica counts after its last beat, the owner's channel,
+/// the payload. Answers -1 when the owner's heartbeat is stale, else how many listened (0: its
+/// subscription is gone).
+pub const FORWARD: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local seen = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not seen or tonumber(seen) < now - tonumber(ARGV[2]) then return -1 end
+return redis.call('PUBLISH', ARGV[3], ARGV[4])
+";
+
+/// The sorted set of revoked session ids.
+#[must_use]
+pub fn revoked_key(prefix: &str) -> String {
+    format!("{prefix}revoked")
+}
+
+/// The channel revocations are published on.
+#[must_use]
+pub fn revoked_channel(prefix: &str) -> String {
+    format!("{prefix}revocations")
+}
+
+/// The channel replica `id` hears answers on.
+#[must_use]
+pub fn replica_channel(prefix: &str, id: &str) -> String {
+    format!("{prefix}replica:{id}")
+}
+
+/// A session ended by `DELETE` somewhere: its `sid` and its id's `exp` (Unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revocation {
+    /// The session's `sid` (the one every replica knows it by).
+    pub sid: String,
+    /// When its id expires anyway.
+    pub exp: u64,
+}
+
+impl Revocation {
+    /// A revocations channel message read: `SID EXP`.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        let (sid, exp) = text.rsplit_once(' ')?;
+        Some(Self {
+            sid: sid.to_owned(),
+            exp: exp.parse().ok()?,
+        })
+    }
+}
+
+/// A client's answer that another replica took: the session it came on (its `sid`) and the
+/// message, for the gateway of the replica whose upstream asked.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Forwarded {
+    /// The session's `sid`.
+    pub session: String,
+    /// The JSON-RPC answer, as the client sent it.
+    pub message: Box<serde_json::value::RawValue>,
+}
+
+/// Why an answer was not forwarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardError {
+    /// The replica that asked is gone (no fresh heartbeat, or no one listens on its channel).
+    OwnerGone,
+    /// The store did not answer (a [`crate::telemetry::names`] reason).
+    Store(&'static str),
+}
+
+/// Follows the revocations and this replica's channel until `shutdown`, subscribing again
+/// after every loss (each time, the whole revocation set is read first).
+#[cfg(feature = "redis")]
+pub(super) async fn follow(
+    client: redis::Client,
+    prefix: String,
+    replica: String,
+    to: super::Relayed,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    use futures::StreamExt;
+    let (revocations, own) = (revoked_channel(&prefix), replica_channel(&prefix, &replica));
+    loop {
+        let subscribed = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&[&revocations, &own]).await?;
+            // Revocations published before the subscription: the set holds them.
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            let all: Vec<(String, f64)> = redis::cmd("ZRANGE")
+                .arg(revoked_key(&prefix))
+                .arg(-i64::try_from(super::MAX_REVOCATIONS).unwrap_or(i64::MAX))
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async(&mut conn)
+                .await?;
+            Ok::<_, redis::RedisError>((pubsub, all))
+        };
+        let bound = super::CONNECT_TIMEOUT;
+        match tokio::time::timeout(bound, subscribed).await {
+            Ok(Ok((pubsub, all))) => {
+                for (sid, exp) in all {
+                    // Whole seconds (the scores are `exp` values).
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    let exp = exp as u64;
+                    to.revocations.heard(Revocation { sid, exp });
+                }
+                let mut messages = pubsub.into_on_message();
+                loop {
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        msg = messages.next() => {
+                            let Some(msg) = msg else { break };
+                            let Ok(payload) = msg.get_payload::<String>() else { continue };
+                            if msg.get_channel_name() == revocations {
+                                if let Some(revoked) = Revocation::parse(&payload) {
+                                    to.revocations.heard(revoked);
+                                }
+                            } else if let Ok(forwarded) = serde_json::from_str(&payload) {
+                                let _ = to.answers.send(forwarded);
+                            }
+                        }
+                    }
+                }
+                tracing::debug!("State store subscription lost; subscribing again");
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "State store subscription failed"),
+            Err(_) => tracing::debug!("State store subscription timed out"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(super::PROBE_EVERY) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_revocation_reads_back_and_a_forwarded_answer_keeps_its_bytes() {
+        assert_eq!(
+            Revocation::parse("a b 17"),
+            Some(Revocation {
+                sid: "a b".into(),
+                exp: 17
+            })
+        );
+        assert_eq!(Revocation::parse("nospace"), None);
+        assert_eq!(Revocation::parse("s x"), None);
+        let text =
+            r#"{"session":"s1","message":{"jsonrpc":"2.0","id":"mcpb-0-x","result":{ "a" :1}}}"#;
+        let forwarded: Forwarded = serde_json::from_str(text).unwrap();
+        assert_eq!(forwarded.session, "s1");
+        assert!(
+            forwarded.message.get().contains(r#"{ "a" :1}"#),
+            "raw bytes"
+        );
+    }
+
+    #[test]
+    fn channels_and_keys_carry_the_prefix() {
+        assert_eq!(revoked_key("p:"), "p:revoked");
+        assert_eq!(revoked_channel("p:"), "p:revocations");
+        assert_eq!(replica_channel("p:", "r1"), "p:replica:r1");
+    }
+}

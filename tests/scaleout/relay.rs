@@ -1,0 +1,293 @@
+//! What replicas tell each other through the store (`[state] backend = "redis"`, issue 34
+//! item 5): a `DELETE` ends a sealed session on every replica, replicas started later
+//! included; a client's answer to a sampling or elicitation request reaches the replica whose
+//! upstream asked, whichever replica HAProxy's round-robin gives it (the Python and
+//! TypeScript SDKs against `server-everything`); an answer for a replica that is gone is
+//! refused at once.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::harness::{self, free_port};
+use super::{Haproxy, Replica, Scripted, TURN, open_session, post_mcp, write_policy};
+
+/// A replica's policy in its own folder of `dir`: `server-everything`, sealed ids, `[state]`
+/// on the test's store, its admin listener on `admin`.
+fn relay_policy(dir: &Path, i: usize, tag: &str, admin: u16) -> PathBuf {
+    let dir = dir.join(format!("r{i}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = write_policy(&dir, tag);
+    let text = std::fs::read_to_string(&path).unwrap()
+        + &format!(
+            "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n\
+             key_prefix = \"{tag}:\"\ntimeout_ms = 250\n\n[admin]\nhttp = \"127.0.0.1:{admin}\"\n"
+        );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The sum of metric `name`'s series on the admin listener at `port`, by `label` value.
+async fn metric(port: u16, name: &str) -> Vec<(String, u64)> {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter_map(|l| {
+            let (labels, value) = l.rsplit_once(' ')?;
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let n = value.parse::<f64>().ok()? as u64;
+            Some((labels.trim_end_matches('}').to_owned(), n))
+        })
+        .collect()
+}
+
+/// Three replicas sharing one store, each with its admin listener.
+struct Deployment {
+    tag: String,
+    _guard: harness::TagGuard,
+    dir: tempfile::TempDir,
+    redis: harness::RedisServer,
+    gateways: Vec<Replica>,
+    ports: Vec<u16>,
+    admin: Vec<u16>,
+}
+
+impl Deployment {
+    async fn start(name: &str) -> Self {
+        let tag = harness::new_tag(name);
+        let guard = harness::TagGuard(tag.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let redis = harness::RedisServer::start(&tag).await;
+        let mut deployment = Self {
+            tag,
+            _guard: guard,
+            dir,
+            redis,
+            gateways: Vec::new(),
+            ports: Vec::new(),
+            admin: Vec::new(),
+        };
+        for _ in 0..3 {
+            deployment.add().await;
+        }
+        deployment
+    }
+
+    /// One more replica.
+    async fn add(&mut self) {
+        let (port, admin) = (free_port(), free_port());
+        let i = self.gateways.len();
+        let policy = relay_policy(self.dir.path(), i, &self.tag, admin);
+        let env = [("MCP_BUDGET_REDIS_URL", self.redis.url())];
+        self.gateways
+            .push(Replica::start_with(&policy, port, &self.tag, &env).await);
+        self.ports.push(port);
+        self.admin.push(admin);
+    }
+
+    fn url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.ports[i])
+    }
+
+    async fn stop(mut self) {
+        for gateway in self.gateways.drain(..) {
+            gateway.stop().await;
+        }
+        self.redis.kill().await;
+        harness::assert_no_leftovers(&self.tag).await;
+    }
+}
+
+/// A `tools/list` on `session` through `url`: the HTTP status and, on an error, its type.
+async fn list_status(url: &str, session: &str) -> (u16, String) {
+    let list = json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"});
+    match post_mcp(url, Some(session), &list).await {
+        Ok(_) => (200, String::new()),
+        Err(e) => {
+            let status = e
+                .strip_prefix("HTTP ")
+                .and_then(|r| r.get(..3))
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            (status, e)
+        }
+    }
+}
+
+async fn delete(url: &str, session: &str) -> u16 {
+    harness::http_client()
+        .delete(url)
+        .header("mcp-session-id", session)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_on_one_replica_ends_the_session_on_every_replica_and_on_later_ones() {
+    let _turn = TURN.lock().await;
+    let mut deployment = Deployment::start("scaleout-revoke").await;
+    let session = open_session(&deployment.url(0)).await;
+    // Every replica serves it (and holds it: an entry rebuilt from the sealed id).
+    for i in 0..3 {
+        assert_eq!(list_status(&deployment.url(i), &session).await.0, 200);
+    }
+    assert_eq!(delete(&deployment.url(1), &session).await, 200);
+    let ended = std::time::Instant::now();
+    for i in [0, 2] {
+        // Published at once; a little time for it to arrive.
+        let mut status = list_status(&deployment.url(i), &session).await;
+        while status.0 == 200 && ended.elapsed() < Duration::from_secs(2) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            status = list_status(&deployment.url(i), &session).await;
+        }
+        assert_eq!(status.0, 404, "replica {i} still serves it: {}", status.1);
+        assert!(
+            status.1.contains("mcp_budget.session.unknown"),
+            "{}",
+            status.1
+        );
+    }
+    eprintln!(
+        "revoked on the two other replicas within {:?}",
+        ended.elapsed()
+    );
+    // A replica that starts after the DELETE reads the revocations when it subscribes.
+    deployment.add().await;
+    let mut status = list_status(&deployment.url(3), &session).await;
+    let started = std::time::Instant::now();
+    while status.0 == 200 && started.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        status = list_status(&deployment.url(3), &session).await;
+    }
+    assert_eq!(status.0, 404, "a later replica serves it: {}", status.1);
+    assert_eq!(
+        delete(&deployment.url(2), &session).await,
+        404,
+        "ended once"
+    );
+    // Other sessions are untouched.
+    let other = open_session(&deployment.url(1)).await;
+    for i in 0..4 {
+        assert_eq!(list_status(&deployment.url(i), &other).await.0, 200);
+    }
+    deployment.stop().await;
+}
+
+/// Three sampling and three elicitation calls, the client answering with `text` and `name`.
+fn asking_plan(text: &str, name: &str) -> Value {
+    let sample = json!({"op": "call", "name": "e__trigger-sampling-request",
+                        "args": {"prompt": "hi", "maxTokens": 20}});
+    let elicit = json!({"op": "call", "name": "e__trigger-elicitation-request", "args": {}});
+    json!({
+        "sampling": text,
+        "elicit": {"name": name, "check": true},
+        "steps": [sample, elicit, sample, elicit, sample, elicit],
+    })
+}
+
+/// Every step of `report` got a result carrying what the client answered.
+fn assert_answered(client: &str, report: &Value, text: &str, name: &str) {
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 6, "{client}: {report}");
+    for step in steps {
+        let result = step["result"].to_string();
+        let wanted = if step["name"] == "e__trigger-sampling-request" {
+            text
+        } else {
+            name
+        };
+        assert!(
+            step.get("error").is_none() && result.contains(wanted),
+            "{client}: {step}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_and_elicitation_answers_reach_the_replica_that_asked_through_round_robin() {
+    let _turn = TURN.lock().await;
+    let deployment = Deployment::start("scaleout-answers").await;
+    let haproxy = Haproxy::start(&deployment.ports, &deployment.tag).await;
+    let timeout = ("STEP_TIMEOUT", "15".to_owned());
+    let python_plan = [
+        ("PLAN", asking_plan("SAMPLED-BY-PY", "Ada").to_string()),
+        timeout.clone(),
+    ];
+    let ts_plan = [
+        ("PLAN", asking_plan("SAMPLED-BY-TS", "Grace").to_string()),
+        timeout,
+    ];
+    let tag = &deployment.tag;
+    // One after the other: server-everything's elicitation request names no client, and the
+    // gateway does not guess between two clients calling one shared server at once.
+    let python = Scripted::python("session_client.py", &haproxy.url(), &python_plan, tag)
+        .report(Duration::from_secs(120))
+        .await;
+    let ts = Scripted::node("ts_session_client.mjs", &haproxy.url(), &ts_plan, tag)
+        .report(Duration::from_secs(120))
+        .await;
+    assert_answered("python", &python, "SAMPLED-BY-PY", "Ada");
+    assert_answered("ts", &ts, "SAMPLED-BY-TS", "Grace");
+    let mut forwarded = 0;
+    for port in &deployment.admin {
+        for (labels, n) in metric(*port, "mcp_budget_state_answers_total").await {
+            assert_eq!(
+                labels, "outcome=\"forwarded\"",
+                "only forwarded: {labels} {n}"
+            );
+            forwarded += n;
+        }
+    }
+    eprintln!("12 answers through round-robin, {forwarded} forwarded to the replica that asked");
+    assert!(forwarded > 0, "round-robin sent no answer elsewhere");
+    drop(haproxy);
+    deployment.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_for_a_replica_that_is_gone_is_refused_at_once() {
+    let _turn = TURN.lock().await;
+    let mut deployment = Deployment::start("scaleout-asker-gone").await;
+    let session = open_session(&deployment.url(0)).await;
+    // An answer to a request replica 0 sent, for a replica id no heartbeat knows.
+    let answer = json!({"jsonrpc": "2.0", "id": "mcpb-0-0123456789abcdef0123456789abcdef-feedfacecafebeef",
+                        "result": {"action": "accept", "content": {}}});
+    let started = std::time::Instant::now();
+    let refused = post_mcp(&deployment.url(1), Some(&session), &answer).await;
+    let took = started.elapsed();
+    let error = refused.unwrap_err();
+    assert!(error.starts_with("HTTP 400"), "{error}");
+    assert!(error.contains("mcp_budget.route.asker_gone"), "{error}");
+    assert!(
+        took < Duration::from_secs(2),
+        "refused at once, not after {took:?}"
+    );
+    // A replica killed (its heartbeat still fresh, its subscription gone): the same.
+    let status: Value = reqwest::get(format!("http://127.0.0.1:{}/status", deployment.admin[2]))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let replica = status["state"]["replica"].as_str().unwrap().to_owned();
+    deployment.gateways[2].kill().await;
+    let answer = json!({"jsonrpc": "2.0", "id": format!("mcpb-0-0123456789abcdef0123456789abcdef-{replica}"),
+                        "result": {"action": "accept", "content": {}}});
+    let error = post_mcp(&deployment.url(1), Some(&session), &answer)
+        .await
+        .unwrap_err();
+    assert!(error.contains("mcp_budget.route.asker_gone"), "{error}");
+    let gone = deployment.gateways.remove(2);
+    drop(gone);
+    deployment.ports.remove(2);
+    deployment.stop().await;
+}
