@@ -56,7 +56,8 @@
 //! - [`layer`]: the tower layers (recover, trace, era, budget, authorize, limit, guard), one
 //!   module each.
 //! - [`stack`]: the one place that orders the layers.
-//! - [`state`]: state replicas share (`[state]`): the `[limits]` rates in Redis or Valkey.
+//! - [`state`]: state replicas share (`[state]`) in Redis or Valkey: the `[limits]` rates,
+//!   usage counts, revoked sessions, clients' answers for the replica that asked.
 //! - [`downstream`]: how hosts reach the gateway: stdio and streamable HTTP.
 //! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/readyz`, `/status`.
 //! - [`server`]: start, serve, stop: the library entry the binary wraps.

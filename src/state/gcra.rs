@@ -1,5 +1,5 @@
 //! The shared rate check: which keys a call spends, the Lua script that spends them in one
-//! round trip, and what its answer means. Pure (no I/O): the connection is [`super::conn`]'s.
+//! round trip, and what its answer means. Pure (no I/O): the connection is `super::conn`'s.
 //!
 //! One GCRA (generic cell rate algorithm) per key: the key holds the *theoretical arrival
 //! time* (TAT) of the next call in microseconds of the server's clock (`TIME`), so every

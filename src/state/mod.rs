@@ -1,5 +1,7 @@
-//! State that replicas share (`[state]`, issue 34): the `[limits]` rates, kept in Redis or
-//! Valkey so that every replica spends the same buckets.
+//! State that replicas share (`[state]`, issue 34), in Redis or Valkey: the `[limits]` rates,
+//! so that every replica spends the same buckets; the usage counts every replica plans with
+//! ([`usage`]); sessions ended by `DELETE` and clients' answers for the replica whose upstream
+//! asked ([`relay`]).
 //!
 //! With `backend = "redis"` the `limit` layer asks the [`Store`] instead of its own ledger:
 //! one round trip per call (`EVALSHA` of [`gcra::SCRIPT`], every key of the call at once, on

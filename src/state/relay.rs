@@ -1,7 +1,7 @@
 //! What replicas tell each other through the store (issue 34 item 5): sessions ended by
 //! `DELETE`, and clients' answers to server→client requests that reached a replica other than
 //! the one whose upstream asked. The keys, channels and scripts here are pure; the
-//! subscription (feature `redis`) is [`follow`].
+//! subscription (feature `redis`) is `follow`.
 //!
 //! - **Revocations**: a `DELETE` adds the session's `sid` to a sorted set scored by its id's
 //!   `exp` (pruned of expired ids at every add, and expiring with its last id: bounded by what

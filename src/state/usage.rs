@@ -1,6 +1,6 @@
 //! Shared usage counts (`[budget] usage_file` with `[state] backend = "redis"`): the keys, the
 //! Lua script that adds a replica's counts and hands back the counts every replica plans with,
-//! and what its answer means. Pure (no I/O): the connection is [`super::conn`]'s.
+//! and what its answer means. Pure (no I/O): the connection is `super::conn`'s.
 //!
 //! **One epoch, one set of counts.** Time on the store's clock (`TIME`) is cut into epochs of
 //! `relearn_secs`. The first replica to relearn in an epoch copies the running counts into the
