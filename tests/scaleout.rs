@@ -24,6 +24,8 @@
 #[allow(dead_code, unreachable_pub)]
 mod harness;
 
+#[path = "scaleout/faults.rs"]
+mod faults;
 #[path = "scaleout/relay.rs"]
 mod relay;
 #[path = "scaleout/usage.rs"]
