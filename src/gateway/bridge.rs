@@ -26,6 +26,9 @@ use crate::upstream::{Call, Upstream};
 
 /// Prefix of the ids of server→client requests the gateway itself sends (MRTR shim).
 pub(super) const SHIM_PREFIX: &str = "mcpb-shim-";
+/// How much longer than the upstream's timeout a retry forwarded to the replica that parked
+/// the call waits for the outcome.
+const RESUME_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// Most rounds of `input_required` answered for one 2025-era client call.
 const MAX_ROUNDS: usize = 16;
 
@@ -110,6 +113,14 @@ impl Gateway {
                 .as_ref()
                 .map_or((None, None), |v| bridge::retry_fields(v));
             if let Some(state) = state.filter(|s| s.starts_with(STATE_PREFIX)) {
+                let elsewhere = super::parked::parked_by(state)
+                    .zip(self.inner.state.as_ref())
+                    .filter(|(owner, store)| *owner != store.replica_id());
+                if let Some((owner, _)) = elsewhere {
+                    // The parked call's own timeout, and a little for the round trips.
+                    let wait = upstream.spec().timeout + RESUME_MARGIN;
+                    return self.resume_at(owner, msg, caller, wait).await;
+                }
                 let responses = responses.cloned().unwrap_or_default();
                 return self.resume(state, responses, msg, caller).await;
             }

@@ -151,7 +151,12 @@ impl Gateway {
     fn park(&self, mut parked: Parked, asked: Vec<Message>) -> Message {
         let requests = asked_requests(asked);
         parked.asked = requests.iter().map(|(k, _, _)| k.clone()).collect();
-        let state = format!("{STATE_PREFIX}{}", uuid::Uuid::new_v4().simple());
+        let state = parked_state(
+            self.inner
+                .state
+                .as_ref()
+                .map(crate::state::Store::replica_id),
+        );
         lock(&self.inner.parked.0).insert(state.clone(), parked);
         // A client that never retries: the call is cancelled upstream after the TTL.
         let gateway = Arc::downgrade(&self.inner);
@@ -174,6 +179,87 @@ impl Gateway {
         Message::response_value(Id::Null, &bridge::input_required_result(&requests, &state))
     }
 
+    /// A modern client's retry of a call another replica parked (`[state]`, its
+    /// `requestState` names `owner`): forwarded there, and that replica's outcome is the
+    /// answer; `wait` bounds the wait for it.
+    pub(super) async fn resume_at(
+        &self,
+        owner: &str,
+        msg: &Message,
+        caller: &Caller,
+        wait: Duration,
+    ) -> Result<Message, Error> {
+        use crate::state::relay::ForwardError;
+        let Some(store) = &self.inner.state else {
+            return Err(unknown_state(msg));
+        };
+        let text = String::from_utf8(msg.to_bytes()).unwrap_or_default();
+        let request = serde_json::value::RawValue::from_string(text)
+            .map_err(|e| Error::Internal(format!("a retry that is not JSON: {e}")))?;
+        let capabilities = caller.session.state().client_capabilities;
+        let outcome = store.resume_at(owner, capabilities, request, wait).await;
+        let sent = outcome
+            .as_ref()
+            .map(|_| "resumed_elsewhere")
+            .map_err(|e| *e);
+        crate::telemetry::record::state_answer(super::route::outcome_of(sent));
+        match outcome {
+            Ok(reply) => Message::parse(reply.get().as_bytes()).map_err(|e| {
+                Error::Internal(format!("an unreadable outcome of a resumed call: {e}"))
+            }),
+            Err(ForwardError::OwnerGone) => Err(Error::invalid_params(
+                msg.method().unwrap_or_default(),
+                "the gateway replica that parked this call is gone, and the call with it; call again without requestState",
+            )),
+            Err(ForwardError::NoReply) => Err(Error::invalid_params(
+                msg.method().unwrap_or_default(),
+                "the gateway replica that parked this call did not answer the retry in time; call again without requestState",
+            )),
+            Err(ForwardError::Store(_)) => Err(Error::invalid_params(
+                msg.method().unwrap_or_default(),
+                "another gateway replica parked this call and the shared state store is unavailable; retry, or call again without requestState",
+            )),
+        }
+    }
+
+    /// A retry another replica forwarded here (`[state]`): resumed as if its client had sent
+    /// it here, and the outcome sent back.
+    pub(super) async fn resume_here(self, resume: crate::state::relay::Resume) {
+        let Some(store) = self.inner.state.clone() else {
+            return;
+        };
+        let msg = match Message::parse(resume.request.get().as_bytes()) {
+            Ok(msg) => msg,
+            Err(e) => {
+                tracing::debug!(error = %e, "Unreadable retry from another replica");
+                return;
+            }
+        };
+        let id = msg.id.clone().unwrap_or(Id::Null);
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        let (responses, state) = bridge::retry_fields(&params);
+        let responses = responses.cloned().unwrap_or_default();
+        let state = state.unwrap_or_default().to_owned();
+        // The client's session lives on the other replica: its notifications stay here.
+        let (notify, _) = mpsc::unbounded_channel();
+        let session = crate::context::Session::new(format!("resumed-{}", resume.corr), notify);
+        session.update(|s| s.client_capabilities = resume.client_capabilities.clone());
+        let caller = Caller::new(Arc::new(session));
+        let reply = match self.resume(&state, responses, &msg, &caller).await {
+            Ok(mut reply) => {
+                reply.id = Some(id);
+                reply
+            }
+            Err(err) => Message::error(id, err.to_error_object()),
+        };
+        let text = String::from_utf8(reply.to_bytes()).unwrap_or_default();
+        if let Ok(raw) = serde_json::value::RawValue::from_string(text) {
+            store
+                .reply_resumed(&resume.reply_to, resume.corr, raw)
+                .await;
+        }
+    }
+
     /// A modern client's retry of a parked call: the answers go to the upstream, and the call
     /// goes on.
     pub(super) async fn resume(
@@ -185,10 +271,7 @@ impl Gateway {
     ) -> Result<Message, Error> {
         let parked = lock(&self.inner.parked.0).remove(state);
         let Some(parked) = parked else {
-            return Err(Error::invalid_params(
-                msg.method().unwrap_or_default(),
-                "requestState is unknown or expired; call again without it",
-            ));
+            return Err(unknown_state(msg));
         };
         let upstream = &self.inner.pool.upstream(parked.upstream);
         for key in &parked.asked {
@@ -199,6 +282,32 @@ impl Gateway {
         }
         self.drive(parked, caller, msg).await
     }
+}
+
+/// The error for a retry whose `requestState` names no parked call.
+fn unknown_state(msg: &Message) -> Error {
+    Error::invalid_params(
+        msg.method().unwrap_or_default(),
+        "requestState is unknown or expired; call again without it",
+    )
+}
+
+/// A new `requestState` for a parked call: [`STATE_PREFIX`], unguessable, and on a replica of
+/// a deployment (`[state]`) `.REPLICA`, so that another replica taking the retry forwards it.
+fn parked_state(replica: Option<&str>) -> String {
+    let random = uuid::Uuid::new_v4().simple();
+    match replica {
+        Some(replica) => format!("{STATE_PREFIX}{random}.{replica}"),
+        None => format!("{STATE_PREFIX}{random}"),
+    }
+}
+
+/// The replica a `requestState` of [`parked_state`] names, if any.
+pub(super) fn parked_by(state: &str) -> Option<&str> {
+    state
+        .strip_prefix(STATE_PREFIX)?
+        .split_once('.')
+        .map(|(_, r)| r)
 }
 
 /// A `roots/list` for a client without roots: answered "no roots" on the spot (servers
@@ -270,6 +379,15 @@ fn answer_for(key: &str, result: Option<&Value>) -> Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parked_state_names_its_replica_only_on_a_deployment() {
+        let tagged = parked_state(Some("r1"));
+        assert!(tagged.starts_with(STATE_PREFIX), "{tagged}");
+        assert_eq!(parked_by(&tagged), Some("r1"));
+        assert_eq!(parked_by(&parked_state(None)), None);
+        assert_eq!(parked_by("someone-else's-state"), None);
+    }
     use crate::error::kind;
     use crate::jsonrpc::{INVALID_PARAMS, to_raw};
 

@@ -518,8 +518,8 @@ impl Gateway {
         tokio::spawn(gateway.clone().watch_events(events, broadcasts_rx));
         tokio::spawn(gateway.clone().reap_instances());
         tokio::spawn(gateway.clone().recheck());
-        if let Some(answers) = gateway.state().and_then(|s| s.take_answers()) {
-            tokio::spawn(gateway.clone().take_forwarded_answers(answers));
+        if let Some(notes) = gateway.state().and_then(|s| s.take_notes()) {
+            tokio::spawn(gateway.clone().take_notes(notes));
         }
         gateway
     }

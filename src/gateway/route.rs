@@ -272,17 +272,22 @@ impl Gateway {
         Some(Message::error(Id::Null, err.to_error_object()))
     }
 
-    /// Delivers the answers other replicas forward here (`[state]`), until shutdown.
-    pub(super) async fn take_forwarded_answers(
+    /// Takes the notes other replicas send here (`[state]`) until shutdown: answers are
+    /// delivered, retries of parked calls resumed (each on a task of its own).
+    pub(super) async fn take_notes(
         self,
-        mut answers: tokio::sync::mpsc::UnboundedReceiver<crate::state::relay::Forwarded>,
+        mut notes: tokio::sync::mpsc::UnboundedReceiver<crate::state::relay::Note>,
     ) {
+        use crate::state::relay::Note;
         loop {
             tokio::select! {
                 () = self.inner.shutdown.cancelled() => return,
-                answer = answers.recv() => match answer {
-                    Some(answer) => self.take_forwarded(&answer),
-                    None => return,
+                note = notes.recv() => match note {
+                    Some(Note::Answer(answer)) => self.take_forwarded(&answer),
+                    Some(Note::Resume(resume)) => {
+                        tokio::spawn(self.clone().resume_here(resume));
+                    }
+                    Some(Note::Resumed(_)) | None => return,
                 },
             }
         }
@@ -441,15 +446,11 @@ async fn forward_answer(
         reason,
         gone,
     };
-    let sent = store.forward(owner, &forwarded).await;
-    crate::telemetry::record::state_answer(match sent {
-        Ok(()) => "forwarded",
-        Err(ForwardError::OwnerGone) => "owner_gone",
-        Err(ForwardError::Store(reason)) => reason,
-    });
+    let sent = store.forward(owner, forwarded).await;
+    crate::telemetry::record::state_answer(outcome_of(sent.map(|()| "forwarded")));
     match sent {
         Ok(()) => Ok(()),
-        Err(ForwardError::OwnerGone) => Err(refused(
+        Err(ForwardError::OwnerGone | ForwardError::NoReply) => Err(refused(
             "the gateway replica that sent the request is gone, and its request with it".into(),
             true,
         )),
@@ -459,6 +460,19 @@ async fn forward_answer(
             ),
             false,
         )),
+    }
+}
+
+/// The `mcp_budget_state_answers_total` outcome of a note sent to another replica.
+pub(super) fn outcome_of(
+    sent: Result<&'static str, crate::state::relay::ForwardError>,
+) -> &'static str {
+    use crate::state::relay::ForwardError;
+    match sent {
+        Ok(outcome) => outcome,
+        Err(ForwardError::OwnerGone) => "owner_gone",
+        Err(ForwardError::NoReply) => "no_reply",
+        Err(ForwardError::Store(reason)) => reason,
     }
 }
 

@@ -83,15 +83,29 @@ struct Inner {
     replica: String,
     /// Where the subscription delivers.
     relayed: Relayed,
-    /// Answers forwarded here, until the gateway takes them.
-    answers: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<relay::Forwarded>>>,
+    /// Notes other replicas sent here (answers, retries to resume), until the gateway takes
+    /// them.
+    notes: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<relay::Note>>>,
 }
 
 /// Where the subscription delivers what other replicas tell this one.
 #[derive(Debug, Clone)]
 struct Relayed {
     revocations: Arc<Revocations>,
-    answers: tokio::sync::mpsc::UnboundedSender<relay::Forwarded>,
+    notes: tokio::sync::mpsc::UnboundedSender<relay::Note>,
+    /// Retries forwarded to other replicas, waiting for their outcome, by `corr`.
+    waiting: Arc<Mutex<std::collections::HashMap<String, Waiting>>>,
+}
+
+type Waiting = tokio::sync::oneshot::Sender<Box<serde_json::value::RawValue>>;
+
+impl Relayed {
+    /// The outcome of a retry this replica forwarded: to the call waiting for it.
+    fn resumed(&self, outcome: relay::Resumed) {
+        if let Some(tx) = crate::lock::lock(&self.waiting).remove(&outcome.corr) {
+            let _ = tx.send(outcome.reply);
+        }
+    }
 }
 
 /// The revocations heard so far (until their ids expire, at most [`MAX_REVOCATIONS`]), and
@@ -161,10 +175,11 @@ impl Store {
     ) -> Self {
         let conn = url.and_then(|url| connect(&url, settings.timeout));
         let unavailable = conn.as_ref().err().cloned();
-        let (answers_tx, answers_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (notes_tx, notes_rx) = tokio::sync::mpsc::unbounded_channel();
         let relayed = Relayed {
             revocations: Arc::new(Revocations::new()),
-            answers: answers_tx,
+            notes: notes_tx,
+            waiting: Arc::default(),
         };
         let mut replica = uuid::Uuid::new_v4().simple().to_string();
         replica.truncate(16);
@@ -180,7 +195,7 @@ impl Store {
                 epoch: tokio::time::Instant::now(),
                 replica,
                 relayed,
-                answers: Mutex::new(Some(answers_rx)),
+                notes: Mutex::new(Some(notes_rx)),
                 settings,
             }),
         };
@@ -216,10 +231,11 @@ impl Store {
         self.inner.relayed.revocations.follow()
     }
 
-    /// The answers other replicas forward here (once: the gateway takes them).
+    /// The notes other replicas send here: answers to this replica's server→client requests,
+    /// retries of the calls it parked (once: the gateway takes them).
     #[must_use]
-    pub fn take_answers(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<relay::Forwarded>> {
-        crate::lock::lock(&self.inner.answers).take()
+    pub fn take_notes(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<relay::Note>> {
+        crate::lock::lock(&self.inner.notes).take()
     }
 
     /// Tells every replica that session `sid`, whose id expires at `exp` (Unix seconds),
@@ -260,19 +276,71 @@ impl Store {
     pub async fn forward(
         &self,
         owner: &str,
-        answer: &relay::Forwarded,
+        answer: relay::Forwarded,
     ) -> Result<(), relay::ForwardError> {
+        self.send_note(owner, &relay::Note::Answer(answer)).await
+    }
+
+    /// Forwards a retry to replica `owner`, which parked the call, and waits up to `wait` for
+    /// the outcome: the JSON-RPC answer to the retry.
+    ///
+    /// # Errors
+    /// [`relay::ForwardError`]: `owner` is gone, the store did not answer, or no outcome came
+    /// back within `wait`.
+    pub async fn resume_at(
+        &self,
+        owner: &str,
+        client_capabilities: serde_json::Value,
+        request: Box<serde_json::value::RawValue>,
+        wait: Duration,
+    ) -> Result<Box<serde_json::value::RawValue>, relay::ForwardError> {
+        let corr = uuid::Uuid::new_v4().simple().to_string();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let waiting = &self.inner.relayed.waiting;
+        crate::lock::lock(waiting).insert(corr.clone(), tx);
+        let note = relay::Note::Resume(relay::Resume {
+            corr: corr.clone(),
+            reply_to: self.inner.replica.clone(),
+            client_capabilities,
+            request,
+        });
+        let outcome = match self.send_note(owner, &note).await {
+            Ok(()) => match tokio::time::timeout(wait, rx).await {
+                Ok(Ok(reply)) => Ok(reply),
+                _ => Err(relay::ForwardError::NoReply),
+            },
+            Err(e) => Err(e),
+        };
+        crate::lock::lock(waiting).remove(&corr);
+        outcome
+    }
+
+    /// Sends the outcome of a retry another replica forwarded back to it.
+    pub async fn reply_resumed(
+        &self,
+        to: &str,
+        corr: String,
+        reply: Box<serde_json::value::RawValue>,
+    ) {
+        let note = relay::Note::Resumed(relay::Resumed { corr, reply });
+        if let Err(e) = self.send_note(to, &note).await {
+            tracing::warn!(replica = to, error = ?e, "The outcome of a resumed call did not reach the replica that forwarded it");
+        }
+    }
+
+    /// Sends `note` to replica `to`'s channel, if its heartbeat is fresh and it listens.
+    async fn send_note(&self, to: &str, note: &relay::Note) -> Result<(), relay::ForwardError> {
         #[cfg(feature = "redis")]
         {
             use relay::ForwardError;
             let Some(conn) = &self.inner.conn else {
                 return Err(ForwardError::Store(names::STORE_UNCONFIGURED));
             };
-            let payload = serde_json::to_string(answer).unwrap_or_default();
+            let payload = serde_json::to_string(note).unwrap_or_default();
             let prefix = &self.inner.settings.key_prefix;
             let ttl_ms = u64::try_from(REPLICA_TTL.as_millis()).unwrap_or(u64::MAX);
             let bound = self.inner.settings.timeout.max(CONNECT_TIMEOUT);
-            let sent = conn.forward(prefix, owner, ttl_ms, &payload);
+            let sent = conn.forward(prefix, to, ttl_ms, &payload);
             match tokio::time::timeout(bound, sent).await {
                 Err(_) => Err(ForwardError::Store(names::STORE_TIMEOUT)),
                 Ok(Err(e)) => {
@@ -285,7 +353,7 @@ impl Store {
         }
         #[cfg(not(feature = "redis"))]
         {
-            let _ = (owner, answer);
+            let _ = (to, note);
             Err(relay::ForwardError::Store(names::STORE_UNCONFIGURED))
         }
     }

@@ -84,13 +84,50 @@ pub struct Forwarded {
     pub message: Box<serde_json::value::RawValue>,
 }
 
-/// Why an answer was not forwarded.
+/// A 2026-07-28 client's retry of a call another replica parked (its `requestState` names
+/// that replica), for that replica to resume; the outcome comes back as [`Resumed`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Resume {
+    /// What the outcome is matched by.
+    pub corr: String,
+    /// The replica the outcome goes to.
+    pub reply_to: String,
+    /// The capabilities the client declared in the retry.
+    pub client_capabilities: serde_json::Value,
+    /// The retry, as the client sent it.
+    pub request: Box<serde_json::value::RawValue>,
+}
+
+/// The outcome of a [`Resume`]: the JSON-RPC answer to the retry (a result, or an error).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Resumed {
+    /// The [`Resume::corr`] it answers.
+    pub corr: String,
+    /// The answer.
+    pub reply: Box<serde_json::value::RawValue>,
+}
+
+/// What one replica sends another on its channel.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Note {
+    /// A client's answer to a server→client request the receiver sent.
+    Answer(Forwarded),
+    /// A retry of a call the receiver parked.
+    Resume(Resume),
+    /// The outcome of a retry the receiver forwarded.
+    Resumed(Resumed),
+}
+
+/// Why a note was not delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForwardError {
-    /// The replica that asked is gone (no fresh heartbeat, or no one listens on its channel).
+    /// The replica it is for is gone (no fresh heartbeat, or no one listens on its channel).
     OwnerGone,
     /// The store did not answer (a [`crate::telemetry::names`] reason).
     Store(&'static str),
+    /// A retry was forwarded, and no outcome came back in time.
+    NoReply,
 }
 
 /// Follows the revocations and this replica's channel until `shutdown`, subscribing again
@@ -140,8 +177,14 @@ pub(super) async fn follow(
                                 if let Some(revoked) = Revocation::parse(&payload) {
                                     to.revocations.heard(revoked);
                                 }
-                            } else if let Ok(forwarded) = serde_json::from_str(&payload) {
-                                let _ = to.answers.send(forwarded);
+                            } else {
+                                match serde_json::from_str(&payload) {
+                                    Ok(Note::Resumed(outcome)) => to.resumed(outcome),
+                                    Ok(note) => {
+                                        let _ = to.notes.send(note);
+                                    }
+                                    Err(e) => tracing::debug!(error = %e, "Unreadable note from another replica"),
+                                }
                             }
                         }
                     }
@@ -181,6 +224,32 @@ mod tests {
             forwarded.message.get().contains(r#"{ "a" :1}"#),
             "raw bytes"
         );
+    }
+
+    #[test]
+    fn notes_read_back_whatever_their_kind() {
+        let raw = |t: &str| serde_json::value::RawValue::from_string(t.to_owned()).unwrap();
+        let notes = [
+            Note::Answer(Forwarded {
+                session: "s".into(),
+                message: raw(r#"{"jsonrpc":"2.0","id":"x","result":{}}"#),
+            }),
+            Note::Resume(Resume {
+                corr: "c".into(),
+                reply_to: "r2".into(),
+                client_capabilities: serde_json::json!({"sampling": {}}),
+                request: raw(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#),
+            }),
+            Note::Resumed(Resumed {
+                corr: "c".into(),
+                reply: raw(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            }),
+        ];
+        for note in notes {
+            let text = serde_json::to_string(&note).unwrap();
+            let back: Note = serde_json::from_str(&text).unwrap();
+            assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        }
     }
 
     #[test]

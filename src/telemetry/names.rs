@@ -63,8 +63,10 @@ pub const LIMITED: &str = "mcp_budget_limited_total";
 /// [`STORE_TIMEOUT`] | [`STORE_UNCONFIGURED`]) (counter): each was decided by
 /// `on_store_error`.
 pub const STATE_FALLBACKS: &str = "mcp_budget_state_fallbacks_total";
-/// Clients' answers to server→client requests another replica sent (`[state]`), by `outcome`
-/// (`forwarded` | `owner_gone` | [`STORE_ERROR`] | [`STORE_TIMEOUT`]) (counter).
+/// Clients' answers to server→client requests another replica sent, and 2026-07-28 retries
+/// of calls another replica parked (`[state]`), by `outcome` (`forwarded` |
+/// `resumed_elsewhere` | `owner_gone` | `no_reply` | [`STORE_ERROR`] | [`STORE_TIMEOUT`])
+/// (counter).
 pub const STATE_ANSWERS: &str = "mcp_budget_state_answers_total";
 /// Policy reloads, by `outcome` (`applied` | `refused`) (counter).
 pub const RELOADS: &str = "mcp_budget_reloads_total";
@@ -274,7 +276,7 @@ pub const METRICS: &[(&str, MetricType, &str)] = &[
     (
         STATE_ANSWERS,
         MetricType::Counter,
-        "Client answers for another replica, by outcome.",
+        "Client answers and retries for another replica, by outcome.",
     ),
     (RELOADS, MetricType::Counter, "Policy reloads, by outcome."),
     (SESSIONS_ACTIVE, MetricType::Gauge, "Client sessions open."),

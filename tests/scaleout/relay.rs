@@ -291,3 +291,61 @@ async fn an_answer_for_a_replica_that_is_gone_is_refused_at_once() {
     deployment.ports.remove(2);
     deployment.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_clients_retry_resumes_its_parked_call_on_the_replica_that_parked_it() {
+    let _turn = TURN.lock().await;
+    let deployment = Deployment::start("scaleout-resume").await;
+    let haproxy = Haproxy::start(&deployment.ports, &deployment.tag).await;
+    // A 2026-07-28 client calling 2025-era server-everything: each question parks the call on
+    // the replica that asked, and the client's retry (round-robin: another replica) resumes it.
+    let elicit = json!({"op": "call", "name": "e__trigger-elicitation-request", "args": {}});
+    let sample = json!({"op": "call", "name": "e__trigger-sampling-request",
+                        "args": {"prompt": "say hi", "maxTokens": 5}});
+    let plan = json!({
+        "sampling": "SAMPLED-MODERN",
+        "elicit": {"name": "Ada", "check": true},
+        "steps": [elicit, sample, elicit, sample],
+    });
+    let mut cmd = tokio::process::Command::new(harness::venv_bin("python"));
+    cmd.arg(harness::peer_file("era_client.py"))
+        .arg("http")
+        .arg(haproxy.url());
+    let env = [
+        ("PLAN", plan.to_string()),
+        ("MODE", "auto".to_owned()),
+        ("STEP_TIMEOUT", "15".to_owned()),
+    ];
+    let report = Scripted::spawn("era_client", cmd, &env, &deployment.tag)
+        .report(Duration::from_secs(120))
+        .await;
+    assert_eq!(report["protocol"], "2026-07-28", "{report}");
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4, "{report}");
+    for step in steps {
+        let result = step["result"].to_string();
+        let wanted = if step["name"] == "e__trigger-sampling-request" {
+            "SAMPLED-MODERN"
+        } else {
+            "Ada"
+        };
+        assert!(
+            step.get("error").is_none() && result.contains(wanted),
+            "{step}"
+        );
+    }
+    let mut resumed = 0;
+    for port in &deployment.admin {
+        for (labels, n) in metric(*port, "mcp_budget_state_answers_total").await {
+            if labels == "outcome=\"resumed_elsewhere\"" {
+                resumed += n;
+            }
+        }
+    }
+    eprintln!(
+        "4 parked calls through round-robin, {resumed} resumed on the replica that parked them"
+    );
+    assert!(resumed > 0, "round-robin sent no retry elsewhere");
+    drop(haproxy);
+    deployment.stop().await;
+}
