@@ -30,6 +30,17 @@ pub struct Args {
     /// Write to this file instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// A sentence-transformers model directory (as `[discover] embedding_model`): every tool
+    /// of the catalog is embedded now, and the report says what the semantic reranker costs
+    /// (model load, catalog embedding, how many vectors came from the cache). The vectors go
+    /// to the cache `serve` reads, so its start after this is a cache hit (builds with the
+    /// `semantic` feature).
+    #[arg(long, value_name = "DIR")]
+    pub embedding_model: Option<PathBuf>,
+    /// Where the tools' vectors are cached (as `[discover] embedding_cache_dir`; default:
+    /// `$XDG_CACHE_HOME` or `~/.cache`, then `mcp-budget/embeddings`).
+    #[arg(long, value_name = "DIR", requires = "embedding_model")]
+    pub embedding_cache_dir: Option<PathBuf>,
 }
 
 /// Output format of `inspect`.
@@ -115,7 +126,10 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
     let measured = prepared
         .counter
         .measure(prepared.catalog.tools(), &prepared.rules.wording);
-    let report = report(&prepared, &measured, &listing.plan);
+    let mut report = report(&prepared, &measured, &listing.plan);
+    if let Some(model) = &args.embedding_model {
+        report["reranker"] = reranker_cost(model, args, &prepared)?;
+    }
     let text = match args.format {
         Format::Json => {
             let mut s = serde_json::to_string_pretty(&report)?;
@@ -132,6 +146,24 @@ pub fn run(args: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
         None => out.write_all(text.as_bytes())?,
     }
     Ok(())
+}
+
+/// What the semantic reranker of `model` costs on the catalog (every tool embedded now).
+#[cfg(feature = "semantic")]
+fn reranker_cost(
+    model: &std::path::Path,
+    args: &Args,
+    prepared: &Prepared,
+) -> anyhow::Result<Value> {
+    let cache_dir = args.embedding_cache_dir.as_deref();
+    let tools = prepared.catalog.tools();
+    let (_, _, about) = super::search::embed_catalog(model, cache_dir, tools)?;
+    Ok(about)
+}
+
+#[cfg(not(feature = "semantic"))]
+fn reranker_cost(_: &std::path::Path, _: &Args, _: &Prepared) -> anyhow::Result<Value> {
+    anyhow::bail!("--embedding-model needs a build with the `semantic` feature")
 }
 
 fn per_level(counts: impl Fn(Level) -> usize) -> Value {
@@ -480,6 +512,22 @@ fn table(r: &Value) -> String {
         let _ = writeln!(s, "collision: {}", collision["text"].as_str().unwrap_or(""));
     }
     token_tables(&mut s, r);
+    if let Some(cost) = r.get("reranker") {
+        let _ = writeln!(
+            s,
+            "search reranker {}: model loaded in {:.2} s; {} tools, {} embedded in {:.2} s, {} from the cache{}",
+            cost["model"].as_str().unwrap_or(""),
+            cost["load_secs"].as_f64().unwrap_or(0.0),
+            cost["tools"],
+            cost["embedded"],
+            cost["catalog_secs"].as_f64().unwrap_or(0.0),
+            cost["from_cache"],
+            cost["cache_dir"]
+                .as_str()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default(),
+        );
+    }
     s
 }
 

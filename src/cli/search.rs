@@ -268,6 +268,42 @@ fn report(
     Ok(())
 }
 
+/// The reranker of `model` with `tools` embedded now (what is in the cache at `cache_dir`, or
+/// the default cache, is read; what is not is computed and written there), and what it cost:
+/// `model`, `load_secs`, `tools`, `embedded`, `from_cache`, `catalog_secs`, `cache_dir`.
+#[cfg(feature = "semantic")]
+pub(crate) fn embed_catalog(
+    model: &std::path::Path,
+    cache_dir: Option<&std::path::Path>,
+    tools: &[CatalogTool],
+) -> anyhow::Result<(
+    crate::semantic::Reranker,
+    crate::semantic::CatalogTexts,
+    Value,
+)> {
+    use crate::semantic::{CatalogTexts, Reranker, cache};
+    let cache_dir = cache_dir
+        .map(std::path::Path::to_path_buf)
+        .or_else(cache::default_dir);
+    let reranker = Reranker::new(model, cache_dir.as_deref());
+    let started = std::time::Instant::now();
+    reranker.embedder().map_err(anyhow::Error::msg)?;
+    let load_secs = started.elapsed().as_secs_f64();
+    let texts = CatalogTexts::of(tools);
+    let started = std::time::Instant::now();
+    let embedded = reranker.embed_now(&texts).map_err(anyhow::Error::msg)?;
+    let about = json!({
+        "model": model.display().to_string(),
+        "load_secs": load_secs,
+        "tools": texts.len(),
+        "embedded": embedded,
+        "from_cache": texts.len() - embedded,
+        "catalog_secs": started.elapsed().as_secs_f64(),
+        "cache_dir": cache_dir.map(|d| d.display().to_string()),
+    });
+    Ok((reranker, texts, about))
+}
+
 /// The lexical index, and the reranker when `--embedding-model` is given.
 struct Ranking {
     index: SearchIndex,
@@ -282,7 +318,6 @@ struct Ranking {
 impl Ranking {
     #[cfg(feature = "semantic")]
     fn new(index: SearchIndex, tools: &[CatalogTool], args: &Args) -> anyhow::Result<Self> {
-        use crate::semantic::{CatalogTexts, Reranker, cache};
         let fusion = fusion_of(args)?;
         let Some(model) = &args.embedding_model else {
             return Ok(Self {
@@ -292,23 +327,9 @@ impl Ranking {
                 about: None,
             });
         };
-        let cache_dir = args.embedding_cache_dir.clone().or_else(cache::default_dir);
-        let reranker = Reranker::new(model, cache_dir.as_deref());
-        let started = std::time::Instant::now();
-        reranker.embedder().map_err(anyhow::Error::msg)?;
-        let load_secs = started.elapsed().as_secs_f64();
-        let texts = CatalogTexts::of(tools);
-        let started = std::time::Instant::now();
-        let embedded = reranker.embed_now(&texts).map_err(anyhow::Error::msg)?;
-        let about = json!({
-            "model": model.display().to_string(),
-            "load_secs": load_secs,
-            "tools": texts.len(),
-            "embedded": embedded,
-            "from_cache": texts.len() - embedded,
-            "catalog_secs": started.elapsed().as_secs_f64(),
-            "fusion": format!("{fusion:?}"),
-        });
+        let (reranker, texts, mut about) =
+            embed_catalog(model, args.embedding_cache_dir.as_deref(), tools)?;
+        about["fusion"] = format!("{fusion:?}").into();
         Ok(Self {
             index,
             dense: Some((reranker, texts)),

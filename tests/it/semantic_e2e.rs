@@ -101,3 +101,48 @@ async fn a_paraphrase_the_lexical_ranker_misses_is_found_once_the_catalog_is_emb
     assert_eq!(saved.len(), 1, "{saved:?}");
     gw.stop_and_check().await;
 }
+
+/// `inspect --embedding-model` embeds the catalog now, says what that cost, and leaves the
+/// vectors in the cache `serve` reads: a second run embeds nothing.
+#[test]
+fn inspect_with_a_model_reports_the_reranker_cost_and_warms_the_cache() {
+    let model = root().join("tests/peers/models/all-MiniLM-L6-v2");
+    if !model.join("model.safetensors").is_file() {
+        println!("SKIPPED: no model in {}", model.display());
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let tools = root().join("tests/fixtures/toolsets/filesystem.json");
+    let inspect = |format: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+            .arg("inspect")
+            .arg("--tools")
+            .arg(&tools)
+            .arg("--embedding-model")
+            .arg(&model)
+            .arg("--embedding-cache-dir")
+            .arg(cache.path())
+            .arg("--format")
+            .arg(format)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first: Value = serde_json::from_str(&inspect("json")).unwrap();
+    let cost = &first["reranker"];
+    let n = cost["tools"].as_u64().unwrap();
+    assert!(n > 5, "{cost}");
+    assert_eq!(cost["embedded"], n, "{cost}");
+    assert_eq!(cost["from_cache"], 0, "{cost}");
+    let table = inspect("table");
+    assert!(
+        table.contains(&format!("{n} tools, 0 embedded"))
+            && table.contains(&format!("{n} from the cache")),
+        "{table}"
+    );
+}
