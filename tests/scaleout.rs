@@ -797,27 +797,56 @@ fn expected(secs: f64) -> f64 {
     BURST + RATE * secs
 }
 
+/// The store of `backend` (`redis`: a new `redis-server`; else none), the replicas'
+/// environment and the policy's `[state]` section for it.
+async fn backend_of(
+    backend: &str,
+    tag: &str,
+) -> (
+    Option<harness::RedisServer>,
+    Vec<(&'static str, String)>,
+    String,
+) {
+    if backend != "redis" {
+        return (None, Vec::new(), String::new());
+    }
+    let server = harness::RedisServer::start(tag).await;
+    let env = vec![("MCP_BUDGET_REDIS_URL", server.url())];
+    let state = format!(
+        // 250 ms, not the default 25: these tests measure sharing, and a debug build on a busy
+        // small machine misses 25 ms now and then (an episode: then each replica its local
+        // share, which the store-down test covers).
+        "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n\
+         key_prefix = \"{tag}:\"\ntimeout_ms = 250\n"
+    );
+    (Some(server), env, state)
+}
+
+/// The sum of metric `name`'s series on the admin listener at `port`, by their labels.
+async fn metric(port: u16, name: &str) -> Vec<(String, u64)> {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter_map(|l| {
+            let (labels, value) = l.rsplit_once(' ')?;
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let n = value.parse::<f64>().ok()? as u64;
+            Some((labels.trim_end_matches('}').to_owned(), n))
+        })
+        .collect()
+}
+
 /// One run of the limits test: three replicas of `backend` behind HAProxy, one caller pool.
 async fn limits_run(backend: &str) -> (Tally, f64) {
     let tag = harness::new_tag(&format!("scaleout-limits-{backend}"));
     let _guard = harness::TagGuard(tag.clone());
     let dir = tempfile::tempdir().unwrap();
-    let mut redis = None;
-    let mut env = Vec::new();
-    let state = if backend == "redis" {
-        let server = harness::RedisServer::start(&tag).await;
-        env.push(("MCP_BUDGET_REDIS_URL", server.url()));
-        redis = Some(server);
-        format!(
-            // 250 ms, not the default 25: this measures sharing, and a debug build on a busy
-            // small machine misses 25 ms now and then (an episode: then each replica its local
-            // share, which the store-down test covers).
-            "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n\
-             key_prefix = \"{tag}:\"\ntimeout_ms = 250\n"
-        )
-    } else {
-        String::new()
-    };
+    let (redis, env, state) = backend_of(backend, &tag).await;
     let policy = limits_policy(dir.path(), "p", &tag, &state);
     let ports = [free_port(), free_port(), free_port()];
     let gateways =
@@ -896,21 +925,8 @@ async fn three_replicas_share_a_clients_rate_through_redis_and_memory_lets_three
 
 /// `mcp_budget_state_fallbacks_total`, all reasons together, on the admin listener at `port`.
 async fn fallbacks(port: u16) -> u64 {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("mcp_budget_state_fallbacks_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|v| {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let n = v as u64;
-            n
-        })
-        .sum()
+    let series = metric(port, "mcp_budget_state_fallbacks_total").await;
+    series.iter().map(|(_, n)| n).sum()
 }
 
 /// What a store-down run does to the store.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::harness::{self, free_port};
-use super::{Haproxy, Replica, Scripted, TURN, open_session, post_mcp, write_policy};
+use super::{Haproxy, Replica, Scripted, TURN, metric, open_session, post_mcp, write_policy};
 
 /// A replica's policy in its own folder of `dir`: `server-everything`, sealed ids, `[state]`
 /// on the test's store, its admin listener on `admin`.
@@ -26,25 +26,6 @@ fn relay_policy(dir: &Path, i: usize, tag: &str, admin: u16) -> PathBuf {
         );
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// The sum of metric `name`'s series on the admin listener at `port`, by `label` value.
-async fn metric(port: u16, name: &str) -> Vec<(String, u64)> {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
-        .filter_map(|l| {
-            let (labels, value) = l.rsplit_once(' ')?;
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let n = value.parse::<f64>().ok()? as u64;
-            Some((labels.trim_end_matches('}').to_owned(), n))
-        })
-        .collect()
 }
 
 /// Three replicas sharing one store, each with its admin listener.

@@ -89,18 +89,7 @@ async fn usage_run(backend: &str) -> (Vec<Vec<String>>, Vec<String>) {
     let tag = harness::new_tag(&format!("scaleout-usage-{backend}"));
     let _guard = harness::TagGuard(tag.clone());
     let dir = tempfile::tempdir().unwrap();
-    let (mut redis, mut env) = (None, Vec::new());
-    let state = if backend == "redis" {
-        let server = harness::RedisServer::start(&tag).await;
-        env.push(("MCP_BUDGET_REDIS_URL", server.url()));
-        redis = Some(server);
-        format!(
-            "\n[state]\nbackend = \"redis\"\nurl_env = \"MCP_BUDGET_REDIS_URL\"\n\
-             key_prefix = \"{tag}:\"\ntimeout_ms = 250\n"
-        )
-    } else {
-        String::new()
-    };
+    let (redis, env, state) = super::backend_of(backend, &tag).await;
     let ports = [free_port(), free_port(), free_port()];
     let started = (0..3).map(|i| {
         let policy = usage_policy(dir.path(), i, &tag, &state);
