@@ -101,7 +101,12 @@ pub fn build_succeeding(
 ) -> (McpService, Option<BudgetLayer>) {
     let policy = gateway.policy();
     let budget = policy.budget.enabled.then(|| {
-        let layer = BudgetLayer::sharing(gateway.catalog(), &policy, previous, gateway.state());
+        let layer = BudgetLayer::sharing(
+            gateway.catalog(),
+            &policy,
+            previous,
+            gateway.state().as_ref(),
+        );
         // Hosts see the plan's list: the layer announces list_changed when its bytes change.
         layer.announce_to(announce);
         layer

@@ -518,8 +518,11 @@ impl Gateway {
         tokio::spawn(gateway.clone().watch_events(events, broadcasts_rx));
         tokio::spawn(gateway.clone().reap_instances());
         tokio::spawn(gateway.clone().recheck());
-        if let Some(notes) = gateway.state().and_then(|s| s.take_notes()) {
-            tokio::spawn(gateway.clone().take_notes(notes));
+        if let Some(store) = gateway.state() {
+            if let Some(notes) = store.take_notes() {
+                tokio::spawn(gateway.clone().take_notes(notes));
+            }
+            tokio::spawn(gateway.clone().announce_promotions(store.promotions()));
         }
         gateway
     }

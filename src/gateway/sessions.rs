@@ -98,6 +98,28 @@ impl crate::context::Sessions for Gateway {
 }
 
 impl Gateway {
+    /// Tells the sessions held here whose tools were promoted on another replica
+    /// (`[discover] promote_on_use` with `[state]`) that their list changed, until shutdown:
+    /// the replica holding a session's stream is the one whose word reaches its client.
+    pub(super) async fn announce_promotions(
+        self,
+        mut promotions: tokio::sync::broadcast::Receiver<crate::state::relay::Promotion>,
+    ) {
+        use tokio::sync::broadcast::error::RecvError;
+        let changed = Message::notification(Method::ToolsListChanged.as_str(), None);
+        loop {
+            let promotion = tokio::select! {
+                () = self.inner.shutdown.cancelled() => return,
+                promotion = promotions.recv() => promotion,
+            };
+            match promotion {
+                Ok(p) => self.inner.sessions.send(&changed, |s, _| s.id == p.sid),
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
+        }
+    }
+
     /// Registers a session for broadcasts (`list_changed`).
     pub fn register_session(&self, session: &Arc<Session>) {
         self.inner.sessions.register(session);

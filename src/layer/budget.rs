@@ -141,10 +141,11 @@ impl BudgetLayer {
         catalog: watch::Receiver<Arc<Catalog>>,
         policy: &Policy,
         previous: Option<&Self>,
-        store: Option<crate::state::Store>,
+        store: Option<&crate::state::Store>,
     ) -> Self {
         let file = policy.budget.usage_file.as_deref();
         let relearn = std::time::Duration::from_secs(policy.budget.relearn_secs);
+        let store_for_promotions = store.filter(|_| policy.discover.promote_on_use).cloned();
         let before = previous.and_then(|p| p.state.usage.clone());
         let usage = match before {
             Some(log) if usage::handover(&log, file, relearn) == usage::Handover::Keep => Some(log),
@@ -153,7 +154,7 @@ impl BudgetLayer {
                     let state = previous.state.clone();
                     tokio::spawn(async move { state.flush_usage().await });
                 }
-                let shared = store.map(|store| (store, relearn));
+                let shared = store.map(|store| (store.clone(), relearn));
                 file.map(|path| Arc::new(usage::UsageLog::open(path, shared)))
             }
         };
@@ -180,6 +181,7 @@ impl BudgetLayer {
                 reranker: rerank::reranker_of(&policy.discover),
                 usage,
                 relearn,
+                store: store_for_promotions.map(|s| (s, policy.sessions.max_lifetime)),
             }),
         }
     }
@@ -316,6 +318,19 @@ impl<S: Inner> Around<S> for BudgetLayer {
             Method::ToolsList => {
                 let native = self.state.is_native(&req);
                 let modern = req.view.is_modern();
+                if self.state.shares_promotions(modern) {
+                    // What the session promoted on other replicas first (one round trip).
+                    let state = self.state.clone();
+                    return Box::pin(async move {
+                        if let Some((store, _)) = &state.store {
+                            if let Ok(shared) = store.promoted(&req.caller.session.id).await {
+                                state.adopt_promoted(&req.caller.session, shared);
+                            }
+                        }
+                        let result = state.list_for(&req.caller, native, modern);
+                        Ok(Some(Message::response(id, result)))
+                    });
+                }
                 let reply = Message::response(id, self.state.list_for(&req.caller, native, modern));
                 Box::pin(async move { Ok(Some(reply)) })
             }

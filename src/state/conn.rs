@@ -19,6 +19,7 @@ pub(crate) struct Conn {
     usage: Script,
     revoke: Script,
     forward: Script,
+    promote: Script,
 }
 
 impl std::fmt::Debug for Conn {
@@ -47,6 +48,7 @@ impl Conn {
             usage: Script::new(usage::SCRIPT),
             revoke: Script::new(relay::REVOKE),
             forward: Script::new(relay::FORWARD),
+            promote: Script::new(relay::PROMOTE),
         })
     }
 
@@ -137,6 +139,40 @@ impl Conn {
             .await
     }
 
+    /// Runs the promotion script: whether `name` was new to session `sid`'s list.
+    pub(crate) async fn promote(
+        &self,
+        prefix: &str,
+        sid: &str,
+        name: &str,
+        ttl_ms: u64,
+    ) -> redis::RedisResult<bool> {
+        let mut manager = self.manager.clone();
+        self.promote
+            .key(relay::promoted_key(prefix, sid))
+            .arg(name)
+            .arg(ttl_ms)
+            .arg(relay::promotions_channel(prefix))
+            .arg(sid)
+            .invoke_async(&mut manager)
+            .await
+    }
+
+    /// The tools session `sid` promoted, in promotion order.
+    pub(crate) async fn promoted(
+        &self,
+        prefix: &str,
+        sid: &str,
+    ) -> redis::RedisResult<Vec<String>> {
+        let mut manager = self.manager.clone();
+        redis::cmd("LRANGE")
+            .arg(relay::promoted_key(prefix, sid))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut manager)
+            .await
+    }
+
     /// Loads the rate script (`SCRIPT LOAD`), so that calls' `EVALSHA` find it; after a store
     /// restart or `SCRIPT FLUSH`, a call meeting `NOSCRIPT` loads it again itself.
     pub(crate) async fn load(&self) -> redis::RedisResult<()> {
@@ -156,7 +192,13 @@ impl Conn {
             .query_async(&mut manager)
             .await?;
         self.load().await?;
-        for script in [&self.heartbeat, &self.usage, &self.revoke, &self.forward] {
+        for script in [
+            &self.heartbeat,
+            &self.usage,
+            &self.revoke,
+            &self.forward,
+            &self.promote,
+        ] {
             script.prepare_invoke().load_async(&mut manager).await?;
         }
         Ok(info)

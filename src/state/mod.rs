@@ -92,6 +92,7 @@ struct Inner {
 #[derive(Debug, Clone)]
 struct Relayed {
     revocations: Arc<Revocations>,
+    promotions: tokio::sync::broadcast::Sender<relay::Promotion>,
     notes: tokio::sync::mpsc::UnboundedSender<relay::Note>,
     /// Retries forwarded to other replicas, waiting for their outcome, by `corr`.
     waiting: Arc<Mutex<std::collections::HashMap<String, Waiting>>>,
@@ -178,6 +179,7 @@ impl Store {
         let (notes_tx, notes_rx) = tokio::sync::mpsc::unbounded_channel();
         let relayed = Relayed {
             revocations: Arc::new(Revocations::new()),
+            promotions: tokio::sync::broadcast::channel(REVOCATIONS_BUFFER).0,
             notes: notes_tx,
             waiting: Arc::default(),
         };
@@ -229,6 +231,70 @@ impl Store {
         tokio::sync::broadcast::Receiver<relay::Revocation>,
     ) {
         self.inner.relayed.revocations.follow()
+    }
+
+    /// Tools promoted for sessions on any replica (`[discover] promote_on_use`), as they are.
+    #[must_use]
+    pub fn promotions(&self) -> tokio::sync::broadcast::Receiver<relay::Promotion> {
+        self.inner.relayed.promotions.subscribe()
+    }
+
+    /// Adds `name` to the tools session `sid` promoted (kept for `ttl`, the session's
+    /// lifetime), and tells every replica when it is new.
+    ///
+    /// # Errors
+    /// Why the store did not take it (a [`names`] reason).
+    pub async fn promote(&self, sid: &str, name: &str, ttl: Duration) -> Result<(), &'static str> {
+        #[cfg(feature = "redis")]
+        {
+            let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+            let prefix = &self.inner.settings.key_prefix;
+            self.ask(|conn| async move { conn.promote(prefix, sid, name, ttl_ms).await.map(drop) })
+                .await
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = (sid, name, ttl);
+            Err(names::STORE_UNCONFIGURED)
+        }
+    }
+
+    /// The tools session `sid` promoted on any replica, in promotion order.
+    ///
+    /// # Errors
+    /// Why the store did not answer (a [`names`] reason).
+    pub async fn promoted(&self, sid: &str) -> Result<Vec<String>, &'static str> {
+        #[cfg(feature = "redis")]
+        {
+            let prefix = &self.inner.settings.key_prefix;
+            self.ask(|conn| async move { conn.promoted(prefix, sid).await })
+                .await
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = sid;
+            Err(names::STORE_UNCONFIGURED)
+        }
+    }
+
+    /// Runs `call` on the connection within `timeout_ms` (a request's wait).
+    #[cfg(feature = "redis")]
+    async fn ask<'a, T, F, Fut>(&'a self, call: F) -> Result<T, &'static str>
+    where
+        F: FnOnce(&'a conn::Conn) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let Some(conn) = &self.inner.conn else {
+            return Err(names::STORE_UNCONFIGURED);
+        };
+        match tokio::time::timeout(self.inner.settings.timeout, call(conn)).await {
+            Err(_) => Err(names::STORE_TIMEOUT),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "State store call failed");
+                Err(names::STORE_ERROR)
+            }
+            Ok(Ok(answer)) => Ok(answer),
+        }
     }
 
     /// The notes other replicas send here: answers to this replica's server→client requests,

@@ -35,6 +35,59 @@ if not seen or tonumber(seen) < now - tonumber(ARGV[2]) then return -1 end
 return redis.call('PUBLISH', ARGV[3], ARGV[4])
 ";
 
+/// The script that promotes a tool for a session (`[discover] promote_on_use`): `KEYS[1]` the
+/// session's list; `ARGV` the tool's exposed name, how long (ms) the list lives, the channel,
+/// the session's `sid`. Answers 1 when the tool is new to the list (then published), else 0.
+pub const PROMOTE: &str = r"
+if redis.call('LPOS', KEYS[1], ARGV[1]) then return 0 end
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4] .. ' ' .. ARGV[1])
+return 1
+";
+
+/// The list of the tools session `sid` promoted, in promotion order.
+#[must_use]
+pub fn promoted_key(prefix: &str, sid: &str) -> String {
+    let sid: String = sid
+        .chars()
+        .map(|c| match c {
+            '{' => '(',
+            '}' => ')',
+            c => c,
+        })
+        .collect();
+    format!("{prefix}{{session:{sid}}}:promoted")
+}
+
+/// The channel promotions are published on (`SID NAME`).
+#[must_use]
+pub fn promotions_channel(prefix: &str) -> String {
+    format!("{prefix}promotions")
+}
+
+/// A tool promoted for a session on some replica: the session's `sid` and the tool's exposed
+/// name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Promotion {
+    /// The session's `sid`.
+    pub sid: String,
+    /// The tool's exposed name.
+    pub name: String,
+}
+
+impl Promotion {
+    /// A promotions channel message read: `SID NAME` (a `sid` has no space).
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        let (sid, name) = text.split_once(' ')?;
+        Some(Self {
+            sid: sid.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+}
+
 /// The sorted set of revoked session ids.
 #[must_use]
 pub fn revoked_key(prefix: &str) -> String {
@@ -142,10 +195,11 @@ pub(super) async fn follow(
 ) {
     use futures::StreamExt;
     let (revocations, own) = (revoked_channel(&prefix), replica_channel(&prefix, &replica));
+    let promotions = promotions_channel(&prefix);
     loop {
         let subscribed = async {
             let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&[&revocations, &own]).await?;
+            pubsub.subscribe(&[&revocations, &own, &promotions]).await?;
             // Revocations published before the subscription: the set holds them.
             let mut conn = client.get_multiplexed_async_connection().await?;
             let all: Vec<(String, f64)> = redis::cmd("ZRANGE")
@@ -176,6 +230,10 @@ pub(super) async fn follow(
                             if msg.get_channel_name() == revocations {
                                 if let Some(revoked) = Revocation::parse(&payload) {
                                     to.revocations.heard(revoked);
+                                }
+                            } else if msg.get_channel_name() == promotions {
+                                if let Some(promotion) = Promotion::parse(&payload) {
+                                    let _ = to.promotions.send(promotion);
                                 }
                             } else {
                                 match serde_json::from_str(&payload) {
@@ -250,6 +308,19 @@ mod tests {
             let back: Note = serde_json::from_str(&text).unwrap();
             assert_eq!(serde_json::to_string(&back).unwrap(), text);
         }
+    }
+
+    #[test]
+    fn a_promotion_reads_back_and_its_key_keeps_one_hash_tag() {
+        assert_eq!(
+            Promotion::parse("s1 github__create_issue"),
+            Some(Promotion {
+                sid: "s1".into(),
+                name: "github__create_issue".into()
+            })
+        );
+        assert_eq!(Promotion::parse("nospace"), None);
+        assert_eq!(promoted_key("p:", "a}b"), "p:{session:a)b}:promoted");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! item 4): three replicas, each with its own usage file, each called for tools of its own;
 //! after each relearn every replica lists the same bytes, the tools called through any replica
 //! among them. With `memory` the same traffic leaves the replicas listing
-//! different bytes (each learned only the calls it served): the check can fail.
+//! different bytes (each learned only the calls it served): the check can fail. And
+//! `promote_on_use`: a tool a session invoked through one replica is listed for it by all.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -162,5 +163,110 @@ async fn three_replicas_relearn_the_same_usage_and_list_the_same_bytes_memory_do
     assert!(
         differ > 0,
         "without a store each replica learns its own calls: {rounds:#?}"
+    );
+}
+
+/// The `tools/list_changed` notifications a GET stream on `session` through `url` brings within
+/// `limit`.
+async fn list_changes(url: String, session: String, limit: Duration) -> usize {
+    let resp = harness::http_client()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "the GET stream opens");
+    let mut resp = resp;
+    let (mut text, deadline) = (String::new(), tokio::time::Instant::now() + limit);
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, resp.chunk()).await {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    text.matches("notifications/tools/list_changed").count()
+}
+
+/// `promote_on_use`: a tool a session invoked through one replica is listed for that session
+/// by every replica, in the same bytes, and the replica holding the session's GET stream tells
+/// it; without a store only the replica that saw the call lists it.
+async fn promote_run(backend: &str) -> (Vec<String>, usize) {
+    let tag = harness::new_tag(&format!("scaleout-promote-{backend}"));
+    let _guard = harness::TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let (redis, env, state) = super::backend_of(backend, &tag).await;
+    let state = format!("{state}\n[discover]\npromote_on_use = true\n");
+    let ports = [free_port(), free_port(), free_port()];
+    let started = (0..3).map(|i| {
+        let policy = usage_policy(dir.path(), i, &tag, &state);
+        let (tag, env) = (tag.clone(), env.clone());
+        async move { Replica::start_with(&policy, ports[i], &tag, &env).await }
+    });
+    let gateways = futures::future::join_all(started).await;
+    let url = |i: usize| format!("http://127.0.0.1:{}/mcp", ports[i]);
+    let session = open_session(&url(0)).await;
+    let first = names(&listed_bytes(ports[0], &session).await);
+    let deferred = CANDIDATES
+        .into_iter()
+        .find(|t| !first.contains(&format!("e__{t}")))
+        .unwrap();
+    // The session's stream on replica 2; the call through replica 1.
+    let stream = tokio::spawn(list_changes(
+        url(2),
+        session.clone(),
+        Duration::from_secs(3),
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let invoke = json!({"jsonrpc": "2.0", "id": "i", "method": "tools/call", "params": {
+        "name": "invoke_tool",
+        "arguments": {"name": format!("e__{deferred}"), "arguments": arguments(deferred)}}});
+    let (answer, _) = post_mcp(&url(1), Some(&session), &invoke).await.unwrap();
+    assert!(answer.get("result").is_some(), "{answer}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut lists = Vec::new();
+    for port in ports {
+        lists.push(listed_bytes(port, &session).await);
+    }
+    let notified = stream.await.unwrap();
+    for gateway in gateways {
+        gateway.stop().await;
+    }
+    if let Some(mut redis) = redis {
+        redis.kill().await;
+    }
+    harness::assert_no_leftovers(&tag).await;
+    let promoted = format!("e__{deferred}");
+    let listing: Vec<String> = lists
+        .iter()
+        .map(|l| {
+            if names(l).contains(&promoted) {
+                "listed".into()
+            } else {
+                "not listed".into()
+            }
+        })
+        .collect();
+    assert!(
+        lists.iter().all(|l| l == &lists[0]) || backend != "redis",
+        "{promoted}: different bytes {listing:?}"
+    );
+    (listing, notified)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_promoted_through_one_replica_is_listed_by_all_and_announced_on_the_stream() {
+    let _turn = TURN.lock().await;
+    let (listing, notified) = promote_run("redis").await;
+    eprintln!(
+        "redis: promoted tool {listing:?} on the 3 replicas; {notified} list_changed on the stream's replica"
+    );
+    assert_eq!(listing, ["listed", "listed", "listed"]);
+    assert!(notified >= 1, "the stream's replica announced it");
+    let (listing, notified) = promote_run("memory").await;
+    eprintln!(
+        "memory: promoted tool {listing:?} on the 3 replicas; {notified} list_changed on the stream's replica"
+    );
+    assert_eq!(listing, ["not listed", "listed", "not listed"]);
+    assert_eq!(
+        notified, 0,
+        "without a store the stream's replica never hears of it"
     );
 }

@@ -167,6 +167,10 @@ pub(super) struct State {
     pub(super) usage: Option<Arc<usage::UsageLog>>,
     /// Time between relearns of the usage counts (`[budget] relearn_secs`).
     pub(super) relearn: std::time::Duration,
+    /// The `[state]` store, where `promote_on_use` promotions go so that every replica lists
+    /// them, and how long a session's promotions are kept there (`[sessions]
+    /// max_lifetime_secs`).
+    pub(super) store: Option<(crate::state::Store, std::time::Duration)>,
     /// Results cut to their `max_result_tokens` (for metrics).
     pub(super) results_cut: AtomicU64,
     /// Each session's last search (for the rank of the tool it then invokes).
@@ -534,6 +538,38 @@ impl State {
             Method::ToolsListChanged.as_str(),
             None,
         ));
+        // Every replica lists it for the session from now on (and the one holding the
+        // session's stream tells it).
+        if let Some((store, ttl)) = self.store.clone() {
+            let (sid, name) = (session.id.clone(), exposed.to_owned());
+            tokio::spawn(async move {
+                if let Err(reason) = store.promote(&sid, &name, ttl).await {
+                    tracing::debug!(reason, session = %sid, "Promotion not shared: the store did not take it");
+                }
+            });
+        }
+    }
+
+    /// Whether a `tools/list` of `caller` reads the session's promotions from the store first
+    /// (`promote_on_use` on a replica of a deployment, a 2025-era session).
+    pub(super) fn shares_promotions(&self, modern: bool) -> bool {
+        self.discover.promote_on_use && self.store.is_some() && !modern
+    }
+
+    /// Makes the tools `session` promoted on any replica (`shared`, in promotion order) its
+    /// promotions here too, in that order (what only this replica knows yet, after them): so
+    /// every replica lists the same bytes for the session.
+    pub(super) fn adopt_promoted(&self, session: &Arc<Session>, shared: Vec<String>) {
+        if shared.is_empty() {
+            return;
+        }
+        let mut promoted = lock(&self.promoted);
+        let (_, list) = promoted
+            .entry(session.id.clone())
+            .or_insert_with(|| (Arc::downgrade(session), Vec::new()));
+        let local: Vec<String> = list.drain(..).filter(|n| !shared.contains(n)).collect();
+        list.extend(shared);
+        list.extend(local);
     }
 }
 
