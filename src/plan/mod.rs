@@ -71,6 +71,7 @@ mod usage;
 mod value;
 
 /// The hybrid rung's order (most useful first), for reports that name what it would list next.
+#[cfg(feature = "cli")]
 pub(crate) use value::order as value_order;
 
 pub use measure::{Ranked, measure, measure_ranked};

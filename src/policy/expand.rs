@@ -94,6 +94,7 @@ pub(crate) enum Piece<'a> {
 ///
 /// # Errors
 /// A `${` without `}`.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) fn pieces(value: &str) -> Result<Vec<Piece<'_>>, String> {
     split(value, false)
 }

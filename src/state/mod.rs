@@ -93,6 +93,7 @@ struct Inner {
 struct Relayed {
     revocations: Arc<Revocations>,
     promotions: tokio::sync::broadcast::Sender<relay::Promotion>,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     notes: tokio::sync::mpsc::UnboundedSender<relay::Note>,
     /// Retries forwarded to other replicas, waiting for their outcome, by `corr`.
     waiting: Arc<Mutex<std::collections::HashMap<String, Waiting>>>,
@@ -100,6 +101,7 @@ struct Relayed {
 
 type Waiting = tokio::sync::oneshot::Sender<Box<serde_json::value::RawValue>>;
 
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 impl Relayed {
     /// The outcome of a retry this replica forwarded: to the call waiting for it.
     fn resumed(&self, outcome: relay::Resumed) {
@@ -117,6 +119,7 @@ struct Revocations {
     tx: tokio::sync::broadcast::Sender<relay::Revocation>,
 }
 
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 impl Revocations {
     fn new() -> Self {
         Self {
@@ -425,6 +428,10 @@ impl Store {
     }
 
     /// Starts following what other replicas publish (feature `redis`).
+    #[cfg_attr(
+        not(feature = "redis"),
+        allow(clippy::unused_self, clippy::needless_pass_by_value)
+    )]
     fn follow(&self, shutdown: CancellationToken) {
         #[cfg(feature = "redis")]
         if let Some(conn) = &self.inner.conn {
