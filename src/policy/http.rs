@@ -100,22 +100,12 @@ impl Section for RawHttp {
             other => Err(format!("{other:?} is not one of \"streamable\", \"sse\"")),
         });
         let transport = transport.unwrap_or_default();
-        at.file_exists("ca_file", self.ca_file.as_deref(), certificates);
-        match (&self.client_cert_file, &self.client_key_file) {
-            (Some(cert), Some(key)) => {
-                at.file_exists("client_cert_file", Some(cert), certificates);
-                at.file_exists("client_key_file", Some(key), private_key);
-            }
-            (Some(_), None) => at.push_at(
-                "client_key_file",
-                "client_cert_file needs client_key_file (the certificate's private key)",
-            ),
-            (None, Some(_)) => at.push_at(
-                "client_cert_file",
-                "client_key_file needs client_cert_file (the certificate it belongs to)",
-            ),
-            (None, None) => {}
-        }
+        tls_files(
+            &mut at,
+            self.ca_file.as_deref(),
+            self.client_cert_file.as_deref(),
+            self.client_key_file.as_deref(),
+        );
         HttpOptions {
             transport,
             ca_file: self.ca_file,
@@ -129,6 +119,32 @@ impl Section for RawHttp {
 ///
 /// # Errors
 /// Why the file cannot be used, naming it.
+/// Checks TLS files as written at `ca_file`, `client_cert_file` and `client_key_file`: each
+/// readable PEM of its kind, and a client certificate only with its key.
+pub(super) fn tls_files(
+    at: &mut At<'_>,
+    ca_file: Option<&Path>,
+    client_cert_file: Option<&Path>,
+    client_key_file: Option<&Path>,
+) {
+    at.file_exists("ca_file", ca_file, certificates);
+    match (client_cert_file, client_key_file) {
+        (Some(cert), Some(key)) => {
+            at.file_exists("client_cert_file", Some(cert), certificates);
+            at.file_exists("client_key_file", Some(key), private_key);
+        }
+        (Some(_), None) => at.push_at(
+            "client_key_file",
+            "client_cert_file needs client_key_file (the certificate's private key)",
+        ),
+        (None, Some(_)) => at.push_at(
+            "client_cert_file",
+            "client_key_file needs client_cert_file (the certificate it belongs to)",
+        ),
+        (None, None) => {}
+    }
+}
+
 pub(crate) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let text = read(path)?;
     let certs = CertificateDer::pem_slice_iter(&text)

@@ -79,6 +79,9 @@ impl RawPolicy {
         rebase(&mut self.discover.embedding_model);
         rebase(&mut self.discover.embedding_cache_dir);
         rebase(&mut self.sessions.seal_key_file);
+        rebase(&mut self.state.ca_file);
+        rebase(&mut self.state.client_cert_file);
+        rebase(&mut self.state.client_key_file);
         if let Some(jwt) = self.auth.jwt.as_mut() {
             rebase(&mut jwt.jwks_file);
         }

@@ -10,6 +10,9 @@
 //! key_prefix = "mcp-budget:"        # default
 //! timeout_ms = 25                   # longest wait for the store on a call (default 25)
 //! on_store_error = "local_share"    # or "open", "closed" (default "local_share")
+//! # ca_file = "redis-ca.pem"        # rediss://: trust this CA (PEM) instead of the built-in roots
+//! # client_cert_file = "client.pem" # rediss:// with client certificates (mTLS), with its key:
+//! # client_key_file = "client-key.pem"
 //! ```
 //!
 //! The policy names where the URL is, never the URL (it may carry a password). Calls in flight
@@ -66,6 +69,15 @@ pub struct RawState {
     /// last seen), `"open"` (let through) or `"closed"` (refused,
     /// `mcp_budget.state.unavailable`). Default: `"local_share"`.
     pub on_store_error: Option<String>,
+    /// With a `rediss://` URL: the CA certificate(s) (PEM) the store's certificate must chain
+    /// to, instead of the built-in roots; relative to the policy file's folder. Default: the
+    /// built-in roots.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// With a `rediss://` URL: a client certificate (PEM) for a store that asks for one
+    /// (`tls-auth-clients`); needs `client_key_file`. Relative to the policy file's folder.
+    pub client_cert_file: Option<std::path::PathBuf>,
+    /// The private key (PEM) of `client_cert_file`.
+    pub client_key_file: Option<std::path::PathBuf>,
 }
 
 /// What a call gets while the store fails.
@@ -104,6 +116,10 @@ pub struct RedisState {
     pub timeout: Duration,
     /// What a call gets while the store fails.
     pub on_store_error: OnStoreError,
+    /// The CA (PEM) a `rediss://` store's certificate must chain to (`None`: built-in roots).
+    pub ca_file: Option<std::path::PathBuf>,
+    /// A client certificate and its key (PEM), for a store that asks for one.
+    pub client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// Where shared state lives.
@@ -167,6 +183,9 @@ impl Section for RawState {
                 ("key_prefix", self.key_prefix.is_some()),
                 ("timeout_ms", self.timeout_ms.is_some()),
                 ("on_store_error", self.on_store_error.is_some()),
+                ("ca_file", self.ca_file.is_some()),
+                ("client_cert_file", self.client_cert_file.is_some()),
+                ("client_key_file", self.client_key_file.is_some()),
             ] {
                 if given {
                     at.push_at(key, "applies to backend = \"redis\" only");
@@ -174,6 +193,12 @@ impl Section for RawState {
             }
             return StatePolicy::default();
         }
+        super::http::tls_files(
+            &mut at,
+            self.ca_file.as_deref(),
+            self.client_cert_file.as_deref(),
+            self.client_key_file.as_deref(),
+        );
         let url_env = match self.url_env {
             None => {
                 at.push_at(
@@ -201,6 +226,8 @@ impl Section for RawState {
                     .unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned()),
                 timeout: timeout.unwrap_or(DEFAULT_TIMEOUT),
                 on_store_error,
+                ca_file: self.ca_file,
+                client_cert: self.client_cert_file.zip(self.client_key_file),
             }),
         }
     }

@@ -8,6 +8,7 @@ use redis::{Client, Script};
 use super::gcra::{self, Check};
 use super::{relay, usage};
 use crate::plan::UsageCounts;
+use crate::policy::state::RedisState;
 
 /// A connection to the store and its scripts.
 #[derive(Clone)]
@@ -29,11 +30,44 @@ impl std::fmt::Debug for Conn {
     }
 }
 
+/// The client of `url`: with `settings`' CA and client certificate when it names them.
+fn client(url: &str, settings: &RedisState) -> Result<Client, String> {
+    let invalid = |e: redis::RedisError| format!("invalid store URL: {:?}", e.kind());
+    if settings.ca_file.is_none() && settings.client_cert.is_none() {
+        return Client::open(url).map_err(invalid);
+    }
+    #[cfg(feature = "tls")]
+    {
+        let read = |path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        };
+        let root_cert = settings.ca_file.as_deref().map(read).transpose()?;
+        let client_tls = match &settings.client_cert {
+            Some((cert, key)) => Some(redis::ClientTlsConfig {
+                client_cert: read(cert)?,
+                client_key: read(key)?,
+            }),
+            None => None,
+        };
+        let certificates = redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        };
+        Client::build_with_tls(url, certificates).map_err(|e| format!("store TLS: {e}"))
+    }
+    #[cfg(not(feature = "tls"))]
+    Err("[state] ca_file and client certificates need the `tls` feature".to_owned())
+}
+
 impl Conn {
     /// A connection to `url`, made on first use; `timeout` bounds each attempt to connect (a
     /// call waits for it no longer than its own `timeout_ms`: the heartbeat does).
-    pub(crate) fn lazy(url: &str, timeout: std::time::Duration) -> Result<Self, String> {
-        let client = Client::open(url).map_err(|e| format!("invalid store URL: {:?}", e.kind()))?;
+    pub(crate) fn lazy(
+        url: &str,
+        settings: &RedisState,
+        timeout: std::time::Duration,
+    ) -> Result<Self, String> {
+        let client = client(url, settings)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
             // One attempt per request: the heartbeat, not a call, waits for the store to be back.

@@ -177,7 +177,7 @@ impl Store {
         url: Result<String, String>,
         shutdown: CancellationToken,
     ) -> Self {
-        let conn = url.and_then(|url| connect(&url, settings.timeout));
+        let conn = url.and_then(|url| connect(&url, &settings));
         let unavailable = conn.as_ref().err().cloned();
         let (notes_tx, notes_rx) = tokio::sync::mpsc::unbounded_channel();
         let relayed = Relayed {
@@ -693,14 +693,14 @@ impl Store {
     async fn heartbeat(self, _: CancellationToken) {}
 }
 
-/// The connection to `url`, or why there is none.
+/// The connection to `url` with `settings`' TLS files, or why there is none.
 #[cfg(feature = "redis")]
-fn connect(url: &str, timeout: Duration) -> Result<conn::Conn, String> {
-    conn::Conn::lazy(url, timeout.max(CONNECT_TIMEOUT))
+fn connect(url: &str, settings: &RedisState) -> Result<conn::Conn, String> {
+    conn::Conn::lazy(url, settings, settings.timeout.max(CONNECT_TIMEOUT))
 }
 
 #[cfg(not(feature = "redis"))]
-fn connect(_: &str, _: Duration) -> Result<(), String> {
+fn connect(_: &str, _: &RedisState) -> Result<(), String> {
     Err("this mcp-budget was built without the `redis` feature".to_owned())
 }
 
@@ -713,7 +713,7 @@ fn connect(_: &str, _: Duration) -> Result<(), String> {
 #[cfg(feature = "redis")]
 pub async fn probe(settings: &RedisState, url: &str) -> Result<String, String> {
     let bound = settings.timeout.max(CONNECT_TIMEOUT);
-    let conn = connect(url, settings.timeout)?;
+    let conn = connect(url, settings)?;
     let info = match tokio::time::timeout(bound, conn.probe()).await {
         Err(_) => return Err(format!("the store did not answer within {bound:?}")),
         Ok(Err(e)) => return Err(format!("the store refused: {e}")),

@@ -245,6 +245,8 @@ pub fn policy(dir: &Path, tag: &str, downstream: &str, ups: &[Up]) -> PathBuf {
 pub struct RedisServer {
     /// Its port on 127.0.0.1.
     pub port: u16,
+    /// Its TLS port ([`RedisServer::start_tls`]).
+    pub tls_port: Option<u16>,
     child: Option<Child>,
 }
 
@@ -260,9 +262,41 @@ impl RedisServer {
 
     /// Starts one on `port` (a restart comes back on the same one) and waits for `PING`.
     pub async fn start_on(port: u16, tag: &str) -> Self {
+        Self::start_with(port, tag, &[]).await
+    }
+
+    /// Starts one that also takes TLS on a free port (`tls_port`): its certificate
+    /// `certs/server.pem` and key `certs/server-key.pem`, clients' certificates checked
+    /// against `certs/ca.pem` when `require_client_cert` (as `transport_server.py
+    /// --make-certs` writes them). Waits for `PING` on the plain port.
+    pub async fn start_tls(tag: &str, certs: &Path, require_client_cert: bool) -> Self {
+        let server = certs.join("server.pem").display().to_string();
+        let key = certs.join("server-key.pem").display().to_string();
+        let ca = certs.join("ca.pem").display().to_string();
+        let tls_port = free_port().to_string();
+        let auth = if require_client_cert { "yes" } else { "no" };
+        let args = [
+            "--tls-port",
+            &tls_port,
+            "--tls-cert-file",
+            &server,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            auth,
+        ];
+        let mut store = Self::start_with(free_port(), tag, &args).await;
+        store.tls_port = tls_port.parse().ok();
+        store
+    }
+
+    async fn start_with(port: u16, tag: &str, extra: &[&str]) -> Self {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(extra)
             .env("MCPB_IT_TAG", tag)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -272,6 +306,7 @@ impl RedisServer {
             .expect("redis-server is installed (scripts/install-test-deps.sh)");
         let server = Self {
             port,
+            tls_port: None,
             child: Some(child),
         };
         let started = std::time::Instant::now();

@@ -379,3 +379,67 @@ async fn check_live_asks_the_state_store() {
     assert!(stderr.contains("state: "), "{stderr}");
     assert_no_leftovers(&tag).await;
 }
+
+/// `rediss://` with `[state] ca_file` and a client certificate: a real `redis-server` taking
+/// TLS only with a client certificate of the test CA. The check passes with both; without the
+/// CA the store's certificate is refused; without the client certificate the store refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_live_reaches_a_tls_store_with_its_ca_and_a_client_certificate() {
+    let tag = new_tag("check-live-state-tls");
+    let _guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let status = Command::new(crate::harness::venv_bin("python"))
+        .arg(crate::harness::peer_file("transport_server.py"))
+        .arg("--make-certs")
+        .arg(&certs)
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    let mut store = crate::harness::RedisServer::start_tls(&tag, &certs, true).await;
+    let url = format!("rediss://127.0.0.1:{}", store.tls_port.unwrap());
+    let check = |section: String| {
+        let policy = policy(dir.path(), &tag, &section, &[]);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
+        cmd.arg("check")
+            .arg(&policy)
+            .arg("--live")
+            .env("STATE_URL", &url)
+            .env("MCPB_IT_TAG", &tag)
+            .stdin(Stdio::null());
+        async move {
+            let out = tokio::time::timeout(WAIT, cmd.output())
+                .await
+                .unwrap()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let file = |name: &str| format!("{:?}", certs.join(name).display().to_string());
+    let base = "[state]\nbackend = \"redis\"\nurl_env = \"STATE_URL\"\n";
+    let client = format!(
+        "client_cert_file = {}\nclient_key_file = {}\n",
+        file("client.pem"),
+        file("client-key.pem")
+    );
+    let full = format!("{base}ca_file = {}\n{client}", file("ca.pem"));
+    let (code, stderr) = check(full).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("answers; the scripts load"), "{stderr}");
+    let (code, stderr) = check(format!("{base}{client}")).await;
+    assert_ne!(
+        code,
+        Some(0),
+        "the test CA is not a built-in root: {stderr}"
+    );
+    assert!(stderr.contains("certificate"), "{stderr}");
+    let (code, stderr) = check(format!("{base}ca_file = {}\n", file("ca.pem"))).await;
+    assert_ne!(code, Some(0), "no client certificate: {stderr}");
+    assert!(stderr.contains("state: "), "{stderr}");
+    store.kill().await;
+    assert_no_leftovers(&tag).await;
+}
