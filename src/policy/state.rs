@@ -1,7 +1,9 @@
-//! `[state]`: where the state that replicas share lives (issue 34). Today that is the
-//! `[limits]` rates: with `backend = "redis"`, every replica spends the same token buckets (one
-//! GCRA per key in Redis or Valkey), so three replicas let a client through at its rate, not at
-//! three times it.
+//! `[state]`: where the state that replicas share lives (issue 34). With `backend = "redis"`,
+//! every replica spends the same `[limits]` token buckets (one GCRA per key in Redis or
+//! Valkey), so three replicas let a client through at its rate, not at three times it; plans
+//! with the same usage counts (`[budget] usage_file`) and session promotions
+//! (`promote_on_use`), so they list the same bytes; ends a session `DELETE`d on any of them;
+//! and hands a client's answer to the replica whose upstream asked (see [`crate::state`]).
 //!
 //! ```toml
 //! [state]
