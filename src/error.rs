@@ -447,17 +447,7 @@ impl Error {
             } => {
                 json!({"tool": tool, "reason": reason, "audit_id": audit_id})
             }
-            Self::Limited {
-                client,
-                upstream,
-                which,
-                retry_after_ms,
-            } => json!({
-                "retryAfterMs": retry_after_ms,
-                "limit": which.key(),
-                "client": client,
-                "upstream": upstream,
-            }),
+            Self::Limited { .. } => return self.limited_data(),
             Self::Quarantined(held) => held.data(),
             Self::Http(refusal) => return refusal.data(),
             Self::Protocol(error) => return error.data(),
@@ -473,6 +463,27 @@ impl Error {
             | Self::Internal(_) => return None,
         };
         Some(data)
+    }
+}
+
+impl Error {
+    /// `error.data` of [`Error::Limited`]: when to retry, the limit, whose and where.
+    fn limited_data(&self) -> Option<Value> {
+        let Self::Limited {
+            client,
+            upstream,
+            which,
+            retry_after_ms,
+        } = self
+        else {
+            return None;
+        };
+        Some(json!({
+            "retryAfterMs": retry_after_ms,
+            "limit": which.key(),
+            "client": client,
+            "upstream": upstream,
+        }))
     }
 }
 

@@ -201,25 +201,7 @@ impl Section for RawState {
             self.client_cert_file.as_deref(),
             self.client_key_file.as_deref(),
         );
-        let url_env = match self.url_env {
-            None => {
-                at.push_at(
-                    "url_env",
-                    "required with backend = \"redis\": the environment variable that holds \
-                     the redis:// or rediss:// URL",
-                );
-                String::new()
-            }
-            Some(var) => {
-                if var.is_empty() || var.contains(['=', '\0']) {
-                    at.push_at(
-                        "url_env",
-                        format!("{var:?} is not an environment variable name"),
-                    );
-                }
-                var
-            }
-        };
+        let url_env = url_env(self.url_env, &mut at);
         StatePolicy {
             backend: Backend::Redis(RedisState {
                 url_env,
@@ -231,6 +213,29 @@ impl Section for RawState {
                 ca_file: self.ca_file,
                 client_cert: self.client_cert_file.zip(self.client_key_file),
             }),
+        }
+    }
+}
+
+/// `url_env` as written: required with `redis`, a variable name.
+fn url_env(var: Option<String>, at: &mut At<'_>) -> String {
+    match var {
+        None => {
+            at.push_at(
+                "url_env",
+                "required with backend = \"redis\": the environment variable that holds \
+                     the redis:// or rediss:// URL",
+            );
+            String::new()
+        }
+        Some(var) => {
+            if var.is_empty() || var.contains(['=', '\0']) {
+                at.push_at(
+                    "url_env",
+                    format!("{var:?} is not an environment variable name"),
+                );
+            }
+            var
         }
     }
 }
