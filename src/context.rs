@@ -181,6 +181,10 @@ pub struct Caller {
     /// `"run_code"`, whatever the policy names them); `None` for a call the client sent
     /// itself. Metrics and log lines of the inner call carry it.
     pub meta: Option<&'static str>,
+    /// What an embedding gateway attached to the request ([`crate::embed::Request`]): the
+    /// embedded stack hands it down to the embedder's service with the call. `None`
+    /// elsewhere.
+    pub(crate) extensions: Option<Arc<http::Extensions>>,
 }
 
 /// One downstream client session.
@@ -316,7 +320,15 @@ impl Caller {
             run: None,
             probe: false,
             meta: None,
+            extensions: None,
         }
+    }
+
+    /// The same caller, with what an embedding gateway attached to its request.
+    #[must_use]
+    pub(crate) fn with_extensions(mut self, extensions: http::Extensions) -> Self {
+        self.extensions = Some(Arc::new(extensions));
+        self
     }
 
     /// The same caller, from `principal`.

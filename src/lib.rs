@@ -80,6 +80,7 @@ pub mod compress;
 pub mod context;
 pub mod discover;
 pub mod downstream;
+pub mod embed;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;

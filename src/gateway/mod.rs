@@ -47,6 +47,7 @@ mod tasks;
 
 pub use health::{InstanceState, UpstreamState};
 pub use pool::{UpstreamSummary, summary_lines};
+pub(crate) use pool::{guarded, lists::fetch_pages};
 pub use sessions::SUPPORTED_VERSIONS;
 
 use std::convert::Infallible;
