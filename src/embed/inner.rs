@@ -76,13 +76,10 @@ async fn forward(inner: InnerService, catalog: &Catalog, req: McpRequest) -> Opt
         Some(Message::error(id.clone(), err.to_error_object()))
     };
     match answer {
-        Ok(Some(value)) => {
-            let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
-            match Message::parse(&bytes) {
-                Ok(answer) => Some(answer),
-                Err(err) => failed(format!("its answer is no JSON-RPC message: {err}")),
-            }
-        }
+        Ok(Some(value)) => match Message::from_value(&value) {
+            Ok(answer) => Some(answer),
+            Err(err) => failed(format!("its answer is no JSON-RPC message: {err}")),
+        },
         Ok(None) => failed("it gave no answer to a request".to_owned()),
         Err(err) => failed(err.to_string()),
     }

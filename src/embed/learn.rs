@@ -132,7 +132,6 @@ impl Learner {
         let answer = self.inner.clone().oneshot(request).await;
         let answer = answer.map_err(|err| err.to_string())?;
         let answer = answer.ok_or_else(|| "no answer".to_owned())?;
-        let bytes = serde_json::to_vec(&answer).map_err(|e| e.to_string())?;
-        Message::parse(&bytes).map_err(|e| e.to_string())
+        Message::from_value(&answer).map_err(|e| e.to_string())
     }
 }

@@ -483,11 +483,10 @@ impl Shared {
 /// `value` as a message, or the error answer the stdio downstream gives a line that is not
 /// one.
 fn decode(value: &Value) -> Result<Message, Option<Value>> {
-    let bytes = serde_json::to_vec(value).expect("a JSON value serializes");
-    Message::parse(&bytes).map_err(|err| Some(value_of(&err.to_response())))
+    Message::from_value(value).map_err(|err| Some(value_of(&err.to_response())))
 }
 
 /// `message` as a JSON value (the same JSON text).
 pub(crate) fn value_of(message: &Message) -> Value {
-    serde_json::from_slice(&message.to_bytes()).expect("a message serializes to JSON")
+    message.to_value()
 }
