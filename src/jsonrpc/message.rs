@@ -210,18 +210,20 @@ impl Message {
         serde_json::from_slice(&self.to_bytes()).expect("a message is JSON")
     }
 
-    /// The message `value` holds, read as [`Message::parse`] reads its text.
+    /// The message `value` holds, read as [`Message::parse`] reads its text (members of the
+    /// envelope that JSON-RPC 2.0 does not define are not kept; `params` and `result` are,
+    /// whole).
     ///
     /// ```
     /// use mcp_budget::jsonrpc::Message;
-    /// let value = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "x": true});
+    /// let value = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": true}});
     /// let message = Message::from_value(&value)?;
     /// assert_eq!(message.to_value(), value);
     /// # Ok::<(), mcp_budget::jsonrpc::DecodeError>(())
     /// ```
     ///
     /// # Errors
-    /// [`DecodeError`] when it is no JSON-RPC message.
+    /// [`DecodeError`](super::DecodeError) when it is no JSON-RPC message.
     ///
     /// # Panics
     /// Never: a [`Value`] always serializes.

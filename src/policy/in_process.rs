@@ -25,7 +25,8 @@ pub type Pipes = (
 /// A message service: a JSON-RPC message in, the answer (none for a notification) out.
 pub type MessageService = BoxCloneSyncService<Value, Option<Value>, BoxError>;
 
-/// An MCP server in the gateway's process (see the [module docs](self)).
+/// An MCP server in the gateway's process, added to a policy with
+/// [`Policy::add_in_process`](super::Policy::add_in_process).
 ///
 /// ```
 /// use mcp_budget::policy::{InProcess, Policy};

@@ -162,6 +162,7 @@ impl Default for Policy {
 
 /// One problem found while validating a policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Problem {
     /// Field path, e.g. `upstream[1].command`.
     pub path: String,
