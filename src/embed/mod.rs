@@ -69,6 +69,14 @@
 //! announces `notifications/tools/list_changed` itself, through [`EmbedLayer::announce_to`],
 //! only when the bytes a host lists change).
 //!
+//! # Policy
+//!
+//! The same sections as the gateway's: `[budget]`, `[discover]`, `[[client]]`, `[limits]`,
+//! `[sanitize]`, `[pin]`, `[audit]`. The service's server id is empty: the globs of a
+//! client's `allow` and `deny` name its tools as `*/name` (`allow = ["*/get_*"]`).
+//! `[[upstream]]`, `[downstream]` and the other process settings are the embedder's business
+//! and not read; `[state]` neither (the limits are this process's).
+//!
 //! # Errors
 //!
 //! Every request gets exactly one answer: policy outcomes are JSON-RPC errors with their
@@ -259,7 +267,8 @@ impl EmbedLayer {
                 .map(crate::identity::client_of)
                 .collect(),
         );
-        let audit = crate::audit::Shared::default().get(policy.audit.as_ref());
+        let audit =
+            crate::audit::Shared::default().get(crate::gateway::audit_config(&policy).as_ref());
         // Until `announce_to`, sessions' messages have nowhere to go.
         let (notify, _) = mpsc::unbounded_channel();
         Self {
