@@ -163,3 +163,64 @@ async fn the_gateway_aggregates_an_in_process_service_and_fails_its_errors_at_on
     );
     server.stop().await;
 }
+
+/// A newline-delimited JSON-RPC server on `stream` answering as `Aggregator::github` does;
+/// with `hang_up_after_list`, it ends the connection once it has answered `tools/list`.
+async fn line_server(stream: tokio::io::DuplexStream, hang_up_after_list: bool) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (read, mut write) = tokio::io::split(stream);
+    let mut lines = BufReader::new(read).lines();
+    let aggregator = embed_layers::Aggregator::github();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if let Some(answer) = aggregator.answer(&message) {
+            let mut bytes = serde_json::to_vec(&answer).unwrap();
+            bytes.push(b'\n');
+            write.write_all(&bytes).await.unwrap();
+        }
+        let listed = message["method"] == "tools/list" && message["params"]["cursor"] == "100";
+        if hang_up_after_list && listed {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_in_process_stream_that_ends_is_connected_again() {
+    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = connections.clone();
+    let server = InProcess::streams(move || {
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let first = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+        tokio::spawn(line_server(theirs, first));
+        tokio::io::split(ours)
+    });
+    let mut policy = Policy::default();
+    policy.budget.enabled = false;
+    policy.add_in_process("lines", server).unwrap();
+    let shutdown = CancellationToken::new();
+    let server = Server::start(policy, READY_TIMEOUT, shutdown.clone()).await;
+    // The first connection hangs up after its list; the supervisor connects again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while connections.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not connected again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.catalog().tools().len(), 117, "its tools stay known");
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "lines__get_me", "arguments": {}}});
+    let mut answer = ask(&server, call.clone()).await;
+    while answer.get("error").is_some() && tokio::time::Instant::now() < deadline {
+        // Ready again only after the new connection's handshake.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        answer = ask(&server, call.clone()).await;
+    }
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "my-aggregator ran get_me with {}",
+        "{answer}"
+    );
+    server.stop().await;
+}
