@@ -184,7 +184,7 @@ pub struct Caller {
     /// What an embedding gateway attached to the request ([`crate::embed::Request`]): the
     /// embedded stack hands it down to the embedder's service with the call. `None`
     /// elsewhere.
-    pub(crate) extensions: Option<Arc<http::Extensions>>,
+    pub(crate) extensions: Option<Arc<std::panic::AssertUnwindSafe<http::Extensions>>>,
 }
 
 /// One downstream client session.
@@ -327,7 +327,8 @@ impl Caller {
     /// The same caller, with what an embedding gateway attached to its request.
     #[must_use]
     pub(crate) fn with_extensions(mut self, extensions: http::Extensions) -> Self {
-        self.extensions = Some(Arc::new(extensions));
+        // Unwind-safe as the rest of the caller: the stack catches panics per request.
+        self.extensions = Some(Arc::new(std::panic::AssertUnwindSafe(extensions)));
         self
     }
 

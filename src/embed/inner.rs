@@ -57,7 +57,7 @@ async fn forward(inner: InnerService, catalog: &Catalog, req: McpRequest) -> Opt
         .caller
         .extensions
         .as_deref()
-        .cloned()
+        .map(|extensions| extensions.0.clone())
         .unwrap_or_default();
     let request = Request {
         message: value_of(&message),

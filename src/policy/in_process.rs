@@ -8,6 +8,7 @@
 //! limits and supervision (a stream that ends is connected again).
 
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -49,7 +50,9 @@ pub type MessageService = BoxCloneSyncService<Value, Option<Value>, BoxError>;
 /// ```
 #[derive(Clone)]
 pub struct InProcess {
-    kind: Arc<Kind>,
+    /// Unwind-safe as a policy is: a server that panicked answers the calls after it as its
+    /// code does (the gateway catches panics per request, `layer::recover`).
+    kind: Arc<AssertUnwindSafe<Kind>>,
 }
 
 /// The two ways to reach an in-process server.
@@ -77,7 +80,7 @@ impl InProcess {
     {
         let service = BoxCloneSyncService::new(service.map_err(Into::into));
         Self {
-            kind: Arc::new(Kind::Service(service)),
+            kind: Arc::new(AssertUnwindSafe(Kind::Service(service))),
         }
     }
 
@@ -98,7 +101,7 @@ impl InProcess {
             (Box::pin(read), Box::pin(write))
         };
         Self {
-            kind: Arc::new(Kind::Streams(Box::new(connect))),
+            kind: Arc::new(AssertUnwindSafe(Kind::Streams(Box::new(connect)))),
         }
     }
 
@@ -109,7 +112,7 @@ impl InProcess {
 
 impl fmt::Debug for InProcess {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match *self.kind {
+        let kind = match **self.kind {
             Kind::Service(_) => "service",
             Kind::Streams(_) => "streams",
         };
