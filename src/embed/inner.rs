@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tower::{Service, ServiceExt};
 
+use super::Request;
 use super::learn::{INNER, InnerService};
-use super::{Request, value_of};
 use crate::catalog::Catalog;
 use crate::context::{McpFuture, McpRequest};
 use crate::error::Error;
@@ -60,7 +60,7 @@ async fn forward(inner: InnerService, catalog: &Catalog, req: McpRequest) -> Opt
         .map(|extensions| extensions.0.clone())
         .unwrap_or_default();
     let request = Request {
-        message: value_of(&message),
+        message: message.to_value(),
         extensions,
     };
     let answer = inner.oneshot(request).await;

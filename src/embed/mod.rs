@@ -303,7 +303,7 @@ impl EmbedLayer {
         let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
         tokio::spawn(async move {
             while let Some(message) = rx.recv().await {
-                if sink.send(value_of(&message)).is_err() {
+                if sink.send(message.to_value()).is_err() {
                     return;
                 }
             }
@@ -452,7 +452,7 @@ async fn handle(
         Ok(caller) => caller,
         Err(err) => {
             let reply = Message::error(message.reply_id(), err.to_error_object());
-            return is_request.then(|| value_of(&reply));
+            return is_request.then(|| reply.to_value());
         }
     };
     let method = message.method().map(Method::parse);
@@ -464,7 +464,7 @@ async fn handle(
         Ok(answer) => answer,
         Err(never) => match never {},
     };
-    answer.as_ref().map(value_of)
+    answer.as_ref().map(Message::to_value)
 }
 
 impl Shared {
@@ -494,10 +494,5 @@ impl Shared {
 /// `value` as a message, or the error answer the stdio downstream gives a line that is not
 /// one.
 fn decode(value: &Value) -> Result<Message, Option<Value>> {
-    Message::from_value(value).map_err(|err| Some(value_of(&err.to_response())))
-}
-
-/// `message` as a JSON value (the same JSON text).
-pub(crate) fn value_of(message: &Message) -> Value {
-    message.to_value()
+    Message::from_value(value).map_err(|err| Some(err.to_response().to_value()))
 }
