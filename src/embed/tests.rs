@@ -168,8 +168,13 @@ async fn a_failing_inner_service_is_one_error_answer_and_notifications_get_none(
 
 #[tokio::test]
 async fn clients_see_their_scope_and_an_unnamed_caller_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
     let policy = Policy::from_toml_str(
-        "version = 1\n[[client]]\nname = \"ci\"\nallow = [\"*/get_me\"]\n",
+        &format!(
+            "version = 1\n[audit]\npath = {:?}\n[[client]]\nname = \"ci\"\nallow = [\"*/get_me\"]\n",
+            audit.display().to_string()
+        ),
         "test",
     )
     .unwrap();
@@ -203,6 +208,27 @@ async fn clients_see_their_scope_and_an_unnamed_caller_is_refused() {
     // The caller reached the inner service with the call.
     let last = lock(&seen).last().cloned().unwrap();
     assert_eq!(last.2.as_deref(), Some("ci"));
+    // The audit log names the client and the embedder's principal.
+    let mut lines = String::new();
+    for _ in 0..100 {
+        lines = std::fs::read_to_string(&audit).unwrap_or_default();
+        if lines.lines().count() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let allowed: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["tool"] == "get_me")
+        .collect();
+    assert!(!allowed.is_empty(), "{lines}");
+    assert!(
+        allowed
+            .iter()
+            .all(|l| l["principal"] == "ci" && l["subject"] == "user-1"),
+        "{lines}"
+    );
 }
 
 #[tokio::test]
@@ -230,4 +256,24 @@ async fn list_changed_has_the_tools_learned_again_and_announced() {
     assert!(layer.inner_notification(&prompts));
     let other = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {}});
     assert!(layer.inner_notification(&other));
+}
+
+#[tokio::test]
+async fn limits_refuse_a_clients_call_beyond_its_rate_without_reaching_the_service() {
+    let policy = Policy::from_toml_str(
+        "version = 1\n[budget]\nenabled = false\n[limits]\ncalls_per_sec = 1\nburst = 1\n",
+        "test",
+    )
+    .unwrap();
+    let seen = Seen::default();
+    let tools = Arc::new(Mutex::new(github_tools()));
+    let service = EmbedLayer::new(policy).layer(inner(tools, seen.clone()));
+    let get_me = json!({"name": "get_me", "arguments": {}});
+    let first = ask(&service, call(1, "tools/call", &get_me)).await;
+    assert_eq!(first["result"]["content"][0]["text"], "called get_me");
+    let second = ask(&service, call(2, "tools/call", &get_me)).await;
+    assert_eq!(second["id"], 2);
+    assert_eq!(second["error"]["code"], -32023, "{second}");
+    let calls = lock(&seen).iter().filter(|s| s.0 == "tools/call").count();
+    assert_eq!(calls, 1, "the refused call never reached the service");
 }
