@@ -41,10 +41,12 @@
 //! response). `Value` is what every Rust MCP stack can hand over (rmcp's and tower-mcp's
 //! message types serialize to it; a gateway that forwards bytes parses them once), so no
 //! embedder depends on mcp-budget's internal envelope, which may change. Unknown fields in
-//! `params` and `result` pass through in both directions, byte for byte in value (members of
-//! the envelope that JSON-RPC 2.0 does not define are dropped, as the gateway's transports
-//! drop them). The price is one conversion into the lossless internal form
-//! and one back per message (`docs/embedding.md` has the figures).
+//! `params` and `result` pass through in both directions (members of the envelope that
+//! JSON-RPC 2.0 does not define are dropped, as the gateway's transports drop them). The price
+//! is one conversion into the lossless internal form and one back per message
+//! (`docs/embedding.md` has the figures). The service is cloned for each call (it is
+//! `Clone + Send + Sync`, as a `tower` service behind a shared router is), and readied before
+//! it is called.
 //!
 //! # Who calls
 //!
