@@ -11,9 +11,8 @@ use std::path::PathBuf;
 
 use axum::Router;
 use axum::routing::get;
-use mcp_budget::downstream::http::{ListenConfig, serve_with};
 use mcp_budget::policy::Policy;
-use mcp_budget::server::{MCP_PATH, READY_TIMEOUT, Server};
+use mcp_budget::server::{ListenConfig, MCP_PATH, READY_TIMEOUT, Server, serve_with};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]

@@ -31,14 +31,13 @@ fn measure(catalog: &[CatalogTool], policy: &BudgetPolicy) -> Measured {
 
 fn with_rendering(rendering: Rendering) -> BudgetPolicy {
     // o200k for every rendering, calibration 1, no fixed overhead: comparable raw BPE counts.
+    let mut overrides = ProfileOverrides::default();
+    overrides.rendering = Some(rendering);
+    overrides.overhead_tokens = Some(0);
     BudgetPolicy::default()
         .with_model("gpt-4o")
         .unwrap()
-        .with_overrides(ProfileOverrides {
-            rendering: Some(rendering),
-            overhead_tokens: Some(0),
-            ..ProfileOverrides::default()
-        })
+        .with_overrides(overrides)
         .unwrap()
 }
 

@@ -18,3 +18,8 @@ else
 fi
 cargo test --all-targets
 cargo test --doc
+# The public API's docs build without a warning (broken or private intra-doc links).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
+# Breaking changes of the public API against the last release tag (skipped, saying why, without
+# a tag or without cargo-semver-checks).
+scripts/semver-check.sh

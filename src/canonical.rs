@@ -12,7 +12,7 @@
 //!
 //! Values are never changed, only key order.
 //!
-//! [`jcs`] is the other canonical form, RFC 8785's, and [`schema_hash`] the tool fingerprint
+//! [`jcs`](fn@jcs) is the other canonical form, RFC 8785's, and [`schema_hash`] the tool fingerprint
 //! built on it.
 //!
 //! ```

@@ -181,6 +181,10 @@ pub struct Caller {
     /// `"run_code"`, whatever the policy names them); `None` for a call the client sent
     /// itself. Metrics and log lines of the inner call carry it.
     pub meta: Option<&'static str>,
+    /// What an embedding gateway attached to the request ([`crate::embed::Request`]): the
+    /// embedded stack hands it down to the embedder's service with the call. `None`
+    /// elsewhere.
+    pub(crate) extensions: Option<Arc<std::panic::AssertUnwindSafe<http::Extensions>>>,
 }
 
 /// One downstream client session.
@@ -316,7 +320,16 @@ impl Caller {
             run: None,
             probe: false,
             meta: None,
+            extensions: None,
         }
+    }
+
+    /// The same caller, with what an embedding gateway attached to its request.
+    #[must_use]
+    pub(crate) fn with_extensions(mut self, extensions: http::Extensions) -> Self {
+        // Unwind-safe as the rest of the caller: the stack catches panics per request.
+        self.extensions = Some(Arc::new(std::panic::AssertUnwindSafe(extensions)));
+        self
     }
 
     /// The same caller, from `principal`.

@@ -524,6 +524,7 @@ fn limit_what(which: Which, upstream: Option<&str>) -> String {
 /// An item held back ([`Error::Quarantined`]): what the catalog's
 /// [`Quarantined`](crate::catalog::Quarantined) says of it, under the name the client used.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Quarantine {
     /// `tool`, `prompt` or `template`: the message's noun and the `data` key of the name.
     pub what: &'static str,

@@ -10,107 +10,116 @@
 //! `ARCHITECTURE.md` in the repository walks one request through these modules and says where
 //! a new layer, policy key, error kind or metric goes.
 //!
+//! # Three ways to embed it
+//!
+//! `docs/embedding.md` in the repository compares them, with their cost per call.
+//!
+//! - The whole gateway in your process: [`server::run`], or [`server::Server`] mounted in an
+//!   axum router of your own ([`server::Server::router`]); MCP servers of your process join
+//!   its upstreams as in-process upstreams ([`policy::Policy::add_in_process`]).
+//! - Its layers in front of your own MCP gateway: [`embed::EmbedLayer`], a [`tower::Layer`]
+//!   over any service of JSON-RPC messages.
+//! - Cache-stable tool lists in an LLM API gateway: [`llm_api::LlmCacheLayer`].
+//!
 //! # Layout
 //!
-//! The pure core (no I/O):
+//! The public API, the surface an embedder can hold on to:
 //!
-//! - [`jsonrpc`]: the lossless JSON-RPC envelope (raw `params` / `result`, exact ids).
-//! - [`mcp`]: protocol facts: eras, `_meta` keys, HTTP header rules, translation between eras.
-//! - [`error`]: runtime errors, their JSON-RPC form, and the stable `data.type` kinds.
-//! - [`catalog`]: the catalog value (every upstream's lists, exposed names, collisions) the
-//!   gateway publishes; saved `tools/list` files.
-//! - [`canonical`]: tool definitions in one byte form, for provider prompt caches.
-//! - [`naming`]: namespaced tool names valid for every LLM API.
-//! - [`tokens`]: what a tool costs a host model, in tokens.
-//! - [`profile`]: model profiles: token costs and how many tools a model handles well.
-//! - [`compress`]: shorter descriptions and schemas, level by level.
-//! - [`plan`]: the exposure that fits a budget (levels, a hybrid of listed and searchable
-//!   tools, or discovery).
-//! - [`listing`]: the one function from catalog and rules to the `tools/list` a host receives.
-//! - [`search`]: tool search behind `search_tools`.
-//! - [`discover`]: the meta-tools of progressive discovery.
-//! - [`codemode`]: the `run_code` meta-tool's sandbox (`QuickJS`), its limits and typed API.
-//! - [`audit`]: the audit log, one JSON line per authorization decision and call outcome.
-//! - [`authz`]: a client's scope, and the list-phase and call-phase answers it gives.
-//! - [`limits`]: the limit arithmetic (token buckets) keyed by who calls, for the `limit` layer.
-//! - [`routing`]: what a call names and where the catalog routes it, worked out once per
-//!   request.
-//! - [`identity`]: credentials (API keys, OAuth bearer JWTs) → the principal of a message.
-//! - [`sanitize`]: invisible and control text removed from what reaches the model, steering
-//!   text flagged.
-//! - [`pin`]: tool definitions pinned by `schemaHash` (lockfile, trust on first use); the
-//!   one door from the upstreams' lists into the catalog.
-//! - [`telemetry`]: metric and span names, recording, W3C trace context, OTLP export.
-//! - [`policy`]: the TOML policy file → a validated [`policy::Policy`].
-//! - [`semantic`]: the optional sentence-embedding reranker of `search_tools` (the model
-//!   with feature `semantic`, the catalog vectors' disk cache).
-//! - [`import`]: host configs (Claude Desktop, Claude Code, VS Code `mcp.json`) → upstreams.
-//!
-//! The aggregate wing (I/O):
-//!
-//! - [`upstream`]: clients of the MCP servers behind the gateway (stdio children, HTTP).
-//! - [`net`]: the HTTP/1.1 client (pooled hyper connections, rustls) HTTP upstreams, the JWKS
-//!   fetch and the OTLP exporter share.
-//! - [`gateway`]: the aggregator: many upstreams behind one MCP server.
-//! - [`context`]: what travels through the stack: a message and who sent it.
-//! - [`layer`]: the tower layers (recover, trace, era, budget, authorize, limit, guard), one
-//!   module each.
-//! - [`stack`]: the one place that orders the layers.
-//! - [`state`]: state replicas share (`[state]`) in Redis or Valkey: the `[limits]` rates,
-//!   usage counts, revoked sessions, clients' answers for the replica that asked.
-//! - [`downstream`]: how hosts reach the gateway: stdio and streamable HTTP.
-//! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/readyz`, `/status`.
 //! - [`server`]: start, serve, stop: the library entry the binary wraps.
-//! - [`seal`]: sealed 2025-era session ids (AEAD), so any replica serves any session.
-//! - [`reload`]: the policy read again on file change or `SIGHUP`, what it changes, and
-//!   applying it to a running server (upstreams reconciled, the stack swapped).
+//! - [`embed`]: the layers over someone else's MCP service.
+//! - [`policy`]: the TOML policy file → a validated [`policy::Policy`]; in-process upstreams.
+//! - [`layer`]: the tower layers of mcp-budget's own stack (recover, trace, era, budget,
+//!   authorize, limit, guard), one module each; [`stack`] orders them over the
+//!   [`context::McpRequest`]s they take.
 //! - [`llm_api`]: cache-stable tool lists on the LLM-API side (Anthropic, `OpenAI`).
-//! - `cli` (feature `cli`): the offline commands `check`, `inspect`, `render`, `search`,
-//!   `pin`, `init`, `calibrate`.
+//! - [`tokens`]: what a tool costs a host model, in tokens; [`profile`]: the model profiles
+//!   it counts for.
+//! - [`error`]: runtime errors, their JSON-RPC form, and the stable `data.type` kinds
+//!   ([`error::kind`]).
+//! - [`catalog`] and [`jsonrpc`]: the catalog value and the lossless JSON-RPC envelope the
+//!   layers' signatures name.
+//!
+//! Everything else is public only for the binary, the tests, the benches and the fuzz
+//! targets, and hidden from these docs (`#[doc(hidden)]`): internals that change without
+//! notice. They are, in the order their imports run (`ARCHITECTURE.md` has the map):
+//! `cli` (feature `cli`), `import`, `admin`, `downstream`, `reload`, `gateway`, `audit`,
+//! `upstream`, `state`, `telemetry`, `net`, `routing`, `identity`, `semantic`, `listing`,
+//! `plan`, `discover`, `codemode`, `search`, `compress`, `authz`, `pin`, `sanitize`,
+//! `canonical`, `naming`, `seal`, `mcp`, `limits`, and `fuzzing` (the fuzz targets' entry
+//! points).
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
+#[doc(hidden)]
 pub mod admin;
+#[doc(hidden)]
 pub mod audit;
+#[doc(hidden)]
 pub mod authz;
+#[doc(hidden)]
 pub mod canonical;
 pub mod catalog;
 #[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod cli;
+#[doc(hidden)]
 pub mod codemode;
+#[doc(hidden)]
 pub mod compress;
 pub mod context;
+#[doc(hidden)]
 pub mod discover;
+#[doc(hidden)]
 pub mod downstream;
+pub mod embed;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+#[doc(hidden)]
 pub mod gateway;
+#[doc(hidden)]
 pub mod identity;
+#[doc(hidden)]
 pub mod import;
 pub mod jsonrpc;
 pub mod layer;
+#[doc(hidden)]
 pub mod limits;
+#[doc(hidden)]
 pub mod listing;
 pub mod llm_api;
 mod lock;
+#[doc(hidden)]
 pub mod mcp;
+#[doc(hidden)]
 pub mod naming;
+#[doc(hidden)]
 pub mod net;
+#[doc(hidden)]
 pub mod pin;
+#[doc(hidden)]
 pub mod plan;
 pub mod policy;
 pub mod profile;
+#[doc(hidden)]
 pub mod reload;
+#[doc(hidden)]
 pub mod routing;
+#[doc(hidden)]
 pub mod sanitize;
+#[doc(hidden)]
 pub mod seal;
+#[doc(hidden)]
 pub mod search;
+#[doc(hidden)]
 pub mod semantic;
 pub mod server;
 pub mod stack;
+#[doc(hidden)]
 pub mod state;
+#[doc(hidden)]
 pub mod telemetry;
 pub mod tokens;
+#[doc(hidden)]
 pub mod upstream;
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use crate::tokens::{Counting, Encoding, Rendering};
 
 /// Everything the planner needs to know about a host model.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Profile {
     /// The profile's name (a built-in family, or the model name given).
     pub name: String,
@@ -51,6 +52,7 @@ impl From<&Profile> for Counting {
 
 /// `[budget]` overrides of a profile; `None` keeps the built-in value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProfileOverrides {
     /// Context window, in tokens.
     pub context_window: Option<usize>,

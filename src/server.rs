@@ -7,6 +7,9 @@
 //! [`Server::start_listening`] binds the policy's `[downstream] http` address before any
 //! upstream starts, so that a port in use fails at once, naming the address.
 //!
+//! In-process servers (a [`tower::Service`] of messages, an rmcp server over a duplex) join
+//! the policy's upstreams through [`Policy::add_in_process`] before it is served.
+//!
 //! While it runs, tool rules (`[budget.tools."server/tool"]`, `[discover] never_defer`) that
 //! match none of the tools an upstream lists are logged as warnings, once each time the
 //! catalog changes them ([`unknown_rules`]).
@@ -45,6 +48,10 @@ use crate::policy::{Policy, Problem};
 use crate::reload::Reloader;
 use crate::seal::Sealer;
 use crate::stack::McpService;
+
+/// The gateway's HTTP listener (connection caps and header timeouts of `[downstream]`), for a
+/// router of one's own that mounts [`Server::router`] (`examples/embed_axum.rs`).
+pub use crate::downstream::http::{ListenConfig, serve_with};
 
 /// How long [`run`] waits for upstreams to be ready before serving anyway (those not ready
 /// join when they are).
@@ -124,6 +131,7 @@ impl StartError {
 }
 
 /// A stdio transport for [`Server::serve`]: what the host writes and where answers go.
+#[non_exhaustive]
 pub struct Stdio {
     input: Box<dyn AsyncRead + Unpin + Send>,
     output: Box<dyn AsyncWrite + Unpin + Send>,

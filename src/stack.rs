@@ -31,13 +31,14 @@
 
 use std::convert::Infallible;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
 
 use crate::context::McpRequest;
 use crate::gateway::Gateway;
 use crate::jsonrpc::Message;
+use crate::layer::Inner;
 use crate::layer::arguments::ArgumentsLayer;
 use crate::layer::authorize::AuthorizeLayer;
 use crate::layer::guard::GuardLayer;
@@ -111,29 +112,60 @@ pub fn build_succeeding(
         layer.announce_to(announce);
         layer
     });
+    let parts = Parts {
+        policy,
+        catalog: gateway.catalog(),
+        audit: gateway.audit(),
+        state: gateway.state(),
+    };
+    (layered(&parts, budget.as_ref(), gateway), budget)
+}
+
+/// What the layers read besides the messages: the policy, the published catalog, the audit
+/// log and the `[state]` store. The gateway has them; the embedded stack
+/// ([`crate::embed`]) makes its own.
+pub(crate) struct Parts {
+    pub(crate) policy: std::sync::Arc<crate::policy::Policy>,
+    pub(crate) catalog: watch::Receiver<std::sync::Arc<crate::catalog::Catalog>>,
+    pub(crate) audit: crate::audit::Audit,
+    pub(crate) state: Option<crate::state::Store>,
+}
+
+/// The layers over `inner` (the gateway, or an embedder's service), outermost first, with
+/// `budget` when the policy enables it: the one place that orders them.
+pub(crate) fn layered<S>(parts: &Parts, budget: Option<&BudgetLayer>, inner: S) -> McpService
+where
+    S: Inner + Sync,
+{
+    let Parts {
+        policy,
+        catalog,
+        audit,
+        state,
+    } = parts;
     let service = ServiceBuilder::new()
         // Outermost: whatever fails below, each request id gets exactly one answer.
         .layer(RecoverLayer)
         // Then a span per message, so every layer below logs with session, method and id.
-        .layer(TraceLayer::new(gateway.catalog()).with_meta_tools(meta_tools(&policy)))
+        .layer(TraceLayer::new(catalog.clone()).with_meta_tools(meta_tools(policy)))
         // Modern (2026-07-28) requests: version check and result fields around everything
         // that answers, the budget's lists included. Lists are private (not for shared
         // caches) when they depend on the caller: promoted tools, native disclosure, clients.
-        .layer(EraLayer::new(lists_are_private(&policy)))
+        .layer(EraLayer::new(lists_are_private(policy)))
         // The budget answers tools/list from its plan and serves the meta-tools; an
         // invoke_tool goes on down as an ordinary tools/call, so it sits above everything
         // that must see real calls (authorization, isolation: later layers go below it).
-        .option_layer(budget.clone())
+        .option_layer(budget.cloned())
         // What an invoke_tool or a run_code script calls is counted, logged and spanned
         // under its real server and tool (above, the meta-tool call is, as the gateway's).
-        .option_layer(budget.is_some().then(|| TraceLayer::inner_calls(gateway.catalog())))
+        .option_layer(budget.is_some().then(|| TraceLayer::inner_calls(catalog.clone())))
         // Below the budget, so an invoke_tool is authorized as the tools/call it becomes and
         // the budget plans lists over what the client may see; above the limits (a denied
         // call spends none of the client's quota), the guard and the gateway, so a denied
         // call reaches nothing.
         .layer(AuthorizeLayer::new(
-            gateway.catalog(),
-            gateway.audit(),
+            catalog.clone(),
+            audit.clone(),
             !policy.budget.enabled,
         ))
         // `[sanitize] arguments = "strict"`: below the budget and authorization, so an
@@ -141,31 +173,24 @@ pub fn build_succeeding(
         // denied first; above the limits, so a refused call spends no quota. Left out when no
         // upstream is strict.
         .option_layer({
-            let layer = ArgumentsLayer::new(gateway.catalog(), &policy.sanitize)
-                .with_audit(gateway.audit());
+            let layer =
+                ArgumentsLayer::new(catalog.clone(), &policy.sanitize).with_audit(audit.clone());
             layer.checks_any().then_some(layer)
         })
         // Below the budget, so an invoke_tool is counted as the call it is; keyed by the
         // caller's principal; its rates in the [state] store, shared by replicas, when there
         // is one. Left out without [limits].
-        .option_layer(
-            policy
-                .limits
-                .is_limited()
-                .then(|| {
-                    LimitLayer::new(policy.limits.clone(), gateway.catalog())
-                        .with_store(gateway.state())
-                }),
-        )
+        .option_layer(policy.limits.is_limited().then(|| {
+            LimitLayer::new(policy.limits.clone(), catalog.clone()).with_store(state.clone())
+        }))
         // Below the budget, so an invoke_tool (a tools/call by then) of a quarantined tool
         // is refused as a direct call is; above the gateway, so every result a model reads
         // is sanitized whoever asked for it.
         .layer(
-            GuardLayer::new(gateway.catalog(), policy.sanitize.global.strip)
-                .with_audit(gateway.audit()),
+            GuardLayer::new(catalog.clone(), policy.sanitize.global.strip).with_audit(audit.clone()),
         )
-        .service(gateway);
-    (BoxCloneSyncService::new(service), budget)
+        .service(inner);
+    BoxCloneSyncService::new(service)
 }
 
 /// The names of the meta-tools the policy serves (search, schema, invoke, and `run_code` when

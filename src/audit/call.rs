@@ -15,6 +15,9 @@ pub struct Call {
     pub audit_id: String,
     /// The client.
     pub principal: String,
+    /// Who the client acts for, when its credential or embedder says so (a scope-mapped
+    /// token's principal claim, an embedder's [`crate::embed::Caller`] principal).
+    pub subject: Option<String>,
     /// The downstream session.
     pub session: String,
     /// The JSON-RPC method.
@@ -68,6 +71,7 @@ impl Call {
         Entry {
             audit_id: &self.audit_id,
             principal: &self.principal,
+            subject: self.subject.as_deref(),
             session: &self.session,
             method: &self.method,
             tool: Some(&self.tool),

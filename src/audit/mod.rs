@@ -58,6 +58,9 @@ pub struct Entry<'a> {
     pub audit_id: &'a str,
     /// The client.
     pub principal: &'a str,
+    /// Who the client acts for, when known (see [`call::Call::subject`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<&'a str>,
     /// The downstream session.
     pub session: &'a str,
     /// The JSON-RPC method.

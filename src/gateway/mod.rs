@@ -47,6 +47,7 @@ mod tasks;
 
 pub use health::{InstanceState, UpstreamState};
 pub use pool::{UpstreamSummary, summary_lines};
+pub(crate) use pool::{guarded, lists::fetch_pages};
 pub use sessions::SUPPORTED_VERSIONS;
 
 use std::convert::Infallible;
@@ -106,6 +107,16 @@ struct Inner {
     /// The `[state]` store (`backend = "redis"`), made once: every stack's `limit` layer
     /// shares it.
     state: Option<crate::state::Store>,
+}
+
+/// The audit log `policy` asks for: `[audit]`, or stderr once clients are configured; none
+/// without either (the gateway's and the embedded stack's, [`crate::embed`]).
+pub(crate) fn audit_config(policy: &Policy) -> Option<crate::policy::audit::AuditPolicy> {
+    match (&policy.audit, policy.clients.is_empty()) {
+        (Some(config), _) => Some(config.clone()),
+        (None, false) => Some(crate::policy::audit::AuditPolicy::default()),
+        (None, true) => None,
+    }
 }
 
 /// The store `policy`'s `[state]` names, its URL read from the environment now.
@@ -175,13 +186,7 @@ impl Gateway {
     /// layers and the guard's journal share it.
     #[must_use]
     pub fn audit(&self) -> crate::audit::Audit {
-        let policy = self.policy();
-        let config = match (&policy.audit, policy.clients.is_empty()) {
-            (Some(config), _) => Some(config.clone()),
-            (None, false) => Some(crate::policy::audit::AuditPolicy::default()),
-            (None, true) => None,
-        };
-        self.inner.audit.get(config.as_ref())
+        self.inner.audit.get(audit_config(&self.policy()).as_ref())
     }
 
     async fn handle(&self, req: McpRequest) -> Option<Message> {

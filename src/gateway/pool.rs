@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 mod instances;
-mod lists;
+pub(crate) mod lists;
 mod recheck;
 mod reconcile;
 
@@ -484,7 +484,7 @@ impl Pool {
 /// The catalog of upstreams `names` from their lists as given (`raw`), each through the guard
 /// ([`crate::pin::admit`]) with what it held for the same upstream name in `previous` (so a
 /// trusted-on-first-use definition stays trusted when the upstream restarts or moves).
-fn guarded(
+pub(crate) fn guarded(
     raw: Vec<Contribution>,
     names: &[String],
     policy: &Policy,

@@ -12,6 +12,16 @@ pub use crate::policy::client::read_jwks;
 use crate::policy::client::{JwksSource, KeySource};
 use crate::policy::{ConfigError, Policy, Problem};
 
+/// The client `spec` describes (name, scope, token scopes, model), before its credentials.
+pub(crate) fn client_of(spec: &crate::policy::client::ClientSpec) -> super::Client {
+    let client = super::Client::new(spec.name.as_str(), spec.scope.clone())
+        .with_token_scopes(spec.token_scopes.clone());
+    match &spec.model {
+        Some(model) => client.with_model(model.clone()),
+        None => client,
+    }
+}
+
 // `Policy::directory` is written here, next to what it builds, so that `policy` stays free of
 // identity I/O (and of a `policy → identity` edge).
 impl Policy {
@@ -30,15 +40,11 @@ impl Policy {
         env: &dyn Fn(&str) -> Option<String>,
         fetched: Option<Arc<JwkSet>>,
     ) -> Result<super::Directory, ConfigError> {
-        use super::{Client, Directory};
+        use super::Directory;
         let mut problems = Vec::new();
         let mut clients = Vec::new();
         for (i, spec) in self.clients.iter().enumerate() {
-            let mut client = Client::new(spec.name.as_str(), spec.scope.clone())
-                .with_token_scopes(spec.token_scopes.clone());
-            if let Some(model) = &spec.model {
-                client = client.with_model(model.clone());
-            }
+            let mut client = client_of(spec);
             match &spec.key {
                 Some(KeySource::Digest(d)) => client = client.with_key(*d),
                 Some(KeySource::Env(var)) => match env(var).filter(|v| !v.is_empty()) {

@@ -29,6 +29,7 @@ mod gate;
 pub mod jwks;
 pub mod jwt;
 
+pub(crate) use from_policy::client_of;
 pub use from_policy::read_jwks;
 pub use gate::{Gate, Protected};
 
@@ -117,6 +118,8 @@ pub enum Via {
     Bearer,
     /// The stdio transport's configured client.
     Stdio,
+    /// Named by the gateway that embeds mcp-budget's layers ([`crate::embed::Caller`]).
+    Embedder,
 }
 
 /// Who a message is from.
@@ -373,6 +376,33 @@ impl Directory {
                 subject: None,
             })
             .ok_or_else(|| Refusal::Invalid(format!("no [[client]] named {name:?} for stdio")))
+    }
+
+    /// The principal an embedding gateway names ([`crate::embed::Caller`]): its `[[client]]`
+    /// `name` (the anonymous principal when no clients are configured), with the embedder's
+    /// own id for the caller as `subject` when it differs from the client name.
+    ///
+    /// # Errors
+    /// [`Refusal::Invalid`] when clients are configured and none has that name, or none was
+    /// named.
+    pub fn embedded(
+        &self,
+        name: Option<&str>,
+        subject: Option<&str>,
+    ) -> Result<Principal, Refusal> {
+        if self.is_open() {
+            return self.authenticate(Credential::None);
+        }
+        let name = name.ok_or_else(|| {
+            Refusal::Invalid("the embedder named no [[client]] for this request".into())
+        })?;
+        self.client(name)
+            .map(|c| Principal {
+                client: c.clone(),
+                via: Via::Embedder,
+                subject: subject.filter(|s| *s != name).map(str::to_owned),
+            })
+            .ok_or_else(|| Refusal::Invalid(format!("no [[client]] named {name:?}")))
     }
 }
 

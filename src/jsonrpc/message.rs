@@ -200,6 +200,36 @@ impl Message {
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a message always serializes")
     }
+
+    /// The message as a JSON value (for services of `Value`s: embedders, in-process servers).
+    ///
+    /// # Panics
+    /// Never: a message is JSON.
+    #[must_use]
+    pub fn to_value(&self) -> Value {
+        serde_json::from_slice(&self.to_bytes()).expect("a message is JSON")
+    }
+
+    /// The message `value` holds, read as [`Message::parse`] reads its text (members of the
+    /// envelope that JSON-RPC 2.0 does not define are not kept; `params` and `result` are,
+    /// whole).
+    ///
+    /// ```
+    /// use mcp_budget::jsonrpc::Message;
+    /// let value = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": true}});
+    /// let message = Message::from_value(&value)?;
+    /// assert_eq!(message.to_value(), value);
+    /// # Ok::<(), mcp_budget::jsonrpc::DecodeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`DecodeError`](super::DecodeError) when it is no JSON-RPC message.
+    ///
+    /// # Panics
+    /// Never: a [`Value`] always serializes.
+    pub fn from_value(value: &Value) -> Result<Self, super::DecodeError> {
+        Self::parse(&serde_json::to_vec(value).expect("a JSON value serializes"))
+    }
 }
 
 /// Turns a JSON value into a raw value.

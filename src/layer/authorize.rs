@@ -148,6 +148,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         let call = audit::call::Call {
             audit_id: audit::new_id(),
             principal: principal.name().to_owned(),
+            subject: principal.subject().map(str::to_owned),
             session: req.caller.session.id.clone(),
             method: method.as_str().to_owned(),
             tool: called.exposed.clone(),

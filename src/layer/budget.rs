@@ -82,6 +82,7 @@ use state::{Audience, Profiled, State};
 
 /// Token totals of the current plan, for the startup summary and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PlanSummary {
     /// Per server, in listing order.
     pub per_server: Vec<ServerTokens>,

@@ -68,6 +68,7 @@ pub use layer::{DEFAULT_BODY_LIMIT, LlmCache, LlmCacheLayer, ResponseFuture};
 /// assert!(ToolClasses::dynamic_if(|name| name.starts_with("tmp_")).is_dynamic("tmp_x"));
 /// ```
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct ToolClasses {
     dynamic: Dynamic,
 }
@@ -199,6 +200,7 @@ impl RewriteOptions {
 
 /// TTL of an Anthropic cache breakpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CacheTtl {
     /// `"ttl": "5m"` (cache writes cost 1.25× the input price).
     FiveMinutes,

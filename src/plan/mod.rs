@@ -33,7 +33,7 @@
 //!
 //! Pinned tools are never compressed; a tool's minimum level is always applied. What the
 //! planner is asked for is one plain value, [`Rules`] (the policy builds it once per catalog).
-//! [`measure`] counts what the plan needs, [`plan`] is pure and deterministic, and [`apply`]
+//! [`measure`](fn@measure) counts what the plan needs, [`plan`] is pure and deterministic, and [`apply`]
 //! turns a plan into the `tools` array a host receives.
 //!
 //! ```

@@ -112,6 +112,7 @@ pub struct RawToolRule {
 
 /// A validated per-tool rule.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolRule {
     /// Always listed directly, description never compressed.
     pub pin: bool,

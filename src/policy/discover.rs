@@ -131,6 +131,7 @@ pub struct RawDiscover {
 
 /// `[discover] code_mode`, validated: the run limits and the gateway's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CodeMode {
     /// Per run, enforced in the sandbox.
     pub limits: Limits,

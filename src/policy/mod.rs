@@ -28,6 +28,7 @@ pub mod discover;
 pub mod downstream;
 pub mod expand;
 pub(crate) mod http;
+pub(crate) mod in_process;
 pub mod limits;
 mod parse;
 pub mod pin;
@@ -57,6 +58,7 @@ pub use downstream::{
     DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_CLIENT, DEFAULT_SESSION_IDLE, Downstream,
 };
 pub use http::{HttpOptions, HttpTransport};
+pub use in_process::{InProcess, MessageService, Pipes};
 #[cfg(feature = "cli")]
 pub(crate) use parse::bare_key;
 pub(crate) use parse::path_key;
@@ -160,6 +162,7 @@ impl Default for Policy {
 
 /// One problem found while validating a policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Problem {
     /// Field path, e.g. `upstream[1].command`.
     pub path: String,
@@ -272,6 +275,37 @@ impl Policy {
             policy.read_lock(base, origin)?;
         }
         Ok(policy)
+    }
+
+    /// Adds upstream `name`, a server in the gateway's process ([`InProcess`]), after the
+    /// policy's own upstreams: a library feature (a policy file cannot name a Rust value).
+    /// Serve the policy as any other ([`crate::server::run`]); a policy file read again does
+    /// not know it (serve a policy with in-process upstreams without reloads).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] when an upstream has that name already, or the name is no
+    /// valid server id.
+    pub fn add_in_process(&mut self, name: &str, server: InProcess) -> Result<(), ConfigError> {
+        let taken = self.upstreams.iter().any(|u| u.name == name);
+        let invalid = name.is_empty()
+            || (!self.separator.is_empty() && name.contains(self.separator.as_str()));
+        if taken || invalid {
+            let message = if taken {
+                format!("an upstream named {name:?} exists already")
+            } else {
+                format!("{name:?} is no valid server id (empty, or holding the separator)")
+            };
+            return Err(ConfigError::Invalid {
+                path: "in-process upstreams".to_owned(),
+                problems: vec![Problem {
+                    path: "upstream.name".to_owned(),
+                    line: None,
+                    message,
+                }],
+            });
+        }
+        self.upstreams.push(UpstreamSpec::in_process(name, server));
+        Ok(())
     }
 
     /// Resolves `${env:VAR}` / `${env:VAR:-default}` in HTTP upstreams' `url` and `headers`

@@ -102,6 +102,8 @@ pub fn instance_spec(base: &UpstreamSpec, credentials: Option<&Credentials>) -> 
         match &mut spec.transport {
             Transport::Stdio { env, .. } => env.extend(own.env.clone()),
             Transport::Http { headers, .. } => headers.extend(own.headers.clone()),
+            // Its credentials are the embedder's business.
+            Transport::InProcess(_) => {}
         }
     }
     spec

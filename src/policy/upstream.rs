@@ -160,6 +160,12 @@ impl UpstreamSpec {
         )
     }
 
+    /// An upstream in the gateway's process with default settings.
+    #[must_use]
+    pub fn in_process(name: &str, server: super::InProcess) -> Self {
+        Self::with_defaults(name, Transport::InProcess(server))
+    }
+
     /// An upstream reached by `transport`, every other setting at its default.
     pub(crate) fn with_defaults(name: &str, transport: Transport) -> Self {
         Self {
@@ -199,12 +205,13 @@ impl UpstreamSpec {
         self
     }
 
-    /// `stdio` or `http`, for logs.
+    /// `stdio`, `http` or `in-process`, for logs.
     #[must_use]
     pub fn transport_name(&self) -> &'static str {
         match self.transport {
             Transport::Stdio { .. } => "stdio",
             Transport::Http { .. } => "http",
+            Transport::InProcess(_) => "in-process",
         }
     }
 }
@@ -235,6 +242,9 @@ pub enum Transport {
         /// Extra headers (e.g. `Authorization`).
         headers: BTreeMap<String, String>,
     },
+    /// A server in the gateway's process, added through the library
+    /// ([`super::Policy::add_in_process`]).
+    InProcess(super::InProcess),
 }
 
 impl Section for RawUpstream {

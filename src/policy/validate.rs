@@ -438,7 +438,7 @@ mod tests {
             let policy = Policy::from_toml_str(text, "t.toml").unwrap();
             match &policy.upstreams[0].transport {
                 super::super::Transport::Stdio { inherit_env, .. } => *inherit_env,
-                super::super::Transport::Http { .. } => panic!("not stdio"),
+                _ => panic!("not stdio"),
             }
         };
         assert!(!stdio(&upstream("")));

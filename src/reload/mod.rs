@@ -7,7 +7,7 @@
 //! [`Reconcile`] is the pure decision of what a new policy changes; [`triggers`] turns file
 //! events and signals into reload requests; [`Reloader`] applies a new policy to a running
 //! gateway (upstreams reconciled, the stack rebuilt and swapped in through a [`Swap`]);
-//! [`watch`] is the loop of all that, with its outcome logged.
+//! [`watch`](fn@watch) is the loop of all that, with its outcome logged.
 
 mod apply;
 mod swap;

@@ -9,6 +9,7 @@ use super::Tokenizer;
 
 /// A BPE encoding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Encoding {
     /// GPT-4o, GPT-4.1, GPT-5, o-series.
     O200kBase,

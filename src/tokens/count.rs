@@ -56,6 +56,7 @@ struct Caches {
 
 /// What one tool costs, in tokens, at each level (indexed by [`Level::index`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ToolCounts {
     /// Listed directly (its rendering at that level).
     pub direct: [usize; 5],
@@ -65,6 +66,7 @@ pub struct ToolCounts {
 
 /// Token costs of a whole catalog, the input of the planner (`plan::plan`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Measured {
     /// Per tool, in catalog order.
     pub tools: Vec<ToolCounts>,
@@ -96,6 +98,7 @@ impl Measured {
 /// How a host's tools are counted: the BPE, the host's rendering, the calibration and the fixed
 /// overhead. A model profile (`profile::Profile`) converts into one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counting {
     /// The BPE used to count.
     pub encoding: Encoding,

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 /// How a host shows tools to its model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Rendering {
     /// `OpenAI`: a TypeScript `namespace functions { ... }` in the system message.
     OpenAi,

@@ -10,7 +10,8 @@
 //!
 //! - `supervise`: the one lifecycle (connect → handshake → ready → serve → down → backoff),
 //!   a pure state machine plus the loop that drives a transport through it.
-//! - [`stdio`], [`http`]: the transports; they connect, send, serve their streams and hand
+//! - [`stdio`], [`http`], `in_process` (a server in the gateway's process,
+//!   [`crate::policy::InProcess`]): the transports; they connect, send, serve their streams and hand
 //!   what the server says back.
 //! - `handshake`: `initialize` / `server/discover`, and the era probe.
 //! - `call`: the one request door ([`Call`], [`Upstream::request`]); `outgoing`: the pure
@@ -21,6 +22,7 @@
 mod call;
 mod handshake;
 pub mod http;
+mod in_process;
 mod incoming;
 mod listen;
 pub mod orphans;
@@ -265,6 +267,7 @@ impl Upstream {
                 Transport::Http { url, headers } => supervise::Transport::Http(
                     http::HttpLink::new(url, headers, &upstream.inner.spec.http),
                 ),
+                Transport::InProcess(server) => supervise::Transport::InProcess(server.clone()),
             };
         let task = tokio::spawn(supervise::supervise(upstream.clone(), transport));
         *lock(&upstream.inner.task) = Some(task);

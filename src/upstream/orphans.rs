@@ -33,7 +33,7 @@ pub fn adopt() -> std::io::Result<()> {
 
 /// Ends this process's remaining children (after the server stopped, so they are the orphans
 /// [`adopt`] took in, and any their death re-parented in turn): SIGTERM, SIGKILL after
-/// [`GRACE`], each reaped. Returns how many there were.
+/// `GRACE`, each reaped. Returns how many there were.
 #[cfg(target_os = "linux")]
 pub fn end() -> usize {
     use nix::sys::signal::{Signal, kill};

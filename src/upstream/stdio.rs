@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -506,8 +506,12 @@ fn printable(raw: &str) -> String {
     out.trim().to_owned()
 }
 
-/// Reads the child's messages until its output ends; returns why it ended.
-async fn read(upstream: Upstream, stdout: ChildStdout) -> String {
+/// Reads the server's messages until its output ends (a child's stdout, an in-process
+/// server's stream); returns why it ended.
+pub(super) async fn read<R>(upstream: Upstream, stdout: R) -> String
+where
+    R: tokio::io::AsyncRead + Unpin,
+{
     let mut reader = BufReader::new(stdout);
     let mut line = Vec::new();
     loop {

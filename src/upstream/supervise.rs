@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::http::HttpLink;
-use super::{Link, ServerInfo, Status, Upstream, handshake, stdio};
+use super::{Link, ServerInfo, Status, Upstream, handshake, in_process, stdio};
 
 /// First retry delay; doubled after each failure in a row, up to [`MAX_BACKOFF`].
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -108,12 +108,15 @@ pub(crate) enum Transport {
     Stdio,
     /// An HTTP endpoint, one link for every session.
     Http(Arc<HttpLink>),
+    /// A server in the gateway's process, connected anew for each connection.
+    InProcess(crate::policy::InProcess),
 }
 
 /// One open connection.
 enum Connection {
     Stdio(stdio::Process),
     Http(Arc<HttpLink>),
+    InProcess(in_process::Connection),
 }
 
 /// The end of a connection that ends by itself (a child's output closing), with the reason.
@@ -131,6 +134,11 @@ impl Transport {
             Self::Http(link) => {
                 upstream.set_link(Some(Link::Http(link.clone())));
                 Ok((Connection::Http(link.clone()), None))
+            }
+            Self::InProcess(server) => {
+                let (connection, link, ended) = in_process::Connection::open(upstream, server);
+                upstream.set_link(Some(link));
+                Ok((Connection::InProcess(connection), Some(ended)))
             }
         }
     }
@@ -152,7 +160,7 @@ impl Connection {
     /// reason; never returns for stdio, whose end [`ended`] tells.
     async fn serve(&self, upstream: &Upstream) -> String {
         match self {
-            Self::Stdio(_) => std::future::pending().await,
+            Self::Stdio(_) | Self::InProcess(_) => std::future::pending().await,
             Self::Http(link) => link.serve(upstream).await,
         }
     }
@@ -177,6 +185,10 @@ impl Connection {
                 // A 2025 server gets a new session at the next handshake.
                 link.set_session(None);
                 link.end_sse();
+                reason
+            }
+            Self::InProcess(connection) => {
+                connection.close(ended);
                 reason
             }
         }

@@ -37,6 +37,7 @@ mod deploy;
 mod discovery_e2e;
 mod docs;
 mod dropin;
+mod embed;
 mod env;
 mod eras;
 mod fairness;

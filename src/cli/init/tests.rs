@@ -223,7 +223,7 @@ fn an_mcp_compressor_entry_is_imported_as_the_server_it_wraps_with_its_flags_map
             assert_eq!(command, "npx");
             assert_eq!(args, &["-y", "@modelcontextprotocol/server-github"]);
         }
-        other @ crate::policy::Transport::Http { .. } => panic!("{other:?}"),
+        other => panic!("{other:?}"),
     }
     assert!(!up.tools.keeps("delete_repo") && up.tools.keeps("get_issue"));
     let rule = policy.budget.tools.iter().find(|(p, _)| p == "github/*");

@@ -1,8 +1,11 @@
 //! Fetching an upstream's lists (every page) and comparing them with the last ones.
 
+use std::future::Future;
+
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::to_raw;
+use crate::jsonrpc::{Message, to_raw};
 use crate::mcp::method::Method;
 use crate::upstream::{Call, Upstream};
 
@@ -12,21 +15,42 @@ pub(super) async fn fetch_all(
     method: &Method,
     key: &str,
 ) -> Option<Vec<Value>> {
+    fetch_pages(upstream.name(), method, key, |params| async move {
+        let call = Call::new(method.as_str()).params(params);
+        upstream.request(call).await.map_err(|err| err.to_string())
+    })
+    .await
+}
+
+/// A whole list of server `server` (for logs), page by page: `request` sends `method` with
+/// the page's params (`None`, then `{"cursor": …}` while the answers give a `nextCursor`) and
+/// returns the server's answer. `None` when a page failed. The gateway's upstreams and an
+/// embedder's inner service ([`crate::embed`]) are listed through it.
+pub(crate) async fn fetch_pages<F, Fut>(
+    server: &str,
+    method: &Method,
+    key: &str,
+    mut request: F,
+) -> Option<Vec<Value>>
+where
+    F: FnMut(Option<Box<RawValue>>) -> Fut,
+    Fut: Future<Output = Result<Message, String>>,
+{
     let method = method.as_str();
     let mut items = Vec::new();
     let mut cursor: Option<String> = None;
     // Bounded: a server that keeps returning cursors must not hang the refresh.
     for _ in 0..1000 {
         let params = cursor.as_ref().map(|c| to_raw(&json!({ "cursor": c })));
-        let reply = match upstream.request(Call::new(method).params(params)).await {
+        let reply = match request(params).await {
             Ok(reply) => reply,
-            Err(err) => {
-                tracing::warn!(upstream = upstream.name(), method, error = %err, "Listing failed");
+            Err(error) => {
+                tracing::warn!(upstream = server, method, %error, "Listing failed");
                 return None;
             }
         };
         if let Some(err) = &reply.error {
-            tracing::warn!(upstream = upstream.name(), method, code = err.code, message = %err.message, "Listing failed");
+            tracing::warn!(upstream = server, method, code = err.code, message = %err.message, "Listing failed");
             return None;
         }
         let mut result: Map<String, Value> = reply.result_as().ok()?;
