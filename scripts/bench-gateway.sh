@@ -5,6 +5,8 @@
 #   startup    time to ready with 4 stdio upstreams that start in 100/200/300/400 ms
 #   callgrind  instructions per tools/call in the gateway process, HTTP and stdio (valgrind):
 #              (a run with 1100 calls - a run with 100 calls) / 1000
+#   callgrind-policies  the same for the default, key, key + audit, key + limits and
+#              key + limits with [state] in a local redis-server
 #   wakeup     no gateway: a Python client and bench_echo on one CPU vs two (what a cross-CPU
 #              wake-up costs on this machine)
 # The upstream is examples/bench_echo.rs (one `echo` tool, answered in microseconds), the client
@@ -21,25 +23,53 @@ what=("$@")
 cargo build --release --quiet --bin mcp-budget --example bench_echo --example bench_loopback
 run() { timeout 600 "$CARGO_TARGET_DIR/release/examples/bench_loopback" "$@"; }
 
+# Instructions per tools/call in the gateway process, HTTP and stdio, with BENCH_POLICY_EXTRA=$1
+# ($2 labels the lines).
+callgrind() {
+  local out t n a b flag
+  out=$(mktemp -d)
+  for t in http stdio; do
+    flag=(); [ "$t" = stdio ] && flag=(--stdio)
+    for n in 100 1100; do
+      BENCH_POLICY_EXTRA="$1" BENCH_WRAP="valgrind --tool=callgrind --callgrind-out-file=$out/$t.$n" \
+        run profile --calls "$n" "${flag[@]}" >/dev/null
+    done
+    a=$(grep -m1 '^summary:' "$out/$t.100" | cut -d' ' -f2)
+    b=$(grep -m1 '^summary:' "$out/$t.1100" | cut -d' ' -f2)
+    echo "callgrind ${2:+$2 }$t: $(( (b - a) / 1000 )) instructions per tools/call (gateway process)"
+  done
+  rm -rf "$out"
+}
+
 echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
 for w in "${what[@]}"; do
   case "$w" in
     latency) run latency --calls "${CALLS:-2000}" --rounds "${ROUNDS:-5}" ;;
     throughput) run throughput --clients "${CLIENTS:-32}" --secs "${SECS:-5}" ;;
     startup) run startup --runs "${RUNS:-3}" ;;
-    callgrind)
-      out=$(mktemp -d)
-      for t in http stdio; do
-        flag=(); [ "$t" = stdio ] && flag=(--stdio)
-        for n in 100 1100; do
-          BENCH_WRAP="valgrind --tool=callgrind --callgrind-out-file=$out/$t.$n" \
-            run profile --calls "$n" "${flag[@]}" >/dev/null
-        done
-        a=$(grep -m1 '^summary:' "$out/$t.100" | cut -d' ' -f2)
-        b=$(grep -m1 '^summary:' "$out/$t.1100" | cut -d' ' -f2)
-        echo "callgrind $t: $(( (b - a) / 1000 )) instructions per tools/call (gateway process)"
-      done
-      rm -rf "$out" ;;
+    callgrind) callgrind "" ;;
+    callgrind-policies)
+      # The same per policy: anonymous default, an API-key client (stdio_client for stdio),
+      # + an audit file, + limits, + limits in a local redis-server ([state], when installed).
+      key=$'[downstream]\nstdio_client = "bench"\n[[client]]\nname = "bench"\napi_key_env = "BENCH_KEY"\nallow = ["*"]\n'
+      limits=$'[limits]\nin_flight = 16\ncalls_per_sec = 100000\nburst = 100000\n'
+      audit_dir=$(mktemp -d)
+      export BENCH_KEY=k BENCH_BEARER=k
+      callgrind "" default
+      callgrind "$key" key
+      callgrind "$key"$'[audit]\npath = "'"$audit_dir"$'/audit.log"\n' key+audit
+      callgrind "$key$limits" key+limits
+      if command -v redis-server >/dev/null; then
+        port=16420
+        redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+        redis_pid=$!
+        sleep 0.5
+        MCP_BUDGET_REDIS_URL="redis://127.0.0.1:$port" callgrind "$key$limits"$'[state]\nbackend = "redis"\nurl_env = "MCP_BUDGET_REDIS_URL"\ntimeout_ms = 250\n' key+limits+redis
+        kill "$redis_pid"
+      else
+        echo "callgrind key+limits+redis: skipped (no redis-server)"
+      fi
+      rm -rf "$audit_dir" ;;
     wakeup)
       # No gateway: a Python client and bench_echo over loopback HTTP, on one CPU and on two.
       # The difference is what this machine charges per cross-CPU wake-up (on an idle VM, the
