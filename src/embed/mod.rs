@@ -79,16 +79,27 @@
 //! `[[upstream]]`, `[downstream]` and the other process settings are the embedder's business
 //! and not read; `[state]` neither (the limits are this process's).
 //!
+//! # An in-process server underneath
+//!
+//! A server of this process that speaks MCP over byte streams (an rmcp server over a
+//! [`tokio::io::duplex`]) or as a service of messages becomes the inner service with
+//! [`Connected::start`]`(name, InProcess::streams(…))`: the gateway's own upstream client
+//! reaches it (handshake, request ids, timeouts, a new connection when the streams end), and
+//! its `list_changed` notifications come out of [`Connected::notifications`].
+//!
 //! # Errors
 //!
 //! Every request gets exactly one answer: policy outcomes are JSON-RPC errors with their
 //! `data.type` ([`crate::error::kind`]), an error of your service is answered as
 //! `mcp_budget.upstream.unavailable`, and the service itself never fails.
 
+mod connected;
 mod inner;
 mod learn;
 #[cfg(test)]
 mod tests;
+
+pub use connected::Connected;
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock};

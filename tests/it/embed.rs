@@ -224,3 +224,59 @@ async fn an_in_process_stream_that_ends_is_connected_again() {
     );
     server.stop().await;
 }
+
+/// The rmcp server of `examples/embed_rmcp.rs` straight under the layers, no gateway: the
+/// inner service is [`mcp_budget::embed::Connected`] over its in-process duplex. The host sees
+/// its tools (full, two fit the budget) and a call reaches it under the tool's own name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_server_in_process_sits_directly_under_the_layers() {
+    use mcp_budget::embed::{Connected, EmbedLayer, Request};
+    use tower::ServiceExt;
+    let connected = Connected::start("notes", embed_rmcp::notes_in_process());
+    assert!(
+        connected.wait_ready(Duration::from_secs(10)).await,
+        "the handshake"
+    );
+    let service = tower::ServiceBuilder::new()
+        .layer(EmbedLayer::new(mcp_budget::policy::Policy::default()))
+        .service(connected.clone());
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let listed = service
+        .clone()
+        .oneshot(Request::new(list))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["shout", "word_count"], "{listed}");
+    let call = json!({"jsonrpc": "2.0", "id": "c", "method": "tools/call",
+                      "params": {"name": "shout", "arguments": {"text": "hi there"}}});
+    let answer = service
+        .clone()
+        .oneshot(Request::new(call))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer["id"], "c", "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "HI THERE",
+        "{answer}"
+    );
+    // An unknown tool is the server's own error, answered once.
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                      "params": {"name": "nope", "arguments": {}}});
+    let answer = service.oneshot(Request::new(call)).await.unwrap().unwrap();
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert!(
+        answer.get("error").is_some() || answer["result"]["isError"] == true,
+        "{answer}"
+    );
+    assert!(connected.notifications().is_some(), "taken once");
+    assert!(connected.notifications().is_none());
+}
