@@ -70,16 +70,20 @@ pub struct Check {
 /// shares the hash tag `{client:NAME}`, so one script may touch them all on a Redis Cluster.
 #[must_use]
 pub fn key(prefix: &str, client: &str, suffix: &str) -> String {
-    // Braces in a name would end the hash tag early: they become parentheses.
-    let name: String = client
-        .chars()
+    format!("{prefix}{{client:{}}}:{suffix}", tag_safe(client))
+}
+
+/// `name` fit for the inside of a Redis Cluster hash tag: braces, which would end the tag
+/// early, become parentheses.
+#[must_use]
+pub fn tag_safe(name: &str) -> String {
+    name.chars()
         .map(|c| match c {
             '{' => '(',
             '}' => ')',
             c => c,
         })
-        .collect();
-    format!("{prefix}{{client:{name}}}:{suffix}")
+        .collect()
 }
 
 /// The key of the sorted set that counts replicas.

@@ -49,15 +49,10 @@ return 1
 /// The list of the tools session `sid` promoted, in promotion order.
 #[must_use]
 pub fn promoted_key(prefix: &str, sid: &str) -> String {
-    let sid: String = sid
-        .chars()
-        .map(|c| match c {
-            '{' => '(',
-            '}' => ')',
-            c => c,
-        })
-        .collect();
-    format!("{prefix}{{session:{sid}}}:promoted")
+    format!(
+        "{prefix}{{session:{}}}:promoted",
+        super::gcra::tag_safe(sid)
+    )
 }
 
 /// The channel promotions are published on (`SID NAME`).

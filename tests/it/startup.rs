@@ -332,6 +332,25 @@ async fn check_live_judges_tool_rules_against_what_the_upstreams_list() {
     assert_no_leftovers(&tag).await;
 }
 
+/// `check --live` of `policy` with `STATE_URL` set to `url`: its exit code and stderr.
+async fn check_live(policy: &Path, url: String, tag: &str) -> (Option<i32>, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
+    cmd.arg("check")
+        .arg(policy)
+        .arg("--live")
+        .env("STATE_URL", url)
+        .env("MCPB_IT_TAG", tag)
+        .stdin(Stdio::null());
+    let out = tokio::time::timeout(WAIT, cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `check --live` with `[state] backend = "redis"` asks the store itself: a real
 /// `redis-server` answers with its version and takes the scripts; with nothing on the port the
 /// check fails naming the store (and never its URL).
@@ -342,26 +361,7 @@ async fn check_live_asks_the_state_store() {
     let dir = tempfile::tempdir().unwrap();
     let section = "[state]\nbackend = \"redis\"\nurl_env = \"STATE_URL\"\n";
     let policy = policy(dir.path(), &tag, section, &[]);
-    // `check --live` with `STATE_URL` set to `url`: its exit code and stderr.
-    let check = |url: String| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-        cmd.arg("check")
-            .arg(&policy)
-            .arg("--live")
-            .env("STATE_URL", url)
-            .env("MCPB_IT_TAG", &tag)
-            .stdin(Stdio::null());
-        async move {
-            let out = tokio::time::timeout(WAIT, cmd.output())
-                .await
-                .unwrap()
-                .unwrap();
-            (
-                out.status.code(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        }
-    };
+    let check = |url: String| check_live(&policy, url, &tag);
     let mut store = crate::harness::RedisServer::start(&tag).await;
     let port = store.port;
     let (code, stderr) = check(format!("redis://:s3cret@127.0.0.1:{port}")).await;
@@ -401,23 +401,8 @@ async fn check_live_reaches_a_tls_store_with_its_ca_and_a_client_certificate() {
     let url = format!("rediss://127.0.0.1:{}", store.tls_port.unwrap());
     let check = |section: String| {
         let policy = policy(dir.path(), &tag, &section, &[]);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-        cmd.arg("check")
-            .arg(&policy)
-            .arg("--live")
-            .env("STATE_URL", &url)
-            .env("MCPB_IT_TAG", &tag)
-            .stdin(Stdio::null());
-        async move {
-            let out = tokio::time::timeout(WAIT, cmd.output())
-                .await
-                .unwrap()
-                .unwrap();
-            (
-                out.status.code(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        }
+        let (url, tag) = (url.clone(), tag.clone());
+        async move { check_live(&policy, url, &tag).await }
     };
     let file = |name: &str| format!("{:?}", certs.join(name).display().to_string());
     let base = "[state]\nbackend = \"redis\"\nurl_env = \"STATE_URL\"\n";
