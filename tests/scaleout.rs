@@ -866,15 +866,21 @@ async fn limits_run(backend: &str) -> (Tally, f64) {
             );
         }
     }
+    drop(haproxy);
+    stop_all(gateways, redis, &tag).await;
+    (tally, elapsed)
+}
+
+/// Stops `gateways` (SIGTERM, each), kills `redis`, and checks that nothing tagged `tag` is
+/// left.
+async fn stop_all(gateways: Vec<Replica>, redis: Option<harness::RedisServer>, tag: &str) {
     for gateway in gateways {
         gateway.stop().await;
     }
-    drop(haproxy);
     if let Some(mut redis) = redis {
         redis.kill().await;
     }
-    harness::assert_no_leftovers(&tag).await;
-    (tally, elapsed)
+    harness::assert_no_leftovers(tag).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

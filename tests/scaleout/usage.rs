@@ -46,6 +46,21 @@ fn usage_policy(dir: &Path, i: usize, tag: &str, state: &str) -> PathBuf {
     harness::policy(&dir, tag, &downstream, &[Up::everything("e")])
 }
 
+/// Three replicas, each with its policy of [`usage_policy`] and `state`: they and their ports.
+async fn start_three(
+    dir: &Path,
+    tag: &str,
+    state: &str,
+    env: &[(&'static str, String)],
+) -> (Vec<Replica>, [u16; 3]) {
+    let ports = [free_port(), free_port(), free_port()];
+    let started = (0..3).map(|i| {
+        let policy = usage_policy(dir, i, tag, state);
+        async move { Replica::start_with(&policy, ports[i], tag, env).await }
+    });
+    (futures::future::join_all(started).await, ports)
+}
+
 /// The `tools/list` result's bytes a replica gives session `session`.
 async fn listed_bytes(port: u16, session: &str) -> String {
     let url = format!("http://127.0.0.1:{port}/mcp");
@@ -91,13 +106,7 @@ async fn usage_run(backend: &str) -> (Vec<Vec<String>>, Vec<String>) {
     let _guard = harness::TagGuard(tag.clone());
     let dir = tempfile::tempdir().unwrap();
     let (redis, env, state) = super::backend_of(backend, &tag).await;
-    let ports = [free_port(), free_port(), free_port()];
-    let started = (0..3).map(|i| {
-        let policy = usage_policy(dir.path(), i, &tag, &state);
-        let (tag, env) = (tag.clone(), env.clone());
-        async move { Replica::start_with(&policy, ports[i], &tag, &env).await }
-    });
-    let gateways = futures::future::join_all(started).await;
+    let (gateways, ports) = start_three(dir.path(), &tag, &state, &env).await;
     let haproxy = Haproxy::start(&ports, &tag).await;
     let session = open_session(&haproxy.url()).await;
     let first = names(&listed_bytes(ports[0], &session).await);
@@ -123,14 +132,8 @@ async fn usage_run(backend: &str) -> (Vec<Vec<String>>, Vec<String>) {
         }
         rounds.push(lists);
     }
-    for gateway in gateways {
-        gateway.stop().await;
-    }
     drop(haproxy);
-    if let Some(mut redis) = redis {
-        redis.kill().await;
-    }
-    harness::assert_no_leftovers(&tag).await;
+    super::stop_all(gateways, redis, &tag).await;
     let called = deferred[..3].iter().map(|t| format!("e__{t}")).collect();
     (rounds, called)
 }
@@ -194,13 +197,7 @@ async fn promote_run(backend: &str) -> (Vec<String>, usize) {
     let dir = tempfile::tempdir().unwrap();
     let (redis, env, state) = super::backend_of(backend, &tag).await;
     let state = format!("{state}\n[discover]\npromote_on_use = true\n");
-    let ports = [free_port(), free_port(), free_port()];
-    let started = (0..3).map(|i| {
-        let policy = usage_policy(dir.path(), i, &tag, &state);
-        let (tag, env) = (tag.clone(), env.clone());
-        async move { Replica::start_with(&policy, ports[i], &tag, &env).await }
-    });
-    let gateways = futures::future::join_all(started).await;
+    let (gateways, ports) = start_three(dir.path(), &tag, &state, &env).await;
     let url = |i: usize| format!("http://127.0.0.1:{}/mcp", ports[i]);
     let session = open_session(&url(0)).await;
     let first = names(&listed_bytes(ports[0], &session).await);
@@ -226,13 +223,7 @@ async fn promote_run(backend: &str) -> (Vec<String>, usize) {
         lists.push(listed_bytes(port, &session).await);
     }
     let notified = stream.await.unwrap();
-    for gateway in gateways {
-        gateway.stop().await;
-    }
-    if let Some(mut redis) = redis {
-        redis.kill().await;
-    }
-    harness::assert_no_leftovers(&tag).await;
+    super::stop_all(gateways, redis, &tag).await;
     let promoted = format!("e__{deferred}");
     let listing: Vec<String> = lists
         .iter()
