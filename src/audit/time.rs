@@ -25,7 +25,9 @@ pub fn rfc3339(t: SystemTime) -> String {
     digits(&mut out[14..16], rest % 3600 / 60);
     digits(&mut out[17..19], rest % 60);
     digits(&mut out[20..23], u64::from(since.subsec_millis()));
-    out.iter().map(|&b| char::from(b)).collect()
+    // ASCII digits and separators: always UTF-8, copied whole (collecting chars one by one
+    // cost as much again as the digits).
+    std::str::from_utf8(&out).unwrap_or_default().to_owned()
 }
 
 /// `n` as zero-padded decimal digits filling `into` (its high digits dropped if too long).
