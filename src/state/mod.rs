@@ -251,9 +251,10 @@ impl Store {
         #[cfg(feature = "redis")]
         {
             let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-            let prefix = &self.inner.settings.key_prefix;
-            self.ask(|conn| async move { conn.promote(prefix, sid, name, ttl_ms).await.map(drop) })
-                .await
+            self.ask(self.request_wait(), |conn, prefix| async move {
+                conn.promote(prefix, sid, name, ttl_ms).await.map(drop)
+            })
+            .await
         }
         #[cfg(not(feature = "redis"))]
         {
@@ -269,9 +270,10 @@ impl Store {
     pub async fn promoted(&self, sid: &str) -> Result<Vec<String>, &'static str> {
         #[cfg(feature = "redis")]
         {
-            let prefix = &self.inner.settings.key_prefix;
-            self.ask(|conn| async move { conn.promoted(prefix, sid).await })
-                .await
+            self.ask(self.request_wait(), |conn, prefix| {
+                conn.promoted(prefix, sid)
+            })
+            .await
         }
         #[cfg(not(feature = "redis"))]
         {
@@ -280,17 +282,19 @@ impl Store {
         }
     }
 
-    /// Runs `call` on the connection within `timeout_ms` (a request's wait).
+    /// Runs `call` on the connection within `bound` ([`Store::request_wait`] on a request's
+    /// path, [`Store::background_wait`] off it): its answer, or why there is none (a
+    /// [`names`] reason).
     #[cfg(feature = "redis")]
-    async fn ask<'a, T, F, Fut>(&'a self, call: F) -> Result<T, &'static str>
+    async fn ask<'a, T, F, Fut>(&'a self, bound: Duration, call: F) -> Result<T, &'static str>
     where
-        F: FnOnce(&'a conn::Conn) -> Fut,
+        F: FnOnce(&'a conn::Conn, &'a str) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let Some(conn) = &self.inner.conn else {
             return Err(names::STORE_UNCONFIGURED);
         };
-        match tokio::time::timeout(self.inner.settings.timeout, call(conn)).await {
+        match tokio::time::timeout(bound, call(conn, &self.inner.settings.key_prefix)).await {
             Err(_) => Err(names::STORE_TIMEOUT),
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "State store call failed");
@@ -298,6 +302,19 @@ impl Store {
             }
             Ok(Ok(answer)) => Ok(answer),
         }
+    }
+
+    /// How long a call on a request's path waits for the store: `timeout_ms`.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    fn request_wait(&self) -> Duration {
+        self.inner.settings.timeout
+    }
+
+    /// How long work off the request path waits for the store: `timeout_ms`, or the connect
+    /// timeout when longer (it may wait for a new connection).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    fn background_wait(&self) -> Duration {
+        self.inner.settings.timeout.max(CONNECT_TIMEOUT)
     }
 
     /// The notes other replicas send here: answers to this replica's server→client requests,
@@ -315,19 +332,10 @@ impl Store {
     pub async fn revoke(&self, sid: &str, exp: u64) -> Result<(), &'static str> {
         #[cfg(feature = "redis")]
         {
-            let Some(conn) = &self.inner.conn else {
-                return Err(names::STORE_UNCONFIGURED);
-            };
-            let prefix = &self.inner.settings.key_prefix;
-            let bound = self.inner.settings.timeout.max(CONNECT_TIMEOUT);
-            match tokio::time::timeout(bound, conn.revoke(prefix, sid, exp)).await {
-                Err(_) => Err(names::STORE_TIMEOUT),
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "State store revocation failed");
-                    Err(names::STORE_ERROR)
-                }
-                Ok(Ok(_)) => Ok(()),
-            }
+            self.ask(self.background_wait(), |conn, prefix| async move {
+                conn.revoke(prefix, sid, exp).await.map(drop)
+            })
+            .await
         }
         #[cfg(not(feature = "redis"))]
         {
@@ -401,23 +409,15 @@ impl Store {
     async fn send_note(&self, to: &str, note: &relay::Note) -> Result<(), relay::ForwardError> {
         #[cfg(feature = "redis")]
         {
-            use relay::ForwardError;
-            let Some(conn) = &self.inner.conn else {
-                return Err(ForwardError::Store(names::STORE_UNCONFIGURED));
-            };
             let payload = serde_json::to_string(note).unwrap_or_default();
-            let prefix = &self.inner.settings.key_prefix;
             let ttl_ms = u64::try_from(REPLICA_TTL.as_millis()).unwrap_or(u64::MAX);
-            let bound = self.inner.settings.timeout.max(CONNECT_TIMEOUT);
-            let sent = conn.forward(prefix, to, ttl_ms, &payload);
-            match tokio::time::timeout(bound, sent).await {
-                Err(_) => Err(ForwardError::Store(names::STORE_TIMEOUT)),
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "State store forward failed");
-                    Err(ForwardError::Store(names::STORE_ERROR))
-                }
-                Ok(Ok(heard)) if heard > 0 => Ok(()),
-                Ok(Ok(_)) => Err(ForwardError::OwnerGone),
+            let heard = self.ask(self.background_wait(), |conn, prefix| {
+                conn.forward(prefix, to, ttl_ms, &payload)
+            });
+            match heard.await {
+                Err(reason) => Err(relay::ForwardError::Store(reason)),
+                Ok(heard) if heard > 0 => Ok(()),
+                Ok(_) => Err(relay::ForwardError::OwnerGone),
             }
         }
         #[cfg(not(feature = "redis"))]
@@ -519,20 +519,13 @@ impl Store {
     /// One round trip, bounded by `timeout_ms`: the verdict, or why there is none.
     #[cfg(feature = "redis")]
     async fn spend(&self, checks: &[gcra::Check]) -> Result<Result<(), Refused>, &'static str> {
-        let Some(conn) = &self.inner.conn else {
-            return Err(names::STORE_UNCONFIGURED);
-        };
-        match tokio::time::timeout(self.inner.settings.timeout, conn.spend(checks)).await {
-            Err(_) => Err(names::STORE_TIMEOUT),
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "State store call failed");
-                Err(names::STORE_ERROR)
-            }
-            Ok(Ok(answer)) => match gcra::verdict(checks, &answer) {
-                Ok(()) => Ok(Ok(())),
-                Err(Some(refused)) => Ok(Err(refused)),
-                Err(None) => Err(names::STORE_ERROR),
-            },
+        let answer = self
+            .ask(self.request_wait(), |conn, _| conn.spend(checks))
+            .await?;
+        match gcra::verdict(checks, &answer) {
+            Ok(()) => Ok(Ok(())),
+            Err(Some(refused)) => Ok(Err(refused)),
+            Err(None) => Err(names::STORE_ERROR),
         }
     }
 
@@ -557,23 +550,13 @@ impl Store {
     ) -> Result<usage::Learned, &'static str> {
         #[cfg(feature = "redis")]
         {
-            let Some(conn) = &self.inner.conn else {
-                return Err(names::STORE_UNCONFIGURED);
-            };
-            let bound = self.inner.settings.timeout.max(CONNECT_TIMEOUT);
             let period_ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX).max(1);
-            let prefix = &self.inner.settings.key_prefix;
-            let sent = conn.learn_usage(prefix, period_ms, adds, seeds);
-            match tokio::time::timeout(bound, sent).await {
-                Err(_) => Err(names::STORE_TIMEOUT),
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "State store usage call failed");
-                    Err(names::STORE_ERROR)
-                }
-                Ok(Ok((epoch, next_in, fields))) => {
-                    usage::learned(epoch, next_in, &fields).ok_or(names::STORE_ERROR)
-                }
-            }
+            let (epoch, next_in, fields) = self
+                .ask(self.background_wait(), |conn, prefix| {
+                    conn.learn_usage(prefix, period_ms, adds, seeds)
+                })
+                .await?;
+            usage::learned(epoch, next_in, &fields).ok_or(names::STORE_ERROR)
         }
         #[cfg(not(feature = "redis"))]
         {
@@ -644,7 +627,7 @@ impl Store {
         let key = gcra::replicas_key(&self.inner.settings.key_prefix);
         let ttl_ms = u64::try_from(REPLICA_TTL.as_millis()).unwrap_or(u64::MAX);
         // Off the request path: a beat may wait longer than a call, long enough to connect.
-        let bound = self.inner.settings.timeout.max(CONNECT_TIMEOUT);
+        let bound = self.background_wait();
         let mut loaded = false;
         loop {
             let sent = tokio::time::Instant::now();
