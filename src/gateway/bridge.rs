@@ -113,10 +113,7 @@ impl Gateway {
                 .as_ref()
                 .map_or((None, None), |v| bridge::retry_fields(v));
             if let Some(state) = state.filter(|s| s.starts_with(STATE_PREFIX)) {
-                let elsewhere = super::parked::parked_by(state)
-                    .zip(self.inner.state.as_ref())
-                    .filter(|(owner, store)| *owner != store.replica_id());
-                if let Some((owner, _)) = elsewhere {
+                if let Some((owner, _)) = self.elsewhere(super::parked::parked_by(state)) {
                     // The parked call's own timeout, and a little for the round trips.
                     let wait = upstream.spec().timeout + RESUME_MARGIN;
                     return self.resume_at(owner, msg, caller, wait).await;

@@ -193,9 +193,7 @@ impl Gateway {
         let Some(store) = &self.inner.state else {
             return Err(unknown_state(msg));
         };
-        let text = String::from_utf8(msg.to_bytes()).unwrap_or_default();
-        let request = serde_json::value::RawValue::from_string(text)
-            .map_err(|e| Error::Internal(format!("a retry that is not JSON: {e}")))?;
+        let request = msg.to_raw_value();
         let capabilities = caller.session.state().client_capabilities;
         let outcome = store.resume_at(owner, capabilities, request, wait).await;
         let sent = outcome
@@ -252,12 +250,9 @@ impl Gateway {
             }
             Err(err) => Message::error(id, err.to_error_object()),
         };
-        let text = String::from_utf8(reply.to_bytes()).unwrap_or_default();
-        if let Ok(raw) = serde_json::value::RawValue::from_string(text) {
-            store
-                .reply_resumed(&resume.reply_to, resume.corr, raw)
-                .await;
-        }
+        store
+            .reply_resumed(&resume.reply_to, resume.corr, reply.to_raw_value())
+            .await;
     }
 
     /// A modern client's retry of a parked call: the answers go to the upstream, and the call

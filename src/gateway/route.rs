@@ -22,7 +22,7 @@ use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
 use crate::mcp::method::{Method, Names};
 use crate::policy::ServerRequests;
-use crate::upstream::{Call, Status, Upstream};
+use crate::upstream::{Call, Status, Upstream, asked_replica};
 
 /// One client request on its way to one upstream.
 pub(super) struct Forward<'a> {
@@ -255,14 +255,8 @@ impl Gateway {
         caller: &Caller,
     ) -> Option<Message> {
         let session = caller.session.id.as_str();
-        let gateway_id = match &msg.id {
-            Some(Id::String(id)) => id.clone(),
-            other => other.as_ref().map(ToString::to_string).unwrap_or_default(),
-        };
-        let elsewhere = crate::upstream::asked_replica(&gateway_id)
-            .zip(self.inner.state.as_ref())
-            .filter(|(owner, store)| *owner != store.replica_id());
-        let delivered = if let Some((owner, store)) = elsewhere {
+        let gateway_id = answered_id(&msg);
+        let delivered = if let Some((owner, store)) = self.elsewhere(asked_replica(&gateway_id)) {
             forward_answer(store, owner, &gateway_id, &msg, session).await
         } else {
             self.deliver_answer(&gateway_id, msg, session)
@@ -299,10 +293,7 @@ impl Gateway {
         let Ok(msg) = Message::parse(forwarded.message.get().as_bytes()) else {
             return;
         };
-        let gateway_id = match &msg.id {
-            Some(Id::String(id)) => id.clone(),
-            other => other.as_ref().map(ToString::to_string).unwrap_or_default(),
-        };
+        let gateway_id = answered_id(&msg);
         if let Err(err) = self.deliver_answer(&gateway_id, msg, &forwarded.session) {
             let session = forwarded.session.as_str();
             tracing::warn!(session, error = %err, "Forwarded client answer refused");
@@ -422,6 +413,28 @@ fn completing(reference: &Value) -> Result<Completing<'_>, Error> {
 }
 
 /// The upstream whose server→client request has gateway id `id` (`mcpb-<index>-…`).
+impl Gateway {
+    /// The replica `owner` names, with the store to reach it, when it is another replica of
+    /// this deployment (`[state]`): what it asked for or parked is forwarded there.
+    pub(super) fn elsewhere<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+    ) -> Option<(&'a str, &'a crate::state::Store)> {
+        let store = self.inner.state.as_ref()?;
+        owner
+            .filter(|owner| *owner != store.replica_id())
+            .map(|owner| (owner, store))
+    }
+}
+
+/// The id a client's answer names, as the gateway's ids are written (its own are strings).
+fn answered_id(msg: &Message) -> String {
+    match &msg.id {
+        Some(Id::String(id)) => id.clone(),
+        other => other.as_ref().map(ToString::to_string).unwrap_or_default(),
+    }
+}
+
 /// Forwards a client's answer on `session` to replica `owner`, whose request it answers.
 async fn forward_answer(
     store: &crate::state::Store,
@@ -431,15 +444,9 @@ async fn forward_answer(
     session: &str,
 ) -> Result<(), Error> {
     use crate::state::relay::{ForwardError, Forwarded};
-    let text = String::from_utf8(msg.to_bytes()).unwrap_or_default();
-    let Ok(message) = RawValue::from_string(text) else {
-        return Err(Error::UnknownRequest {
-            id: gateway_id.to_owned(),
-        });
-    };
     let forwarded = Forwarded {
         session: session.to_owned(),
-        message,
+        message: msg.to_raw_value(),
     };
     let refused = |reason: String, gone: bool| Error::AnswerNotForwarded {
         id: gateway_id.to_owned(),

@@ -201,6 +201,16 @@ impl Message {
         serde_json::to_vec(self).expect("a message always serializes")
     }
 
+    /// The message as one raw JSON value (to carry it whole inside another document: what
+    /// replicas forward to each other, `[state]`).
+    ///
+    /// # Panics
+    /// Never: a message always serializes.
+    #[must_use]
+    pub fn to_raw_value(&self) -> Box<RawValue> {
+        serde_json::value::to_raw_value(self).expect("a message always serializes")
+    }
+
     /// The message as a JSON value (for services of `Value`s: embedders, in-process servers).
     ///
     /// # Panics
