@@ -38,9 +38,7 @@ fn client(url: &str, settings: &RedisState) -> Result<Client, String> {
     }
     #[cfg(feature = "tls")]
     {
-        let read = |path: &std::path::Path| {
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-        };
+        let read = crate::policy::http::read;
         let root_cert = settings.ca_file.as_deref().map(read).transpose()?;
         let client_tls = match &settings.client_cert {
             Some((cert, key)) => Some(redis::ClientTlsConfig {
