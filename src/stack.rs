@@ -181,7 +181,7 @@ where
         // caller's principal; its rates in the [state] store, shared by replicas, when there
         // is one. Left out without [limits].
         .option_layer(policy.limits.is_limited().then(|| {
-            LimitLayer::new(policy.limits.clone(), catalog.clone()).with_store(state.clone())
+            LimitLayer::sharing(policy.limits.clone(), catalog.clone(), state.clone())
         }))
         // Below the budget, so an invoke_tool (a tools/call by then) of a quarantined tool
         // is refused as a direct call is; above the gateway, so every result a model reads

@@ -60,6 +60,18 @@ impl LimitLayer {
     /// Limits calls as `limits` says, routing names through the published `catalog`.
     #[must_use]
     pub fn new(limits: Limits, catalog: watch::Receiver<Arc<Catalog>>) -> Self {
+        Self::sharing(limits, catalog, None)
+    }
+
+    /// [`LimitLayer::new`] keeping the rates in `store` (`[state] backend = "redis"`), shared
+    /// by every replica, instead of this layer's own buckets; `None` keeps them here.
+    /// In-flight slots and queues stay this replica's either way.
+    #[must_use]
+    pub fn sharing(
+        limits: Limits,
+        catalog: watch::Receiver<Arc<Catalog>>,
+        store: Option<Store>,
+    ) -> Self {
         let upstreams = limits
             .upstream_in_flight
             .iter()
@@ -73,20 +85,9 @@ impl LimitLayer {
                 slots: Mutex::new(HashMap::new()),
                 upstreams,
                 epoch: tokio::time::Instant::now(),
-                store: None,
+                store,
             }),
         }
-    }
-
-    /// Keeps the rates in `store` (`[state] backend = "redis"`), shared by every replica,
-    /// instead of this layer's own buckets; `None` keeps them here. In-flight slots and queues
-    /// stay this replica's either way.
-    #[must_use]
-    pub fn with_store(mut self, store: Option<Store>) -> Self {
-        if let Some(state) = Arc::get_mut(&mut self.state) {
-            state.store = store;
-        }
-        self
     }
 }
 
