@@ -11,23 +11,41 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// ```
 #[must_use]
 pub fn rfc3339(t: SystemTime) -> String {
+    write(&mut [0; LEN], t).to_owned()
+}
+
+/// The length of an [`rfc3339`] time.
+pub(crate) const LEN: usize = 24;
+
+/// `t` as [`rfc3339`] writes it, in `out` (no allocation). The date and time to the second are
+/// worked out once a second per thread (a busy gateway writes many lines a second).
+pub(crate) fn write(out: &mut [u8; LEN], t: SystemTime) -> &str {
+    thread_local! {
+        /// The last second written on this thread, and its text up to the seconds.
+        static LAST: std::cell::Cell<(u64, [u8; 19])> = const { std::cell::Cell::new((u64::MAX, [0; 19])) };
+    }
     let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil(days);
-    // Written digit by digit: `format!` with padded fields costs more than the rest of an
-    // audit line's serialization, and this runs twice per audited call.
-    let mut out = *b"0000-00-00T00:00:00.000Z";
-    digits(&mut out[0..4], year.min(9999));
-    digits(&mut out[5..7], month);
-    digits(&mut out[8..10], day);
-    digits(&mut out[11..13], rest / 3600);
-    digits(&mut out[14..16], rest % 3600 / 60);
-    digits(&mut out[17..19], rest % 60);
+    let (last, mut seconds) = LAST.get();
+    if last != secs {
+        let (days, rest) = (secs / 86_400, secs % 86_400);
+        let (year, month, day) = civil(days);
+        // Written digit by digit: `format!` with padded fields costs more than the rest of an
+        // audit line's serialization, and this runs twice per audited call.
+        seconds = *b"0000-00-00T00:00:00";
+        digits(&mut seconds[0..4], year.min(9999));
+        digits(&mut seconds[5..7], month);
+        digits(&mut seconds[8..10], day);
+        digits(&mut seconds[11..13], rest / 3600);
+        digits(&mut seconds[14..16], rest % 3600 / 60);
+        digits(&mut seconds[17..19], rest % 60);
+        LAST.set((secs, seconds));
+    }
+    out[..19].copy_from_slice(&seconds);
+    out[19..].copy_from_slice(b".000Z");
     digits(&mut out[20..23], u64::from(since.subsec_millis()));
-    // ASCII digits and separators: always UTF-8, copied whole (collecting chars one by one
-    // cost as much again as the digits).
-    std::str::from_utf8(&out).unwrap_or_default().to_owned()
+    // ASCII digits and separators: always UTF-8.
+    std::str::from_utf8(out).unwrap_or_default()
 }
 
 /// `n` as zero-padded decimal digits filling `into` (its high digits dropped if too long).
@@ -66,6 +84,9 @@ mod tests {
         assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(at(951_782_400_007), "2000-02-29T00:00:00.007Z");
         assert_eq!(at(1_767_225_599_999), "2025-12-31T23:59:59.999Z");
+        // The same second again (from the thread's last second), then the next one.
+        assert_eq!(at(1_767_225_599_001), "2025-12-31T23:59:59.001Z");
+        assert_eq!(at(1_767_225_600_000), "2026-01-01T00:00:00.000Z");
     }
 
     #[test]

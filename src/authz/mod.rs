@@ -87,7 +87,25 @@ impl<'a> Target<'a> {
     /// The string globs match: `[prefix]server/name`.
     #[must_use]
     pub fn key(&self) -> String {
-        format!("{}{}/{}", self.kind.prefix(), self.server, self.name)
+        self.with_key(str::to_owned)
+    }
+
+    /// `f` of [`Target::key`], the key written on the stack when it fits in 256 bytes (checks
+    /// run on every call and for every listed item: no allocation for the usual names).
+    pub fn with_key<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        let parts = [self.kind.prefix(), self.server, "/", self.name];
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut stack = [0; 256];
+        let Some(buf) = stack.get_mut(..len) else {
+            return f(&parts.concat());
+        };
+        let mut at = 0;
+        for part in parts {
+            buf[at..at + part.len()].copy_from_slice(part.as_bytes());
+            at += part.len();
+        }
+        // Whole `str`s one after the other: UTF-8.
+        f(std::str::from_utf8(buf).unwrap_or_default())
     }
 }
 
@@ -163,7 +181,7 @@ impl Scope {
     /// lines, schemas). Argument rules do not hide a tool: some arguments may be allowed.
     #[must_use]
     pub fn may_see(&self, target: Target<'_>) -> bool {
-        self.visibility(&target.key()).is_ok()
+        target.with_key(|key| self.visibility(key).is_ok())
     }
 
     /// Call phase: whether the client may call `target` with `arguments` (the call's
@@ -181,19 +199,20 @@ impl Scope {
         target: Target<'_>,
         arguments: impl FnOnce() -> Option<&'a Map<String, Value>>,
     ) -> Decision {
-        let key = target.key();
-        if let Err(deny) = self.visibility(&key) {
-            return deny;
-        }
-        let mut applying = self
-            .rules
-            .iter()
-            .enumerate()
-            .filter(|(_, rule)| rule.applies_to(&key))
-            .peekable();
-        if applying.peek().is_none() {
-            return Decision::Allow;
-        }
+        let applying = target.with_key(|key| {
+            self.visibility(key)?;
+            Ok(self
+                .rules
+                .iter()
+                .enumerate()
+                .filter(|(_, rule)| rule.applies_to(key))
+                .collect::<Vec<_>>())
+        });
+        let applying = match applying {
+            Ok(applying) if !applying.is_empty() => applying,
+            Ok(_) => return Decision::Allow,
+            Err(deny) => return deny,
+        };
         let arguments = arguments();
         for (i, rule) in applying {
             if let Some(reason) = rule.violation(arguments) {

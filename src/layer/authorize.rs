@@ -145,22 +145,23 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             Decision::Deny { rule, reason } => (rule.as_str(), Some(reason.as_str())),
         };
         let principal = req.caller.principal.clone();
-        let call = audit::call::Call {
-            audit_id: audit::new_id(),
-            principal: principal.name().to_owned(),
-            subject: principal.subject().map(str::to_owned),
-            session: req.caller.session.id.clone(),
-            method: method.as_str().to_owned(),
-            tool: called.exposed.clone(),
-            upstream: routes.first().map(|(s, n)| format!("{s}/{n}")),
-            run: req.caller.run.clone(),
-        };
+        let audit_id = audit::new_id();
+        let call = audit::call::Call::new(&audit::call::Called {
+            audit_id: &audit_id,
+            principal: principal.name(),
+            subject: principal.subject(),
+            session: &req.caller.session.id,
+            method: method.as_str(),
+            tool: &called.exposed,
+            upstream: routes.first().copied(),
+            run: req.caller.run.as_deref(),
+        });
         let logged = audit.arguments(|| arguments().cloned().unwrap_or_default());
-        audit.decision(call.decision(rule, reason, logged));
+        audit.call_line(&call, &audit::call::Call::decision(rule, reason, logged));
         if let Some(reason) = reason {
             crate::telemetry::record::denied(principal.name(), denial_label(rule));
             let id = req.message.reply_id();
-            let error = denied(&principal, &called.exposed, reason, &call.audit_id);
+            let error = denied(&principal, &called.exposed, reason, &audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
         if req.caller.probe {
@@ -170,7 +171,10 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             let started = tokio::time::Instant::now();
             let reply = inner.call(req).await?;
             let (outcome, error_type) = outcome_of(reply.as_ref());
-            audit.outcome(call.outcome(outcome, error_type, started.elapsed()));
+            audit.call_line(
+                &call,
+                &audit::call::Call::outcome(outcome, error_type, started.elapsed()),
+            );
             Ok(reply)
         })
     }
@@ -305,8 +309,15 @@ fn outcome_of(reply: Option<&Message>) -> (&'static str, Option<String>) {
         is_error: bool,
     }
     // Most results are not errors: a result whose text holds neither `isError` nor an escape
-    // (`\u…` could spell the key) has no such flag, and is not parsed again.
-    let may_flag = |raw: &str| raw.contains("isError") || raw.contains("\\u");
+    // (`\u…` could spell the key) has no such flag, and is not parsed again (both looked for
+    // with memchr's vectorized search: this runs on every audited call).
+    type Finder = std::sync::LazyLock<memchr::memmem::Finder<'static>>;
+    static IS_ERROR: Finder = Finder::new(|| memchr::memmem::Finder::new("isError"));
+    static ESCAPE: Finder = Finder::new(|| memchr::memmem::Finder::new("\\u"));
+    let may_flag = |raw: &str| {
+        let raw = raw.as_bytes();
+        IS_ERROR.find(raw).is_some() || ESCAPE.find(raw).is_some()
+    };
     let is_error = reply
         .result
         .as_deref()
