@@ -2,6 +2,8 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tiktoken_rs::CoreBPE;
 
@@ -51,11 +53,13 @@ impl FromStr for Encoding {
     }
 }
 
-/// A [`Tokenizer`] over one of the embedded BPEs (loaded once per process).
+/// A [`Tokenizer`] over one of the embedded BPEs, loaded when text is counted and let go
+/// once nothing was counted for [`IDLE`] (the tables of a loaded BPE take 20 MB for cl100k and
+/// 40 MB for o200k, more than the rest of a gateway; counting happens when a catalog changes,
+/// and its segment cache keeps the counts).
 #[derive(Clone, Copy)]
 pub struct Bpe {
     encoding: Encoding,
-    bpe: &'static CoreBPE,
 }
 
 impl fmt::Debug for Bpe {
@@ -67,15 +71,11 @@ impl fmt::Debug for Bpe {
 }
 
 impl Bpe {
-    /// The tokenizer of `encoding`. The first call per encoding parses the embedded table
+    /// The tokenizer of `encoding`. The first count after a load parses the embedded table
     /// (tens of milliseconds).
     #[must_use]
     pub fn new(encoding: Encoding) -> Self {
-        let bpe = match encoding {
-            Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
-            Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
-        };
-        Self { encoding, bpe }
+        Self { encoding }
     }
 
     /// Its encoding.
@@ -88,7 +88,60 @@ impl Bpe {
 impl Tokenizer for Bpe {
     fn count(&self, text: &str) -> usize {
         // Tool text never carries special tokens; count them as ordinary text.
-        self.bpe.encode_ordinary(text).len()
+        loaded(self.encoding).encode_ordinary(text).len()
+    }
+}
+
+/// How long a loaded BPE is kept with nothing counted.
+pub(crate) const IDLE: Duration = Duration::from_secs(30);
+
+/// The loaded BPEs (by [`Encoding`] index), each with whether it counted since the sweeper's
+/// last look.
+static LOADED: Mutex<[Option<(Arc<CoreBPE>, bool)>; 2]> = Mutex::new([None, None]);
+
+/// The BPE of `encoding`, loaded if it is not; marked as used.
+fn loaded(encoding: Encoding) -> Arc<CoreBPE> {
+    let slot = encoding as usize;
+    let mut all = crate::lock::lock(&LOADED);
+    if let Some((bpe, used)) = &mut all[slot] {
+        *used = true;
+        return bpe.clone();
+    }
+    let bpe = Arc::new(
+        match encoding {
+            Encoding::O200kBase => tiktoken_rs::o200k_base(),
+            Encoding::Cl100kBase => tiktoken_rs::cl100k_base(),
+        }
+        // The tables are embedded in the binary: they parse.
+        .unwrap_or_else(|err| panic!("the embedded {encoding:?} BPE: {err}")),
+    );
+    let first = all.iter().all(Option::is_none);
+    all[slot] = Some((bpe.clone(), true));
+    drop(all);
+    if first {
+        let _ = std::thread::Builder::new()
+            .name("mcp-budget-bpe".into())
+            .spawn(sweep);
+    }
+    bpe
+}
+
+/// Lets go of each BPE that counted nothing for [`IDLE`]; ends when none is loaded (the next
+/// load starts it again).
+fn sweep() {
+    loop {
+        std::thread::sleep(IDLE);
+        let mut all = crate::lock::lock(&LOADED);
+        for slot in all.iter_mut() {
+            match slot {
+                Some((_, used)) if *used => *used = false,
+                Some(_) => *slot = None,
+                None => {}
+            }
+        }
+        if all.iter().all(Option::is_none) {
+            return;
+        }
     }
 }
 
