@@ -18,7 +18,7 @@
 //! ```
 //!
 //! `latency` measures, besides direct and through the gateway: the floors of a hop that does
-//! nothing, `socat - EXEC:"bench_echo --stdio"` and HAProxy in TCP mode (each skipped with a
+//! nothing, `socat - EXEC:"bench_echo --stdio"` and `haproxy` in TCP mode (each skipped with a
 //! line when not on `PATH`); a gateway pair with an API key and an audit file (`key+audit`);
 //! mcp-compressor when installed (`BENCH_COMPRESSOR`, default
 //! `/tmp/mcp-compressor-venv/bin/mcp-compressor`). Then per transport what each target adds
@@ -448,7 +448,7 @@ fn spawn_stdio(mut cmd: Command) -> Proc {
     Proc(cmd.spawn().expect("the process starts"))
 }
 
-/// HAProxy in TCP mode in front of `backend` (`http://HOST:PORT/mcp`): the child and its URL.
+/// `haproxy` in TCP mode in front of `backend` (`http://HOST:PORT/mcp`): the child and its URL.
 fn haproxy(dir: &Path, bin: &Path, backend: &str) -> (Proc, String) {
     let server = backend
         .trim_start_matches("http://")
@@ -531,7 +531,7 @@ impl Targets {
     }
 }
 
-/// The relays (socat, HAProxy) and mcp-compressor, when installed.
+/// The relays (`socat`, `haproxy`) and mcp-compressor, when installed.
 fn other_targets(t: &mut Targets, dir: &Path, echo_url: &str) {
     match on_path("socat") {
         Some(socat) => {
@@ -601,6 +601,23 @@ fn key_audit_policy(dir: &Path, name: &str, upstreams: &str) -> PathBuf {
     path
 }
 
+/// The key + audit pair of gateway binary `bin`: `… via {what} (key+audit)`.
+fn key_gateways(t: &mut Targets, bin: &Path, policies: [&Path; 2], what: &str) {
+    let mut stdio = gateway_at(bin, policies[0], &["--stdio"], true);
+    let mut http = gateway_at(bin, policies[1], &["--http", "127.0.0.1:0"], false);
+    stdio.env("BENCH_KEY", "k");
+    http.env("BENCH_KEY", "k");
+    t.gateways(
+        [
+            &format!("stdio via {what} (key+audit)"),
+            &format!("http via {what} (key+audit)"),
+        ],
+        stdio,
+        http,
+        Some("k".into()),
+    );
+}
+
 fn latency(args: &[String], dir: &Path) {
     let calls = arg(args, "--calls", 2000);
     let rounds = arg(args, "--rounds", 5);
@@ -637,24 +654,8 @@ fn latency(args: &[String], dir: &Path) {
     // An API key and an audit file (`BENCH_KEY=k`, `Authorization: Bearer k`).
     let key_stdio = key_audit_policy(dir, "key-stdio.toml", &stdio_up);
     let key_http = key_audit_policy(dir, "key-http.toml", &http_up);
-    let key_gw = |policy: &Path, extra: &[&str], stdio: bool| {
-        let mut cmd = gateway(policy, extra, stdio);
-        cmd.env("BENCH_KEY", "k");
-        cmd
-    };
-    let (ks, kh) = (
-        key_gw(&key_stdio, &["--stdio"], true),
-        key_gw(&key_http, &["--http", "127.0.0.1:0"], false),
-    );
-    t.gateways(
-        [
-            "stdio via gateway (key+audit)",
-            "http via gateway (key+audit)",
-        ],
-        ks,
-        kh,
-        Some("k".into()),
-    );
+    let gw = gateway_bin();
+    key_gateways(&mut t, &gw, [&key_stdio, &key_http], "gateway");
     other_targets(&mut t, dir, &echo_url);
     // `BENCH_GATEWAY_BASE=path`: a second gateway binary (say, the build before a change),
     // measured in the same interleaved rounds, default and key + audit.
@@ -665,16 +666,10 @@ fn latency(args: &[String], dir: &Path) {
             gateway_at(&base, &http_policy, &["--http", "127.0.0.1:0"], false),
             bearer.clone(),
         );
-        let mut ks = gateway_at(&base, &key_stdio, &["--stdio"], true);
-        let mut kh = gateway_at(&base, &key_http, &["--http", "127.0.0.1:0"], false);
-        ks.env("BENCH_KEY", "k");
-        kh.env("BENCH_KEY", "k");
-        t.gateways(
-            ["stdio via base (key+audit)", "http via base (key+audit)"],
-            ks,
-            kh,
-            Some("k".into()),
-        );
+        // Their own audit files.
+        let key_stdio = key_audit_policy(dir, "base-key-stdio.toml", &stdio_up);
+        let key_http = key_audit_policy(dir, "base-key-http.toml", &http_up);
+        key_gateways(&mut t, &base, [&key_stdio, &key_http], "base");
     }
     // `BENCH_MIXED=1`: the two mixed paths (stdio client → HTTP upstream, HTTP client → stdio
     // upstream), to tell which side of an HTTP hop costs what.
@@ -701,17 +696,26 @@ fn measure(t: &mut Targets, calls: u64, rounds: u64) -> Vec<(f64, f64)> {
             id += 1;
         }
     }
+    // A slow target (mcp-compressor over HTTP answers in ~40 ms here) gets at most 5 s a round.
+    let cap = Duration::from_secs(5);
     for _ in 0..rounds {
         for (i, (_, c)) in t.clients.iter_mut().enumerate() {
+            let round = Instant::now();
             for _ in 0..calls {
                 let at = Instant::now();
                 c.call(id);
                 samples[i].push(at.elapsed().as_secs_f64() * 1e3);
                 id += 1;
+                if round.elapsed() > cap {
+                    break;
+                }
             }
         }
     }
-    println!("tools/call latency, {rounds} rounds x {calls} sequential calls per target (ms)");
+    println!(
+        "tools/call latency, {rounds} rounds x {calls} sequential calls per target, at most 5 s \
+         a round (ms)"
+    );
     println!("{:<32} {:>8} {:>8} {:>8}", "target", "p50", "p90", "p99");
     let mut stats = Vec::new();
     for (i, (name, c)) in t.clients.iter().enumerate() {
@@ -719,11 +723,14 @@ fn measure(t: &mut Targets, calls: u64, rounds: u64) -> Vec<(f64, f64)> {
         s.sort_by(f64::total_cmp);
         let (p50, p90, p99) = (percentile(s, 0.5), percentile(s, 0.9), percentile(s, 0.99));
         let (answers, sse) = c.sse_share();
-        let note = if sse > 0 {
+        let mut note = if sse > 0 {
             format!("  ({sse} of {answers} answers came as SSE streams)")
         } else {
             String::new()
         };
+        if (s.len() as u64) < calls * rounds {
+            note.push_str(&format!("  ({} calls: 5 s a round)", s.len()));
+        }
         println!("{name:<32} {p50:>8.4} {p90:>8.4} {p99:>8.4}{note}");
         stats.push((p50, p99));
     }
@@ -819,9 +826,9 @@ fn answer_json(buf: &[u8]) -> serde_json::Value {
         return serde_json::from_str(&text).expect("a JSON answer");
     }
     text.lines()
+        .rev()
         .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str(d.trim()).ok())
-        .last()
+        .find_map(|d| serde_json::from_str(d.trim()).ok())
         .expect("an SSE answer with a JSON-RPC message")
 }
 
@@ -941,7 +948,12 @@ fn memory(args: &[String], dir: &Path) {
         );
     }
 
-    // (b) bytes per idle 2025-era session (initialize + initialized, then nothing).
+    memory_sessions(dir, sessions);
+}
+
+/// Bytes per idle 2025-era session (initialize + initialized, then nothing): `sessions`, then
+/// as many more.
+fn memory_sessions(dir: &Path, sessions: u64) {
     let mut echo_http = Command::new(echo());
     echo_http
         .args(["--http", "127.0.0.1:0"])
