@@ -483,13 +483,12 @@ fn haproxy(dir: &Path, bin: &Path, backend: &str) -> (Proc, String) {
     (proc, format!("http://127.0.0.1:{port}/mcp"))
 }
 
-/// mcp-compressor: `BENCH_COMPRESSOR`, else the default venv path when it exists.
-fn compressor() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BENCH_COMPRESSOR") {
-        return Some(PathBuf::from(p));
-    }
-    let p = PathBuf::from("/tmp/mcp-compressor-venv/bin/mcp-compressor");
-    p.is_file().then_some(p)
+/// mcp-compressor: `BENCH_COMPRESSOR`, else the default venv path.
+fn compressor() -> PathBuf {
+    std::env::var_os("BENCH_COMPRESSOR").map_or_else(
+        || PathBuf::from("/tmp/mcp-compressor-venv/bin/mcp-compressor"),
+        PathBuf::from,
+    )
 }
 
 /// The targets of `latency`, each a labelled client, and the processes behind them.
@@ -550,12 +549,14 @@ fn other_targets(t: &mut Targets, dir: &Path, echo_url: &str) {
         }
         None => println!("skipped: no haproxy"),
     }
-    let Some(bin) = compressor() else {
+    let bin = compressor();
+    if !bin.is_file() {
         println!(
-            "skipped: no mcp-compressor (set BENCH_COMPRESSOR, or install it in /tmp/mcp-compressor-venv)"
+            "skipped: no mcp-compressor at {} (set BENCH_COMPRESSOR)",
+            bin.display()
         );
         return;
-    };
+    }
     // Its tools wrap the upstream's: `echo_invoke_tool` calls `echo` with `tool_input`.
     let call = Call::with(
         "echo_invoke_tool",
