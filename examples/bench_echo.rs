@@ -5,12 +5,18 @@
 //! ```text
 //! bench_echo --stdio [--delay-ms N]              newline-delimited JSON-RPC on stdin/stdout
 //! bench_echo --http 127.0.0.1:0 [--delay-ms N]   streamable HTTP (JSON answers, one session id)
+//! bench_echo --stdio --tools-from FILE [--tools N]
 //! ```
 //!
 //! `--delay-ms N` waits N ms before serving (a slow-starting server, for the startup benchmark).
+//! `--tools-from FILE [--tools N]` serves the tools of a saved toolset (`{"tools": [...]}`, say
+//! `tests/fixtures/toolsets/github.json`) instead of `echo`: its first N (default all), cycled
+//! with a `_2`, `_3`… suffix when the file has fewer (for the memory benchmark); every tool
+//! answers like `echo`.
 //! The HTTP variant prints `listening on http://ADDR/mcp` on stderr.
 #![allow(clippy::print_stderr)]
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -18,6 +24,44 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// The `tools/list` answer's tools: `echo`, or those of `--tools-from`.
+static TOOLS: OnceLock<Value> = OnceLock::new();
+
+fn echo_tools() -> Value {
+    json!([{
+        "name": "echo",
+        "description": "Echoes the message back.",
+        "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
+    }])
+}
+
+/// The first `n` tools of the toolset in `path` (all when `None`), cycled with a numbered suffix
+/// when it has fewer; names are made unique.
+fn tools_from(path: &str, n: Option<usize>) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let set: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let tools = set["tools"].as_array().cloned().unwrap_or_default();
+    assert!(!tools.is_empty(), "{path}: no tools");
+    let n = n.unwrap_or(tools.len());
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(n);
+    for (i, tool) in tools.iter().cycle().take(n).enumerate() {
+        let mut tool = tool.clone();
+        let base = tool["name"].as_str().unwrap_or("tool").to_owned();
+        let mut name = if i < tools.len() {
+            base.clone()
+        } else {
+            format!("{base}_{}", i / tools.len() + 1)
+        };
+        while !seen.insert(name.clone()) {
+            name.push('_');
+        }
+        tool["name"] = Value::String(name);
+        out.push(tool);
+    }
+    Value::Array(out)
+}
 
 fn answer(msg: &Value) -> Option<Value> {
     let id = msg.get("id")?.clone();
@@ -31,11 +75,7 @@ fn answer(msg: &Value) -> Option<Value> {
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "bench-echo", "version": "0"},
         }),
-        "tools/list" => json!({"tools": [{
-            "name": "echo",
-            "description": "Echoes the message back.",
-            "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
-        }]}),
+        "tools/list" => json!({"tools": TOOLS.get_or_init(echo_tools)}),
         "tools/call" => {
             let text = msg["params"]["arguments"]["message"]
                 .as_str()
@@ -143,6 +183,10 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let http_addr = value("--http");
+    if let Some(path) = value("--tools-from") {
+        let n = value("--tools").and_then(|v| v.parse().ok());
+        TOOLS.set(tools_from(&path, n)).expect("set once");
+    }
     // One worker thread: the server must stay cheap next to the gateway on 2 shared cores.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -10,7 +10,20 @@
 //!                                                         start in 100/200/300/400 ms
 //! bench_loopback profile    [--calls 1000] [--stdio]      N sequential calls through one gateway
 //!                                                         (HTTP, or stdio), for a profiler
+//! bench_loopback memory     [--upstreams 10] [--tools 100] [--sessions 2000]
+//!                                                         gateway RSS with 10 x 100 tools and
+//!                                                         the first tools/list's time (default
+//!                                                         budget, then `mode = "full"`); bytes
+//!                                                         per idle session (N, then 2N open)
 //! ```
+//!
+//! `latency` measures, besides direct and through the gateway: the floors of a hop that does
+//! nothing, `socat - EXEC:"bench_echo --stdio"` and `haproxy` in TCP mode (each skipped with a
+//! line when not on `PATH`); a gateway pair with an API key and an audit file (`key+audit`);
+//! mcp-compressor when installed (`BENCH_COMPRESSOR`, default
+//! `/tmp/mcp-compressor-venv/bin/mcp-compressor`). Then per transport what each target adds
+//! over direct, and `ratio mcp-budget / relay`: (gateway − direct) / (relay − direct), p50 and
+//! p99.
 //!
 //! `profile` starts the gateway under the command in `BENCH_WRAP` (say `valgrind
 //! --tool=callgrind --callgrind-out-file=F`) and stops it with SIGTERM after the calls.
@@ -41,10 +54,32 @@ use std::time::{Duration, Instant};
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
-fn call(id: u64, tool: &str) -> String {
-    format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{"message":"hello"}}}}}}"#
-    )
+/// What a client calls: a tool and its arguments (JSON).
+#[derive(Clone)]
+struct Call {
+    tool: String,
+    args: String,
+}
+
+impl Call {
+    /// `tool` with `{"message":"hello"}`.
+    fn echo(tool: &str) -> Self {
+        Self::with(tool, r#"{"message":"hello"}"#)
+    }
+
+    fn with(tool: &str, args: &str) -> Self {
+        Self {
+            tool: tool.to_owned(),
+            args: args.to_owned(),
+        }
+    }
+
+    fn body(&self, id: u64) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{}","arguments":{}}}}}"#,
+            self.tool, self.args
+        )
+    }
 }
 
 fn bin(env: &str, rel: &str) -> PathBuf {
@@ -182,18 +217,18 @@ trait Client {
 }
 
 struct StdioClient {
-    tool: &'static str,
+    call: Call,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     line: String,
 }
 
 impl StdioClient {
-    fn new(proc: &mut Proc, tool: &'static str) -> Self {
+    fn new(proc: &mut Proc, call: Call) -> Self {
         let stdin = proc.0.stdin.take().expect("piped stdin");
         let stdout = BufReader::new(proc.0.stdout.take().expect("piped stdout"));
         let mut c = Self {
-            tool,
+            call,
             stdin,
             stdout,
             line: String::new(),
@@ -226,7 +261,7 @@ impl StdioClient {
 
 impl Client for StdioClient {
     fn call(&mut self, id: u64) {
-        let msg = call(id, self.tool);
+        let msg = self.call.body(id);
         self.send(&msg);
         self.recv();
     }
@@ -234,8 +269,10 @@ impl Client for StdioClient {
 
 /// HTTP/1.1 keep-alive client for JSON answers with Content-Length (what both servers send).
 struct HttpClient {
-    tool: &'static str,
+    call: Call,
     host: String,
+    /// Sent as `Authorization: Bearer …`.
+    bearer: Option<String>,
     stream: BufReader<TcpStream>,
     session: Option<String>,
     buf: Vec<u8>,
@@ -245,7 +282,12 @@ struct HttpClient {
 }
 
 impl HttpClient {
-    fn new(url: &str, tool: &'static str) -> Self {
+    /// A client sending `BENCH_BEARER` as its bearer token, if set.
+    fn new(url: &str, call: Call) -> Self {
+        Self::with_bearer(url, call, std::env::var("BENCH_BEARER").ok())
+    }
+
+    fn with_bearer(url: &str, call: Call, bearer: Option<String>) -> Self {
         let host = url
             .trim_start_matches("http://")
             .trim_end_matches("/mcp")
@@ -253,8 +295,9 @@ impl HttpClient {
         let stream = TcpStream::connect(&host).expect("connect");
         stream.set_nodelay(true).expect("nodelay");
         let mut c = Self {
-            tool,
+            call,
             host,
+            bearer,
             stream: BufReader::new(stream),
             session: None,
             buf: Vec::new(),
@@ -279,7 +322,7 @@ impl HttpClient {
         if let Some(s) = &self.session {
             req.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
         }
-        if let Ok(token) = std::env::var("BENCH_BEARER") {
+        if let Some(token) = &self.bearer {
             req.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
         req.push_str("\r\n");
@@ -350,7 +393,7 @@ impl Client for HttpClient {
     }
 
     fn call(&mut self, id: u64) {
-        let msg = call(id, self.tool);
+        let msg = self.call.body(id);
         self.post(&msg);
         assert!(
             !self.buf.windows(8).any(|w| w == b"\"error\":"),
@@ -381,135 +424,588 @@ fn arg(args: &[String], flag: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// `name` on `PATH`, if there.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// A port free on 127.0.0.1 a moment ago (bound, then closed).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a loopback port binds")
+        .port()
+}
+
+/// `cmd` with stdin/stdout piped (a stdio MCP peer) and stderr dropped.
+fn spawn_stdio(mut cmd: Command) -> Proc {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    Proc(cmd.spawn().expect("the process starts"))
+}
+
+/// `haproxy` in TCP mode in front of `backend` (`http://HOST:PORT/mcp`): the child and its URL.
+fn haproxy(dir: &Path, bin: &Path, backend: &str) -> (Proc, String) {
+    let server = backend
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
+    let port = free_port();
+    let cfg = dir.join("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n    maxconn 1024\ndefaults\n    mode tcp\n    timeout connect 5s\n    \
+             timeout client 300s\n    timeout server 300s\nfrontend bench\n    bind 127.0.0.1:{port}\n    \
+             default_backend echo\nbackend echo\n    server echo {server}\n"
+        ),
+    )
+    .expect("haproxy config written");
+    let mut cmd = Command::new(bin);
+    cmd.arg("-db")
+        .arg("-f")
+        .arg(&cfg)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let proc = Proc(cmd.spawn().expect("haproxy starts"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "haproxy did not listen within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (proc, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// mcp-compressor: `BENCH_COMPRESSOR`, else the default venv path.
+fn compressor() -> PathBuf {
+    std::env::var_os("BENCH_COMPRESSOR").map_or_else(
+        || PathBuf::from("/tmp/mcp-compressor-venv/bin/mcp-compressor"),
+        PathBuf::from,
+    )
+}
+
+/// The targets of `latency`, each a labelled client, and the processes behind them.
+#[derive(Default)]
+struct Targets {
+    clients: Vec<(String, Box<dyn Client>)>,
+    procs: Vec<Proc>,
+}
+
+impl Targets {
+    fn stdio(&mut self, label: &str, mut proc: Proc, call: Call) {
+        let client = StdioClient::new(&mut proc, call);
+        self.clients.push((label.to_owned(), Box::new(client)));
+        self.procs.push(proc);
+    }
+
+    fn http(&mut self, label: &str, url: &str, call: Call, bearer: Option<String>) {
+        let client = HttpClient::with_bearer(url, call, bearer);
+        self.clients.push((label.to_owned(), Box::new(client)));
+    }
+
+    /// A gateway serving stdio and one serving HTTP (`labels`), both exposing `echo__echo`.
+    fn gateways(
+        &mut self,
+        labels: [&str; 2],
+        stdio: Command,
+        http: Command,
+        bearer: Option<String>,
+    ) {
+        let (gw_stdio, _, _) = start(stdio, "serving MCP on stdio");
+        let (gw_http, url, _) = start(http, "listening on ");
+        self.stdio(labels[0], gw_stdio, Call::echo("echo__echo"));
+        self.http(labels[1], &url, Call::echo("echo__echo"), bearer);
+        self.procs.push(gw_http);
+    }
+
+    fn at(&self, label: &str) -> Option<usize> {
+        self.clients.iter().position(|(n, _)| n == label)
+    }
+}
+
+/// The relays (`socat`, `haproxy`) and mcp-compressor, when installed.
+fn other_targets(t: &mut Targets, dir: &Path, echo_url: &str) {
+    match on_path("socat") {
+        Some(socat) => {
+            let mut cmd = Command::new(socat);
+            cmd.arg("-")
+                .arg(format!("EXEC:{} --stdio", echo().display()));
+            t.stdio("stdio relay (socat)", spawn_stdio(cmd), Call::echo("echo"));
+        }
+        None => println!("skipped: no socat"),
+    }
+    match on_path("haproxy") {
+        Some(bin) => {
+            let (proc, url) = haproxy(dir, &bin, echo_url);
+            t.http("http relay (haproxy)", &url, Call::echo("echo"), None);
+            t.procs.push(proc);
+        }
+        None => println!("skipped: no haproxy"),
+    }
+    let bin = compressor();
+    if !bin.is_file() {
+        println!(
+            "skipped: no mcp-compressor at {} (set BENCH_COMPRESSOR)",
+            bin.display()
+        );
+        return;
+    }
+    // Its tools wrap the upstream's: `echo_invoke_tool` calls `echo` with `tool_input`.
+    let call = Call::with(
+        "echo_invoke_tool",
+        r#"{"tool_name":"echo","tool_input":{"message":"hello"}}"#,
+    );
+    let mut cmd = Command::new(&bin);
+    cmd.args(["-n", "echo", "--"]).arg(echo()).arg("--stdio");
+    t.stdio("stdio via compressor", spawn_stdio(cmd), call.clone());
+    let mut cmd = Command::new(&bin);
+    cmd.args([
+        "--transport",
+        "streamable-http",
+        "--port",
+        "0",
+        "-n",
+        "echo",
+        "--",
+    ])
+    .arg(echo())
+    .arg("--stdio")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null());
+    // It prints a banner on stderr, then `Streamable HTTP MCP server listening on URL`.
+    let (proc, url, _) = start(cmd, "listening on ");
+    t.http("http via compressor", &url, call, None);
+    t.procs.push(proc);
+}
+
+/// The policy of the key + audit gateways: an API-key client (`BENCH_KEY`, also the stdio
+/// client) and an audit file; without `BENCH_POLICY_EXTRA`.
+fn key_audit_policy(dir: &Path, name: &str, upstreams: &str) -> PathBuf {
+    let path = dir.join(name);
+    let audit = dir.join(format!("{name}.audit.log"));
+    std::fs::write(
+        &path,
+        format!(
+            "version = 1\n{upstreams}\n[downstream]\nstdio_client = \"bench\"\n[[client]]\n\
+             name = \"bench\"\napi_key_env = \"BENCH_KEY\"\nallow = [\"*\"]\n[audit]\npath = {:?}\n",
+            audit.display().to_string()
+        ),
+    )
+    .expect("policy written");
+    path
+}
+
+/// The key + audit pair of gateway binary `bin`: `… via {what} (key+audit)`.
+fn key_gateways(t: &mut Targets, bin: &Path, policies: [&Path; 2], what: &str) {
+    let mut stdio = gateway_at(bin, policies[0], &["--stdio"], true);
+    let mut http = gateway_at(bin, policies[1], &["--http", "127.0.0.1:0"], false);
+    stdio.env("BENCH_KEY", "k");
+    http.env("BENCH_KEY", "k");
+    t.gateways(
+        [
+            &format!("stdio via {what} (key+audit)"),
+            &format!("http via {what} (key+audit)"),
+        ],
+        stdio,
+        http,
+        Some("k".into()),
+    );
+}
+
 fn latency(args: &[String], dir: &Path) {
     let calls = arg(args, "--calls", 2000);
     let rounds = arg(args, "--rounds", 5);
 
     let mut echo_stdio = Command::new(echo());
-    echo_stdio
-        .arg("--stdio")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    let mut echo_stdio = Proc(echo_stdio.spawn().expect("echo starts"));
+    echo_stdio.arg("--stdio");
+    let echo_stdio = spawn_stdio(echo_stdio);
     let mut echo_http = Command::new(echo());
     echo_http
         .args(["--http", "127.0.0.1:0"])
         .stdin(Stdio::null());
     let (_echo_http, echo_url, _) = start(echo_http, "listening on ");
 
-    let stdio_policy = write_policy(dir, "stdio.toml", &stdio_upstream("echo", 0));
-    let http_policy = write_policy(
-        dir,
-        "http.toml",
-        &format!("[[upstream]]\nname = \"echo\"\nurl = \"{echo_url}\"\n"),
-    );
-    let (mut gw_stdio, _, _) = start(
-        gateway(&stdio_policy, &["--stdio"], true),
-        "serving MCP on stdio",
-    );
-    let (_gw_http, gw_url, _) = start(
-        gateway(&http_policy, &["--http", "127.0.0.1:0"], false),
-        "listening on ",
-    );
+    let stdio_up = stdio_upstream("echo", 0);
+    let http_up = format!("[[upstream]]\nname = \"echo\"\nurl = \"{echo_url}\"\n");
+    let stdio_policy = write_policy(dir, "stdio.toml", &stdio_up);
+    let http_policy = write_policy(dir, "http.toml", &http_up);
 
-    let mut clients: Vec<(&str, Box<dyn Client>)> = vec![
-        (
-            "stdio direct",
-            Box::new(StdioClient::new(&mut echo_stdio, "echo")),
-        ),
-        (
-            "stdio via gateway",
-            Box::new(StdioClient::new(&mut gw_stdio, "echo__echo")),
-        ),
-        ("http direct", Box::new(HttpClient::new(&echo_url, "echo"))),
-        (
-            "http via gateway",
-            Box::new(HttpClient::new(&gw_url, "echo__echo")),
-        ),
-    ];
-    // A gateway serving stdio and one serving HTTP, with their clients, under these labels.
-    let mut procs = Vec::new();
-    let mut add_pair = |labels: [&'static str; 2], stdio: Command, http: Command| {
-        let (mut gw_stdio, _, _) = start(stdio, "serving MCP on stdio");
-        let (gw_http, url, _) = start(http, "listening on ");
-        clients.push((
-            labels[0],
-            Box::new(StdioClient::new(&mut gw_stdio, "echo__echo")),
-        ));
-        clients.push((labels[1], Box::new(HttpClient::new(&url, "echo__echo"))));
-        procs.push(gw_stdio);
-        procs.push(gw_http);
-    };
+    let mut t = Targets::default();
+    t.stdio("stdio direct", echo_stdio, Call::echo("echo"));
+    t.http(
+        "http direct",
+        &echo_url,
+        Call::echo("echo"),
+        std::env::var("BENCH_BEARER").ok(),
+    );
+    let bearer = std::env::var("BENCH_BEARER").ok();
+    t.gateways(
+        ["stdio via gateway", "http via gateway"],
+        gateway(&stdio_policy, &["--stdio"], true),
+        gateway(&http_policy, &["--http", "127.0.0.1:0"], false),
+        bearer.clone(),
+    );
+    // An API key and an audit file (`BENCH_KEY=k`, `Authorization: Bearer k`).
+    let key_stdio = key_audit_policy(dir, "key-stdio.toml", &stdio_up);
+    let key_http = key_audit_policy(dir, "key-http.toml", &http_up);
+    let gw = gateway_bin();
+    key_gateways(&mut t, &gw, [&key_stdio, &key_http], "gateway");
+    other_targets(&mut t, dir, &echo_url);
     // `BENCH_GATEWAY_BASE=path`: a second gateway binary (say, the build before a change),
-    // measured in the same interleaved rounds.
+    // measured in the same interleaved rounds, default and key + audit.
     if let Some(base) = std::env::var_os("BENCH_GATEWAY_BASE").map(PathBuf::from) {
-        add_pair(
+        t.gateways(
             ["stdio via base", "http via base"],
             gateway_at(&base, &stdio_policy, &["--stdio"], true),
             gateway_at(&base, &http_policy, &["--http", "127.0.0.1:0"], false),
+            bearer.clone(),
         );
+        // Their own audit files.
+        let key_stdio = key_audit_policy(dir, "base-key-stdio.toml", &stdio_up);
+        let key_http = key_audit_policy(dir, "base-key-http.toml", &http_up);
+        key_gateways(&mut t, &base, [&key_stdio, &key_http], "base");
     }
     // `BENCH_MIXED=1`: the two mixed paths (stdio client → HTTP upstream, HTTP client → stdio
     // upstream), to tell which side of an HTTP hop costs what.
     if std::env::var_os("BENCH_MIXED").is_some_and(|v| v == "1") {
-        add_pair(
+        t.gateways(
             ["stdio→http upstream", "http→stdio upstream"],
             gateway(&http_policy, &["--stdio"], true),
             gateway(&stdio_policy, &["--http", "127.0.0.1:0"], false),
+            bearer,
         );
     }
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); clients.len()];
+    let stats = measure(&mut t, calls, rounds);
+    report_added(&t, &stats);
+}
+
+/// Warm-up, then interleaved rounds so that noise on the shared cores hits every target; prints
+/// the table and returns (p50, p99) per target.
+fn measure(t: &mut Targets, calls: u64, rounds: u64) -> Vec<(f64, f64)> {
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); t.clients.len()];
     let mut id = 1;
-    // Warm-up, then interleaved rounds so that noise on the shared cores hits every target.
-    for (_, c) in &mut clients {
+    for (_, c) in &mut t.clients {
         for _ in 0..200 {
             c.call(id);
             id += 1;
         }
     }
+    // A slow target (mcp-compressor over HTTP answers in ~40 ms here) gets at most 5 s a round.
+    let cap = Duration::from_secs(5);
     for _ in 0..rounds {
-        for (i, (_, c)) in clients.iter_mut().enumerate() {
+        for (i, (_, c)) in t.clients.iter_mut().enumerate() {
+            let round = Instant::now();
             for _ in 0..calls {
-                let t = Instant::now();
+                let at = Instant::now();
                 c.call(id);
-                samples[i].push(t.elapsed().as_secs_f64() * 1e3);
+                samples[i].push(at.elapsed().as_secs_f64() * 1e3);
                 id += 1;
+                if round.elapsed() > cap {
+                    break;
+                }
             }
         }
     }
-    println!("tools/call latency, {rounds} rounds x {calls} sequential calls per target (ms)");
-    println!("{:<20} {:>8} {:>8} {:>8}", "target", "p50", "p90", "p99");
+    println!(
+        "tools/call latency, {rounds} rounds x {calls} sequential calls per target, at most 5 s \
+         a round (ms)"
+    );
+    println!("{:<32} {:>8} {:>8} {:>8}", "target", "p50", "p90", "p99");
     let mut stats = Vec::new();
-    for (i, (name, _)) in clients.iter().enumerate() {
+    for (i, (name, c)) in t.clients.iter().enumerate() {
         let s = &mut samples[i];
         s.sort_by(f64::total_cmp);
         let (p50, p90, p99) = (percentile(s, 0.5), percentile(s, 0.9), percentile(s, 0.99));
-        let (answers, sse) = clients[i].1.sse_share();
-        let note = if sse > 0 {
+        let (answers, sse) = c.sse_share();
+        let mut note = if sse > 0 {
             format!("  ({sse} of {answers} answers came as SSE streams)")
         } else {
             String::new()
         };
-        println!("{name:<20} {p50:>8.4} {p90:>8.4} {p99:>8.4}{note}");
+        if (s.len() as u64) < calls * rounds {
+            note.push_str(&format!("  ({} calls: 5 s a round)", s.len()));
+        }
+        println!("{name:<32} {p50:>8.4} {p90:>8.4} {p99:>8.4}{note}");
         stats.push((p50, p99));
     }
-    let at = |name: &str| clients.iter().position(|(n, _)| *n == name);
-    let pairs = [
-        ("stdio", "stdio direct", "stdio via gateway"),
-        ("http", "http direct", "http via gateway"),
-        ("stdio, base", "stdio direct", "stdio via base"),
-        ("http, base", "http direct", "http via base"),
-    ];
-    for (label, d, v) in pairs {
-        let (Some(d), Some(v)) = (at(d), at(v)) else {
+    stats
+}
+
+/// Per transport: what each target adds over the direct call, and the gateway's added latency
+/// as a multiple of the relay's (the floor: a hop that does nothing).
+fn report_added(t: &Targets, stats: &[(f64, f64)]) {
+    for (transport, relay) in [
+        ("stdio", "stdio relay (socat)"),
+        ("http", "http relay (haproxy)"),
+    ] {
+        let Some(d) = t.at(&format!("{transport} direct")) else {
             continue;
         };
+        println!("added over direct ({transport}):");
+        let prefix = format!("{transport} ");
+        for (i, (name, _)) in t.clients.iter().enumerate() {
+            if i != d && name.starts_with(&prefix) {
+                println!(
+                    "  {name:<32} p50 {:+.4} ms, p99 {:+.4} ms",
+                    stats[i].0 - stats[d].0,
+                    stats[i].1 - stats[d].1
+                );
+            }
+        }
+        let Some(r) = t.at(relay) else { continue };
+        let added = |i: usize, q: usize| {
+            let pick = |s: (f64, f64)| if q == 0 { s.0 } else { s.1 };
+            pick(stats[i]) - pick(stats[d])
+        };
+        let mut lines: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+        for (q, qname) in [(0, "p50"), (1, "p99")] {
+            let floor = added(r, q);
+            let ratios = |names: &[(&str, &str)]| -> Vec<String> {
+                names
+                    .iter()
+                    .filter_map(|(suffix, what)| {
+                        let i = t.at(&format!("{transport} via {suffix}"))?;
+                        Some(if floor > 0.0 {
+                            format!("{:.2} ({what})", added(i, q) / floor)
+                        } else {
+                            format!("n/a ({what}: the relay added nothing)")
+                        })
+                    })
+                    .collect()
+            };
+            let ours = ratios(&[
+                ("gateway", "default"),
+                ("gateway (key+audit)", "key+audit"),
+                ("base", "base default"),
+                ("base (key+audit)", "base key+audit"),
+            ]);
+            lines[0].push(format!(
+                "ratio mcp-budget / relay ({transport}): {qname} {}",
+                ours.join(", ")
+            ));
+            let theirs = ratios(&[("compressor", "default")]);
+            if !theirs.is_empty() {
+                lines[1].push(format!(
+                    "ratio mcp-compressor / relay ({transport}): {qname} {}",
+                    theirs.join(", ")
+                ));
+            }
+        }
+        for line in lines.iter().flatten() {
+            println!("{line}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+/// `VmRSS` and `VmHWM` of `pid`, in kB.
+fn rss_kb(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The JSON-RPC message of an answer (a JSON body, or the last `data:` of an SSE stream).
+fn answer_json(buf: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(buf);
+    if text.trim_start().starts_with('{') {
+        return serde_json::from_str(&text).expect("a JSON answer");
+    }
+    text.lines()
+        .rev()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .find_map(|d| serde_json::from_str(d.trim()).ok())
+        .expect("an SSE answer with a JSON-RPC message")
+}
+
+impl HttpClient {
+    /// Every page of tools/list: how many tools.
+    fn list_tools(&mut self, id: u64) -> usize {
+        let mut n = 0;
+        let mut cursor: Option<String> = None;
+        loop {
+            let params = cursor.map_or(String::new(), |c| {
+                format!(r#","params":{{"cursor":{c:?}}}"#)
+            });
+            self.post(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"{params}}}"#
+            ));
+            let answer = answer_json(&self.buf);
+            let result = &answer["result"];
+            n += result["tools"].as_array().map_or(0, Vec::len);
+            match result["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => return n,
+            }
+        }
+    }
+
+    /// A new session on this connection (initialize + initialized): its id.
+    fn open_session(&mut self) -> String {
+        self.session = None;
+        self.post(INIT);
+        let id = self.session.clone().expect("an Mcp-Session-Id");
+        self.post(INITIALIZED);
+        id
+    }
+}
+
+/// The `n` toolsets with the most tools (name order among equals), from `BENCH_TOOLSETS` or
+/// `tests/fixtures/toolsets`.
+fn toolsets(n: usize) -> Vec<(PathBuf, usize)> {
+    let dir = std::env::var_os("BENCH_TOOLSETS").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets"),
+        PathBuf::from,
+    );
+    let mut sets: Vec<(PathBuf, usize)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            if path.extension()? != "json" {
+                return None;
+            }
+            let set: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
+            Some((path, set["tools"].as_array()?.len()))
+        })
+        .collect();
+    sets.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    sets.truncate(n);
+    sets
+}
+
+fn memory(args: &[String], dir: &Path) {
+    let upstreams = usize::try_from(arg(args, "--upstreams", 10)).unwrap_or(10);
+    let per = arg(args, "--tools", 100);
+    let sessions = arg(args, "--sessions", 2000);
+
+    // (a) 10 stdio upstreams x 100 tools, HTTP downstream.
+    let sets = toolsets(upstreams);
+    let policy: String = sets
+        .iter()
+        .enumerate()
+        .map(|(i, (path, _))| {
+            format!(
+                "[[upstream]]\nname = \"t{i}\"\ncommand = {:?}\nargs = [\"--stdio\", \"--tools-from\", {:?}, \"--tools\", \"{per}\"]\n",
+                echo().display().to_string(),
+                path.display().to_string()
+            )
+        })
+        .collect();
+    let names: Vec<String> = sets
+        .iter()
+        .map(|(p, n)| {
+            let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+            format!("{stem} ({n})")
+        })
+        .collect();
+    println!(
+        "{} stdio upstreams x {per} tools (toolsets, their own tool count, cycled up to {per}): {}",
+        sets.len(),
+        names.join(", ")
+    );
+    // The default budget (auto: over its threshold, search meta-tools and pinned tools are
+    // listed) and `mode = "full"` (every tool listed).
+    for (label, budget) in [
+        ("default budget", ""),
+        ("[budget] mode = \"full\"", "[budget]\nmode = \"full\"\n"),
+    ] {
+        let path = dir.join("tools.toml");
+        std::fs::write(&path, format!("version = 1\n{policy}{budget}")).expect("policy written");
+        let (gw, url, _) = start(
+            gateway(&path, &["--http", "127.0.0.1:0"], false),
+            "listening on ",
+        );
+        let (rss0, _) = rss_kb(gw.0.id());
+        let mut c = HttpClient::with_bearer(&url, Call::echo("t0__x"), None);
+        let t = Instant::now();
+        let n = c.list_tools(1);
+        let cold = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let n2 = c.list_tools(2);
+        let warm = t.elapsed().as_secs_f64() * 1e3;
+        let (rss, hwm) = rss_kb(gw.0.id());
+        println!("{label}:");
         println!(
-            "added by the gateway ({label}): p50 {:+.4} ms, p99 {:+.4} ms",
-            stats[v].0 - stats[d].0,
-            stats[v].1 - stats[d].1
+            "  cold first tools/list of {n} tools: {cold:.1} ms; warm second ({n2} tools): {warm:.1} ms"
+        );
+        println!(
+            "  gateway VmRSS {rss} kB, VmHWM {hwm} kB after initialize + tools/list (VmRSS {rss0} kB when ready)"
         );
     }
+
+    memory_sessions(dir, sessions);
+}
+
+/// Bytes per idle 2025-era session (initialize + initialized, then nothing): `sessions`, then
+/// as many more.
+fn memory_sessions(dir: &Path, sessions: u64) {
+    let mut echo_http = Command::new(echo());
+    echo_http
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null());
+    let (_echo_http, echo_url, _) = start(echo_http, "listening on ");
+    let path = dir.join("sessions.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "version = 1\n[[upstream]]\nname = \"echo\"\nurl = \"{echo_url}\"\n[downstream]\n\
+             max_sessions = 10000\nmax_sessions_per_client = 10000\n"
+        ),
+    )
+    .expect("policy written");
+    let (gw, url, _) = start(
+        gateway(&path, &["--http", "127.0.0.1:0"], false),
+        "listening on ",
+    );
+    let pid = gw.0.id();
+    // A few keep-alive connections, each with its first session open (warm allocator).
+    let mut conns: Vec<HttpClient> = (0..4)
+        .map(|_| HttpClient::with_bearer(&url, Call::echo("echo__echo"), None))
+        .collect();
+    let (before, _) = rss_kb(pid);
+    let mut open = |count: u64| {
+        let t = Instant::now();
+        for i in 0..count {
+            let k = usize::try_from(i).unwrap_or(0) % conns.len();
+            conns[k].open_session();
+        }
+        t.elapsed().as_secs_f64()
+    };
+    let secs1 = open(sessions);
+    let (after1, _) = rss_kb(pid);
+    let secs2 = open(sessions);
+    let (after2, hwm) = rss_kb(pid);
+    #[allow(clippy::cast_precision_loss)]
+    let per_kb = |kb: u64, n: u64| kb as f64 * 1024.0 / n as f64;
+    let per_session = |kb: u64, n: u64| per_kb(kb.saturating_sub(before), n);
+    println!(
+        "idle sessions: VmRSS {before} kB before, {after1} kB after {sessions} ({secs1:.1} s), \
+         {after2} kB after {} ({secs2:.1} s more), VmHWM {hwm} kB",
+        2 * sessions
+    );
+    println!(
+        "bytes per idle session: {:.0} (first {sessions}), {:.0} (all {}), {:.0} (second {sessions} alone)",
+        per_session(after1, sessions),
+        per_session(after2, 2 * sessions),
+        2 * sessions,
+        per_kb(after2.saturating_sub(after1), sessions)
+    );
 }
 
 fn throughput(args: &[String], dir: &Path) {
@@ -546,14 +1042,15 @@ fn throughput(args: &[String], dir: &Path) {
     }
     println!("tools/call throughput over HTTP, {clients} keep-alive clients, {secs} s each");
     for (name, url, tool, pid) in &targets {
-        let tool: &'static str = tool;
+        let call = Call::echo(tool);
         let done = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let threads: Vec<_> = (0..clients)
             .map(|_| {
-                let (done, stop, url) = (done.clone(), stop.clone(), url.clone());
+                let (done, stop, url, call) =
+                    (done.clone(), stop.clone(), url.clone(), call.clone());
                 std::thread::spawn(move || {
-                    let mut c = HttpClient::new(&url, tool);
+                    let mut c = HttpClient::new(&url, call);
                     let mut id = 1;
                     while !stop.load(Ordering::Relaxed) {
                         c.call(id);
@@ -653,7 +1150,7 @@ fn profile(args: &[String], dir: &Path) {
         let mut cmd = with_wrapper(gateway(&policy, &["--stdio"], true));
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
         let (mut gw, _, _) = start(cmd, "serving MCP on stdio");
-        let client = StdioClient::new(&mut gw, "echo__echo");
+        let client = StdioClient::new(&mut gw, Call::echo("echo__echo"));
         (gw, Box::new(client))
     } else {
         let policy = write_policy(
@@ -664,7 +1161,10 @@ fn profile(args: &[String], dir: &Path) {
         let mut cmd = with_wrapper(gateway(&policy, &["--http", "127.0.0.1:0"], false));
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
         let (gw, url, _) = start(cmd, "listening on ");
-        (gw, Box::new(HttpClient::new(&url, "echo__echo")))
+        (
+            gw,
+            Box::new(HttpClient::new(&url, Call::echo("echo__echo"))),
+        )
     };
     let t = Instant::now();
     for id in 1..=calls {
@@ -690,7 +1190,8 @@ fn main() {
         Some("throughput") => throughput(&args, &dir),
         Some("startup") => startup(&args, &dir),
         Some("profile") => profile(&args, &dir),
-        _ => eprintln!("usage: bench_loopback latency|throughput|startup|profile [options]"),
+        Some("memory") => memory(&args, &dir),
+        _ => eprintln!("usage: bench_loopback latency|throughput|startup|profile|memory [options]"),
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

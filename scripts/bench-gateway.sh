@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # Loopback benchmarks of the gateway (release build, 127.0.0.1 only, bounded, stops what it starts):
-#   latency    tools/call p50/p90/p99, direct vs through the gateway, stdio and HTTP, interleaved
+#   latency    tools/call p50/p90/p99, direct vs through the gateway, stdio and HTTP, interleaved;
+#              also the relay floors (socat, HAProxy in TCP mode), a gateway with an API key and
+#              an audit file, and mcp-compressor when installed; added latency over direct and
+#              the ratio (gateway - direct) / (relay - direct)
+#   memory     gateway RSS with 10 stdio upstreams x 100 tools and the first tools/list's time;
+#              bytes per idle HTTP session (2000, then 4000 open)
 #   throughput tools/call/s over the HTTP downstream, 32 keep-alive clients
 #   startup    time to ready with 4 stdio upstreams that start in 100/200/300/400 ms
 #   callgrind  instructions per tools/call in the gateway process, HTTP and stdio (valgrind):
 #              (a run with 1100 calls - a run with 100 calls) / 1000
 #   callgrind-policies  the same for the default, key, key + audit, key + limits and
 #              key + limits with [state] in a local redis-server
+#   callgrind-ceiling  stdio only, default and key policies, 50 and 550 calls (what
+#              scripts/callgrind-ceiling.sh compares with benches/callgrind-ceiling.toml)
 #   wakeup     no gateway: a Python client and bench_echo on one CPU vs two (what a cross-CPU
 #              wake-up costs on this machine)
 # The upstream is examples/bench_echo.rs (one `echo` tool, answered in microseconds), the client
 # examples/bench_loopback.rs. Then the in-process criterion bench (benches/gateway.rs).
-# Usage: scripts/bench-gateway.sh [latency|throughput|startup|criterion ...]   (default: all)
+# Usage: scripts/bench-gateway.sh [latency|throughput|startup|memory|criterion ...]   (default:
+# latency throughput startup criterion)
 # Env: CALLS (2000) ROUNDS (5) CLIENTS (32) SECS (5) RUNS (3); BENCH_JSON_ONLY=1 makes the HTTP
-# clients send `Accept: application/json` only (no SSE answers from the gateway).
+# clients send `Accept: application/json` only (no SSE answers from the gateway);
+# BENCH_INSTALL=1 lets `latency` apt-get install socat and haproxy when missing;
+# CALLGRIND_CALLS ("100 1100": the two call counts) and CALLGRIND_TRANSPORTS ("http stdio").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -24,34 +34,48 @@ cargo build --release --quiet --bin mcp-budget --example bench_echo --example be
 run() { timeout 600 "$CARGO_TARGET_DIR/release/examples/bench_loopback" "$@"; }
 
 # Instructions per tools/call in the gateway process, HTTP and stdio, with BENCH_POLICY_EXTRA=$1
-# ($2 labels the lines).
+# ($2 labels the lines): (a run with hi calls - a run with lo calls) / (hi - lo), the counts from
+# CALLGRIND_CALLS ("100 1100"), the transports from CALLGRIND_TRANSPORTS ("http stdio").
 callgrind() {
-  local out t n a b flag
+  local out t n a b flag lo hi
+  read -r lo hi <<<"${CALLGRIND_CALLS:-100 1100}"
   out=$(mktemp -d)
-  for t in http stdio; do
+  for t in ${CALLGRIND_TRANSPORTS:-http stdio}; do
     flag=(); [ "$t" = stdio ] && flag=(--stdio)
-    for n in 100 1100; do
+    for n in "$lo" "$hi"; do
       BENCH_POLICY_EXTRA="$1" BENCH_WRAP="valgrind --tool=callgrind --callgrind-out-file=$out/$t.$n" \
         run profile --calls "$n" "${flag[@]}" >/dev/null
     done
-    a=$(grep -m1 '^summary:' "$out/$t.100" | cut -d' ' -f2)
-    b=$(grep -m1 '^summary:' "$out/$t.1100" | cut -d' ' -f2)
-    echo "callgrind ${2:+$2 }$t: $(( (b - a) / 1000 )) instructions per tools/call (gateway process)"
+    a=$(grep -m1 '^summary:' "$out/$t.$lo" | cut -d' ' -f2)
+    b=$(grep -m1 '^summary:' "$out/$t.$hi" | cut -d' ' -f2)
+    echo "callgrind ${2:+$2 }$t: $(( (b - a) / (hi - lo) )) instructions per tools/call (gateway process)"
   done
   rm -rf "$out"
 }
 
+# The API-key policy of the callgrind modes (stdio_client for the stdio downstream).
+key=$'[downstream]\nstdio_client = "bench"\n[[client]]\nname = "bench"\napi_key_env = "BENCH_KEY"\nallow = ["*"]\n'
+
 echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
 for w in "${what[@]}"; do
   case "$w" in
-    latency) run latency --calls "${CALLS:-2000}" --rounds "${ROUNDS:-5}" ;;
+    latency)
+      if [ "${BENCH_INSTALL:-0}" = 1 ] && ! { command -v socat && command -v haproxy; } >/dev/null; then
+        apt-get install -y socat haproxy >/dev/null
+      fi
+      run latency --calls "${CALLS:-2000}" --rounds "${ROUNDS:-5}" ;;
+    memory) run memory ;;
     throughput) run throughput --clients "${CLIENTS:-32}" --secs "${SECS:-5}" ;;
     startup) run startup --runs "${RUNS:-3}" ;;
     callgrind) callgrind "" ;;
+    callgrind-ceiling)
+      # Cheap enough for CI: stdio, default and API-key policies, 50 and 550 calls.
+      export BENCH_KEY=k
+      CALLGRIND_CALLS="${CALLGRIND_CALLS:-50 550}" CALLGRIND_TRANSPORTS=stdio callgrind "" default
+      CALLGRIND_CALLS="${CALLGRIND_CALLS:-50 550}" CALLGRIND_TRANSPORTS=stdio callgrind "$key" key ;;
     callgrind-policies)
       # The same per policy: anonymous default, an API-key client (stdio_client for stdio),
       # + an audit file, + limits, + limits in a local redis-server ([state], when installed).
-      key=$'[downstream]\nstdio_client = "bench"\n[[client]]\nname = "bench"\napi_key_env = "BENCH_KEY"\nallow = ["*"]\n'
       limits=$'[limits]\nin_flight = 16\ncalls_per_sec = 100000\nburst = 100000\n'
       audit_dir=$(mktemp -d)
       export BENCH_KEY=k BENCH_BEARER=k

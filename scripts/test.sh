@@ -17,6 +17,11 @@ else
   echo "test.sh: WARNING: no x86_64-pc-windows-gnu target; the Windows build check is skipped" >&2
 fi
 cargo test --all-targets
+# Instructions per tools/call in a release build of the gateway (callgrind) against the ceilings
+# in benches/callgrind-ceiling.toml: more than 10 % over fails (skipped, saying so, without
+# valgrind). A script rather than a Rust test: it builds the release binary and examples itself,
+# which a debug `cargo test` would otherwise nest.
+scripts/callgrind-ceiling.sh
 cargo test --doc
 # The public API's docs build without a warning (broken or private intra-doc links).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
