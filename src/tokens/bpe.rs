@@ -1,8 +1,10 @@
 //! The BPE encodings tokens are counted with (embedded in `tiktoken-rs`; no download).
 
+use std::cell::RefCell;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tiktoken_rs::CoreBPE;
@@ -99,8 +101,30 @@ pub(crate) const IDLE: Duration = Duration::from_secs(30);
 /// last look.
 static LOADED: Mutex<[Option<(Arc<CoreBPE>, bool)>; 2]> = Mutex::new([None, None]);
 
+/// Whether each BPE counted since the sweeper's last look, set without the lock.
+static USED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+thread_local! {
+    /// This thread's handles on the loaded BPEs: a count finds its BPE without the lock (a
+    /// catalog is counted segment by segment, thousands of counts), and holds it only while
+    /// counting, so the sweeper can still let it go.
+    static HANDLES: RefCell<[Weak<CoreBPE>; 2]> = const { RefCell::new([Weak::new(), Weak::new()]) };
+}
+
 /// The BPE of `encoding`, loaded if it is not; marked as used.
 fn loaded(encoding: Encoding) -> Arc<CoreBPE> {
+    let slot = encoding as usize;
+    USED[slot].store(true, Ordering::Relaxed);
+    if let Some(bpe) = HANDLES.with(|h| h.borrow()[slot].upgrade()) {
+        return bpe;
+    }
+    let bpe = load(encoding);
+    HANDLES.with(|h| h.borrow_mut()[slot] = Arc::downgrade(&bpe));
+    bpe
+}
+
+/// The BPE of `encoding` from [`LOADED`], parsed from the embedded table if it is not there.
+fn load(encoding: Encoding) -> Arc<CoreBPE> {
     let slot = encoding as usize;
     let mut all = crate::lock::lock(&LOADED);
     if let Some((bpe, used)) = &mut all[slot] {
@@ -132,9 +156,10 @@ fn sweep() {
     loop {
         std::thread::sleep(IDLE);
         let mut all = crate::lock::lock(&LOADED);
-        for slot in all.iter_mut() {
+        for (slot, used_since) in all.iter_mut().zip(&USED) {
+            let counted = used_since.swap(false, Ordering::Relaxed);
             match slot {
-                Some((_, used)) if *used => *used = false,
+                Some((_, used)) if *used || counted => *used = false,
                 Some(_) => *slot = None,
                 None => {}
             }
