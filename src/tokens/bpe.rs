@@ -56,9 +56,9 @@ impl FromStr for Encoding {
 }
 
 /// A [`Tokenizer`] over one of the embedded BPEs, loaded when text is counted and let go
-/// once nothing was counted for [`IDLE`] (the tables of a loaded BPE take 20 MB for cl100k and
-/// 40 MB for o200k, more than the rest of a gateway; counting happens when a catalog changes,
-/// and its segment cache keeps the counts).
+/// once nothing was counted for [`IDLE`] to twice that (the tables of a loaded BPE take 20 MB
+/// for cl100k and 40 MB for o200k, more than the rest of a gateway; counting happens when a
+/// catalog changes, and its segment cache keeps the counts).
 #[derive(Clone, Copy)]
 pub struct Bpe {
     encoding: Encoding,
@@ -97,11 +97,10 @@ impl Tokenizer for Bpe {
 /// How long a loaded BPE is kept with nothing counted.
 pub(crate) const IDLE: Duration = Duration::from_secs(30);
 
-/// The loaded BPEs (by [`Encoding`] index), each with whether it counted since the sweeper's
-/// last look.
-static LOADED: Mutex<[Option<(Arc<CoreBPE>, bool)>; 2]> = Mutex::new([None, None]);
+/// The loaded BPEs, by [`Encoding`] index.
+static LOADED: Mutex<[Option<Arc<CoreBPE>>; 2]> = Mutex::new([None, None]);
 
-/// Whether each BPE counted since the sweeper's last look, set without the lock.
+/// Whether each BPE counted (or loaded) since the sweeper's last look, set without the lock.
 static USED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
 thread_local! {
@@ -127,8 +126,8 @@ fn loaded(encoding: Encoding) -> Arc<CoreBPE> {
 fn load(encoding: Encoding) -> Arc<CoreBPE> {
     let slot = encoding as usize;
     let mut all = crate::lock::lock(&LOADED);
-    if let Some((bpe, used)) = &mut all[slot] {
-        *used = true;
+    USED[slot].store(true, Ordering::Relaxed);
+    if let Some(bpe) = &all[slot] {
         return bpe.clone();
     }
     let bpe = Arc::new(
@@ -140,7 +139,7 @@ fn load(encoding: Encoding) -> Arc<CoreBPE> {
         .unwrap_or_else(|err| panic!("the embedded {encoding:?} BPE: {err}")),
     );
     let first = all.iter().all(Option::is_none);
-    all[slot] = Some((bpe.clone(), true));
+    all[slot] = Some(bpe.clone());
     drop(all);
     if first {
         let _ = std::thread::Builder::new()
@@ -150,18 +149,15 @@ fn load(encoding: Encoding) -> Arc<CoreBPE> {
     bpe
 }
 
-/// Lets go of each BPE that counted nothing for [`IDLE`]; ends when none is loaded (the next
-/// load starts it again).
+/// Lets go of each BPE that counted nothing for [`IDLE`] to twice that (it looks every
+/// [`IDLE`]); ends when none is loaded (the next load starts it again).
 fn sweep() {
     loop {
         std::thread::sleep(IDLE);
         let mut all = crate::lock::lock(&LOADED);
-        for (slot, used_since) in all.iter_mut().zip(&USED) {
-            let counted = used_since.swap(false, Ordering::Relaxed);
-            match slot {
-                Some((_, used)) if *used || counted => *used = false,
-                Some(_) => *slot = None,
-                None => {}
+        for (slot, used) in all.iter_mut().zip(&USED) {
+            if !used.swap(false, Ordering::Relaxed) {
+                *slot = None;
             }
         }
         if all.iter().all(Option::is_none) {
