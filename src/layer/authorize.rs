@@ -146,16 +146,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         };
         let principal = req.caller.principal.clone();
         let audit_id = audit::new_id();
-        let call = audit::call::Call::new(&audit::call::Called {
-            audit_id: &audit_id,
-            principal: principal.name(),
-            subject: principal.subject(),
-            session: &req.caller.session.id,
-            method: method.as_str(),
-            tool: &called.exposed,
-            upstream: routes.first().copied(),
-            run: req.caller.run.as_deref(),
-        });
+        let call = audit_call(&req, &audit_id, &called.exposed, routes.first().copied());
         let logged = audit.arguments(|| arguments().cloned().unwrap_or_default());
         audit.call_line(&call, &audit::call::Call::decision(rule, reason, logged));
         if let Some(reason) = reason {
@@ -178,6 +169,26 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             Ok(reply)
         })
     }
+}
+
+/// What the audit lines of `req`, a call of `exposed` (routed to `upstream`), say of it.
+fn audit_call(
+    req: &McpRequest,
+    audit_id: &str,
+    exposed: &str,
+    upstream: Option<(&str, &str)>,
+) -> audit::call::Call {
+    let principal = &req.caller.principal;
+    audit::call::Call::new(&audit::call::Called {
+        audit_id,
+        principal: principal.name(),
+        subject: principal.subject(),
+        session: &req.caller.session.id,
+        method: req.view.method().as_str(),
+        tool: exposed,
+        upstream,
+        run: req.caller.run.as_deref(),
+    })
 }
 
 /// The answer to a probe ([`crate::context::Caller::probe`]) that is not denied: the tool
