@@ -63,10 +63,19 @@ pub(crate) fn run(
     let result = runtime.block_on(serve(source, policy, ready_timeout));
     // The upstreams' groups are ended by now: what is left are the processes that left them.
     mcp_budget::upstream::orphans::end();
-    // Off the workers, the runtime still up and driven (a one-thread runtime runs its tasks
-    // only inside `block_on`): the last batch is sent on it.
+    // Off the runtime, on a thread of its own, while this thread drives the runtime (a
+    // one-thread runtime runs its tasks only inside `block_on`): the last batch is sent on it.
     if let Some(exporter) = exporter {
-        let _ = runtime.block_on(tokio::task::spawn_blocking(move || exporter.shutdown()));
+        let (done, flushed) = tokio::sync::oneshot::channel();
+        let flushing = std::thread::Builder::new()
+            .name("mcp-budget-otlp-flush".into())
+            .spawn(move || {
+                exporter.shutdown();
+                let _ = done.send(());
+            });
+        if flushing.is_ok() {
+            let _ = runtime.block_on(flushed);
+        }
     }
     // Tokio reads stdin on a blocking thread stuck in read(2) until the host writes or closes
     // the pipe; dropping the runtime would wait for it forever (a SIGTERM'd gateway whose host
