@@ -61,6 +61,8 @@ pub(crate) fn run(
         );
     }
     let result = runtime.block_on(serve(source, policy, ready_timeout));
+    // The audit lines of the last calls may still be gathering in a batch: written now.
+    mcp_budget::audit::flush_all(Duration::from_secs(2));
     // The upstreams' groups are ended by now: what is left are the processes that left them.
     mcp_budget::upstream::orphans::end();
     // Off the runtime, on a thread of its own, while this thread drives the runtime (a

@@ -59,7 +59,7 @@ pub struct Entry<'a> {
     pub audit_id: &'a str,
     /// The client.
     pub principal: &'a str,
-    /// Who the client acts for, when known (see [`call::Call::subject`]).
+    /// Who the client acts for, when known (see [`call::Called::subject`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<&'a str>,
     /// The downstream session.
@@ -322,8 +322,10 @@ impl Drop for Handle {
 struct Inner {
     /// Lines not yet written, appended in place by whoever records one.
     pending: std::sync::Mutex<Pending>,
-    /// Wakes the writer for the first line of a batch, and at the end.
+    /// Wakes the writer for the first line of a batch, for a flush, and at the end.
     wake: std::sync::Condvar,
+    /// Tells flushes that a batch was written.
+    written: std::sync::Condvar,
     dropped: AtomicU64,
     config: AuditPolicy,
 }
@@ -333,6 +335,10 @@ struct Pending {
     lines: Vec<u8>,
     count: usize,
     closed: bool,
+    /// A flush is waiting: write without gathering.
+    urgent: bool,
+    /// The writer is writing a batch it took.
+    writing: bool,
 }
 
 impl Audit {
@@ -360,10 +366,16 @@ impl Audit {
         let inner = Arc::new(Inner {
             pending: std::sync::Mutex::default(),
             wake: std::sync::Condvar::new(),
+            written: std::sync::Condvar::new(),
             dropped: AtomicU64::new(0),
             config,
         });
         let writer = inner.clone();
+        {
+            let mut open = crate::lock::lock(&OPEN);
+            open.retain(|w| w.strong_count() > 0);
+            open.push(Arc::downgrade(&inner));
+        }
         std::thread::Builder::new()
             .name("mcp-budget-audit".into())
             .spawn(move || write_lines(&writer, out))?;
@@ -384,6 +396,14 @@ impl Audit {
         self.inner
             .as_ref()
             .map_or(0, |h| h.0.dropped.load(Ordering::Relaxed))
+    }
+
+    /// Writes what is pending now instead of at the end of the batch's gathering, and waits
+    /// (at most `timeout`) until it is written.
+    pub fn flush(&self, timeout: std::time::Duration) {
+        if let Some(handle) = &self.inner {
+            handle.0.flush(timeout);
+        }
     }
 
     /// The arguments as the log may show them: `None` unless `log_arguments`.
@@ -490,34 +510,86 @@ impl Shared {
     }
 }
 
+/// Every audit log started in this process, for [`flush_all`].
+static OPEN: std::sync::Mutex<Vec<std::sync::Weak<Inner>>> = std::sync::Mutex::new(Vec::new());
+
+/// Writes what every audit log of the process has pending, waiting at most `timeout` for each:
+/// the server calls it as it stops, so that the lines of its last calls are not left in a
+/// batch still gathering.
+pub fn flush_all(timeout: std::time::Duration) {
+    let open: Vec<_> = crate::lock::lock(&OPEN)
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect();
+    for inner in open {
+        inner.flush(timeout);
+    }
+}
+
+impl Inner {
+    /// [`Audit::flush`].
+    fn flush(&self, timeout: std::time::Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut pending = crate::lock::lock(&self.pending);
+        if pending.count > 0 {
+            pending.urgent = true;
+            self.wake.notify_one();
+        }
+        while pending.count > 0 || pending.writing {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            pending = self
+                .written
+                .wait_timeout(pending, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
 /// Writes the pending lines in batches: it sleeps until a first line comes, gathers for
-/// [`GATHER`], then takes the whole buffer (leaving its spare one in its place) and writes it
-/// with one `write` and a flush. It ends once the senders are gone and nothing is pending.
+/// [`GATHER`] (less when a flush asks or the senders are gone), then takes the whole buffer
+/// (leaving its spare one in its place) and writes it with one `write` and a flush. It ends
+/// once the senders are gone and nothing is pending.
 fn write_lines(inner: &Inner, mut out: Box<dyn Write + Send>) {
+    let wait = |pending, for_at_most: Option<std::time::Duration>| match for_at_most {
+        None => (inner.wake.wait(pending)).unwrap_or_else(std::sync::PoisonError::into_inner),
+        Some(left) => {
+            (inner.wake.wait_timeout(pending, left))
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0
+        }
+    };
     let mut spare = Vec::new();
     loop {
         let mut pending = crate::lock::lock(&inner.pending);
         while pending.count == 0 && !pending.closed {
-            pending = inner
-                .wake
-                .wait(pending)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            pending = wait(pending, None);
         }
         if pending.count == 0 {
             return;
         }
-        if !pending.closed {
-            drop(pending);
-            std::thread::sleep(GATHER);
-            pending = crate::lock::lock(&inner.pending);
+        let gathered = std::time::Instant::now() + GATHER;
+        while !pending.closed && !pending.urgent {
+            let left = gathered.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            pending = wait(pending, Some(left));
         }
         std::mem::swap(&mut pending.lines, &mut spare);
         pending.count = 0;
+        pending.urgent = false;
+        pending.writing = true;
         drop(pending);
         if let Err(err) = out.write_all(&spare).and_then(|()| out.flush()) {
             tracing::error!(error = %err, "Writing the audit log failed");
         }
         spare.clear();
+        crate::lock::lock(&inner.pending).writing = false;
+        inner.written.notify_all();
     }
 }
 
@@ -620,6 +692,39 @@ mod tests {
         assert_eq!(v["audit_id"], "x1");
         assert!(v["time"].as_str().unwrap().ends_with('Z'));
         assert_eq!(audit.dropped(), 0);
+    }
+
+    #[test]
+    fn a_flush_writes_the_gathering_batch_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let audit = Audit::start(AuditPolicy {
+            path: Some(path.clone()),
+            log_arguments: false,
+            redact: vec![],
+        })
+        .unwrap();
+        let read = || std::fs::read_to_string(&path).unwrap_or_default();
+        for (i, id) in ["f1", "f2"].into_iter().enumerate() {
+            audit.decision(Entry {
+                audit_id: id,
+                ..Entry::default()
+            });
+            // Long before the batch's gathering ends, and then at once (`flush_all`).
+            let started = std::time::Instant::now();
+            if i == 0 {
+                audit.flush(std::time::Duration::from_secs(5));
+            } else {
+                flush_all(std::time::Duration::from_secs(5));
+            }
+            assert!(
+                read().contains(id),
+                "{id} not written by the flush: {}",
+                read()
+            );
+            assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        }
+        assert_eq!(read().lines().count(), 2);
     }
 
     #[test]

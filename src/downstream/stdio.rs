@@ -18,13 +18,13 @@
 //! Serving stdio only, the gateway runs on one thread (`serve.rs` builds a current-thread
 //! runtime), so a `tools/call` to a stdio upstream wakes the process twice, as a zero-logic
 //! relay (`socat`) is woken, and otherwise hands off between tasks of that thread:
-//! 1. stdin is readable: the reactor wakes the read loop ([`Connection::read_loop`]), which reads
-//!    the line and spawns [`answer`] — hand-off 1 (a task, same thread);
+//! 1. stdin is readable: the reactor wakes the read loop (`Connection::read_loop`), which reads
+//!    the line and spawns `answer` — hand-off 1 (a task, same thread);
 //! 2. the layers run inside `answer`; the pool queues the request for the upstream's writer task
 //!    — hand-off 2 — which writes it to the upstream's stdin;
 //! 3. the upstream's stdout is readable: the reactor wakes its reader task, which routes the
 //!    answer to the call waiting for it (a oneshot) — hand-off 3;
-//! 4. `answer` queues the reply for [`write_out`] — hand-off 4 — which writes it to stdout.
+//! 4. `answer` queues the reply for `write_out` — hand-off 4 — which writes it to stdout.
 //!
 //! Two wake-ups from `epoll` and four task hand-offs, none across threads (serving HTTP too, the
 //! runtime has a worker per core and any hand-off may cross them). Measured with

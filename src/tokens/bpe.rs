@@ -56,7 +56,7 @@ impl FromStr for Encoding {
 }
 
 /// A [`Tokenizer`] over one of the embedded BPEs, loaded when text is counted and let go
-/// once nothing was counted for [`IDLE`] to twice that (the tables of a loaded BPE take 20 MB
+/// once nothing was counted for 30 s to twice that (the tables of a loaded BPE take 20 MB
 /// for cl100k and 40 MB for o200k, more than the rest of a gateway; counting happens when a
 /// catalog changes, and its segment cache keeps the counts).
 #[derive(Clone, Copy)]
