@@ -57,8 +57,8 @@ use crate::error::Error;
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::{ErrorObject, Kind as MessageKind, Message, to_raw};
 use crate::layer::{Around, Inner, Layered};
-use crate::mcp::method::{Listed, Method};
-use crate::routing::{self, Reach, Routed};
+use crate::mcp::method::{Listed, Method, Names};
+use crate::routing::{self, Reach};
 
 /// Layer of [`Authorize`].
 #[derive(Debug, Clone)]
@@ -123,21 +123,32 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             });
         }
         let catalog = self.catalog.borrow().clone();
-        let Some(called) = req.routed(&catalog) else {
-            if req.caller.probe {
-                let name = req.view.name().unwrap_or_default().to_owned();
-                return probe_not_found(&req, name);
+        // A tool the catalog lists (nearly every call) is looked up in place; anything else
+        // (a prompt, a URI, an unknown or quarantined name) is routed in full, kept in
+        // `routed` for the borrows below.
+        let routed;
+        let (kind, exposed, routes) = match listed_tool(&req, &catalog) {
+            Some((exposed, route)) => (Kind::Tool, exposed, vec![route]),
+            None => {
+                let Some(called) = req.routed(&catalog) else {
+                    if req.caller.probe {
+                        let name = req.view.name().unwrap_or_default().to_owned();
+                        return probe_not_found(&req, name);
+                    }
+                    return Box::pin(inner.call(req));
+                };
+                routed = called;
+                let routes = routes(&routed.reach, &routed.exposed, &catalog);
+                (routed.kind, routed.exposed.as_str(), routes)
             }
-            return Box::pin(inner.call(req));
         };
-        let routes = routes(&called.reach, &called.exposed, &catalog);
         // Parsed only if an argument rule applies to the call or the audit logs arguments.
         let parsed = std::cell::OnceCell::new();
         let takes_arguments = method.takes_arguments();
         let arguments = || {
             takes_arguments.then(|| parsed.get_or_init(|| req.view.arguments_value(&req.message)))
         };
-        let decision = decide(&req, &called, &routes, arguments);
+        let decision = decide(&req, kind, exposed, &routes, arguments);
         let audit = self.audit.clone();
         let (rule, reason) = match &decision {
             Decision::Allow if anonymous => ("no clients configured", None),
@@ -146,17 +157,17 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         };
         let principal = req.caller.principal.clone();
         let audit_id = audit::new_id();
-        let call = audit_call(&req, &audit_id, &called.exposed, routes.first().copied());
+        let call = audit_call(&req, &audit_id, exposed, routes.first().copied());
         let logged = audit.arguments(|| arguments().cloned().unwrap_or_default());
         audit.call_line(&call, &audit::call::Call::decision(rule, reason, logged));
         if let Some(reason) = reason {
             crate::telemetry::record::denied(principal.name(), denial_label(rule));
             let id = req.message.reply_id();
-            let error = denied(&principal, &called.exposed, reason, &audit_id);
+            let error = denied(&principal, exposed, reason, &audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
         if req.caller.probe {
-            return probe_not_found(&req, called.exposed.clone());
+            return probe_not_found(&req, exposed.to_owned());
         }
         Box::pin(async move {
             let started = tokio::time::Instant::now();
@@ -200,12 +211,13 @@ fn probe_not_found(req: &McpRequest, name: String) -> McpFuture {
     Box::pin(async move { Ok(Some(Message::error(id, error))) })
 }
 
-/// The decision on `called`, which may reach `routes`, for the request's principal (every
-/// routed identity must be allowed). `arguments` gives the call's arguments (`None` for a
-/// method without them); it is called only when an argument rule applies.
+/// The decision on `exposed` (a `kind`), which may reach `routes`, for the request's principal
+/// (every routed identity must be allowed). `arguments` gives the call's arguments (`None` for
+/// a method without them); it is called only when an argument rule applies.
 fn decide<'a>(
     req: &McpRequest,
-    called: &Routed,
+    kind: Kind,
+    exposed: &str,
     routes: &[(&str, &str)],
     arguments: impl Fn() -> Option<&'a Value>,
 ) -> Decision {
@@ -225,8 +237,8 @@ fn decide<'a>(
         return Decision::Deny {
             reason: format!(
                 "{} {:?} is not on this gateway (names must be spelled as listed)",
-                noun(called.kind),
-                called.exposed
+                noun(kind),
+                exposed
             ),
             rule: "unknown name".into(),
         };
@@ -235,10 +247,10 @@ fn decide<'a>(
     let arguments = || {
         arguments()
             .and_then(Value::as_object)
-            .or(empty_arguments(called.kind))
+            .or(empty_arguments(kind))
     };
     for &(server, name) in routes {
-        let target = Target::new(called.kind, server, name);
+        let target = Target::new(kind, server, name);
         let decision = match req.view.method() {
             // Completing a prompt's or template's arguments needs only the right to see it.
             Method::CompletionComplete if scope.may_see(target) => Decision::Allow,
@@ -264,6 +276,23 @@ fn noun(kind: Kind) -> &'static str {
         Kind::Prompt => "prompt",
         Kind::Resource => "resource",
     }
+}
+
+/// The name a `tools/call` (or a probe of one) calls and the (server, own name) it is routed
+/// to, when the catalog lists that tool: found in place, with none of the copies a
+/// [`Routed`](crate::routing::Routed) holds (three strings and an `Arc` per call, on the keyed path of every call).
+/// `None` for anything else, which [`McpRequest::routed`] routes in full.
+fn listed_tool<'a>(
+    req: &'a McpRequest,
+    catalog: &'a Catalog,
+) -> Option<(&'a str, (&'a str, &'a str))> {
+    if req.view.method().names() != Some(Names::Tool) {
+        return None;
+    }
+    let exposed = req.view.name()?;
+    let (at, own) = routing::named(catalog, Kind::Tool, exposed)?;
+    let server = catalog.names().get(at)?;
+    Some((exposed, (server.as_str(), own)))
 }
 
 /// The (server, own name) pairs a call of `exposed` that reaches `reach` may land on: the one
