@@ -98,10 +98,51 @@ impl McpRequest {
 
 /// The sending side of a client connection: messages to the client outside responses, tagged
 /// with the session they belong to, so that whatever answers them can be checked against it.
+///
+/// A channel ([`Outbound::new`]), or a [`Deliver`] that hands each message on at once
+/// ([`Outbound::direct`]): an HTTP session's session-wide messages go straight to its open GET
+/// stream, so an idle session holds neither a channel's first block (32 messages, ~4.4 KB) nor
+/// a task to drain it.
 #[derive(Debug, Clone)]
 pub struct Outbound {
-    tx: mpsc::UnboundedSender<Message>,
+    sink: Sink,
     session: Arc<str>,
+}
+
+#[derive(Debug, Clone)]
+enum Sink {
+    Channel(mpsc::UnboundedSender<Message>),
+    Direct(Arc<dyn Deliver>),
+}
+
+/// What an [`Outbound::direct`] hands its messages to: it must not wait (it is called from
+/// the gateway's side, under no lock of the caller's but on its task).
+pub trait Deliver: std::fmt::Debug + Send + Sync + 'static {
+    /// Hands `msg` on to the client, or drops it when the client is not listening now.
+    ///
+    /// # Errors
+    /// [`ClientGone`] when the client is gone for good (the message is dropped).
+    fn deliver(&self, msg: Message) -> Result<(), ClientGone>;
+
+    /// Whether the client is gone for good (nothing delivered will reach it).
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
+/// A [`Deliver`] with no client behind it: every message is dropped, and the channel is
+/// closed from the start.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Nowhere;
+
+impl Deliver for Nowhere {
+    fn deliver(&self, _msg: Message) -> Result<(), ClientGone> {
+        Err(ClientGone)
+    }
+
+    fn is_closed(&self) -> bool {
+        true
+    }
 }
 
 /// The client of an [`Outbound`] channel is gone.
@@ -114,7 +155,26 @@ impl Outbound {
     #[must_use]
     pub fn new(session: impl Into<Arc<str>>, tx: mpsc::UnboundedSender<Message>) -> Self {
         Self {
-            tx,
+            sink: Sink::Channel(tx),
+            session: session.into(),
+        }
+    }
+
+    /// Messages to a client of session `session`, handed to `to` as they are sent.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use mcp_budget::context::{Nowhere, Outbound};
+    /// use mcp_budget::jsonrpc::Message;
+    ///
+    /// let outbound = Outbound::direct("s1", Arc::new(Nowhere));
+    /// assert!(outbound.is_closed());
+    /// assert!(outbound.send(Message::notification("notifications/message", None)).is_err());
+    /// ```
+    #[must_use]
+    pub fn direct(session: impl Into<Arc<str>>, to: Arc<dyn Deliver>) -> Self {
+        Self {
+            sink: Sink::Direct(to),
             session: session.into(),
         }
     }
@@ -131,24 +191,39 @@ impl Outbound {
     /// # Errors
     /// [`ClientGone`] when the client is gone (the message is dropped).
     pub fn send(&self, msg: Message) -> Result<(), ClientGone> {
-        self.tx.send(msg).map_err(|_| ClientGone)
+        match &self.sink {
+            Sink::Channel(tx) => tx.send(msg).map_err(|_| ClientGone),
+            Sink::Direct(to) => to.deliver(msg),
+        }
     }
 
     /// Whether the client is gone.
     #[must_use]
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        match &self.sink {
+            Sink::Channel(tx) => tx.is_closed(),
+            Sink::Direct(to) => to.is_closed(),
+        }
     }
 
-    /// Completes when the client is gone.
+    /// Completes when the client is gone (a direct sink's client is gone only if it is
+    /// closed from the start: it lives as long as its session).
     pub async fn closed(&self) {
-        self.tx.closed().await;
+        match &self.sink {
+            Sink::Channel(tx) => tx.closed().await,
+            Sink::Direct(to) if to.is_closed() => {}
+            Sink::Direct(_) => std::future::pending().await,
+        }
     }
 
     /// Whether both send to the same channel.
     #[must_use]
     pub fn same_channel(&self, other: &Self) -> bool {
-        self.tx.same_channel(&other.tx)
+        match (&self.sink, &other.sink) {
+            (Sink::Channel(a), Sink::Channel(b)) => a.same_channel(b),
+            (Sink::Direct(a), Sink::Direct(b)) => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
+            _ => false,
+        }
     }
 
     /// The session whose client this channel reaches.
@@ -235,8 +310,17 @@ impl Session {
     #[must_use]
     pub fn new(id: impl Into<String>, notify: mpsc::UnboundedSender<Message>) -> Self {
         let id = id.into();
+        let notify = Outbound::new(id.as_str(), notify);
+        Self::with_outbound(id, notify)
+    }
+
+    /// A new session whose session-wide messages go to `notify` (say an
+    /// [`Outbound::direct`]).
+    #[must_use]
+    pub fn with_outbound(id: impl Into<String>, notify: Outbound) -> Self {
+        let id = id.into();
         Self {
-            notify: Outbound::new(id.as_str(), notify),
+            notify,
             id,
             state: Mutex::new(SessionState::default()),
             client: OnceLock::new(),

@@ -23,7 +23,7 @@ use super::listen::Peer;
 use super::reply::{self, Overflow, json_error, json_response, sse_event, sse_response};
 use super::sealed;
 use super::sessions::{Entry, InUse, Link};
-use crate::context::{Caller, McpRequest, RunToEnd, Session};
+use crate::context::{Caller, McpRequest, Nowhere, Outbound, RunToEnd, Session};
 use crate::error::{Http, kind};
 use crate::identity::Principal;
 use crate::jsonrpc::{Id, Kind, Message};
@@ -185,9 +185,9 @@ async fn within<F: std::future::Future>(
 /// The session of a 2026-07-28 request: its own, ending with it. Nothing outlives the
 /// request, so session-wide messages have nowhere to go.
 fn modern_session() -> Arc<Session> {
-    let (notify, _) = mpsc::unbounded_channel();
     let id = format!("modern-{}", uuid::Uuid::new_v4().simple());
-    Arc::new(Session::new(id, notify))
+    let nowhere = Outbound::direct(id.as_str(), Arc::new(Nowhere));
+    Arc::new(Session::with_outbound(id, nowhere))
 }
 
 /// The client's address: from [`super::serve`]'s connection, or axum's `ConnectInfo`; behind
@@ -401,9 +401,8 @@ async fn initialize(
     principal: Arc<Principal>,
 ) -> Response {
     let id = uuid::Uuid::new_v4().simple().to_string();
-    let (notify_tx, notify_rx) = mpsc::unbounded_channel();
-    let session = Arc::new(Session::new(id.clone(), notify_tx));
     let link = Arc::new(Link::default());
+    let session = super::get::session(id.clone(), link.clone(), state.config.max_outbound_messages);
     let entry = Entry::new(session.clone(), link.clone(), principal.clone(), client);
     let refused = lock(&state.sessions)
         .admit(id.clone(), entry, state.caps())
@@ -427,12 +426,6 @@ async fn initialize(
         );
     }
     state.start_sweeping();
-    tokio::spawn(super::get::forward_session(
-        notify_rx,
-        link.clone(),
-        id.clone(),
-        state.config.max_outbound_messages,
-    ));
     let _in_use = InUse::new(&link);
     let caller = Caller::new(session.clone()).with_principal(principal.clone());
     let request = McpRequest::with_view(message, caller, view);

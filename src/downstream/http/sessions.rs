@@ -71,7 +71,7 @@ impl Entry {
     }
 }
 
-/// What a session's handlers, its forwarding task and the sweeper share.
+/// What a session's handlers, its session-wide sink and the sweeper share.
 #[derive(Default)]
 pub(super) struct Link {
     /// The open GET stream, if any.
@@ -350,15 +350,15 @@ impl AppState {
         if !sealed::belongs_to(&claims, principal) {
             return Err(super::auth::foreign_session());
         }
-        let (notify_tx, notify_rx) = mpsc::unbounded_channel();
-        let session = Arc::new(Session::new(claims.sid.clone(), notify_tx));
+        let link = Arc::new(Link::default());
+        let limit = self.config.max_outbound_messages;
+        let session = super::get::session(claims.sid.clone(), link.clone(), limit);
         let state = sealed::state_of(&claims);
         session.update(|s| *s = state);
         // Its client is known now, before any request reaches the gateway (one the budget
         // layer answers never does): what the client's instances say outside a call reaches
         // it from the start.
         session.bind_principal(principal);
-        let link = Arc::new(Link::default());
         let in_use = {
             let mut sessions = lock(&self.sessions);
             if sessions.revoked.contains(&claims.sid) {
@@ -381,12 +381,6 @@ impl AppState {
             InUse::new(&link)
         };
         self.start_sweeping();
-        tokio::spawn(super::get::forward_session(
-            notify_rx,
-            link,
-            claims.sid.clone(),
-            self.config.max_outbound_messages,
-        ));
         self.sessions_handle.opened(&session);
         tracing::debug!(session = %claims.sid, principal = %claims.principal, "Session rebuilt from its sealed id");
         Ok((session, in_use))
