@@ -145,7 +145,7 @@ fn main() {
         .iter()
         .zip(&names)
         .map(|(t, n)| {
-            let mut def = t.definition.clone();
+            let mut def = (*t.definition).clone();
             def.insert("name".into(), Value::String(n.clone()));
             anthropic::tool_from_mcp(&def)
         })

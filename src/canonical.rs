@@ -154,7 +154,7 @@ mod tests {
         crate::catalog::load_saved(&[dir])
             .unwrap()
             .into_iter()
-            .map(|t| Value::Object(t.definition))
+            .map(|t| Value::Object(std::sync::Arc::unwrap_or_clone(t.definition)))
             .collect()
     }
 

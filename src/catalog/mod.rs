@@ -31,6 +31,7 @@ pub use saved::{load_file, load_saved};
 
 use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -42,8 +43,10 @@ pub struct CatalogTool {
     /// The upstream's own tool name.
     pub name: String,
     /// The whole tool object as the upstream gave it (unknown keys kept), in canonical key
-    /// order ([`crate::canonical`]).
-    pub definition: Map<String, Value>,
+    /// order ([`crate::canonical`]). Shared: the plans, search indexes and per-client views
+    /// made of a catalog hold this one copy (`Arc::make_mut` or a clone of the map to change
+    /// it).
+    pub definition: Arc<Map<String, Value>>,
     /// The name hosts see, when a [`Catalog`] gave it one (collisions resolved).
     exposed: Option<String>,
 }
@@ -99,7 +102,7 @@ impl CatalogTool {
         Ok(Self {
             server: server.to_owned(),
             name,
-            definition,
+            definition: Arc::new(definition),
             exposed: None,
         })
     }

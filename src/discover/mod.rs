@@ -441,7 +441,7 @@ impl Discovery {
         let Some((i, tool)) = self.find(name) else {
             return self.unknown(name);
         };
-        let mut definition = tool.definition.clone();
+        let mut definition = (*tool.definition).clone();
         definition.insert("name".into(), Value::String(self.exposed[i].clone()));
         definition.remove("_meta");
         let definition = Value::Object(definition);

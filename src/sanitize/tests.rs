@@ -7,7 +7,7 @@ fn fixture_tools() -> Vec<(String, Value)> {
     crate::catalog::load_saved(&[dir])
         .unwrap()
         .into_iter()
-        .map(|t| (t.id(), Value::Object(t.definition)))
+        .map(|t| (t.id(), Value::Object(std::sync::Arc::unwrap_or_clone(t.definition))))
         .collect()
 }
 
@@ -21,7 +21,7 @@ fn real_toolsets_pass_through_unchanged_and_unflagged() {
         let more = crate::catalog::load_saved(&[std::path::PathBuf::from(dir)]).unwrap();
         tools.extend(
             more.into_iter()
-                .map(|t| (t.id(), Value::Object(t.definition))),
+                .map(|t| (t.id(), Value::Object(std::sync::Arc::unwrap_or_clone(t.definition)))),
         );
     }
     assert!(tools.len() > 600);

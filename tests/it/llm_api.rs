@@ -24,7 +24,7 @@ fn mcp_tools() -> &'static [Map<String, Value>] {
             .unwrap()
             .into_iter()
             .map(|t| {
-                let mut def = t.definition;
+                let mut def = std::sync::Arc::unwrap_or_clone(t.definition);
                 def.insert(
                     "name".into(),
                     Value::String(mcp_budget::naming::exposed_name(&t.server, &t.name, "__")),

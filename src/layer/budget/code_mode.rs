@@ -132,7 +132,7 @@ impl Bridge for ThreadBridge {
         codemode::api_description(
             chosen
                 .into_iter()
-                .filter_map(|i| Some((d.exposed_name(i)?, &d.tools().get(i)?.definition))),
+                .filter_map(|i| Some((d.exposed_name(i)?, &*d.tools().get(i)?.definition))),
         )
     }
 }

@@ -315,8 +315,7 @@ async fn a_change_only_native_clients_see_is_announced() {
     let catalog = |description: &str, version: u64| {
         let mut tools = tools();
         let first = tools.iter_mut().find(|t| t.server == "time").unwrap();
-        first
-            .definition
+        Arc::make_mut(&mut first.definition)
             .insert("description".into(), Value::String(description.into()));
         let built = crate::catalog::Catalog::from_tools(tools, "__");
         crate::catalog::Catalog::build(built.upstreams().to_vec(), built.names(), "__", version)

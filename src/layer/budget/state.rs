@@ -485,7 +485,7 @@ impl State {
         let mut tools = planned.listed.clone();
         for name in &promoted {
             if let Some((i, tool)) = discovery.find(name) {
-                let mut def = tool.definition.clone();
+                let mut def = (*tool.definition).clone();
                 if let Some(exposed) = discovery.exposed_name(i) {
                     def.insert("name".into(), Value::String(exposed.to_owned()));
                 }
