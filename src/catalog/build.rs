@@ -233,7 +233,11 @@ impl Catalog {
                     per_upstream.push(Contribution::default());
                     names.len() - 1
                 });
-            per_upstream[i].tools.push(Value::Object(std::sync::Arc::unwrap_or_clone(tool.definition)));
+            per_upstream[i]
+                .tools
+                .push(Value::Object(std::sync::Arc::unwrap_or_clone(
+                    tool.definition,
+                )));
         }
         Self::build(per_upstream, &names, separator, 1)
     }

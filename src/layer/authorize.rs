@@ -111,16 +111,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             if anonymous {
                 return Box::pin(inner.call(req));
             }
-            let principal = req.caller.principal.clone();
-            let catalog = self.catalog.clone();
-            return Box::pin(async move {
-                let mut reply = inner.call(req).await?;
-                if let Some(msg) = reply.as_mut() {
-                    let catalog = catalog.borrow().clone();
-                    filter_list(msg, list, &catalog, principal.client().scope());
-                }
-                Ok(reply)
-            });
+            return self.filtered(inner, req, list);
         }
         let catalog = self.catalog.borrow().clone();
         // A tool the catalog lists (nearly every call) is looked up in place; anything else
@@ -177,6 +168,22 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
                 &call,
                 &audit::call::Call::outcome(outcome, error_type, started.elapsed()),
             );
+            Ok(reply)
+        })
+    }
+}
+
+impl AuthorizeLayer {
+    /// `req`, a list of `list`s, answered with what the caller may not see left out.
+    fn filtered<S: Inner>(&self, mut inner: S, req: McpRequest, list: Kind) -> McpFuture {
+        let principal = req.caller.principal.clone();
+        let catalog = self.catalog.clone();
+        Box::pin(async move {
+            let mut reply = inner.call(req).await?;
+            if let Some(msg) = reply.as_mut() {
+                let catalog = catalog.borrow().clone();
+                filter_list(msg, list, &catalog, principal.client().scope());
+            }
             Ok(reply)
         })
     }

@@ -7,7 +7,12 @@ fn fixture_tools() -> Vec<(String, Value)> {
     crate::catalog::load_saved(&[dir])
         .unwrap()
         .into_iter()
-        .map(|t| (t.id(), Value::Object(std::sync::Arc::unwrap_or_clone(t.definition))))
+        .map(|t| {
+            (
+                t.id(),
+                Value::Object(std::sync::Arc::unwrap_or_clone(t.definition)),
+            )
+        })
         .collect()
 }
 
@@ -19,10 +24,12 @@ fn real_toolsets_pass_through_unchanged_and_unflagged() {
     let mut tools = fixture_tools();
     if let Some(dir) = std::env::var_os("MCP_BUDGET_TOOLSETS") {
         let more = crate::catalog::load_saved(&[std::path::PathBuf::from(dir)]).unwrap();
-        tools.extend(
-            more.into_iter()
-                .map(|t| (t.id(), Value::Object(std::sync::Arc::unwrap_or_clone(t.definition)))),
-        );
+        tools.extend(more.into_iter().map(|t| {
+            (
+                t.id(),
+                Value::Object(std::sync::Arc::unwrap_or_clone(t.definition)),
+            )
+        }));
     }
     assert!(tools.len() > 600);
     let mut changed = Vec::new();
