@@ -137,12 +137,18 @@ fn pool(lexical: &[Hit], n: usize, size: usize) -> Vec<bool> {
     pooled
 }
 
-/// The median and the largest of `values` (not empty).
+/// The median (the middle value in sorted order, the upper one of two) and the largest of
+/// `values` (not empty): a selection, O(n), not a sort of the whole catalog's cosines per
+/// query.
 fn median_and_max(values: &[f32]) -> (f32, f32) {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable_by(f32::total_cmp);
-    let top = sorted.last().copied().unwrap_or(0.0);
-    (sorted.get(sorted.len() / 2).copied().unwrap_or(0.0), top)
+    let top = values.iter().copied().max_by(f32::total_cmp).unwrap_or(0.0);
+    let mut copy = values.to_vec();
+    if copy.is_empty() {
+        return (0.0, top);
+    }
+    let middle = copy.len() / 2;
+    let (_, median, _) = copy.select_nth_unstable_by(middle, f32::total_cmp);
+    (*median, top)
 }
 
 /// The 1-based rank of each value, highest first (ties in index order).
@@ -159,6 +165,17 @@ fn ranks(values: &[f32]) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn the_median_is_the_sorted_middle(values in proptest::collection::vec(-1.0f32..1.0, 1..200)) {
+            let mut sorted = values.clone();
+            sorted.sort_unstable_by(f32::total_cmp);
+            let (median, top) = median_and_max(&values);
+            proptest::prop_assert_eq!(median, sorted[sorted.len() / 2]);
+            proptest::prop_assert_eq!(top, sorted[sorted.len() - 1]);
+        }
+    }
 
     fn hit(index: usize, score: f32) -> Hit {
         Hit { index, score }
