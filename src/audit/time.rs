@@ -11,15 +11,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// ```
 #[must_use]
 pub fn rfc3339(t: SystemTime) -> String {
-    write(&mut [0; LEN], t).to_owned()
+    // ASCII digits and separators: always UTF-8.
+    String::from_utf8_lossy(write(&mut [0; LEN], t)).into_owned()
 }
 
 /// The length of an [`rfc3339`] time.
 pub(crate) const LEN: usize = 24;
 
-/// `t` as [`rfc3339`] writes it, in `out` (no allocation). The date and time to the second are
-/// worked out once a second per thread (a busy gateway writes many lines a second).
-pub(crate) fn write(out: &mut [u8; LEN], t: SystemTime) -> &str {
+/// `t` as [`rfc3339`] writes it, in `out` (no allocation), as bytes (ASCII: an audit line
+/// copies them without a UTF-8 check). The date and time to the second are worked out once a
+/// second per thread (a busy gateway writes many lines a second).
+pub(crate) fn write(out: &mut [u8; LEN], t: SystemTime) -> &[u8] {
     thread_local! {
         /// The last second written on this thread, and its text up to the seconds.
         static LAST: std::cell::Cell<(u64, [u8; 19])> = const { std::cell::Cell::new((u64::MAX, [0; 19])) };
@@ -44,8 +46,7 @@ pub(crate) fn write(out: &mut [u8; LEN], t: SystemTime) -> &str {
     out[..19].copy_from_slice(&seconds);
     out[19..].copy_from_slice(b".000Z");
     digits(&mut out[20..23], u64::from(since.subsec_millis()));
-    // ASCII digits and separators: always UTF-8.
-    std::str::from_utf8(out).unwrap_or_default()
+    out
 }
 
 /// `n` as zero-padded decimal digits filling `into` (its high digits dropped if too long).
