@@ -140,13 +140,26 @@ pub fn named<'c>(catalog: &'c Catalog, kind: Kind, exposed: &str) -> Option<(usi
     }
 }
 
+/// [`named`] with the upstream's id: (catalog position, upstream id, own name), borrowed
+/// from the catalog (what [`Reach::Upstream`] holds as copies).
+#[must_use]
+pub fn placed<'c>(
+    catalog: &'c Catalog,
+    kind: Kind,
+    exposed: &str,
+) -> Option<(usize, &'c str, &'c str)> {
+    let (at, own) = named(catalog, kind, exposed)?;
+    Some((at, catalog.names().get(at)?.as_str(), own))
+}
+
 /// Where the tool or prompt exposed as `exposed` is routed.
 fn reach_of_name(catalog: &Catalog, kind: Kind, exposed: &str) -> Reach {
-    let route = named(catalog, kind, exposed);
-    let server = |i: usize| catalog.names().get(i).cloned();
-    let found = route.and_then(|(at, own)| Some((at, server(at)?, own.to_owned())));
-    if let Some((at, server, own)) = found {
-        return Reach::Upstream { at, server, own };
+    if let Some((at, server, own)) = placed(catalog, kind, exposed) {
+        return Reach::Upstream {
+            at,
+            server: server.to_owned(),
+            own: own.to_owned(),
+        };
     }
     // Most catalogs quarantine nothing: then a miss costs no second look-up.
     let item = match kind {

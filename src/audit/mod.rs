@@ -151,7 +151,7 @@ fn write_line(out: &mut Vec<u8>, entry: &Entry<'_>, shared: Option<&[u8]>) {
     line.text(b"\"event\":", Some(entry.event));
     if entry.time.is_empty() {
         let mut now = [0; time::LEN];
-        line.plain_bytes(
+        line.plain(
             b",\"time\":",
             time::write(&mut now, std::time::SystemTime::now()),
         );
@@ -220,20 +220,15 @@ impl Line<'_> {
     fn text(&mut self, key: &[u8], value: Option<&str>) {
         let Some(value) = value else { return };
         if is_plain(value.as_bytes()) {
-            self.plain(key, value);
+            self.plain(key, value.as_bytes());
         } else {
             self.parts(key, &[value]);
         }
     }
 
-    /// `key` and `value`, a string known to hold nothing to escape (a word of the gateway's
-    /// own, a time, a hex id): copied as it is, with room made once.
-    fn plain(&mut self, key: &[u8], value: &str) {
-        self.plain_bytes(key, value.as_bytes());
-    }
-
-    /// [`Line::plain`] of UTF-8 `value` given as bytes (say an ASCII time).
-    fn plain_bytes(&mut self, key: &[u8], value: &[u8]) {
+    /// `key` and `value`, UTF-8 known to hold nothing to escape (a string [`is_plain`]
+    /// passed, an ASCII time): copied as it is, with room made once.
+    fn plain(&mut self, key: &[u8], value: &[u8]) {
         debug_assert!(is_plain(value) && std::str::from_utf8(value).is_ok());
         let out = &mut *self.0;
         out.reserve(key.len() + value.len() + 2);

@@ -286,9 +286,10 @@ fn noun(kind: Kind) -> &'static str {
 }
 
 /// The name a `tools/call` (or a probe of one) calls and the (server, own name) it is routed
-/// to, when the catalog lists that tool: found in place, with none of the copies a
-/// [`Routed`](crate::routing::Routed) holds (three strings and an `Arc` per call, on the keyed path of every call).
-/// `None` for anything else, which [`McpRequest::routed`] routes in full.
+/// to, when the catalog lists that tool: found in place ([`routing::placed`]), with none of
+/// the copies a [`Routed`](crate::routing::Routed) holds (three strings and an `Arc` per call,
+/// on the keyed path of every call). `None` for anything else, which [`McpRequest::routed`]
+/// routes in full.
 fn listed_tool<'a>(
     req: &'a McpRequest,
     catalog: &'a Catalog,
@@ -297,9 +298,8 @@ fn listed_tool<'a>(
         return None;
     }
     let exposed = req.view.name()?;
-    let (at, own) = routing::named(catalog, Kind::Tool, exposed)?;
-    let server = catalog.names().get(at)?;
-    Some((exposed, (server.as_str(), own)))
+    let (_, server, own) = routing::placed(catalog, Kind::Tool, exposed)?;
+    Some((exposed, (server, own)))
 }
 
 /// The (server, own name) pairs a call of `exposed` that reaches `reach` may land on: the one
