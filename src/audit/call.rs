@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Entry, Line};
+#[cfg(doc)]
+use super::Entry;
+use super::Line;
 
 /// Who made a call and what it calls: the members a call's two lines share.
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,67 +44,74 @@ impl Call {
     #[must_use]
     pub fn new(called: &Called<'_>) -> Self {
         let mut shared = Vec::with_capacity(256);
-        let entry = Entry {
-            audit_id: called.audit_id,
-            principal: called.principal,
-            subject: called.subject,
-            session: called.session,
-            method: called.method,
-            tool: Some(called.tool),
-            run_audit_id: called.run,
-            ..Entry::default()
-        };
         let upstream = called.upstream.map(|(server, name)| [server, "/", name]);
-        Line(&mut shared).shared(&entry, upstream.as_ref().map(<[&str; 3]>::as_slice));
+        Line(&mut shared).shared(called, true, upstream.as_ref().map(<[&str; 3]>::as_slice));
         Self { shared }
     }
 
-    /// The shared members as JSON (each with the comma before it).
-    pub(super) fn shared(&self) -> &[u8] {
-        &self.shared
+    /// Appends the `decision` line (no newline): `deny` with its `reason` when there is one,
+    /// else `allow`; `rule` is the part of the scope that decided; `arguments` as the log may
+    /// show them. The line [`super::line`] writes for the same [`Entry`], written from
+    /// pre-joined constants (this runs on every audited call).
+    pub(super) fn write_decision(
+        &self,
+        out: &mut Vec<u8>,
+        rule: &str,
+        reason: Option<&str>,
+        arguments: Option<&Value>,
+    ) {
+        self.start(out, b"{\"event\":\"decision\",\"time\":\"", rule.len() + 32);
+        out.extend_from_slice(match reason {
+            Some(_) => b",\"decision\":\"deny\"",
+            None => b",\"decision\":\"allow\"",
+        });
+        let mut line = Line(out);
+        line.text(b",\"rule\":", Some(rule));
+        line.text(b",\"reason\":", reason);
+        line.value(b",\"arguments\":", arguments);
+        line.0.push(b'}');
     }
 
-    /// The `decision` line: `deny` with its `reason` when there is one, else `allow`; `rule` is
-    /// the part of the scope that decided.
-    #[must_use]
-    pub fn decision<'a>(
-        rule: &'a str,
-        reason: Option<&'a str>,
-        arguments: Option<Value>,
-    ) -> Entry<'a> {
-        Entry {
-            event: "decision",
-            decision: Some(if reason.is_some() { "deny" } else { "allow" }),
-            rule: Some(rule),
-            reason,
-            arguments,
-            ..Entry::default()
-        }
-    }
-
-    /// The `outcome` line of an allowed call: `outcome` (`ok`, `is_error`, `error`, `none`),
-    /// the error's type, and how long the call took below the authorization.
-    #[must_use]
-    pub fn outcome(
-        outcome: &'static str,
-        error_type: Option<String>,
+    /// Appends the `outcome` line of an allowed call (no newline): `outcome` (`ok`,
+    /// `is_error`, `error`, `none`), the error's type, and how long the call took below the
+    /// authorization. As [`Call::write_decision`], the line [`super::line`] writes.
+    pub(super) fn write_outcome(
+        &self,
+        out: &mut Vec<u8>,
+        outcome: &str,
+        error_type: Option<&str>,
         took: Duration,
-    ) -> Entry<'static> {
-        Entry {
-            event: "outcome",
-            outcome: Some(outcome),
-            error_type,
-            duration_ms: Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX)),
-            ..Entry::default()
-        }
+    ) {
+        self.start(out, b"{\"event\":\"outcome\",\"time\":\"", 48);
+        let mut line = Line(out);
+        line.text(b",\"outcome\":", Some(outcome));
+        line.text(b",\"error_type\":", error_type);
+        let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        line.0.extend_from_slice(b",\"duration_ms\":");
+        line.0
+            .extend_from_slice(itoa::Buffer::new().format(ms).as_bytes());
+        line.0.push(b'}');
+    }
+
+    /// A line's start: `head` (its event and the time's key), the time now, the shared
+    /// members; room made once for them and `more` bytes.
+    fn start(&self, out: &mut Vec<u8>, head: &[u8], more: usize) {
+        out.reserve(head.len() + super::time::LEN + 1 + self.shared.len() + more);
+        out.extend_from_slice(head);
+        let mut now = [0; super::time::LEN];
+        out.extend_from_slice(super::time::write(&mut now, std::time::SystemTime::now()));
+        out.push(b'"');
+        out.extend_from_slice(&self.shared);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::Entry;
     use super::*;
 
-    /// A call's lines are the lines of the entries with its members in them.
+    /// A call's lines are, byte for byte, what `serde_json` writes for the whole entries
+    /// (the time aside, which is the time of writing).
     #[test]
     fn a_calls_lines_are_its_entries_lines() {
         let called = Called {
@@ -116,9 +125,7 @@ mod tests {
             run: Some("r1"),
         };
         let call = Call::new(&called);
-        let whole = Entry {
-            event: "decision",
-            time: "t".into(),
+        let shared = Entry {
             audit_id: "a1",
             principal: "al\"ice",
             subject: Some("bob"),
@@ -127,19 +134,74 @@ mod tests {
             tool: Some("gh__x"),
             upstream: Some("gh/x\n".into()),
             run_audit_id: Some("r1"),
-            decision: Some("allow"),
-            rule: Some("allow"),
             ..Entry::default()
         };
-        let mut line = Vec::new();
-        let part = Entry {
-            time: "t".into(),
-            ..Call::decision("allow", None, None)
-        };
-        super::super::write_line(&mut line, &part, Some(call.shared()));
-        assert_eq!(
-            String::from_utf8(line).unwrap(),
-            serde_json::to_string(&whole).unwrap()
-        );
+        let arguments = serde_json::json!({"q": "a\tb", "n": 1});
+        let lines: [(Vec<u8>, Entry<'_>); 4] = [
+            (
+                written(|out| call.write_decision(out, "allow", None, None)),
+                Entry {
+                    event: "decision",
+                    decision: Some("allow"),
+                    rule: Some("allow"),
+                    ..shared.clone()
+                },
+            ),
+            (
+                written(|out| {
+                    call.write_decision(
+                        out,
+                        "deny \"gh/*\"",
+                        Some("no \u{2028}"),
+                        Some(&arguments),
+                    );
+                }),
+                Entry {
+                    event: "decision",
+                    decision: Some("deny"),
+                    rule: Some("deny \"gh/*\""),
+                    reason: Some("no \u{2028}"),
+                    arguments: Some(arguments),
+                    ..shared.clone()
+                },
+            ),
+            (
+                written(|out| call.write_outcome(out, "ok", None, Duration::from_millis(12))),
+                Entry {
+                    event: "outcome",
+                    outcome: Some("ok"),
+                    duration_ms: Some(12),
+                    ..shared.clone()
+                },
+            ),
+            (
+                written(|out| {
+                    call.write_outcome(out, "error", Some("a\"b"), Duration::from_secs(3));
+                }),
+                Entry {
+                    event: "outcome",
+                    outcome: Some("error"),
+                    error_type: Some("a\"b".into()),
+                    duration_ms: Some(3000),
+                    ..shared.clone()
+                },
+            ),
+        ];
+        for (line, mut whole) in lines {
+            let line = String::from_utf8(line).unwrap();
+            let time: Value = serde_json::from_str::<Value>(&line).unwrap()["time"].clone();
+            whole.time = time.as_str().unwrap().to_owned();
+            assert!(
+                whole.time.ends_with('Z') && whole.time.len() == 24,
+                "{line}"
+            );
+            assert_eq!(line, serde_json::to_string(&whole).unwrap());
+        }
+    }
+
+    fn written(write: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut out = Vec::new();
+        write(&mut out);
+        out
     }
 }

@@ -121,7 +121,7 @@ pub struct Entry<'a> {
 #[must_use]
 pub fn line(entry: &Entry<'_>) -> String {
     let mut out = Vec::with_capacity(LINE_BYTES);
-    write_line(&mut out, entry, None);
+    write_line(&mut out, entry);
     String::from_utf8(out).unwrap_or_default()
 }
 
@@ -133,19 +133,18 @@ const LINE_BYTES: usize = 384;
 #[cfg(test)]
 fn to_line(entry: &Entry<'_>) -> Vec<u8> {
     let mut out = Vec::with_capacity(LINE_BYTES);
-    write_line(&mut out, entry, None);
+    write_line(&mut out, entry);
     out
 }
 
-/// Appends `entry` as JSON to `out` (no newline), its time filled in when empty, and the
-/// members from `audit_id` to `run_audit_id` taken from `shared` when given (a
-/// [`call::Call`]'s, written once for both of its lines) instead of from `entry`.
+/// Appends `entry` as JSON to `out` (no newline), its time filled in when empty.
 ///
 /// Written by hand because an audit line is on every call's path: the keys are pre-escaped
 /// constants, a string with nothing to escape (an id, a name, a method: nearly all of them) is
 /// checked eight bytes at a time and copied whole, where `serde_json` escapes it fragment by
-/// fragment, and the time is written on the stack.
-fn write_line(out: &mut Vec<u8>, entry: &Entry<'_>, shared: Option<&[u8]>) {
+/// fragment, and the time is written on the stack. (A call's own two lines are written from
+/// pre-joined constants by [`call::Call`].)
+fn write_line(out: &mut Vec<u8>, entry: &Entry<'_>) {
     let mut line = Line(out);
     line.0.push(b'{');
     line.text(b"\"event\":", Some(entry.event));
@@ -158,13 +157,22 @@ fn write_line(out: &mut Vec<u8>, entry: &Entry<'_>, shared: Option<&[u8]>) {
     } else {
         line.text(b",\"time\":", Some(&entry.time));
     }
-    match shared {
-        Some(shared) => line.0.extend_from_slice(shared),
-        None => {
-            let upstream = entry.upstream.as_deref().map(|u| [u]);
-            line.shared(entry, upstream.as_ref().map(<[&str; 1]>::as_slice));
-        }
-    }
+    let called = call::Called {
+        audit_id: entry.audit_id,
+        principal: entry.principal,
+        subject: entry.subject,
+        session: entry.session,
+        method: entry.method,
+        tool: entry.tool.unwrap_or_default(),
+        upstream: None,
+        run: entry.run_audit_id,
+    };
+    let upstream = entry.upstream.as_deref().map(|u| [u]);
+    line.shared(
+        &called,
+        entry.tool.is_some(),
+        upstream.as_ref().map(<[&str; 1]>::as_slice),
+    );
     line.text(b",\"decision\":", entry.decision);
     line.text(b",\"rule\":", entry.rule);
     line.text(b",\"reason\":", entry.reason);
@@ -257,19 +265,19 @@ impl Line<'_> {
         self.0.push(b'"');
     }
 
-    /// The members a call's two lines share, from `audit_id` to `run_audit_id`; `upstream` is
-    /// written from its parts (`server`, `/`, `name`).
-    fn shared(&mut self, entry: &Entry<'_>, upstream: Option<&[&str]>) {
-        self.text(b",\"audit_id\":", Some(entry.audit_id));
-        self.text(b",\"principal\":", Some(entry.principal));
-        self.text(b",\"subject\":", entry.subject);
-        self.text(b",\"session\":", Some(entry.session));
-        self.text(b",\"method\":", Some(entry.method));
-        self.text(b",\"tool\":", entry.tool);
+    /// The members a call's two lines share, from `audit_id` to `run_audit_id` (`tool` only
+    /// when `with_tool`); `upstream` is written from its parts (`server`, `/`, `name`).
+    fn shared(&mut self, called: &call::Called<'_>, with_tool: bool, upstream: Option<&[&str]>) {
+        self.text(b",\"audit_id\":", Some(called.audit_id));
+        self.text(b",\"principal\":", Some(called.principal));
+        self.text(b",\"subject\":", called.subject);
+        self.text(b",\"session\":", Some(called.session));
+        self.text(b",\"method\":", Some(called.method));
+        self.text(b",\"tool\":", with_tool.then_some(called.tool));
         if let Some(upstream) = upstream {
             self.parts(b",\"upstream\":", upstream);
         }
-        self.text(b",\"run_audit_id\":", entry.run_audit_id);
+        self.text(b",\"run_audit_id\":", called.run);
     }
 
     /// `key` and `value` as `serde_json` writes it, when there is one.
@@ -450,13 +458,29 @@ impl Audit {
 
     /// Logs a line whose `event` the caller set (the guard's events, [`guard`]).
     pub fn event(&self, entry: &Entry<'_>) {
-        self.record(|out| write_line(out, entry, None));
+        self.record(|out| write_line(out, entry));
     }
 
-    /// Logs one of `call`'s two lines (`entry` holds the rest; its shared members are the
-    /// call's, written once).
-    pub fn call_line(&self, call: &call::Call, entry: &Entry<'_>) {
-        self.record(|out| write_line(out, entry, Some(call.shared())));
+    /// Logs `call`'s decision line (see [`call::Call::write_decision`]).
+    pub fn call_decision(
+        &self,
+        call: &call::Call,
+        rule: &str,
+        reason: Option<&str>,
+        arguments: Option<&Value>,
+    ) {
+        self.record(|out| call.write_decision(out, rule, reason, arguments));
+    }
+
+    /// Logs `call`'s outcome line (see [`call::Call::write_outcome`]).
+    pub fn call_outcome(
+        &self,
+        call: &call::Call,
+        outcome: &str,
+        error_type: Option<&str>,
+        took: std::time::Duration,
+    ) {
+        self.record(|out| call.write_outcome(out, outcome, error_type, took));
     }
 
     /// [`Audit::start`], falling back to stderr (with an error logged) when the file cannot be

@@ -150,7 +150,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         let audit_id = audit::new_id();
         let call = audit_call(&req, &audit_id, exposed, routes.first().copied());
         let logged = audit.arguments(|| arguments().cloned().unwrap_or_default());
-        audit.call_line(&call, &audit::call::Call::decision(rule, reason, logged));
+        audit.call_decision(&call, rule, reason, logged.as_ref());
         if let Some(reason) = reason {
             crate::telemetry::record::denied(principal.name(), denial_label(rule));
             let id = req.message.reply_id();
@@ -164,10 +164,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             let started = tokio::time::Instant::now();
             let reply = inner.call(req).await?;
             let (outcome, error_type) = outcome_of(reply.as_ref());
-            audit.call_line(
-                &call,
-                &audit::call::Call::outcome(outcome, error_type, started.elapsed()),
-            );
+            audit.call_outcome(&call, outcome, error_type.as_deref(), started.elapsed());
             Ok(reply)
         })
     }
