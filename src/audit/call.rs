@@ -39,6 +39,32 @@ pub struct Call {
     shared: Vec<u8>,
 }
 
+/// What became of an allowed call: its `outcome` line's `outcome`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A result.
+    Ok,
+    /// A tool result with `isError: true`.
+    IsError,
+    /// An error answer.
+    Error,
+    /// No answer.
+    None,
+}
+
+impl Outcome {
+    /// As the line writes it: `ok`, `is_error`, `error`, `none`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::IsError => "is_error",
+            Self::Error => "error",
+            Self::None => "none",
+        }
+    }
+}
+
 impl Call {
     /// The call `called` names.
     #[must_use]
@@ -60,14 +86,26 @@ impl Call {
         reason: Option<&str>,
         arguments: Option<&Value>,
     ) {
-        self.start(out, b"{\"event\":\"decision\",\"time\":\"", rule.len() + 32);
-        out.extend_from_slice(match reason {
-            Some(_) => b",\"decision\":\"deny\"",
-            None => b",\"decision\":\"allow\"",
-        });
+        self.start(out, b"{\"event\":\"decision\",\"time\":\"", rule.len() + 48);
         let mut line = Line(out);
-        line.text(b",\"rule\":", Some(rule));
-        line.text(b",\"reason\":", reason);
+        match reason {
+            None if super::is_plain(rule.as_bytes()) => {
+                // An allowed call, nearly every line: one constant, the rule, a quote.
+                line.0
+                    .extend_from_slice(b",\"decision\":\"allow\",\"rule\":\"");
+                line.0.extend_from_slice(rule.as_bytes());
+                line.0.push(b'"');
+            }
+            None => {
+                line.0.extend_from_slice(b",\"decision\":\"allow\"");
+                line.text(b",\"rule\":", Some(rule));
+            }
+            Some(reason) => {
+                line.0.extend_from_slice(b",\"decision\":\"deny\"");
+                line.text(b",\"rule\":", Some(rule));
+                line.text(b",\"reason\":", Some(reason));
+            }
+        }
         line.value(b",\"arguments\":", arguments);
         line.0.push(b'}');
     }
@@ -78,13 +116,18 @@ impl Call {
     pub(super) fn write_outcome(
         &self,
         out: &mut Vec<u8>,
-        outcome: &str,
+        outcome: Outcome,
         error_type: Option<&str>,
         took: Duration,
     ) {
-        self.start(out, b"{\"event\":\"outcome\",\"time\":\"", 48);
+        self.start(out, b"{\"event\":\"outcome\",\"time\":\"", 64);
         let mut line = Line(out);
-        line.text(b",\"outcome\":", Some(outcome));
+        line.0.extend_from_slice(match outcome {
+            Outcome::Ok => b",\"outcome\":\"ok\"",
+            Outcome::IsError => b",\"outcome\":\"is_error\"",
+            Outcome::Error => b",\"outcome\":\"error\"",
+            Outcome::None => b",\"outcome\":\"none\"",
+        });
         line.text(b",\"error_type\":", error_type);
         let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
         line.0.extend_from_slice(b",\"duration_ms\":");
@@ -166,7 +209,9 @@ mod tests {
                 },
             ),
             (
-                written(|out| call.write_outcome(out, "ok", None, Duration::from_millis(12))),
+                written(|out| {
+                    call.write_outcome(out, Outcome::Ok, None, Duration::from_millis(12));
+                }),
                 Entry {
                     event: "outcome",
                     outcome: Some("ok"),
@@ -176,7 +221,7 @@ mod tests {
             ),
             (
                 written(|out| {
-                    call.write_outcome(out, "error", Some("a\"b"), Duration::from_secs(3));
+                    call.write_outcome(out, Outcome::Error, Some("a\"b"), Duration::from_secs(3));
                 }),
                 Entry {
                     event: "outcome",

@@ -268,13 +268,69 @@ impl Line<'_> {
     /// The members a call's two lines share, from `audit_id` to `run_audit_id` (`tool` only
     /// when `with_tool`); `upstream` is written from its parts (`server`, `/`, `name`).
     fn shared(&mut self, called: &call::Called<'_>, with_tool: bool, upstream: Option<&[&str]>) {
+        let tool = with_tool.then_some(called.tool);
+        let upstream = upstream.unwrap_or_default();
+        let optional = [called.subject, tool, called.run];
+        let plain = |s: &str| is_plain(s.as_bytes());
+        let all_plain = [
+            called.audit_id,
+            called.principal,
+            called.session,
+            called.method,
+        ]
+        .into_iter()
+        .chain(optional.into_iter().flatten())
+        .chain(upstream.iter().copied())
+        .all(plain);
+        if all_plain {
+            // Nearly every call: the keys and values copied one after the other into room
+            // made once (no check, no escape per member).
+            let out = &mut *self.0;
+            let len = |s: Option<&str>| s.map_or(0, |s| s.len() + 16);
+            out.reserve(
+                called.audit_id.len()
+                    + called.principal.len()
+                    + called.session.len()
+                    + called.method.len()
+                    + optional.into_iter().map(len).sum::<usize>()
+                    + upstream.iter().map(|s| s.len()).sum::<usize>()
+                    + 96,
+            );
+            #[inline(always)]
+            fn put(out: &mut Vec<u8>, key: &[u8], value: &str) {
+                out.extend_from_slice(key);
+                out.extend_from_slice(value.as_bytes());
+                out.push(b'"');
+            }
+            put(out, b",\"audit_id\":\"", called.audit_id);
+            put(out, b",\"principal\":\"", called.principal);
+            if let Some(subject) = called.subject {
+                put(out, b",\"subject\":\"", subject);
+            }
+            put(out, b",\"session\":\"", called.session);
+            put(out, b",\"method\":\"", called.method);
+            if let Some(tool) = tool {
+                put(out, b",\"tool\":\"", tool);
+            }
+            if !upstream.is_empty() {
+                out.extend_from_slice(b",\"upstream\":\"");
+                for part in upstream {
+                    out.extend_from_slice(part.as_bytes());
+                }
+                out.push(b'"');
+            }
+            if let Some(run) = called.run {
+                put(out, b",\"run_audit_id\":\"", run);
+            }
+            return;
+        }
         self.text(b",\"audit_id\":", Some(called.audit_id));
         self.text(b",\"principal\":", Some(called.principal));
         self.text(b",\"subject\":", called.subject);
         self.text(b",\"session\":", Some(called.session));
         self.text(b",\"method\":", Some(called.method));
-        self.text(b",\"tool\":", with_tool.then_some(called.tool));
-        if let Some(upstream) = upstream {
+        self.text(b",\"tool\":", tool);
+        if !upstream.is_empty() {
             self.parts(b",\"upstream\":", upstream);
         }
         self.text(b",\"run_audit_id\":", called.run);
@@ -312,11 +368,22 @@ pub fn redacted(arguments: &Value, redact: &[String]) -> Value {
 /// A new audit id: a random (v4) UUID's 32 hex digits.
 #[must_use]
 pub fn new_id() -> String {
-    let mut hex = [0; uuid::fmt::Simple::LENGTH];
-    uuid::Uuid::new_v4()
-        .simple()
-        .encode_lower(&mut hex)
-        .to_owned()
+    new_id_in(&mut [0; ID_LEN]).to_owned()
+}
+
+/// The length of an audit id.
+pub const ID_LEN: usize = uuid::fmt::Simple::LENGTH;
+
+/// A new audit id ([`new_id`]) written into `hex`, a call's own stack: no allocation on the
+/// path of every audited call.
+///
+/// ```
+/// let mut hex = [0; mcp_budget::audit::ID_LEN];
+/// let id = mcp_budget::audit::new_id_in(&mut hex);
+/// assert!(id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()));
+/// ```
+pub fn new_id_in(hex: &mut [u8; ID_LEN]) -> &str {
+    uuid::Uuid::new_v4().simple().encode_lower(hex)
 }
 
 /// How long the writer gathers lines after the first one of a batch before it writes them:
@@ -476,7 +543,7 @@ impl Audit {
     pub fn call_outcome(
         &self,
         call: &call::Call,
-        outcome: &str,
+        outcome: call::Outcome,
         error_type: Option<&str>,
         took: std::time::Duration,
     ) {

@@ -15,13 +15,36 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Glob {
     text: String,
+    /// Worked out from `text` once: the usual globs match without the general loop.
+    shape: Shape,
+}
+
+/// What a glob's text is, for [`Glob::matches`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Only `*`s: anything.
+    Any,
+    /// Text then one `*` at the end (`github/*`): a prefix.
+    Prefix,
+    /// No wildcard: the name itself.
+    Exact,
+    /// Anything else.
+    General,
 }
 
 impl Glob {
     /// A glob from its text.
     #[must_use]
     pub fn new(text: impl Into<String>) -> Self {
-        Self { text: text.into() }
+        let text = text.into();
+        let wild = |b: &u8| matches!(b, b'*' | b'?');
+        let shape = match text.as_bytes() {
+            t if !t.is_empty() && t.iter().all(|&b| b == b'*') => Shape::Any,
+            [head @ .., b'*'] if !head.iter().any(wild) => Shape::Prefix,
+            t if !t.iter().any(wild) => Shape::Exact,
+            _ => Shape::General,
+        };
+        Self { text, shape }
     }
 
     /// The glob as written.
@@ -33,7 +56,12 @@ impl Glob {
     /// Whether `name` matches, in O(len(glob) × len(name)) at worst (no backtracking blow-up).
     #[must_use]
     pub fn matches(&self, name: &str) -> bool {
-        matches(self.text.as_bytes(), name.as_bytes())
+        match self.shape {
+            Shape::Any => true,
+            Shape::Prefix => name.starts_with(&self.text[..self.text.len() - 1]),
+            Shape::Exact => name == self.text,
+            Shape::General => matches(self.text.as_bytes(), name.as_bytes()),
+        }
     }
 }
 
@@ -94,6 +122,17 @@ mod tests {
         fn a_name_matches_itself_and_star_matches_all(name in "[a-z_/]{0,20}") {
             prop_assert!(Glob::new(name.clone()).matches(&name));
             prop_assert!(Glob::new("*").matches(&name));
+        }
+
+        /// The shortcuts for the usual shapes (`*`, `prefix*`, no wildcard) answer as the
+        /// general loop does.
+        #[test]
+        fn every_shape_matches_as_the_general_loop(glob in "[ab*?/]{0,6}", name in "[ab/]{0,8}") {
+            prop_assert_eq!(
+                Glob::new(glob.clone()).matches(&name),
+                matches(glob.as_bytes(), name.as_bytes()),
+                "{} ~ {}", glob, name
+            );
         }
 
         #[test]

@@ -49,6 +49,7 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tower::Layer;
 
+use crate::audit::call::Outcome;
 use crate::audit::{self, Audit};
 use crate::authz::{Decision, Kind, Scope, Target};
 use crate::catalog::Catalog;
@@ -117,9 +118,12 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         // A tool the catalog lists (nearly every call) is looked up in place; anything else
         // (a prompt, a URI, an unknown or quarantined name) is routed in full, kept in
         // `routed` for the borrows below.
-        let routed;
-        let (kind, exposed, routes) = match listed_tool(&req, &catalog) {
-            Some((exposed, route)) => (Kind::Tool, exposed, vec![route]),
+        let (routed, listed, all);
+        let (kind, exposed, routes): (_, _, &[_]) = match listed_tool(&req, &catalog) {
+            Some((exposed, route)) => {
+                listed = [route];
+                (Kind::Tool, exposed, &listed)
+            }
             None => {
                 let Some(called) = req.routed(&catalog) else {
                     if req.caller.probe {
@@ -129,8 +133,8 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
                     return Box::pin(inner.call(req));
                 };
                 routed = called;
-                let routes = routes(&routed.reach, &routed.exposed, &catalog);
-                (routed.kind, routed.exposed.as_str(), routes)
+                all = routes(&routed.reach, &routed.exposed, &catalog);
+                (routed.kind, routed.exposed.as_str(), &all)
             }
         };
         // Parsed only if an argument rule applies to the call or the audit logs arguments.
@@ -139,22 +143,23 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         let arguments = || {
             takes_arguments.then(|| parsed.get_or_init(|| req.view.arguments_value(&req.message)))
         };
-        let decision = decide(&req, kind, exposed, &routes, arguments);
+        let decision = decide(&req, kind, exposed, routes, arguments);
         let audit = self.audit.clone();
         let (rule, reason) = match &decision {
             Decision::Allow if anonymous => ("no clients configured", None),
             Decision::Allow => ("allow", None),
             Decision::Deny { rule, reason } => (rule.as_str(), Some(reason.as_str())),
         };
-        let principal = req.caller.principal.clone();
-        let audit_id = audit::new_id();
-        let call = audit_call(&req, &audit_id, exposed, routes.first().copied());
+        let audit_id = &mut [0; audit::ID_LEN];
+        let audit_id = audit::new_id_in(audit_id);
+        let call = audit_call(&req, audit_id, exposed, routes.first().copied());
         let logged = audit.arguments(|| arguments().cloned().unwrap_or_default());
         audit.call_decision(&call, rule, reason, logged.as_ref());
         if let Some(reason) = reason {
+            let principal = &req.caller.principal;
             crate::telemetry::record::denied(principal.name(), denial_label(rule));
             let id = req.message.reply_id();
-            let error = denied(&principal, exposed, reason, &audit_id);
+            let error = denied(principal, exposed, reason, audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
         if req.caller.probe {
@@ -339,13 +344,13 @@ fn denied(principal: &Principal, exposed: &str, reason: &str, audit_id: &str) ->
 }
 
 /// `ok`, `is_error`, `error` (with its type) or `none`.
-fn outcome_of(reply: Option<&Message>) -> (&'static str, Option<String>) {
+fn outcome_of(reply: Option<&Message>) -> (Outcome, Option<String>) {
     let Some(reply) = reply else {
-        return ("none", None);
+        return (Outcome::None, None);
     };
     if let Some(error) = &reply.error {
         let kind = error.kind().unwrap_or_else(|| error.code.to_string());
-        return ("error", Some(kind));
+        return (Outcome::Error, Some(kind));
     }
     #[derive(serde::Deserialize)]
     struct Flag {
@@ -368,7 +373,14 @@ fn outcome_of(reply: Option<&Message>) -> (&'static str, Option<String>) {
         .filter(|r| may_flag(r.get()))
         .and_then(|r| serde_json::from_str::<Flag>(r.get()).ok())
         .is_some_and(|f| f.is_error);
-    (if is_error { "is_error" } else { "ok" }, None)
+    (
+        if is_error {
+            Outcome::IsError
+        } else {
+            Outcome::Ok
+        },
+        None,
+    )
 }
 
 /// Keeps in a list result only the items `scope` may see.

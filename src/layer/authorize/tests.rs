@@ -293,7 +293,7 @@ fn an_outcome_is_an_error_only_when_the_result_says_so_however_it_spells_it() {
         Message::parse(format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#).as_bytes())
             .unwrap()
     };
-    let outcome = |result: &str| super::outcome_of(Some(&reply(result))).0;
+    let outcome = |result: &str| super::outcome_of(Some(&reply(result))).0.as_str();
     assert_eq!(
         outcome(r#"{"content":[{"type":"text","text":"fine"}]}"#),
         "ok"
@@ -307,7 +307,7 @@ fn an_outcome_is_an_error_only_when_the_result_says_so_however_it_spells_it() {
         outcome(r#"{"content":[{"type":"text","text":"isError: true"}]}"#),
         "ok"
     );
-    assert_eq!(super::outcome_of(None).0, "none");
+    assert_eq!(super::outcome_of(None).0.as_str(), "none");
 }
 
 #[tokio::test]
