@@ -1,7 +1,7 @@
 //! The audit lines of one authorized request: its `decision` line, then, for an allowed call,
 //! its `outcome` line, both naming the same call under one audit id.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
@@ -75,18 +75,24 @@ impl Call {
         Self { shared }
     }
 
-    /// Appends the `decision` line (no newline): `deny` with its `reason` when there is one,
+    /// Appends the `decision` line (no newline), written at `at`: `deny` with its `reason` when there is one,
     /// else `allow`; `rule` is the part of the scope that decided; `arguments` as the log may
     /// show them. The line [`super::line`] writes for the same [`Entry`], written from
     /// pre-joined constants (this runs on every audited call).
     pub(super) fn write_decision(
         &self,
         out: &mut Vec<u8>,
+        at: SystemTime,
         rule: &str,
         reason: Option<&str>,
         arguments: Option<&Value>,
     ) {
-        self.start(out, b"{\"event\":\"decision\",\"time\":\"", rule.len() + 48);
+        self.start(
+            out,
+            b"{\"event\":\"decision\",\"time\":\"",
+            at,
+            rule.len() + 48,
+        );
         let mut line = Line(out);
         match reason {
             None if super::is_plain(rule.as_bytes()) => {
@@ -110,17 +116,18 @@ impl Call {
         line.0.push(b'}');
     }
 
-    /// Appends the `outcome` line of an allowed call (no newline): `outcome` (`ok`,
+    /// Appends the `outcome` line of an allowed call (no newline), written at `at`: `outcome` (`ok`,
     /// `is_error`, `error`, `none`), the error's type, and how long the call took below the
     /// authorization. As [`Call::write_decision`], the line [`super::line`] writes.
     pub(super) fn write_outcome(
         &self,
         out: &mut Vec<u8>,
+        at: SystemTime,
         outcome: Outcome,
         error_type: Option<&str>,
         took: Duration,
     ) {
-        self.start(out, b"{\"event\":\"outcome\",\"time\":\"", 64);
+        self.start(out, b"{\"event\":\"outcome\",\"time\":\"", at, 64);
         let mut line = Line(out);
         line.0.extend_from_slice(match outcome {
             Outcome::Ok => b",\"outcome\":\"ok\"",
@@ -136,13 +143,13 @@ impl Call {
         line.0.push(b'}');
     }
 
-    /// A line's start: `head` (its event and the time's key), the time now, the shared
+    /// A line's start: `head` (its event and the time's key), the time `at`, the shared
     /// members; room made once for them and `more` bytes.
-    fn start(&self, out: &mut Vec<u8>, head: &[u8], more: usize) {
+    fn start(&self, out: &mut Vec<u8>, head: &[u8], at: SystemTime, more: usize) {
         out.reserve(head.len() + super::time::LEN + 1 + self.shared.len() + more);
         out.extend_from_slice(head);
         let mut now = [0; super::time::LEN];
-        out.extend_from_slice(super::time::write(&mut now, std::time::SystemTime::now()));
+        out.extend_from_slice(super::time::write(&mut now, at));
         out.push(b'"');
         out.extend_from_slice(&self.shared);
     }
@@ -182,7 +189,7 @@ mod tests {
         let arguments = serde_json::json!({"q": "a\tb", "n": 1});
         let lines: [(Vec<u8>, Entry<'_>); 4] = [
             (
-                written(|out| call.write_decision(out, "allow", None, None)),
+                written(|out| call.write_decision(out, SystemTime::now(), "allow", None, None)),
                 Entry {
                     event: "decision",
                     decision: Some("allow"),
@@ -194,6 +201,7 @@ mod tests {
                 written(|out| {
                     call.write_decision(
                         out,
+                        SystemTime::now(),
                         "deny \"gh/*\"",
                         Some("no \u{2028}"),
                         Some(&arguments),
@@ -210,7 +218,13 @@ mod tests {
             ),
             (
                 written(|out| {
-                    call.write_outcome(out, Outcome::Ok, None, Duration::from_millis(12));
+                    call.write_outcome(
+                        out,
+                        SystemTime::now(),
+                        Outcome::Ok,
+                        None,
+                        Duration::from_millis(12),
+                    );
                 }),
                 Entry {
                     event: "outcome",
@@ -221,7 +235,13 @@ mod tests {
             ),
             (
                 written(|out| {
-                    call.write_outcome(out, Outcome::Error, Some("a\"b"), Duration::from_secs(3));
+                    call.write_outcome(
+                        out,
+                        SystemTime::now(),
+                        Outcome::Error,
+                        Some("a\"b"),
+                        Duration::from_secs(3),
+                    );
                 }),
                 Entry {
                     event: "outcome",

@@ -195,28 +195,31 @@ fn write_line(out: &mut Vec<u8>, entry: &Entry<'_>) {
 
 /// Whether `bytes` hold nothing JSON escapes: no `"`, `\\` or control character below 0x20
 /// (what `serde_json` escapes), eight bytes at a time (the classic "has a byte less than n"
-/// and "has a zero byte" word tricks, exact for whether any byte matches).
+/// and "has a zero byte" word tricks, exact for whether any byte matches). The last word
+/// overlaps the one before it, and a string shorter than a word is padded with a plain byte:
+/// no byte-by-byte tail.
 fn is_plain(bytes: &[u8]) -> bool {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
     const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
     const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
     let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
-    let mut words = bytes.chunks_exact(8);
-    let mut found = 0;
-    for word in &mut words {
-        let mut eight = [0; 8];
-        eight.copy_from_slice(word);
+    let flags = |word: &[u8]| {
+        let mut eight = [b'a'; 8];
+        eight[..word.len()].copy_from_slice(word);
         let x = u64::from_ne_bytes(eight);
-        found |= x.wrapping_sub(ONES * 0x20) & !x & HIGHS
+        x.wrapping_sub(ONES * 0x20) & !x & HIGHS
             | zero_byte(x ^ QUOTES)
-            | zero_byte(x ^ BACKSLASHES);
+            | zero_byte(x ^ BACKSLASHES)
+    };
+    if bytes.len() < 8 {
+        return flags(bytes) == 0;
+    }
+    let mut found = flags(&bytes[bytes.len() - 8..]);
+    for word in bytes.chunks_exact(8) {
+        found |= flags(word);
     }
     found == 0
-        && words
-            .remainder()
-            .iter()
-            .all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
 /// An audit line being written.
@@ -272,16 +275,16 @@ impl Line<'_> {
         let upstream = upstream.unwrap_or_default();
         let optional = [called.subject, tool, called.run];
         let plain = |s: &str| is_plain(s.as_bytes());
-        let all_plain = [
-            called.audit_id,
-            called.principal,
-            called.session,
-            called.method,
-        ]
-        .into_iter()
-        .chain(optional.into_iter().flatten())
-        .chain(upstream.iter().copied())
-        .all(plain);
+        let maybe = |s: Option<&str>| s.is_none_or(plain);
+        // `&`, not `&&`: when all are plain (nearly always) every one is looked at anyway.
+        let all_plain = plain(called.audit_id)
+            & plain(called.principal)
+            & plain(called.session)
+            & plain(called.method)
+            & maybe(called.subject)
+            & maybe(tool)
+            & maybe(called.run)
+            & upstream.iter().all(|s| plain(s));
         if all_plain {
             // Nearly every call: the keys and values copied one after the other into room
             // made once (no check, no escape per member).
@@ -528,26 +531,29 @@ impl Audit {
         self.record(|out| write_line(out, entry));
     }
 
-    /// Logs `call`'s decision line (see [`call::Call::write_decision`]).
+    /// Logs `call`'s decision line, made `at` (see [`call::Call::write_decision`]).
     pub fn call_decision(
         &self,
         call: &call::Call,
+        at: std::time::SystemTime,
         rule: &str,
         reason: Option<&str>,
         arguments: Option<&Value>,
     ) {
-        self.record(|out| call.write_decision(out, rule, reason, arguments));
+        self.record(|out| call.write_decision(out, at, rule, reason, arguments));
     }
 
-    /// Logs `call`'s outcome line (see [`call::Call::write_outcome`]).
+    /// Logs `call`'s outcome line: the call ended `took` after it was decided `at` (one clock
+    /// read for both lines' times; see [`call::Call::write_outcome`]).
     pub fn call_outcome(
         &self,
         call: &call::Call,
+        at: std::time::SystemTime,
         outcome: call::Outcome,
         error_type: Option<&str>,
         took: std::time::Duration,
     ) {
-        self.record(|out| call.write_outcome(out, outcome, error_type, took));
+        self.record(|out| call.write_outcome(out, at + took, outcome, error_type, took));
     }
 
     /// [`Audit::start`], falling back to stderr (with an error logged) when the file cannot be

@@ -65,6 +65,51 @@ impl Glob {
     }
 }
 
+impl Glob {
+    /// Whether the name that `parts` spell one after the other matches, without writing it
+    /// out; `None` for a glob of the general shape, which needs the name whole.
+    pub(crate) fn matches_parts(&self, parts: &[&str]) -> Option<bool> {
+        let text = self.text.as_bytes();
+        match self.shape {
+            Shape::Any => Some(true),
+            Shape::Prefix => Some(starts_with_parts(parts, &text[..text.len() - 1])),
+            Shape::Exact => Some(equals_parts(parts, text)),
+            Shape::General => None,
+        }
+    }
+
+    /// Whether [`Glob::matches_parts`] answers for this glob.
+    pub(crate) fn matches_by_parts(&self) -> bool {
+        self.shape != Shape::General
+    }
+}
+
+/// Whether `parts` one after the other begin with `prefix`.
+fn starts_with_parts(parts: &[&str], mut prefix: &[u8]) -> bool {
+    for part in parts {
+        let part = part.as_bytes();
+        if prefix.len() <= part.len() {
+            return part.starts_with(prefix);
+        }
+        let Some(rest) = prefix.strip_prefix(part) else {
+            return false;
+        };
+        prefix = rest;
+    }
+    prefix.is_empty()
+}
+
+/// Whether `parts` one after the other are `text`.
+fn equals_parts(parts: &[&str], mut text: &[u8]) -> bool {
+    for part in parts {
+        let Some(rest) = text.strip_prefix(part.as_bytes()) else {
+            return false;
+        };
+        text = rest;
+    }
+    text.is_empty()
+}
+
 /// Iterative wildcard match with one backtrack point (the last `*`), which is enough because a
 /// later `*` can always absorb what an earlier one would have.
 fn matches(pattern: &[u8], text: &[u8]) -> bool {
@@ -133,6 +178,22 @@ mod tests {
                 matches(glob.as_bytes(), name.as_bytes()),
                 "{} ~ {}", glob, name
             );
+        }
+
+        /// Matching the parts of a name is matching the name, for every glob that answers.
+        #[test]
+        fn parts_match_as_their_name(
+            glob in "[ab*/]{0,5}",
+            parts in proptest::collection::vec("[ab/]{0,3}", 0..4),
+        ) {
+            let glob = Glob::new(glob);
+            let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+            let whole = parts.concat();
+            if let Some(answer) = glob.matches_parts(&parts) {
+                prop_assert_eq!(answer, glob.matches(&whole), "{:?} ~ {:?}", glob, parts);
+            } else {
+                prop_assert!(!glob.matches_by_parts());
+            }
         }
 
         #[test]

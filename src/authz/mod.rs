@@ -132,6 +132,9 @@ pub struct Scope {
     rules: Vec<ArgRule>,
     /// [`Scope::key`], computed once.
     key: Arc<str>,
+    /// Every glob (allow, deny, the rules') answers on a name's parts
+    /// ([`Glob::matches_parts`]): an allowed call or item is decided without writing its key.
+    by_parts: bool,
 }
 
 impl Scope {
@@ -139,12 +142,32 @@ impl Scope {
     #[must_use]
     pub fn new(allow: Vec<Glob>, deny: Vec<Glob>, rules: Vec<ArgRule>) -> Self {
         let key = visibility_key(&allow, &deny).into();
+        let by_parts = allow
+            .iter()
+            .chain(&deny)
+            .chain(rules.iter().flat_map(|r| &r.tools))
+            .all(Glob::matches_by_parts);
         Self {
             allow,
             deny,
             rules,
             key,
+            by_parts,
         }
+    }
+
+    /// Whether `target` is allowed with no argument rule to check, decided on its parts
+    /// without writing its key; `false` when that cannot be told so (then the full check
+    /// decides, and writes the reasons).
+    fn plainly_allowed(&self, target: Target<'_>) -> bool {
+        if !self.by_parts {
+            return false;
+        }
+        let parts = [target.kind.prefix(), target.server, "/", target.name];
+        let matching = |g: &Glob| g.matches_parts(&parts) == Some(true);
+        !self.deny.iter().any(matching)
+            && self.allow.iter().any(matching)
+            && !self.rules.iter().any(|r| r.tools.iter().any(matching))
     }
 
     /// What decides the list phase, as one string: equal keys, equal visibility (argument
@@ -181,6 +204,9 @@ impl Scope {
     /// lines, schemas). Argument rules do not hide a tool: some arguments may be allowed.
     #[must_use]
     pub fn may_see(&self, target: Target<'_>) -> bool {
+        if self.plainly_allowed(target) {
+            return true;
+        }
         target.with_key(|key| self.visibility(key).is_ok())
     }
 
@@ -199,6 +225,9 @@ impl Scope {
         target: Target<'_>,
         arguments: impl FnOnce() -> Option<&'a Map<String, Value>>,
     ) -> Decision {
+        if self.plainly_allowed(target) {
+            return Decision::Allow;
+        }
         let applying = target.with_key(|key| {
             self.visibility(key)?;
             Ok(self
