@@ -1,7 +1,7 @@
 //! The audit lines of one authorized request: its `decision` line, then, for an allowed call,
 //! its `outcome` line, both naming the same call under one audit id.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -82,7 +82,7 @@ impl Call {
     pub(super) fn write_decision(
         &self,
         out: &mut Vec<u8>,
-        at: SystemTime,
+        at: Duration,
         rule: &str,
         reason: Option<&str>,
         arguments: Option<&Value>,
@@ -122,7 +122,7 @@ impl Call {
     pub(super) fn write_outcome(
         &self,
         out: &mut Vec<u8>,
-        at: SystemTime,
+        at: Duration,
         outcome: Outcome,
         error_type: Option<&str>,
         took: Duration,
@@ -143,13 +143,14 @@ impl Call {
         line.0.push(b'}');
     }
 
-    /// A line's start: `head` (its event and the time's key), the time `at`, the shared
+    /// A line's start: `head` (its event and the time's key), the time `at` (since the Unix
+    /// epoch), the shared
     /// members; room made once for them and `more` bytes.
-    fn start(&self, out: &mut Vec<u8>, head: &[u8], at: SystemTime, more: usize) {
+    fn start(&self, out: &mut Vec<u8>, head: &[u8], at: Duration, more: usize) {
         out.reserve(head.len() + super::time::LEN + 1 + self.shared.len() + more);
         out.extend_from_slice(head);
         let mut now = [0; super::time::LEN];
-        out.extend_from_slice(super::time::write(&mut now, at));
+        out.extend_from_slice(super::time::write_since(&mut now, at));
         out.push(b'"');
         out.extend_from_slice(&self.shared);
     }
@@ -189,7 +190,7 @@ mod tests {
         let arguments = serde_json::json!({"q": "a\tb", "n": 1});
         let lines: [(Vec<u8>, Entry<'_>); 4] = [
             (
-                written(|out| call.write_decision(out, SystemTime::now(), "allow", None, None)),
+                written(|out| call.write_decision(out, super::super::now(), "allow", None, None)),
                 Entry {
                     event: "decision",
                     decision: Some("allow"),
@@ -201,7 +202,7 @@ mod tests {
                 written(|out| {
                     call.write_decision(
                         out,
-                        SystemTime::now(),
+                        super::super::now(),
                         "deny \"gh/*\"",
                         Some("no \u{2028}"),
                         Some(&arguments),
@@ -220,7 +221,7 @@ mod tests {
                 written(|out| {
                     call.write_outcome(
                         out,
-                        SystemTime::now(),
+                        super::super::now(),
                         Outcome::Ok,
                         None,
                         Duration::from_millis(12),
@@ -237,7 +238,7 @@ mod tests {
                 written(|out| {
                     call.write_outcome(
                         out,
-                        SystemTime::now(),
+                        super::super::now(),
                         Outcome::Error,
                         Some("a\"b"),
                         Duration::from_secs(3),

@@ -368,6 +368,13 @@ pub fn redacted(arguments: &Value, redact: &[String]) -> Value {
     }
 }
 
+/// The time now as the audit lines take it: since the Unix epoch (one clock read for a call's
+/// two lines: the outcome's is this plus how long the call took).
+#[must_use]
+pub fn now() -> std::time::Duration {
+    time::since_epoch(std::time::SystemTime::now())
+}
+
 /// A new audit id: a random (v4) UUID's 32 hex digits.
 #[must_use]
 pub fn new_id() -> String {
@@ -531,11 +538,11 @@ impl Audit {
         self.record(|out| write_line(out, entry));
     }
 
-    /// Logs `call`'s decision line, made `at` (see [`call::Call::write_decision`]).
+    /// Logs `call`'s decision line, made `at` ([`now`]; see [`call::Call::write_decision`]).
     pub fn call_decision(
         &self,
         call: &call::Call,
-        at: std::time::SystemTime,
+        at: std::time::Duration,
         rule: &str,
         reason: Option<&str>,
         arguments: Option<&Value>,
@@ -548,7 +555,7 @@ impl Audit {
     pub fn call_outcome(
         &self,
         call: &call::Call,
-        at: std::time::SystemTime,
+        at: std::time::Duration,
         outcome: call::Outcome,
         error_type: Option<&str>,
         took: std::time::Duration,

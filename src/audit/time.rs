@@ -22,11 +22,20 @@ pub(crate) const LEN: usize = 24;
 /// copies them without a UTF-8 check). The date and time to the second are worked out once a
 /// second per thread (a busy gateway writes many lines a second).
 pub(crate) fn write(out: &mut [u8; LEN], t: SystemTime) -> &[u8] {
+    write_since(out, since_epoch(t))
+}
+
+/// `t` as the time since the Unix epoch (zero before it).
+pub(crate) fn since_epoch(t: SystemTime) -> std::time::Duration {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+/// [`write`] of the time `since` the Unix epoch.
+pub(crate) fn write_since(out: &mut [u8; LEN], since: std::time::Duration) -> &[u8] {
     thread_local! {
         /// The last second written on this thread, and its text up to the seconds.
         static LAST: std::cell::Cell<(u64, [u8; 19])> = const { std::cell::Cell::new((u64::MAX, [0; 19])) };
     }
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let (last, mut seconds) = LAST.get();
     if last != secs {

@@ -70,8 +70,10 @@ struct Exposed {
     prompts: Vec<Option<String>>,
 }
 
-/// Exposed name → (upstream index, the upstream's own name).
-type Routes = HashMap<String, (usize, String)>;
+/// Exposed name → (upstream index, the upstream's own name). Hashed with foldhash (seeded per
+/// process): every routed call looks a name up here, and `SipHash` cost more than the rest of
+/// the look-up; the keys are the upstreams' names, not the clients'.
+type Routes = HashMap<String, (usize, String), foldhash::fast::RandomState>;
 
 /// A snapshot of every upstream's lists and the names hosts see. Immutable: a change builds a
 /// new one (see the [module docs](super)).

@@ -154,7 +154,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         let audit_id = audit::new_id_in(audit_id);
         let call = audit_call(&req, audit_id, exposed, routes.first().copied());
         let logged = audit.arguments(|| arguments().cloned().unwrap_or_default());
-        let decided = std::time::SystemTime::now();
+        let decided = audit::now();
         audit.call_decision(&call, decided, rule, reason, logged.as_ref());
         if let Some(reason) = reason {
             let principal = &req.caller.principal;
@@ -166,9 +166,12 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         if req.caller.probe {
             return probe_not_found(&req, exposed.to_owned());
         }
+        // Called here, not in the future: the future then holds the call's future, not the
+        // whole request.
+        let started = std::time::Instant::now();
+        let reply = inner.call(req);
         Box::pin(async move {
-            let started = std::time::Instant::now();
-            let reply = inner.call(req).await?;
+            let reply = reply.await?;
             let took = started.elapsed();
             let (outcome, error_type) = outcome_of(reply.as_ref());
             audit.call_outcome(&call, decided, outcome, error_type.as_deref(), took);
