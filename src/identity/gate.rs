@@ -98,6 +98,34 @@ impl Gate {
         result
     }
 
+    /// [`Gate::authenticate`] for a connection that remembers its last API key in `memo`: the
+    /// same key again, under the same directory, is the same principal without the key's
+    /// SHA-256 and the scan of every client's digest (an HTTP client sends its key with every
+    /// request on a keep-alive connection). A reload (a new directory) forgets it; bearer
+    /// tokens are verified every time (they expire).
+    ///
+    /// # Errors
+    /// As [`Gate::authenticate`].
+    pub fn authenticate_with(
+        &self,
+        credential: Credential<'_>,
+        memo: &KeyMemo,
+    ) -> Result<Arc<Principal>, Refusal> {
+        let Credential::ApiKey(key) = credential else {
+            return self.authenticate(credential);
+        };
+        let directory = self.directory.load();
+        if directory.is_open() {
+            return Ok(Principal::anonymous());
+        }
+        if let Some(principal) = memo.recall(&directory, key) {
+            return Ok(principal);
+        }
+        let principal = Arc::new(directory.authenticate(credential)?);
+        memo.keep(&directory, key, &principal);
+        Ok(principal)
+    }
+
     /// Replaces the JWKS of the directory in use (a refresh).
     pub fn set_jwks(&self, keys: &Arc<jsonwebtoken::jwk::JwkSet>) {
         self.directory.rcu(|current| {
@@ -169,5 +197,57 @@ mod tests {
         assert_eq!(p.name(), "alice");
         assert_eq!(gate.stdio(Some("alice")).expect("alice").name(), "alice");
         assert!(gate.stdio(Some("bob")).is_err());
+    }
+}
+
+/// The last API key one connection presented and the principal it proved, under the directory
+/// that said so ([`Gate::authenticate_with`]). The key is compared in constant time.
+///
+/// ```
+/// use mcp_budget::authz::Scope;
+/// use mcp_budget::identity::{api_key::digest, Client, Credential, Directory, Gate, KeyMemo};
+///
+/// let alice = Client::new("alice", Scope::everything()).with_key(digest("k-alice"));
+/// let gate = Gate::new(Directory::new(vec![alice]), Default::default());
+/// let memo = KeyMemo::default();
+/// let first = gate.authenticate_with(Credential::ApiKey("k-alice"), &memo).unwrap();
+/// let again = gate.authenticate_with(Credential::ApiKey("k-alice"), &memo).unwrap();
+/// assert!(std::sync::Arc::ptr_eq(&first, &again), "remembered");
+/// assert!(gate.authenticate_with(Credential::ApiKey("k-eve"), &memo).is_err());
+/// // A reload forgets it: the same key is verified again under the new directory.
+/// let bob = Client::new("bob", Scope::everything()).with_key(digest("k-bob"));
+/// gate.directory().store(std::sync::Arc::new(Directory::new(vec![bob])));
+/// assert!(gate.authenticate_with(Credential::ApiKey("k-alice"), &memo).is_err(), "revoked");
+/// ```
+#[derive(Debug, Default)]
+pub struct KeyMemo(std::sync::Mutex<Option<Remembered>>);
+
+#[derive(Debug)]
+struct Remembered {
+    /// The directory that verified the key (held weakly: a reload frees the old one, and the
+    /// pointer is never reused while this is held).
+    directory: std::sync::Weak<Directory>,
+    key: Box<[u8]>,
+    principal: Arc<Principal>,
+}
+
+impl KeyMemo {
+    /// The principal of `key` when it is the key remembered under `directory`.
+    fn recall(&self, directory: &Arc<Directory>, key: &str) -> Option<Arc<Principal>> {
+        use subtle::ConstantTimeEq;
+        let memo = crate::lock::lock(&self.0);
+        let kept = memo.as_ref()?;
+        let same = std::ptr::eq(kept.directory.as_ptr(), Arc::as_ptr(directory))
+            && bool::from(kept.key.as_ref().ct_eq(key.as_bytes()));
+        same.then(|| kept.principal.clone())
+    }
+
+    /// Remembers that `key` proved `principal` under `directory`.
+    fn keep(&self, directory: &Arc<Directory>, key: &str, principal: &Arc<Principal>) {
+        *crate::lock::lock(&self.0) = Some(Remembered {
+            directory: Arc::downgrade(directory),
+            key: key.as_bytes().into(),
+            principal: principal.clone(),
+        });
     }
 }

@@ -31,7 +31,7 @@ pub mod jwt;
 
 pub(crate) use from_policy::client_of;
 pub use from_policy::read_jwks;
-pub use gate::{Gate, Protected};
+pub use gate::{Gate, KeyMemo, Protected};
 
 use std::sync::Arc;
 

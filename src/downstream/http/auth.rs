@@ -24,17 +24,22 @@ pub(super) fn principal(
     headers: &HeaderMap,
     uri: &Uri,
 ) -> Result<Arc<Principal>, Box<Response>> {
+    let peer = Peer::current();
     // The open gateway's whole cost: one load of the directory.
     let principal = if gate.is_open() {
         Principal::anonymous()
     } else {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let credential = Credential::from_headers(text("authorization"), text("x-api-key"));
-        gate.authenticate(credential)
-            .map_err(|refusal| Box::new(refuse(gate, headers, uri, &refusal)))?
+        // A keep-alive connection sends the same API key with every request: verified once.
+        match &peer {
+            Some(peer) => gate.authenticate_with(credential, &peer.keys),
+            None => gate.authenticate(credential),
+        }
+        .map_err(|refusal| Box::new(refuse(gate, headers, uri, &refusal)))?
     };
     // The connection counts against this client from now on (see `Peer::claim`).
-    if let Some(peer) = Peer::current() {
+    if let Some(peer) = peer {
         peer.claim(&principal)
             .map_err(|refusal| Box::new(too_many_connections(refusal)))?;
     }

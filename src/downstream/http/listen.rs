@@ -108,6 +108,9 @@ pub(super) struct Peer {
     /// and it served one): such a connection is never closed for a newcomer. Written under
     /// the [`Counts`] lock, read without it on every request.
     claimed: AtomicBool,
+    /// The last API key a request on it presented, and whose it is
+    /// ([`crate::identity::Gate::authenticate_with`]).
+    pub(super) keys: crate::identity::KeyMemo,
 }
 
 impl Peer {
@@ -395,6 +398,7 @@ fn admit(
         counts: counts.clone(),
         per_client: config.max_connections_per_client,
         claimed: AtomicBool::new(false),
+        keys: crate::identity::KeyMemo::default(),
     });
     let conn = Conn {
         owner,
