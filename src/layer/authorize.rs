@@ -166,18 +166,28 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         if req.caller.probe {
             return probe_not_found(&req, exposed.to_owned());
         }
-        // Called here, not in the future: the future then holds the call's future, not the
-        // whole request.
-        let started = std::time::Instant::now();
-        let reply = inner.call(req);
-        Box::pin(async move {
-            let reply = reply.await?;
-            let took = started.elapsed();
-            let (outcome, error_type) = outcome_of(reply.as_ref());
-            audit.call_outcome(&call, decided, outcome, error_type.as_deref(), took);
-            Ok(reply)
-        })
+        outcome_logged(inner, req, audit, call, decided)
     }
+}
+
+/// `req` called below, its outcome line logged when it answers. Called here, not in the
+/// future: the future then holds the call's future, not the whole request.
+fn outcome_logged<S: Inner>(
+    mut inner: S,
+    req: McpRequest,
+    audit: Audit,
+    call: audit::call::Call,
+    decided: std::time::Duration,
+) -> McpFuture {
+    let started = std::time::Instant::now();
+    let reply = inner.call(req);
+    Box::pin(async move {
+        let reply = reply.await?;
+        let took = started.elapsed();
+        let (outcome, error_type) = outcome_of(reply.as_ref());
+        audit.call_outcome(&call, decided, outcome, error_type.as_deref(), took);
+        Ok(reply)
+    })
 }
 
 impl AuthorizeLayer {
