@@ -7,7 +7,7 @@ use serde_json::Value;
 
 #[cfg(doc)]
 use super::Entry;
-use super::Line;
+use super::{Line, Members};
 
 /// Who made a call and what it calls: the members a call's two lines share.
 #[derive(Debug, Clone, Copy, Default)]
@@ -71,7 +71,16 @@ impl Call {
     pub fn new(called: &Called<'_>) -> Self {
         let mut shared = Vec::with_capacity(256);
         let upstream = called.upstream.map(|(server, name)| [server, "/", name]);
-        Line(&mut shared).shared(called, true, upstream.as_ref().map(<[&str; 3]>::as_slice));
+        Line(&mut shared).shared(&Members {
+            audit_id: called.audit_id,
+            principal: called.principal,
+            subject: called.subject,
+            session: called.session,
+            method: called.method,
+            tool: Some(called.tool),
+            upstream: upstream.as_ref().map_or(&[], <[&str; 3]>::as_slice),
+            run: called.run,
+        });
         Self { shared }
     }
 

@@ -157,22 +157,17 @@ fn write_line(out: &mut Vec<u8>, entry: &Entry<'_>) {
     } else {
         line.text(b",\"time\":", Some(&entry.time));
     }
-    let called = call::Called {
+    let upstream = entry.upstream.as_deref().map(|u| [u]);
+    line.shared(&Members {
         audit_id: entry.audit_id,
         principal: entry.principal,
         subject: entry.subject,
         session: entry.session,
         method: entry.method,
-        tool: entry.tool.unwrap_or_default(),
-        upstream: None,
+        tool: entry.tool,
+        upstream: upstream.as_ref().map_or(&[], <[&str; 1]>::as_slice),
         run: entry.run_audit_id,
-    };
-    let upstream = entry.upstream.as_deref().map(|u| [u]);
-    line.shared(
-        &called,
-        entry.tool.is_some(),
-        upstream.as_ref().map(<[&str; 1]>::as_slice),
-    );
+    });
     line.text(b",\"decision\":", entry.decision);
     line.text(b",\"rule\":", entry.rule);
     line.text(b",\"reason\":", entry.reason);
@@ -222,6 +217,21 @@ fn is_plain(bytes: &[u8]) -> bool {
     found == 0
 }
 
+/// The members a call's two lines share ([`Line::shared`]): what [`call::Call`] writes once
+/// for both, and what an [`Entry`] holds of them.
+#[derive(Debug, Clone, Copy)]
+struct Members<'a> {
+    audit_id: &'a str,
+    principal: &'a str,
+    subject: Option<&'a str>,
+    session: &'a str,
+    method: &'a str,
+    tool: Option<&'a str>,
+    /// `upstream`, written from its parts (`server`, `/`, `name`); empty: none.
+    upstream: &'a [&'a str],
+    run: Option<&'a str>,
+}
+
 /// An audit line being written.
 struct Line<'o>(&'o mut Vec<u8>);
 
@@ -268,22 +278,29 @@ impl Line<'_> {
         self.0.push(b'"');
     }
 
-    /// The members a call's two lines share, from `audit_id` to `run_audit_id` (`tool` only
-    /// when `with_tool`); `upstream` is written from its parts (`server`, `/`, `name`).
-    fn shared(&mut self, called: &call::Called<'_>, with_tool: bool, upstream: Option<&[&str]>) {
-        let tool = with_tool.then_some(called.tool);
-        let upstream = upstream.unwrap_or_default();
-        let optional = [called.subject, tool, called.run];
+    /// The members a call's two lines share, from `audit_id` to `run_audit_id`.
+    fn shared(&mut self, members: &Members<'_>) {
+        let Members {
+            audit_id,
+            principal,
+            subject,
+            session,
+            method,
+            tool,
+            upstream,
+            run,
+        } = *members;
+        let optional = [subject, tool, run];
         let plain = |s: &str| is_plain(s.as_bytes());
         let maybe = |s: Option<&str>| s.is_none_or(plain);
         // `&`, not `&&`: when all are plain (nearly always) every one is looked at anyway.
-        let all_plain = plain(called.audit_id)
-            & plain(called.principal)
-            & plain(called.session)
-            & plain(called.method)
-            & maybe(called.subject)
+        let all_plain = plain(audit_id)
+            & plain(principal)
+            & plain(session)
+            & plain(method)
+            & maybe(subject)
             & maybe(tool)
-            & maybe(called.run)
+            & maybe(run)
             & upstream.iter().all(|s| plain(s));
         if all_plain {
             // Nearly every call: the keys and values copied one after the other into room
@@ -291,10 +308,10 @@ impl Line<'_> {
             let out = &mut *self.0;
             let len = |s: Option<&str>| s.map_or(0, |s| s.len() + 16);
             out.reserve(
-                called.audit_id.len()
-                    + called.principal.len()
-                    + called.session.len()
-                    + called.method.len()
+                audit_id.len()
+                    + principal.len()
+                    + session.len()
+                    + method.len()
                     + optional.into_iter().map(len).sum::<usize>()
                     + upstream.iter().map(|s| s.len()).sum::<usize>()
                     + 96,
@@ -305,13 +322,13 @@ impl Line<'_> {
                 out.extend_from_slice(value.as_bytes());
                 out.push(b'"');
             }
-            put(out, b",\"audit_id\":\"", called.audit_id);
-            put(out, b",\"principal\":\"", called.principal);
-            if let Some(subject) = called.subject {
+            put(out, b",\"audit_id\":\"", audit_id);
+            put(out, b",\"principal\":\"", principal);
+            if let Some(subject) = subject {
                 put(out, b",\"subject\":\"", subject);
             }
-            put(out, b",\"session\":\"", called.session);
-            put(out, b",\"method\":\"", called.method);
+            put(out, b",\"session\":\"", session);
+            put(out, b",\"method\":\"", method);
             if let Some(tool) = tool {
                 put(out, b",\"tool\":\"", tool);
             }
@@ -322,21 +339,21 @@ impl Line<'_> {
                 }
                 out.push(b'"');
             }
-            if let Some(run) = called.run {
+            if let Some(run) = run {
                 put(out, b",\"run_audit_id\":\"", run);
             }
             return;
         }
-        self.text(b",\"audit_id\":", Some(called.audit_id));
-        self.text(b",\"principal\":", Some(called.principal));
-        self.text(b",\"subject\":", called.subject);
-        self.text(b",\"session\":", Some(called.session));
-        self.text(b",\"method\":", Some(called.method));
+        self.text(b",\"audit_id\":", Some(audit_id));
+        self.text(b",\"principal\":", Some(principal));
+        self.text(b",\"subject\":", subject);
+        self.text(b",\"session\":", Some(session));
+        self.text(b",\"method\":", Some(method));
         self.text(b",\"tool\":", tool);
         if !upstream.is_empty() {
             self.parts(b",\"upstream\":", upstream);
         }
-        self.text(b",\"run_audit_id\":", called.run);
+        self.text(b",\"run_audit_id\":", run);
     }
 
     /// `key` and `value` as `serde_json` writes it, when there is one.
