@@ -172,7 +172,8 @@ struct Inner {
     spec: UpstreamSpec,
     capabilities: Value,
     link: Mutex<Option<Arc<Link>>>,
-    pending: Mutex<HashMap<i64, Pending>>,
+    /// Hashed with foldhash: the gateway's own ids (a counter), looked up twice a call.
+    pending: Mutex<HashMap<i64, Pending, foldhash::fast::RandomState>>,
     /// Progress token the upstream sees → (the client's token, its channel, the request id).
     progress: Mutex<HashMap<String, (Value, Outbound, i64)>>,
     /// Gateway id of a server→client request (unguessable) → the server's id, the client
@@ -243,7 +244,7 @@ impl Upstream {
                 spec,
                 capabilities,
                 link: Mutex::new(None),
-                pending: Mutex::new(HashMap::new()),
+                pending: Mutex::new(HashMap::default()),
                 progress: Mutex::new(HashMap::new()),
                 server_requests: Mutex::new(HashMap::new()),
                 turns: turns::Turns::default(),
