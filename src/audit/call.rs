@@ -84,10 +84,10 @@ impl Call {
         Self { shared }
     }
 
-    /// Appends the `decision` line (no newline), written at `at`: `deny` with its `reason` when there is one,
-    /// else `allow`; `rule` is the part of the scope that decided; `arguments` as the log may
-    /// show them. The line [`super::line`] writes for the same [`Entry`], written from
-    /// pre-joined constants (this runs on every audited call).
+    /// Appends the `decision` line (no newline), written at `at`: `deny` with its `reason`
+    /// when there is one, else `allow`; `rule` is the part of the scope that decided;
+    /// `arguments` as the log may show them. The line [`super::line`] writes for the same
+    /// [`Entry`], written from pre-joined constants (this runs on every audited call).
     pub(super) fn write_decision(
         &self,
         out: &mut Vec<u8>,
@@ -125,8 +125,8 @@ impl Call {
         line.0.push(b'}');
     }
 
-    /// Appends the `outcome` line of an allowed call (no newline), written at `at`: `outcome` (`ok`,
-    /// `is_error`, `error`, `none`), the error's type, and how long the call took below the
+    /// Appends the `outcome` line of an allowed call (no newline), written at `at`: `outcome`
+    /// ([`Outcome::as_str`]), the error's type, and how long the call took below the
     /// authorization. As [`Call::write_decision`], the line [`super::line`] writes.
     pub(super) fn write_outcome(
         &self,
@@ -138,23 +138,17 @@ impl Call {
     ) {
         self.start(out, b"{\"event\":\"outcome\",\"time\":\"", at, 64);
         let mut line = Line(out);
-        line.0.extend_from_slice(match outcome {
-            Outcome::Ok => b",\"outcome\":\"ok\"",
-            Outcome::IsError => b",\"outcome\":\"is_error\"",
-            Outcome::Error => b",\"outcome\":\"error\"",
-            Outcome::None => b",\"outcome\":\"none\"",
-        });
+        line.plain(b",\"outcome\":", outcome.as_str().as_bytes());
         line.text(b",\"error_type\":", error_type);
-        let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-        line.0.extend_from_slice(b",\"duration_ms\":");
-        line.0
-            .extend_from_slice(itoa::Buffer::new().format(ms).as_bytes());
+        line.number(
+            b",\"duration_ms\":",
+            u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+        );
         line.0.push(b'}');
     }
 
     /// A line's start: `head` (its event and the time's key), the time `at` (since the Unix
-    /// epoch), the shared
-    /// members; room made once for them and `more` bytes.
+    /// epoch), the shared members; room made once for them and `more` bytes.
     fn start(&self, out: &mut Vec<u8>, head: &[u8], at: Duration, more: usize) {
         out.reserve(head.len() + super::time::LEN + 1 + self.shared.len() + more);
         out.extend_from_slice(head);

@@ -174,9 +174,7 @@ fn write_line(out: &mut Vec<u8>, entry: &Entry<'_>) {
     line.text(b",\"outcome\":", entry.outcome);
     line.text(b",\"error_type\":", entry.error_type.as_deref());
     if let Some(ms) = entry.duration_ms {
-        line.0.extend_from_slice(b",\"duration_ms\":");
-        line.0
-            .extend_from_slice(itoa::Buffer::new().format(ms).as_bytes());
+        line.number(b",\"duration_ms\":", ms);
     }
     line.value(b",\"arguments\":", entry.arguments.as_ref());
     line.text(b",\"old_hash\":", entry.old_hash);
@@ -354,6 +352,13 @@ impl Line<'_> {
             self.parts(b",\"upstream\":", upstream);
         }
         self.text(b",\"run_audit_id\":", run);
+    }
+
+    /// `key` and the integer `n` (written with `itoa`, as `serde_json` writes it).
+    fn number(&mut self, key: &[u8], n: u64) {
+        self.0.extend_from_slice(key);
+        self.0
+            .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     }
 
     /// `key` and `value` as `serde_json` writes it, when there is one.

@@ -56,16 +56,10 @@ impl Glob {
     /// Whether `name` matches, in O(len(glob) × len(name)) at worst (no backtracking blow-up).
     #[must_use]
     pub fn matches(&self, name: &str) -> bool {
-        match self.shape {
-            Shape::Any => true,
-            Shape::Prefix => name.starts_with(&self.text[..self.text.len() - 1]),
-            Shape::Exact => name == self.text,
-            Shape::General => matches(self.text.as_bytes(), name.as_bytes()),
-        }
+        self.matches_parts(&[name])
+            .unwrap_or_else(|| matches(self.text.as_bytes(), name.as_bytes()))
     }
-}
 
-impl Glob {
     /// Whether the name that `parts` spell one after the other matches, without writing it
     /// out; `None` for a glob of the general shape, which needs the name whole.
     pub(crate) fn matches_parts(&self, parts: &[&str]) -> Option<bool> {
