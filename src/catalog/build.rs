@@ -9,8 +9,9 @@
 //! stays valid for LLM APIs ([`crate::naming`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{CatalogTool, Held, Quarantined};
 use crate::catalog::Item;
@@ -68,6 +69,9 @@ impl std::fmt::Display for Collision {
 struct Exposed {
     tools: Vec<Option<String>>,
     prompts: Vec<Option<String>>,
+    /// Per tool, in its order: the index in [`Catalog::tools`] of the tool it became (`None`:
+    /// it became none, having no name or not being an object).
+    catalog_tools: Vec<Option<usize>>,
 }
 
 /// Exposed name → (upstream index, the upstream's own name). Hashed with foldhash (seeded per
@@ -82,7 +86,7 @@ pub struct Catalog {
     version: u64,
     separator: String,
     names: Vec<String>,
-    per_upstream: Vec<Contribution>,
+    per_upstream: Vec<Arc<Contribution>>,
     /// Per upstream, the exposed name of each of its tools and prompts.
     exposed: Vec<Exposed>,
     tools: Vec<CatalogTool>,
@@ -93,7 +97,9 @@ pub struct Catalog {
     collisions: Vec<Collision>,
     /// With a guard ([`Catalog::build_guarded`]): the lists as the upstreams gave them (what
     /// [`Catalog::upstreams`] returns), and per upstream what the guard held back.
-    raw: Option<Vec<Contribution>>,
+    /// Shared: the next catalog, built when one upstream's lists change, holds the same lists of
+    /// the others.
+    raw: Option<Vec<Arc<Contribution>>>,
     held: Vec<Held>,
     /// Exposed name of a quarantined tool → (upstream, index in its `held.quarantined`).
     quarantine_routes: HashMap<String, (usize, usize)>,
@@ -125,11 +131,24 @@ impl Catalog {
     /// # Panics
     /// When `per_upstream` and `names` differ in length.
     #[must_use]
-    pub fn build(
-        per_upstream: Vec<Contribution>,
+    pub fn build<C: Into<Arc<Contribution>>>(
+        per_upstream: Vec<C>,
         names: &[String],
         separator: &str,
         version: u64,
+    ) -> Self {
+        let per_upstream = per_upstream.into_iter().map(Into::into).collect();
+        Self::build_from(per_upstream, names, separator, version, Keep::Lists)
+    }
+
+    /// [`Catalog::build`], keeping the tools of `per_upstream` (`Keep::Lists`) or moving them
+    /// into the catalog's tools (`Keep::ToolsOnly`: the caller keeps the lists as given).
+    fn build_from(
+        per_upstream: Vec<Arc<Contribution>>,
+        names: &[String],
+        separator: &str,
+        version: u64,
+        keep: Keep<'_>,
     ) -> Self {
         assert_eq!(
             per_upstream.len(),
@@ -146,7 +165,11 @@ impl Catalog {
                 .per_upstream
                 .into_iter()
                 .zip(prompt_names.per_upstream)
-                .map(|(tools, prompts)| Exposed { tools, prompts })
+                .map(|(tools, prompts)| Exposed {
+                    tools,
+                    prompts,
+                    catalog_tools: Vec::new(),
+                })
                 .collect(),
             collisions: tool_names.collisions,
             per_upstream,
@@ -156,7 +179,7 @@ impl Catalog {
         for collision in &catalog.collisions {
             tracing::warn!(%collision, "Namespaced names collide; told apart");
         }
-        catalog.derive();
+        catalog.derive(keep);
         catalog
     }
 
@@ -169,21 +192,29 @@ impl Catalog {
     /// # Panics
     /// When `per_upstream` and `names` differ in length.
     #[must_use]
-    pub fn build_guarded(
-        per_upstream: Vec<Contribution>,
+    pub fn build_guarded<C: Into<Arc<Contribution>>>(
+        per_upstream: Vec<C>,
         names: &[String],
         separator: &str,
         version: u64,
         previous: &Self,
         guard: impl Fn(usize, &Contribution, &Held) -> (Contribution, Held),
     ) -> Self {
+        let per_upstream: Vec<Arc<Contribution>> =
+            per_upstream.into_iter().map(Into::into).collect();
         let empty = Held::default();
-        let (admitted, held): (Vec<Contribution>, Vec<Held>) = per_upstream
+        let (admitted, held): (Vec<Arc<Contribution>>, Vec<Held>) = per_upstream
             .iter()
             .enumerate()
-            .map(|(i, raw)| guard(i, raw, previous.held.get(i).unwrap_or(&empty)))
+            .map(|(i, raw)| {
+                let (admitted, held) = guard(i, raw, previous.held.get(i).unwrap_or(&empty));
+                (Arc::new(admitted), held)
+            })
             .unzip();
-        let mut catalog = Self::build(admitted, names, separator, version);
+        // The admitted tools move into the catalog's tools: the lists as given are kept
+        // (`raw`), and one more copy of every definition would be the biggest thing in memory.
+        let keep = Keep::ToolsOnly { previous };
+        let mut catalog = Self::build_from(admitted, names, separator, version, keep);
         for (i, h) in held.iter().enumerate() {
             // Templates are not called by name: a held one is only left out of its list. A
             // held name that a served tool (prompt) now has, after a collision, stays the
@@ -245,26 +276,38 @@ impl Catalog {
     }
 
     /// Fills the routes, marks and canonical tools from the contributions and exposed names.
-    fn derive(&mut self) {
-        for (i, (c, names)) in self.per_upstream.iter().zip(&self.exposed).enumerate() {
-            let (tools, prompts) = (&names.tools, &names.prompts);
+    /// With `Keep::ToolsOnly`, a tool that becomes a catalog tool leaves a `Null` in its
+    /// upstream's list (read through [`Exposed::catalog_tools`] from then on).
+    fn derive(&mut self, keep: Keep<'_>) {
+        let previous = match keep {
+            Keep::Lists => Shared::default(),
+            Keep::ToolsOnly { previous } => (previous.tools.iter())
+                .map(|t| ((t.server.as_str(), t.name.as_str()), &t.definition))
+                .collect(),
+        };
+        for (i, (c, names)) in (self.per_upstream.iter_mut())
+            .zip(&mut self.exposed)
+            .enumerate()
+        {
             let marks = marked_tools(&c.tools);
-            for (tool, exposed) in c.tools.iter().zip(tools) {
-                let (Some(exposed), Some(name)) =
-                    (exposed, tool.get("name").and_then(Value::as_str))
-                else {
-                    continue;
-                };
-                if let Some(marks) = marks.get(name) {
-                    self.param_marks.insert(exposed.clone(), marks.clone());
-                }
-                self.tool_routes
-                    .insert(exposed.clone(), (i, name.to_owned()));
-                if let Ok(mut t) = CatalogTool::new(&self.names[i], tool.clone()) {
-                    t.exposed = Some(exposed.clone());
-                    self.tools.push(t);
-                }
+            // Moving needs the lists to itself: built just now by the guard, nothing else
+            // holds them (`make_mut` would copy them otherwise).
+            let list = match keep {
+                Keep::Lists => c.tools.clone(),
+                Keep::ToolsOnly { .. } => std::mem::take(&mut Arc::make_mut(c).tools),
+            };
+            let into = Derived {
+                server: (i, &self.names[i]),
+                routes: &mut self.tool_routes,
+                marks: &mut self.param_marks,
+                tools: &mut self.tools,
+                previous: &previous,
+            };
+            let left = into.tools_of(list, &names.tools, &marks, &mut names.catalog_tools);
+            if let Keep::ToolsOnly { .. } = keep {
+                Arc::make_mut(c).tools = left;
             }
+            let prompts = &names.prompts;
             for (prompt, exposed) in c.prompts.iter().zip(prompts) {
                 if let (Some(exposed), Some(name)) =
                     (exposed, prompt.get("name").and_then(Value::as_str))
@@ -289,9 +332,21 @@ impl Catalog {
             .rev()
             .map(|(i, n)| (n.as_str(), i))
             .collect();
-        self.tools.sort_by(|a, b| {
+        let mut tagged: Vec<(usize, CatalogTool)> = std::mem::take(&mut self.tools)
+            .into_iter()
+            .enumerate()
+            .collect();
+        tagged.sort_by(|(_, a), (_, b)| {
             (position[a.server.as_str()], &a.name).cmp(&(position[b.server.as_str()], &b.name))
         });
+        let mut sorted_at = vec![0; tagged.len()];
+        for (now, (before, _)) in tagged.iter().enumerate() {
+            sorted_at[*before] = now;
+        }
+        self.tools = tagged.into_iter().map(|(_, t)| t).collect();
+        for at in self.exposed.iter_mut().flat_map(|e| &mut e.catalog_tools) {
+            *at = at.map(|before| sorted_at[before]);
+        }
     }
 
     /// Changes whenever any upstream's lists change.
@@ -313,8 +368,10 @@ impl Catalog {
     }
 
     /// What each upstream contributed, in policy order, as it gave it (before any guard).
+    /// Shared with the catalogs built from them (a clone of the `Arc`s passed to
+    /// [`Catalog::build_guarded`] copies no list).
     #[must_use]
-    pub fn upstreams(&self) -> &[Contribution] {
+    pub fn upstreams(&self) -> &[Arc<Contribution>] {
         self.raw.as_deref().unwrap_or(&self.per_upstream)
     }
 
@@ -407,16 +464,17 @@ impl Catalog {
     }
 
     /// Every tool as its upstream gave it under its exposed name, in upstream order: what
-    /// hosts see with the budget off.
+    /// hosts see with the budget off. A tool with a name is written as its catalog tool (its
+    /// keys in [canonical](crate::canonical) order); one without, as it came.
     #[must_use]
     pub fn listed_tools(&self) -> Vec<Value> {
-        self.listed(|c| &c.tools, |e| &e.tools)
+        self.listed(|c| &c.tools, |e| &e.tools, |e| &e.catalog_tools)
     }
 
     /// Every prompt as its upstream gave it under its exposed name, in upstream order.
     #[must_use]
     pub fn listed_prompts(&self) -> Vec<Value> {
-        self.listed(|c| &c.prompts, |e| &e.prompts)
+        self.listed(|c| &c.prompts, |e| &e.prompts, |_| &[])
     }
 
     /// Every resource of every upstream, in upstream order (URIs are global: no renaming).
@@ -441,11 +499,16 @@ impl Catalog {
         &self,
         items: impl Fn(&Contribution) -> &Vec<Value>,
         exposed: impl Fn(&Exposed) -> &Vec<Option<String>>,
+        in_catalog: impl Fn(&Exposed) -> &[Option<usize>],
     ) -> Vec<Value> {
         let mut out = Vec::new();
         for (c, names) in self.per_upstream.iter().zip(&self.exposed) {
-            for (item, name) in items(c).iter().zip(exposed(names)) {
-                let mut item = item.clone();
+            let at = in_catalog(names);
+            for (j, (item, name)) in items(c).iter().zip(exposed(names)).enumerate() {
+                let mut item = match at.get(j).copied().flatten() {
+                    Some(k) => Value::Object((*self.tools[k].definition).clone()),
+                    None => item.clone(),
+                };
                 if let (Some(name), Some(obj)) = (name, item.as_object_mut()) {
                     obj.insert("name".into(), Value::String(name.clone()));
                 }
@@ -454,6 +517,81 @@ impl Catalog {
         }
         out
     }
+}
+
+/// Where [`Catalog::derive`] puts one upstream's tools.
+struct Derived<'a> {
+    /// The upstream's index and id.
+    server: (usize, &'a str),
+    routes: &'a mut Routes,
+    marks: &'a mut HashMap<String, Vec<Marked>>,
+    tools: &'a mut Vec<CatalogTool>,
+    /// The definitions of the catalog this one replaces, by server and name.
+    previous: &'a Shared<'a>,
+}
+
+/// A catalog's definitions by (server, own name), to share with the next catalog.
+type Shared<'a> = HashMap<(&'a str, &'a str), &'a Arc<Map<String, Value>>>;
+
+impl Derived<'_> {
+    /// Routes, marks and catalog tools of `list` (the upstream's tools in its order, with
+    /// their `exposed` names and parameter `marks`); `at` gets each one's index among the
+    /// catalog tools. Returns the list with each tool that became a catalog tool left as
+    /// `Null` (the others, without a name, as they came).
+    fn tools_of(
+        self,
+        list: Vec<Value>,
+        exposed: &[Option<String>],
+        marks: &HashMap<String, Vec<Marked>>,
+        at: &mut Vec<Option<usize>>,
+    ) -> Vec<Value> {
+        let (i, server) = self.server;
+        *at = vec![None; list.len()];
+        let mut left = Vec::with_capacity(list.len());
+        for ((tool, exposed), at) in list.into_iter().zip(exposed).zip(at.iter_mut()) {
+            let name = tool.get("name").and_then(Value::as_str).map(str::to_owned);
+            let (Some(exposed), Some(name)) = (exposed, name) else {
+                left.push(tool);
+                continue;
+            };
+            if let Some(marks) = marks.get(&name) {
+                self.marks.insert(exposed.clone(), marks.clone());
+            }
+            // A definition the catalog this one replaces has too (equal as maps: key order
+            // aside, which the catalog's own form fixes) is shared with it, not copied: when
+            // one upstream's lists change, the others' definitions stay where they are.
+            let same = (self.previous.get(&(server, name.as_str())))
+                .copied()
+                .filter(|d| tool.as_object() == Some(&***d));
+            let made = match same {
+                Some(definition) => Ok(CatalogTool {
+                    server: server.to_owned(),
+                    name: name.clone(),
+                    definition: Arc::clone(definition),
+                    exposed: None,
+                }),
+                None => CatalogTool::new(server, tool),
+            };
+            self.routes.insert(exposed.clone(), (i, name));
+            left.push(Value::Null);
+            if let Ok(mut t) = made {
+                t.exposed = Some(exposed.clone());
+                *at = Some(self.tools.len());
+                self.tools.push(t);
+            }
+        }
+        left
+    }
+}
+
+/// What [`Catalog::build_from`] keeps of the tools it is given.
+#[derive(Debug, Clone, Copy)]
+enum Keep<'a> {
+    /// The lists too (no guard: they are what [`Catalog::upstreams`] returns).
+    Lists,
+    /// Only the catalog's tools (a guard's caller keeps the lists as given), sharing the
+    /// definitions that `previous` has too.
+    ToolsOnly { previous: &'a Catalog },
 }
 
 /// The exposed names of one kind of item, and the collisions among them.

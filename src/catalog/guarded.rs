@@ -2,6 +2,7 @@
 //! reported, kept in the catalog value so every reader sees the same.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -62,15 +63,55 @@ impl Quarantined {
     }
 }
 
+/// A definition trusted on first use: its `schemaHash` and its original object as compact
+/// JSON text. Kept as text, not as a [`Value`], because nearly every one is only compared by
+/// hash for the gateway's life (a `Value` of a tool takes three to four times the room of its
+/// text); the text is parsed only to say what changed when the hash differs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trusted {
+    /// Its `schemaHash` when first seen.
+    pub hash: String,
+    /// The original object as first seen, compact JSON (shared: every guard run after the
+    /// first carries it over).
+    pub original: Arc<str>,
+}
+
+impl Trusted {
+    /// `original` (an upstream's object as given), whose `schemaHash` is `hash`.
+    ///
+    /// ```
+    /// use mcp_budget::catalog::Trusted;
+    /// use serde_json::json;
+    ///
+    /// let tool = json!({"name": "now", "inputSchema": {"type": "object"}});
+    /// let trusted = Trusted::new(&tool, "h".into());
+    /// assert_eq!(trusted.value(), tool);
+    /// ```
+    #[must_use]
+    pub fn new(original: &Value, hash: String) -> Self {
+        Self {
+            hash,
+            original: Arc::from(original.to_string()),
+        }
+    }
+
+    /// The original object again (`Null` only if the text were not JSON, which [`Trusted::new`]
+    /// never makes).
+    #[must_use]
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.original).unwrap_or(Value::Null)
+    }
+}
+
 /// One upstream's guard state: what was held back and reported, and (trust on first use) the
 /// definitions first seen.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Held {
     /// Tools, prompts and resource templates held out of the catalog.
     pub quarantined: Vec<Quarantined>,
-    /// Trust on first use (without a lock, or for a kind the lock does not pin): the original
-    /// definition of each tool, prompt and template as first seen, by kind and its own name.
-    pub trusted: BTreeMap<(Item, String), Value>,
+    /// Trust on first use (without a lock, or for a kind the lock does not pin): each tool,
+    /// prompt and template as first seen, by kind and its own name.
+    pub trusted: BTreeMap<(Item, String), Trusted>,
     /// What sanitizing removed or flagged, per item (items with nothing to report are left
     /// out).
     pub reports: Vec<ItemReport>,

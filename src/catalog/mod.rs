@@ -25,7 +25,7 @@ mod item;
 mod saved;
 
 pub use build::{Catalog, Collision, Contribution};
-pub use guarded::{Held, Quarantined};
+pub use guarded::{Held, Quarantined, Trusted};
 pub use item::Item;
 pub use saved::{load_file, load_saved};
 

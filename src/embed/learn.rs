@@ -66,7 +66,7 @@ impl Learner {
             return;
         }
         let previous = self.publish.borrow().clone();
-        let fresh = self.contribution(previous.upstreams().first()).await;
+        let fresh = (self.contribution(previous.upstreams().first().map(AsRef::as_ref))).await;
         let names = [String::new()];
         let catalog = crate::gateway::guarded(
             vec![fresh],

@@ -371,7 +371,7 @@ impl Pool {
     fn contribution(&self, id: usize) -> Option<Contribution> {
         let members = self.members.borrow();
         let i = members.position(id)?;
-        Some(members.catalog.upstreams()[i].clone())
+        Some(Contribution::clone(&members.catalog.upstreams()[i]))
     }
     async fn fetch_lists(
         &self,
@@ -455,7 +455,7 @@ impl Pool {
                 return false;
             };
             let mut raw = members.catalog.upstreams().to_vec();
-            raw[i] = fresh;
+            raw[i] = Arc::new(fresh);
             let version = members.catalog.version() + 1;
             let catalog = guarded(raw, &members.names(), policy, version, &members.catalog);
             self.replace(members, members.all.clone(), members.ids.clone(), catalog);
@@ -484,8 +484,8 @@ impl Pool {
 /// The catalog of upstreams `names` from their lists as given (`raw`), each through the guard
 /// ([`crate::pin::admit`]) with what it held for the same upstream name in `previous` (so a
 /// trusted-on-first-use definition stays trusted when the upstream restarts or moves).
-pub(crate) fn guarded(
-    raw: Vec<Contribution>,
+pub(crate) fn guarded<C: Into<Arc<Contribution>>>(
+    raw: Vec<C>,
     names: &[String],
     policy: &Policy,
     version: u64,

@@ -45,7 +45,7 @@ use serde_json::{Map, Value};
 pub use lock::{Difference, Entry, Lock, Parts};
 
 use crate::canonical::schema_hash;
-use crate::catalog::{Catalog, Contribution, Held, Item, Quarantined};
+use crate::catalog::{Catalog, Contribution, Held, Item, Quarantined, Trusted};
 use crate::sanitize::{self, Steering};
 
 /// The `_meta` key of each listed tool's `schemaHash`. Prefixed: an unprefixed key could be
@@ -113,17 +113,11 @@ impl Definition<'_> {
         }
         match held.trusted.get(&(kind, self.name.to_owned())) {
             None => Verdict::New,
-            Some(first) => {
-                let old = schema_hash(first);
-                if old == self.hash {
-                    Verdict::Trusted
-                } else {
-                    Verdict::Changed {
-                        old,
-                        changed: Parts::of_item(kind, first).changed_as(kind, &now()),
-                    }
-                }
-            }
+            Some(first) if first.hash == self.hash => Verdict::Trusted,
+            Some(first) => Verdict::Changed {
+                old: first.hash.clone(),
+                changed: Parts::of_item(kind, &first.value()).changed_as(kind, &now()),
+            },
         }
     }
 
@@ -175,8 +169,10 @@ impl Definition<'_> {
                 None
             }
             Verdict::New => {
-                held.trusted
-                    .insert((self.kind, self.name.to_owned()), self.original.clone());
+                held.trusted.insert(
+                    (self.kind, self.name.to_owned()),
+                    Trusted::new(self.original, self.hash.to_owned()),
+                );
                 None
             }
             Verdict::Trusted => None,

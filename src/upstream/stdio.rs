@@ -39,6 +39,9 @@ use crate::policy::expand::{Syntax, expand};
 const GRACE: Duration = Duration::from_secs(2);
 /// Longest line accepted from a child: bigger is treated as a protocol fault.
 const MAX_LINE: usize = 64 * 1024 * 1024;
+/// Room for one line kept between lines: a bigger line's buffer (a `tools/list` answer of
+/// 100 tools is ~100 KiB) is let go once read, not held for the upstream's life.
+const LINE_KEPT: usize = 16 * 1024;
 /// Stderr lines of a child kept for the reason it stopped.
 pub const TAIL_LINES: usize = 5;
 /// Bytes of stderr kept for the reason it stopped (the newest lines win).
@@ -516,6 +519,7 @@ where
     let mut line = Vec::new();
     loop {
         line.clear();
+        line.shrink_to(LINE_KEPT);
         match (&mut reader)
             .take(MAX_LINE as u64 + 1)
             .read_until(b'\n', &mut line)

@@ -214,3 +214,89 @@ proptest! {
         }
     }
 }
+
+/// A guard that lets everything in as it is and holds nothing.
+fn open_door(_: usize, raw: &Contribution, _: &Held) -> (Contribution, Held) {
+    (raw.clone(), Held::default())
+}
+
+#[test]
+fn a_guarded_catalog_lists_moved_tools_in_upstream_order_and_keeps_the_nameless() {
+    let mut a = tools(&["z", "b"]);
+    a.tools.insert(1, json!({"description": "no name"}));
+    a.tools[0]["inputSchema"] =
+        json!({"type": "object", "required": ["q"], "properties": {"q": {}}});
+    let ids = names(&["a", "c"]);
+    let guarded = Catalog::build_guarded(
+        vec![a.clone(), tools(&["y"])],
+        &ids,
+        "__",
+        1,
+        &Catalog::default(),
+        open_door,
+    );
+    let plain = Catalog::build(vec![a.clone(), tools(&["y"])], &ids, "__", 1);
+    // The lists as given are kept whole; the admitted tools live on as the catalog's only.
+    assert_eq!(*guarded.upstreams()[0], a);
+    assert_eq!(guarded.listed_tools(), plain.listed_tools());
+    let shown: Vec<Value> = guarded.listed_tools();
+    assert_eq!(shown[0]["name"], "a__z");
+    assert_eq!(shown[1], json!({"description": "no name"}));
+    assert_eq!(shown[2]["name"], "a__b");
+    assert_eq!(shown[3]["name"], "c__y");
+    // Listed in the catalog's own key order, values as given.
+    assert_eq!(
+        serde_json::to_string(&shown[0]).unwrap(),
+        r#"{"name":"a__z","inputSchema":{"properties":{"q":{}},"required":["q"],"type":"object"}}"#
+    );
+    assert_eq!(guarded.tool("a__b"), Some((0, "b")));
+}
+
+#[test]
+fn a_rebuilt_catalog_shares_the_lists_and_definitions_that_did_not_change() {
+    let ids = names(&["a", "b"]);
+    let first = Catalog::build_guarded(
+        vec![tools(&["x", "y"]), tools(&["z"])],
+        &ids,
+        "__",
+        1,
+        &Catalog::default(),
+        open_door,
+    );
+    // Upstream `b` changed its one tool; `a`'s lists are passed on as they are.
+    let mut raw = first.upstreams().to_vec();
+    let mut changed = tools(&["z"]);
+    changed.tools[0]["description"] = json!("now with words");
+    raw[1] = Arc::new(changed);
+    let second = Catalog::build_guarded(raw, &ids, "__", 2, &first, open_door);
+    assert!(Arc::ptr_eq(&first.upstreams()[0], &second.upstreams()[0]));
+    let definition = |c: &Catalog, name: &str| {
+        let t = c.tools().iter().find(|t| t.name == name).unwrap();
+        Arc::clone(&t.definition)
+    };
+    for name in ["x", "y"] {
+        assert!(
+            Arc::ptr_eq(&definition(&first, name), &definition(&second, name)),
+            "{name}"
+        );
+    }
+    assert!(!Arc::ptr_eq(
+        &definition(&first, "z"),
+        &definition(&second, "z")
+    ));
+    assert_eq!(definition(&second, "z")["description"], "now with words");
+    // Key order aside, equal is equal: the same tool with its keys reordered is shared too.
+    let mut reordered = first.upstreams().to_vec();
+    reordered[0] = Arc::new(Contribution {
+        tools: vec![
+            json!({"inputSchema": {"type": "object"}, "name": "x"}),
+            json!({"name": "y", "inputSchema": {"type": "object"}}),
+        ],
+        ..Contribution::default()
+    });
+    let third = Catalog::build_guarded(reordered, &ids, "__", 3, &first, open_door);
+    assert!(Arc::ptr_eq(
+        &definition(&first, "x"),
+        &definition(&third, "x")
+    ));
+}
