@@ -19,6 +19,7 @@ stamp() { sha256sum "$1" | cut -c1-16; }
 #   the fallback;
 # - haproxy: the scale-out tests (tests/scaleout.rs) put three gateways behind it;
 # - valgrind: scripts/callgrind-ceiling.sh counts the instructions of a tools/call (callgrind);
+# - make: the binary's allocator, jemalloc (tikv-jemalloc-sys), is built with its own Makefile;
 # - redis-server: the shared-limits tests (tests/scaleout.rs, `[state] backend = "redis"`) start
 #   their own on a free loopback port, without persistence;
 # - gcc-mingw-w64-x86-64: the Windows build check in scripts/test.sh (ring and QuickJS compile C
@@ -30,6 +31,7 @@ command -v chromium >/dev/null || apt_missing+=(chromium)
 command -v haproxy >/dev/null || apt_missing+=(haproxy)
 command -v redis-server >/dev/null || apt_missing+=(redis-server)
 command -v valgrind >/dev/null || apt_missing+=(valgrind)
+command -v make >/dev/null || apt_missing+=(make)
 command -v x86_64-w64-mingw32-gcc >/dev/null || apt_missing+=(gcc-mingw-w64-x86-64)
 if [ "${#apt_missing[@]}" -gt 0 ] || ! command -v kubectl >/dev/null; then
   echo "install-test-deps: apt-get install ${apt_missing[*]} kubectl" >&2

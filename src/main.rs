@@ -10,8 +10,10 @@ use mcp_budget::cli;
 
 mod serve;
 
+/// jemalloc (Unix): see `Cargo.toml` for why; its background thread is started in `main`.
+#[cfg(unix)]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Exit status for a policy that does not validate (`EX_DATAERR`).
 const EXIT_CONFIG: u8 = 65;
@@ -149,6 +151,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Freed pages go back to the system after `dirty_decay_ms` (10 s) even when the process
+    // is idle: without the thread, jemalloc purges only when it is next called. A failure
+    // (a jemalloc built without threads) only keeps the pages longer.
+    #[cfg(unix)]
+    let _ = tikv_jemalloc_ctl::background_thread::write(true);
     let cli = Cli::parse();
     let Some(command) = cli.command else {
         return serve(cli.serve);
