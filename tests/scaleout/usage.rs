@@ -218,9 +218,21 @@ async fn promote_run(backend: &str) -> (Vec<String>, usize) {
     let (answer, _) = post_mcp(&url(1), Some(&session), &invoke).await.unwrap();
     assert!(answer.get("result").is_some(), "{answer}");
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // With a store the replicas converge on the same bytes; how soon depends on the machine's
+    // load (once, under the whole suite, 300 ms were not enough), so they get up to 5 s to,
+    // and must then agree. Without one they are read once.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let mut lists = Vec::new();
-    for port in ports {
-        lists.push(listed_bytes(port, &session).await);
+    loop {
+        lists.clear();
+        for &port in &ports {
+            lists.push(listed_bytes(port, &session).await);
+        }
+        let agree = lists.iter().all(|l| l == &lists[0]);
+        if agree || backend != "redis" || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let notified = stream.await.unwrap();
     super::stop_all(gateways, redis, &tag).await;
