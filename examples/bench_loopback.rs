@@ -809,15 +809,17 @@ fn report_added(t: &Targets, stats: &[(f64, f64)]) {
 
 /// `VmRSS` and `VmHWM` of `pid`, in kB.
 fn rss_kb(pid: u32) -> (u64, u64) {
+    (status_kb(pid, "VmRSS:"), status_kb(pid, "VmHWM:"))
+}
+
+/// Field `key` (`VmRSS:`, `RssAnon:`, …) of `pid`'s `/proc` status, in kB (0 when missing).
+fn status_kb(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The JSON-RPC message of an answer (a JSON body, or the last `data:` of an SSE stream).
@@ -893,6 +895,9 @@ fn memory(args: &[String], dir: &Path) {
     let upstreams = usize::try_from(arg(args, "--upstreams", 10)).unwrap_or(10);
     let per = arg(args, "--tools", 100);
     let sessions = arg(args, "--sessions", 2000);
+    // Seconds to leave each gateway idle after its lists before reading its RSS again (0:
+    // not): the tokenizer is let go after 30-60 s, and the allocator returns pages ~10 s later.
+    let idle = arg(args, "--idle", 0);
 
     // (a) 10 stdio upstreams x 100 tools, HTTP downstream.
     let sets = toolsets(upstreams);
@@ -947,6 +952,16 @@ fn memory(args: &[String], dir: &Path) {
         println!(
             "  gateway VmRSS {rss} kB, VmHWM {hwm} kB after initialize + tools/list (VmRSS {rss0} kB when ready)"
         );
+        if idle > 0 {
+            std::thread::sleep(Duration::from_secs(idle));
+            let pid = gw.0.id();
+            println!(
+                "  after {idle} s idle: VmRSS {} kB ({} kB anonymous, {} kB file-backed: the binary's pages)",
+                status_kb(pid, "VmRSS:"),
+                status_kb(pid, "RssAnon:"),
+                status_kb(pid, "RssFile:")
+            );
+        }
     }
 
     memory_sessions(dir, sessions);

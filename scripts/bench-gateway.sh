@@ -64,7 +64,7 @@ for w in "${what[@]}"; do
         apt-get install -y socat haproxy >/dev/null
       fi
       run latency --calls "${CALLS:-2000}" --rounds "${ROUNDS:-5}" ;;
-    memory) run memory ;;
+    memory) run memory --idle "${IDLE:-0}" ;;
     throughput) run throughput --clients "${CLIENTS:-32}" --secs "${SECS:-5}" ;;
     startup) run startup --runs "${RUNS:-3}" ;;
     callgrind) callgrind "" ;;
