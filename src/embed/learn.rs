@@ -66,7 +66,8 @@ impl Learner {
             return;
         }
         let previous = self.publish.borrow().clone();
-        let fresh = (self.contribution(previous.upstreams().first().map(AsRef::as_ref))).await;
+        let before = previous.upstreams().first().map(Arc::as_ref);
+        let fresh = self.contribution(before).await;
         let names = [String::new()];
         let catalog = crate::gateway::guarded(
             vec![fresh],
