@@ -514,7 +514,7 @@ pub fn unknown_rules(policy: &Policy, catalog: &Catalog) -> Vec<Problem> {
         .names()
         .iter()
         .zip(catalog.upstreams())
-        .filter(|(_, c)| !c.tools.is_empty())
+        .filter(|(_, c)| c.counts().tools > 0)
         .map(|(name, _)| name.as_str())
         .collect();
     if listed.is_empty() {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{CatalogTool, Held, Quarantined};
+use super::{CatalogTool, Given, Held, Quarantined};
 use crate::catalog::Item;
 use crate::mcp::params::{Marked, marked_tools};
 use crate::naming::{disambiguated, exposed_name};
@@ -95,11 +95,11 @@ pub struct Catalog {
     resource_routes: HashMap<String, usize>,
     param_marks: HashMap<String, Vec<Marked>>,
     collisions: Vec<Collision>,
-    /// With a guard ([`Catalog::build_guarded`]): the lists as the upstreams gave them (what
-    /// [`Catalog::upstreams`] returns), and per upstream what the guard held back.
+    /// The lists as the upstreams gave them (what [`Catalog::upstreams`] returns), as text.
     /// Shared: the next catalog, built when one upstream's lists change, holds the same lists of
     /// the others.
-    raw: Option<Vec<Arc<Contribution>>>,
+    raw: Vec<Arc<Given>>,
+    /// With a guard ([`Catalog::build_guarded`]): per upstream what the guard held back.
     held: Vec<Held>,
     /// Exposed name of a quarantined tool → (upstream, index in its `held.quarantined`).
     quarantine_routes: HashMap<String, (usize, usize)>,
@@ -137,8 +137,14 @@ impl Catalog {
         separator: &str,
         version: u64,
     ) -> Self {
-        let per_upstream = per_upstream.into_iter().map(Into::into).collect();
-        Self::build_from(per_upstream, names, separator, version, Keep::Lists)
+        let per_upstream: Vec<Arc<Contribution>> =
+            per_upstream.into_iter().map(Into::into).collect();
+        let raw = (per_upstream.iter())
+            .map(|c| Arc::new(Given::new(c)))
+            .collect();
+        let mut catalog = Self::build_from(per_upstream, names, separator, version, Keep::Lists);
+        catalog.raw = raw;
+        catalog
     }
 
     /// [`Catalog::build`], keeping the tools of `per_upstream` (`Keep::Lists`) or moving them
@@ -192,7 +198,7 @@ impl Catalog {
     /// # Panics
     /// When `per_upstream` and `names` differ in length.
     #[must_use]
-    pub fn build_guarded<C: Into<Arc<Contribution>>>(
+    pub fn build_guarded<C: Into<Arc<Given>>>(
         per_upstream: Vec<C>,
         names: &[String],
         separator: &str,
@@ -200,14 +206,15 @@ impl Catalog {
         previous: &Self,
         guard: impl Fn(usize, &Contribution, &Held) -> (Contribution, Held),
     ) -> Self {
-        let per_upstream: Vec<Arc<Contribution>> =
-            per_upstream.into_iter().map(Into::into).collect();
+        let per_upstream: Vec<Arc<Given>> = per_upstream.into_iter().map(Into::into).collect();
         let empty = Held::default();
+        // Each list is read back from its text for the guard, one upstream at a time.
         let (admitted, held): (Vec<Arc<Contribution>>, Vec<Held>) = per_upstream
             .iter()
             .enumerate()
             .map(|(i, raw)| {
-                let (admitted, held) = guard(i, raw, previous.held.get(i).unwrap_or(&empty));
+                let lists = raw.lists();
+                let (admitted, held) = guard(i, &lists, previous.held.get(i).unwrap_or(&empty));
                 (Arc::new(admitted), held)
             })
             .unzip();
@@ -236,7 +243,7 @@ impl Catalog {
                 routes.insert(name, (i, n));
             }
         }
-        catalog.raw = Some(per_upstream);
+        catalog.raw = per_upstream;
         catalog.held = held;
         catalog
     }
@@ -367,12 +374,12 @@ impl Catalog {
         &self.separator
     }
 
-    /// What each upstream contributed, in policy order, as it gave it (before any guard).
-    /// Shared with the catalogs built from them (a clone of the `Arc`s passed to
-    /// [`Catalog::build_guarded`] copies no list).
+    /// What each upstream contributed, in policy order, as it gave it (before any guard), as
+    /// text ([`Given::lists`] reads it back). Shared with the catalogs built from them (a
+    /// clone of the `Arc`s passed to [`Catalog::build_guarded`] copies no list).
     #[must_use]
-    pub fn upstreams(&self) -> &[Arc<Contribution>] {
-        self.raw.as_deref().unwrap_or(&self.per_upstream)
+    pub fn upstreams(&self) -> &[Arc<Given>] {
+        &self.raw
     }
 
     /// Per upstream, what the guard held back and reported (empty without a guard).

@@ -20,11 +20,13 @@
 //! ```
 
 mod build;
+mod given;
 mod guarded;
 mod item;
 mod saved;
 
 pub use build::{Catalog, Collision, Contribution};
+pub use given::{Counts, Given};
 pub use guarded::{Held, Quarantined, Trusted};
 pub use item::Item;
 pub use saved::{load_file, load_saved};

@@ -143,7 +143,7 @@ mod tests {
         let catalog = Catalog::from_saved(&[toolsets()], &names, "__").unwrap();
         assert_eq!(&catalog.names()[..2], &names[..]);
         assert_eq!(catalog.tools()[0].server, "time");
-        assert!(catalog.upstreams()[1].tools.is_empty());
+        assert_eq!(catalog.upstreams()[1].counts().tools, 0);
         assert_eq!(
             catalog.tools().len(),
             load_saved(&[toolsets()]).unwrap().len()

@@ -56,18 +56,19 @@ pub fn live_lock(policy: &Policy, ready_timeout: Duration) -> anyhow::Result<Loc
     };
     let live = super::live::snapshot(policy, &options)?;
     let catalog = &live.catalog;
-    let definitions = catalog
-        .names()
+    let lists: Vec<_> = catalog
+        .upstreams()
         .iter()
-        .zip(catalog.upstreams())
-        .flat_map(|(server, c)| {
-            [
-                (Item::Tool, &c.tools),
-                (Item::Prompt, &c.prompts),
-                (Item::Template, &c.templates),
-            ]
-            .into_iter()
-            .flat_map(move |(kind, list)| list.iter().map(move |d| (kind, server.as_str(), d)))
-        });
+        .map(|given| given.lists())
+        .collect();
+    let definitions = catalog.names().iter().zip(&lists).flat_map(|(server, c)| {
+        [
+            (Item::Tool, &c.tools),
+            (Item::Prompt, &c.prompts),
+            (Item::Template, &c.templates),
+        ]
+        .into_iter()
+        .flat_map(move |(kind, list)| list.iter().map(move |d| (kind, server.as_str(), d)))
+    });
     Ok(Lock::of_items(definitions))
 }

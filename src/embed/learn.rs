@@ -66,7 +66,7 @@ impl Learner {
             return;
         }
         let previous = self.publish.borrow().clone();
-        let before = previous.upstreams().first().map(Arc::as_ref);
+        let before = previous.upstreams().first().map(|given| given.lists());
         let fresh = self.contribution(before).await;
         let names = [String::new()];
         let catalog = crate::gateway::guarded(
@@ -85,8 +85,8 @@ impl Learner {
     }
 
     /// Every list of the inner service; a list it could not give stays as it was.
-    async fn contribution(&self, before: Option<&Contribution>) -> Contribution {
-        let mut fresh = before.cloned().unwrap_or_default();
+    async fn contribution(&self, before: Option<Contribution>) -> Contribution {
+        let mut fresh = before.unwrap_or_default();
         if let Some(mut tools) = self.fetch(&Method::ToolsList, "tools").await {
             for tool in &mut tools {
                 crate::catalog::repair_tool(INNER, tool);

@@ -105,7 +105,7 @@ impl Gateway {
                     Some(Era::Modern) => "2026-07-28",
                 },
                 protocol_version: u.info().protocol_version,
-                counts: (c.tools.len(), c.prompts.len(), c.resources.len()),
+                counts: (c.counts().tools, c.counts().prompts, c.counts().resources),
                 in_flight: u.in_flight(),
                 listed: self.inner.pool.listed(u.index()),
                 required: u.spec().required,

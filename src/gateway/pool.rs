@@ -36,7 +36,7 @@ pub(super) use instances::{FIRST_ID, Serving};
 
 use super::Gateway;
 use crate::authz::Kind;
-use crate::catalog::{Catalog, Contribution, Held};
+use crate::catalog::{Catalog, Contribution, Given, Held};
 use crate::context::McpRequest;
 use crate::jsonrpc::Message;
 use crate::mcp::method::{Listed, Method};
@@ -336,7 +336,7 @@ impl Pool {
                 transport: u.spec().transport_name(),
                 status: u.status(),
                 protocol_version: u.info().protocol_version,
-                counts: (c.tools.len(), c.prompts.len(), c.resources.len()),
+                counts: (c.counts().tools, c.counts().prompts, c.counts().resources),
             })
             .collect()
     }
@@ -371,7 +371,7 @@ impl Pool {
     fn contribution(&self, id: usize) -> Option<Contribution> {
         let members = self.members.borrow();
         let i = members.position(id)?;
-        Some(Contribution::clone(&members.catalog.upstreams()[i]))
+        Some(members.catalog.upstreams()[i].lists())
     }
     async fn fetch_lists(
         &self,
@@ -441,7 +441,7 @@ impl Pool {
             }
         }
         if !changed.is_empty() {
-            self.publish(upstream.index(), fresh, policy);
+            self.publish(upstream.index(), &fresh, policy);
         }
         changed
     }
@@ -449,13 +449,13 @@ impl Pool {
     /// Publishes a catalog with upstream `id`'s lists replaced by `fresh` (nothing, once a
     /// reload removed it), through the one door into the catalog: sanitized and pinned
     /// ([`crate::pin`]).
-    fn publish(&self, id: usize, fresh: Contribution, policy: &Policy) {
+    fn publish(&self, id: usize, fresh: &Contribution, policy: &Policy) {
         self.members.send_if_modified(|members| {
             let Some(i) = members.position(id) else {
                 return false;
             };
             let mut raw = members.catalog.upstreams().to_vec();
-            raw[i] = Arc::new(fresh);
+            raw[i] = Arc::new(Given::new(fresh));
             let version = members.catalog.version() + 1;
             let catalog = guarded(raw, &members.names(), policy, version, &members.catalog);
             self.replace(members, members.all.clone(), members.ids.clone(), catalog);
@@ -484,7 +484,7 @@ impl Pool {
 /// The catalog of upstreams `names` from their lists as given (`raw`), each through the guard
 /// ([`crate::pin::admit`]) with what it held for the same upstream name in `previous` (so a
 /// trusted-on-first-use definition stays trusted when the upstream restarts or moves).
-pub(crate) fn guarded<C: Into<Arc<Contribution>>>(
+pub(crate) fn guarded<C: Into<Arc<Given>>>(
     raw: Vec<C>,
     names: &[String],
     policy: &Policy,

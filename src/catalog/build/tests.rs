@@ -237,7 +237,7 @@ fn a_guarded_catalog_lists_moved_tools_in_upstream_order_and_keeps_the_nameless(
     );
     let plain = Catalog::build(vec![a.clone(), tools(&["y"])], &ids, "__", 1);
     // The lists as given are kept whole; the admitted tools live on as the catalog's only.
-    assert_eq!(*guarded.upstreams()[0], a);
+    assert_eq!(guarded.upstreams()[0].lists(), a);
     assert_eq!(guarded.listed_tools(), plain.listed_tools());
     let shown: Vec<Value> = guarded.listed_tools();
     assert_eq!(shown[0]["name"], "a__z");
@@ -267,7 +267,7 @@ fn a_rebuilt_catalog_shares_the_lists_and_definitions_that_did_not_change() {
     let mut raw = first.upstreams().to_vec();
     let mut changed = tools(&["z"]);
     changed.tools[0]["description"] = json!("now with words");
-    raw[1] = Arc::new(changed);
+    raw[1] = changed.into();
     let second = Catalog::build_guarded(raw, &ids, "__", 2, &first, open_door);
     assert!(Arc::ptr_eq(&first.upstreams()[0], &second.upstreams()[0]));
     let definition = |c: &Catalog, name: &str| {
@@ -287,13 +287,13 @@ fn a_rebuilt_catalog_shares_the_lists_and_definitions_that_did_not_change() {
     assert_eq!(definition(&second, "z")["description"], "now with words");
     // Key order aside, equal is equal: the same tool with its keys reordered is shared too.
     let mut reordered = first.upstreams().to_vec();
-    reordered[0] = Arc::new(Contribution {
+    reordered[0] = Arc::from(Given::new(&Contribution {
         tools: vec![
             json!({"inputSchema": {"type": "object"}, "name": "x"}),
             json!({"name": "y", "inputSchema": {"type": "object"}}),
         ],
         ..Contribution::default()
-    });
+    }));
     let third = Catalog::build_guarded(reordered, &ids, "__", 3, &first, open_door);
     assert!(Arc::ptr_eq(
         &definition(&first, "x"),

@@ -301,7 +301,7 @@ async fn list_changed_reaches_only_the_clients_whose_list_changed() {
     // git_status goes away: the git client's list changes, the time client's does not.
     let mut next = time_only(false);
     next = Catalog::build(
-        next.upstreams().to_vec(),
+        next.upstreams().iter().map(|g| g.lists()).collect(),
         next.names(),
         "__",
         next.version() + 1,

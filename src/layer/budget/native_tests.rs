@@ -318,7 +318,12 @@ async fn a_change_only_native_clients_see_is_announced() {
         Arc::make_mut(&mut first.definition)
             .insert("description".into(), Value::String(description.into()));
         let built = crate::catalog::Catalog::from_tools(tools, "__");
-        crate::catalog::Catalog::build(built.upstreams().to_vec(), built.names(), "__", version)
+        crate::catalog::Catalog::build(
+            built.upstreams().iter().map(|g| g.lists()).collect(),
+            built.names(),
+            "__",
+            version,
+        )
     };
     let (publish, receiver) = tokio::sync::watch::channel(Arc::new(catalog("Before.", 1)));
     let layer = super::BudgetLayer::new(receiver, &policy);
