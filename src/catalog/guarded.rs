@@ -2,9 +2,6 @@
 //! reported, kept in the catalog value so every reader sees the same.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use serde_json::Value;
 
 use crate::catalog::Item;
 use crate::sanitize::ItemReport;
@@ -63,43 +60,30 @@ impl Quarantined {
     }
 }
 
-/// A definition trusted on first use: its `schemaHash` and its original object as compact
-/// JSON text. Kept as text, not as a [`Value`], because nearly every one is only compared by
-/// hash for the gateway's life (a `Value` of a tool takes three to four times the room of its
-/// text); the text is parsed only to say what changed when the hash differs.
+/// A definition trusted on first use: its `schemaHash`, and the short hashes of its parts
+/// (what [`crate::pin::lock::Parts`] holds, written by the guard as one text), which say what
+/// changed when the hash differs. Not the definition itself: nearly every one is only compared
+/// by hash for the gateway's life, and a thousand tools' originals took close to a megabyte.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Trusted {
     /// Its `schemaHash` when first seen.
     pub hash: String,
-    /// The original object as first seen, compact JSON (shared: every guard run after the
-    /// first carries it over).
-    pub original: Arc<str>,
+    /// Its parts' hashes when first seen, as the guard writes them.
+    pub parts: String,
 }
 
 impl Trusted {
-    /// `original` (an upstream's object as given), whose `schemaHash` is `hash`.
+    /// A definition whose `schemaHash` is `hash` and whose parts' hashes are `parts`.
     ///
     /// ```
     /// use mcp_budget::catalog::Trusted;
-    /// use serde_json::json;
     ///
-    /// let tool = json!({"name": "now", "inputSchema": {"type": "object"}});
-    /// let trusted = Trusted::new(&tool, "h".into());
-    /// assert_eq!(trusted.value(), tool);
+    /// let trusted = Trusted::new("h".into(), "d:s:a:o".into());
+    /// assert_eq!((trusted.hash.as_str(), trusted.parts.as_str()), ("h", "d:s:a:o"));
     /// ```
     #[must_use]
-    pub fn new(original: &Value, hash: String) -> Self {
-        Self {
-            hash,
-            original: Arc::from(original.to_string()),
-        }
-    }
-
-    /// The original object again (`Null` only if the text were not JSON, which [`Trusted::new`]
-    /// never makes).
-    #[must_use]
-    pub fn value(&self) -> Value {
-        serde_json::from_str(&self.original).unwrap_or(Value::Null)
+    pub const fn new(hash: String, parts: String) -> Self {
+        Self { hash, parts }
     }
 }
 

@@ -115,6 +115,41 @@ impl Parts {
         }
     }
 
+    /// The four hashes as one text (`description:schema:annotations:other`), to keep.
+    ///
+    /// ```
+    /// use mcp_budget::pin::lock::Parts;
+    /// use serde_json::json;
+    ///
+    /// let parts = Parts::of(&json!({"name": "t", "description": "Reads."}));
+    /// assert_eq!(Parts::from_text(&parts.to_text()), parts);
+    /// ```
+    #[must_use]
+    pub fn to_text(&self) -> String {
+        [
+            &self.description,
+            &self.schema,
+            &self.annotations,
+            &self.other,
+        ]
+        .map(String::as_str)
+        .join(":")
+    }
+
+    /// The parts [`Parts::to_text`] wrote (a part missing from `text` is empty: it differs
+    /// from every hash).
+    #[must_use]
+    pub fn from_text(text: &str) -> Self {
+        let mut hashes = text.split(':').map(str::to_owned);
+        let mut next = || hashes.next().unwrap_or_default();
+        Self {
+            description: next(),
+            schema: next(),
+            annotations: next(),
+            other: next(),
+        }
+    }
+
     /// The names of the parts that differ from `other`'s (`description`, `schema`,
     /// `annotations`, `other`), as a tool's.
     #[must_use]

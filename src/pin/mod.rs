@@ -116,7 +116,7 @@ impl Definition<'_> {
             Some(first) if first.hash == self.hash => Verdict::Trusted,
             Some(first) => Verdict::Changed {
                 old: first.hash.clone(),
-                changed: Parts::of_item(kind, &first.value()).changed_as(kind, &now()),
+                changed: Parts::from_text(&first.parts).changed_as(kind, &now()),
             },
         }
     }
@@ -171,7 +171,10 @@ impl Definition<'_> {
             Verdict::New => {
                 held.trusted.insert(
                     (self.kind, self.name.to_owned()),
-                    Trusted::new(self.original, self.hash.to_owned()),
+                    Trusted::new(
+                        self.hash.to_owned(),
+                        Parts::of_item(self.kind, self.original).to_text(),
+                    ),
                 );
                 None
             }

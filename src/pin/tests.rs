@@ -280,6 +280,8 @@ fn a_version_1_lock_trusts_prompts_on_first_use_and_says_so() {
     let (admitted, held) = run(&v2, &held, &rules);
     assert_eq!(names(&admitted.prompts), ["summary"]);
     assert_eq!(held.quarantined[0].reason, "changed");
+    // What changed, told from the parts' hashes kept at first sight.
+    assert_eq!(held.quarantined[0].changed, ["description"]);
 }
 
 #[test]
