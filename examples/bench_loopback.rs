@@ -10,7 +10,8 @@
 //!                                                         start in 100/200/300/400 ms
 //! bench_loopback profile    [--calls 1000] [--stdio]      N sequential calls through one gateway
 //!                                                         (HTTP, or stdio), for a profiler
-//! bench_loopback memory     [--upstreams 10] [--tools 100] [--sessions 2000]
+//! bench_loopback memory     [--upstreams 10] [--tools 100] [--sessions 2000] [--idle S]
+//!                           [--pageout]
 //!                                                         gateway RSS with 10 x 100 tools and
 //!                                                         the first tools/list's time (default
 //!                                                         budget, then `mode = "full"`); bytes
@@ -898,6 +899,10 @@ fn memory(args: &[String], dir: &Path) {
     // Seconds to leave each gateway idle after its lists before reading its RSS again (0:
     // not): the tokenizer is let go after 30-60 s, and the allocator returns pages ~10 s later.
     let idle = arg(args, "--idle", 0);
+    // After the idle reading: the binary's pages paged out (`scripts/pageout.py`, what memory
+    // pressure does to clean file pages), then a new session, 200 calls and a list, and the
+    // RSS again: the working set, without the pages only startup touched.
+    let pageout = args.iter().any(|a| a == "--pageout");
 
     // (a) 10 stdio upstreams x 100 tools, HTTP downstream.
     let sets = toolsets(upstreams);
@@ -961,10 +966,56 @@ fn memory(args: &[String], dir: &Path) {
                 status_kb(pid, "RssAnon:"),
                 status_kb(pid, "RssFile:")
             );
+            if pageout {
+                working_set(pid, &url);
+            }
         }
     }
 
     memory_sessions(dir, sessions);
+}
+
+/// `--pageout`: the gateway's file-backed pages paged out, then a new session, 200 calls and a
+/// list: its RSS then (what serving touches again).
+fn working_set(pid: u32, url: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/pageout.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(pid.to_string())
+        .output();
+    if !out.as_ref().is_ok_and(|o| o.status.success()) {
+        let why = out.map_or_else(
+            |e| e.to_string(),
+            |o| String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+        );
+        println!(
+            "  --pageout skipped: {} failed ({why}); it needs Linux >= 5.10 and CAP_SYS_NICE",
+            script.display()
+        );
+        return;
+    }
+    let left = status_kb(pid, "RssFile:");
+    let mut c = HttpClient::with_bearer(url, Call::echo("t0__x"), None);
+    let n = c.list_tools(9);
+    // A listed tool that needs no argument (the echo upstream answers any).
+    let listed = answer_json(&c.buf);
+    let free = (listed["result"]["tools"].as_array().into_iter().flatten())
+        .find(|t| (t["inputSchema"]["required"].as_array()).is_none_or(Vec::is_empty));
+    let Some(name) = free.and_then(|t| t["name"].as_str()) else {
+        println!("  --pageout: no listed tool without required arguments to call; skipped");
+        return;
+    };
+    c.call = Call::with(name, "{}");
+    for id in 0..200 {
+        c.call(10 + id);
+    }
+    println!(
+        "  binary paged out ({left} kB file-backed left), then a session, 200 calls and a list of {n}: \
+         VmRSS {} kB ({} kB anonymous, {} kB file-backed)",
+        status_kb(pid, "VmRSS:"),
+        status_kb(pid, "RssAnon:"),
+        status_kb(pid, "RssFile:")
+    );
 }
 
 /// Bytes per idle 2025-era session (initialize + initialized, then nothing): `sessions`, then

@@ -23,7 +23,9 @@
 # Env: CALLS (2000) ROUNDS (5) CLIENTS (32) SECS (5) RUNS (3); BENCH_JSON_ONLY=1 makes the HTTP
 # clients send `Accept: application/json` only (no SSE answers from the gateway);
 # BENCH_INSTALL=1 lets `latency` apt-get install socat and haproxy when missing;
-# CALLGRIND_CALLS ("100 1100": the two call counts) and CALLGRIND_TRANSPORTS ("http stdio").
+# CALLGRIND_CALLS ("100 1100": the two call counts) and CALLGRIND_TRANSPORTS ("http stdio");
+# for `memory`: IDLE (seconds idle before reading RSS again; 0: not) and PAGEOUT=1 (then the
+# binary's pages paged out by scripts/pageout.py and RSS read after some traffic: the working set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -64,7 +66,7 @@ for w in "${what[@]}"; do
         apt-get install -y socat haproxy >/dev/null
       fi
       run latency --calls "${CALLS:-2000}" --rounds "${ROUNDS:-5}" ;;
-    memory) run memory --idle "${IDLE:-0}" ;;
+    memory) run memory --idle "${IDLE:-0}" ${PAGEOUT:+--pageout} ;;
     throughput) run throughput --clients "${CLIENTS:-32}" --secs "${SECS:-5}" ;;
     startup) run startup --runs "${RUNS:-3}" ;;
     callgrind) callgrind "" ;;
