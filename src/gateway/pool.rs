@@ -369,9 +369,13 @@ impl Pool {
 
     /// The lists upstream `id` contributes to the current catalog, while it lists them.
     fn contribution(&self, id: usize) -> Option<Contribution> {
-        let members = self.members.borrow();
-        let i = members.position(id)?;
-        Some(members.catalog.upstreams()[i].lists())
+        // Read back after letting go of the members (a publish waits for readers).
+        let given = {
+            let members = self.members.borrow();
+            let i = members.position(id)?;
+            members.catalog.upstreams()[i].clone()
+        };
+        Some(given.lists())
     }
     async fn fetch_lists(
         &self,
