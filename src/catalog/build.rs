@@ -19,8 +19,9 @@ use crate::mcp::params::{Marked, marked_tools};
 use crate::naming::{disambiguated, exposed_name};
 
 /// What one upstream contributes: its lists as it gave them (tools repaired, see
-/// [`super::repair_tool`]).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// [`super::repair_tool`]). Serialized as an object of the four lists ([`super::Given`]'s
+/// text).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Contribution {
     /// Tool objects.
     pub tools: Vec<Value>,

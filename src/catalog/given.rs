@@ -7,8 +7,6 @@
 //! the biggest thing in an idle gateway's memory (10 upstreams × 100 tools: 4.7 MB of 15 MB).
 //! Text is read again (a few milliseconds for a thousand tools) only when a catalog is built.
 
-use serde::{Deserialize, Serialize};
-
 use super::Contribution;
 
 /// An upstream's lists as it gave them ([`Contribution`]), as compact JSON text, with their
@@ -45,36 +43,12 @@ pub struct Counts {
     pub templates: usize,
 }
 
-/// The text's shape: [`Contribution`]'s lists under their names (borrowed to write them).
-#[derive(Serialize)]
-struct Lists<'a> {
-    tools: &'a [serde_json::Value],
-    prompts: &'a [serde_json::Value],
-    resources: &'a [serde_json::Value],
-    templates: &'a [serde_json::Value],
-}
-
-/// The same shape, read back.
-#[derive(Deserialize)]
-struct Owned {
-    tools: Vec<serde_json::Value>,
-    prompts: Vec<serde_json::Value>,
-    resources: Vec<serde_json::Value>,
-    templates: Vec<serde_json::Value>,
-}
-
 impl Given {
     /// `lists` as text.
     #[must_use]
     pub fn new(lists: &Contribution) -> Self {
-        let shape = Lists {
-            tools: &lists.tools,
-            prompts: &lists.prompts,
-            resources: &lists.resources,
-            templates: &lists.templates,
-        };
         // Values of string keys always serialize.
-        let text = serde_json::to_string(&shape).unwrap_or_default();
+        let text = serde_json::to_string(lists).unwrap_or_default();
         Self {
             text: text.into_boxed_str(),
             counts: Counts {
@@ -89,46 +63,14 @@ impl Given {
     /// The lists, read back: equal to what [`Given::new`] was given (maps keep their order).
     #[must_use]
     pub fn lists(&self) -> Contribution {
-        if self.text.is_empty() {
-            return Contribution::default();
-        }
-        // The text is what `new` wrote: it always reads back.
-        let owned: Owned = serde_json::from_str(&self.text).unwrap_or(Owned {
-            tools: Vec::new(),
-            prompts: Vec::new(),
-            resources: Vec::new(),
-            templates: Vec::new(),
-        });
-        Contribution {
-            tools: owned.tools,
-            prompts: owned.prompts,
-            resources: owned.resources,
-            templates: owned.templates,
-        }
+        // The text is what `new` wrote (or nothing, by default): it always reads back.
+        serde_json::from_str(&self.text).unwrap_or_default()
     }
 
     /// How many items each list holds, without reading the text.
     #[must_use]
     pub const fn counts(&self) -> Counts {
         self.counts
-    }
-
-    /// The bytes the text takes.
-    #[must_use]
-    pub fn text_len(&self) -> usize {
-        self.text.len()
-    }
-}
-
-impl From<&Contribution> for Given {
-    fn from(lists: &Contribution) -> Self {
-        Self::new(lists)
-    }
-}
-
-impl From<Contribution> for Given {
-    fn from(lists: Contribution) -> Self {
-        Self::new(&lists)
     }
 }
 

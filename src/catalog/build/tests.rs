@@ -287,13 +287,14 @@ fn a_rebuilt_catalog_shares_the_lists_and_definitions_that_did_not_change() {
     assert_eq!(definition(&second, "z")["description"], "now with words");
     // Key order aside, equal is equal: the same tool with its keys reordered is shared too.
     let mut reordered = first.upstreams().to_vec();
-    reordered[0] = Arc::from(Given::new(&Contribution {
+    reordered[0] = Contribution {
         tools: vec![
             json!({"inputSchema": {"type": "object"}, "name": "x"}),
             json!({"name": "y", "inputSchema": {"type": "object"}}),
         ],
         ..Contribution::default()
-    }));
+    }
+    .into();
     let third = Catalog::build_guarded(reordered, &ids, "__", 3, &first, open_door);
     assert!(Arc::ptr_eq(
         &definition(&first, "x"),
