@@ -960,12 +960,7 @@ fn memory(args: &[String], dir: &Path) {
         if idle > 0 {
             std::thread::sleep(Duration::from_secs(idle));
             let pid = gw.0.id();
-            println!(
-                "  after {idle} s idle: VmRSS {} kB ({} kB anonymous, {} kB file-backed: the binary's pages)",
-                status_kb(pid, "VmRSS:"),
-                status_kb(pid, "RssAnon:"),
-                status_kb(pid, "RssFile:")
-            );
+            println!("  after {idle} s idle: {}", rss_parts(pid));
             if pageout {
                 working_set(pid, &url);
             }
@@ -1010,12 +1005,20 @@ fn working_set(pid: u32, url: &str) {
         c.call(10 + id);
     }
     println!(
-        "  binary paged out ({left} kB file-backed left), then a session, 200 calls and a list of {n}: \
-         VmRSS {} kB ({} kB anonymous, {} kB file-backed)",
+        "  binary paged out ({left} kB file-backed left), then a session, 200 calls and a list of {n}: {}",
+        rss_parts(pid)
+    );
+}
+
+/// `pid`'s `VmRSS` and its anonymous and file-backed parts (the latter: the binary's pages),
+/// as the memory lines print them.
+fn rss_parts(pid: u32) -> String {
+    format!(
+        "VmRSS {} kB ({} kB anonymous, {} kB file-backed)",
         status_kb(pid, "VmRSS:"),
         status_kb(pid, "RssAnon:"),
         status_kb(pid, "RssFile:")
-    );
+    )
 }
 
 /// Bytes per idle 2025-era session (initialize + initialized, then nothing): `sessions`, then
