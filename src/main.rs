@@ -152,8 +152,9 @@ enum Command {
 
 fn main() -> ExitCode {
     // Freed pages go back to the system after `dirty_decay_ms` (1 s as built from this tree,
-    // `.cargo/config.toml`; jemalloc's default 10 s otherwise) even when the process is idle: without the thread, jemalloc purges only when it is next called. A failure
-    // (a jemalloc built without threads) only keeps the pages longer.
+    // `.cargo/config.toml`; jemalloc's default 10 s otherwise) even when the process is idle:
+    // without the thread, jemalloc purges only when it is next called. A failure (a jemalloc
+    // built without threads) only keeps the pages longer.
     #[cfg(unix)]
     let _ = tikv_jemalloc_ctl::background_thread::write(true);
     let cli = Cli::parse();
