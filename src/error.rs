@@ -50,6 +50,20 @@ pub enum Error {
         /// The timeout that passed.
         timeout: Duration,
     },
+    /// A call of an upstream that serializes its requests to clients (`server_requests =
+    /// "serialize"`) waited longer than its timeout for its turn: another client's call that
+    /// can be asked had the upstream, maybe waiting on that client's answer. The server is not
+    /// to blame, and was never sent the call.
+    #[error(
+        "no turn at upstream {upstream:?} within {}s: it serializes its requests to clients ([[upstream]] server_requests = \"serialize\") and another client's call that may be asked has it, maybe waiting on that client's answer (up to server_request_timeout_secs per question); retry, lower server_request_timeout_secs, or give each client its own server (share = \"per_client\")",
+        timeout.as_secs_f64()
+    )]
+    TurnTimeout {
+        /// Server id.
+        upstream: String,
+        /// How long the call waited (its `timeout_secs`).
+        timeout: Duration,
+    },
     /// The upstream broke the protocol (garbage, a response of the wrong shape).
     #[error("upstream {upstream:?} broke the protocol: {reason}")]
     UpstreamProtocol {
@@ -339,6 +353,7 @@ impl Error {
         match self {
             Self::UpstreamUnavailable { .. } => (SERVER_ERROR, kind::UPSTREAM_UNAVAILABLE),
             Self::UpstreamTimeout { .. } => (SERVER_ERROR, kind::UPSTREAM_TIMEOUT),
+            Self::TurnTimeout { .. } => (SERVER_ERROR, kind::UPSTREAM_TURN_TIMEOUT),
             Self::UpstreamProtocol { .. } => (SERVER_ERROR, kind::UPSTREAM_PROTOCOL),
             Self::UpstreamUnreachable { .. } => (SERVER_ERROR, kind::UPSTREAM_UNREACHABLE),
             Self::InstancesExhausted { .. } => (SERVER_ERROR, kind::UPSTREAM_INSTANCES_EXHAUSTED),
@@ -410,7 +425,8 @@ impl Error {
             } => {
                 json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } })
             }
-            Self::UpstreamTimeout { upstream, timeout } => {
+            Self::UpstreamTimeout { upstream, timeout }
+            | Self::TurnTimeout { upstream, timeout } => {
                 json!({ "upstream": upstream, "timeout_ms": timeout.as_millis() })
             }
             Self::ClientTimeout {

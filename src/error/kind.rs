@@ -19,6 +19,11 @@
 pub const UPSTREAM_UNAVAILABLE: &str = "mcp_budget.upstream.unavailable";
 /// An upstream went silent on a request for longer than its `timeout_secs` (`-32000`).
 pub const UPSTREAM_TIMEOUT: &str = "mcp_budget.upstream.timeout";
+/// A call of an upstream with `server_requests = "serialize"` waited longer than its
+/// `timeout_secs` for its turn, because another client's call that may be asked held the
+/// upstream (maybe waiting on that client's answer, up to `server_request_timeout_secs`); the
+/// call never reached the server (`-32000`).
+pub const UPSTREAM_TURN_TIMEOUT: &str = "mcp_budget.upstream.turn_timeout";
 /// An upstream broke the protocol: garbage, or a response of the wrong shape (`-32000`).
 pub const UPSTREAM_PROTOCOL: &str = "mcp_budget.upstream.protocol";
 /// An HTTP upstream cannot be reached at all: the connection was refused, the host is unknown

@@ -238,10 +238,13 @@ pub struct RawUpstream {
     /// several clients have calls in flight to it: `"refuse_ambiguous"` (default: refused as
     /// ambiguous, the server gets an error) or `"serialize"` (a call of a client that declared
     /// sampling, elicitation or roots has the upstream to itself, so each request has exactly
-    /// one owner; other calls wait meanwhile).
+    /// one owner; other calls wait meanwhile, except that while it waits on its client's
+    /// answer, calls of clients that declared none of them run).
     pub server_requests: Option<String>,
     /// Seconds a server→client request may wait for its client's answer before the upstream
-    /// gets an error answer and the call it belongs to fails. Default: 60.
+    /// gets an error answer and the call it belongs to fails. Under `server_requests =
+    /// "serialize"` it is also how long one question of a slow or silent client can keep the
+    /// calls of other clients that may be asked waiting. Default: 30.
     pub server_request_timeout_secs: Option<u64>,
     /// Only the server's tools whose own names match one of these globs are served (e.g.
     /// `["get_*", "search_*"]`); the others are not listed, searched or callable. Default: all.

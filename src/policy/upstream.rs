@@ -45,7 +45,7 @@ pub struct UpstreamSpec {
     /// (`server_requests`, default `refuse_ambiguous`).
     pub server_requests: ServerRequests,
     /// How long a request of its to a client waits for the answer
-    /// (`server_request_timeout_secs`, default 60 s).
+    /// (`server_request_timeout_secs`, default 30 s).
     pub server_request_timeout: Duration,
     /// Which of its tools are served (`include_tools`, `exclude_tools`; default all).
     pub tools: ToolFilter,
@@ -96,7 +96,7 @@ impl ToolFilter {
 
 /// Default `server_request_timeout_secs`: how long a server→client request waits for its
 /// client's answer.
-pub const DEFAULT_SERVER_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_SERVER_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How a 2025-era upstream's requests to clients (sampling, elicitation, roots) find their
 /// client when several clients call it at once (`[[upstream]] server_requests`).
@@ -114,7 +114,8 @@ pub enum ServerRequests {
     RefuseAmbiguous,
     /// A call of a client that declared sampling, elicitation or roots has the upstream to
     /// itself while it is in flight (other calls wait; calls of clients that declared none of
-    /// them still run side by side with each other), so every request has exactly one owner.
+    /// them still run side by side with each other, and also while that call waits on its
+    /// client's answer), so every request has exactly one owner.
     Serialize,
 }
 

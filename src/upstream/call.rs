@@ -233,19 +233,21 @@ impl Upstream {
     }
 
     /// The call's turn in the upstream (see [`super::turns`]), waited for at most `timeout`:
-    /// a call that cannot have its turn in that time fails as if the upstream had not answered.
+    /// a call that cannot have its turn in that time fails with [`Error::TurnTimeout`] (another
+    /// client's call held the upstream; the server is not to blame).
     async fn turn_within(
         &self,
         call: &Call<'_>,
         timeout: Option<Duration>,
     ) -> Result<Option<Turn>, Error> {
-        let take = self.take_turn(call.outbound.is_some(), call.client, call.id);
+        let session = call.outbound.as_ref().map(Outbound::session);
+        let take = self.take_turn(call.outbound.is_some(), call.client.zip(session), call.id);
         match timeout {
             None => take.await,
             Some(timeout) => {
                 tokio::time::timeout(timeout, take)
                     .await
-                    .map_err(|_| Error::UpstreamTimeout {
+                    .map_err(|_| Error::TurnTimeout {
                         upstream: self.name().to_owned(),
                         timeout,
                     })?

@@ -220,6 +220,8 @@ impl Upstream {
         }
         self.touch_client(&out);
         self.expire_later(gateway_id.clone(), method);
+        // Its call now waits on the client: a turn it has alone is lent meanwhile.
+        self.lend_turn(out.session());
         msg.id = Some(Id::String(gateway_id));
         let _ = out.send(msg);
     }
@@ -278,7 +280,10 @@ impl Upstream {
                 .send(Message::error(Id::Number(call), err.to_error_object()));
             self.stop_request(call, p.abort, Some(&reason));
         }
-        let _ = self.notify(Message::error(original, err.to_error_object()));
+        let _ = self.answer_when_alone(
+            out.session(),
+            Message::error(original, err.to_error_object()),
+        );
     }
 
     /// Answers a server→client request that no client may be asked with an error that says
@@ -345,7 +350,7 @@ impl Upstream {
         };
         self.touch_client(&asked);
         msg.id = Some(original);
-        self.notify(msg)
+        self.answer_when_alone(asked.session(), msg)
     }
 
     /// How many server→client messages reached no client so far (owner ambiguous or

@@ -215,3 +215,71 @@ async fn a_call_cancelled_while_it_waits_for_its_turn_never_reaches_the_server()
         );
     }
 }
+
+/// Issue 50, finding 4: a sampling client that never answers holds no one but those that could
+/// be asked themselves. While A's sampling request goes unanswered, G (no sampling) makes plain
+/// calls as fast as with A absent; B (sampling) waits for its turn, and past its `timeout_secs`
+/// fails with `mcp_budget.upstream.turn_timeout`, which names the cause (not
+/// `mcp_budget.upstream.timeout`, which blames the server); A's own call fails at
+/// `server_request_timeout_secs` as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_sampler_holds_no_call_of_a_client_that_cannot_be_asked() {
+    const ECHO: &str = "everything__echo";
+    let test = "server-requests-silent-sampler";
+    let up = Up::everything("everything")
+        .key("server_requests", "serialize")
+        .timeout(2)
+        .raw_key("server_request_timeout_secs", "6");
+    let gw = Gateway::start(test, Mode::Http, &[up]).await;
+    let echo = |label: String| json!({"op": "call", "client": "G", "name": ECHO, "args": {"message": "hi"}, "as": label});
+    let sample = |c: &str| json!({"prompt": format!("{c}-PROMPT"), "maxTokens": 5});
+    let mut steps: Vec<Value> = (0..5).map(|i| echo(format!("absent-{i}"))).collect();
+    steps.push(call("A", SAMPLE, sample("A"), "sample-A"));
+    steps.push(json!({"op": "sleep", "seconds": 0.5}));
+    steps.push(call("B", SAMPLE, sample("B"), "sample-B"));
+    steps.push(json!({"op": "sleep", "seconds": 0.2}));
+    steps.extend((0..5).map(|i| echo(format!("present-{i}"))));
+    steps.push(json!({"op": "join"}));
+    let plan = json!({
+        "clients": {
+            "A": {"sampling": "A-ANSWER", "sampling_delay": 60},
+            "B": {"sampling": "B-ANSWER"},
+            "G": {},
+        },
+        "steps": steps,
+    });
+    let report = two_clients(&gw.tag, gw.url(), &plan).await;
+    gw.stop_and_check().await;
+    let ms = |label: String| report["calls"][&label]["ms"].as_u64().unwrap_or(u64::MAX);
+    let absent: Vec<u64> = (0..5).map(|i| ms(format!("absent-{i}"))).collect();
+    let present: Vec<u64> = (0..5).map(|i| ms(format!("present-{i}"))).collect();
+    eprintln!("G's plain calls, ms: silent sampler absent {absent:?}, present {present:?}");
+    for i in 0..5 {
+        let text = text_of(&report, &format!("present-{i}"));
+        assert!(
+            text.contains("hi"),
+            "G's call {i}: {text}\nreport: {report}"
+        );
+    }
+    let worst = present.iter().max().copied().unwrap_or(u64::MAX);
+    assert!(
+        worst < 1000,
+        "G waited {worst} ms behind A's silence\nreport: {report}"
+    );
+    let b = &report["calls"]["sample-B"];
+    assert_eq!(
+        b["error"]["data"]["type"], "mcp_budget.upstream.turn_timeout",
+        "B's call: {b}\nreport: {report}"
+    );
+    let b_message = b["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        b_message.contains("server_request_timeout_secs"),
+        "B's error says what to change: {b_message}"
+    );
+    assert_eq!(prompts(&report, "B"), Vec::<String>::new(), "{report}");
+    let a = &report["calls"]["sample-A"];
+    assert_eq!(
+        a["error"]["data"]["type"], "mcp_budget.client.timeout",
+        "A's call: {a}\nreport: {report}"
+    );
+}
