@@ -211,13 +211,15 @@ impl Upstream {
         };
         // Unguessable, so that no other session can answer in this client's place.
         let gateway_id = super::asked_id(self.inner.index, self.inner.replica.as_deref());
-        {
+        let gone: Vec<(Id, Outbound)> = {
             let mut asked = lock(&self.inner.server_requests);
-            // Requests to clients that have gone will never be answered.
-            asked.retain(|_, (_, to, _)| !to.is_closed());
+            let gone = asked.extract_if(|_, (_, to, _)| to.is_closed());
+            let gone = gone.map(|(_, (original, to, _))| (original, to)).collect();
             let now = tokio::time::Instant::now();
             asked.insert(gateway_id.clone(), (original, out.clone(), now));
-        }
+            gone
+        };
+        self.client_gone(gone);
         self.touch_client(&out);
         self.expire_later(gateway_id.clone(), method);
         // Its call now waits on the client: a turn it has alone is lent meanwhile.
@@ -284,6 +286,25 @@ impl Upstream {
             out.session(),
             Message::error(original, err.to_error_object()),
         );
+    }
+
+    /// Requests to clients that have gone (their session ended) will never be answered: each
+    /// gets an error answer now, so that every request of the server gets exactly one.
+    fn client_gone(&self, gone: Vec<(Id, Outbound)>) {
+        for (original, to) in gone {
+            let err = Error::Cancelled {
+                reason: Some("the client that was asked has gone".to_owned()),
+            };
+            tracing::debug!(
+                upstream = self.name(),
+                session = to.session(),
+                "Server request of a gone client answered"
+            );
+            let _ = self.answer_when_alone(
+                to.session(),
+                Message::error(original, err.to_error_object()),
+            );
+        }
     }
 
     /// Answers a server→client request that no client may be asked with an error that says

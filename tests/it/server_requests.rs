@@ -10,11 +10,16 @@
 //! - a client that never answers: past `server_request_timeout_secs` its call fails with
 //!   `mcp_budget.client.timeout`, its SDK is told to drop the request, and the next client's
 //!   sampling goes through at once;
-//! - a call cancelled while it waits for its turn never reaches the server.
+//! - a call cancelled while it waits for its turn never reaches the server;
+//! - a client that is slow to answer (a person filling in a form) or never answers holds no call
+//!   of a client that cannot be asked (issue 50): the calls of other clients that may be asked
+//!   wait, and fail as `mcp_budget.upstream.turn_timeout` past their `timeout_secs`.
 
 use serde_json::{Value, json};
 
-use crate::harness::{Gateway, Mode, TagGuard, Up, assert_no_leftovers, everything_http, new_tag};
+use crate::harness::{
+    Gateway, Mode, TagGuard, Up, assert_no_leftovers, everything_http, new_tag, peer_file, venv_bin,
+};
 use crate::isolation::{text_of, two_clients};
 
 const SAMPLE: &str = "everything__trigger-sampling-request";
@@ -281,5 +286,151 @@ async fn a_silent_sampler_holds_no_call_of_a_client_that_cannot_be_asked() {
     assert_eq!(
         a["error"]["data"]["type"], "mcp_budget.client.timeout",
         "A's call: {a}\nreport: {report}"
+    );
+}
+
+/// `tests/peers/ask_server.py` over stdio, serializing, with these timeouts.
+fn asker(timeout_secs: u64, server_request_timeout_secs: u64) -> Up {
+    Up::stdio("ask", &venv_bin("python"), &[&peer_file("ask_server.py")])
+        .key("server_requests", "serialize")
+        .timeout(timeout_secs)
+        .raw_key(
+            "server_request_timeout_secs",
+            &server_request_timeout_secs.to_string(),
+        )
+}
+
+/// A person takes 2 s to fill in A's form (elicitation): meanwhile G (which declared neither
+/// sampling nor elicitation) calls as fast as ever, and a long call of G's borrows the turn; A's
+/// answer reaches the server only once that call is done, so that whatever the server asks next
+/// has one owner. Then a form nobody fills in: at `server_request_timeout_secs` the server gets
+/// exactly one answer to it, the error `mcp_budget.client.timeout`, and S's call fails with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_filling_in_a_form_holds_no_call_of_a_client_that_cannot_be_asked() {
+    let gw = Gateway::start("server-requests-slow-person", Mode::Http, &[asker(10, 4)]).await;
+    let g = |tool: &str, args: Value, label: &str| {
+        json!({"op": "call", "client": "G", "name": format!("ask__{tool}"), "args": args,
+               "as": label})
+    };
+    let mut long = g("slow", json!({"seconds": 2.5}), "long-G");
+    long["background"] = json!(true);
+    let mut steps = vec![
+        call(
+            "A",
+            "ask__ask_elicit",
+            json!({"secret": "A-SECRET"}),
+            "form-A",
+        ),
+        json!({"op": "sleep", "seconds": 0.5}),
+        long,
+    ];
+    steps.extend((0..3).map(|i| g("slow", json!({"seconds": 0}), &format!("quick-{i}"))));
+    steps.push(json!({"op": "join"}));
+    steps.push(call(
+        "S",
+        "ask__ask_elicit",
+        json!({"secret": "S-SECRET"}),
+        "form-S",
+    ));
+    steps.push(json!({"op": "join"}));
+    steps.push(g("errors_seen", json!({}), "errors"));
+    let plan = json!({
+        "clients": {
+            "A": {"elicit": "A-ANSWER", "elicit_delay": 2},
+            "S": {"elicit": "S-ANSWER", "elicit_delay": 60},
+            "G": {},
+        },
+        "steps": steps,
+    });
+    let report = two_clients(&gw.tag, gw.url(), &plan).await;
+    gw.stop_and_check().await;
+    let ms = |label: &str| report["calls"][label]["ms"].as_u64().unwrap_or(u64::MAX);
+    let quick: Vec<u64> = (0..3).map(|i| ms(&format!("quick-{i}"))).collect();
+    eprintln!(
+        "G's calls while A's person fills in the form, ms: {quick:?}; A's call {} ms",
+        ms("form-A")
+    );
+    assert!(
+        quick.iter().all(|&q| q < 1000),
+        "G waited behind A's form: {quick:?}\nreport: {report}"
+    );
+    assert!(text_of(&report, "long-G").contains("slept"), "{report}");
+    let a = text_of(&report, "form-A");
+    assert!(a.contains("A-ANSWER"), "A's call: {a}\nreport: {report}");
+    // The person answered at 2 s; G's long call, which borrowed the turn, ends at about 3 s.
+    assert!(
+        ms("form-A") >= 2800,
+        "A's answer reached the server while G's call was in flight\nreport: {report}"
+    );
+    let s = &report["calls"]["form-S"];
+    assert_eq!(
+        s["error"]["data"]["type"], "mcp_budget.client.timeout",
+        "S's call: {s}\nreport: {report}"
+    );
+    let errors: Value = serde_json::from_str(&text_of(&report, "errors")).unwrap_or(Value::Null);
+    let seen = errors.as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        seen.len(),
+        1,
+        "the server's error answers: {errors}\nreport: {report}"
+    );
+    assert_eq!(seen[0]["method"], "elicitation/create", "{errors}");
+    assert_eq!(
+        seen[0]["error"]["data"]["type"], "mcp_budget.client.timeout",
+        "{errors}"
+    );
+}
+
+/// Every request of the server gets exactly one answer, even one to a client that has gone: S
+/// is asked and gives up its call (which closes the stream the request came on); when the server
+/// next asks someone (A), S's request is answered with an error at once instead of being dropped
+/// unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_to_a_client_that_has_gone_is_answered() {
+    let up = Up::stdio("ask", &venv_bin("python"), &[&peer_file("ask_server.py")]).timeout(10);
+    let gw = Gateway::start("server-requests-client-gone", Mode::Http, &[up]).await;
+    let mut form_s = call(
+        "S",
+        "ask__ask_elicit",
+        json!({"secret": "S-SECRET"}),
+        "form-S",
+    );
+    form_s["cancel_after"] = json!(0.5);
+    let mut form_a = call(
+        "A",
+        "ask__ask_elicit",
+        json!({"secret": "A-SECRET"}),
+        "form-A",
+    );
+    form_a["background"] = json!(false);
+    let plan = json!({
+        "clients": {
+            "S": {"elicit": "S-ANSWER", "elicit_delay": 60},
+            "A": {"elicit": "A-ANSWER"},
+            "G": {},
+        },
+        "steps": [
+            form_s,
+            {"op": "sleep", "seconds": 1.0},
+            form_a,
+            {"op": "call", "client": "G", "name": "ask__errors_seen", "args": {}, "as": "errors"},
+            {"op": "join"},
+        ],
+    });
+    let report = two_clients(&gw.tag, gw.url(), &plan).await;
+    gw.stop_and_check().await;
+    let a = text_of(&report, "form-A");
+    assert!(a.contains("A-ANSWER"), "A's call: {a}\nreport: {report}");
+    let errors: Value = serde_json::from_str(&text_of(&report, "errors")).unwrap_or(Value::Null);
+    let seen = errors.as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        seen.len(),
+        1,
+        "the server's error answers: {errors}\nreport: {report}"
+    );
+    assert_eq!(seen[0]["method"], "elicitation/create", "{errors}");
+    assert_eq!(
+        seen[0]["error"]["data"]["type"], "mcp_budget.request.cancelled",
+        "{errors}"
     );
 }

@@ -8,7 +8,8 @@ env:   PLAN = JSON {"clients": {NAME: CLIENT, ...}, "steps": [STEP, ...]}
 CLIENT: {"sampling": text, "elicit": text, "roots": [uri, ...], "log": true, "updates": true}
         which callbacks the client installs (only those named): sampling answers with `text`
         (after "sampling_delay" seconds when given; a cancelled one is recorded in "cancelled"),
-        elicitation accepts with {"answer": text}, roots lists `uri`s, log records log messages,
+        elicitation accepts with {"answer": text} (after "elicit_delay" seconds when given, a
+        person filling in the form), roots lists `uri`s, log records log messages,
         updates records notifications/resources/updated
         "headers": {name: value} are sent with every HTTP request (credentials)
         "mode": the SDK's era mode (default "legacy": a 2025-era session; "auto": 2026-07-28)
@@ -81,6 +82,12 @@ async def main() -> None:
 
         async def elicitation(_ctx, params):
             got["elicitation"].append({"mark": mark[0], "params": dump(params)})
+            if "elicit_delay" in spec:
+                try:
+                    await anyio.sleep(spec["elicit_delay"])
+                except anyio.get_cancelled_exc_class():
+                    got.setdefault("cancelled", []).append({"mark": mark[0]})
+                    raise
             return types.ElicitResult(action="accept", content={"answer": spec["elicit"]})
 
         async def list_roots(_ctx):
