@@ -213,8 +213,14 @@ impl Upstream {
         let gateway_id = super::asked_id(self.inner.index, self.inner.replica.as_deref());
         let gone: Vec<(Id, Outbound)> = {
             let mut asked = lock(&self.inner.server_requests);
-            let gone = asked.extract_if(|_, (_, to, _)| to.is_closed());
-            let gone = gone.map(|(_, (original, to, _))| (original, to)).collect();
+            let closed: Vec<String> = (asked.iter())
+                .filter(|(_, (_, to, _))| to.is_closed())
+                .map(|(key, _)| key.clone())
+                .collect();
+            let gone = (closed.iter())
+                .filter_map(|key| asked.remove(key))
+                .map(|(original, to, _)| (original, to))
+                .collect();
             let now = tokio::time::Instant::now();
             asked.insert(gateway_id.clone(), (original, out.clone(), now));
             gone

@@ -294,6 +294,8 @@ impl Upstream {
         let Some(ticket) = later else {
             return self.notify(answer);
         };
+        // On the connection the server asked on: a new one never sent that request.
+        let link = self.link(false)?;
         let upstream = self.clone();
         let held = Arc::clone(held);
         tokio::spawn(async move {
@@ -302,7 +304,7 @@ impl Upstream {
             });
             tokio::select! {
                 () = alone => {
-                    let _ = upstream.notify(answer);
+                    let _ = upstream.send_on(&link, answer, None);
                 }
                 () = upstream.inner.shutdown.cancelled() => {}
             }
