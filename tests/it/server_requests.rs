@@ -367,18 +367,7 @@ async fn a_person_filling_in_a_form_holds_no_call_of_a_client_that_cannot_be_ask
         s["error"]["data"]["type"], "mcp_budget.client.timeout",
         "S's call: {s}\nreport: {report}"
     );
-    let errors: Value = serde_json::from_str(&text_of(&report, "errors")).unwrap_or(Value::Null);
-    let seen = errors.as_array().cloned().unwrap_or_default();
-    assert_eq!(
-        seen.len(),
-        1,
-        "the server's error answers: {errors}\nreport: {report}"
-    );
-    assert_eq!(seen[0]["method"], "elicitation/create", "{errors}");
-    assert_eq!(
-        seen[0]["error"]["data"]["type"], "mcp_budget.client.timeout",
-        "{errors}"
-    );
+    one_error_answer(&report, "elicitation/create", "mcp_budget.client.timeout");
 }
 
 /// Every request of the server gets exactly one answer, even one to a client that has gone: S
@@ -421,16 +410,23 @@ async fn a_request_to_a_client_that_has_gone_is_answered() {
     gw.stop_and_check().await;
     let a = text_of(&report, "form-A");
     assert!(a.contains("A-ANSWER"), "A's call: {a}\nreport: {report}");
-    let errors: Value = serde_json::from_str(&text_of(&report, "errors")).unwrap_or(Value::Null);
+    one_error_answer(
+        &report,
+        "elicitation/create",
+        "mcp_budget.request.cancelled",
+    );
+}
+
+/// Checks that the server behind the gateway (`ask_server.py`, whose `errors_seen` the plan
+/// called as `errors`) got exactly one error answer to its requests: to `method`, of `kind`.
+fn one_error_answer(report: &Value, method: &str, kind: &str) {
+    let errors: Value = serde_json::from_str(&text_of(report, "errors")).unwrap_or(Value::Null);
     let seen = errors.as_array().cloned().unwrap_or_default();
     assert_eq!(
         seen.len(),
         1,
         "the server's error answers: {errors}\nreport: {report}"
     );
-    assert_eq!(seen[0]["method"], "elicitation/create", "{errors}");
-    assert_eq!(
-        seen[0]["error"]["data"]["type"], "mcp_budget.request.cancelled",
-        "{errors}"
-    );
+    assert_eq!(seen[0]["method"], method, "{errors}");
+    assert_eq!(seen[0]["error"]["data"]["type"], kind, "{errors}");
 }

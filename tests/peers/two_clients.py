@@ -65,14 +65,19 @@ async def main() -> None:
         seen[name] = got
         kwargs = {"mode": spec.get("mode", "legacy")}
 
+        async def answer_after(key):
+            """Waits spec[key] seconds when given; a wait cut short is recorded in "cancelled"."""
+            if key not in spec:
+                return
+            try:
+                await anyio.sleep(spec[key])
+            except anyio.get_cancelled_exc_class():
+                got.setdefault("cancelled", []).append({"mark": mark[0]})
+                raise
+
         async def sampling(_ctx, params):
             got["sampling"].append({"mark": mark[0], "params": dump(params)})
-            if "sampling_delay" in spec:
-                try:
-                    await anyio.sleep(spec["sampling_delay"])
-                except anyio.get_cancelled_exc_class():
-                    got.setdefault("cancelled", []).append({"mark": mark[0]})
-                    raise
+            await answer_after("sampling_delay")
             return types.CreateMessageResult(
                 role="assistant",
                 content=types.TextContent(type="text", text=spec["sampling"]),
@@ -82,12 +87,7 @@ async def main() -> None:
 
         async def elicitation(_ctx, params):
             got["elicitation"].append({"mark": mark[0], "params": dump(params)})
-            if "elicit_delay" in spec:
-                try:
-                    await anyio.sleep(spec["elicit_delay"])
-                except anyio.get_cancelled_exc_class():
-                    got.setdefault("cancelled", []).append({"mark": mark[0]})
-                    raise
+            await answer_after("elicit_delay")
             return types.ElicitResult(action="accept", content={"answer": spec["elicit"]})
 
         async def list_roots(_ctx):
