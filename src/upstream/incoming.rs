@@ -294,8 +294,9 @@ impl Upstream {
         );
     }
 
-    /// Requests to clients that have gone (their session ended) will never be answered: each
-    /// gets an error answer now, so that every request of the server gets exactly one.
+    /// Requests whose client has gone (the stream they were sent on closed: the call was given
+    /// up, or the session ended) will never be answered: each gets an error answer now, so that
+    /// every request of the server gets exactly one.
     fn client_gone(&self, gone: Vec<(Id, Outbound)>) {
         for (original, to) in gone {
             let err = Error::Cancelled {

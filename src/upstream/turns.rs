@@ -111,7 +111,7 @@ impl State {
         open
     }
 
-    /// The ticket of the call that has the upstream alone if its client's session is `session`.
+    /// The call that has the upstream alone, if its client's session is `session`.
     fn holder(&mut self, session: &str) -> Option<&mut Alone> {
         self.alone
             .as_mut()
