@@ -219,9 +219,8 @@ fn serve(args: ServeArgs) -> ExitCode {
     }
 }
 
-/// Where `serve`'s policy comes from, with mcp-compressor's flags mapped (see
-/// docs/commands.md "Coming from mcp-compressor").
-fn source_of(args: ServeArgs) -> Result<mcp_budget::reload::Source, String> {
+/// mcp-compressor flags with no equivalent here: refused, saying what to use instead.
+fn refuse_without_equivalent(args: &ServeArgs) -> Result<(), String> {
     let no_equivalent = [
         (args.cli_mode, "--cli-mode"),
         (args.just_bash, "--just-bash"),
@@ -250,6 +249,13 @@ fn source_of(args: ServeArgs) -> Result<mcp_budget::reload::Source, String> {
                 .into(),
         );
     }
+    Ok(())
+}
+
+/// Where `serve`'s policy comes from, with mcp-compressor's flags mapped (see
+/// docs/commands.md "Coming from mcp-compressor").
+fn source_of(args: ServeArgs) -> Result<mcp_budget::reload::Source, String> {
+    refuse_without_equivalent(&args)?;
     let mut mode = args.mode;
     match args.transform_mode.as_deref() {
         None => {}

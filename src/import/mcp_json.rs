@@ -234,29 +234,7 @@ pub(crate) fn entries(text: &str, origin: &str) -> Result<Entries, ConfigError> 
         let wrapped =
             (server.command.as_deref()).and_then(|c| super::compressor::unwrap(c, &server.args));
         if let Some(w) = wrapped {
-            let mut note = match w.backends.len() {
-                1 => "runs its server through mcp-compressor: imported as the server itself \
-                      (mcp-budget compresses it)"
-                    .to_owned(),
-                n => format!(
-                    "runs {n} servers through mcp-compressor (--multi-server): imported as \
-                     {n} upstreams (mcp-budget compresses them)"
-                ),
-            };
-            if let Some(level) = &w.level {
-                note += &format!(
-                    "; -c {level}: set [budget] level or [budget.tools.\"{id}/*\"] min_level"
-                );
-            }
-            if !w.dropped.is_empty() {
-                note += &format!("; no equivalent, dropped: {}", w.dropped.join(" "));
-            }
-            if !server.env.is_empty()
-                && w.backends.iter().any(|(_, b)| matches!(b, Backend::Url(_)))
-            {
-                note += "; its env is not passed to a URL server (put a token in headers)";
-            }
-            warn(note);
+            warn(compressor_note(&id, &server, &w));
             let many = w.backends.len() > 1;
             for (name, backend) in &w.backends {
                 let id = match name {
@@ -271,6 +249,30 @@ pub(crate) fn entries(text: &str, origin: &str) -> Result<Entries, ConfigError> 
         out.servers.push((path, id, server));
     }
     Ok(out)
+}
+
+/// What importing mcp-compressor entry `id` (`server`, which runs `w`) does, for a warning.
+fn compressor_note(id: &str, server: &Server, w: &super::compressor::Wrapped) -> String {
+    let mut note = match w.backends.len() {
+        1 => "runs its server through mcp-compressor: imported as the server itself \
+              (mcp-budget compresses it)"
+            .to_owned(),
+        n => format!(
+            "runs {n} servers through mcp-compressor (--multi-server): imported as {n} \
+             upstreams (mcp-budget compresses them)"
+        ),
+    };
+    if let Some(level) = &w.level {
+        note += &format!("; -c {level}: set [budget] level or [budget.tools.\"{id}/*\"] min_level");
+    }
+    if !w.dropped.is_empty() {
+        note += &format!("; no equivalent, dropped: {}", w.dropped.join(" "));
+    }
+    let to_url = w.backends.iter().any(|(_, b)| matches!(b, Backend::Url(_)));
+    if !server.env.is_empty() && to_url {
+        note += "; its env is not passed to a URL server (put a token in headers)";
+    }
+    note
 }
 
 impl Server {

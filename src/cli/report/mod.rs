@@ -357,32 +357,7 @@ pub fn advice(w: &Why) -> Option<String> {
             "pin fewer tools: the {} pinned tools alone do not fit {} tokens",
             w.pinned, w.budget_tokens
         )),
-        "tool_cap" => {
-            let smallest = w.tokens_smallest.unwrap_or(0);
-            let tokens = if w.tokens_smallest.is_none() {
-                " (if their tokens fit the budget)".to_owned()
-            } else if smallest <= w.budget_tokens {
-                String::new()
-            } else if let Some(p) = threshold_for(smallest, w.context_window) {
-                format!(
-                    " and {} (compressed they take {smallest} tokens)",
-                    w.threshold_to(p, false)
-                )
-            } else {
-                return Some(format!(
-                    "{pin}: no max_tools lists all {} tools, since even compressed they take \
-                     {smallest} tokens, more than threshold_percent = 5 allows",
-                    w.tools
-                ));
-            };
-            Some(format!(
-                "{}{tokens} lists every tool (models choose worse past the \
-                 {}-tool cap of {}); or {pin}",
-                w.max_tools_to(w.tools),
-                w.cap.unwrap_or(0),
-                w.model
-            ))
-        }
+        "tool_cap" => Some(cap_advice(w, &pin)),
         _ if w.deferring() => Some(
             match w
                 .tokens_smallest
@@ -412,6 +387,35 @@ pub fn advice(w: &Why) -> Option<String> {
             ),
         }),
     }
+}
+
+/// The advice when the tool cap deferred tools: a larger cap (and budget, if the tools need
+/// it), or pins (`pin`, the pin advice).
+fn cap_advice(w: &Why, pin: &str) -> String {
+    let smallest = w.tokens_smallest.unwrap_or(0);
+    let tokens = if w.tokens_smallest.is_none() {
+        " (if their tokens fit the budget)".to_owned()
+    } else if smallest <= w.budget_tokens {
+        String::new()
+    } else if let Some(p) = threshold_for(smallest, w.context_window) {
+        format!(
+            " and {} (compressed they take {smallest} tokens)",
+            w.threshold_to(p, false)
+        )
+    } else {
+        return format!(
+            "{pin}: no max_tools lists all {} tools, since even compressed they take \
+             {smallest} tokens, more than threshold_percent = 5 allows",
+            w.tools
+        );
+    };
+    format!(
+        "{}{tokens} lists every tool (models choose worse past the \
+         {}-tool cap of {}); or {pin}",
+        w.max_tools_to(w.tools),
+        w.cap.unwrap_or(0),
+        w.model
+    )
 }
 
 #[cfg(test)]
