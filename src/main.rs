@@ -46,8 +46,8 @@ struct ServeArgs {
     /// (`--config`: mcp-compressor's name).
     #[arg(long = "mcp-json", visible_alias = "config")]
     mcp_json: Vec<PathBuf>,
-    /// Serve MCP on stdin/stdout (logs stay on stderr); the default with `-- COMMAND` or
-    /// `--url` and no policy.
+    /// Serve MCP on stdin/stdout (logs stay on stderr); the default with `-- COMMAND`,
+    /// `--url` or `--mcp-json` and no policy.
     #[arg(long)]
     stdio: bool,
     /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8931); overrides the policy.
@@ -219,9 +219,8 @@ fn serve(args: ServeArgs) -> ExitCode {
     }
 }
 
-/// Where `serve`'s policy comes from, with mcp-compressor's flags mapped (see
-/// docs/commands.md "Coming from mcp-compressor").
-fn source_of(args: ServeArgs) -> Result<mcp_budget::reload::Source, String> {
+/// mcp-compressor flags with no equivalent here: refused, saying what to use instead.
+fn refuse_without_equivalent(args: &ServeArgs) -> Result<(), String> {
     let no_equivalent = [
         (args.cli_mode, "--cli-mode"),
         (args.just_bash, "--just-bash"),
@@ -250,6 +249,13 @@ fn source_of(args: ServeArgs) -> Result<mcp_budget::reload::Source, String> {
                 .into(),
         );
     }
+    Ok(())
+}
+
+/// Where `serve`'s policy comes from, with mcp-compressor's flags mapped (see
+/// docs/commands.md "Coming from mcp-compressor").
+fn source_of(args: ServeArgs) -> Result<mcp_budget::reload::Source, String> {
+    refuse_without_equivalent(&args)?;
     let mut mode = args.mode;
     match args.transform_mode.as_deref() {
         None => {}
@@ -289,8 +295,10 @@ fn source_of(args: ServeArgs) -> Result<mcp_budget::reload::Source, String> {
                     or with --url URL"
             .into());
     }
-    // Like mcp-compressor: a server on the command line is served on stdio unless told.
-    if inline.has_server() && args.policy.is_none() && http.is_none() {
+    // Like mcp-compressor: a server on the command line, or a host config (`--config`), is
+    // served on stdio unless told.
+    let from_command_line = inline.has_server() || !args.mcp_json.is_empty();
+    if from_command_line && args.policy.is_none() && http.is_none() {
         stdio = true;
     }
     Ok(mcp_budget::reload::Source {

@@ -162,14 +162,25 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
         server.stop().await;
         return Ok(());
     }
+    // The one server of a drop-in command line that cannot start: nothing would ever be
+    // served, so say why and exit non-zero (as mcp-compressor does) instead of serving nothing.
+    if let Some(reason) = lone_server_down(&source, &server) {
+        server.stop().await;
+        anyhow::bail!("{reason}");
+    }
     // SIGHUP and edits of the policy's files reload it from now on; the process keeps serving.
     let jwks = server.policy().auth.jwt.as_ref().map(|j| j.jwks.clone());
     let accept = reload_clients(server.gate().clone(), jwks);
+    let dropin = source.dropin_note();
+    let command_line = source.policy.is_none();
     match mcp_budget::reload::watch(source, server.reloader(), accept, shutdown.clone()) {
         Ok(reloads) => drop(tokio::spawn(reloads)),
         Err(err) => tracing::warn!("Hot reload is off: {err}"),
     }
-    print_summary(&server, started);
+    print_summary(&server, started, command_line);
+    if let Some(note) = dropin {
+        eprintln!("  drop-in: {note}");
+    }
     log_started(&server, started);
     let policy = server.policy();
     if let Some(addr) = server.local_addr() {
@@ -198,6 +209,24 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
     });
     server.serve(None, stdio).await;
     Ok(())
+}
+
+/// Why the command line's only server is down after the readiness wait, when it is the whole
+/// configuration (no `--policy`, no `--mcp-json`).
+fn lone_server_down(source: &Source, server: &Server) -> Option<String> {
+    if source.policy.is_some() || !source.mcp_json.is_empty() || !source.inline.has_server() {
+        return None;
+    }
+    match server.upstreams() {
+        [one] => match &one.status {
+            mcp_budget::upstream::Status::Down(reason) => Some(format!(
+                "the server {:?} could not start: {reason}",
+                one.name
+            )),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Cancels `shutdown` at the first SIGINT or SIGTERM.
@@ -230,7 +259,8 @@ fn terminated() -> std::io::Result<impl std::future::Future<Output = ()>> {
 }
 
 /// The startup summary on stderr: each upstream, then the budget plan.
-fn print_summary(server: &Server, started: tokio::time::Instant) {
+/// `command_line`: no policy file, so the advice names flags.
+fn print_summary(server: &Server, started: tokio::time::Instant, command_line: bool) {
     eprintln!(
         "mcp-budget {} — {} upstream(s) in {} ms",
         env!("CARGO_PKG_VERSION"),
@@ -253,7 +283,10 @@ fn print_summary(server: &Server, started: tokio::time::Instant) {
         return;
     };
     print_plan("", &policy.budget.model, policy, &s, || {
-        let why = mcp_budget::cli::report::from_summary(policy, &s, &catalog);
+        let why = mcp_budget::cli::report::Why {
+            command_line,
+            ..mcp_budget::cli::report::from_summary(policy, &s, &catalog)
+        };
         eprintln!("  why: {}", mcp_budget::cli::report::reason(&why));
         if let Some(advice) = mcp_budget::cli::report::advice(&why) {
             eprintln!("  to list more: {advice}");

@@ -367,6 +367,7 @@ fn why(p: &Prepared, m: &Measured, plan: &Plan) -> super::report::Why {
         pinned: p.rules.pins.iter().filter(|&&pin| pin).count(),
         fits: plan.fits,
         fixed: super::report::fixed_choice(budget),
+        command_line: false,
         pin_candidates: pin_candidates(p, m, plan),
     }
 }

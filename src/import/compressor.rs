@@ -3,12 +3,21 @@
 //! the server itself, so that it is not wrapped twice, with its flags mapped as the drop-in
 //! command line maps them (docs/commands.md "Coming from mcp-compressor"). Pure.
 
-/// What an mcp-compressor wrapper said about the server it runs.
+/// One server an mcp-compressor entry runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// A command and its arguments.
+    Command { command: String, args: Vec<String> },
+    /// A streamable HTTP (or SSE) server's URL.
+    Url(String),
+}
+
+/// What an mcp-compressor wrapper said about the servers it runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Wrapped {
-    /// The server's own command and arguments (after `--`).
-    pub(crate) command: String,
-    pub(crate) args: Vec<String>,
+    /// The servers: the one after `--` (no name of its own), then each `--multi-server
+    /// NAME=COMMAND ARGS…` with its name.
+    pub(crate) backends: Vec<(Option<String>, Backend)>,
     /// `-c` / `--compression`, as our level name (`max` is `extreme`).
     pub(crate) level: Option<String>,
     /// `--include-tools` / `--exclude-tools`, split at commas.
@@ -24,7 +33,7 @@ pub(crate) fn level(name: &str) -> &str {
 }
 
 /// Flags of mcp-compressor that take a value (the value is the next word unless `=`).
-const WITH_VALUE: [&str; 12] = [
+const WITH_VALUE: [&str; 13] = [
     "-c",
     "--compression",
     "-n",
@@ -37,24 +46,28 @@ const WITH_VALUE: [&str; 12] = [
     "--code-mode",
     "--output-dir",
     "--config",
+    "--multi-server",
 ];
 
-/// The server an mcp-compressor entry (`command` and `args`) runs, or `None` when the entry
-/// does not run mcp-compressor, or runs it on a URL or a config file (nothing to unwrap into a
-/// command).
+/// The servers an mcp-compressor entry (`command` and `args`) runs — a command or a URL after
+/// `--`, and each `--multi-server` — or `None` when the entry does not run mcp-compressor, or
+/// runs it on a config file only (its servers are another file's entries).
 pub(crate) fn unwrap(command: &str, args: &[String]) -> Option<Wrapped> {
     let rest = compressor_args(command, args)?;
-    let split = rest.iter().position(|a| a == "--")?;
-    let (flags, server) = (&rest[..split], &rest[split + 1..]);
-    let (server_command, server_args) = server.split_first()?;
-    if server_command.starts_with("http://") || server_command.starts_with("https://") {
-        return None;
+    let split = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
+    let (flags, server) = (&rest[..split], rest.get(split + 1..).unwrap_or_default());
+    let mut out = Wrapped::default();
+    if let Some((first, server_args)) = server.split_first() {
+        let backend = if first.starts_with("http://") || first.starts_with("https://") {
+            Backend::Url(first.clone())
+        } else {
+            Backend::Command {
+                command: first.clone(),
+                args: server_args.to_vec(),
+            }
+        };
+        out.backends.push((None, backend));
     }
-    let mut out = Wrapped {
-        command: server_command.clone(),
-        args: server_args.to_vec(),
-        ..Wrapped::default()
-    };
     let mut words = flags.iter();
     while let Some(word) = words.next() {
         let (flag, inline) = match word.split_once('=') {
@@ -78,6 +91,13 @@ pub(crate) fn unwrap(command: &str, args: &[String]) -> Option<Wrapped> {
                 out.level = value.map(|v| level(&v).to_owned());
             }
             "--include-tools" => out.include_tools.extend(list(&value)),
+            "--multi-server" => match value.as_deref().and_then(multi_server) {
+                Some(named) => out.backends.push(named),
+                None => out.dropped.push(format!(
+                    "--multi-server {} (not NAME=COMMAND ARGS…)",
+                    value.unwrap_or_default()
+                )),
+            },
             "--exclude-tools" => out.exclude_tools.extend(list(&value)),
             // The frontend's name and transport are the gateway's own business.
             "-n" | "--server-name" | "--transport" | "--port" => {}
@@ -88,7 +108,23 @@ pub(crate) fn unwrap(command: &str, args: &[String]) -> Option<Wrapped> {
             }),
         }
     }
-    Some(out)
+    (!out.backends.is_empty()).then_some(out)
+}
+
+/// `NAME=COMMAND ARGS…` (one word, split as a shell would) as a named server.
+fn multi_server(spec: &str) -> Option<(Option<String>, Backend)> {
+    let (name, line) = spec.split_once('=')?;
+    let mut words = shlex::split(line)?.into_iter();
+    let first = words.next()?;
+    let backend = if first.starts_with("http://") || first.starts_with("https://") {
+        Backend::Url(first)
+    } else {
+        Backend::Command {
+            command: first,
+            args: words.collect(),
+        }
+    };
+    (!name.trim().is_empty()).then(|| (Some(name.trim().to_owned()), backend))
 }
 
 /// The arguments mcp-compressor gets, when `command` runs it (directly or through `uvx`,
@@ -133,10 +169,15 @@ mod tests {
             "@modelcontextprotocol/server-github",
         ]);
         let w = unwrap("/usr/local/bin/mcp-compressor", &args).unwrap();
-        assert_eq!(w.command, "npx");
         assert_eq!(
-            w.args,
-            words(&["-y", "@modelcontextprotocol/server-github"])
+            w.backends,
+            [(
+                None,
+                Backend::Command {
+                    command: "npx".into(),
+                    args: words(&["-y", "@modelcontextprotocol/server-github"])
+                }
+            )]
         );
         assert_eq!(w.level.as_deref(), Some("extreme"));
         assert_eq!(w.include_tools, words(&["get_issue", "list_issues"]));
@@ -151,19 +192,65 @@ mod tests {
             "mcp-server-time",
         ]);
         let w = unwrap("uvx", &args).unwrap();
+        assert_eq!(w.level.as_deref(), Some("low"));
         assert_eq!(
-            (w.command.as_str(), w.level.as_deref()),
-            ("uvx", Some("low"))
+            w.backends,
+            [(
+                None,
+                Backend::Command {
+                    command: "uvx".into(),
+                    args: words(&["mcp-server-time"])
+                }
+            )]
         );
-        assert_eq!(w.args, words(&["mcp-server-time"]));
     }
 
     #[test]
-    fn other_entries_and_url_backends_are_left_alone() {
+    fn url_backends_and_multi_servers_are_the_servers_they_name() {
+        let url = words(&["-c", "high", "--", "https://example.com/mcp"]);
+        let w = unwrap("mcp-compressor", &url).unwrap();
+        assert_eq!(
+            w.backends,
+            [(None, Backend::Url("https://example.com/mcp".into()))]
+        );
+        let multi = words(&[
+            "--multi-server",
+            "time=uvx mcp-server-time --local-timezone 'Europe/Paris'",
+            "--multi-server=gh=https://api.githubcopilot.com/mcp/",
+            "--multi-server",
+            "broken",
+        ]);
+        let w = unwrap(
+            "uvx",
+            &[&["mcp-compressor".to_owned()][..], &multi].concat(),
+        )
+        .unwrap();
+        assert_eq!(
+            w.backends,
+            [
+                (
+                    Some("time".into()),
+                    Backend::Command {
+                        command: "uvx".into(),
+                        args: words(&["mcp-server-time", "--local-timezone", "Europe/Paris"])
+                    }
+                ),
+                (
+                    Some("gh".into()),
+                    Backend::Url("https://api.githubcopilot.com/mcp/".into())
+                ),
+            ]
+        );
+        assert_eq!(
+            w.dropped,
+            words(&["--multi-server broken (not NAME=COMMAND ARGS…)"])
+        );
+    }
+
+    #[test]
+    fn other_entries_and_config_files_are_left_alone() {
         assert_eq!(unwrap("npx", &words(&["-y", "server-github"])), None);
         assert_eq!(unwrap("uvx", &words(&["mcp-server-time"])), None);
-        let url = words(&["-c", "high", "--", "https://example.com/mcp"]);
-        assert_eq!(unwrap("mcp-compressor", &url), None);
         assert_eq!(
             unwrap("mcp-compressor", &words(&["--config", "x.json"])),
             None

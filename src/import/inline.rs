@@ -89,6 +89,9 @@ impl Inline {
             (None, Some((command, args))) => {
                 up.insert("command".into(), command.as_str().into());
                 up.insert("args".into(), strings(args));
+                // The host entry that starts the gateway is this server's entry: its `env`
+                // (a token, a company CA) is meant for the server, as mcp-compressor passes it.
+                up.insert("inherit_env".into(), true.into());
             }
             (None, None) => unreachable!("has_server"),
         }
@@ -206,6 +209,41 @@ fn invalid(path: &str, message: String) -> ConfigError {
 }
 
 impl Policy {
+    /// mcp-compressor's shape, for a command line that is the whole configuration (no
+    /// `--policy`; `lone`: no `--mcp-json` either, only the server after `--` or `--url`):
+    /// `-c LEVEL` without `--mode` hides the tools behind the meta-tools as its wrapper tools
+    /// do (our progressive exposure, the tools' lines at that level), and `-n NAME` names the
+    /// meta-tools `NAME_search_tools`, `NAME_get_tool_schema`, `NAME_invoke_tool` (and
+    /// `NAME_run_code`) as it names its wrappers `NAME_get_tool_schema`, so that several
+    /// drop-in entries of one host do not collide. Returns what it did, for the startup
+    /// summary (`None`: nothing).
+    pub fn shape_like_compressor(&mut self, inline: &Inline, lone: bool) -> Option<String> {
+        let mut said = Vec::new();
+        let compressor_level = (inline.level.as_deref())
+            .filter(|l| matches!(*l, "low" | "medium" | "high" | "max" | "extreme"));
+        if let (Some(level), None) = (compressor_level, &inline.mode) {
+            self.budget.mode = crate::plan::ModeChoice::Progressive;
+            said.push(format!(
+                "-c {level} without --mode: the tools behind search/schema/invoke meta-tools, \
+                 as mcp-compressor's wrapper tools (--mode auto lists them directly when they fit)"
+            ));
+        }
+        if let (Some(name), true) = (&inline.name, lone && inline.has_server()) {
+            let names = &mut self.discover.names;
+            names.search = format!("{name}_search_tools");
+            names.schema = format!("{name}_get_tool_schema");
+            names.invoke = format!("{name}_invoke_tool");
+            if let Some(code) = &mut names.code {
+                *code = format!("{name}_run_code");
+            }
+            said.push(format!(
+                "-n {name}: meta-tools {}, {}, {}",
+                names.search, names.schema, names.invoke
+            ));
+        }
+        (!said.is_empty()).then(|| said.join("; "))
+    }
+
     /// Merges what the command line says ([`Inline`]): its server becomes an upstream, its
     /// budget flags replace the policy's `[budget]` keys of the same meaning.
     ///
@@ -330,6 +368,57 @@ mod tests {
         // The same name twice is refused, naming the flag that fixes it.
         let again = policy.add_inline(&inline).unwrap_err().to_string();
         assert!(again.contains("--server-name"), "{again}");
+    }
+
+    #[test]
+    fn the_command_line_server_inherits_the_entrys_environment() {
+        let mut policy = Policy::default();
+        policy
+            .add_inline(&cmd(&["uvx", "mcp-server-time"]))
+            .unwrap();
+        let crate::policy::upstream::Transport::Stdio { inherit_env, .. } =
+            &policy.upstreams[0].transport
+        else {
+            panic!("a stdio upstream");
+        };
+        assert!(inherit_env);
+    }
+
+    #[test]
+    fn compressor_levels_without_a_mode_are_progressive_and_dash_n_names_the_meta_tools() {
+        let inline = Inline {
+            level: Some("medium".into()),
+            name: Some("gh".into()),
+            ..cmd(&["npx", "-y", "@modelcontextprotocol/server-github"])
+        };
+        let mut policy = Policy::default();
+        let said = policy.shape_like_compressor(&inline, true).unwrap();
+        assert_eq!(policy.budget.mode, crate::plan::ModeChoice::Progressive);
+        let names = &policy.discover.names;
+        assert_eq!(
+            [&names.search, &names.schema, &names.invoke],
+            ["gh_search_tools", "gh_get_tool_schema", "gh_invoke_tool"]
+        );
+        assert!(
+            said.contains("-c medium without --mode") && said.contains("-n gh"),
+            "{said}"
+        );
+        // With --mode, or with other servers beside it (--mcp-json), the names and mode stay.
+        let moded = Inline {
+            mode: Some("auto".into()),
+            ..inline.clone()
+        };
+        let mut policy = Policy::default();
+        assert_eq!(policy.shape_like_compressor(&moded, false), None);
+        assert_eq!(policy.budget.mode, crate::plan::ModeChoice::Auto);
+        assert_eq!(policy.discover.names.search, "search_tools");
+        // Our own levels are not mcp-compressor's: `auto` and `off` keep the planner's choice.
+        let auto = Inline {
+            level: Some("auto".into()),
+            name: None,
+            ..inline
+        };
+        assert_eq!(Policy::default().shape_like_compressor(&auto, true), None);
     }
 
     #[test]

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::compressor::Backend;
 use crate::policy::expand::{Syntax, expand, has_reference};
 use crate::policy::{
     ConfigError, HttpOptions, HttpTransport, Problem, ToolFilter, Transport, UpstreamSpec, upstream,
@@ -230,29 +231,76 @@ pub(crate) fn entries(text: &str, origin: &str) -> Result<Entries, ConfigError> 
         for key in server.other.keys() {
             warn(format!("`{key}` is not used by mcp-budget (ignored)"));
         }
-        let mut server = server;
         let wrapped =
             (server.command.as_deref()).and_then(|c| super::compressor::unwrap(c, &server.args));
         if let Some(w) = wrapped {
-            let mut note = "runs its server through mcp-compressor: imported as the server \
-                            itself (mcp-budget compresses it)"
-                .to_owned();
-            if let Some(level) = &w.level {
-                note += &format!(
-                    "; -c {level}: set [budget] level or [budget.tools.\"{id}/*\"] min_level"
-                );
+            warn(compressor_note(&id, &server, &w));
+            let many = w.backends.len() > 1;
+            for (name, backend) in &w.backends {
+                let id = match name {
+                    Some(name) if many => unique_id(name, &mut taken),
+                    _ => id.clone(),
+                };
+                out.servers
+                    .push((path.clone(), id, server.unwrapped(backend, &w)));
             }
-            if !w.dropped.is_empty() {
-                note += &format!("; no equivalent, dropped: {}", w.dropped.join(" "));
-            }
-            warn(note);
-            server.command = Some(w.command.clone());
-            server.args = w.args.clone();
-            server.wrapped = Some(w);
+            continue;
         }
         out.servers.push((path, id, server));
     }
     Ok(out)
+}
+
+/// What importing mcp-compressor entry `id` (`server`, which runs `w`) does, for a warning.
+fn compressor_note(id: &str, server: &Server, w: &super::compressor::Wrapped) -> String {
+    let mut note = match w.backends.len() {
+        1 => "runs its server through mcp-compressor: imported as the server itself \
+              (mcp-budget compresses it)"
+            .to_owned(),
+        n => format!(
+            "runs {n} servers through mcp-compressor (--multi-server): imported as {n} \
+             upstreams (mcp-budget compresses them)"
+        ),
+    };
+    if let Some(level) = &w.level {
+        note += &format!("; -c {level}: set [budget] level or [budget.tools.\"{id}/*\"] min_level");
+    }
+    if !w.dropped.is_empty() {
+        note += &format!("; no equivalent, dropped: {}", w.dropped.join(" "));
+    }
+    let to_url = w.backends.iter().any(|(_, b)| matches!(b, Backend::Url(_)));
+    if !server.env.is_empty() && to_url {
+        note += "; its env is not passed to a URL server (put a token in headers)";
+    }
+    note
+}
+
+impl Server {
+    /// This mcp-compressor entry as the server `backend` it runs (its env and cwd kept for a
+    /// command, a URL without them).
+    fn unwrapped(&self, backend: &Backend, wrapped: &super::compressor::Wrapped) -> Self {
+        let (kind, command, args, url) = match backend {
+            Backend::Command { command, args } => (None, Some(command.clone()), args.clone(), None),
+            Backend::Url(url) => (Some("http".to_owned()), None, Vec::new(), Some(url.clone())),
+        };
+        let is_url = url.is_some();
+        Self {
+            kind,
+            command,
+            args,
+            env: if is_url {
+                BTreeMap::new()
+            } else {
+                self.env.clone()
+            },
+            cwd: if is_url { None } else { self.cwd.clone() },
+            url,
+            headers: self.headers.clone(),
+            disabled: false,
+            wrapped: Some(wrapped.clone()),
+            other: BTreeMap::new(),
+        }
+    }
 }
 
 /// One entry's transport, references resolved.
@@ -593,6 +641,41 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("${env:TOKEN}"), "{err}");
+    }
+
+    #[test]
+    fn compressor_entries_on_a_url_or_several_servers_become_those_upstreams() {
+        let got = import(
+            r#"{"mcpServers": {
+                "remote": {"command": "uvx", "args": ["mcp-compressor", "-c", "high", "--",
+                    "https://api.githubcopilot.com/mcp/"], "env": {"T": "x"}},
+                "pair": {"command": "mcp-compressor", "args": [
+                    "--multi-server", "time=uvx mcp-server-time",
+                    "--multi-server", "mem=npx -y @modelcontextprotocol/server-memory"],
+                    "env": {"K": "v"}}
+            }}"#,
+            ".mcp.json",
+        );
+        let ids: Vec<&str> = got.specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(ids, ["time", "mem", "remote"]);
+        assert_eq!(
+            stdio(&got.specs[0]),
+            (
+                "uvx",
+                &["mcp-server-time".to_owned()][..],
+                &BTreeMap::from([("K".to_owned(), "v".to_owned())])
+            )
+        );
+        assert_eq!(stdio(&got.specs[1]).0, "npx");
+        assert_eq!(http(&got.specs[2]).0, "https://api.githubcopilot.com/mcp/");
+        let said: Vec<&str> = got.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert!(
+            said.iter().any(|m| m.contains("imported as 2 upstreams"))
+                && said
+                    .iter()
+                    .any(|m| m.contains("not passed to a URL server")),
+            "{said:?}"
+        );
     }
 
     #[test]

@@ -69,6 +69,9 @@ impl Source {
             policy.add_mcp_json(file)?;
         }
         policy.add_inline(&self.inline)?;
+        if self.policy.is_none() {
+            policy.shape_like_compressor(&self.inline, self.mcp_json.is_empty());
+        }
         policy.resolve_env()?;
         if self.stdio {
             policy.downstream.stdio = true;
@@ -77,6 +80,16 @@ impl Source {
             policy.downstream.http = self.http;
         }
         Ok(policy)
+    }
+
+    /// What the command line's mcp-compressor flags changed in the exposure
+    /// ([`Policy::shape_like_compressor`]), for the startup summary; `None` with a policy file.
+    #[must_use]
+    pub fn dropin_note(&self) -> Option<String> {
+        if self.policy.is_some() {
+            return None;
+        }
+        Policy::default().shape_like_compressor(&self.inline, self.mcp_json.is_empty())
     }
 
     /// The files a reload reads: the ones worth watching.

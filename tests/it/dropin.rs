@@ -22,6 +22,9 @@ fn compressor_args(extra: &[&str]) -> Vec<String> {
     args
 }
 
+/// What `-c LEVEL` without `--mode` lists: the meta-tools, as mcp-compressor its wrappers.
+const META: [&str; 3] = ["search_tools", "get_tool_schema", "invoke_tool"];
+
 fn plan() -> Value {
     json!({"calls": [{"name": "time__get_current_time", "args": {"timezone": "UTC"}}]})
 }
@@ -45,7 +48,14 @@ async fn an_mcp_compressor_host_entry_works_with_the_one_word_changed() {
     let tools: Vec<&str> = (report["tools"].as_array().unwrap().iter())
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(tools, ["time__get_current_time"], "{report}");
+    // `-c medium` without `--mode`: mcp-compressor's shape, the tools behind meta-tools whose
+    // search lists the one kept tool's line.
+    assert_eq!(tools, META, "{report}");
+    let catalog = report["tools"][0]["description"].as_str().unwrap();
+    assert!(
+        catalog.contains("- time__get_current_time(") && !catalog.contains("convert_time"),
+        "{catalog}"
+    );
     let text = call_text(&report, 0);
     assert!(
         text.contains("\"timezone\": \"UTC\"") || text.contains("UTC"),
@@ -69,11 +79,7 @@ async fn the_typescript_sdk_starts_the_same_entry() {
         ("MCP_BUDGET_LOG", "warn"),
     ];
     let report = crate::harness::ts_client("ts_stdio_client.mjs", &argv, &env).await;
-    assert_eq!(
-        report["tools"],
-        json!(["time__get_current_time"]),
-        "{report}"
-    );
+    assert_eq!(report["tools"], json!(META), "{report}");
     assert!(call_text(&report, 0).contains("UTC"), "{report}");
     assert_no_leftovers(&tag).await;
     drop(guard);
@@ -148,4 +154,171 @@ model = "claude-haiku-4-5"
         .unwrap_or_else(|| panic!("no line for the stdio client:\n{log}"));
     assert!(line.contains("claude-haiku-4-5"), "{line}");
     gw.stop_and_check().await;
+}
+
+/// `invoke_tool` (under the name `meta`) calling server-everything's `get-env`: the report's
+/// text is the server's environment as JSON.
+fn get_env_plan(meta: &str) -> Value {
+    json!({"calls": [{"name": meta, "args": {"name": "everything__get-env", "arguments": {}}}]})
+}
+
+/// A host entry `mcp-budget -c medium -n NAME -- SERVER` with `env` holding a secret, as the
+/// Python SDK starts it (the client passes its own environment as the entry's `env`).
+/// The report and the client's stderr (where the SDK passes the gateway's).
+async fn python_entry(
+    tag: &str,
+    args: &[&str],
+    plan: &Value,
+    env: &[(&str, &str)],
+) -> (Value, String) {
+    let mut target = vec!["stdio", GATEWAY];
+    target.extend(args);
+    let mut env = env.to_vec();
+    env.push(("MCP_BUDGET_LOG", "warn"));
+    let out =
+        crate::harness::py_script_output("py_client.py", tag, "legacy", &target, plan, &env).await;
+    crate::harness::report(&out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_entrys_env_reaches_the_server_after_the_double_dash() {
+    let tag = new_tag("dropin-env");
+    let guard = TagGuard(tag.clone());
+    let everything = crate::harness::node_bin("mcp-server-everything");
+    let secret = ("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_dropin_secret_4711");
+    // Python SDK: the entry's env is the client's environment.
+    let args = ["-c", "medium", "--", everything.as_str()];
+    let (report, _) = python_entry(&tag, &args, &get_env_plan("invoke_tool"), &[secret]).await;
+    assert!(call_text(&report, 0).contains(secret.1), "{report}");
+    // TypeScript SDK, the same entry.
+    let plan = get_env_plan("invoke_tool").to_string();
+    let mut argv = vec![GATEWAY];
+    argv.extend(args);
+    let env = [
+        ("PLAN", plan.as_str()),
+        ("MCPB_IT_TAG", tag.as_str()),
+        ("MCP_BUDGET_LOG", "warn"),
+        secret,
+    ];
+    let report = crate::harness::ts_client("ts_stdio_client.mjs", &argv, &env).await;
+    assert!(
+        report["calls"][0].to_string().contains(secret.1),
+        "{report}"
+    );
+    assert_no_leftovers(&tag).await;
+    drop(guard);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dash_c_without_mode_is_mcp_compressors_shape_and_dash_n_names_its_meta_tools() {
+    let tag = new_tag("dropin-shape");
+    let guard = TagGuard(tag.clone());
+    let args = compressor_args(&["-n", "clock"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let plan = json!({"calls": [{"name": "clock_invoke_tool",
+        "args": {"name": "clock__get_current_time", "arguments": {"timezone": "UTC"}}}]});
+    let (report, stderr) = python_entry(&tag, &args, &plan, &[]).await;
+    let tools: Vec<&str> = (report["tools"].as_array().unwrap().iter())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "clock_search_tools",
+            "clock_get_tool_schema",
+            "clock_invoke_tool"
+        ],
+        "{report}"
+    );
+    assert!(call_text(&report, 0).contains("UTC"), "{report}");
+    // The startup summary says what the flags did, in the command line's words.
+    assert!(
+        stderr.contains("drop-in: -c medium without --mode")
+            && stderr.contains("-n clock: meta-tools clock_search_tools")
+            && stderr.contains("the command line fixes mode")
+            && stderr.contains("to list more: --mode auto")
+            && !stderr.contains("[budget]"),
+        "{stderr}"
+    );
+    assert_no_leftovers(&tag).await;
+    drop(guard);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_alone_is_served_on_stdio() {
+    let tag = new_tag("dropin-config");
+    let guard = TagGuard(tag.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcp.json");
+    let servers = json!({"mcpServers": {"time": {
+        "command": venv_bin("mcp-server-time"), "args": ["--local-timezone", "UTC"]}}});
+    std::fs::write(&file, servers.to_string()).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let (report, _) = python_entry(&tag, &["--config", &file], &plan(), &[]).await;
+    assert!(call_text(&report, 0).contains("UTC"), "{report}");
+    assert_no_leftovers(&tag).await;
+    drop(guard);
+}
+
+#[test]
+fn a_lone_server_that_cannot_start_exits_non_zero_with_its_message() {
+    // Stdin stays open, as a host keeps it: the exit is the gateway's own decision.
+    let mut child = std::process::Command::new(GATEWAY)
+        .args(["-c", "medium", "--", "mcpb-no-such-command-4711"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("still serving 60 s after its only server failed to start");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let code = status.code();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("could not start") && stderr.contains("mcpb-no-such-command-4711"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn init_imports_compressor_url_and_multi_server_entries_as_their_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("claude_desktop_config.json");
+    let servers = json!({"mcpServers": {
+        "remote": {"command": "uvx", "args": ["mcp-compressor", "-c", "high", "--",
+            "https://api.githubcopilot.com/mcp/"]},
+        "pair": {"command": "mcp-compressor", "args": [
+            "--multi-server", "time=uvx mcp-server-time",
+            "--multi-server", "mem=npx -y @modelcontextprotocol/server-memory"]}
+    }});
+    std::fs::write(&from, servers.to_string()).unwrap();
+    let out = dir.path().join("policy.toml");
+    let status = std::process::Command::new(GATEWAY)
+        .arg("init")
+        .arg("--from")
+        .arg(&from)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let policy = std::fs::read_to_string(&out).unwrap();
+    for line in [
+        "name = \"time\"\ncommand = \"uvx\"\nargs = [\"mcp-server-time\"]",
+        "name = \"mem\"\ncommand = \"npx\"",
+        "name = \"remote\"\nurl = \"https://api.githubcopilot.com/mcp/\"",
+    ] {
+        assert!(policy.contains(line), "{line}:\n{policy}");
+    }
+    assert!(!policy.contains("mcp-compressor\""), "{policy}");
 }

@@ -74,6 +74,7 @@ pub fn from_summary(policy: &Policy, summary: &PlanSummary, catalog: &Catalog) -
         fits: summary.tokens_after <= summary.budget_tokens && cap.is_none_or(|c| listed <= c),
         fixed: fixed_choice(budget),
         pin_candidates: Vec::new(),
+        command_line: false,
     }
 }
 
@@ -118,6 +119,10 @@ pub struct Why {
     /// one per server, at most three; empty when the plan's tools are not known (the startup
     /// summary).
     pub pin_candidates: Vec<String>,
+    /// The budget comes from the drop-in command line (no policy file): the reason and the
+    /// advice name flags (`--budget-percent`, `--mode`, `-c`) where one exists, and a policy
+    /// file (`mcp-budget init` writes one) where none does.
+    pub command_line: bool,
 }
 
 impl Why {
@@ -143,6 +148,7 @@ impl Why {
             fits: true,
             fixed: None,
             pin_candidates: Vec::new(),
+            command_line: false,
         }
     }
 
@@ -167,7 +173,8 @@ impl Why {
             "off"
         } else if !self.fits && self.pinned > 0 {
             "pins"
-        } else if self.fixed.is_some() {
+        } else if self.fixed.is_some() && !(self.deferring() && self.level_fixed_only()) {
+            // A fixed level with the tools deferred: the cap or the budget deferred them.
             "fixed"
         } else if self.rung == "full" {
             "fits"
@@ -175,6 +182,40 @@ impl Why {
             "tool_cap"
         } else {
             "token_budget"
+        }
+    }
+
+    fn level_fixed_only(&self) -> bool {
+        self.fixed
+            .as_deref()
+            .is_some_and(|f| f.starts_with("level"))
+    }
+
+    /// Who fixed a choice: the policy's `[budget]` or the command line.
+    fn fixer(&self) -> &'static str {
+        if self.command_line {
+            "the command line"
+        } else {
+            "the policy"
+        }
+    }
+
+    /// How to set the budget's share of the window to `p` percent (`section`: the policy key
+    /// with its `[budget]`, when no other key of it was named before).
+    fn threshold_to(&self, p: f64, section: bool) -> String {
+        match (self.command_line, section) {
+            (true, _) => format!("--budget-percent {p}"),
+            (false, true) => format!("[budget] threshold_percent = {p}"),
+            (false, false) => format!("threshold_percent = {p}"),
+        }
+    }
+
+    /// How to set the tool cap to `n`: a policy key, which the command line has no flag for.
+    fn max_tools_to(&self, n: usize) -> String {
+        if self.command_line {
+            format!("a policy file with [budget] max_tools = {n} (`mcp-budget init` writes one)")
+        } else {
+            format!("[budget] max_tools = {n}")
         }
     }
 
@@ -223,12 +264,14 @@ pub fn reason(w: &Why) -> String {
         }
         // Progressive lists no tool itself: say what it lists instead of "0 tools at -".
         "fixed" if w.deferring() && w.exposed == w.pinned => format!(
-            "the policy fixes {}: {}",
+            "{} fixes {}: {}",
+            w.fixer(),
             w.fixed.as_deref().unwrap_or(""),
             w.listed()
         ),
         "fixed" => format!(
-            "the policy fixes {}: {} tools listed at {}",
+            "{} fixes {}: {} tools listed at {}",
+            w.fixer(),
             w.fixed.as_deref().unwrap_or(""),
             w.exposed,
             w.level.as_deref().unwrap_or("-")
@@ -301,6 +344,11 @@ pub fn advice(w: &Why) -> Option<String> {
     match w.decided_by() {
         "off" | "fits" => None,
         "fixed" if w.deferred() == 0 => None,
+        "fixed" if w.command_line => Some(if w.level_fixed_only() {
+            "leave -c out (or -c auto) to let the planner choose the level".to_owned()
+        } else {
+            "--mode auto lists the tools directly when they fit".to_owned()
+        }),
         "fixed" => Some(format!(
             "remove [budget] {} to let the planner list more tools",
             w.fixed.as_deref().unwrap_or("")
@@ -309,37 +357,15 @@ pub fn advice(w: &Why) -> Option<String> {
             "pin fewer tools: the {} pinned tools alone do not fit {} tokens",
             w.pinned, w.budget_tokens
         )),
-        "tool_cap" => {
-            let smallest = w.tokens_smallest.unwrap_or(0);
-            let tokens = if w.tokens_smallest.is_none() {
-                " (if their tokens fit the budget)".to_owned()
-            } else if smallest <= w.budget_tokens {
-                String::new()
-            } else if let Some(p) = threshold_for(smallest, w.context_window) {
-                format!(" and threshold_percent = {p} (compressed they take {smallest} tokens)")
-            } else {
-                return Some(format!(
-                    "{pin}: no max_tools lists all {} tools, since even compressed they take \
-                     {smallest} tokens, more than threshold_percent = 5 allows",
-                    w.tools
-                ));
-            };
-            Some(format!(
-                "[budget] max_tools = {}{tokens} lists every tool (models choose worse past the \
-                 {}-tool cap of {}); or {pin}",
-                w.tools,
-                w.cap.unwrap_or(0),
-                w.model
-            ))
-        }
+        "tool_cap" => Some(cap_advice(w, &pin)),
         _ if w.deferring() => Some(
             match w
                 .tokens_smallest
                 .and_then(|t| threshold_for(t, w.context_window).map(|p| (t, p)))
             {
                 Some((t, p)) => format!(
-                    "[budget] threshold_percent = {p} lists all {} tools compressed ({t} tokens); \
-                     or {pin}",
+                    "{} lists all {} tools compressed ({t} tokens); or {pin}",
+                    w.threshold_to(p, true),
                     w.tools
                 ),
                 None => format!(
@@ -350,7 +376,8 @@ pub fn advice(w: &Why) -> Option<String> {
         ),
         _ => Some(match threshold_for(w.tokens_before, w.context_window) {
             Some(p) => format!(
-                "[budget] threshold_percent = {p} lists every tool in full ({} tokens)",
+                "{} lists every tool in full ({} tokens)",
+                w.threshold_to(p, true),
                 w.tokens_before
             ),
             None => format!(
@@ -360,6 +387,35 @@ pub fn advice(w: &Why) -> Option<String> {
             ),
         }),
     }
+}
+
+/// The advice when the tool cap deferred tools: a larger cap (and budget, if the tools need
+/// it), or pins (`pin`, the pin advice).
+fn cap_advice(w: &Why, pin: &str) -> String {
+    let smallest = w.tokens_smallest.unwrap_or(0);
+    let tokens = if w.tokens_smallest.is_none() {
+        " (if their tokens fit the budget)".to_owned()
+    } else if smallest <= w.budget_tokens {
+        String::new()
+    } else if let Some(p) = threshold_for(smallest, w.context_window) {
+        format!(
+            " and {} (compressed they take {smallest} tokens)",
+            w.threshold_to(p, false)
+        )
+    } else {
+        return format!(
+            "{pin}: no max_tools lists all {} tools, since even compressed they take \
+             {smallest} tokens, more than threshold_percent = 5 allows",
+            w.tools
+        );
+    };
+    format!(
+        "{}{tokens} lists every tool (models choose worse past the \
+         {}-tool cap of {}); or {pin}",
+        w.max_tools_to(w.tools),
+        w.cap.unwrap_or(0),
+        w.model
+    )
 }
 
 #[cfg(test)]

@@ -140,3 +140,64 @@ fn pins_and_fixed_choices_are_named() {
     };
     assert!(reason(&off).starts_with("the budget is off"));
 }
+
+#[test]
+fn a_fixed_level_with_tools_deferred_blames_the_cap_not_the_level() {
+    // `-c medium` (or `[budget] level = "medium"`) on 26 tools under a 20-tool cap: the cap
+    // deferred the tools, the level only says how the listed ones read.
+    let w = Why {
+        rung: "hybrid".into(),
+        level: Some("medium".into()),
+        exposed: 17,
+        tokens_after: 3000,
+        fixed: Some("level = \"medium\"".into()),
+        ..sonnet(26, 9000)
+    };
+    assert_eq!(w.decided_by(), "tool_cap");
+    assert!(
+        reason(&w).starts_with("tool cap: 26 tools > cap 20"),
+        "{}",
+        reason(&w)
+    );
+}
+
+#[test]
+fn on_the_command_line_the_advice_names_flags_not_policy_keys() {
+    let capped = Why {
+        rung: "hybrid".into(),
+        exposed: 17,
+        tokens_after: 3900,
+        tokens_smallest: Some(6000),
+        command_line: true,
+        ..sonnet(41, 20_000)
+    };
+    let text = advice(&capped).unwrap();
+    assert!(
+        text.starts_with("a policy file with [budget] max_tools = 41 (`mcp-budget init` writes one) and --budget-percent 3 "),
+        "{text}"
+    );
+    let tokens = Why {
+        rung: "uniform".into(),
+        level: Some("medium".into()),
+        tokens_after: 3500,
+        command_line: true,
+        ..sonnet(19, 9000)
+    };
+    assert!(
+        advice(&tokens)
+            .unwrap()
+            .starts_with("--budget-percent 4.5 lists every tool in full")
+    );
+    let fixed = Why {
+        rung: "search".into(),
+        exposed: 0,
+        fixed: Some("mode = \"progressive\"".into()),
+        command_line: true,
+        ..sonnet(5, 900)
+    };
+    assert!(reason(&fixed).starts_with("the command line fixes mode = \"progressive\""));
+    assert_eq!(
+        advice(&fixed).unwrap(),
+        "--mode auto lists the tools directly when they fit"
+    );
+}
