@@ -159,7 +159,8 @@ impl HttpLink {
         if !resp.status.is_success() || !is_sse(&resp.headers) {
             return Err(SendError::Other(format!(
                 "HTTP+SSE: GET {} answered HTTP {} without an event stream",
-                self.url, resp.status
+                crate::redact::Url(&self.url),
+                resp.status
             )));
         }
         let ended = CancellationToken::new();
@@ -174,7 +175,7 @@ impl HttpLink {
             ended.cancel();
             return Err(SendError::Other(format!(
                 "HTTP+SSE: the stream of {} named no endpoint (no `endpoint` event within {}s)",
-                self.url,
+                crate::redact::Url(&self.url),
                 ENDPOINT_TIMEOUT.as_secs()
             )));
         };
