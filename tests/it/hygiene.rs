@@ -256,6 +256,18 @@ fn check_warns_when_an_upstream_cap_lets_one_client_starve_the_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdin_closed_during_the_readiness_wait_stops_the_gateway_at_once() {
+    stdin_closed_while_starting(false).await;
+}
+
+/// The same with stdin a Unix socket, as Node hosts (Claude Desktop) hand their servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_socket_stdin_during_the_readiness_wait_stops_the_gateway_at_once() {
+    stdin_closed_while_starting(true).await;
+}
+
+/// The gateway on stdio (a pipe, or one end of a socket pair) waits for an upstream that
+/// never answers; the host closes stdin; the gateway must be gone within 5 s, not 30.
+async fn stdin_closed_while_starting(socket: bool) {
     let dir = tempfile::tempdir().unwrap();
     let tag = new_tag("eof");
     let _guard = TagGuard(tag.clone());
@@ -276,7 +288,8 @@ async fn stdin_closed_during_the_readiness_wait_stops_the_gateway_at_once() {
             tag
         ),
     );
-    let mut child = Command::new(GATEWAY)
+    let mut command = Command::new(GATEWAY);
+    command
         .args([
             "serve",
             "--stdio",
@@ -286,8 +299,16 @@ async fn stdin_closed_during_the_readiness_wait_stops_the_gateway_at_once() {
             "30",
         ])
         .env("MCPB_IT_TAG", &tag)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
+        .env("NO_COLOR", "1");
+    let (host_end, gateway_end) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut host_end = Some(host_end);
+    if socket {
+        command.stdin(Stdio::from(std::os::fd::OwnedFd::from(gateway_end)));
+    } else {
+        drop(gateway_end);
+        command.stdin(Stdio::piped());
+    }
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -300,6 +321,7 @@ async fn stdin_closed_during_the_readiness_wait_stops_the_gateway_at_once() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop(child.stdin.take());
+    drop(host_end.take());
     let closed = Instant::now();
     let exit = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
     let took = closed.elapsed();
