@@ -458,18 +458,22 @@ mod descriptors {
     /// connections of a few clients.
     const BASE: u64 = 64;
 
-    /// Raises the soft limit on open files to the hard one (as Go and nginx do), then warns
-    /// when it is still below what the policy's upstreams need at once.
+    /// Raises the soft limit on open files as far as the policy needs (at most to the hard
+    /// limit), then warns when it is still short. Not further: children inherit the soft
+    /// limit, and some close every descriptor up to it (Go restores it for children; a
+    /// `pre_exec` hook would take `unsafe`, which this crate forbids).
     pub(super) fn raise_and_check(policy: &Policy) {
         let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
             return;
         };
-        let limit = if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-            hard
+        let needed = needed(policy);
+        let target = needed.min(hard);
+        let limit = if soft < target && setrlimit(Resource::RLIMIT_NOFILE, target, hard).is_ok() {
+            tracing::debug!(from = soft, to = target, "Open-file limit raised");
+            target
         } else {
             soft
         };
-        let needed = needed(policy);
         if needed > limit {
             tracing::warn!(
                 upstreams = policy.upstreams.len(),
@@ -481,12 +485,13 @@ mod descriptors {
         }
     }
 
-    /// The descriptors the policy's upstreams hold at most, with the gateway's own.
+    /// The descriptors the policy's upstreams and client connections hold at most, with the
+    /// gateway's own.
     fn needed(policy: &Policy) -> u64 {
         let upstreams: u64 = (policy.upstreams.iter())
             .map(|up| {
                 let instances = match up.share {
-                    Share::PerClient(p) => p.max_instances.get() as u64,
+                    Share::PerClient(p) => u64::try_from(p.max_instances.get()).unwrap_or(u64::MAX),
                     _ => 1,
                 };
                 match up.transport {
@@ -496,6 +501,11 @@ mod descriptors {
                 }
             })
             .sum();
-        BASE + upstreams
+        // Serving HTTP: every client connection the policy admits at once.
+        let connections = policy
+            .downstream
+            .http
+            .map_or(0, |_| policy.downstream.max_connections.get());
+        BASE + upstreams + u64::try_from(connections).unwrap_or(u64::MAX)
     }
 }

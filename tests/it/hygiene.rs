@@ -338,8 +338,8 @@ async fn too_few_descriptors_for_the_upstreams_are_warned_about() {
     let dir = tempfile::tempdir().unwrap();
     let tag = new_tag("fds");
     let _guard = TagGuard(tag.clone());
-    // 300 stdio servers whose command does not exist (nothing is started) need about 1,264
-    // descriptors; the limit is 256, soft and hard.
+    // 300 stdio servers whose command does not exist (nothing is started) and 512 client
+    // connections need 1,776 descriptors; the limit is 256, soft and hard.
     let servers: Vec<String> = (0..300)
         .map(|i| format!("\"s{i}\": {{\"command\": \"/nonexistent/mcp-{i}\"}}"))
         .collect();
@@ -368,7 +368,7 @@ async fn too_few_descriptors_for_the_upstreams_are_warned_about() {
         .flatten()
         .unwrap_or_else(|| panic!("no warning:\n{}", stderr.lock().unwrap()));
     assert!(
-        line.contains("needed=1264") && line.contains("limit=256"),
+        line.contains("needed=1776") && line.contains("limit=256"),
         "{line}"
     );
 }
