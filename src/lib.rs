@@ -72,6 +72,7 @@ pub mod discover;
 pub mod downstream;
 pub mod embed;
 pub mod error;
+mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 #[doc(hidden)]
@@ -100,6 +101,7 @@ pub mod pin;
 pub mod plan;
 pub mod policy;
 pub mod profile;
+mod redact;
 #[doc(hidden)]
 pub mod reload;
 #[doc(hidden)]

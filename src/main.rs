@@ -205,7 +205,8 @@ fn serve(args: ServeArgs) -> ExitCode {
     let loaded = match source.load() {
         Ok(p) => p,
         Err(err) => {
-            eprintln!("{err}");
+            // With its cause: "cannot read FILE: not a regular file".
+            eprintln!("{:#}", anyhow::Error::new(err));
             return ExitCode::from(EXIT_CONFIG);
         }
     };

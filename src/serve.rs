@@ -55,6 +55,8 @@ pub(crate) fn run(
     for warning in policy.warnings() {
         tracing::warn!("policy: {warning}");
     }
+    #[cfg(unix)]
+    descriptors::raise_and_check(&policy);
     if !policy.downstream.stdio && policy.downstream.http.is_none() {
         anyhow::bail!(
             "nothing to serve: pass --stdio and/or --http ADDR (or set them in [downstream])"
@@ -156,8 +158,18 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
     // SIGINT and SIGTERM stop the gateway from now on, while its upstreams start too: the
     // signals' default action would leave their process groups running.
     stop_on_signals(shutdown.clone())?;
+    // A host that closes stdin while the upstreams start wants the gateway gone now, not
+    // after the ready timeout: the same stop as a signal.
+    let stdin_watch = policy
+        .downstream
+        .stdio
+        .then(|| tokio::spawn(stop_when_stdin_closes(shutdown.clone())));
     // The listen address is bound first: a port in use fails now, before any upstream starts.
-    let server = Server::start_listening(policy, ready_timeout, shutdown.clone()).await?;
+    let server = Server::start_listening(policy, ready_timeout, shutdown.clone()).await;
+    if let Some(watch) = stdin_watch {
+        watch.abort();
+    }
+    let server = server?;
     if shutdown.is_cancelled() {
         server.stop().await;
         return Ok(());
@@ -227,6 +239,64 @@ fn lone_server_down(source: &Source, server: &Server) -> Option<String> {
         },
         _ => None,
     }
+}
+
+/// Cancels `shutdown` when the host closes stdin (its end of the pipe or socket is gone),
+/// without reading from it: what the host sent before stays for the stdio transport.
+async fn stop_when_stdin_closes(shutdown: CancellationToken) {
+    stdin_closed().await;
+    tracing::info!("stdin closed while the upstreams started; shutting down");
+    shutdown.cancel();
+}
+
+/// Resolves once the other end of stdin, a pipe or a Unix socket (Node hosts hand their
+/// servers socket pairs), is closed; never for anything else (a terminal, a file: their end
+/// shows when the stdio transport reads). Nothing is read from it.
+#[cfg(unix)]
+async fn stdin_closed() {
+    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::unix::fs::FileTypeExt;
+
+    // A duplicate of the descriptor: the stdio transport's stays as it is.
+    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return std::future::pending().await;
+    };
+    let file = std::fs::File::from(fd);
+    let kind = file.metadata().map(|m| m.file_type());
+    if kind.as_ref().is_ok_and(FileTypeExt::is_fifo) {
+        // Non-blocking already: the stdio transport reads a pipe through the event loop.
+        if let Ok(pipe) = tokio::net::unix::pipe::Receiver::from_file(file) {
+            // Readable with data waiting is not closed: looked at again shortly.
+            while let Ok(ready) = pipe.ready(tokio::io::Interest::READABLE).await {
+                if ready.is_read_closed() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    } else if kind.as_ref().is_ok_and(FileTypeExt::is_socket) {
+        // Peeked without blocking: the descriptor's own mode (blocking, for tokio's stdin
+        // thread) is left alone. Zero bytes is the end; data waiting is looked at again.
+        use nix::sys::socket::{MsgFlags, recv};
+        let mut byte = [0u8; 1];
+        loop {
+            let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+            match recv(file.as_raw_fd(), &mut byte, flags) {
+                Ok(0) => return,
+                Ok(_) | Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    std::future::pending::<()>().await;
+}
+
+/// Elsewhere stdin's end shows when the stdio transport reads it.
+#[cfg(not(unix))]
+async fn stdin_closed() {
+    std::future::pending::<()>().await;
 }
 
 /// Cancels `shutdown` at the first SIGINT or SIGTERM.
@@ -402,4 +472,73 @@ fn stdio_streams() -> (Input, Output) {
 #[cfg(not(unix))]
 fn stdio_streams() -> (Input, Output) {
     (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+}
+
+/// The file descriptors the upstreams need, against `RLIMIT_NOFILE`.
+#[cfg(unix)]
+mod descriptors {
+    use mcp_budget::policy::Policy;
+    use mcp_budget::policy::share::Share;
+    use mcp_budget::policy::upstream::Transport;
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+
+    /// What the gateway holds per stdio instance: the child's stdin, stdout and stderr pipes,
+    /// and its pidfd.
+    const PER_STDIO: u64 = 4;
+    /// Per HTTP upstream: a connection for requests and one for the GET stream.
+    const PER_HTTP: u64 = 2;
+    /// The gateway's own: listeners, the runtime, the admin and store connections, accepted
+    /// connections of a few clients.
+    const BASE: u64 = 64;
+
+    /// Raises the soft limit on open files as far as the policy needs (at most to the hard
+    /// limit), then warns when it is still short. Not further: children inherit the soft
+    /// limit, and some close every descriptor up to it (Go restores it for children; a
+    /// `pre_exec` hook would take `unsafe`, which this crate forbids).
+    pub(super) fn raise_and_check(policy: &Policy) {
+        let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+            return;
+        };
+        let needed = needed(policy);
+        let target = needed.min(hard);
+        let limit = if soft < target && setrlimit(Resource::RLIMIT_NOFILE, target, hard).is_ok() {
+            tracing::debug!(from = soft, to = target, "Open-file limit raised");
+            target
+        } else {
+            soft
+        };
+        if needed > limit {
+            tracing::warn!(
+                upstreams = policy.upstreams.len(),
+                needed,
+                limit,
+                hard_limit = hard,
+                "Too few file descriptors for every upstream: starts will fail with \"too many open files\"; raise the limit (ulimit -n, LimitNOFILE=) or serve fewer upstreams"
+            );
+        }
+    }
+
+    /// The descriptors the policy's upstreams and client connections hold at most, with the
+    /// gateway's own.
+    fn needed(policy: &Policy) -> u64 {
+        let upstreams: u64 = (policy.upstreams.iter())
+            .map(|up| {
+                let instances = match up.share {
+                    Share::PerClient(p) => u64::try_from(p.max_instances.get()).unwrap_or(u64::MAX),
+                    _ => 1,
+                };
+                match up.transport {
+                    Transport::Stdio { .. } => PER_STDIO * instances,
+                    Transport::Http { .. } => PER_HTTP * instances,
+                    _ => 0,
+                }
+            })
+            .sum();
+        // Serving HTTP: every client connection the policy admits at once.
+        let connections = policy
+            .downstream
+            .http
+            .map_or(0, |_| policy.downstream.max_connections.get());
+        BASE + upstreams + u64::try_from(connections).unwrap_or(u64::MAX)
+    }
 }

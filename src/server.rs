@@ -469,8 +469,11 @@ async fn gate_of(policy: &Policy) -> Result<Gate, StartError> {
 async fn fetch_jwks(url: &str) -> Result<jsonwebtoken::jwk::JwkSet, String> {
     let body = tokio::time::timeout(JWKS_TIMEOUT, get_document(url, jwks::MAX_JWKS_BYTES))
         .await
-        .map_err(|_| format!("GET {url}: no answer within {} s", JWKS_TIMEOUT.as_secs()))??;
-    jwks::parse(&body).map_err(|e| format!("{url}: {e}"))
+        .map_err(|_| {
+            let shown = crate::redact::Url(url);
+            format!("GET {shown}: no answer within {} s", JWKS_TIMEOUT.as_secs())
+        })??;
+    jwks::parse(&body).map_err(|e| format!("{}: {e}", crate::redact::Url(url)))
 }
 
 /// A gate that lets nobody in: clients are configured, none can prove it.

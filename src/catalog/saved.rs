@@ -95,7 +95,7 @@ pub fn load_file(path: &Path) -> Result<Vec<CatalogTool>, CatalogError> {
 
 /// The server id (file stem) and the tool objects of one saved `tools/list` result.
 fn read_list(path: &Path) -> Result<(String, Vec<Value>), CatalogError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Io {
+    let text = crate::files::read_text(path).map_err(|source| CatalogError::Io {
         path: path.to_owned(),
         source,
     })?;

@@ -263,7 +263,7 @@ fn rendered_tools(args: &Args) -> anyhow::Result<Vec<Value>> {
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {
     let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        crate::files::read_text(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
 }
 

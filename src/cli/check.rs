@@ -140,7 +140,8 @@ fn load(
                 loaded.push((file.display().to_string(), p));
             }
             Err(e) => {
-                writeln!(err, "{e}")?;
+                // With its cause: "cannot read FILE: not a regular file".
+                writeln!(err, "{:#}", anyhow::Error::new(e))?;
                 outcome.errors += 1;
             }
         }
@@ -155,7 +156,8 @@ fn load(
         match policy.add_mcp_json(file) {
             Ok(()) => writeln!(out, "{}: ok", file.display())?,
             Err(e) => {
-                writeln!(err, "{e}")?;
+                // With its cause: "cannot read FILE: not a regular file".
+                writeln!(err, "{:#}", anyhow::Error::new(e))?;
                 outcome.errors += 1;
             }
         }
@@ -255,7 +257,7 @@ fn check_lock(
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> std::io::Result<usize> {
-    let pinned = match std::fs::read_to_string(lock)
+    let pinned = match crate::files::read_text(lock)
         .map_err(|e| e.to_string())
         .and_then(|text| crate::pin::Lock::parse(&text))
     {

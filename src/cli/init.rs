@@ -100,7 +100,7 @@ pub fn run(
         None => find()?,
     };
     let text =
-        std::fs::read_to_string(&from).with_context(|| format!("reading {}", from.display()))?;
+        crate::files::read_text(&from).with_context(|| format!("reading {}", from.display()))?;
     let origin = from.display().to_string();
     let profile =
         crate::profile::resolve(&args.model, &crate::profile::ProfileOverrides::default())

@@ -7,7 +7,6 @@
 //! and MRR@10 per source and the queries missed at 5, so a user can evaluate search on their own
 //! catalog and queries.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -108,7 +107,7 @@ pub struct Args {
 /// The calls of each of `tools` in the usage file at `path`.
 fn read_usage(path: &Path, tools: &[CatalogTool]) -> anyhow::Result<Vec<u64>> {
     let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        crate::files::read_text(path).with_context(|| format!("cannot read {}", path.display()))?;
     let counts = crate::plan::parse_usage(&text).with_context(|| format!("{}", path.display()))?;
     Ok(crate::plan::usage_of(tools, &counts))
 }
@@ -193,15 +192,14 @@ fn rankings(
     top_k: usize,
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        crate::files::read_text(path).with_context(|| format!("cannot read {}", path.display()))?;
+    for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let where_ = || format!("{}:{}", path.display(), n + 1);
-        let value: Value = serde_json::from_str(&line).with_context(where_)?;
+        let value: Value = serde_json::from_str(line).with_context(where_)?;
         let query = value
             .get("query")
             .and_then(Value::as_str)
@@ -226,7 +224,7 @@ fn report(
     out: &mut dyn std::io::Write,
 ) -> anyhow::Result<()> {
     let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        crate::files::read_text(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut rows = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if !line.trim().is_empty() {

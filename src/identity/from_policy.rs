@@ -81,7 +81,10 @@ impl Policy {
                     problems.push(Problem {
                         path: "auth.jwt.jwks_url".into(),
                         line: None,
-                        message: format!("the keys at {url} have not been fetched"),
+                        message: format!(
+                            "the keys at {} have not been fetched",
+                            crate::redact::Url(url)
+                        ),
                     });
                     None
                 }

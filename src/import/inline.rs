@@ -110,16 +110,7 @@ impl Inline {
     /// → `github`, `uvx mcp-server-time` → `time`), or the URL's host.
     fn default_name(&self) -> String {
         let raw = match self.server_url() {
-            Some(url) => url
-                .split("://")
-                .nth(1)
-                .and_then(|rest| rest.split(['/', ':']).next())
-                .and_then(|host| {
-                    host.split('.')
-                        .find(|p| !matches!(*p, "www" | "api" | "mcp"))
-                })
-                .unwrap_or("server")
-                .to_owned(),
+            Some(url) => host_label(url),
             None => package_of(&self.command),
         };
         let trimmed = ["mcp-server-", "server-", "mcp-"]
@@ -134,6 +125,29 @@ impl Inline {
         let name = if trimmed.is_empty() { &raw } else { trimmed };
         super::mcp_json::unique_id(name, &mut taken)
     }
+}
+
+/// The name a URL's host gives a server: its first label that is not `www`, `api` or `mcp`
+/// (`https://api.githubcopilot.com/mcp/` → `githubcopilot`), or a whole IP address
+/// (`127-0-0-1`); never the user info (`http://user:pw@host` → `host`) or the port.
+fn host_label(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let host_port = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let host = match host_port.strip_prefix('[') {
+        // `[::1]:8080`: an IPv6 literal.
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => host_port.split(':').next().unwrap_or(host_port),
+    };
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return host.replace(['.', ':'], "-").trim_matches('-').to_owned();
+    }
+    host.split('.')
+        .find(|p| !p.is_empty() && !matches!(*p, "www" | "api" | "mcp"))
+        .unwrap_or("server")
+        .to_owned()
 }
 
 /// The package or program a command runs: the first argument that is not a flag after a
@@ -335,6 +349,11 @@ mod tests {
             (&["./my-tool"], "my-tool"),
             (&["npx", "-y", "@playwright/mcp@latest"], "mcp"),
             (&["https://api.githubcopilot.com/mcp/"], "githubcopilot"),
+            // The host, never the user info or the port (issue 50).
+            (&["http://user:pw@tools.example.com:8080/mcp"], "tools"),
+            (&["https://tok@api.github.example/mcp?x=1"], "github"),
+            (&["http://127.0.0.1:3001/mcp"], "127-0-0-1"),
+            (&["http://u:p@[::1]:3001/mcp"], "1"),
         ] {
             assert_eq!(cmd(words).default_name(), id, "{words:?}");
         }

@@ -182,7 +182,9 @@ pub(crate) fn entries(text: &str, origin: &str) -> Result<Entries, ConfigError> 
         path: origin.to_owned(),
         message,
     };
-    let file: File = serde_json::from_str(text).map_err(|e| {
+    // VS Code writes JSONC (comments, trailing commas), and Windows editors a BOM.
+    let text = super::jsonc::to_json(text);
+    let file: File = serde_json::from_str(&text).map_err(|e| {
         not_a_list(format!(
             "not an mcpServers (Claude Desktop / Claude Code) or servers (VS Code) JSON file: {e}"
         ))
@@ -378,8 +380,9 @@ fn http_url(url: &str) -> Result<(), String> {
     match scheme.as_deref() {
         Some("http" | "https") => Ok(()),
         _ => Err(format!(
-            "url: {url:?} is not an http(s) URL such as http://127.0.0.1:3001/mcp \
-             (mcp-budget reaches servers by URL over http or https only)"
+            "url: \"{}\" is not an http(s) URL such as http://127.0.0.1:3001/mcp \
+             (mcp-budget reaches servers by URL over http or https only)",
+            crate::redact::Url(url)
         )),
     }
 }

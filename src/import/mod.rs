@@ -5,6 +5,7 @@
 
 pub(crate) mod compressor;
 pub mod inline;
+mod jsonc;
 pub(crate) mod mcp_json;
 
 use std::path::Path;
@@ -23,7 +24,7 @@ impl Policy {
     /// [`ConfigError`] when the file cannot be read, is not such a file, or names a server
     /// that is already an upstream.
     pub fn add_mcp_json(&mut self, path: &Path) -> Result<(), ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = crate::files::read_text(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;

@@ -75,17 +75,22 @@ impl Client {
     /// A client for `url` (`http://`, or `https://` with the `tls` feature) with the
     /// upstream's TLS files.
     pub(crate) fn new(url: &str, options: &HttpOptions) -> Result<Self, String> {
+        let shown = crate::redact::Url(url);
         let uri: Uri = url
             .parse()
-            .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
+            .map_err(|e| format!("invalid upstream URL \"{shown}\": {e}"))?;
         let https = match uri.scheme_str() {
             Some("http") => false,
             Some("https") => true,
-            _ => return Err(format!("upstream URL {url:?} is not http:// or https://")),
+            _ => {
+                return Err(format!(
+                    "upstream URL \"{shown}\" is not http:// or https://"
+                ));
+            }
         };
         let authority = uri
             .authority()
-            .ok_or_else(|| format!("upstream URL {url:?} has no host"))?;
+            .ok_or_else(|| format!("upstream URL \"{shown}\" has no host"))?;
         let host = authority.host();
         let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
         // Bracketed IPv6 literals connect without them.
@@ -102,7 +107,7 @@ impl Client {
             let _ = options;
             if https {
                 return Err(format!(
-                    "HTTPS upstream {url:?} needs mcp-budget built with the `tls` feature"
+                    "HTTPS upstream \"{shown}\" needs mcp-budget built with the `tls` feature"
                 ));
             }
         }
@@ -111,7 +116,7 @@ impl Client {
             None => (None, authority.as_str()),
         };
         let host_header = HeaderValue::from_str(host_port)
-            .map_err(|e| format!("invalid upstream host {url:?}: {e}"))?;
+            .map_err(|e| format!("invalid upstream host \"{shown}\": {e}"))?;
         // Credentials in the URL become Basic authorization, as they did through reqwest.
         let basic_auth = userinfo
             .map(|userinfo| {
@@ -121,13 +126,13 @@ impl Client {
                 HeaderValue::from_str(&format!("Basic {token}"))
             })
             .transpose()
-            .map_err(|e| format!("invalid upstream credentials {url:?}: {e}"))?;
+            .map_err(|e| format!("invalid upstream credentials \"{shown}\": {e}"))?;
         let path = uri
             .path_and_query()
             .map_or("/", http::uri::PathAndQuery::as_str);
         let target: Uri = path
             .parse()
-            .map_err(|e| format!("invalid upstream URL {url:?}: {e}"))?;
+            .map_err(|e| format!("invalid upstream URL \"{shown}\": {e}"))?;
         Ok(Self {
             pool: Arc::new(Pool {
                 host: connect_host,

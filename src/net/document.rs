@@ -13,19 +13,20 @@ use crate::policy::HttpOptions;
 /// # Errors
 /// What went wrong, naming the URL: no connection, another status, a larger body.
 pub async fn get_document(url: &str, limit: usize) -> Result<Bytes, String> {
+    let shown = crate::redact::Url(url);
     let client = Client::new(url, &HttpOptions::default())?;
     let mut response = client
         .send(Method::GET, HeaderMap::new(), Bytes::new())
         .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
+        .map_err(|e| format!("GET {shown}: {e}"))?;
     if response.status != StatusCode::OK {
-        return Err(format!("GET {url}: HTTP {}", response.status));
+        return Err(format!("GET {shown}: HTTP {}", response.status));
     }
     let mut body = Vec::new();
     while let Some(chunk) = response.body.chunk().await {
-        body.extend_from_slice(&chunk.map_err(|e| format!("GET {url}: {e}"))?);
+        body.extend_from_slice(&chunk.map_err(|e| format!("GET {shown}: {e}"))?);
         if body.len() > limit {
-            return Err(format!("GET {url}: the body is over {limit} bytes"));
+            return Err(format!("GET {shown}: the body is over {limit} bytes"));
         }
     }
     Ok(Bytes::from(body))
@@ -67,7 +68,7 @@ impl Poster {
         body: Bytes,
         limit: usize,
     ) -> Result<(StatusCode, HeaderMap, Bytes), String> {
-        let url = &self.url;
+        let url = crate::redact::Url(&self.url);
         let mut response = (self.client.send(Method::POST, headers, body).await)
             .map_err(|e| format!("POST {url}: {e}"))?;
         let mut body = Vec::new();

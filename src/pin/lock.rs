@@ -370,20 +370,33 @@ impl Lock {
     /// When it is not TOML of the shape in the module docs, or of another version, or a
     /// version 1 file with `prompt` or `resource_template` entries.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        // Every message starts with the line it is about (the caller names the file).
+        let line_at = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let file: File = toml::from_str(text).map_err(|e| match e.span() {
+            Some(span) => format!("line {}: {}", line_at(span.start), e.message().trim_end()),
+            None => e.message().trim_end().to_owned(),
+        })?;
+        let version_line = text
+            .lines()
+            .position(|l| l.trim_start().starts_with("version"))
+            .map_or(1, |n| n + 1);
         let tools_only = match file.version {
             VERSION_TOOLS_ONLY => {
                 if file.prompt.is_some() || file.resource_template.is_some() {
                     return Err(format!(
-                        "a version {VERSION_TOOLS_ONLY} lockfile pins tools only: `prompt` and \
-                         `resource_template` need `version = {VERSION}` (run `mcp-budget pin` \
-                         again)"
+                        "line {version_line}: a version {VERSION_TOOLS_ONLY} lockfile pins \
+                         tools only: `prompt` and `resource_template` need `version = \
+                         {VERSION}` (run `mcp-budget pin` again)"
                     ));
                 }
                 true
             }
             VERSION => false,
-            other => return Err(format!("unsupported lockfile version {other}")),
+            other => {
+                return Err(format!(
+                    "line {version_line}: unsupported lockfile version {other}"
+                ));
+            }
         };
         let prompts = file.prompt.unwrap_or_default();
         let templates = file.resource_template.unwrap_or_default();
@@ -490,6 +503,16 @@ fn key_of(d: &Difference) -> (Item, &str, &str) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn parse_errors_name_their_line() {
+        let e = Lock::parse("# pinned\nversion = 3\n").unwrap_err();
+        assert_eq!(e, "line 2: unsupported lockfile version 3");
+        let e = Lock::parse("version = 2\n\n[[tool]]\nserver = \"a\"\ntool = 5\n").unwrap_err();
+        assert!(e.starts_with("line 5: "), "{e}");
+        let e = Lock::parse("version = 2\n[[tool]]\nserver = \"a\"\nextra = 1\n").unwrap_err();
+        assert!(e.starts_with("line 4: "), "{e}");
+    }
 
     fn add(description: &str, extra: Option<&str>) -> Value {
         let mut props = json!({"a": {"type": "number"}});

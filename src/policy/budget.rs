@@ -331,8 +331,12 @@ impl Section for RawBudget {
         policy.usage_file = self.usage_file;
         match self.relearn_secs {
             Some(0) => at.push_at("relearn_secs", "must be at least 1"),
-            Some(secs) => policy.relearn_secs = secs,
-            None => {}
+            secs => {
+                let max = super::problems::MAX_SECS;
+                if let Some(secs) = at.bounded("relearn_secs", secs, max) {
+                    policy.relearn_secs = secs;
+                }
+            }
         }
         policy.enabled = self.enabled.unwrap_or(true);
         if let Some(model) = self.model {

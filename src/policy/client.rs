@@ -393,6 +393,9 @@ impl RawJwt {
         if issuers.is_empty() {
             at.push_at("issuer", "must name the token issuer");
         }
+        let max = super::problems::MAX_SECS;
+        let leeway_secs = at.bounded("leeway_secs", self.leeway_secs, max);
+        let refresh_secs = at.bounded("jwks_refresh_secs", self.jwks_refresh_secs, max);
         let jwks = match (self.jwks_file, self.jwks_url) {
             (Some(file), None) => {
                 // `check` opens it: a missing or broken file is a problem with its line, not a
@@ -402,7 +405,7 @@ impl RawJwt {
             }
             (None, Some(url)) => Some(JwksSource::Url {
                 url,
-                refresh_secs: self.jwks_refresh_secs.unwrap_or(300).max(10),
+                refresh_secs: refresh_secs.unwrap_or(300).max(10),
             }),
             _ => {
                 at.push_at("jwks_file", "give exactly one of jwks_file or jwks_url");
@@ -414,7 +417,7 @@ impl RawJwt {
                 issuers,
                 audiences,
                 principal_claim: self.principal_claim.unwrap_or_else(|| "sub".into()),
-                leeway_secs: self.leeway_secs.unwrap_or(60),
+                leeway_secs: leeway_secs.unwrap_or(60),
             },
             jwks: jwks?,
         })
@@ -426,7 +429,7 @@ impl RawJwt {
 /// # Errors
 /// A message naming the file and what is wrong with it.
 pub fn read_jwks(path: &std::path::Path) -> Result<jsonwebtoken::jwk::JwkSet, String> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::files::read_text(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{} is not a JWKS: {e}", path.display()))
 }

@@ -46,7 +46,7 @@ pub const DEFAULT_USAGE_PRIOR: f32 = 0.3;
 /// # Errors
 /// A message naming the file and what is wrong with it.
 pub fn read_vocabulary(path: &std::path::Path) -> Result<Vocabulary, String> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::files::read_text(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     Vocabulary::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }

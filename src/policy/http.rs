@@ -175,7 +175,8 @@ pub(crate) fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, String>
 
 /// The bytes of `path`, or why they cannot be read (naming the file).
 pub(crate) fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    crate::files::read_bytes(path, crate::files::MAX_CONFIG_BYTES)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
 #[cfg(test)]

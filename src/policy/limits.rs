@@ -187,6 +187,7 @@ impl Section for RawClientLimits {
                 positive(key, b > 0);
             }
         }
+        let queue_ms = at.bounded("queue_ms", self.queue_ms, super::problems::MAX_MS);
         let rate = |per_sec: Option<f64>, burst: Option<u32>, base: Option<Rate>| match per_sec {
             Some(r) => Some(Rate::new(
                 r,
@@ -197,7 +198,7 @@ impl Section for RawClientLimits {
         ClientLimits {
             in_flight: self.in_flight.filter(|n| *n > 0).or(base.in_flight),
             queue: self.queue.unwrap_or(base.queue),
-            queue_ms: self.queue_ms.filter(|ms| *ms > 0).unwrap_or(base.queue_ms),
+            queue_ms: queue_ms.filter(|ms| *ms > 0).unwrap_or(base.queue_ms),
             calls_per_sec: rate(self.calls_per_sec, self.burst, base.calls_per_sec),
             upstream_calls_per_sec: rate(
                 self.upstream_calls_per_sec,

@@ -218,7 +218,7 @@ impl Policy {
     /// # Errors
     /// [`ConfigError`] with every problem found.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = crate::files::read_text(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;

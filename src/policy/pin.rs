@@ -100,7 +100,7 @@ impl PinPolicy {
             return Ok(());
         };
         let path = base.join(path);
-        let text = std::fs::read_to_string(&path)
+        let text = crate::files::read_text(&path)
             .map_err(|e| format!("cannot read lockfile {}: {e}", path.display()))?;
         let lock = Lock::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         self.rules.lock = Some(lock);

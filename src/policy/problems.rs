@@ -220,13 +220,21 @@ impl At<'_> {
         .unwrap_or(default)
     }
 
-    /// Whole seconds, greater than 0 (`default` when not given or 0).
+    /// Whole seconds, greater than 0 and at most [`MAX_SECS`] (`default` when not given, 0 or
+    /// too long).
     pub(crate) fn secs(&mut self, key: &str, value: Option<u64>, default: Duration) -> Duration {
         self.parse(key, value, |secs| match secs {
-            0 => Err("must be greater than 0"),
-            secs => Ok(Duration::from_secs(secs)),
+            0 => Err("must be greater than 0".to_owned()),
+            secs => at_most_a_year(secs, MAX_SECS).map(Duration::from_secs),
         })
         .unwrap_or(default)
+    }
+
+    /// A duration `value` in the unit whose year is `max` ([`MAX_SECS`], [`MAX_MS`]): itself
+    /// when at most `max`, else `None` with a problem at `key`; for the duration keys with
+    /// their own lower bound, so that none reaches a timer (where a huge one panics).
+    pub(crate) fn bounded(&mut self, key: &str, value: Option<u64>, max: u64) -> Option<u64> {
+        self.parse(key, value, |n| at_most_a_year(n, max))
     }
 
     /// One of `choices` (`None` for `default`), by its name; `default` with a problem when
@@ -258,6 +266,22 @@ impl At<'_> {
         reader: impl FnOnce(&Path) -> Result<T, String>,
     ) -> Option<T> {
         self.parse(key, path, reader)
+    }
+}
+
+/// The longest duration a `*_secs` key takes: a year. Longer ones mean "never" in practice,
+/// and a deadline of `now + u64::MAX` seconds overflows the clock.
+pub(crate) const MAX_SECS: u64 = 365 * 86_400;
+
+/// The longest duration a `*_ms` key takes: a year.
+pub(crate) const MAX_MS: u64 = MAX_SECS * 1000;
+
+/// `n` when at most `max` (a year in its unit), else the problem.
+fn at_most_a_year(n: u64, max: u64) -> Result<u64, String> {
+    if n <= max {
+        Ok(n)
+    } else {
+        Err(format!("must be at most {max} (a year)"))
     }
 }
 

@@ -114,7 +114,11 @@ impl Section for RawSessions {
             "max_lifetime_secs",
             self.max_lifetime_secs,
             |secs| match secs {
-                0 => Err("must be at least 1 (leave it out for 86400)"),
+                0 => Err("must be at least 1 (leave it out for 86400)".to_owned()),
+                secs if secs > super::problems::MAX_SECS => Err(format!(
+                    "must be at most {} (a year)",
+                    super::problems::MAX_SECS
+                )),
                 secs => Ok(Duration::from_secs(secs)),
             },
         );
@@ -181,7 +185,7 @@ impl SessionsPolicy {
                     )));
                 }
             },
-            Some(SealKeySource::File(path)) => match std::fs::read_to_string(path) {
+            Some(SealKeySource::File(path)) => match crate::files::read_text(path) {
                 Ok(text) => ("seal_key_file", text),
                 Err(e) => {
                     return Err(SealKeyProblem::Invalid(problem(

@@ -107,7 +107,10 @@ impl Section for RawTelemetry {
                 Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => {}
                 _ => at.push_at(
                     "otlp_endpoint",
-                    format!("{url:?} is not an http(s) URL such as http://127.0.0.1:4318"),
+                    format!(
+                        "\"{}\" is not an http(s) URL such as http://127.0.0.1:4318",
+                        crate::redact::Url(url)
+                    ),
                 ),
             }
         }

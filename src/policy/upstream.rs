@@ -453,7 +453,10 @@ fn check_url(url: &str, headers: &BTreeMap<String, String>, at: &mut At<'_>) {
         Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => {}
         _ => at.push_at(
             "url",
-            format!("{url:?} is not an http(s) URL such as http://127.0.0.1:3001/mcp"),
+            format!(
+                "\"{}\" is not an http(s) URL such as http://127.0.0.1:3001/mcp",
+                crate::redact::Url(url)
+            ),
         ),
     }
     for name in headers.keys() {

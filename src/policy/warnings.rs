@@ -42,6 +42,7 @@ impl Policy {
                 ));
             }
         }
+        out.extend(self.starving_upstream_caps());
         if self.upstreams.is_empty() {
             return out;
         }
@@ -106,6 +107,43 @@ impl Policy {
                     format!("`{pattern}` matches none of the upstream's tools"),
                 ));
             }
+        }
+        out
+    }
+
+    /// `[limits.upstream.NAME] in_flight` caps calls to one upstream across all clients: a
+    /// client without a smaller cap of its own (`[limits] in_flight`, or its
+    /// `[limits.client.NAME]`) can hold every slot while the others wait.
+    fn starving_upstream_caps(&self) -> Vec<Problem> {
+        let limits = &self.limits;
+        // The default applies to the clients without limits of their own (to everyone when
+        // there is no `[[client]]`).
+        let default_applies = self.clients.is_empty()
+            || (self.clients.iter()).any(|c| !limits.clients.contains_key(&c.name));
+        let mut clients = Vec::new();
+        if default_applies {
+            clients.push(("every client", &limits.default));
+        }
+        clients.extend(limits.clients.iter().map(|(n, l)| (n.as_str(), l)));
+        let mut out = Vec::new();
+        for (upstream, &cap) in &limits.upstream_in_flight {
+            let open: Vec<&str> = clients
+                .iter()
+                .filter(|(_, l)| l.in_flight.is_none_or(|own| own >= cap))
+                .map(|(name, _)| *name)
+                .collect();
+            if open.is_empty() {
+                continue;
+            }
+            out.push(self.problem(
+                format!("limits.upstream.{upstream}.in_flight"),
+                format!(
+                    "caps calls to `{upstream}` at {cap} across all clients, but {} may hold \
+                     all {cap} slots (no in_flight of its own below {cap}), so one client can \
+                     starve the others; set [limits] in_flight (per client) below {cap}",
+                    open.join(", ")
+                ),
+            ));
         }
         out
     }
@@ -178,6 +216,31 @@ mod tests {
                 ("downstream.http", Some(6))
             );
         }
+    }
+
+    #[test]
+    fn an_upstream_cap_without_a_smaller_client_cap_warns() {
+        let warned = |extra: &str| -> Vec<String> {
+            policy(extra)
+                .warnings()
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let alone = warned("[limits.upstream.git]\nin_flight = 4\n");
+        assert_eq!(alone.len(), 1, "{alone:?}");
+        assert!(
+            alone[0].starts_with("line 6: limits.upstream.git.in_flight: caps calls to `git` at 4"),
+            "{alone:?}"
+        );
+        assert!(
+            alone[0].contains("every client may hold all 4 slots"),
+            "{alone:?}"
+        );
+        let as_large = warned("[limits]\nin_flight = 4\n[limits.upstream.git]\nin_flight = 4\n");
+        assert_eq!(as_large.len(), 1, "{as_large:?}");
+        let smaller = warned("[limits]\nin_flight = 2\n[limits.upstream.git]\nin_flight = 4\n");
+        assert!(smaller.is_empty(), "{smaller:?}");
     }
 
     #[test]

@@ -19,6 +19,13 @@ use sha2::{Digest, Sha256};
 
 const MAGIC: &[u8; 8] = b"MCPBVEC1";
 
+/// The largest cache file read (1 GiB: 700,000 tools at 384 dimensions).
+const MAX_CACHE_BYTES: u64 = 1 << 30;
+
+/// How far a cached vector's length may be from 1 (the embedder normalises every vector; f32
+/// rounding over 384 or 768 dimensions stays far below this).
+const UNIT_NORM_TOLERANCE: f32 = 1e-3;
+
 /// The sha256 of a tool text: its key in the cache.
 pub type TextKey = [u8; 32];
 
@@ -59,16 +66,29 @@ impl VectorCache {
     #[must_use]
     pub fn open(dir: Option<&Path>, digest: &str, dims: usize) -> Self {
         let file = dir.map(|d| d.join(format!("{}.vectors", &digest[..digest.len().min(16)])));
-        let entries = file
+        let mut entries = file
             .as_deref()
-            .and_then(|f| std::fs::read(f).ok())
+            .and_then(|f| crate::files::read_bytes(f, MAX_CACHE_BYTES).ok())
             .and_then(|bytes| parse(&bytes, dims))
             .unwrap_or_default();
+        // A vector that is not finite or not of length 1 (a bad write, another tool's file)
+        // would change every ranking silently: dropped, so its tool is embedded again, and
+        // the file rewritten at the next save.
+        let read = entries.len();
+        entries.retain(|_, v| usable(v));
+        let dropped = read - entries.len();
+        if dropped > 0 {
+            tracing::warn!(
+                file = %file.as_deref().map(Path::display).map(|d| d.to_string()).unwrap_or_default(),
+                dropped,
+                "Embedding cache vectors not finite or not of unit length; their tools are embedded again"
+            );
+        }
         Self {
             file,
             dims,
             entries,
-            dirty: false,
+            dirty: dropped > 0,
         }
     }
 
@@ -96,9 +116,9 @@ impl VectorCache {
         self.entries.get(key).map(Vec::as_slice)
     }
 
-    /// Adds a vector (ignored unless it is `dims` wide).
+    /// Adds a vector (ignored unless it is `dims` wide, finite and of unit length).
     pub fn insert(&mut self, key: TextKey, vector: Vec<f32>) {
-        if vector.len() == self.dims {
+        if vector.len() == self.dims && usable(&vector) {
             self.entries.insert(key, vector);
             self.dirty = true;
         }
@@ -133,6 +153,12 @@ impl VectorCache {
         self.dirty = false;
         Ok(())
     }
+}
+
+/// Whether `vector` is what the embedder makes: finite, of length 1.
+fn usable(vector: &[f32]) -> bool {
+    let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+    vector.iter().all(|v| v.is_finite()) && (norm - 1.0).abs() <= UNIT_NORM_TOLERANCE
 }
 
 fn u32_of(n: usize) -> u32 {
@@ -198,5 +224,41 @@ mod tests {
         let bytes = std::fs::read(&file).unwrap();
         std::fs::write(&file, &bytes[..bytes.len() - 1]).unwrap();
         assert!(VectorCache::open(Some(dir.path()), "abcdef0123456789", 3).is_empty());
+    }
+
+    #[test]
+    fn vectors_not_finite_or_not_of_unit_length_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let digest = "0123456789abcdef00";
+        let mut cache = VectorCache::open(Some(dir.path()), digest, 2);
+        cache.insert(text_key("nan"), vec![f32::NAN, 0.0]);
+        cache.insert(text_key("long"), vec![3.0, 4.0]);
+        assert!(cache.is_empty(), "insert refuses them");
+        // A file written by something else: one good record, a NaN one, a zero one.
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        bytes.extend_from_slice(&3u32.to_le_bytes());
+        for (text, vector) in [
+            ("good", [0.6f32, 0.8]),
+            ("nan", [f32::NAN; 2]),
+            ("zero", [0.0; 2]),
+        ] {
+            bytes.extend_from_slice(&text_key(text));
+            for v in vector {
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let file = dir.path().join("0123456789abcdef.vectors");
+        std::fs::write(&file, &bytes).unwrap();
+        let mut read = VectorCache::open(Some(dir.path()), digest, 2);
+        assert_eq!(read.len(), 1);
+        assert_eq!(read.get(&text_key("good")), Some(&[0.6, 0.8][..]));
+        assert_eq!(read.get(&text_key("nan")), None, "embedded again");
+        read.save().unwrap();
+        assert_eq!(
+            VectorCache::open(Some(dir.path()), digest, 2).len(),
+            1,
+            "file rewritten"
+        );
     }
 }

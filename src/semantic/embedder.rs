@@ -11,6 +11,10 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 use super::cache::hex;
 use super::{BATCH, MAX_TOKENS, MODEL_FILES, SemanticError};
 
+/// The largest model file read (2 GiB: a `model.safetensors` of a BERT-large is 1.3 GB); a
+/// device named as the model directory's file is refused, not read until memory runs out.
+const MAX_MODEL_FILE_BYTES: u64 = 2 << 30;
+
 /// A loaded sentence-embedding model (feature `semantic`). `Send + Sync`: one instance
 /// serves every thread; each call runs on the calling thread.
 pub struct Embedder {
@@ -52,10 +56,13 @@ impl Embedder {
             if !path.is_file() {
                 return Err(SemanticError::Missing { path });
             }
-            let bytes = std::fs::read(&path).map_err(|source| SemanticError::Read {
-                path: path.clone(),
-                source,
-            })?;
+            let bytes =
+                crate::files::read_bytes(&path, MAX_MODEL_FILE_BYTES).map_err(|source| {
+                    SemanticError::Read {
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
             hasher.update(name.as_bytes());
             hasher.update((bytes.len() as u64).to_le_bytes());
             hasher.update(&bytes);

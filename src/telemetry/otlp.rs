@@ -99,7 +99,7 @@ impl Exporter {
             .with_timeout(EXPORT_TIMEOUT)
             .build()
             .map_err(|e| OtlpError {
-                endpoint: endpoint.clone(),
+                endpoint: crate::redact::url(&endpoint),
                 reason: e.to_string(),
             })?;
         let service = (policy.service_name.clone())
@@ -169,7 +169,7 @@ fn sender(endpoint: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Sender
     crate::net::Poster::new(endpoint, ca_file)
         .map(Sender::Tls)
         .map_err(|reason| OtlpError {
-            endpoint: endpoint.to_owned(),
+            endpoint: crate::redact::url(endpoint),
             reason,
         })
 }

@@ -305,7 +305,7 @@ impl HttpLink {
         match err {
             SendError::Unreachable(Failure::Connect(reason)) => Error::UpstreamUnreachable {
                 upstream: upstream.name().to_owned(),
-                url: self.url.clone(),
+                url: crate::redact::url(&self.url),
                 reason,
             },
             err => upstream.unavailable(&err.to_string()),

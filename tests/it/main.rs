@@ -48,6 +48,7 @@ mod guard;
 mod http_caps;
 mod http_downstream;
 mod http_upstream;
+mod hygiene;
 mod identity;
 mod isolation;
 mod legacy_servers;

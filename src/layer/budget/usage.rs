@@ -64,7 +64,7 @@ impl UsageLog {
     /// With `shared` (a store and the epoch length), counts go to the store and are learned
     /// from it.
     pub(crate) fn open(path: &Path, shared: Option<(Store, Duration)>) -> Self {
-        let (counts, writable) = match std::fs::read_to_string(path) {
+        let (counts, writable) = match crate::files::read_text(path) {
             Ok(text) => match parse_usage(&text) {
                 Ok(counts) => (counts, true),
                 Err(e) => {

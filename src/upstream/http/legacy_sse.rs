@@ -159,7 +159,8 @@ impl HttpLink {
         if !resp.status.is_success() || !is_sse(&resp.headers) {
             return Err(SendError::Other(format!(
                 "HTTP+SSE: GET {} answered HTTP {} without an event stream",
-                self.url, resp.status
+                crate::redact::Url(&self.url),
+                resp.status
             )));
         }
         let ended = CancellationToken::new();
@@ -174,7 +175,7 @@ impl HttpLink {
             ended.cancel();
             return Err(SendError::Other(format!(
                 "HTTP+SSE: the stream of {} named no endpoint (no `endpoint` event within {}s)",
-                self.url,
+                crate::redact::Url(&self.url),
                 ENDPOINT_TIMEOUT.as_secs()
             )));
         };
@@ -182,7 +183,11 @@ impl HttpLink {
             ended.cancel();
             SendError::Other(format!("HTTP+SSE: {e}"))
         })?;
-        tracing::debug!(upstream = upstream.name(), endpoint = %endpoint, "HTTP+SSE session open");
+        tracing::debug!(
+            upstream = upstream.name(),
+            endpoint = %crate::redact::Url(&endpoint.to_string()),
+            "HTTP+SSE session open"
+        );
         let session = SseSession { endpoint, ended };
         *lock(&self.sse_session) = Some(session.clone());
         Ok(session)
@@ -245,16 +250,18 @@ fn refuses_streamable(method: Option<&str>, status: StatusCode, body: &[u8]) -> 
 /// URL, which must be on the same server (the policy's headers, credentials among them, go
 /// with every POST).
 fn resolve_endpoint(base: &str, endpoint: &str) -> Result<Uri, String> {
+    // Both shown redacted: the base may hold credentials, the endpoint a session token.
+    let (shown_base, shown) = (crate::redact::Url(base), crate::redact::Url(endpoint));
     let base: Uri = base
         .parse()
-        .map_err(|e| format!("invalid URL {base:?}: {e}"))?;
+        .map_err(|e| format!("invalid URL \"{shown_base}\": {e}"))?;
     let target = if endpoint.starts_with("http://") || endpoint.starts_with("https://") {
         let uri: Uri = endpoint
             .parse()
-            .map_err(|e| format!("endpoint {endpoint:?} is not a URL: {e}"))?;
+            .map_err(|e| format!("endpoint \"{shown}\" is not a URL: {e}"))?;
         if uri.scheme() != base.scheme() || uri.authority() != base.authority() {
             return Err(format!(
-                "endpoint {endpoint:?} is on another server than {base}; not followed"
+                "endpoint \"{shown}\" is on another server than {shown_base}; not followed"
             ));
         }
         uri.path_and_query()
@@ -268,7 +275,7 @@ fn resolve_endpoint(base: &str, endpoint: &str) -> Result<Uri, String> {
     };
     target
         .parse()
-        .map_err(|e| format!("endpoint {endpoint:?} is not a URL path: {e}"))
+        .map_err(|e| format!("endpoint \"{shown}\" is not a URL path: {e}"))
 }
 
 #[cfg(test)]
