@@ -54,7 +54,7 @@ use crate::mcp::method::Method;
 use crate::policy::SanitizePolicy;
 use crate::routing::Reach;
 use crate::sanitize::arguments::{
-    self, Arguments, Compiled, PROMPTS_GET_PARAMS, TOOLS_CALL_PARAMS,
+    self, Arguments, Compiled, Invalid, PROMPTS_GET_PARAMS, TOOLS_CALL_PARAMS,
 };
 use crate::sanitize::prompt_arguments;
 
@@ -196,17 +196,15 @@ impl ArgumentsLayer {
             };
             (err, format!("input schema cannot be checked: {why}"))
         })?;
-        let invalid = arguments::check(&compiled, given).map_err(|invalid| {
-            tracing::info!(tool = exposed, property = %invalid.property, "Call refused: {}", invalid.reason);
-            let reason = invalid.reason.clone();
-            let err = Error::InvalidArguments {
-                tool: exposed.to_owned(),
-                property: invalid.property,
-                reason: invalid.reason,
-            };
-            (err, reason)
-        });
-        invalid
+        arguments::check(&compiled, given).map_err(|invalid| {
+            refused("tool", exposed, invalid, |property, reason| {
+                Error::InvalidArguments {
+                    tool: exposed.to_owned(),
+                    property,
+                    reason,
+                }
+            })
+        })
     }
 
     /// Writes the refusal of `req` to the audit log, when there is one.
@@ -249,15 +247,27 @@ fn check_prompt(catalog: &Catalog, exposed: &str, given: &Value) -> Result<(), R
     let empty = Value::Null;
     let prompt = catalog.prompt_definition(exposed).unwrap_or(&empty);
     prompt_arguments::check(prompt, given).map_err(|invalid| {
-        tracing::info!(prompt = exposed, property = %invalid.property, "Get refused: {}", invalid.reason);
-        let reason = invalid.reason.clone();
-        let err = Error::InvalidPromptArguments {
-            prompt: exposed.to_owned(),
-            property: invalid.property,
-            reason: invalid.reason,
-        };
-        (err, reason)
+        refused("prompt", exposed, invalid, |property, reason| {
+            Error::InvalidPromptArguments {
+                prompt: exposed.to_owned(),
+                property,
+                reason,
+            }
+        })
     })
+}
+
+/// The refusal of the arguments `invalid` of `what` (`tool`, `prompt`) `name`, logged:
+/// `error` makes the error answered of the property and the reason.
+fn refused(
+    what: &'static str,
+    name: &str,
+    invalid: Invalid,
+    error: impl FnOnce(String, String) -> Error,
+) -> Refusal {
+    tracing::info!(what, name, property = %invalid.property, "Arguments refused: {}", invalid.reason);
+    let reason = invalid.reason.clone();
+    (error(invalid.property, invalid.reason), reason)
 }
 
 impl<S> Layer<S> for ArgumentsLayer {

@@ -251,7 +251,9 @@ pub fn strict_params(
                     "_meta" => value.is_object(),
                     _ => true,
                 };
-            if !keep && !(key == "arguments" && value.is_null()) {
+            // `arguments: null` reads as none: not forwarded, and nothing was dropped.
+            let none = key == "arguments" && value.is_null();
+            if !(keep || none) {
                 dropped.push(key.clone());
             }
             keep

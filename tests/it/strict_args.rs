@@ -14,15 +14,13 @@
 //! declared ones (`tests/peers/strict_server.py` serves all of these and reports the raw lines
 //! it received).
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::process::Command;
 
 use crate::harness::{
     ACCEPT_BOTH, Gateway, Mode, TagGuard, Up, WAIT, assert_no_leftovers, error_type, http_client,
-    new_tag, peer_file, policy, post, venv_bin,
+    new_tag, peer_file, policy, post, run_check, venv_bin,
 };
 
 const POLICY: &str = r#"
@@ -321,18 +319,8 @@ async fn check_live_lists_the_tools_strict_cannot_check() {
     let dir = tempfile::tempdir().unwrap();
     let section = "[sanitize]\narguments = \"strict\"\n";
     let policy = policy(dir.path(), &tag, section, &[schemas_up()]);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-    cmd.arg("check")
-        .arg(&policy)
-        .args(["--live", "--strict"])
-        .env("MCPB_IT_TAG", &tag)
-        .stdin(Stdio::null());
-    let out = tokio::time::timeout(WAIT, cmd.output())
-        .await
-        .unwrap()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(65), "{stderr}");
+    let (code, stderr) = run_check(&policy, &tag, &["--live", "--strict"], &[]).await;
+    assert_eq!(code, Some(65), "{stderr}");
     assert!(
         stderr.contains("tool \"s/broken\" is unchecked")
             && stderr.contains("mcp_budget.arguments.uncheckable"),

@@ -218,7 +218,7 @@ fn hostile() -> impl Strategy<Value = Value> {
         "[ -~]{0,8}",
     ];
     let leaf = prop_oneof![
-        text.clone().prop_map(Value::String),
+        text.prop_map(Value::String),
         any::<bool>().prop_map(Value::Bool),
         Just(Value::Null),
         any::<i64>().prop_map(Value::from),
