@@ -126,6 +126,28 @@ pub enum Error {
         /// What is wrong, naming the property.
         reason: String,
     },
+    /// Arguments a strict upstream's prompt does not declare or accept (`[sanitize] arguments =
+    /// "strict"`).
+    #[error("arguments of prompt {prompt:?} do not match its declared arguments: {reason}")]
+    InvalidPromptArguments {
+        /// The prompt, as the client named it.
+        prompt: String,
+        /// The JSON pointer of the offending argument (`/exfil`, `""` for the whole object).
+        property: String,
+        /// What is wrong, naming the argument.
+        reason: String,
+    },
+    /// A call of a strict upstream's tool whose input schema cannot be checked (`[sanitize]
+    /// arguments = "strict"`): refused rather than forwarded unchecked.
+    #[error(
+        "tool {tool:?} is not called: its input schema cannot be checked ([sanitize] arguments = \"strict\"): {reason}"
+    )]
+    UncheckableArguments {
+        /// The tool, as the client named it.
+        tool: String,
+        /// Why its schema cannot be checked.
+        reason: String,
+    },
     /// Params of the wrong shape.
     #[error("invalid params for {method}: {reason}")]
     InvalidParams {
@@ -363,7 +385,10 @@ impl Error {
             Self::NotFound { .. } => (INVALID_PARAMS, kind::CATALOG_NOT_FOUND),
             Self::NotAvailable { .. } => (RESOURCE_NOT_AVAILABLE, kind::CATALOG_NOT_FOUND),
             Self::MethodNotFound(_) => (METHOD_NOT_FOUND, kind::METHOD_NOT_FOUND),
-            Self::InvalidArguments { .. } => (INVALID_PARAMS, kind::ARGUMENTS_INVALID),
+            Self::InvalidArguments { .. } | Self::InvalidPromptArguments { .. } => {
+                (INVALID_PARAMS, kind::ARGUMENTS_INVALID)
+            }
+            Self::UncheckableArguments { .. } => (SERVER_ERROR, kind::ARGUMENTS_UNCHECKABLE),
             Self::InvalidParams { .. } | Self::Params(_) => {
                 (INVALID_PARAMS, kind::REQUEST_INVALID_PARAMS)
             }
@@ -450,6 +475,12 @@ impl Error {
             Self::NotAvailable { names } => json!({ "unknownNames": names }),
             Self::InvalidArguments { tool, property, .. } => {
                 json!({ "tool": tool, "property": property })
+            }
+            Self::InvalidPromptArguments {
+                prompt, property, ..
+            } => json!({ "prompt": prompt, "property": property }),
+            Self::UncheckableArguments { tool, reason } => {
+                json!({ "tool": tool, "reason": reason })
             }
             Self::TooLarge { size, limit } => json!({ "size": size, "limit": limit }),
             Self::UnknownRequest { id } | Self::AnswerNotForwarded { id, .. } => {

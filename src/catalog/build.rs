@@ -436,6 +436,15 @@ impl Catalog {
             .map(|(i, n)| (*i, n.as_str()))
     }
 
+    /// The definition of the prompt exposed as `exposed`, as its upstream listed it (under
+    /// its own name).
+    #[must_use]
+    pub fn prompt_definition(&self, exposed: &str) -> Option<&Value> {
+        let (at, own) = self.prompt(exposed)?;
+        (self.per_upstream.get(at)?.prompts.iter())
+            .find(|p| p.get("name").and_then(Value::as_str) == Some(own))
+    }
+
     /// The upstream serving resource `uri`: the first that listed it, else the upstream of the
     /// resource template with the longest literal prefix of `uri`.
     #[must_use]

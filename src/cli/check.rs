@@ -7,7 +7,9 @@
 //! under the policy ([`crate::catalog::Collision`]: resolved, but hosts see other names).
 //! Warnings are errors with `--strict`, for CI. With `--live` (instead of `--tools`), each
 //! valid policy's upstreams are started, listed and stopped ([`super::live`]), and the rules
-//! and names are checked against what they list; an upstream that does not start is an error.
+//! and names are checked against what they list, and the tools of strict upstreams
+//! (`[sanitize] arguments = "strict"`) whose input schema cannot be checked are listed (their
+//! calls are refused); an upstream that does not start is an error.
 //! A `[sessions]` seal key is read as `serve` reads it: one that does not decode (or a key file
 //! that cannot be read) is an error, an unset variable a warning (it may be set where the
 //! gateway runs). A `[state] backend = "redis"` whose `url_env` is unset (or holds no Redis
@@ -245,7 +247,32 @@ fn live_problems(policy: &Policy, timeout_secs: u64) -> anyhow::Result<Vec<Probl
         line: None,
         message: c.to_string(),
     }));
+    found.extend(unchecked_tools(policy, live.catalog.tools()));
     Ok(found)
+}
+
+/// The tools of strict upstreams (`[sanitize] arguments = "strict"`) whose input schema cannot
+/// be checked: the gateway refuses their calls (`mcp_budget.arguments.uncheckable`).
+fn unchecked_tools(policy: &Policy, tools: &[crate::catalog::CatalogTool]) -> Vec<Problem> {
+    use crate::sanitize::arguments::{Arguments, Compiled};
+    tools
+        .iter()
+        .filter(|t| policy.sanitize.rules_for(&t.server).arguments == Arguments::Strict)
+        .filter_map(|t| {
+            let why = match t.input_schema() {
+                Some(schema) => Compiled::new(schema).err()?,
+                None => "the tool lists no input schema".to_owned(),
+            };
+            Some(Problem {
+                path: "sanitize.arguments".into(),
+                line: None,
+                message: format!(
+                    "tool {:?} is unchecked: its input schema cannot be checked, so its calls are refused under \"strict\" (mcp_budget.arguments.uncheckable): {why}",
+                    t.id()
+                ),
+            })
+        })
+        .collect()
 }
 
 /// Compares what `policy`'s upstreams serve with `lock`: the differences on `err`, and 1

@@ -57,8 +57,16 @@ pub const REQUEST_TOO_LARGE: &str = "mcp_budget.request.too_large";
 /// Params of the wrong shape for their method (`-32602`).
 pub const REQUEST_INVALID_PARAMS: &str = "mcp_budget.request.invalid_params";
 /// Under `[sanitize] arguments = "strict"`: a `tools/call` whose arguments do not match the
-/// tool's (pinned) input schema, an undeclared property included; never forwarded (`-32602`).
+/// tool's (pinned) input schema, an undeclared property included, or a `prompts/get` whose
+/// arguments the prompt does not declare, are not strings or lack a required one; never
+/// forwarded (`-32602`). `error.data` has the `tool` (or `prompt`) and the `property`.
 pub const ARGUMENTS_INVALID: &str = "mcp_budget.arguments.invalid";
+/// Under `[sanitize] arguments = "strict"`: a `tools/call` of a tool whose input schema cannot
+/// be checked (it does not compile, not even as draft 2020-12, 7 or 4: say draft 3's
+/// `"required": true`, or a `$ref` outside the schema), so its calls are refused rather than
+/// forwarded unchecked; `error.data` has the `tool` and the `reason` (`-32000`). `check
+/// --live` lists such tools.
+pub const ARGUMENTS_UNCHECKABLE: &str = "mcp_budget.arguments.uncheckable";
 /// The answer to an upstream request the client cancelled (`-32800`, sent to the upstream's
 /// waiter).
 pub const REQUEST_CANCELLED: &str = "mcp_budget.request.cancelled";
@@ -199,6 +207,7 @@ pub const ALL: &[&str] = &[
     REQUEST_TOO_LARGE,
     REQUEST_INVALID_PARAMS,
     ARGUMENTS_INVALID,
+    ARGUMENTS_UNCHECKABLE,
     REQUEST_CANCELLED,
     SESSION_INVALID,
     SESSION_MISSING,

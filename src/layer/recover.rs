@@ -44,7 +44,11 @@ impl<S: Inner> Around<S> for RecoverLayer {
         let request_id = (req.message.kind() == Kind::Request).then(|| req.message.reply_id());
         let method = req.message.method().unwrap_or_default().to_owned();
         Box::pin(async move {
-            let outcome = AssertUnwindSafe(inner.call(req)).catch_unwind().await;
+            // `call` itself inside the caught future: a layer that panics before it returns its
+            // future (deciding synchronously) is caught too.
+            let outcome = AssertUnwindSafe(async move { inner.call(req).await })
+                .catch_unwind()
+                .await;
             let Some(id) = request_id else {
                 return Ok(outcome.ok().and_then(Result::ok).flatten());
             };
@@ -83,15 +87,10 @@ mod tests {
         )
     }
 
-    #[tokio::test]
-    async fn panics_and_silence_become_one_error() {
-        let panicking = tower::service_fn(|req: McpRequest| async move {
-            if req.message.method() == Some("boom") {
-                panic!("boom");
-            }
-            Ok::<_, Infallible>(None)
-        });
-        let mut svc = RecoverLayer.layer(panicking);
+    /// `boom` (which panics in `inner`) and `silent` (which it answers with nothing) each get
+    /// one internal error.
+    async fn assert_answered_with_internal_errors(inner: impl Inner) {
+        let mut svc = RecoverLayer.layer(inner);
         for method in ["boom", "silent"] {
             let resp = svc.call(request(method)).await.unwrap().unwrap();
             assert_eq!(resp.id, Some(Id::Number(9)));
@@ -100,5 +99,27 @@ mod tests {
                 Some("mcp_budget.internal")
             );
         }
+    }
+
+    #[tokio::test]
+    async fn panics_and_silence_become_one_error() {
+        let panicking = tower::service_fn(|req: McpRequest| async move {
+            if req.message.method() == Some("boom") {
+                panic!("boom");
+            }
+            Ok::<_, Infallible>(None)
+        });
+        assert_answered_with_internal_errors(panicking).await;
+    }
+
+    /// A service that panics in `call` itself, before it returns a future (as a layer that
+    /// decides synchronously would), is answered too.
+    #[tokio::test]
+    async fn a_panic_before_the_future_becomes_one_error() {
+        let panicking = tower::service_fn(|req: McpRequest| {
+            assert!(req.message.method() != Some("boom"), "boom");
+            async { Ok::<_, Infallible>(None) }
+        });
+        assert_answered_with_internal_errors(panicking).await;
     }
 }

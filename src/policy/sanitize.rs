@@ -35,8 +35,12 @@ pub struct RawSanitize {
     pub allow: Vec<String>,
     /// What a call's arguments get: `"pass"` (forwarded as sent) or `"strict"` (checked against
     /// the tool's pinned input schema; a property it does not declare, a wrong type or a missing
-    /// required one is refused with `-32602` `mcp_budget.arguments.invalid`, never forwarded).
-    /// Default: `"pass"`.
+    /// required one is refused with `-32602` `mcp_budget.arguments.invalid`, never forwarded;
+    /// a tool whose schema cannot be checked, not even as draft 2020-12, 7 or 4, has its calls
+    /// refused with `-32000` `mcp_budget.arguments.uncheckable`; a `prompts/get` must give
+    /// only the prompt's declared arguments, as strings, the required ones included; what is
+    /// forwarded is what was checked, re-serialised, without params members the protocol does
+    /// not define). Default: `"pass"`.
     pub arguments: Option<String>,
 }
 

@@ -48,18 +48,33 @@ impl Compiled {
     /// Compiles `schema` as strict reads it (see the module docs).
     ///
     /// # Errors
-    /// Why the schema does not compile (an invalid schema, an unresolvable `$ref`): the tool's
-    /// calls are then not checked.
+    /// Why the schema does not compile (an invalid schema, an unresolvable `$ref`, a `$schema`
+    /// the validator does not know whose schema compiles as none of the drafts tried): strict
+    /// then refuses the tool's calls, as it cannot check them.
     ///
     /// A schema without `$schema` is read as 2020-12 (MCP's default); one that only compiles
     /// as an older draft (draft 4's boolean `exclusiveMinimum`, seen in real servers) is
-    /// compiled as draft 7, then draft 4, before it counts as broken. Never online: a `$ref`
-    /// outside the schema does not compile.
+    /// compiled as draft 7, then draft 4, before it counts as broken. A `$schema` the
+    /// validator does not know (draft 3, `""`, a custom URI) is tried the same way. Never
+    /// online: a `$ref` outside the schema does not compile. Never a panic: should the
+    /// validator panic on a schema, that schema does not compile.
     pub fn new(schema: &Value) -> Result<Self, String> {
-        let mut drafts = vec![jsonschema::Draft::default().detect(schema)];
-        if schema.get("$schema").is_none() {
-            drafts.extend([jsonschema::Draft::Draft7, jsonschema::Draft::Draft4]);
-        }
+        std::panic::catch_unwind(|| Self::compile(schema))
+            .unwrap_or_else(|_| Err("the validator failed on this schema (it panicked)".to_owned()))
+    }
+
+    /// [`Compiled::new`], which catches a panic of this (the property tests call it directly,
+    /// to see that it does not panic at all).
+    pub(crate) fn compile(schema: &Value) -> Result<Self, String> {
+        use jsonschema::Draft;
+        let named = schema.get("$schema");
+        let detected = Draft::default().detect(schema);
+        // `with_draft` panics on `Draft::Unknown` (a `$schema` the validator does not know):
+        // that one is tried as an unnamed draft is.
+        let drafts = match named {
+            Some(_) if detected != Draft::Unknown => vec![detected],
+            _ => vec![Draft::Draft202012, Draft::Draft7, Draft::Draft4],
+        };
         let mut first = None;
         for draft in drafts {
             match jsonschema::options()
@@ -78,7 +93,13 @@ impl Compiled {
                 }
             }
         }
-        Err(first.unwrap_or_default())
+        let why = first.unwrap_or_default();
+        Err(match named {
+            Some(uri) if detected == Draft::Unknown => format!(
+                "$schema {uri} is not a draft the validator knows, and the schema does not compile as draft 2020-12, 7 or 4: {why}"
+            ),
+            _ => why,
+        })
     }
 }
 
@@ -96,6 +117,8 @@ fn closed_properties(schema: &Value) -> Option<Vec<String>> {
             .get("additionalProperties")
             .is_some_and(|a| a != false);
     let is_object = match object.get("type") {
+        // `["object", "null"]`: arguments that are an object are checked as one.
+        Some(Value::Array(types)) => types.iter().any(|t| t == "object"),
         Some(t) => t == "object",
         None => object.contains_key("properties"),
     };
@@ -174,16 +197,81 @@ pub fn check(compiled: &Compiled, arguments: &Value) -> Result<(), Invalid> {
     Err(Invalid { property, reason })
 }
 
+/// The `params` members of a `tools/call` that strict forwards: `name`, `arguments`, `_meta`,
+/// and what the protocol defines besides (`task`, 2025-11-25's task-augmented call;
+/// `inputResponses` and `requestState`, a 2026-07-28 retry with the client's answers).
+pub const TOOLS_CALL_PARAMS: &[&str] = &[
+    "name",
+    "arguments",
+    "_meta",
+    "task",
+    "inputResponses",
+    "requestState",
+];
+
+/// The `params` members of a `prompts/get` that strict forwards: `name`, `arguments`, `_meta`,
+/// and a 2026-07-28 retry's `inputResponses` and `requestState`.
+pub const PROMPTS_GET_PARAMS: &[&str] = &[
+    "name",
+    "arguments",
+    "_meta",
+    "inputResponses",
+    "requestState",
+];
+
+/// What strict forwards of a checked call's `params` (read as a `serde_json::Value` reads
+/// them, the last of repeated keys winning, as the check read them): the members in `kept`,
+/// `arguments` only when it is not `null` (`null` reads as none, as the check read it),
+/// `_meta` only when it is an object; the names of the members dropped come second. Whoever
+/// sends the result serialises it again, so no repeated key reaches the server and the
+/// arguments it reads are the ones checked.
+///
+/// ```
+/// use mcp_budget::sanitize::arguments::{strict_params, TOOLS_CALL_PARAMS};
+/// use serde_json::json;
+///
+/// let params = json!({"name": "t", "arguments": {"a": 1}, "_meta": {"progressToken": 1}, "smuggled": "S"});
+/// let serde_json::Value::Object(params) = params else { unreachable!() };
+/// let (kept, dropped) = strict_params(params, TOOLS_CALL_PARAMS);
+/// assert_eq!(serde_json::Value::Object(kept), json!({"name": "t", "arguments": {"a": 1}, "_meta": {"progressToken": 1}}));
+/// assert_eq!(dropped, ["smuggled"]);
+/// ```
+#[must_use]
+pub fn strict_params(
+    params: Map<String, Value>,
+    kept: &[&str],
+) -> (Map<String, Value>, Vec<String>) {
+    let mut dropped = Vec::new();
+    let forwarded = params
+        .into_iter()
+        .filter(|(key, value)| {
+            let keep = kept.contains(&key.as_str())
+                && match key.as_str() {
+                    "arguments" => !value.is_null(),
+                    "_meta" => value.is_object(),
+                    _ => true,
+                };
+            // `arguments: null` reads as none: not forwarded, and nothing was dropped.
+            let none = key == "arguments" && value.is_null();
+            if !(keep || none) {
+                dropped.push(key.clone());
+            }
+            keep
+        })
+        .collect();
+    (forwarded, dropped)
+}
+
 /// The refusal of property `name` of the object at pointer `at`, which its schema does not
 /// declare.
-fn undeclared(at: &str, name: &str) -> Invalid {
+pub(super) fn undeclared(at: &str, name: &str) -> Invalid {
     let property = format!("{at}/{}", escape(name));
     let reason = format!("property {name:?} is not declared (at {property:?})");
     Invalid { property, reason }
 }
 
 /// A name as one JSON-pointer segment (RFC 6901).
-fn escape(name: &str) -> String {
+pub(super) fn escape(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
 }
 
@@ -269,6 +357,23 @@ mod tests {
         let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
         let err = verdict(&schema, &json!({"n": "SECRET-VALUE"})).unwrap_err();
         assert!(!err.reason.contains("SECRET-VALUE"), "{}", err.reason);
+    }
+
+    #[test]
+    fn an_unknown_schema_uri_is_tried_as_a_known_draft_and_named_when_none_fits() {
+        for uri in ["http://json-schema.org/draft-03/schema#", "", "urn:custom"] {
+            let schema =
+                json!({"$schema": uri, "type": ["object", "null"], "properties": {"q": {}}});
+            let err = verdict(&schema, &json!({"q": 1, "exfil": 2})).unwrap_err();
+            assert_eq!(err.property, "/exfil", "{uri}");
+        }
+        let draft3 = json!({"$schema": "http://json-schema.org/draft-03/schema#",
+            "properties": {"q": {"required": true}}});
+        let why = Compiled::new(&draft3).unwrap_err();
+        assert!(
+            why.contains("draft-03") && why.contains("2020-12, 7 or 4"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@
 
 pub mod arguments;
 pub mod flag;
+pub mod prompt_arguments;
 pub mod strip;
 
 use serde_json::Value;

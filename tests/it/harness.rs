@@ -1024,6 +1024,29 @@ pub async fn served_list(policy: &Path) -> String {
     list["result"].to_string()
 }
 
+/// Runs `mcp-budget check POLICY ARGS...` under `tag` with `env` added: its exit code and
+/// stderr.
+pub async fn run_check(
+    policy: &Path,
+    tag: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .arg("check")
+        .arg(policy)
+        .args(args)
+        .env("MCPB_IT_TAG", tag)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output();
+    let out = tokio::time::timeout(WAIT, out).await.unwrap().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The gateway command line for a client that starts it over stdio.
 pub fn gateway_stdio_args(policy: &Path) -> Vec<String> {
     vec![

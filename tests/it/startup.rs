@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::process::Command;
 
 use crate::harness::{
-    Gateway, Mode, TagGuard, Up, WAIT, assert_no_leftovers, log_shows, new_tag, policy,
+    Gateway, Mode, TagGuard, Up, WAIT, assert_no_leftovers, log_shows, new_tag, policy, run_check,
     served_list, tool_names, venv_bin,
 };
 
@@ -306,18 +306,8 @@ async fn check_live_judges_tool_rules_against_what_the_upstreams_list() {
     let dir = tempfile::tempdir().unwrap();
     let rules = "[budget.tools.\"time/get_curent_time\"]\npin = true\n";
     let policy = policy(dir.path(), &tag, rules, &[Up::time("time")]);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-    cmd.arg("check")
-        .arg(&policy)
-        .args(["--live", "--strict"])
-        .env("MCPB_IT_TAG", &tag)
-        .stdin(Stdio::null());
-    let out = tokio::time::timeout(WAIT, cmd.output())
-        .await
-        .unwrap()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(65), "{stderr}");
+    let (code, stderr) = run_check(&policy, &tag, &["--live", "--strict"], &[]).await;
+    assert_eq!(code, Some(65), "{stderr}");
     assert!(
         stderr.contains(
             "budget.tools.\"time/get_curent_time\": `time/get_curent_time` matches none of the \
@@ -334,21 +324,7 @@ async fn check_live_judges_tool_rules_against_what_the_upstreams_list() {
 
 /// `check --live` of `policy` with `STATE_URL` set to `url`: its exit code and stderr.
 async fn check_live(policy: &Path, url: String, tag: &str) -> (Option<i32>, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-    cmd.arg("check")
-        .arg(policy)
-        .arg("--live")
-        .env("STATE_URL", url)
-        .env("MCPB_IT_TAG", tag)
-        .stdin(Stdio::null());
-    let out = tokio::time::timeout(WAIT, cmd.output())
-        .await
-        .unwrap()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_check(policy, tag, &["--live"], &[("STATE_URL", &url)]).await
 }
 
 /// `check --live` with `[state] backend = "redis"` asks the store itself: a real
