@@ -26,6 +26,8 @@ mod harness;
 
 #[path = "scaleout/faults.rs"]
 mod faults;
+#[path = "scaleout/flap.rs"]
+mod flap;
 #[path = "scaleout/relay.rs"]
 mod relay;
 #[path = "scaleout/usage.rs"]
