@@ -46,15 +46,18 @@ impl Local {
     /// The store answered `aheads` for `checks` at `now_us`: what is left of each bucket.
     pub(super) fn learned(&mut self, checks: &[Check], aheads: &[i64], now_us: u64) {
         for (check, &ahead) in checks.iter().zip(aheads) {
-            let tokens = gcra::remaining(check.interval_us, check.burst, ahead);
-            (self.known).insert(
-                check.key.clone(),
-                Known {
-                    tokens,
-                    at_us: now_us,
-                },
-            );
+            self.know(&check.key, check.interval_us, check.burst, ahead, now_us);
         }
+    }
+
+    /// The store said at `now_us` that `key`'s TAT was `ahead_us` ahead.
+    fn know(&mut self, key: &str, interval_us: u64, burst: u32, ahead_us: i64, now_us: u64) {
+        let tokens = gcra::remaining(interval_us, burst, ahead_us);
+        let known = Known {
+            tokens,
+            at_us: now_us,
+        };
+        self.known.insert(key.to_owned(), known);
     }
 
     /// An episode begins: its buckets start afresh from what is known.
@@ -156,14 +159,7 @@ impl Local {
     /// `debts` were paid at `now_us`, the store answering `aheads`: what is left of each.
     pub(super) fn paid(&mut self, debts: &[Debt], aheads: &[i64], now_us: u64) {
         for (debt, &ahead) in debts.iter().zip(aheads) {
-            let tokens = gcra::remaining(debt.interval_us, debt.burst, ahead);
-            (self.known).insert(
-                debt.key.clone(),
-                Known {
-                    tokens,
-                    at_us: now_us,
-                },
-            );
+            self.know(&debt.key, debt.interval_us, debt.burst, ahead, now_us);
         }
     }
 }

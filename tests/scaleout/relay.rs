@@ -112,24 +112,27 @@ async fn delete(url: &str, session: &str) -> u16 {
         .as_u16()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delete_on_one_replica_ends_the_session_on_every_replica_and_on_later_ones() {
-    let _turn = TURN.lock().await;
-    let mut deployment = Deployment::start("scaleout-revoke").await;
+/// A deployment named `name` and a session opened on replica 0 that every replica serves (and
+/// holds: an entry rebuilt from the sealed id).
+async fn served_everywhere(name: &str) -> (Deployment, String) {
+    let deployment = Deployment::start(name).await;
     let session = open_session(&deployment.url(0)).await;
-    // Every replica serves it (and holds it: an entry rebuilt from the sealed id).
     for i in 0..3 {
         assert_eq!(list_status(&deployment.url(i), &session).await.0, 200);
     }
+    (deployment, session)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_on_one_replica_ends_the_session_on_every_replica_and_on_later_ones() {
+    let _turn = TURN.lock().await;
+    let (mut deployment, session) = served_everywhere("scaleout-revoke").await;
     assert_eq!(delete(&deployment.url(1), &session).await, 200);
     let ended = std::time::Instant::now();
     for i in [0, 2] {
         // Published at once; a little time for it to arrive.
-        let mut status = list_status(&deployment.url(i), &session).await;
-        while status.0 == 200 && ended.elapsed() < Duration::from_secs(2) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            status = list_status(&deployment.url(i), &session).await;
-        }
+        let within = Duration::from_secs(2).saturating_sub(ended.elapsed());
+        let (status, _) = ended_within(&deployment.url(i), &session, within).await;
         assert_eq!(status.0, 404, "replica {i} still serves it: {}", status.1);
         assert!(
             status.1.contains("mcp_budget.session.unknown"),
@@ -143,12 +146,7 @@ async fn a_delete_on_one_replica_ends_the_session_on_every_replica_and_on_later_
     );
     // A replica that starts after the DELETE reads the revocations when it subscribes.
     deployment.add().await;
-    let mut status = list_status(&deployment.url(3), &session).await;
-    let started = std::time::Instant::now();
-    while status.0 == 200 && started.elapsed() < Duration::from_secs(3) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        status = list_status(&deployment.url(3), &session).await;
-    }
+    let (status, _) = ended_within(&deployment.url(3), &session, Duration::from_secs(3)).await;
     assert_eq!(status.0, 404, "a later replica serves it: {}", status.1);
     assert_eq!(
         delete(&deployment.url(2), &session).await,
@@ -184,11 +182,7 @@ async fn revocations_in_store(deployment: &Deployment) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revocation_survives_a_store_restarted_empty() {
     let _turn = TURN.lock().await;
-    let mut deployment = Deployment::start("scaleout-revoke-restart").await;
-    let session = open_session(&deployment.url(0)).await;
-    for i in 0..3 {
-        assert_eq!(list_status(&deployment.url(i), &session).await.0, 200);
-    }
+    let (mut deployment, session) = served_everywhere("scaleout-revoke-restart").await;
     assert_eq!(delete(&deployment.url(1), &session).await, 200);
     for i in [0, 2] {
         let (status, _) = ended_within(&deployment.url(i), &session, Duration::from_secs(2)).await;
@@ -224,11 +218,7 @@ async fn a_revocation_survives_a_store_restarted_empty() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delete_while_the_store_is_down_reaches_every_replica_once_it_is_back() {
     let _turn = TURN.lock().await;
-    let mut deployment = Deployment::start("scaleout-revoke-down").await;
-    let session = open_session(&deployment.url(0)).await;
-    for i in 0..3 {
-        assert_eq!(list_status(&deployment.url(i), &session).await.0, 200);
-    }
+    let (mut deployment, session) = served_everywhere("scaleout-revoke-down").await;
     let port = deployment.redis.port;
     deployment.redis.kill().await;
     assert_eq!(
