@@ -309,6 +309,40 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_tells_what_is_left_and_the_servers_clock() {
+        let answer = [1, 0, 0, 1_700_000_000_000_000, 250_000, 0];
+        assert_eq!(server_now(&answer), Some(1_700_000_000_000_000));
+        assert_eq!(aheads(&answer), [250_000, 0]);
+        assert!(aheads(&[1, 0, 0]).is_empty(), "an answer without them");
+        assert!((remaining(100_000, 10, 250_000) - 7.5).abs() < 1e-9);
+        assert!(
+            (remaining(100_000, 10, -5) - 10.0).abs() < 1e-9,
+            "past: full"
+        );
+        assert!(
+            remaining(100_000, 10, 5_000_000).abs() < 1e-9,
+            "in debt: empty"
+        );
+        assert_eq!(slot_of("p:{client:a}:up:git"), "{client:a}");
+        assert_eq!(slot_of("p:plain"), "p:plain");
+        let c = checks(
+            "p:",
+            "bob",
+            None,
+            &ClientLimits {
+                calls_per_sec: Some(Rate::new(10.0, 10)),
+                ..ClientLimits::default()
+            },
+        );
+        assert_eq!(verdict(&c, &[1, 0, 0, 5, 0]), Ok(()));
+        assert_eq!(
+            verdict(&c, &[2, 0, 0, 5]),
+            Err(None),
+            "too late: no verdict"
+        );
+    }
+
+    #[test]
     fn answers_become_verdicts() {
         let limits = ClientLimits {
             calls_per_sec: Some(Rate::new(10.0, 10)),

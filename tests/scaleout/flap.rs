@@ -1,9 +1,10 @@
 //! Shared limits while the store flaps or is slow, not down (issue 50 finding 3): three
 //! replicas behind HAProxy on one real `redis-server`, `on_store_error = "local_share"`, the
 //! store blocked 200 ms of every second (`CLIENT PAUSE`) or reached through a proxy that delays
-//! every byte 5 ms each way (a round trip near `timeout_ms` on a loaded machine). A replica that falls back starts from
-//! what it last knew of the shared bucket and pays what it admitted back when the store
-//! answers again, so the client gets through at its rate, not 1.2 to 1.6 times it.
+//! every byte 5 ms each way (a round trip near `timeout_ms` on a loaded machine). A replica
+//! that falls back starts from what it last knew of the shared bucket and pays what it
+//! admitted back when the store answers again, so the client gets through at its rate, not
+//! 1.5 to 1.7 times it.
 
 use std::time::Duration;
 
@@ -160,8 +161,9 @@ async fn holds_under(flap: Flap, timeout_ms: u64) {
     #[allow(clippy::cast_precision_loss)]
     let got = tally.admitted as f64;
     eprintln!(
-        "store {flap:?}, timeout_ms = {timeout_ms} (local_share, 3 replicas, {RATE}/s burst {BURST}): \
-         {} admitted of {} in {secs:.2} s, expected {want:.0}: {:.2}x; {counted} fallbacks; other {:?}",
+        "store {flap:?}, timeout_ms = {timeout_ms} \
+         (local_share, 3 replicas, {RATE}/s burst {BURST}): {} admitted of {} in {secs:.2} s, \
+         expected {want:.0}: {:.2}x; {counted} fallbacks; other {:?}",
         tally.admitted,
         tally.admitted + tally.limited,
         got / want,
