@@ -10,7 +10,8 @@
 //!
 //! Shared limits (`[state] backend = "redis"`, issue 34): three replicas behind HAProxy and one
 //! real `redis-server` let a client through at its rate, not three times it (memory, the
-//! baseline, does), and when the store is killed mid-run every call is still answered.
+//! baseline, does), and when the store is killed mid-run every call is still answered; when it
+//! flaps or answers near `timeout_ms`, the client still gets about its rate (`flap`).
 //!
 //! Needs `scripts/install-test-deps.sh`: the peers, `haproxy` and `redis-server` (Debian
 //! packages).
@@ -26,6 +27,8 @@ mod harness;
 
 #[path = "scaleout/faults.rs"]
 mod faults;
+#[path = "scaleout/flap.rs"]
+mod flap;
 #[path = "scaleout/relay.rs"]
 mod relay;
 #[path = "scaleout/usage.rs"]

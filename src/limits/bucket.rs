@@ -24,6 +24,23 @@ impl Bucket {
         }
     }
 
+    /// A bucket holding `tokens` (0 to `burst`) at `at_ms`, refilling from then: one that takes
+    /// over from another, such as a replica's share of a shared bucket it last saw at `at_ms`.
+    #[must_use]
+    pub fn starting_at(rate: f64, burst: u32, tokens: f64, at_ms: u64) -> Self {
+        let mut bucket = Self::new(rate, burst, at_ms);
+        bucket.tokens = tokens.clamp(0.0, bucket.burst);
+        bucket
+    }
+
+    /// Holds no more at `now_ms` than `other` does then (both refilled to it).
+    pub fn at_most(&mut self, other: &Self, now_ms: u64) {
+        let mut other = other.clone();
+        other.refill(now_ms);
+        self.refill(now_ms);
+        self.tokens = self.tokens.min(other.tokens);
+    }
+
     /// Takes one token at `now_ms`, or says in how many milliseconds one will be there.
     ///
     /// # Errors
@@ -69,6 +86,32 @@ mod tests {
         assert_eq!(b.take(499), Err(1));
         assert_eq!(b.take(500), Ok(()));
         assert_eq!(b.take(10_000), Ok(()), "refilled");
+    }
+
+    #[test]
+    fn a_bucket_taking_over_starts_from_what_was_left_and_refills_from_then() {
+        let mut b = Bucket::starting_at(2.0, 4, 1.0, 1_000);
+        assert_eq!(b.take(1_000), Ok(()));
+        assert_eq!(b.take(1_000), Err(500), "one token was left");
+        let mut c = Bucket::starting_at(2.0, 4, 0.0, 0);
+        assert_eq!(
+            (c.take(1_000), c.take(1_000)),
+            (Ok(()), Ok(())),
+            "refilled since 0"
+        );
+        assert_eq!(c.take(1_000), Err(500));
+        assert_eq!(
+            Bucket::starting_at(1.0, 2, 9.0, 0),
+            Bucket::new(1.0, 2, 0),
+            "at most full"
+        );
+        let mut full = Bucket::new(2.0, 4, 0);
+        full.at_most(&Bucket::starting_at(2.0, 4, 0.0, 0), 500);
+        assert_eq!(
+            (full.take(500), full.take(500)),
+            (Ok(()), Err(500)),
+            "the lesser: 1 token"
+        );
     }
 
     #[test]

@@ -207,6 +207,31 @@ impl Ledger {
         }
     }
 
+    /// Puts `bucket` as `client`'s overall bucket (`upstream` `None`) or its bucket for
+    /// `upstream`; when it has one already, that one keeps at most what `bucket` holds at
+    /// `now_ms`.
+    pub fn seed(&mut self, client: &str, upstream: Option<&str>, bucket: Bucket, now_ms: u64) {
+        let entry = match upstream {
+            Some(u) => (self.upstreams).entry((client.to_owned(), u.to_owned())),
+            None => return Self::seed_in(self.clients.entry(client.to_owned()), bucket, now_ms),
+        };
+        Self::seed_in(entry, bucket, now_ms);
+    }
+
+    fn seed_in<K>(
+        entry: std::collections::hash_map::Entry<'_, K, Bucket>,
+        bucket: Bucket,
+        now_ms: u64,
+    ) {
+        use std::collections::hash_map::Entry;
+        match entry {
+            Entry::Occupied(mut held) => held.get_mut().at_most(&bucket, now_ms),
+            Entry::Vacant(slot) => {
+                slot.insert(bucket);
+            }
+        }
+    }
+
     /// Admits (or refuses) a call of `client` to `upstream` at `now_ms` under `limits`. A
     /// refused call takes no token from either bucket.
     ///

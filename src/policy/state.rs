@@ -68,7 +68,8 @@ pub struct RawState {
     pub timeout_ms: Option<u64>,
     /// With `backend = "redis"`: what a call gets while the store fails or is too slow:
     /// `"local_share"` (each replica enforces its share, the limit divided by the replicas
-    /// last seen), `"open"` (let through) or `"closed"` (refused,
+    /// last seen, starting from its share of what it last knew was left and paying what it
+    /// admitted back when the store answers again), `"open"` (let through) or `"closed"` (refused,
     /// `mcp_budget.state.unavailable`). Default: `"local_share"`.
     pub on_store_error: Option<String>,
     /// With a `rediss://` URL: the CA certificate(s) (PEM) the store's certificate must chain

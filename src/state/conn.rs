@@ -16,6 +16,7 @@ pub(crate) struct Conn {
     client: Client,
     manager: ConnectionManager,
     gcra: Script,
+    repay: Script,
     heartbeat: Script,
     usage: Script,
     revoke: Script,
@@ -76,6 +77,7 @@ impl Conn {
             client,
             manager,
             gcra: Script::new(gcra::SCRIPT),
+            repay: Script::new(gcra::REPAY),
             heartbeat: Script::new(gcra::HEARTBEAT),
             usage: Script::new(usage::SCRIPT),
             revoke: Script::new(relay::REVOKE),
@@ -84,8 +86,13 @@ impl Conn {
         })
     }
 
-    /// Runs the rate script over `checks`: its raw answer.
-    pub(crate) async fn spend(&self, checks: &[Check]) -> redis::RedisResult<Vec<i64>> {
+    /// Runs the rate script over `checks`, spending nothing past `deadline_us` (the server's
+    /// clock; 0: none): its raw answer.
+    pub(crate) async fn spend(
+        &self,
+        checks: &[Check],
+        deadline_us: u64,
+    ) -> redis::RedisResult<Vec<i64>> {
         let mut invocation = self.gcra.prepare_invoke();
         for check in checks {
             invocation
@@ -93,6 +100,7 @@ impl Conn {
                 .arg(check.interval_us)
                 .arg(check.burst);
         }
+        invocation.arg(deadline_us);
         let mut manager = self.manager.clone();
         invocation.invoke_async(&mut manager).await
     }
@@ -134,21 +142,43 @@ impl Conn {
         &self.client
     }
 
-    /// Runs the revocation script: how many replicas heard it.
+    /// Runs the revocation script over `revocations` (in chunks): how many were new to the
+    /// store (each published).
     pub(crate) async fn revoke(
         &self,
         prefix: &str,
-        sid: &str,
-        exp: u64,
+        revocations: &[relay::Revocation],
     ) -> redis::RedisResult<u64> {
         let mut manager = self.manager.clone();
-        self.revoke
-            .key(relay::revoked_key(prefix))
-            .arg(sid)
-            .arg(exp)
-            .arg(relay::revoked_channel(prefix))
-            .invoke_async(&mut manager)
-            .await
+        let mut added = 0;
+        for chunk in revocations.chunks(relay::REVOKE_CHUNK) {
+            let mut invocation = self.revoke.prepare_invoke();
+            invocation
+                .key(relay::revoked_key(prefix))
+                .arg(relay::revoked_channel(prefix));
+            for r in chunk {
+                invocation.arg(&r.sid).arg(r.exp);
+            }
+            added += invocation.invoke_async::<u64>(&mut manager).await?;
+        }
+        Ok(added)
+    }
+
+    /// Runs the paying-back script over `debts` (keys of one hash tag): each key's TAT ahead of
+    /// now afterwards.
+    pub(crate) async fn repay(&self, debts: &[gcra::Debt]) -> redis::RedisResult<Vec<i64>> {
+        let mut invocation = self.repay.prepare_invoke();
+        for debt in debts {
+            invocation
+                .key(&debt.key)
+                .arg(debt.interval_us)
+                .arg(debt.burst)
+                .arg(debt.calls)
+                .arg(debt.since_us)
+                .arg(debt.paced_us);
+        }
+        let mut manager = self.manager.clone();
+        invocation.invoke_async(&mut manager).await
     }
 
     /// Runs the forwarding script: -1 when `owner`'s heartbeat is older than `ttl_ms`, else
@@ -225,6 +255,7 @@ impl Conn {
             .await?;
         self.load().await?;
         for script in [
+            &self.repay,
             &self.heartbeat,
             &self.usage,
             &self.revoke,

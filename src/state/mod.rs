@@ -12,15 +12,25 @@
 //! **When the store fails** (an error, or no answer within `timeout_ms`) an *episode* begins:
 //! one warning is logged, calls stop asking the store and are decided by `on_store_error`
 //! (`local_share`: each replica enforces its share of every rate, divided by the replicas the
-//! heartbeat last counted; `open`: let through; `closed`: refused with
-//! `mcp_budget.state.unavailable`), each counted in `mcp_budget_state_fallbacks_total{reason}`.
-//! The heartbeat (every 2 s, every 500 ms while the store is down) ends the episode when the
-//! store answers again, and logs it.
+//! heartbeat last counted, starting from its share of what it last knew was left and paying
+//! what it admitted back to the store when the store answers again, see [`local`]; `open`: let
+//! through; `closed`: refused with `mcp_budget.state.unavailable`), each counted in
+//! `mcp_budget_state_fallbacks_total{reason}`. The heartbeat (every 2 s, every 500 ms while
+//! the store is down, and at once when a call finds it down) ends the episode when the store
+//! answers again within `timeout_ms` and has been paid back, and logs it.
+//!
+//! **Revocations** (a `DELETE` of a sealed session) are kept by every replica that heard them
+//! until their ids expire. One the store did not take is sent again at every heartbeat until
+//! it does; and whenever a replica subscribes again (the store restarted, perhaps empty), it
+//! puts back in the store every revocation it knows and the store lost. Only when every
+//! replica and the store restart together are revocations lost: give the store persistence
+//! (`appendonly yes`) for that.
 //!
 //! The heartbeat also counts replicas: each adds itself to a sorted set scored by the server's
 //! clock, and those not seen for 5 s drop out.
 
 pub mod gcra;
+mod local;
 pub mod relay;
 pub mod usage;
 
@@ -33,7 +43,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::limits::{ClientLimits, Ledger, Refused, Which};
+use crate::limits::{ClientLimits, Refused, Which};
 use crate::policy::state::{OnStoreError, RedisState};
 use crate::telemetry::names;
 
@@ -41,6 +51,11 @@ use crate::telemetry::names;
 pub const BEAT_EVERY: Duration = Duration::from_secs(2);
 /// How often the heartbeat tries while the store is down.
 pub const PROBE_EVERY: Duration = Duration::from_millis(500);
+/// How soon the heartbeat tries again while the store is down but answered, too slowly: a
+/// store paused for a moment is shared again soon, so that replicas do not decide alone for
+/// long (what they admit meanwhile, on the same bucket as the replicas already back, is paid
+/// back afterwards, as a wait for the client).
+pub const RECHECK_EVERY: Duration = Duration::from_millis(100);
 /// How long a replica counts after its last beat.
 pub const REPLICA_TTL: Duration = Duration::from_secs(5);
 /// The longest a connection to the store may take (or `timeout_ms`, when longer): a TLS
@@ -75,8 +90,12 @@ struct Inner {
     replicas: AtomicU64,
     /// When the current episode began (`None`: the store answers).
     down_since: Mutex<Option<std::time::Instant>>,
-    /// The local buckets of `local_share`, rates divided by `replicas`.
-    local: Mutex<Ledger>,
+    /// The local buckets of `local_share`, what is known and what is owed of the shared ones.
+    local: Mutex<local::Local>,
+    /// Wakes the heartbeat (a call found the store down).
+    wake: tokio::sync::Notify,
+    /// The server's clock less this replica's `epoch` clock, in µs (`i64::MIN`: not known).
+    offset_us: std::sync::atomic::AtomicI64,
     epoch: tokio::time::Instant,
     /// This replica's id: its heartbeat's member, its channel, the tag of the ids of the
     /// server→client requests it sends.
@@ -112,11 +131,13 @@ impl Relayed {
 }
 
 /// The revocations heard so far (until their ids expire, at most [`MAX_REVOCATIONS`]), and
-/// their followers: one that starts following later gets those heard before too.
+/// their followers: one that starts following later gets those heard before too; and this
+/// replica's own that the store has not taken yet.
 #[derive(Debug)]
 struct Revocations {
     heard: Mutex<std::collections::HashMap<String, u64>>,
     tx: tokio::sync::broadcast::Sender<relay::Revocation>,
+    unsent: Mutex<std::collections::HashMap<String, u64>>,
 }
 
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
@@ -125,7 +146,45 @@ impl Revocations {
         Self {
             heard: Mutex::default(),
             tx: tokio::sync::broadcast::channel(REVOCATIONS_BUFFER).0,
+            unsent: Mutex::default(),
         }
+    }
+
+    /// `revocations` the store did not take: to be sent again (until their ids expire).
+    fn unsent(&self, revocations: Vec<relay::Revocation>) {
+        let mut unsent = crate::lock::lock(&self.unsent);
+        let now = unix_now();
+        unsent.retain(|_, exp| *exp > now);
+        for r in revocations {
+            if unsent.len() < MAX_REVOCATIONS && r.exp > now {
+                unsent.insert(r.sid, r.exp);
+            }
+        }
+    }
+
+    /// Those the store did not take, taken to be sent again.
+    fn take_unsent(&self) -> Vec<relay::Revocation> {
+        let unsent = std::mem::take(&mut *crate::lock::lock(&self.unsent));
+        let now = unix_now();
+        (unsent.into_iter())
+            .filter(|(_, exp)| *exp > now)
+            .map(|(sid, exp)| relay::Revocation { sid, exp })
+            .collect()
+    }
+
+    /// Those heard (their ids not expired) that `stored`, the store's set, lacks: no longer
+    /// unsent, as the caller puts them back.
+    fn missing_from(&self, stored: &std::collections::HashSet<String>) -> Vec<relay::Revocation> {
+        let now = unix_now();
+        crate::lock::lock(&self.unsent).clear();
+        let heard = crate::lock::lock(&self.heard);
+        (heard.iter())
+            .filter(|(sid, exp)| **exp > now && !stored.contains(*sid))
+            .map(|(sid, &exp)| relay::Revocation {
+                sid: sid.clone(),
+                exp,
+            })
+            .collect()
     }
 
     /// A revocation heard: kept, and told to every follower.
@@ -135,9 +194,7 @@ impl Revocations {
             return;
         }
         if heard.len() >= MAX_REVOCATIONS {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
+            let now = unix_now();
             heard.retain(|_, exp| *exp > now);
             if heard.len() >= MAX_REVOCATIONS {
                 return;
@@ -163,6 +220,13 @@ impl Revocations {
             .collect();
         (so_far, self.tx.subscribe())
     }
+}
+
+/// The Unix time in seconds (0 before 1970).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 impl Store {
@@ -196,7 +260,9 @@ impl Store {
                 reason: Mutex::new(names::STORE_UNCONFIGURED),
                 replicas: AtomicU64::new(1),
                 down_since: Mutex::new(unavailable.is_some().then(std::time::Instant::now)),
-                local: Mutex::new(Ledger::default()),
+                local: Mutex::default(),
+                wake: tokio::sync::Notify::new(),
+                offset_us: std::sync::atomic::AtomicI64::new(i64::MIN),
                 epoch: tokio::time::Instant::now(),
                 replica,
                 relayed,
@@ -328,18 +394,40 @@ impl Store {
     /// ended. Bounded by `timeout_ms` or the connect timeout, whichever is longer.
     ///
     /// # Errors
-    /// Why the store did not take it (a [`names`] reason): only this replica knows then.
+    /// Why the store did not take it (a [`names`] reason): only this replica knows then, and
+    /// sends it again at every heartbeat until the store takes it.
     pub async fn revoke(&self, sid: &str, exp: u64) -> Result<(), &'static str> {
+        let revocation = relay::Revocation {
+            sid: sid.to_owned(),
+            exp,
+        };
+        let revocations = &self.inner.relayed.revocations;
+        // Known here, so that it is put back should the store lose it.
+        revocations.heard(revocation.clone());
+        let sent = self
+            .send_revocations(std::slice::from_ref(&revocation))
+            .await;
+        if sent.is_err() {
+            revocations.unsent(vec![revocation]);
+        }
+        sent
+    }
+
+    /// Adds `revocations` to the store's set, publishing those new to it.
+    async fn send_revocations(
+        &self,
+        revocations: &[relay::Revocation],
+    ) -> Result<(), &'static str> {
         #[cfg(feature = "redis")]
         {
             self.ask(self.background_wait(), |conn, prefix| async move {
-                conn.revoke(prefix, sid, exp).await.map(drop)
+                conn.revoke(prefix, revocations).await.map(drop)
             })
             .await
         }
         #[cfg(not(feature = "redis"))]
         {
-            let _ = (sid, exp);
+            let _ = revocations;
             Err(names::STORE_UNCONFIGURED)
         }
     }
@@ -436,7 +524,7 @@ impl Store {
         #[cfg(feature = "redis")]
         if let Some(conn) = &self.inner.conn {
             tokio::spawn(relay::follow(
-                conn.client().clone(),
+                conn.clone(),
                 self.inner.settings.key_prefix.clone(),
                 self.inner.replica.clone(),
                 self.inner.relayed.clone(),
@@ -513,15 +601,58 @@ impl Store {
                 Err(reason) => self.went_down(reason),
             }
         }
-        self.fallback(client, upstream, limits)
+        self.fallback(client, upstream, &checks, limits)
+    }
+
+    /// When, on the server's clock (µs), a call asking now gives up waiting: 0 while the
+    /// server's clock is not known yet.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    fn deadline(&self) -> u64 {
+        let offset = self.inner.offset_us.load(Ordering::Relaxed);
+        if offset == i64::MIN {
+            return 0;
+        }
+        let timeout = u64::try_from(self.request_wait().as_micros()).unwrap_or(u64::MAX);
+        let now = self.now_us().saturating_add(timeout);
+        now.saturating_add_signed(offset)
+    }
+
+    /// The server's clock read `server_us` before this replica's clock read `local_us`: each
+    /// reading bounds the offset between them from below, so the largest is kept (lowered by
+    /// 1 ms a reading, to follow a server clock that is set back).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    fn clock_seen(&self, server_us: i64, local_us: u64) {
+        let seen = server_us.saturating_sub(i64::try_from(local_us).unwrap_or(i64::MAX));
+        let _ = (self.inner.offset_us).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |was| {
+            Some(if was == i64::MIN {
+                seen
+            } else {
+                seen.max(was.saturating_sub(1_000))
+            })
+        });
+    }
+
+    /// Microseconds since this store began, the clock of [`local`].
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.inner.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
     /// One round trip, bounded by `timeout_ms`: the verdict, or why there is none.
     #[cfg(feature = "redis")]
     async fn spend(&self, checks: &[gcra::Check]) -> Result<Result<(), Refused>, &'static str> {
+        let deadline = self.deadline();
         let answer = self
-            .ask(self.request_wait(), |conn, _| conn.spend(checks))
+            .ask(self.request_wait(), |conn, _| conn.spend(checks, deadline))
             .await?;
+        let now_us = self.now_us();
+        if let Some(server) = gcra::server_now(&answer) {
+            self.clock_seen(server, now_us);
+        }
+        if answer.first() == Some(&2) {
+            // Past its deadline: this call was given up on (its answer came too late).
+            return Err(names::STORE_TIMEOUT);
+        }
+        crate::lock::lock(&self.inner.local).learned(checks, gcra::aheads(&answer), now_us);
         match gcra::verdict(checks, &answer) {
             Ok(()) => Ok(Ok(())),
             Err(Some(refused)) => Ok(Err(refused)),
@@ -570,6 +701,8 @@ impl Store {
         *crate::lock::lock(&self.inner.reason) = reason;
         if self.inner.up.swap(false, Ordering::AcqRel) {
             *crate::lock::lock(&self.inner.down_since) = Some(std::time::Instant::now());
+            crate::lock::lock(&self.inner.local).begin();
+            self.inner.wake.notify_one();
             tracing::warn!(
                 reason,
                 on_store_error = self.inner.settings.on_store_error.name(),
@@ -597,6 +730,7 @@ impl Store {
         &self,
         client: &str,
         upstream: Option<&str>,
+        checks: &[gcra::Check],
         limits: &ClientLimits,
     ) -> Result<(), Refused> {
         let reason = *crate::lock::lock(&self.inner.reason);
@@ -608,10 +742,10 @@ impl Store {
                 retry_after_ms: CLOSED_RETRY_MS,
             }),
             OnStoreError::LocalShare => {
-                let replicas = usize::try_from(self.replicas()).unwrap_or(usize::MAX);
-                let share = limits.share(replicas);
-                let now = u64::try_from(self.inner.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-                crate::lock::lock(&self.inner.local).admit_call(client, upstream, &share, now)
+                let replicas = u32::try_from(self.replicas()).unwrap_or(u32::MAX);
+                let now_us = self.now_us();
+                let mut local = crate::lock::lock(&self.inner.local);
+                local.admit(client, upstream, checks, limits, replicas, now_us)
             }
         }
     }
@@ -639,15 +773,20 @@ impl Store {
                 Ok::<u64, redis::RedisError>(n)
             })
             .await;
+            let answered = beat.as_ref().is_ok_and(Result::is_ok);
             match beat {
                 Ok(Ok(n)) => {
                     loaded = true;
                     self.inner.replicas.store(n.max(1), Ordering::Relaxed);
                     // Back only once it answers as fast as calls need (a probe that connects
-                    // again may take longer): a slow store does not flap up and down.
-                    if sent.elapsed() <= self.inner.settings.timeout {
+                    // again may take longer): a slow store does not flap up and down; and
+                    // once what was admitted meanwhile is paid (calls admitted between the
+                    // payment and the return are paid right after).
+                    if sent.elapsed() <= self.inner.settings.timeout && self.repay().await {
                         self.came_back();
+                        self.repay().await;
                     }
+                    self.resend_revocations().await;
                 }
                 Ok(Err(e)) => {
                     tracing::debug!(error = %e, "State store heartbeat failed");
@@ -659,15 +798,63 @@ impl Store {
                     self.went_down(names::STORE_TIMEOUT);
                 }
             }
-            let every = if self.is_up() {
-                BEAT_EVERY
-            } else {
-                PROBE_EVERY
+            let every = match (self.is_up(), answered) {
+                (true, _) => BEAT_EVERY,
+                (false, true) => RECHECK_EVERY,
+                (false, false) => PROBE_EVERY,
             };
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
+                () = self.inner.wake.notified() => {}
             }
+        }
+    }
+
+    /// Pays the store what this replica admitted without it: whether all was paid (what was
+    /// not stays owed).
+    #[cfg(feature = "redis")]
+    async fn repay(&self) -> bool {
+        let taken_at = self.now_us();
+        let mut debts = crate::lock::lock(&self.inner.local).debts(taken_at);
+        // One script per hash tag: a Redis Cluster runs a script on one slot's keys.
+        debts.sort_by(|a, b| gcra::slot_of(&a.key).cmp(gcra::slot_of(&b.key)));
+        let mut rest = debts.as_slice();
+        while let Some(first) = rest.first() {
+            let slot = gcra::slot_of(&first.key);
+            let n = rest.partition_point(|d| gcra::slot_of(&d.key) == slot);
+            let (group, after) = rest.split_at(n);
+            let paid = self
+                .ask(self.background_wait(), |conn, _| conn.repay(group))
+                .await;
+            let mut local = crate::lock::lock(&self.inner.local);
+            match paid {
+                Ok(aheads) => local.paid(group, &aheads, self.now_us()),
+                Err(reason) => {
+                    tracing::debug!(reason, "State store not paid back yet");
+                    local.unpaid(rest.to_vec(), taken_at);
+                    return false;
+                }
+            }
+            rest = after;
+        }
+        true
+    }
+
+    /// Sends the revocations the store did not take again.
+    #[cfg(feature = "redis")]
+    async fn resend_revocations(&self) {
+        let revocations = &self.inner.relayed.revocations;
+        let unsent = revocations.take_unsent();
+        if unsent.is_empty() {
+            return;
+        }
+        match self.send_revocations(&unsent).await {
+            Ok(()) => tracing::info!(
+                revocations = unsent.len(),
+                "Revocations the state store did not take earlier were sent"
+            ),
+            Err(_) => revocations.unsent(unsent),
         }
     }
 

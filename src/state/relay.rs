@@ -12,16 +12,27 @@
 //!   replica asked is published there, after a check (in the same script) that the owner's
 //!   heartbeat is fresh: an owner that is gone is an immediate error, not a wait.
 
-/// The script that revokes: `KEYS[1]` the sorted set; `ARGV` the `sid`, its `exp` (Unix
-/// seconds), the channel. Answers how many replicas heard it.
+/// The script that revokes: `KEYS[1]` the sorted set; `ARGV` the channel, then a `sid` and its
+/// `exp` (Unix seconds) per revocation. Each one not expired and new to the set is added and
+/// published (one the store lost and a replica puts back is new again). Answers how many were
+/// new.
 pub const REVOKE: &str = r"
 local now = tonumber(redis.call('TIME')[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local added = 0
+for i = 2, #ARGV, 2 do
+  if tonumber(ARGV[i + 1]) > now and redis.call('ZADD', KEYS[1], ARGV[i + 1], ARGV[i]) == 1 then
+    added = added + 1
+    redis.call('PUBLISH', ARGV[1], ARGV[i] .. ' ' .. ARGV[i + 1])
+  end
+end
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('EXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1)
-return redis.call('PUBLISH', ARGV[3], ARGV[1] .. ' ' .. ARGV[2])
+if last[2] then redis.call('EXPIREAT', KEYS[1], math.floor(tonumber(last[2])) + 1) end
+return added
 ";
+
+/// Most revocations one [`REVOKE`] carries (a replica putting back thousands sends several).
+pub const REVOKE_CHUNK: usize = 1_000;
 
 /// The script that forwards an answer: `KEYS[1]` the replicas' sorted set (the heartbeat's);
 /// `ARGV` the owner, how long (ms) a replica counts after its last beat, the owner's channel,
@@ -179,10 +190,11 @@ pub enum ForwardError {
 }
 
 /// Follows the revocations and this replica's channel until `shutdown`, subscribing again
-/// after every loss (each time, the whole revocation set is read first).
+/// after every loss (each time, the whole revocation set is read first, and what this replica
+/// knows and the set lacks, such as after the store restarted empty, is put back).
 #[cfg(feature = "redis")]
 pub(super) async fn follow(
-    client: redis::Client,
+    conn: super::conn::Conn,
     prefix: String,
     replica: String,
     to: super::Relayed,
@@ -191,6 +203,7 @@ pub(super) async fn follow(
     use futures::StreamExt;
     let (revocations, own) = (revoked_channel(&prefix), replica_channel(&prefix, &replica));
     let promotions = promotions_channel(&prefix);
+    let client = conn.client();
     loop {
         let subscribed = async {
             let mut pubsub = client.get_async_pubsub().await?;
@@ -209,12 +222,15 @@ pub(super) async fn follow(
         let bound = super::CONNECT_TIMEOUT;
         match tokio::time::timeout(bound, subscribed).await {
             Ok(Ok((pubsub, all))) => {
+                let mut stored = std::collections::HashSet::new();
                 for (sid, exp) in all {
                     // Whole seconds (the scores are `exp` values).
                     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                     let exp = exp as u64;
+                    stored.insert(sid.clone());
                     to.revocations.heard(Revocation { sid, exp });
                 }
+                put_back(&conn, &prefix, &to.revocations, &stored).await;
                 let mut messages = pubsub.into_on_message();
                 loop {
                     tokio::select! {
@@ -251,6 +267,29 @@ pub(super) async fn follow(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(super::PROBE_EVERY) => {}
         }
+    }
+}
+
+/// Puts back in the store the revocations this replica knows and `stored` (the store's set)
+/// lacks; those it does not take are sent again by the heartbeat.
+#[cfg(feature = "redis")]
+async fn put_back(
+    conn: &super::conn::Conn,
+    prefix: &str,
+    revocations: &super::Revocations,
+    stored: &std::collections::HashSet<String>,
+) {
+    let missing = revocations.missing_from(stored);
+    if missing.is_empty() {
+        return;
+    }
+    let sent = tokio::time::timeout(super::CONNECT_TIMEOUT, conn.revoke(prefix, &missing)).await;
+    match sent {
+        Ok(Ok(added)) => tracing::info!(
+            revocations = added,
+            "Revocations the state store lacked (restarted empty?) were put back"
+        ),
+        _ => revocations.unsent(missing),
     }
 }
 

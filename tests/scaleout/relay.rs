@@ -112,24 +112,27 @@ async fn delete(url: &str, session: &str) -> u16 {
         .as_u16()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delete_on_one_replica_ends_the_session_on_every_replica_and_on_later_ones() {
-    let _turn = TURN.lock().await;
-    let mut deployment = Deployment::start("scaleout-revoke").await;
+/// A deployment named `name` and a session opened on replica 0 that every replica serves (and
+/// holds: an entry rebuilt from the sealed id).
+async fn served_everywhere(name: &str) -> (Deployment, String) {
+    let deployment = Deployment::start(name).await;
     let session = open_session(&deployment.url(0)).await;
-    // Every replica serves it (and holds it: an entry rebuilt from the sealed id).
     for i in 0..3 {
         assert_eq!(list_status(&deployment.url(i), &session).await.0, 200);
     }
+    (deployment, session)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_on_one_replica_ends_the_session_on_every_replica_and_on_later_ones() {
+    let _turn = TURN.lock().await;
+    let (mut deployment, session) = served_everywhere("scaleout-revoke").await;
     assert_eq!(delete(&deployment.url(1), &session).await, 200);
     let ended = std::time::Instant::now();
     for i in [0, 2] {
         // Published at once; a little time for it to arrive.
-        let mut status = list_status(&deployment.url(i), &session).await;
-        while status.0 == 200 && ended.elapsed() < Duration::from_secs(2) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            status = list_status(&deployment.url(i), &session).await;
-        }
+        let within = Duration::from_secs(2).saturating_sub(ended.elapsed());
+        let (status, _) = ended_within(&deployment.url(i), &session, within).await;
         assert_eq!(status.0, 404, "replica {i} still serves it: {}", status.1);
         assert!(
             status.1.contains("mcp_budget.session.unknown"),
@@ -143,12 +146,7 @@ async fn a_delete_on_one_replica_ends_the_session_on_every_replica_and_on_later_
     );
     // A replica that starts after the DELETE reads the revocations when it subscribes.
     deployment.add().await;
-    let mut status = list_status(&deployment.url(3), &session).await;
-    let started = std::time::Instant::now();
-    while status.0 == 200 && started.elapsed() < Duration::from_secs(3) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        status = list_status(&deployment.url(3), &session).await;
-    }
+    let (status, _) = ended_within(&deployment.url(3), &session, Duration::from_secs(3)).await;
     assert_eq!(status.0, 404, "a later replica serves it: {}", status.1);
     assert_eq!(
         delete(&deployment.url(2), &session).await,
@@ -160,6 +158,94 @@ async fn a_delete_on_one_replica_ends_the_session_on_every_replica_and_on_later_
     for i in 0..4 {
         assert_eq!(list_status(&deployment.url(i), &other).await.0, 200);
     }
+    deployment.stop().await;
+}
+
+/// Polls `tools/list` on `session` through `url` until it is refused (404) or `within` passes:
+/// the last status and error, and how long it took.
+async fn ended_within(url: &str, session: &str, within: Duration) -> ((u16, String), Duration) {
+    let started = std::time::Instant::now();
+    let mut status = list_status(url, session).await;
+    while status.0 == 200 && started.elapsed() < within {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        status = list_status(url, session).await;
+    }
+    (status, started.elapsed())
+}
+
+/// The size of the store's revocation set, as `redis-server` answers `ZCARD` (`:1`).
+async fn revocations_in_store(deployment: &Deployment) -> String {
+    let key = format!("{}:revoked", deployment.tag);
+    deployment.redis.command(&format!("ZCARD {key}")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_survives_a_store_restarted_empty() {
+    let _turn = TURN.lock().await;
+    let (mut deployment, session) = served_everywhere("scaleout-revoke-restart").await;
+    assert_eq!(delete(&deployment.url(1), &session).await, 200);
+    for i in [0, 2] {
+        let (status, _) = ended_within(&deployment.url(i), &session, Duration::from_secs(2)).await;
+        assert_eq!(status.0, 404, "replica {i}: {}", status.1);
+    }
+    assert_eq!(revocations_in_store(&deployment).await, ":1");
+    // The store restarts with nothing (no persistence): the replicas that know the revocation
+    // put it back, and a replica started afterwards refuses the session.
+    let port = deployment.redis.port;
+    deployment.redis.kill().await;
+    deployment.redis = harness::RedisServer::start_on(port, &deployment.tag).await;
+    let back = std::time::Instant::now();
+    while revocations_in_store(&deployment).await != ":1" && back.elapsed() < Duration::from_secs(5)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "revocations in the restarted store after {:?}: {}",
+        back.elapsed(),
+        revocations_in_store(&deployment).await
+    );
+    deployment.add().await;
+    let (status, took) = ended_within(&deployment.url(3), &session, Duration::from_secs(3)).await;
+    assert_eq!(
+        status.0, 404,
+        "a replica started after the store restarted empty serves a revoked session: {}",
+        status.1
+    );
+    eprintln!("the later replica refused it after {took:?}");
+    deployment.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_while_the_store_is_down_reaches_every_replica_once_it_is_back() {
+    let _turn = TURN.lock().await;
+    let (mut deployment, session) = served_everywhere("scaleout-revoke-down").await;
+    let port = deployment.redis.port;
+    deployment.redis.kill().await;
+    assert_eq!(
+        delete(&deployment.url(1), &session).await,
+        200,
+        "ended here at least"
+    );
+    assert_eq!(list_status(&deployment.url(1), &session).await.0, 404);
+    // The store comes back (empty): the revocation is delivered then, to every replica.
+    deployment.redis = harness::RedisServer::start_on(port, &deployment.tag).await;
+    let back = std::time::Instant::now();
+    for i in [0, 2] {
+        let (status, _) = ended_within(&deployment.url(i), &session, Duration::from_secs(8)).await;
+        assert_eq!(
+            status.0, 404,
+            "replica {i} still serves a session DELETEd while the store was down: {}",
+            status.1
+        );
+    }
+    eprintln!(
+        "a DELETE made while the store was down reached the other replicas {:?} after it came back",
+        back.elapsed()
+    );
+    assert_eq!(revocations_in_store(&deployment).await, ":1");
+    deployment.add().await;
+    let (status, _) = ended_within(&deployment.url(3), &session, Duration::from_secs(3)).await;
+    assert_eq!(status.0, 404, "a later replica: {}", status.1);
     deployment.stop().await;
 }
 

@@ -169,9 +169,9 @@ pub(super) async fn handle_delete(
         Ok(Some(ended)) => {
             if let (Some((sid, exp)), Some(store)) = (ended.sealed, &state.store) {
                 // Every replica ends it now; one that is not listening reads it when it
-                // subscribes again.
+                // subscribes again; one the store does not take is sent again until it does.
                 if let Err(reason) = store.revoke(&sid, exp).await {
-                    tracing::warn!(session = %sid, reason, "Session ended on this replica only: the shared state store did not take the revocation");
+                    tracing::warn!(session = %sid, reason, "Session ended on this replica only for now: the shared state store did not take the revocation (sent again until it does)");
                 }
             }
             StatusCode::OK.into_response()
