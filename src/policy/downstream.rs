@@ -80,11 +80,11 @@ pub struct Downstream {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum ForwardedHeader {
-    /// `X-Forwarded-For: client, proxy1, …` (HAProxy `option forwardfor`, nginx
+    /// `X-Forwarded-For: client, proxy1, …` (`HAProxy` `option forwardfor`, nginx
     /// `$proxy_add_x_forwarded_for`).
     #[default]
     XForwardedFor,
-    /// `Forwarded: for=client, for=proxy1` (RFC 7239; HAProxy `option forwarded`, nginx with a
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239; `HAProxy` `option forwarded`, nginx with a
     /// `proxy_set_header Forwarded` line).
     Forwarded,
 }

@@ -163,9 +163,9 @@ pub struct RawDownstream {
     /// trusted proxy. Default: none (the connection's own address).
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
-    /// The header `trusted_proxies` set to name the client: `"x-forwarded-for"` (HAProxy
+    /// The header `trusted_proxies` set to name the client: `"x-forwarded-for"` (`HAProxy`
     /// `option forwardfor`, nginx `$proxy_add_x_forwarded_for`) or `"forwarded"` (RFC 7239
-    /// `for=`, HAProxy `option forwarded`); the other one is ignored, whatever it says.
+    /// `for=`, `HAProxy` `option forwarded`); the other one is ignored, whatever it says.
     /// Case-insensitive. Default: `"x-forwarded-for"`.
     pub forwarded_header: Option<String>,
 }

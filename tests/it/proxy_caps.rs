@@ -163,10 +163,8 @@ async fn spoofed_forwarding_headers_through_haproxy_neither_bypass_the_cap_nor_l
 /// stalls: the gateway waits for the rest (`body_timeout_secs`).
 async fn slow_body(local: &str, proxy: std::net::SocketAddr) -> TcpStream {
     let mut tcp = connect_from(local, proxy).await;
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-         Accept: application/json\r\nContent-Length: 1000\r\n\r\n{{\"jsonrpc\""
-    );
+    let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                Accept: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\"";
     tcp.write_all(head.as_bytes()).await.unwrap();
     tcp
 }
