@@ -235,30 +235,33 @@ impl Peer {
             return Err(Refusal::per_client(&owner, self.per_client, "retry later"));
         }
         // Evicted meanwhile: it is closing, and counts for nobody.
-        if let Some(conn) = c.open.get_mut(&self.id) {
-            // One request at a time on HTTP/1.1: the previous one's guard has dropped already.
-            if let Some(previous) = conn.owner.replace(owner.clone()) {
-                c.per_owner.remove(&previous);
-            }
-            c.per_owner.add(owner);
-            // A request in flight is never closed for a newcomer.
-            self.claimed.store(true, Ordering::Release);
+        let Some(conn) = c.open.get_mut(&self.id) else {
+            return Ok(Carrying(self.clone(), 0));
+        };
+        // One request at a time on HTTP/1.1: a previous one still counted is over.
+        if let Some(previous) = conn.owner.replace(owner.clone()) {
+            c.per_owner.remove(&previous);
         }
-        Ok(Carrying(self.clone()))
+        c.per_owner.add(owner);
+        conn.carried += 1;
+        // A request in flight is never closed for a newcomer.
+        self.claimed.store(true, Ordering::Release);
+        Ok(Carrying(self.clone(), conn.carried))
     }
 }
 
-/// A trusted proxy's connection counted against the client whose request it carries
-/// ([`Peer::carry`]); dropped, it counts for nobody but the total until the next request.
+/// A trusted proxy's connection counted against the client whose request (the connection's
+/// how-manieth, [`Conn::carried`]) it carries ([`Peer::carry`]); dropped, it counts for
+/// nobody but the total until the next request.
 #[derive(Debug)]
-struct Carrying(Arc<Peer>);
+struct Carrying(Arc<Peer>, u64);
 
 impl Drop for Carrying {
     fn drop(&mut self) {
         let mut c = lock(&self.0.counts);
         let c = &mut *c;
-        let owner = (c.open.get_mut(&self.0.id)).and_then(|conn| conn.owner.take());
-        if let Some(owner) = owner {
+        let conn = (c.open.get_mut(&self.0.id)).filter(|conn| conn.carried == self.1);
+        if let Some(owner) = conn.and_then(|conn| conn.owner.take()) {
             c.per_owner.remove(&owner);
         }
     }
@@ -419,6 +422,9 @@ struct Conn {
     /// Whether it is claimed is the peer's ([`Peer::claimed`]); an entry is removed before
     /// its peer goes (the [`Slot`] holds the peer), so this always upgrades.
     peer: Weak<Peer>,
+    /// How many requests a trusted proxy's connection carried: a [`Carrying`] gives back only
+    /// its own request's count, whenever its body is dropped.
+    carried: u64,
 }
 
 impl Conn {
@@ -574,6 +580,7 @@ fn admit(
     let conn = Conn {
         owner,
         peer: Arc::downgrade(&peer),
+        carried: 0,
     };
     c.open.insert(id, conn);
     Ok(peer)
