@@ -871,6 +871,68 @@ mod tests {
         stop.cancel();
     }
 
+    #[tokio::test]
+    async fn behind_a_proxy_an_authenticated_request_counts_against_its_client() {
+        use crate::authz::{Glob, Scope};
+        use crate::identity::{Client, Credential, Directory, Gate, Protected, api_key};
+        let alice = Client::new("alice", Scope::new(vec![Glob::new("*")], vec![], vec![]))
+            .with_key(api_key::digest("ka"));
+        let gate = Arc::new(Gate::new(Directory::new(vec![alice]), Protected::default()));
+        let config = ListenConfig {
+            max_connections_per_client: NonZeroUsize::new(2).unwrap(),
+            trusted_proxies: vec!["127.0.0.1/32".parse().unwrap()],
+            ..ListenConfig::default()
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let as_alice = move || async move {
+            let alice = gate.authenticate(Credential::from_headers(None, Some("ka")));
+            match Peer::current().unwrap().claim(&alice.unwrap()) {
+                Ok(()) => tokio::time::sleep(Duration::from_secs(30)).await,
+                Err(refusal) => return refusal.into_response(),
+            }
+            axum::response::IntoResponse::into_response("ok")
+        };
+        let hold = || tokio::time::sleep(Duration::from_secs(30));
+        let app = Router::new()
+            .route("/alice", get(as_alice))
+            .route("/hold", get(hold));
+        tokio::spawn(serve_with(listener, app, stop.clone(), config));
+        // Alice's two requests, forwarded for two addresses, count against her.
+        let mut held = Vec::new();
+        for client in ["203.0.113.1", "203.0.113.2"] {
+            let mut tcp = connect_from("127.0.0.1", addr).await;
+            forwarded(&mut tcp, "/alice", client).await;
+            held.push(tcp);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut third = connect_from("127.0.0.1", addr).await;
+        forwarded(&mut third, "/alice", "203.0.113.3").await;
+        let refused = answer(&mut third).await;
+        assert!(
+            refused.starts_with("HTTP/1.1 503")
+                && refused.contains(r#"too many open connections of client \"alice\""#),
+            "{refused}"
+        );
+        // Not against the addresses: 203.0.113.1 still has its two.
+        for _ in 0..2 {
+            let mut tcp = connect_from("127.0.0.1", addr).await;
+            forwarded(&mut tcp, "/hold", "203.0.113.1").await;
+            held.push(tcp);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for tcp in &mut held {
+            let mut buf = [0u8; 64];
+            let read = tokio::time::timeout(Duration::from_millis(100), tcp.read(&mut buf)).await;
+            assert!(
+                read.is_err(),
+                "a request within the caps was answered or closed"
+            );
+        }
+        stop.cancel();
+    }
+
     #[test]
     fn a_request_head_ends_with_an_empty_line_even_across_reads() {
         let mut tail = [0u8; 4];
