@@ -818,8 +818,8 @@ mod tests {
         String::from_utf8_lossy(&buf[..n.unwrap().unwrap()]).into_owned()
     }
 
-    #[tokio::test]
-    async fn a_proxys_connection_counts_against_the_client_of_the_request_it_carries() {
+    /// `app` served with a cap of 2 connections per client, behind a proxy on 127.0.0.1.
+    async fn behind_a_proxy(app: Router) -> (SocketAddr, CancellationToken) {
         let config = ListenConfig {
             max_connections_per_client: NonZeroUsize::new(2).unwrap(),
             trusted_proxies: vec!["127.0.0.1/32".parse().unwrap()],
@@ -828,11 +828,17 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = CancellationToken::new();
+        tokio::spawn(serve_with(listener, app, stop.clone(), config));
+        (addr, stop)
+    }
+
+    #[tokio::test]
+    async fn a_proxys_connection_counts_against_the_client_of_the_request_it_carries() {
         let hold = || tokio::time::sleep(Duration::from_secs(30));
         let app = Router::new()
             .route("/", get(|| async { "ok" }))
             .route("/hold", get(hold));
-        tokio::spawn(serve_with(listener, app, stop.clone(), config));
+        let (addr, stop) = behind_a_proxy(app).await;
         // Requests answered: their kept-alive connections count for nobody but the total.
         let mut idle = Vec::new();
         for _ in 0..3 {
@@ -878,14 +884,6 @@ mod tests {
         let alice = Client::new("alice", Scope::new(vec![Glob::new("*")], vec![], vec![]))
             .with_key(api_key::digest("ka"));
         let gate = Arc::new(Gate::new(Directory::new(vec![alice]), Protected::default()));
-        let config = ListenConfig {
-            max_connections_per_client: NonZeroUsize::new(2).unwrap(),
-            trusted_proxies: vec!["127.0.0.1/32".parse().unwrap()],
-            ..ListenConfig::default()
-        };
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = CancellationToken::new();
         let as_alice = move || async move {
             let alice = gate.authenticate(Credential::from_headers(None, Some("ka")));
             match Peer::current().unwrap().claim(&alice.unwrap()) {
@@ -898,7 +896,7 @@ mod tests {
         let app = Router::new()
             .route("/alice", get(as_alice))
             .route("/hold", get(hold));
-        tokio::spawn(serve_with(listener, app, stop.clone(), config));
+        let (addr, stop) = behind_a_proxy(app).await;
         // Alice's two requests, forwarded for two addresses, count against her.
         let mut held = Vec::new();
         for client in ["203.0.113.1", "203.0.113.2"] {
