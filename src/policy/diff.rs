@@ -186,6 +186,7 @@ fn downstream_changes(a: &Downstream, b: &Downstream) -> Vec<&'static str> {
         stdio_client,
         allow_anonymous,
         trusted_proxies,
+        forwarded_header,
     } = a;
     changed![b;
         "downstream.http" => http,
@@ -205,6 +206,7 @@ fn downstream_changes(a: &Downstream, b: &Downstream) -> Vec<&'static str> {
         "downstream.stdio_client" => stdio_client,
         "downstream.allow_anonymous" => allow_anonymous,
         "downstream.trusted_proxies" => trusted_proxies,
+        "downstream.forwarded_header" => forwarded_header,
     ]
     .into_iter()
     .filter_map(|(key, differs)| differs.then_some(key))

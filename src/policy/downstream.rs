@@ -68,8 +68,36 @@ pub struct Downstream {
     pub stdio_client: Option<String>,
     /// Serve a non-loopback address without client authentication (`allow_anonymous`).
     pub allow_anonymous: bool,
-    /// Proxies whose `Forwarded` / `X-Forwarded-For` names the client (`trusted_proxies`).
+    /// Proxies whose [`ForwardedHeader`] names the client (`trusted_proxies`).
     pub trusted_proxies: Vec<IpNet>,
+    /// The header trusted proxies name the client in (`forwarded_header`).
+    pub forwarded_header: ForwardedHeader,
+}
+
+/// The header a trusted proxy names the client in (`[downstream] forwarded_header`): the one
+/// the proxy sets. The other is ignored entirely: a proxy passes a client's own copy through,
+/// so it names whatever the client likes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, …` (`HAProxy` `option forwardfor`, nginx
+    /// `$proxy_add_x_forwarded_for`).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239; `HAProxy` `option forwarded`, nginx with a
+    /// `proxy_set_header Forwarded` line).
+    Forwarded,
+}
+
+impl ForwardedHeader {
+    /// The header's name, lower-case (as `forwarded_header` writes it).
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::XForwardedFor => "x-forwarded-for",
+            Self::Forwarded => "forwarded",
+        }
+    }
 }
 
 impl Default for Downstream {
@@ -92,6 +120,7 @@ impl Default for Downstream {
             stdio_client: None,
             allow_anonymous: false,
             trusted_proxies: Vec::new(),
+            forwarded_header: ForwardedHeader::XForwardedFor,
         }
     }
 }
@@ -147,18 +176,11 @@ impl Section for RawDownstream {
                 ));
             }
         }
-        let trusted_proxies = self
-            .trusted_proxies
-            .iter()
-            .enumerate()
-            .filter_map(|(i, text)| {
-                let net = parse_net(text);
-                if let Err(why) = &net {
-                    (at.at("trusted_proxies").index(i)).push(why.clone());
-                }
-                net.ok()
-            })
-            .collect();
+        let (trusted_proxies, forwarded_header) = forwarding(
+            &self.trusted_proxies,
+            self.forwarded_header.as_deref(),
+            &mut at,
+        );
         Downstream {
             stdio: self.stdio,
             http,
@@ -177,8 +199,97 @@ impl Section for RawDownstream {
             stdio_client: self.stdio_client,
             allow_anonymous: self.allow_anonymous,
             trusted_proxies,
+            forwarded_header,
         }
     }
+}
+
+/// Widest trusted IPv4 network `check` accepts without a warning: a /8 (`10.0.0.0/8`).
+const WIDEST_V4_PREFIX: u8 = 8;
+/// Widest trusted IPv6 network `check` accepts without a warning outside unique-local and
+/// link-local space: a /32 (a whole provider allocation).
+const WIDEST_V6_PREFIX: u8 = 32;
+
+impl Downstream {
+    /// `(path, message)` of what `check` warns about in the forwarding settings: a trusted
+    /// range wider than an IPv4 /8 or an IPv6 /32 (unique-local `fc00::/7` and link-local
+    /// `fe80::/10` excepted), `0.0.0.0/0` and `::/0` above all, whose every address may name
+    /// any client; a `forwarded_header` that nothing reads.
+    pub(super) fn forwarding_warnings(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let header = self.forwarded_header.name();
+        for (i, net) in self.trusted_proxies.iter().enumerate() {
+            if !too_wide(net) {
+                continue;
+            }
+            let what = if net.prefix_len() == 0 {
+                "trusts every address".to_owned()
+            } else {
+                format!("trusts a /{} of the address space", net.prefix_len())
+            };
+            out.push((
+                format!("downstream.trusted_proxies[{i}]"),
+                format!(
+                    "{net} {what}: any client connecting from it can name any address in \
+                     `{header}`, choosing what the per-address caps count or locking another \
+                     address out; list only the proxies' own addresses or subnets"
+                ),
+            ));
+        }
+        if self.trusted_proxies.is_empty() && self.forwarded_header != ForwardedHeader::default() {
+            out.push((
+                "downstream.forwarded_header".to_owned(),
+                "has no effect without downstream.trusted_proxies: no proxy is trusted to name \
+                 the client"
+                    .to_owned(),
+            ));
+        }
+        out
+    }
+}
+
+/// Whether trusting `net` lets too many hosts name clients (see
+/// [`Downstream::forwarding_warnings`]).
+fn too_wide(net: &IpNet) -> bool {
+    match net {
+        IpNet::V4(v4) => v4.prefix_len() < WIDEST_V4_PREFIX,
+        IpNet::V6(v6) => {
+            let local = ["fc00::/7", "fe80::/10"]
+                .iter()
+                .filter_map(|s| s.parse::<ipnet::Ipv6Net>().ok())
+                .any(|space| space.contains(v6));
+            v6.prefix_len() < WIDEST_V6_PREFIX && !local
+        }
+    }
+}
+
+/// `trusted_proxies` and `forwarded_header`, checked.
+fn forwarding(
+    trusted: &[String],
+    header: Option<&str>,
+    at: &mut At<'_>,
+) -> (Vec<IpNet>, ForwardedHeader) {
+    let trusted = (trusted.iter().enumerate())
+        .filter_map(|(i, text)| {
+            let net = parse_net(text);
+            if let Err(why) = &net {
+                (at.at("trusted_proxies").index(i)).push(why.clone());
+            }
+            net.ok()
+        })
+        .collect();
+    // A header name: any case.
+    let header = header.map(str::to_ascii_lowercase);
+    let header = at.one_of(
+        "forwarded_header",
+        header.as_deref(),
+        ForwardedHeader::XForwardedFor,
+        &[
+            ("x-forwarded-for", ForwardedHeader::XForwardedFor),
+            ("forwarded", ForwardedHeader::Forwarded),
+        ],
+    );
+    (trusted, header)
 }
 
 /// A proxy's address (`10.0.0.7`, `::1`: that one host) or network (`10.0.0.0/8`).
@@ -188,4 +299,37 @@ fn parse_net(text: &str) -> Result<IpNet, String> {
         .map_err(|_| {
             format!("{text:?} is not an IP address or CIDR network such as 10.0.0.0/8 or ::1")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+
+    fn downstream(keys: &str) -> Result<Downstream, String> {
+        let text = format!("version = 1\n[downstream]\n{keys}\n");
+        Policy::from_toml_str(&text, "t.toml")
+            .map(|p| p.downstream)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn forwarded_header_names_one_header_in_any_case() {
+        let d = downstream("").unwrap();
+        assert_eq!(d.forwarded_header, ForwardedHeader::XForwardedFor);
+        for (value, header) in [
+            ("X-Forwarded-For", ForwardedHeader::XForwardedFor),
+            ("forwarded", ForwardedHeader::Forwarded),
+            ("Forwarded", ForwardedHeader::Forwarded),
+        ] {
+            let d = downstream(&format!("forwarded_header = {value:?}")).unwrap();
+            assert_eq!(d.forwarded_header, header, "{value}");
+        }
+        let err = downstream("forwarded_header = \"x-real-ip\"").unwrap_err();
+        assert!(
+            err.contains("downstream.forwarded_header")
+                && err.contains(r#""x-real-ip" is not one of "x-forwarded-for", "forwarded""#),
+            "{err}"
+        );
+    }
 }

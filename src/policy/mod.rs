@@ -56,6 +56,7 @@ pub use downstream::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
     DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTBOUND_MESSAGES,
     DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_CLIENT, DEFAULT_SESSION_IDLE, Downstream,
+    ForwardedHeader,
 };
 pub use http::{HttpOptions, HttpTransport};
 pub use in_process::{InProcess, MessageService, Pipes};

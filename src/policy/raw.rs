@@ -157,12 +157,17 @@ pub struct RawDownstream {
     /// Serve a non-loopback HTTP address with no client authentication. Default: false.
     #[serde(default)]
     pub allow_anonymous: bool,
-    /// Proxies (addresses or CIDRs, e.g. `"10.0.0.0/8"`) whose `Forwarded: for=` or
-    /// `X-Forwarded-For` names the client: for a connection from one of them, the client's
-    /// address (per-address caps, logs) is the right-most forwarded address that is not itself
-    /// a trusted proxy. Default: none (the connection's own address).
+    /// Proxies (addresses or CIDRs, e.g. `"10.0.0.0/8"`) whose `forwarded_header` names the
+    /// client: for a request from one of them, the client's address (per-address session and
+    /// connection caps, logs) is the right-most address of that header that is not itself a
+    /// trusted proxy. Default: none (the connection's own address).
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    /// The header `trusted_proxies` set to name the client: `"x-forwarded-for"` (`HAProxy`
+    /// `option forwardfor`, nginx `$proxy_add_x_forwarded_for`) or `"forwarded"` (RFC 7239
+    /// `for=`, `HAProxy` `option forwarded`); the other one is ignored, whatever it says.
+    /// Case-insensitive. Default: `"x-forwarded-for"`.
+    pub forwarded_header: Option<String>,
 }
 
 /// `[aggregate]`.

@@ -22,7 +22,8 @@ use super::{Policy, Problem, parse};
 
 impl Policy {
     /// Problems that do not stop the gateway: what importing host configs reported
-    /// ([`Policy::add_mcp_json`]), a listen address reachable from other machines,
+    /// ([`Policy::add_mcp_json`]), a listen address reachable from other machines, trusted
+    /// proxy ranges so wide that clients could name any address,
     /// tool rules (`[budget.tools]`, `[discover] never_defer`) naming a server that is not an
     /// upstream. Each with its line when the policy came from a file.
     #[must_use]
@@ -43,6 +44,9 @@ impl Policy {
             }
         }
         out.extend(self.starving_upstream_caps());
+        for (path, message) in self.downstream.forwarding_warnings() {
+            out.push(self.problem(path, message));
+        }
         if self.upstreams.is_empty() {
             return out;
         }
@@ -241,6 +245,31 @@ mod tests {
         assert_eq!(as_large.len(), 1, "{as_large:?}");
         let smaller = warned("[limits]\nin_flight = 2\n[limits.upstream.git]\nin_flight = 4\n");
         assert!(smaller.is_empty(), "{smaller:?}");
+    }
+
+    #[test]
+    fn catch_all_and_very_wide_trusted_proxies_warn() {
+        let p = policy(
+            "[downstream]\ntrusted_proxies = [\"0.0.0.0/0\", \"10.0.0.0/8\", \"::/0\", \"64.0.0.0/2\", \"fc00::/7\", \"2001:db8::/32\", \"2000::/3\", \"127.0.0.1\"]\n",
+        );
+        let w: Vec<(String, Option<usize>)> =
+            p.warnings().into_iter().map(|w| (w.path, w.line)).collect();
+        let at = |i: usize| (format!("downstream.trusted_proxies[{i}]"), Some(6));
+        assert_eq!(w, [at(0), at(2), at(3), at(6)]);
+        let first = &p.warnings()[0].message;
+        assert!(
+            first.starts_with("0.0.0.0/0 trusts every address: any client")
+                && first.contains("`x-forwarded-for`"),
+            "{first}"
+        );
+        // Narrow ranges, private or not, are what deployments list.
+        let p = policy("[downstream]\ntrusted_proxies = [\"10.0.0.0/8\", \"203.0.113.0/24\"]\n");
+        assert_eq!(p.warnings(), []);
+        // A header nothing reads.
+        let p = policy("[downstream]\nforwarded_header = \"Forwarded\"\n");
+        let w = p.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].path, "downstream.forwarded_header");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 
 use crate::harness::{Gateway, Mode};
 use crate::limits::{addr_of, connect_from};
+use crate::proxy_caps::haproxy;
 
 const ALICE: &str = "k-alice-5c1e";
 const BOB: &str = "k-bob-a90d";
@@ -321,44 +322,12 @@ async fn behind_a_trusted_proxy_the_forwarded_address_is_capped() {
     }
 }
 
-/// `HAProxy` in front of `gateway` (`host:port`), adding `X-Forwarded-For`; its port.
-async fn haproxy(gateway: &str, dir: &std::path::Path) -> (tokio::process::Child, u16) {
-    let port = crate::harness::free_port();
-    let config = format!(
-        "defaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  \
-         timeout server 30s\n  option forwardfor\n\
-         frontend mcp\n  bind 127.0.0.1:{port}\n  default_backend gateway\n\
-         backend gateway\n  server g {gateway}\n"
-    );
-    let path = dir.join("haproxy.cfg");
-    std::fs::write(&path, config).unwrap();
-    let child = tokio::process::Command::new("haproxy")
-        .arg("-db")
-        .arg("-f")
-        .arg(&path)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("haproxy is installed (scripts/install-test-deps.sh)");
-    let started = std::time::Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-        assert!(
-            started.elapsed() < crate::harness::WAIT,
-            "haproxy did not listen"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    (child, port)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_haproxy_each_forwarded_client_has_its_own_session_cap() {
     let downstream = "max_sessions_per_client = 2\ntrusted_proxies = [\"127.0.0.1\"]";
     let gw = Gateway::start_with("caps-haproxy", Mode::Http, downstream, &[]).await;
     let dir = tempfile::tempdir().unwrap();
-    let (mut proxy, port) = haproxy(&addr_of(&gw).to_string(), dir.path()).await;
+    let (mut proxy, port) = haproxy(&addr_of(&gw).to_string(), dir.path(), "").await;
     let url = format!("http://127.0.0.1:{port}/mcp");
     let init = |client: &reqwest::Client, id: u64| {
         client

@@ -62,6 +62,7 @@ mod onboarding;
 mod per_client;
 mod policies;
 mod protocol_rules;
+mod proxy_caps;
 mod recheck;
 mod reload;
 mod rmcp_client;

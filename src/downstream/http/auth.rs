@@ -11,12 +11,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
-use super::listen::{Peer, Refusal as TooMany};
-use super::reply::{json_error, plain_error};
+use super::listen::Peer;
+use super::reply::plain_error;
 use crate::error::kind;
 use crate::identity::challenge::{metadata, metadata_url, www_authenticate};
 use crate::identity::{Credential, Gate, Principal, Refusal};
-use crate::jsonrpc::Id;
 
 /// The principal of a request, or the response refusing it.
 pub(super) fn principal(
@@ -41,23 +40,9 @@ pub(super) fn principal(
     // The connection counts against this client from now on (see `Peer::claim`).
     if let Some(peer) = peer {
         peer.claim(&principal)
-            .map_err(|refusal| Box::new(too_many_connections(refusal)))?;
+            .map_err(|refusal| Box::new(refusal.into_response()))?;
     }
     Ok(principal)
-}
-
-/// `503` for a request of a client over `max_connections_per_client`; the connection closes
-/// after it.
-fn too_many_connections(refusal: TooMany) -> Response {
-    let mut resp = json_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        Id::Null,
-        refusal.into_error().into_object(),
-    );
-    let headers = resp.headers_mut();
-    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    resp
 }
 
 /// `401` (missing or invalid credentials) or `403` (a token that grants nothing here), with

@@ -2,6 +2,12 @@
 //! limit on how long a client may take to send a request's headers, caps on open connections
 //! (all clients, and per client address), and a graceful stop.
 //!
+//! A connection from one of `trusted_proxies` carries many clients' requests, one at a time:
+//! it counts against the total, and while it carries a request (until the answer is sent)
+//! against the client that request was forwarded for too, under the same per-client cap as a
+//! direct connection: one client behind the proxy (slow request bodies, say) cannot take every
+//! connection. A request over that cap is answered `503` and its connection closed.
+//!
 //! `axum::serve` gives hyper no timer, which switches hyper's header-read timeout off: a client
 //! that sends its headers a byte at a time (or opens connections and says nothing) holds a
 //! connection and a task for as long as it likes. This loop is `axum::serve` with the timer.
@@ -14,13 +20,20 @@
 //! resource it exhausts.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use axum::Router;
+use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::response::Response;
+use axum::routing::future::RouteFuture;
+use futures::future::{BoxFuture, Either};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -30,12 +43,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::owner::{Owner, Tally, is_trusted};
+use super::owner::{Owner, Tally, client_addr, is_trusted};
+use super::reply::json_error;
 use crate::error::Http;
 use crate::identity::Principal;
 use crate::jsonrpc::{Id, Message};
 use crate::lock::lock;
-use crate::policy::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, Downstream};
+use crate::policy::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, Downstream, ForwardedHeader,
+};
 
 /// How long a client may take to send the headers of a request, counted from its first byte
 /// or, on a kept-alive connection, from the end of the previous answer.
@@ -60,11 +76,15 @@ pub struct ListenConfig {
     pub max_connections: NonZeroUsize,
     /// Open connections of one client (`downstream.max_connections_per_client`): of an
     /// authenticated `[[client]]` once a request on the connection authenticated, else of
-    /// the connection's address.
+    /// the connection's address (behind a trusted proxy, of the address the request was
+    /// forwarded for, while the connection carries it).
     pub max_connections_per_client: NonZeroUsize,
     /// Proxies (`downstream.trusted_proxies`): their connections carry many clients' requests,
-    /// so they count against `max_connections` only.
+    /// so they count against `max_connections`, and against a client only while they carry
+    /// its request.
     pub trusted_proxies: Vec<IpNet>,
+    /// The header trusted proxies name the client in (`downstream.forwarded_header`).
+    pub forwarded_header: ForwardedHeader,
 }
 
 impl Default for ListenConfig {
@@ -74,6 +94,7 @@ impl Default for ListenConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
             trusted_proxies: Vec::new(),
+            forwarded_header: ForwardedHeader::XForwardedFor,
         }
     }
 }
@@ -84,6 +105,7 @@ impl From<&Downstream> for ListenConfig {
             max_connections: d.max_connections,
             max_connections_per_client: d.max_connections_per_client,
             trusted_proxies: d.trusted_proxies.clone(),
+            forwarded_header: d.forwarded_header,
             ..Self::default()
         }
     }
@@ -104,8 +126,12 @@ pub(super) struct Peer {
     counts: Arc<Mutex<Counts>>,
     /// The cap on one client's connections.
     per_client: NonZeroUsize,
+    /// Whether it comes from a trusted proxy: it counts against the client of each request it
+    /// carries ([`Peer::carry`]), not against its own address.
+    proxied: bool,
     /// Whether a request on it authenticated ([`Peer::claim`], or the gateway has no clients
-    /// and it served one): such a connection is never closed for a newcomer. Written under
+    /// and it served one), or a trusted proxy's carried one ([`Peer::carry`]): such a
+    /// connection is never closed for a newcomer. Written under
     /// the [`Counts`] lock, read without it on every request.
     claimed: AtomicBool,
     /// The last API key a request on it presented, and whose it is
@@ -136,6 +162,9 @@ impl Peer {
     /// The client has `max_connections_per_client` open already: the request is refused and
     /// the connection closes after the answer.
     pub(super) fn claim(&self, principal: &Principal) -> Result<(), Refusal> {
+        if self.proxied {
+            return self.claim_request(principal);
+        }
         if self.claimed.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -155,16 +184,7 @@ impl Peer {
         };
         if let Some(owner) = owner {
             if c.per_owner.get(&owner) >= self.per_client.get() {
-                return Err(Refusal {
-                    message: format!(
-                        "too many open connections {} \
-                         (downstream.max_connections_per_client = {}): close idle ones or \
-                         reuse them",
-                        owner.whose(),
-                        self.per_client
-                    ),
-                    limit: self.per_client.get(),
-                });
+                return Err(Refusal::per_client(&owner, self.per_client, "reuse them"));
             }
             if let Some(from) = &from {
                 c.per_owner.remove(from);
@@ -176,6 +196,130 @@ impl Peer {
         }
         self.claimed.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// [`Peer::claim`] for a trusted proxy's connection, on every request: the request it
+    /// carries counts against `principal` from now on when that is an authenticated client
+    /// (against the forwarded address before, [`Peer::carry`]); the connection is not closed
+    /// for newcomers any more.
+    fn claim_request(&self, principal: &Principal) -> Result<(), Refusal> {
+        let mut c = lock(&self.counts);
+        let c = &mut *c;
+        let client = Owner::of(principal, None);
+        let conn = c.open.get_mut(&self.id);
+        if let (Some(client), Some(conn)) = (client, conn) {
+            if conn.owner.as_ref() != Some(&client) {
+                if c.per_owner.get(&client) >= self.per_client.get() {
+                    return Err(Refusal::per_client(&client, self.per_client, "reuse them"));
+                }
+                if let Some(from) = conn.owner.replace(client.clone()) {
+                    c.per_owner.remove(&from);
+                }
+                c.per_owner.add(client);
+            }
+        }
+        self.claimed.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Counts this connection of a trusted proxy against `client`, whose request it carries,
+    /// until the returned [`Carrying`] drops (with the answer's body, once it is sent).
+    ///
+    /// # Errors
+    /// `client` has `max_connections_per_client` open already (directly or through proxies).
+    fn carry(self: &Arc<Self>, client: IpAddr) -> Result<Carrying, Refusal> {
+        let owner = Owner::Addr(client);
+        let mut c = lock(&self.counts);
+        let c = &mut *c;
+        if c.per_owner.get(&owner) >= self.per_client.get() {
+            return Err(Refusal::per_client(&owner, self.per_client, "retry later"));
+        }
+        // Evicted meanwhile: it is closing, and counts for nobody.
+        let Some(conn) = c.open.get_mut(&self.id) else {
+            return Ok(Carrying(self.clone(), 0));
+        };
+        // One request at a time on HTTP/1.1: a previous one still counted is over.
+        if let Some(previous) = conn.owner.replace(owner.clone()) {
+            c.per_owner.remove(&previous);
+        }
+        c.per_owner.add(owner);
+        conn.carried += 1;
+        // A request in flight is never closed for a newcomer.
+        self.claimed.store(true, Ordering::Release);
+        Ok(Carrying(self.clone(), conn.carried))
+    }
+}
+
+/// A trusted proxy's connection counted against the client whose request (the connection's
+/// how-manieth, [`Conn::carried`]) it carries ([`Peer::carry`]); dropped, it counts for
+/// nobody but the total until the next request.
+#[derive(Debug)]
+struct Carrying(Arc<Peer>, u64);
+
+impl Drop for Carrying {
+    fn drop(&mut self) {
+        let mut c = lock(&self.0.counts);
+        let c = &mut *c;
+        let conn = (c.open.get_mut(&self.0.id)).filter(|conn| conn.carried == self.1);
+        if let Some(owner) = conn.and_then(|conn| conn.owner.take()) {
+            c.per_owner.remove(&owner);
+        }
+    }
+}
+
+/// The service of one connection: the router, and on a trusted proxy's connection each
+/// request counted against the client it was forwarded for ([`Peer::carry`]).
+#[derive(Clone)]
+struct PerConnection {
+    app: Router,
+    peer: Arc<Peer>,
+    config: Arc<ListenConfig>,
+}
+
+impl tower::Service<Request<Incoming>> for PerConnection {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<RouteFuture<Infallible>, BoxFuture<'static, Result<Response, Infallible>>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        if !self.peer.proxied {
+            return Either::Left(self.app.call(request));
+        }
+        let config = &self.config;
+        let proxy = self.peer.addr.ip();
+        let client = client_addr(
+            proxy,
+            request.headers(),
+            &config.trusted_proxies,
+            config.forwarded_header,
+        );
+        match self.peer.carry(client) {
+            Ok(carrying) => {
+                let answer = self.app.call(request);
+                Either::Right(Box::pin(async move {
+                    let answer = answer.await?;
+                    // Counted until the body is sent (or dropped): an SSE stream as long as
+                    // it is open.
+                    Ok(answer.map(|body| {
+                        axum::body::Body::new(body.map_frame(move |frame| {
+                            let _ = &carrying;
+                            frame
+                        }))
+                    }))
+                }))
+            }
+            Err(refusal) => {
+                tracing::debug!(client = %client, "Refusing a forwarded request: {}", refusal.message);
+                Either::Right(Box::pin(std::future::ready(Ok(refusal.into_response()))))
+            }
+        }
     }
 }
 
@@ -211,6 +355,7 @@ pub async fn serve_with(
         .header_read_timeout(config.header_read_timeout)
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
+    let config = Arc::new(config);
     let counts = Arc::new(Mutex::new(Counts::default()));
     let refusing = Arc::new(AtomicUsize::new(0));
     loop {
@@ -236,7 +381,11 @@ pub async fn serve_with(
         // Answers are small writes (SSE events especially): without TCP_NODELAY they wait for
         // delayed ACKs (~40 ms on Linux).
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let service = TowerToHyperService::new(PerConnection {
+            app: app.clone(),
+            peer: peer.clone(),
+            config: config.clone(),
+        });
         let conn = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));
         let slot = Slot(peer.clone());
         let task = tokio::spawn(PEER.scope(peer.clone(), async move {
@@ -267,12 +416,15 @@ struct Counts {
 /// One open connection.
 #[derive(Debug)]
 struct Conn {
-    /// What it counts against besides the total: its address, its client once claimed;
-    /// `None` for a trusted proxy's.
+    /// What it counts against besides the total: its address, its client once claimed; for
+    /// a trusted proxy's, the client of the request it carries (`None` between requests).
     owner: Option<Owner>,
     /// Whether it is claimed is the peer's ([`Peer::claimed`]); an entry is removed before
     /// its peer goes (the [`Slot`] holds the peer), so this always upgrades.
     peer: Weak<Peer>,
+    /// How many requests a trusted proxy's connection carried: a [`Carrying`] gives back only
+    /// its own request's count, whenever its body is dropped.
+    carried: u64,
 }
 
 impl Conn {
@@ -329,12 +481,39 @@ pub(super) struct Refusal {
 }
 
 impl Refusal {
+    /// `owner` has `cap` connections open (`max_connections_per_client`); `advice` ends the
+    /// message (`retry later`).
+    fn per_client(owner: &Owner, cap: NonZeroUsize, advice: &str) -> Self {
+        Self {
+            message: format!(
+                "too many open connections {} (downstream.max_connections_per_client = {cap}): \
+                 close idle ones or {advice}",
+                owner.whose(),
+            ),
+            limit: cap.get(),
+        }
+    }
+
     /// The error it answers with.
     pub(super) fn into_error(self) -> Http {
         Http::TooManyConnections {
             message: self.message,
             limit: self.limit,
         }
+    }
+
+    /// `503` with the error, for a request refused on a connection that was admitted; the
+    /// connection closes after it.
+    pub(super) fn into_response(self) -> Response {
+        let mut resp = json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Id::Null,
+            self.into_error().into_object(),
+        );
+        let headers = resp.headers_mut();
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        resp
     }
 }
 
@@ -349,22 +528,19 @@ fn admit(
 ) -> Result<Arc<Peer>, Refusal> {
     // An IPv4 client on an IPv6 socket is the same client as on an IPv4 one.
     let ip = addr.ip().to_canonical();
-    let owner = (!is_trusted(ip, &config.trusted_proxies)).then_some(Owner::Addr(ip));
+    let proxied = is_trusted(ip, &config.trusted_proxies);
+    let owner = (!proxied).then_some(Owner::Addr(ip));
     let mut c = lock(counts);
     let per_addr = config.max_connections_per_client.get();
     let refusal = if let Some(owner) = owner
         .as_ref()
         .filter(|o| c.per_owner.get(o) >= per_addr && !c.evict_oldest(Some(o)))
     {
-        Some(Refusal {
-            message: format!(
-                "too many open connections {} \
-                 (downstream.max_connections_per_client = {}): close idle ones or retry later",
-                owner.whose(),
-                config.max_connections_per_client
-            ),
-            limit: per_addr,
-        })
+        Some(Refusal::per_client(
+            owner,
+            config.max_connections_per_client,
+            "retry later",
+        ))
     } else if c.total >= config.max_connections.get() && !c.evict_oldest(None) {
         Some(Refusal {
             message: format!(
@@ -397,12 +573,14 @@ fn admit(
         id,
         counts: counts.clone(),
         per_client: config.max_connections_per_client,
+        proxied,
         claimed: AtomicBool::new(false),
         keys: crate::identity::KeyMemo::default(),
     });
     let conn = Conn {
         owner,
         peer: Arc::downgrade(&peer),
+        carried: 0,
     };
     c.open.insert(id, conn);
     Ok(peer)
@@ -624,6 +802,132 @@ mod tests {
         settle().await;
         let served = get_from("127.0.0.5", addr).await;
         assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+        stop.cancel();
+    }
+
+    /// A request on `tcp` as a trusted proxy forwards it for `client`.
+    async fn forwarded(tcp: &mut TcpStream, path: &str, client: &str) {
+        let head =
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-For: {client}\r\n\r\n");
+        tcp.write_all(head.as_bytes()).await.unwrap();
+    }
+
+    async fn answer(tcp: &mut TcpStream) -> String {
+        let mut buf = [0u8; 1024];
+        let n = tokio::time::timeout(Duration::from_secs(2), tcp.read(&mut buf)).await;
+        String::from_utf8_lossy(&buf[..n.unwrap().unwrap()]).into_owned()
+    }
+
+    /// `app` served with a cap of 2 connections per client, behind a proxy on 127.0.0.1.
+    async fn behind_a_proxy(app: Router) -> (SocketAddr, CancellationToken) {
+        let config = ListenConfig {
+            max_connections_per_client: NonZeroUsize::new(2).unwrap(),
+            trusted_proxies: vec!["127.0.0.1/32".parse().unwrap()],
+            ..ListenConfig::default()
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        tokio::spawn(serve_with(listener, app, stop.clone(), config));
+        (addr, stop)
+    }
+
+    #[tokio::test]
+    async fn a_proxys_connection_counts_against_the_client_of_the_request_it_carries() {
+        let hold = || tokio::time::sleep(Duration::from_secs(30));
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .route("/hold", get(hold));
+        let (addr, stop) = behind_a_proxy(app).await;
+        // Requests answered: their kept-alive connections count for nobody but the total.
+        let mut idle = Vec::new();
+        for _ in 0..3 {
+            let mut tcp = connect_from("127.0.0.1", addr).await;
+            forwarded(&mut tcp, "/", "203.0.113.1").await;
+            assert!(answer(&mut tcp).await.starts_with("HTTP/1.1 200"));
+            idle.push(tcp);
+        }
+        // Two requests in flight for one client: a third is refused, and its connection closed.
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut tcp = connect_from("127.0.0.1", addr).await;
+            forwarded(&mut tcp, "/hold", "203.0.113.1").await;
+            held.push(tcp);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let third = &mut idle[0];
+        forwarded(third, "/", "203.0.113.1").await;
+        let refused = answer(third).await;
+        assert!(
+            refused.starts_with("HTTP/1.1 503")
+                && refused.contains("connection: close")
+                && refused.contains("too many open connections from 203.0.113.1")
+                && refused.contains("downstream.max_connections_per_client = 2"),
+            "{refused}"
+        );
+        assert!(is_closed(third).await);
+        // Another client on the same proxy connections is served; the first one is, once one
+        // of its requests ends.
+        forwarded(&mut idle[1], "/", "203.0.113.2").await;
+        assert!(answer(&mut idle[1]).await.starts_with("HTTP/1.1 200"));
+        drop(held.pop());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        forwarded(&mut idle[2], "/", "203.0.113.1").await;
+        assert!(answer(&mut idle[2]).await.starts_with("HTTP/1.1 200"));
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn behind_a_proxy_an_authenticated_request_counts_against_its_client() {
+        use crate::authz::{Glob, Scope};
+        use crate::identity::{Client, Credential, Directory, Gate, Protected, api_key};
+        let alice = Client::new("alice", Scope::new(vec![Glob::new("*")], vec![], vec![]))
+            .with_key(api_key::digest("ka"));
+        let gate = Arc::new(Gate::new(Directory::new(vec![alice]), Protected::default()));
+        let as_alice = move || async move {
+            let alice = gate.authenticate(Credential::from_headers(None, Some("ka")));
+            match Peer::current().unwrap().claim(&alice.unwrap()) {
+                Ok(()) => tokio::time::sleep(Duration::from_secs(30)).await,
+                Err(refusal) => return refusal.into_response(),
+            }
+            axum::response::IntoResponse::into_response("ok")
+        };
+        let hold = || tokio::time::sleep(Duration::from_secs(30));
+        let app = Router::new()
+            .route("/alice", get(as_alice))
+            .route("/hold", get(hold));
+        let (addr, stop) = behind_a_proxy(app).await;
+        // Alice's two requests, forwarded for two addresses, count against her.
+        let mut held = Vec::new();
+        for client in ["203.0.113.1", "203.0.113.2"] {
+            let mut tcp = connect_from("127.0.0.1", addr).await;
+            forwarded(&mut tcp, "/alice", client).await;
+            held.push(tcp);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut third = connect_from("127.0.0.1", addr).await;
+        forwarded(&mut third, "/alice", "203.0.113.3").await;
+        let refused = answer(&mut third).await;
+        assert!(
+            refused.starts_with("HTTP/1.1 503")
+                && refused.contains(r#"too many open connections of client \"alice\""#),
+            "{refused}"
+        );
+        // Not against the addresses: 203.0.113.1 still has its two.
+        for _ in 0..2 {
+            let mut tcp = connect_from("127.0.0.1", addr).await;
+            forwarded(&mut tcp, "/hold", "203.0.113.1").await;
+            held.push(tcp);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for tcp in &mut held {
+            let mut buf = [0u8; 64];
+            let read = tokio::time::timeout(Duration::from_millis(100), tcp.read(&mut buf)).await;
+            assert!(
+                read.is_err(),
+                "a request within the caps was answered or closed"
+            );
+        }
         stop.cancel();
     }
 

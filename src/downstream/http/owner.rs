@@ -1,6 +1,6 @@
 //! Who a session or a connection counts against: the authenticated client, or the address
-//! of anonymous traffic, found behind `[downstream] trusted_proxies` from `Forwarded` /
-//! `X-Forwarded-For`. Pure: no I/O, no state.
+//! of anonymous traffic, found behind `[downstream] trusted_proxies` from the one header they
+//! set (`forwarded_header`: `X-Forwarded-For` or `Forwarded`). Pure: no I/O, no state.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -10,6 +10,7 @@ use axum::http::HeaderMap;
 use ipnet::IpNet;
 
 use crate::identity::{Principal, Via};
+use crate::policy::ForwardedHeader;
 
 /// What the per-client caps (`max_sessions_per_client`, `max_connections_per_client`) count.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -97,56 +98,52 @@ pub(super) fn is_trusted(ip: IpAddr, trusted: &[IpNet]) -> bool {
 }
 
 /// The client's address of a request that came from `peer`: `peer` itself, unless it is a
-/// trusted proxy; then the right-most address of the forwarding chain (`Forwarded: for=`,
-/// RFC 7239, else `X-Forwarded-For`) that is not a trusted proxy itself (the left-most when
-/// all are). A chain that does not parse, or names no address (`for=unknown`, obfuscated
-/// names), leaves `peer`: a proxy's own address is the safe fallback, never a guess.
-pub(super) fn client_addr(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+/// trusted proxy; then the right-most address of `header` (every line of it, in order: one
+/// list) that is not a trusted proxy itself (the left-most when all are). Only `header` is
+/// read: a proxy passes a client's own copy of the other one through, naming whatever the
+/// client likes. What lies left of the client's address is the client's own writing and is
+/// never read; a hop right of it that names no address (`for=unknown`, an obfuscated name,
+/// no `for=`, not an address) stops the walk at `peer`: a proxy's own address is the safe
+/// fallback, never a guess.
+pub(super) fn client_addr(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    trusted: &[IpNet],
+    header: ForwardedHeader,
+) -> IpAddr {
     let peer = peer.to_canonical();
     if trusted.is_empty() || !is_trusted(peer, trusted) {
         return peer;
     }
-    let chain = forwarded_chain(headers).or_else(|| x_forwarded_for_chain(headers));
-    let Some(chain) = chain.filter(|c| !c.is_empty()) else {
-        return peer;
-    };
-    chain
-        .iter()
-        .rev()
-        .find(|ip| !is_trusted(**ip, trusted))
-        .or_else(|| chain.first())
-        .map_or(peer, |ip| ip.to_canonical())
-}
-
-/// The `for=` addresses of every `Forwarded` header, in order; `None` when there is none or
-/// one element names no IP address (the chain cannot be followed).
-fn forwarded_chain(headers: &HeaderMap) -> Option<Vec<IpAddr>> {
-    let mut chain = Vec::new();
-    for value in headers.get_all("forwarded") {
-        let text = value.to_str().ok()?;
-        for element in text.split(',') {
-            let node = element.split(';').find_map(|pair| {
-                let (key, value) = pair.split_once('=')?;
-                key.trim().eq_ignore_ascii_case("for").then(|| value.trim())
-            });
-            if let Some(node) = node {
-                chain.push(parse_node(node)?);
+    let mut left_most_proxy = None;
+    // Right to left, lines and the hops in each.
+    for value in headers.get_all(header.name()).iter().rev() {
+        let Ok(text) = value.to_str() else {
+            return peer;
+        };
+        for hop in text.rsplit(',') {
+            let ip = match header {
+                ForwardedHeader::XForwardedFor => parse_node(hop.trim()),
+                ForwardedHeader::Forwarded => forwarded_for(hop).and_then(parse_node),
+            };
+            let Some(ip) = ip.map(|ip| ip.to_canonical()) else {
+                return peer;
+            };
+            if !is_trusted(ip, trusted) {
+                return ip;
             }
+            left_most_proxy = Some(ip);
         }
     }
-    (!chain.is_empty()).then_some(chain)
+    left_most_proxy.unwrap_or(peer)
 }
 
-/// The addresses of every `X-Forwarded-For` header, in order; `None` when there is none or
-/// one entry is not an IP address.
-fn x_forwarded_for_chain(headers: &HeaderMap) -> Option<Vec<IpAddr>> {
-    let mut chain = Vec::new();
-    for value in headers.get_all("x-forwarded-for") {
-        for entry in value.to_str().ok()?.split(',') {
-            chain.push(parse_node(entry.trim())?);
-        }
-    }
-    (!chain.is_empty()).then_some(chain)
+/// The `for=` node of one `Forwarded` element (`for=192.0.2.1;proto=https`), if it has one.
+fn forwarded_for(element: &str) -> Option<&str> {
+    element.split(';').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        key.trim().eq_ignore_ascii_case("for").then(|| value.trim())
+    })
 }
 
 /// An RFC 7239 node (`192.0.2.1`, `"192.0.2.1:443"`, `"[2001:db8::1]:80"`, `2001:db8::1` as
@@ -186,13 +183,24 @@ mod tests {
         h
     }
 
+    const XFF: ForwardedHeader = ForwardedHeader::XForwardedFor;
+    const FWD: ForwardedHeader = ForwardedHeader::Forwarded;
+
     #[test]
     fn without_trusted_proxies_the_headers_are_ignored() {
-        let h = headers(&[("x-forwarded-for", "203.0.113.9")]);
-        assert_eq!(client_addr(ip("10.0.0.7"), &h, &[]), ip("10.0.0.7"));
-        // A peer that is not trusted cannot name another client either.
-        let trusted = nets(&["10.0.0.0/24"]);
-        assert_eq!(client_addr(ip("10.0.1.7"), &h, &trusted), ip("10.0.1.7"));
+        let h = headers(&[
+            ("x-forwarded-for", "203.0.113.9"),
+            ("forwarded", "for=1.2.3.4"),
+        ]);
+        for header in [XFF, FWD] {
+            assert_eq!(client_addr(ip("10.0.0.7"), &h, &[], header), ip("10.0.0.7"));
+            // A peer that is not trusted cannot name another client either.
+            let trusted = nets(&["10.0.0.0/24"]);
+            assert_eq!(
+                client_addr(ip("10.0.1.7"), &h, &trusted, header),
+                ip("10.0.1.7")
+            );
+        }
     }
 
     #[test]
@@ -200,53 +208,139 @@ mod tests {
         let trusted = nets(&["10.0.0.0/24"]);
         // The client may prepend anything; only what trusted proxies appended counts.
         let h = headers(&[("x-forwarded-for", "1.2.3.4, 203.0.113.9, 10.0.0.8")]);
-        assert_eq!(client_addr(ip("10.0.0.7"), &h, &trusted), ip("203.0.113.9"));
-        // Two headers are one list.
+        assert_eq!(
+            client_addr(ip("10.0.0.7"), &h, &trusted, XFF),
+            ip("203.0.113.9")
+        );
+        // Two lines are one list: the client's own, then the one HAProxy adds.
         let h = headers(&[
             ("x-forwarded-for", "1.2.3.4"),
             ("x-forwarded-for", "203.0.113.9"),
         ]);
-        assert_eq!(client_addr(ip("10.0.0.7"), &h, &trusted), ip("203.0.113.9"));
+        assert_eq!(
+            client_addr(ip("10.0.0.7"), &h, &trusted, XFF),
+            ip("203.0.113.9")
+        );
         // All trusted: the left-most.
         let h = headers(&[("x-forwarded-for", "10.0.0.9, 10.0.0.8")]);
-        assert_eq!(client_addr(ip("10.0.0.7"), &h, &trusted), ip("10.0.0.9"));
+        assert_eq!(
+            client_addr(ip("10.0.0.7"), &h, &trusted, XFF),
+            ip("10.0.0.9")
+        );
+        // The same in `Forwarded`.
+        let h = headers(&[
+            ("forwarded", "for=1.2.3.4"),
+            ("forwarded", "for=203.0.113.9;proto=https, for=10.0.0.8"),
+        ]);
+        assert_eq!(
+            client_addr(ip("10.0.0.7"), &h, &trusted, FWD),
+            ip("203.0.113.9")
+        );
     }
 
     #[test]
-    fn forwarded_wins_over_x_forwarded_for_and_parses_quoted_ports_and_v6() {
+    fn only_the_header_the_proxy_sets_is_read() {
         let trusted = nets(&["127.0.0.1/32"]);
+        // What HAProxy `option forwardfor` passes on: the client's own `Forwarded` (naming a
+        // victim) and `X-Forwarded-For` (a spoof), then the address HAProxy saw.
         let h = headers(&[
-            (
-                "forwarded",
-                r#"for="[2001:db8::1]:4711";proto=https, for=10.1.2.3:80"#,
-            ),
+            ("forwarded", "for=198.51.100.7"),
+            ("x-forwarded-for", "198.51.100.8"),
             ("x-forwarded-for", "203.0.113.9"),
         ]);
-        assert_eq!(client_addr(ip("127.0.0.1"), &h, &trusted), ip("10.1.2.3"));
-        let h = headers(&[("forwarded", r#"proto=http;For="[2001:db8::1]:4711""#)]);
         assert_eq!(
-            client_addr(ip("127.0.0.1"), &h, &trusted),
-            ip("2001:db8::1")
+            client_addr(ip("127.0.0.1"), &h, &trusted, XFF),
+            ip("203.0.113.9")
         );
-        // An IPv4-mapped IPv6 peer is its IPv4 address.
+        // A proxy that sets `Forwarded`: a client's `X-Forwarded-For` names nobody, even alone.
+        let h = headers(&[
+            ("x-forwarded-for", "198.51.100.8"),
+            ("forwarded", "for=198.51.100.7, for=203.0.113.9"),
+        ]);
         assert_eq!(
-            client_addr(ip("::ffff:127.0.0.1"), &HeaderMap::new(), &trusted),
+            client_addr(ip("127.0.0.1"), &h, &trusted, FWD),
+            ip("203.0.113.9")
+        );
+        let h = headers(&[("x-forwarded-for", "198.51.100.8")]);
+        assert_eq!(
+            client_addr(ip("127.0.0.1"), &h, &trusted, FWD),
+            ip("127.0.0.1")
+        );
+        let h = headers(&[("forwarded", "for=198.51.100.7")]);
+        assert_eq!(
+            client_addr(ip("127.0.0.1"), &h, &trusted, XFF),
             ip("127.0.0.1")
         );
     }
 
     #[test]
-    fn a_chain_that_does_not_parse_leaves_the_proxy() {
+    fn nodes_parse_with_quotes_ports_and_v6() {
         let trusted = nets(&["127.0.0.1/32"]);
-        for h in [
-            headers(&[("x-forwarded-for", "203.0.113.9, not-an-ip")]),
-            headers(&[("forwarded", "for=unknown")]),
-            headers(&[("forwarded", "for=_hidden")]),
-            headers(&[("x-forwarded-for", "")]),
-            HeaderMap::new(),
+        let h = headers(&[("forwarded", r#"proto=http;For="[2001:db8::1]:4711""#)]);
+        assert_eq!(
+            client_addr(ip("127.0.0.1"), &h, &trusted, FWD),
+            ip("2001:db8::1")
+        );
+        let h = headers(&[("forwarded", r#"for="10.1.2.3:80""#)]);
+        assert_eq!(
+            client_addr(ip("127.0.0.1"), &h, &trusted, FWD),
+            ip("10.1.2.3")
+        );
+        let h = headers(&[("x-forwarded-for", "2001:db8::2, ::ffff:203.0.113.9")]);
+        assert_eq!(
+            client_addr(ip("127.0.0.1"), &h, &trusted, XFF),
+            ip("203.0.113.9")
+        );
+        // An IPv4-mapped IPv6 peer is its IPv4 address.
+        assert_eq!(
+            client_addr(ip("::ffff:127.0.0.1"), &HeaderMap::new(), &trusted, XFF),
+            ip("127.0.0.1")
+        );
+    }
+
+    #[test]
+    fn a_hop_that_names_no_address_right_of_the_client_leaves_the_proxy() {
+        let trusted = nets(&["127.0.0.1/32"]);
+        for (h, header) in [
+            (
+                headers(&[("x-forwarded-for", "203.0.113.9, not-an-ip")]),
+                XFF,
+            ),
+            (headers(&[("x-forwarded-for", "")]), XFF),
+            (headers(&[("forwarded", "for=unknown")]), FWD),
+            (headers(&[("forwarded", "for=_hidden")]), FWD),
+            (
+                headers(&[("forwarded", "for=203.0.113.9, proto=https")]),
+                FWD,
+            ),
+            (HeaderMap::new(), XFF),
+            (HeaderMap::new(), FWD),
         ] {
-            assert_eq!(client_addr(ip("127.0.0.1"), &h, &trusted), ip("127.0.0.1"));
+            assert_eq!(
+                client_addr(ip("127.0.0.1"), &h, &trusted, header),
+                ip("127.0.0.1"),
+                "{h:?}"
+            );
         }
+        // What the client wrote left of its address is never read.
+        let h = headers(&[
+            ("x-forwarded-for", "not-an-ip, for=1.2.3.4"),
+            ("x-forwarded-for", "203.0.113.9"),
+        ]);
+        assert_eq!(
+            client_addr(ip("127.0.0.1"), &h, &trusted, XFF),
+            ip("203.0.113.9")
+        );
+        let mut h = HeaderMap::new();
+        h.append(
+            "x-forwarded-for",
+            HeaderValue::from_bytes(b"\xff\xfe").unwrap(),
+        );
+        h.append("x-forwarded-for", HeaderValue::from_static("203.0.113.9"));
+        assert_eq!(
+            client_addr(ip("127.0.0.1"), &h, &trusted, XFF),
+            ip("203.0.113.9")
+        );
     }
 
     #[test]

@@ -202,8 +202,13 @@ pub(super) fn client_ip(
             .get::<axum::extract::ConnectInfo<SocketAddr>>()
             .map(|c| c.0)
     })?;
-    let trusted = &state.config.trusted_proxies;
-    Some(super::owner::client_addr(addr.ip(), headers, trusted))
+    let (trusted, header) = (&state.config.trusted_proxies, state.config.forwarded_header);
+    Some(super::owner::client_addr(
+        addr.ip(),
+        headers,
+        trusted,
+        header,
+    ))
 }
 
 /// A notification or a client's answer: 202. A refused client answer (to no request waiting
