@@ -1,4 +1,4 @@
-//! The installs without Rust (issue 49): the npm package `mcp-budget` and the PyPI wheel
+//! The installs without Rust (issue 49): the npm package `mcp-budget` and the Python wheel
 //! `mcp-budget-gateway`, built by `scripts/dist/` around the test build of the gateway, installed
 //! offline into fresh prefixes, and started as host entries — `npx -y mcp-budget …`, the
 //! installed launcher, `uvx mcp-budget-gateway …`, the pip-installed commands — by the Python and
