@@ -30,6 +30,9 @@
 //! clock, and those not seen for 5 s drop out.
 
 pub mod gcra;
+// What is learned from and paid back to a shared store needs one (feature `redis`); without
+// it only the local buckets are used.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 mod local;
 pub mod relay;
 pub mod usage;
