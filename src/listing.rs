@@ -80,6 +80,18 @@ impl Listing {
             .map(|(tool, _)| tool.clone())
             .collect()
     }
+
+    /// The tools of `tools` (the ones it was planned for) the plan lists directly, in their
+    /// order.
+    #[must_use]
+    pub fn listed_of(&self, tools: &[CatalogTool]) -> Vec<CatalogTool> {
+        tools
+            .iter()
+            .zip(&self.plan.levels)
+            .filter(|(_, level)| level.is_some())
+            .map(|(tool, _)| tool.clone())
+            .collect()
+    }
 }
 
 /// The `tools/list` of `catalog` under `rules` (built for `catalog.tools()`), counted with

@@ -1,0 +1,123 @@
+//! The first hour's stumbles (issue 49, item 5), each on the real binary: `invoke_tool` of a
+//! tool the plan lists directly, a mistyped tool name under a client's scope, and the bash
+//! completion of subcommands' flags.
+
+use serde_json::{Value, json};
+
+use crate::harness::{Gateway, Mode, Up, error_type};
+
+const DENIED: &str = "mcp_budget.authorization.denied";
+const NOT_FOUND: &str = "mcp_budget.catalog.not_found";
+
+fn invoke(name: &str, arguments: Value) -> Value {
+    json!({"name": "invoke_tool", "arguments": {"name": name, "arguments": arguments}})
+}
+
+/// The names a `tools/list` answer lists.
+fn listed(answer: &Value) -> Vec<String> {
+    (answer["result"]["tools"].as_array().unwrap().iter())
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invoke_tool_calls_a_tool_the_plan_lists_directly() {
+    // Progressive, with the clock kept out of search: it is listed next to the meta-tools.
+    let budget = "[budget]\nmode = \"progressive\"\nlist_catalog = false\n\n\
+                  [discover]\nnever_defer = [\"time/get_current_time\"]\n";
+    let mut gw =
+        Gateway::start_with("firsthour-listed", Mode::Stdio, budget, &[Up::time("time")]).await;
+    let c = gw.client();
+    c.initialize().await;
+    let names = listed(&c.request("tools/list", json!({})).await);
+    assert!(
+        names.contains(&"time__get_current_time".to_owned())
+            && names.contains(&"invoke_tool".to_owned()),
+        "{names:?}"
+    );
+    let r = c
+        .request(
+            "tools/call",
+            invoke("time__get_current_time", json!({"timezone": "UTC"})),
+        )
+        .await;
+    assert!(
+        r["result"].is_object() && r["result"]["isError"] != true,
+        "{r}"
+    );
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("UTC"), "the clock answered: {r}");
+    // Its schema too, and a deferred tool still goes through.
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "get_tool_schema", "arguments": {"name": "time__get_current_time"}}),
+        )
+        .await;
+    assert!(
+        r["result"]["structuredContent"]["inputSchema"].is_object(),
+        "{r}"
+    );
+    let r = c
+        .request("tools/call", invoke("time__convert_time", json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Paris"})))
+        .await;
+    assert!(
+        r["result"].is_object() && r["result"]["isError"] != true,
+        "{r}"
+    );
+    // Search stays over the deferred tools: the listed one is not offered again.
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "search_tools", "arguments": {"query": "current time"}}),
+        )
+        .await;
+    let found = r["result"]["structuredContent"]["tools"].to_string();
+    assert!(!found.contains("get_current_time"), "{r}");
+    gw.stop_and_check().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_tool_under_a_scope_is_unknown_and_a_hidden_one_stays_denied() {
+    let downstream = "stdio_client = \"alice\"\n\n\
+        [[client]]\nname = \"alice\"\napi_key_env = \"ALICE_KEY\"\n\
+        allow = [\"time/*\", \"e/echo\"]\ndeny = [\"time/convert_time\"]\n";
+    let ups = [Up::everything("e"), Up::time("time")];
+    let mut gw = Gateway::start_with_env(
+        "firsthour-mistyped",
+        Mode::Stdio,
+        downstream,
+        &ups,
+        &[("ALICE_KEY", "k-alice-firsthour")],
+    )
+    .await;
+    let c = gw.client();
+    c.initialize().await;
+    let call = |name: &str| json!({"name": name, "arguments": {}});
+    // A typo of a tool the client may call: the unknown-tool error anyone gets.
+    let r = c.request("tools/call", call("time__get_curent_time")).await;
+    assert_eq!(error_type(&r), NOT_FOUND, "mistyped in scope: {r}");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // A name in no upstream's namespace cannot be a hidden tool: unknown too.
+    let r = c.request("tools/call", call("get_curent_time")).await;
+    assert_eq!(error_type(&r), NOT_FOUND, "no namespace: {r}");
+    // Out of the scope, an existing tool and a name that does not exist answer alike.
+    let hidden = c.request("tools/call", call("e__add")).await;
+    let missing = c.request("tools/call", call("e__no_such_tool")).await;
+    assert_eq!(error_type(&hidden), DENIED, "{hidden}");
+    assert_eq!(error_type(&missing), DENIED, "{missing}");
+    // The same rule and reason, but for the name each call sent.
+    let reason = |r: &Value, name: &str| {
+        (r["error"]["data"]["reason"].as_str().unwrap()).replace(name, "NAME")
+    };
+    assert_eq!(
+        reason(&hidden, "add"),
+        reason(&missing, "no_such_tool"),
+        "{hidden} / {missing}"
+    );
+    let r = c.request("tools/call", call("time__convert_time")).await;
+    assert_eq!(error_type(&r), DENIED, "a denied tool stays denied: {r}");
+    gw.stop_and_check().await;
+}
