@@ -132,6 +132,9 @@ pub struct UpstreamSummary {
     pub protocol_version: String,
     /// Tools, prompts, resources listed.
     pub counts: (usize, usize, usize),
+    /// What its `include_tools` got wrong: patterns that match none of its tools, with the
+    /// names they may have meant ([`crate::policy::ToolFilter::unmatched`]).
+    pub warnings: Vec<String>,
 }
 
 impl Pool {
@@ -337,6 +340,7 @@ impl Pool {
                 status: u.status(),
                 protocol_version: u.info().protocol_version,
                 counts: (c.counts().tools, c.counts().prompts, c.counts().resources),
+                warnings: u.filter_warnings(),
             })
             .collect()
     }
@@ -399,6 +403,12 @@ impl Pool {
                 // `include_tools` / `exclude_tools`: the others never reach the catalog, so
                 // they are not listed, searched, or routed (a call is "not found").
                 let filter = &upstream.spec().tools;
+                let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+                let unmatched = filter.unmatched(&names);
+                for warning in &unmatched {
+                    tracing::warn!(upstream = upstream.name(), "{warning}");
+                }
+                upstream.set_filter_warnings(unmatched);
                 if !filter.is_all() {
                     tools.retain(|t| t["name"].as_str().is_some_and(|n| filter.keeps(n)));
                 }
@@ -704,6 +714,7 @@ mod tests {
             status,
             protocol_version: version.into(),
             counts: (3, 1, 0),
+            warnings: Vec::new(),
         };
         let lines = summary_lines(&[
             summary("b", Status::Down("exited".into()), ""),

@@ -121,3 +121,85 @@ async fn a_mistyped_tool_under_a_scope_is_unknown_and_a_hidden_one_stays_denied(
     assert_eq!(error_type(&r), DENIED, "a denied tool stays denied: {r}");
     gw.stop_and_check().await;
 }
+
+/// What bash offers for `words` (the last one being completed), with the script `mcp-budget
+/// completions bash` prints sourced and its function found as bash finds it (`complete -p`).
+fn bash_completes(words: &[&str]) -> String {
+    let script = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(script.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp-budget.bash");
+    std::fs::write(&path, &script.stdout).unwrap();
+    let last = words.len() - 1;
+    let probe = format!(
+        r#"source {path:?}
+f=$(complete -p mcp-budget | sed -E 's/.*-F ([^ ]+) .*/\1/')
+COMP_WORDS=({words}); COMP_CWORD={last}
+"$f" mcp-budget "${{COMP_WORDS[$COMP_CWORD]}}" "${{COMP_WORDS[$((COMP_CWORD-1))]}}"
+echo "${{COMPREPLY[*]}}""#,
+        words = words.join(" "),
+    );
+    let out = std::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &probe])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn bash_completes_every_subcommands_flags() {
+    let serve = bash_completes(&["mcp-budget", "serve", "--po"]);
+    assert!(
+        serve.split(' ').any(|w| w == "--policy"),
+        "serve --po<TAB>: {serve:?}"
+    );
+    let check = bash_completes(&["mcp-budget", "check", "--"]);
+    for flag in ["--policy", "--lock", "--strict"] {
+        assert!(
+            check.split(' ').any(|w| w == flag),
+            "check --<TAB>: {check:?}"
+        );
+    }
+    // Flags of `serve` are not offered for `check`.
+    assert!(!check.split(' ').any(|w| w == "--http"), "{check:?}");
+    let top = bash_completes(&["mcp-budget", "ser"]);
+    assert_eq!(top, "serve");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_include_pattern_that_matches_no_tool_is_warned_with_the_near_names() {
+    let ups = [
+        Up::time("time").raw_key("include_tools", r#"["get_curent_time"]"#),
+        Up::time("clock").raw_key("include_tools", r#"["nosuch", "convert_*"]"#),
+    ];
+    let mut gw = Gateway::start("firsthour-include", Mode::Stdio, &ups).await;
+    let log = gw.log();
+    // The startup summary, under each upstream's line.
+    assert!(
+        log.contains(r#"time                 warning: include pattern "get_curent_time" matches none of the 2 tools the server lists (did you mean get_current_time?)"#),
+        "{log}"
+    );
+    assert!(
+        log.contains(r#"clock                warning: include pattern "nosuch" matches none of the 2 tools the server lists (its tools: get_current_time, convert_time)"#),
+        "{log}"
+    );
+    // A pattern that matches is not warned about; and the log has the WARN line.
+    assert!(!log.contains(r#""convert_*" matches"#), "{log}");
+    assert!(
+        log.contains("WARN") && log.contains("upstream=\"clock\""),
+        "{log}"
+    );
+    let c = gw.client();
+    c.initialize().await;
+    let names = listed(&c.request("tools/list", json!({})).await);
+    assert_eq!(names, ["clock__convert_time"], "{names:?}");
+    gw.stop_and_check().await;
+}
