@@ -151,7 +151,7 @@ enum Command {
 }
 
 /// The bash completion script with its subcommands' `case` labels spelled as the names it
-/// assigns: clap_complete escapes the hyphen of `mcp-budget` as `__subcmd__` in the labels
+/// assigns: `clap_complete` escapes the hyphen of `mcp-budget` as `__subcmd__` in the labels
 /// (`mcp__subcmd__budget__subcmd__serve)`) but as `__` in the names it matches them with
 /// (`cmd="mcp__budget__subcmd__serve"`), so no subcommand's flags completed
 /// (clap-rs/clap#6421).

@@ -325,6 +325,12 @@ impl Discovery {
         }
     }
 
+    /// [`Self::find`], for a deferred tool only (not one [`Self::with_listed`] added).
+    #[must_use]
+    pub fn find_deferred(&self, name: &str) -> Option<(usize, &CatalogTool)> {
+        self.find(name).filter(|(i, _)| self.is_deferred(*i))
+    }
+
     /// Answers a call of meta-tool `tool` with `arguments` (the `params.arguments` of the
     /// `tools/call`), or `None` when `tool` is not one of the meta-tools.
     #[must_use]

@@ -125,7 +125,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         // (a prompt, a URI, an unknown or quarantined name) is routed in full, kept in
         // `routed` for the borrows below.
         let (routed, listed, all);
-        let mut nowhere = false;
+        let mut unknown = None;
         let (kind, exposed, routes): (_, _, &[_]) = match listed_tool(&req, &catalog) {
             Some((exposed, route)) => {
                 listed = [route];
@@ -140,7 +140,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
                     return Box::pin(inner.call(req));
                 };
                 routed = called;
-                nowhere = routed.kind == Kind::Tool && matches!(routed.reach, Reach::Nowhere);
+                unknown = unrouted_tool(&routed, &catalog);
                 all = routes(&routed.reach, &routed.exposed, &catalog);
                 (routed.kind, routed.exposed.as_str(), &all)
             }
@@ -151,7 +151,6 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         let arguments = || {
             takes_arguments.then(|| parsed.get_or_init(|| req.view.arguments_value(&req.message)))
         };
-        let unknown = nowhere.then(|| namespace_of(&catalog, exposed));
         let decision = decide(&req, kind, exposed, routes, unknown, arguments);
         let audit = self.audit.clone();
         let (rule, reason) = match &decision {
@@ -172,21 +171,13 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             let error = denied(principal, exposed, reason, audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
-        if req.caller.probe {
+        if req.caller.probe || unknown.is_some() {
+            // Or an unknown tool name the scope allows ([`unknown_tool`]): nothing goes down.
+            if unknown.is_some() {
+                let kind = Some(crate::error::kind::CATALOG_NOT_FOUND);
+                audit.call_outcome(&call, decided, Outcome::Error, kind, Duration::ZERO);
+            }
             return probe_not_found(&req, exposed.to_owned());
-        }
-        if nowhere {
-            // A tool name no upstream lists, which the scope would let the client call: "not
-            // found", as the gateway answers it, answered here so that nothing goes down with
-            // it (a catalog read below could differ from this one).
-            let error = Error::NotFound {
-                what: "tool",
-                name: exposed.to_owned(),
-            };
-            let kind = Some(crate::error::kind::CATALOG_NOT_FOUND);
-            audit.call_outcome(&call, decided, Outcome::Error, kind, Duration::ZERO);
-            let (id, error) = (req.message.reply_id(), error.to_error_object());
-            return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
         outcome_logged(inner, req, audit, call, decided)
     }
@@ -330,6 +321,16 @@ fn unknown_tool(scope: &Scope, namespace: Option<(&str, &str)>) -> Decision {
         }
         _ => Decision::Allow,
     }
+}
+
+/// For a call of a tool name the catalog does not route (not a quarantined one): the namespace
+/// it is in ([`namespace_of`]), if any. `None` for anything else.
+fn unrouted_tool<'a>(
+    routed: &'a routing::Routed,
+    catalog: &'a Catalog,
+) -> Option<Option<(&'a str, &'a str)>> {
+    (routed.kind == Kind::Tool && matches!(routed.reach, Reach::Nowhere))
+        .then(|| namespace_of(catalog, &routed.exposed))
 }
 
 /// The upstream whose namespace (`<server><separator>`) `exposed` is in (the longest such

@@ -533,9 +533,7 @@ impl BudgetLayer {
             let inspected = matches!(&outcome, MetaCall::Result(r) if call.name == names.schema && r.get("isError").is_none());
             let used = matches!(&outcome, MetaCall::Invoke { .. });
             let name = call.arguments.get("name").and_then(Value::as_str);
-            let found = name
-                .and_then(|n| discovery.find(n))
-                .filter(|(i, _)| discovery.is_deferred(*i));
+            let found = name.and_then(|n| discovery.find_deferred(n));
             if let (true, Some((i, _))) = (inspected || used, found) {
                 if let Some(exposed) = discovery.exposed_name(i) {
                     self.state

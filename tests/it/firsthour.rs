@@ -9,7 +9,7 @@ use crate::harness::{Gateway, Mode, Up, error_type};
 const DENIED: &str = "mcp_budget.authorization.denied";
 const NOT_FOUND: &str = "mcp_budget.catalog.not_found";
 
-fn invoke(name: &str, arguments: Value) -> Value {
+fn invoke(name: &str, arguments: &Value) -> Value {
     json!({"name": "invoke_tool", "arguments": {"name": name, "arguments": arguments}})
 }
 
@@ -38,7 +38,7 @@ async fn invoke_tool_calls_a_tool_the_plan_lists_directly() {
     let r = c
         .request(
             "tools/call",
-            invoke("time__get_current_time", json!({"timezone": "UTC"})),
+            invoke("time__get_current_time", &json!({"timezone": "UTC"})),
         )
         .await;
     assert!(
@@ -61,7 +61,7 @@ async fn invoke_tool_calls_a_tool_the_plan_lists_directly() {
         "{r}"
     );
     let r = c
-        .request("tools/call", invoke("time__convert_time", json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Paris"})))
+        .request("tools/call", invoke("time__convert_time", &json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Paris"})))
         .await;
     assert!(
         r["result"].is_object() && r["result"]["isError"] != true,
