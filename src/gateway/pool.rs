@@ -319,6 +319,7 @@ impl Pool {
         tokio::select! {
             _ = futures::future::join_all(waits) => {}
             () = shutdown.cancelled() => {}
+            () = progress(&slots, started, limit) => {}
         }
         // The lists are fetched once, by the refresh each upstream's readiness starts.
         let fetched = (slots.iter())
@@ -668,6 +669,34 @@ impl Gateway {
     fn tell_everyone(&self, msg: &Message) {
         self.inner.sessions.broadcast(msg);
         self.inner.subscriptions.notify_listeners(msg, None);
+    }
+}
+
+/// When the first "waiting for upstream" line is logged, and how often the next ones are.
+const PROGRESS_FIRST: Duration = Duration::from_secs(2);
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Logs which of `slots` are still starting, 2 s after `started` and every 5 s after that, so
+/// that a slow server (an `npx` that downloads its package) is not a silent wait. Never
+/// resolves: the wait it runs beside ends it.
+async fn progress(slots: &[Arc<Slot>], started: tokio::time::Instant, limit: Duration) {
+    let mut at = PROGRESS_FIRST;
+    loop {
+        tokio::time::sleep_until(started + at).await;
+        for slot in slots
+            .iter()
+            .filter(|s| s.upstream.status() == Status::Starting)
+        {
+            let name = slot.upstream.name();
+            tracing::info!(
+                upstream = name,
+                waited_secs = at.as_secs(),
+                "Waiting for upstream {name} to start ({} s so far, at most {} s)",
+                at.as_secs(),
+                limit.as_secs()
+            );
+        }
+        at += PROGRESS_EVERY;
     }
 }
 

@@ -203,3 +203,30 @@ async fn an_include_pattern_that_matches_no_tool_is_warned_with_the_near_names()
     assert_eq!(names, ["clock__convert_time"], "{names:?}");
     gw.stop_and_check().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_upstream_start_says_what_it_waits_for() {
+    // A server that takes 6 s to start (an `npx` fetching its package, say).
+    let script = format!(
+        "sleep 6; exec {} {} hang",
+        crate::harness::venv_bin("python"),
+        crate::harness::peer_file("fake_server.py")
+    );
+    let ups = [Up::stdio("slow", "sh", &["-c", &script])];
+    let mut gw = Gateway::start("firsthour-slow", Mode::Stdio, &ups).await;
+    let log = gw.log();
+    let waiting: Vec<&str> = (log.lines())
+        .filter(|l| l.contains("Waiting for upstream slow to start"))
+        .collect();
+    assert!(
+        waiting.len() == 1 || waiting.len() == 2,
+        "at 2 s, then every 5 s: {log}"
+    );
+    assert!(waiting[0].contains("(2 s so far, at most 20 s)"), "{log}");
+    // stdout stays the protocol's: the client talks to the gateway as usual.
+    let c = gw.client();
+    c.initialize().await;
+    let names = listed(&c.request("tools/list", json!({})).await);
+    assert!(names.contains(&"slow__echo".to_owned()), "{names:?}");
+    gw.stop_and_check().await;
+}
