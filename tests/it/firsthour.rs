@@ -230,3 +230,51 @@ async fn a_slow_upstream_start_says_what_it_waits_for() {
     assert!(names.contains(&"slow__echo".to_owned()), "{names:?}");
     gw.stop_and_check().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_call_counts_as_denied_not_as_the_upstreams_error() {
+    let admin_port = crate::harness::free_port();
+    let downstream = format!(
+        "stdio_client = \"alice\"\n{}\n[[client]]\nname = \"alice\"\napi_key_env = \"ALICE_KEY\"\n\
+         allow = [\"time/*\"]\ndeny = [\"time/convert_time\"]\n",
+        crate::telemetry::admin(admin_port)
+    );
+    let mut gw = Gateway::start_with_env(
+        "firsthour-denied",
+        Mode::Stdio,
+        &downstream,
+        &[Up::time("time")],
+        &[("ALICE_KEY", "k-alice-firsthour")],
+    )
+    .await;
+    let c = gw.client();
+    c.initialize().await;
+    let args =
+        json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Paris"});
+    let r = c
+        .request(
+            "tools/call",
+            json!({"name": "time__convert_time", "arguments": args}),
+        )
+        .await;
+    assert_eq!(error_type(&r), DENIED, "{r}");
+    let (_, metrics) = crate::telemetry::get(admin_port, "/metrics").await;
+    let line = |name: &str, outcome: &str| {
+        metrics.lines().any(|l| {
+            l.starts_with(name)
+                && l.contains("tool=\"convert_time\"")
+                && l.contains(&format!("outcome=\"{outcome}\""))
+        })
+    };
+    assert!(line("mcp_budget_tool_calls_total", "denied"), "{metrics}");
+    assert!(!line("mcp_budget_tool_calls_total", "error"), "{metrics}");
+    let request = |outcome: &str| {
+        metrics.lines().any(|l| {
+            l.starts_with("mcp_budget_requests_total")
+                && l.contains("method=\"tools/call\"")
+                && l.contains(&format!("outcome=\"{outcome}\""))
+        })
+    };
+    assert!(request("denied") && !request("error"), "{metrics}");
+    gw.stop_and_check().await;
+}
