@@ -73,10 +73,22 @@ impl Listing {
     /// The tools of `tools` (the ones it was planned for) the plan deferred, in their order.
     #[must_use]
     pub fn deferred_of(&self, tools: &[CatalogTool]) -> Vec<CatalogTool> {
+        self.planned_as(tools, false)
+    }
+
+    /// The tools of `tools` (the ones it was planned for) the plan lists directly, in their
+    /// order.
+    #[must_use]
+    pub fn listed_of(&self, tools: &[CatalogTool]) -> Vec<CatalogTool> {
+        self.planned_as(tools, true)
+    }
+
+    /// The tools of `tools` the plan lists (`listed`) or defers, in their order.
+    fn planned_as(&self, tools: &[CatalogTool], listed: bool) -> Vec<CatalogTool> {
         tools
             .iter()
             .zip(&self.plan.levels)
-            .filter(|(_, level)| level.is_none())
+            .filter(|(_, level)| level.is_some() == listed)
             .map(|(tool, _)| tool.clone())
             .collect()
     }

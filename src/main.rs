@@ -150,6 +150,17 @@ enum Command {
     Pin(cli::pin::Args),
 }
 
+/// The bash completion script with its subcommands' `case` labels spelled as the names it
+/// assigns: `clap_complete` escapes the hyphen of `mcp-budget` as `__subcmd__` in the labels
+/// (`mcp__subcmd__budget__subcmd__serve)`) but as `__` in the names it matches them with
+/// (`cmd="mcp__budget__subcmd__serve"`), so no subcommand's flags completed
+/// (clap-rs/clap#6421).
+fn bash_subcommands_fixed(script: &[u8]) -> Vec<u8> {
+    String::from_utf8_lossy(script)
+        .replace("mcp__subcmd__budget__", "mcp__budget__")
+        .into_bytes()
+}
+
 fn main() -> ExitCode {
     // Freed pages go back to the system after `dirty_decay_ms` (1 s as built from this tree,
     // `.cargo/config.toml`; jemalloc's default 10 s otherwise) even when the process is idle:
@@ -167,6 +178,9 @@ fn main() -> ExitCode {
             // Into a buffer first: the generator panics on a closed pipe (`... | head`).
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "mcp-budget", &mut script);
+            if shell == clap_complete::Shell::Bash {
+                script = bash_subcommands_fixed(&script);
+            }
             use std::io::Write as _;
             let _ = std::io::stdout().lock().write_all(&script);
             return ExitCode::SUCCESS;

@@ -340,6 +340,11 @@ fn print_summary(server: &Server, started: tokio::time::Instant, command_line: b
     for (name, line) in summary_lines(server.upstreams()) {
         eprintln!("  {name:<20} {line}");
     }
+    for upstream in server.upstreams() {
+        for warning in &upstream.warnings {
+            eprintln!("  {:<20} warning: {warning}", upstream.name);
+        }
+    }
     for collision in server.collisions() {
         eprintln!("  collision: {collision}");
     }

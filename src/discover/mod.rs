@@ -196,7 +196,10 @@ pub enum MetaCall<'a> {
 /// catalog or the plan changes (building is one pass over the tools).
 #[derive(Debug)]
 pub struct Discovery {
+    /// The deferred tools (the first `deferred`, searched), then the listed ones
+    /// ([`Self::with_listed`]: found by name, never searched).
     tools: Vec<CatalogTool>,
+    deferred: usize,
     exposed: Vec<String>,
     by_name: HashMap<String, usize>,
     index: SearchIndex,
@@ -225,6 +228,7 @@ impl Discovery {
         }
         let index = SearchIndex::build(&tools);
         Self {
+            deferred: tools.len(),
             tools,
             exposed,
             by_name,
@@ -251,10 +255,34 @@ impl Discovery {
         self
     }
 
+    /// The same discovery, whose `invoke_tool` and `get_tool_schema` also answer for the
+    /// tools the plan lists directly (`listed`): a model that calls a listed tool through
+    /// `invoke_tool` gets it called, not "unknown tool". They are found by name only: search
+    /// results, near names and [`Self::tools`] stay the deferred tools.
+    #[must_use]
+    pub fn with_listed(mut self, listed: Vec<CatalogTool>, separator: &str) -> Self {
+        for tool in listed {
+            let exposed = tool.exposed_name(separator).into_owned();
+            self.by_name
+                .entry(exposed.clone())
+                .or_insert(self.tools.len());
+            self.exposed.push(exposed);
+            self.tools.push(tool);
+        }
+        self
+    }
+
     /// The deferred tools, in the order given.
     #[must_use]
     pub fn tools(&self) -> &[CatalogTool] {
-        &self.tools
+        &self.tools[..self.deferred]
+    }
+
+    /// Whether the tool at `index` (as [`Self::find`] gives it) is a deferred one, not one the
+    /// plan lists.
+    #[must_use]
+    pub fn is_deferred(&self, index: usize) -> bool {
+        index < self.deferred
     }
 
     /// The meta-tool names this instance answers to.
@@ -295,6 +323,12 @@ impl Discovery {
             (Some(only), None) => Some(only),
             _ => None,
         }
+    }
+
+    /// [`Self::find`], for a deferred tool only (not one [`Self::with_listed`] added).
+    #[must_use]
+    pub fn find_deferred(&self, name: &str) -> Option<(usize, &CatalogTool)> {
+        self.find(name).filter(|(i, _)| self.is_deferred(*i))
     }
 
     /// Answers a call of meta-tool `tool` with `arguments` (the `params.arguments` of the

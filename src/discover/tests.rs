@@ -331,3 +331,26 @@ fn one_line_cuts_at_sentence_and_word() {
     assert_eq!(one_line("line one\nline two", 100), "line one");
     assert_eq!(one_line("aaaa bbbb cccc dddd", 12), "aaaa bbbb…");
 }
+
+#[test]
+fn invoke_tool_and_get_tool_schema_answer_for_listed_tools_which_search_never_offers() {
+    let listed = CatalogTool::new(
+        "clock",
+        json!({"name": "now", "description": "The current time in a city.",
+               "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}),
+    )
+    .unwrap();
+    let d = discovery().with_listed(vec![listed], "__");
+    let args = json!({"name": "clock__now", "arguments": {"city": "Paris"}});
+    match d.call("invoke_tool", &args) {
+        Some(MetaCall::Invoke { tool, .. }) => assert_eq!(tool.name, "now"),
+        other => panic!("{other:?}"),
+    }
+    let schema = d.get_tool_schema("clock__now");
+    assert_eq!(schema["structuredContent"]["name"], "clock__now");
+    let (i, _) = d.find("clock__now").unwrap();
+    assert!(!d.is_deferred(i) && d.is_deferred(0));
+    assert_eq!(d.tools().len(), 2);
+    let found = d.search_tools("current time in a city", Some(20));
+    assert!(!found.to_string().contains("clock__now"), "{found}");
+}

@@ -158,6 +158,14 @@ pub const SESSION_FOREIGN: &str = "mcp_budget.session.foreign";
 /// The client's scope does not allow this call (its tool, prompt, resource or arguments);
 /// `error.data` has `tool`, `reason` and the `audit_id` of the audit line (`-32000`).
 pub const AUTHORIZATION_DENIED: &str = "mcp_budget.authorization.denied";
+/// Whether `kind` (an `error.data.type`) is a refusal by the gateway's own policy — the
+/// client's scope ([`AUTHORIZATION_DENIED`]) or its `[limits]` (`mcp_budget.limit.*`) — rather
+/// than an upstream's or the gateway's failure: metrics count it as the `denied` outcome.
+#[must_use]
+pub fn is_refusal(kind: &str) -> bool {
+    kind == AUTHORIZATION_DENIED || kind.starts_with("mcp_budget.limit.")
+}
+
 /// The gateway is shutting down (`-32000`).
 pub const GATEWAY_SHUTTING_DOWN: &str = "mcp_budget.gateway.shutting_down";
 /// A bug or an unexpected fault inside the gateway: a panic, or a request left unanswered

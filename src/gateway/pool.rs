@@ -132,6 +132,9 @@ pub struct UpstreamSummary {
     pub protocol_version: String,
     /// Tools, prompts, resources listed.
     pub counts: (usize, usize, usize),
+    /// What its `include_tools` got wrong: patterns that match none of its tools, with the
+    /// names they may have meant ([`crate::policy::ToolFilter::unmatched`]).
+    pub warnings: Vec<String>,
 }
 
 impl Pool {
@@ -316,6 +319,7 @@ impl Pool {
         tokio::select! {
             _ = futures::future::join_all(waits) => {}
             () = shutdown.cancelled() => {}
+            () = progress(&slots, started, limit) => {}
         }
         // The lists are fetched once, by the refresh each upstream's readiness starts.
         let fetched = (slots.iter())
@@ -337,6 +341,7 @@ impl Pool {
                 status: u.status(),
                 protocol_version: u.info().protocol_version,
                 counts: (c.counts().tools, c.counts().prompts, c.counts().resources),
+                warnings: u.filter_warnings(),
             })
             .collect()
     }
@@ -399,6 +404,12 @@ impl Pool {
                 // `include_tools` / `exclude_tools`: the others never reach the catalog, so
                 // they are not listed, searched, or routed (a call is "not found").
                 let filter = &upstream.spec().tools;
+                let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+                let unmatched = filter.unmatched(&names);
+                for warning in &unmatched {
+                    tracing::warn!(upstream = upstream.name(), "{warning}");
+                }
+                upstream.set_filter_warnings(unmatched);
                 if !filter.is_all() {
                     tools.retain(|t| t["name"].as_str().is_some_and(|n| filter.keeps(n)));
                 }
@@ -661,6 +672,34 @@ impl Gateway {
     }
 }
 
+/// When the first "waiting for upstream" line is logged, and how often the next ones are.
+const PROGRESS_FIRST: Duration = Duration::from_secs(2);
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Logs which of `slots` are still starting, 2 s after `started` and every 5 s after that, so
+/// that a slow server (an `npx` that downloads its package) is not a silent wait. Never
+/// resolves: the wait it runs beside ends it.
+async fn progress(slots: &[Arc<Slot>], started: tokio::time::Instant, limit: Duration) {
+    let mut at = PROGRESS_FIRST;
+    loop {
+        tokio::time::sleep_until(started + at).await;
+        for slot in slots
+            .iter()
+            .filter(|s| s.upstream.status() == Status::Starting)
+        {
+            let name = slot.upstream.name();
+            tracing::info!(
+                upstream = name,
+                waited_secs = at.as_secs(),
+                "Waiting for upstream {name} to start ({} s so far, at most {} s)",
+                at.as_secs(),
+                limit.as_secs()
+            );
+        }
+        at += PROGRESS_EVERY;
+    }
+}
+
 /// Summary lines for the startup log.
 #[must_use]
 pub fn summary_lines(summaries: &[UpstreamSummary]) -> BTreeMap<String, String> {
@@ -704,6 +743,7 @@ mod tests {
             status,
             protocol_version: version.into(),
             counts: (3, 1, 0),
+            warnings: Vec::new(),
         };
         let lines = summary_lines(&[
             summary("b", Status::Down("exited".into()), ""),

@@ -5,8 +5,13 @@
 //! principal's [`Scope`] with their arguments. The called name is resolved **through the
 //! catalog**, exactly as the gateway routes it (exposed name → upstream and its own name), and
 //! the scope is checked on that routed identity: a spelling the gateway would not route
-//! (another case, separator or a confusable character) is an unknown name and is refused, and
-//! one it would route is checked as what it reaches. A refusal is the JSON-RPC error
+//! (another case, separator or a confusable character) goes no further, and one it would route
+//! is checked as what it reaches. A tool name no upstream lists is decided on the name and the
+//! scope alone, never on which tools exist: in the namespace of an upstream (`server__…`) it is
+//! decided as the tool it would be — denied, with the same rule and reason as an existing tool
+//! there, when the scope hides that tool; else answered `mcp_budget.catalog.not_found` here,
+//! as the gateway answers everyone (a typo of a tool the client may call reads as a typo, and
+//! reveals nothing the client may not see). A refusal is the JSON-RPC error
 //! `-32000` with `data = { type: "mcp_budget.authorization.denied", tool, reason, audit_id }`;
 //! nothing goes upstream.
 //!
@@ -44,6 +49,7 @@
 //! ```
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::sync::watch;
@@ -119,6 +125,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         // (a prompt, a URI, an unknown or quarantined name) is routed in full, kept in
         // `routed` for the borrows below.
         let (routed, listed, all);
+        let mut unknown = None;
         let (kind, exposed, routes): (_, _, &[_]) = match listed_tool(&req, &catalog) {
             Some((exposed, route)) => {
                 listed = [route];
@@ -133,6 +140,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
                     return Box::pin(inner.call(req));
                 };
                 routed = called;
+                unknown = unrouted_tool(&routed, &catalog);
                 all = routes(&routed.reach, &routed.exposed, &catalog);
                 (routed.kind, routed.exposed.as_str(), &all)
             }
@@ -143,7 +151,7 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
         let arguments = || {
             takes_arguments.then(|| parsed.get_or_init(|| req.view.arguments_value(&req.message)))
         };
-        let decision = decide(&req, kind, exposed, routes, arguments);
+        let decision = decide(&req, kind, exposed, routes, unknown, arguments);
         let audit = self.audit.clone();
         let (rule, reason) = match &decision {
             Decision::Allow if anonymous => ("no clients configured", None),
@@ -163,7 +171,12 @@ impl<S: Inner> Around<S> for AuthorizeLayer {
             let error = denied(principal, exposed, reason, audit_id);
             return Box::pin(async move { Ok(Some(Message::error(id, error))) });
         }
-        if req.caller.probe {
+        if req.caller.probe || unknown.is_some() {
+            // Or an unknown tool name the scope allows ([`unknown_tool`]): nothing goes down.
+            if unknown.is_some() {
+                let kind = Some(crate::error::kind::CATALOG_NOT_FOUND);
+                audit.call_outcome(&call, decided, Outcome::Error, kind, Duration::ZERO);
+            }
             return probe_not_found(&req, exposed.to_owned());
         }
         outcome_logged(inner, req, audit, call, decided)
@@ -236,13 +249,16 @@ fn probe_not_found(req: &McpRequest, name: String) -> McpFuture {
 }
 
 /// The decision on `exposed` (a `kind`), which may reach `routes`, for the request's principal
-/// (every routed identity must be allowed). `arguments` gives the call's arguments (`None` for
-/// a method without them); it is called only when an argument rule applies.
+/// (every routed identity must be allowed). `unknown`: for a tool name the catalog does not
+/// route, the (server, own name) its namespace says it would be ([`unknown_tool`]).
+/// `arguments` gives the call's arguments (`None` for a method without them); it is called
+/// only when an argument rule applies.
 fn decide<'a>(
     req: &McpRequest,
     kind: Kind,
     exposed: &str,
     routes: &[(&str, &str)],
+    unknown: Option<Option<(&str, &str)>>,
     arguments: impl Fn() -> Option<&'a Value>,
 ) -> Decision {
     let principal = &req.caller.principal;
@@ -256,6 +272,9 @@ fn decide<'a>(
             reason: "the params repeat name, arguments or _meta".into(),
             rule: "malformed".into(),
         };
+    }
+    if let (true, Some(namespace)) = (routes.is_empty(), unknown) {
+        return unknown_tool(principal.client().scope(), namespace);
     }
     if routes.is_empty() {
         return Decision::Deny {
@@ -285,6 +304,49 @@ fn decide<'a>(
         }
     }
     Decision::Allow
+}
+
+/// The decision on a tool name no upstream lists (a mistyped one, most often), decided on the
+/// name and the scope alone, never on which tools exist: a name in the namespace of an
+/// upstream (`namespace`: that upstream and the rest of the name) is decided as the tool it
+/// would be — denied, with the same rule and reason, when the scope does not let the client
+/// see that tool (a hidden tool and a name that does not exist answer alike there), else
+/// allowed, to be answered `mcp_budget.catalog.not_found` as everyone is answered. A name in
+/// no upstream's namespace cannot be any tool, hidden or not: allowed, so answered "not found"
+/// too.
+fn unknown_tool(scope: &Scope, namespace: Option<(&str, &str)>) -> Decision {
+    match namespace {
+        Some((server, own)) if !scope.may_see(Target::tool(server, own)) => {
+            scope.check_with(Target::tool(server, own), || empty_arguments(Kind::Tool))
+        }
+        _ => Decision::Allow,
+    }
+}
+
+/// For a call of a tool name the catalog does not route (not a quarantined one): the namespace
+/// it is in ([`namespace_of`]), if any. `None` for anything else.
+fn unrouted_tool<'a>(
+    routed: &'a routing::Routed,
+    catalog: &'a Catalog,
+) -> Option<Option<(&'a str, &'a str)>> {
+    (routed.kind == Kind::Tool && matches!(routed.reach, Reach::Nowhere))
+        .then(|| namespace_of(catalog, &routed.exposed))
+}
+
+/// The upstream whose namespace (`<server><separator>`) `exposed` is in (the longest such
+/// id), and the rest of the name.
+fn namespace_of<'a>(catalog: &'a Catalog, exposed: &'a str) -> Option<(&'a str, &'a str)> {
+    let separator = catalog.separator();
+    catalog
+        .names()
+        .iter()
+        .filter_map(|server| {
+            let own = exposed
+                .strip_prefix(server.as_str())?
+                .strip_prefix(separator)?;
+            Some((server.as_str(), own))
+        })
+        .max_by_key(|(server, _)| server.len())
 }
 
 /// Tool and prompt calls without `arguments` are checked as calls with none (`{}`); resources

@@ -533,8 +533,8 @@ impl BudgetLayer {
             let inspected = matches!(&outcome, MetaCall::Result(r) if call.name == names.schema && r.get("isError").is_none());
             let used = matches!(&outcome, MetaCall::Invoke { .. });
             let name = call.arguments.get("name").and_then(Value::as_str);
-            if let (true, Some((i, _))) = (inspected || used, name.and_then(|n| discovery.find(n)))
-            {
+            let found = name.and_then(|n| discovery.find_deferred(n));
+            if let (true, Some((i, _))) = (inspected || used, found) {
                 if let Some(exposed) = discovery.exposed_name(i) {
                     self.state
                         .promote(&req.caller.session, req.view.is_modern(), exposed);

@@ -153,14 +153,22 @@ fn note(pending: &Pending, in_span: &Span, answer: Option<&Message>) {
     if let Some(span) = &pending.span {
         span::answered(span, answer);
     }
-    let failed = answer.is_some_and(|m| m.error.is_some());
+    let error = answer.and_then(|m| m.error.as_ref());
+    let failed = error.map(|e| {
+        let kind = e.kind().unwrap_or_default();
+        if crate::error::kind::is_refusal(&kind) {
+            names::DENIED
+        } else {
+            names::ERROR
+        }
+    });
     if let Some(method) = pending.method {
-        record::request(method, if failed { names::ERROR } else { names::OK });
+        record::request(method, failed.unwrap_or(names::OK));
     }
     let Some(call) = &pending.call else { return };
-    let outcome = match answer {
-        _ if failed => names::ERROR,
-        Some(m)
+    let outcome = match (failed, answer) {
+        (Some(failed), _) => failed,
+        (None, Some(m))
             if m.result
                 .as_deref()
                 .is_some_and(|r| span::is_tool_error(r.get())) =>

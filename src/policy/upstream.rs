@@ -87,6 +87,39 @@ impl ToolFilter {
             && !self.exclude.iter().any(|g| g.matches(name))
     }
 
+    /// One warning per `include` pattern that matches none of `names` (the server's own tool
+    /// names, as it lists them): the pattern, the names closest to it (Jaro-Winkler, when
+    /// close) or else a few of the server's names, so that a typo is seen at startup rather
+    /// than as a server that lists nothing.
+    #[must_use]
+    pub fn unmatched(&self, names: &[&str]) -> Vec<String> {
+        self.include
+            .iter()
+            .filter(|g| !names.iter().any(|n| g.matches(n)))
+            .map(|g| {
+                let pattern = g.as_str();
+                let mut near: Vec<(f64, &str)> = (names.iter())
+                    .map(|n| (strsim::jaro_winkler(pattern, n), *n))
+                    .filter(|(score, _)| *score >= 0.8)
+                    .collect();
+                near.sort_by(|a, b| b.0.total_cmp(&a.0));
+                let hint = if near.is_empty() {
+                    let some: Vec<&str> = names.iter().take(5).copied().collect();
+                    let more = names.len().saturating_sub(some.len());
+                    let more = if more > 0 { format!(", … {more} more") } else { String::new() };
+                    format!("its tools: {}{more}", some.join(", "))
+                } else {
+                    let near: Vec<&str> = near.iter().take(3).map(|(_, n)| *n).collect();
+                    format!("did you mean {}?", near.join(", "))
+                };
+                format!(
+                    "include pattern {pattern:?} matches none of the {} tools the server lists ({hint})",
+                    names.len()
+                )
+            })
+            .collect()
+    }
+
     /// Whether every tool is served.
     #[must_use]
     pub fn is_all(&self) -> bool {

@@ -4,10 +4,10 @@
 //! catalog does not know is [`UNKNOWN`]), methods from the MCP method list (others are
 //! [`OTHER_METHOD`]), outcomes from the constants below. Never ids, never argument values.
 
-/// Requests answered, by `method` and `outcome` ([`OK`] | [`ERROR`]) (counter).
+/// Requests answered, by `method` and `outcome` ([`OK`] | [`ERROR`] | [`DENIED`]) (counter).
 pub const REQUESTS: &str = "mcp_budget_requests_total";
-/// Tool calls answered, by `server`, `tool` and `outcome` ([`OK`] | [`TOOL_ERROR`] | [`ERROR`])
-/// (counter). A call made through `invoke_tool` or by a `run_code` script counts under its real
+/// Tool calls answered, by `server`, `tool` and `outcome` ([`OK`] | [`TOOL_ERROR`] | [`ERROR`]
+/// | [`DENIED`]) (counter). A call made through `invoke_tool` or by a `run_code` script counts under its real
 /// server and tool, and the meta-tool call itself under `server="mcp-budget"`.
 pub const TOOL_CALLS: &str = "mcp_budget_tool_calls_total";
 /// Time from a `tools/call` entering the stack to its answer, by `server` and `tool`
@@ -132,6 +132,10 @@ pub const OK: &str = "ok";
 pub const ERROR: &str = "error";
 /// Outcome of a tool call: a result with `isError: true`.
 pub const TOOL_ERROR: &str = "tool_error";
+/// Outcome: refused by the gateway's own policy before any upstream saw it (the client's scope,
+/// `mcp_budget.authorization.denied`, or its `[limits]`, `mcp_budget.limit.*`), not an
+/// upstream's error.
+pub const DENIED: &str = "denied";
 /// Outcome of a `run_code` run: a limit stopped it (its key is the `limit` label).
 pub const STOPPED: &str = "limit";
 /// Outcome of a `run_code` run: the sandbox could not be set up or its result not read.

@@ -194,6 +194,8 @@ struct Inner {
     /// Tool name → properties its `tools/call` mirrors in `Mcp-Param-*` headers (2026-07-28
     /// HTTP; tools that mark some only).
     param_marks: Mutex<HashMap<String, Vec<crate::mcp::params::Marked>>>,
+    /// Its `include_tools` patterns that matched none of its tools at the last listing.
+    filter_warnings: Mutex<Vec<String>>,
     /// Resources whose `notifications/resources/updated` the gateway's clients want from a
     /// modern upstream (its `subscriptions/listen` asks for them), and a nudge when they change.
     watched: Mutex<std::collections::BTreeSet<String>>,
@@ -257,6 +259,7 @@ impl Upstream {
                 shutdown,
                 task: Mutex::new(None),
                 param_marks: Mutex::new(HashMap::new()),
+                filter_warnings: Mutex::new(Vec::new()),
                 watched: Mutex::new(std::collections::BTreeSet::new()),
                 watch_changed: tokio::sync::Notify::new(),
                 unreachable: Mutex::new(None),
@@ -446,6 +449,16 @@ impl Upstream {
                 Ok(())
             }
         }
+    }
+
+    /// Remembers the warnings of its tool filter at the last listing.
+    pub(crate) fn set_filter_warnings(&self, warnings: Vec<String>) {
+        *lock(&self.inner.filter_warnings) = warnings;
+    }
+
+    /// The warnings of its tool filter at the last listing.
+    pub(crate) fn filter_warnings(&self) -> Vec<String> {
+        lock(&self.inner.filter_warnings).clone()
     }
 
     /// Notes which properties of its tools are mirrored in headers (see

@@ -188,3 +188,88 @@ fn the_image_runs_as_non_root_from_a_minimal_base() {
         "{runtime}"
     );
 }
+
+/// `promtool` with `args`, run in `deploy/prometheus`: its output, after asserting success.
+fn promtool(args: &[&str]) -> String {
+    let out = Command::new("promtool")
+        .args(args)
+        .current_dir(root().join("deploy/prometheus"))
+        .output()
+        .expect("promtool (Debian package prometheus) is installed");
+    let said = format!("{}{}", text(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "promtool {args:?}: {said}");
+    said
+}
+
+/// Every `mcp_budget_*` metric name in `text`, a histogram's `_bucket` series under its own name.
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("mcp_budget_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        names.insert(name.strip_suffix("_bucket").unwrap_or(name).to_owned());
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// The metrics `docs/metrics.md` (generated from `src/telemetry/names.rs`) documents.
+fn documented_metrics() -> std::collections::BTreeSet<String> {
+    let doc = std::fs::read_to_string(root().join("docs/metrics.md")).unwrap();
+    (doc.lines())
+        .filter_map(|l| l.strip_prefix("| `mcp_budget_"))
+        .filter_map(|l| l.split('`').next())
+        .map(|n| format!("mcp_budget_{n}"))
+        .collect()
+}
+
+#[test]
+fn the_alert_rules_pass_promtool_and_their_unit_tests() {
+    assert!(promtool(&["check", "rules", "alerts.yml"]).contains("SUCCESS: 7 rules found"));
+    promtool(&["test", "rules", "alerts.test.yml"]);
+    let rules = std::fs::read_to_string(root().join("deploy/prometheus/alerts.yml")).unwrap();
+    let known = documented_metrics();
+    let unknown: Vec<String> = metric_names(&rules).difference(&known).cloned().collect();
+    assert!(
+        unknown.is_empty(),
+        "not metrics the gateway exports: {unknown:?}"
+    );
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_real_metrics() {
+    let text = std::fs::read_to_string(root().join("deploy/grafana/mcp-budget.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(dashboard["uid"], "mcp-budget");
+    let panels = dashboard["panels"].as_array().unwrap();
+    let exprs: Vec<&str> = (panels.iter())
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .map(|t| t["expr"].as_str().unwrap())
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let used = metric_names(&exprs.join("\n"));
+    let known = documented_metrics();
+    let unknown: Vec<&String> = used.difference(&known).collect();
+    assert!(
+        unknown.is_empty(),
+        "not metrics the gateway exports: {unknown:?}"
+    );
+    // The outcomes it splits calls by include the denied one.
+    assert!(text.contains("denied"), "{text}");
+}
+
+#[test]
+fn the_image_tag_is_the_crate_version() {
+    for file in [
+        "deploy/kustomize/base/kustomization.yaml",
+        "deploy/kustomize/overlays/example/kustomization.yaml",
+    ] {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        let tag = format!("newTag: \"{}\"", env!("CARGO_PKG_VERSION"));
+        assert!(text.contains(&tag), "{file}: the image tag is not {tag}");
+    }
+}

@@ -42,6 +42,7 @@ mod env;
 mod eras;
 mod fairness;
 mod faults;
+mod firsthour;
 mod fuzz_props;
 mod golden;
 mod guard;

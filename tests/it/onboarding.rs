@@ -208,8 +208,9 @@ fn init_refuses_to_overwrite_without_force() {
     );
 }
 
-/// Claude Desktop: the secret the file wrote out moves into the gateway's entry; the host
-/// passes it to the gateway, the policy's `${env:…}` hands it to the server.
+/// Claude Desktop: the secret the file wrote out goes in the gateway's entry (a placeholder on
+/// the terminal, which the user fills in from the old entry); the host passes it to the
+/// gateway, the policy's `${env:…}` hands it to the server.
 #[test]
 fn init_from_claude_desktop_serves_its_servers_to_a_real_client() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -217,8 +218,18 @@ fn init_from_claude_desktop_serves_its_servers_to_a_real_client() {
     assert!(policy.contains("name = \"time_utc\""), "{policy}");
     let entry =
         entry_after(&notes, "claude_desktop_config.json:")["mcpServers"]["mcp-budget"].clone();
-    let env = entry_env(&entry);
-    assert_eq!(env["ONBOARD_SECRET"], "s3cr3t-from-desktop", "{notes}");
+    let mut env = entry_env(&entry);
+    assert_eq!(
+        env["ONBOARD_SECRET"], "<value of ONBOARD_SECRET>",
+        "{notes}"
+    );
+    assert!(!notes.contains("s3cr3t-from-desktop"), "{notes}");
+    assert!(
+        notes.contains("not printed, as they may be secrets: the values of ONBOARD_SECRET"),
+        "{notes}"
+    );
+    // What the user writes in place of the placeholder.
+    env.insert("ONBOARD_SECRET".into(), "s3cr3t-from-desktop".into());
     serve_entry(
         &entry,
         &env,

@@ -18,13 +18,10 @@ pub(super) fn for_host(
     args: &[&str],
     vars: &BTreeMap<String, Source>,
 ) -> String {
-    match host {
+    let printed = match host {
         Host::ClaudeDesktop => {
             // Claude Desktop expands nothing: its files hold values only.
-            let entry = entry(command, args, vars, |name, v| match v {
-                Source::Value(v) => v.clone(),
-                Source::Env(_) | Source::Input(_) => format!("<value of {name}>"),
-            });
+            let entry = entry(command, args, vars, |name, _| format!("<value of {name}>"));
             format!(
                 "claude_desktop_config.json:\n{}",
                 pretty(&json!({ "mcpServers": { "mcp-budget": entry } }))
@@ -32,9 +29,8 @@ pub(super) fn for_host(
         }
         Host::ClaudeCode => {
             let value = |name: &str, v: &Source| match v {
-                Source::Value(v) => v.clone(),
                 Source::Env(Some(d)) => format!("${{{name}:-{d}}}"),
-                Source::Env(None) | Source::Input(_) => format!("${{{name}}}"),
+                Source::Value(_) | Source::Env(None) | Source::Input(_) => format!("${{{name}}}"),
             };
             let mut line = format!("claude mcp add --scope {scope} mcp-budget");
             for (name, source) in vars {
@@ -57,9 +53,8 @@ pub(super) fn for_host(
         }
         Host::VsCode => {
             let entry = entry(command, args, vars, |name, v| match v {
-                Source::Value(v) => v.clone(),
                 Source::Env(Some(d)) => format!("${{env:{name}:-{d}}}"),
-                Source::Env(None) => format!("${{env:{name}}}"),
+                Source::Value(_) | Source::Env(None) => format!("${{env:{name}}}"),
                 Source::Input(id) => format!("${{input:{id}}}"),
             });
             let mut server = Map::new();
@@ -84,7 +79,31 @@ pub(super) fn for_host(
                 pretty(&json!({ "servers": { "mcp-budget": server } }))
             )
         }
+    };
+    printed + &unprinted(host, vars)
+}
+
+/// The note on the values the host file wrote out (tokens, most often), which the entry above
+/// does not print: where they are and where they go. Empty when there are none.
+fn unprinted(host: Host, vars: &BTreeMap<String, Source>) -> String {
+    let names: Vec<&str> = (vars.iter())
+        .filter(|(_, v)| matches!(v, Source::Value(_)))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if names.is_empty() {
+        return String::new();
     }
+    let put = match host {
+        Host::ClaudeDesktop => "write each in place of its <value of …> placeholder",
+        Host::ClaudeCode | Host::VsCode => {
+            "set each in the environment the host starts with, or write it in place of its ${…}"
+        }
+    };
+    format!(
+        "\n(not printed, as they may be secrets: the values of {} — they are in your host \
+         file's current entries; {put})",
+        names.join(", ")
+    )
 }
 
 /// `{command, args, env}` with each variable's value given by `value(name, source)`.

@@ -53,8 +53,17 @@ fn claude_desktop_values_move_to_the_host_entry_and_never_into_the_policy() {
         got.warnings
     );
     let notes = got.notes("f", "/bin/mcp-budget", "/p.toml", true);
+    // Values the file wrote out are not printed on the terminal: a placeholder, and where the
+    // values are.
+    assert!(!notes.contains("ghp_"), "{notes}");
     assert!(
-        notes.contains("\"GITHUB_PERSONAL_ACCESS_TOKEN\": \"ghp_secret\""),
+        notes.contains(
+            "\"GITHUB_PERSONAL_ACCESS_TOKEN\": \"<value of GITHUB_PERSONAL_ACCESS_TOKEN>\""
+        ),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("not printed, as they may be secrets: the values of GITHUB_PERSONAL_ACCESS_TOKEN, GITHUB_PERSONAL_ACCESS_TOKEN_2, PRICE"),
         "{notes}"
     );
     assert!(
@@ -256,5 +265,30 @@ fn the_host_entry_runs_the_installed_binary_never_the_build_folders() {
     assert_eq!(
         host_command(Some(elsewhere), None),
         (elsewhere.display().to_string(), None)
+    );
+}
+
+#[test]
+fn claude_code_add_line_and_entry_print_no_secret_values() {
+    let got = init(
+        r#"{"mcpServers": {"gh": {"command": "npx", "args": ["-y", "server-github"],
+                                  "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_s3cret"}}}}"#,
+        "/src/app/.mcp.json",
+    );
+    let notes = got.notes("f", "/bin/mcp-budget", "/p.toml", true);
+    assert!(!notes.contains("ghp_s3cret"), "{notes}");
+    assert!(
+        notes.contains(
+            "claude mcp add --scope project mcp-budget -e 'GITHUB_PERSONAL_ACCESS_TOKEN=${GITHUB_PERSONAL_ACCESS_TOKEN}' --"
+        ),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("\"GITHUB_PERSONAL_ACCESS_TOKEN\": \"${GITHUB_PERSONAL_ACCESS_TOKEN}\""),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("set each in the environment the host starts with"),
+        "{notes}"
     );
 }

@@ -159,6 +159,7 @@ async fn denied_tools_and_arguments_are_refused_with_reason_and_audit_id() {
 
 #[tokio::test]
 async fn spellings_the_gateway_would_not_route_are_unknown_not_bypasses() {
+    let long = "g".repeat(100_000);
     for name in [
         "GITHUB__DELETE_REPO",
         "github_delete_repo",
@@ -167,19 +168,53 @@ async fn spellings_the_gateway_would_not_route_are_unknown_not_bypasses() {
         "github__dеlete_repo", // Cyrillic е
         "github__delete_repo\u{200b}",
         "",
+        long.as_str(),
     ] {
         let r = run(alice(), "tools/call", json!({"name": name}), false).await;
-        let data = denial(&r).unwrap_or_else(|| panic!("{name:?} passed"));
+        assert_eq!(r.forwarded.load(Ordering::SeqCst), 0, "{name:?} went down");
+        let error = r
+            .reply
+            .and_then(|m| m.error)
+            .expect("answered with an error");
+        let got = error.kind().unwrap_or_default();
         assert!(
-            data["reason"]
-                .as_str()
-                .unwrap()
-                .contains("not on this gateway"),
-            "{name:?}"
+            got == kind::AUTHORIZATION_DENIED || got == kind::CATALOG_NOT_FOUND,
+            "{name:?}: {got}"
         );
     }
-    let long = "g".repeat(100_000);
-    assert!(denial(&run(alice(), "tools/call", json!({"name": long}), false).await).is_some());
+}
+
+#[tokio::test]
+async fn an_unknown_name_is_decided_on_its_namespace_never_on_what_exists() {
+    // A typo of a tool alice may call: "not found", as without clients.
+    let r = run(
+        alice(),
+        "tools/call",
+        json!({"name": "github__get_isue"}),
+        false,
+    )
+    .await;
+    assert_eq!(r.forwarded.load(Ordering::SeqCst), 0);
+    let error = r.reply.and_then(|m| m.error).unwrap();
+    assert_eq!(error.kind().as_deref(), Some(kind::CATALOG_NOT_FOUND));
+    // In a namespace she may not see: denied as the tool there would be, existing or not.
+    let exists =
+        denial(&run(alice(), "tools/call", json!({"name": "time__now"}), false).await).unwrap();
+    let missing =
+        denial(&run(alice(), "tools/call", json!({"name": "time__later"}), false).await).unwrap();
+    assert_eq!(
+        exists["reason"].as_str().unwrap().replace("now", "X"),
+        missing["reason"].as_str().unwrap().replace("later", "X")
+    );
+    // Under a deny glob: denied by it.
+    let r = run(
+        alice(),
+        "tools/call",
+        json!({"name": "github__delete_all"}),
+        false,
+    )
+    .await;
+    assert!(denial(&r).is_some());
 }
 
 #[tokio::test]
@@ -341,7 +376,7 @@ async fn a_probe_is_answered_here_and_never_forwarded() {
         0,
         "the tool was called"
     );
-    // A name nothing routes is refused as a direct call of it is.
+    // A name nothing routes is answered as a direct call of it is: "not found".
     let unknown = run_as(
         alice(),
         "tools/call",
@@ -350,7 +385,9 @@ async fn a_probe_is_answered_here_and_never_forwarded() {
         true,
     )
     .await;
-    assert!(denial(&unknown).is_some());
+    let err = unknown.reply.as_ref().unwrap().error.as_ref().unwrap();
+    assert_eq!(err.kind().as_deref(), Some(kind::CATALOG_NOT_FOUND));
+    assert_eq!(unknown.forwarded.load(Ordering::SeqCst), 0);
     // The same call without the flag is forwarded.
     let call = run(
         alice(),

@@ -325,6 +325,7 @@ impl State {
         }
         let listing = list_some(tools, separator, &rules, &profile.counter, &self.volatile);
         let deferred = listing.deferred_of(tools);
+        let shown = listing.listed_of(tools);
         let Listing {
             mut plan,
             per_server,
@@ -350,8 +351,10 @@ impl State {
         } else {
             Vec::new()
         };
-        let discovery = (plan.meta_tools && !deferred.is_empty())
-            .then(|| self.discovery(deferred, separator, counts));
+        let discovery = (plan.meta_tools && !deferred.is_empty()).then(|| {
+            self.discovery(deferred, separator, counts)
+                .with_listed(shown, separator)
+        });
         let code = (self.discover.code_mode.as_ref())
             .map(|_| self.discovery(tools.to_vec(), separator, counts));
         log_planned(&plan, profile, tools.len(), catalog);
