@@ -158,18 +158,7 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
     // SIGINT and SIGTERM stop the gateway from now on, while its upstreams start too: the
     // signals' default action would leave their process groups running.
     stop_on_signals(shutdown.clone())?;
-    // A host that closes stdin while the upstreams start wants the gateway gone now, not
-    // after the ready timeout: the same stop as a signal.
-    let stdin_watch = policy
-        .downstream
-        .stdio
-        .then(|| tokio::spawn(stop_when_stdin_closes(shutdown.clone())));
-    // The listen address is bound first: a port in use fails now, before any upstream starts.
-    let server = Server::start_listening(policy, ready_timeout, shutdown.clone()).await;
-    if let Some(watch) = stdin_watch {
-        watch.abort();
-    }
-    let server = server?;
+    let server = start(policy, ready_timeout, &shutdown).await?;
     if shutdown.is_cancelled() {
         server.stop().await;
         return Ok(());
@@ -221,6 +210,25 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
     });
     server.serve(None, stdio).await;
     Ok(())
+}
+
+/// Starts the server and waits for its upstreams. A host that closes stdin meanwhile wants the
+/// gateway gone now, not after the ready timeout: the same stop as a signal.
+async fn start(
+    policy: Policy,
+    ready_timeout: Duration,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Server> {
+    let stdin_watch = policy
+        .downstream
+        .stdio
+        .then(|| tokio::spawn(stop_when_stdin_closes(shutdown.clone())));
+    // The listen address is bound first: a port in use fails now, before any upstream starts.
+    let server = Server::start_listening(policy, ready_timeout, shutdown.clone()).await;
+    if let Some(watch) = stdin_watch {
+        watch.abort();
+    }
+    Ok(server?)
 }
 
 /// Why the command line's only server is down after the readiness wait, when it is the whole
