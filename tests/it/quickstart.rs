@@ -50,3 +50,46 @@ async fn quickstart_stdio_runs_the_built_binary_without_cargo_and_binds_no_port(
     assert_no_leftovers(&tag).await;
     drop(guard);
 }
+
+/// The build step of the quick start is not silent: it says what a cold build costs before it
+/// starts and runs cargo without `--quiet`, so cargo's progress shows. Run with a `cargo` of the
+/// test's own on PATH that records its arguments and fails, so nothing is built or served.
+#[test]
+fn quickstart_says_what_the_build_costs_and_shows_cargos_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let args_file = dir.path().join("cargo-args");
+    let fake = dir.path().join("cargo");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\nexit 3\n",
+            args_file.display()
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&fake, perms).unwrap();
+    let path = format!("{}:{}", dir.path().display(), path_without_cargo());
+    let out = std::process::Command::new(root().join("scripts/quickstart.sh"))
+        .env("PATH", path)
+        .env_remove("MCP_BUDGET_BIN")
+        .env_remove("QUICKSTART_STOP")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("a cold build takes about 17 minutes")
+            || stderr.contains("only what changed since the last build"),
+        "{stderr}"
+    );
+    let args = std::fs::read_to_string(&args_file).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(args.first(), Some(&"build"), "{args:?}");
+    assert!(
+        !args.contains(&"--quiet"),
+        "cargo's progress hidden: {args:?}"
+    );
+}
