@@ -13,8 +13,8 @@
 //! one warning is logged, calls stop asking the store and are decided by `on_store_error`
 //! (`local_share`: each replica enforces its share of every rate, divided by the replicas the
 //! heartbeat last counted, starting from its share of what it last knew was left and paying
-//! what it admitted back to the store when the store answers again, see [`local`]; `open`: let
-//! through; `closed`: refused with `mcp_budget.state.unavailable`), each counted in
+//! what it admitted back to the store when the store answers again, see `state/local.rs`;
+//! `open`: let through; `closed`: refused with `mcp_budget.state.unavailable`), each counted in
 //! `mcp_budget_state_fallbacks_total{reason}`. The heartbeat (every 2 s, every 500 ms while
 //! the store is down, and at once when a call finds it down) ends the episode when the store
 //! answers again within `timeout_ms` and has been paid back, and logs it.
@@ -635,7 +635,7 @@ impl Store {
         });
     }
 
-    /// Microseconds since this store began, the clock of [`local`].
+    /// Microseconds since this store began, the clock of `local`.
     fn now_us(&self) -> u64 {
         u64::try_from(self.inner.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
