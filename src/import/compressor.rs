@@ -12,6 +12,28 @@ pub(crate) enum Backend {
     Url(String),
 }
 
+impl Backend {
+    /// A server as mcp-compressor takes it after `--`: one `http(s)://` URL, else a command and
+    /// its arguments; `None` for no words.
+    fn of(words: Vec<String>) -> Option<Self> {
+        let mut words = words.into_iter();
+        let first = words.next()?;
+        Some(if is_url(&first) {
+            Self::Url(first)
+        } else {
+            Self::Command {
+                command: first,
+                args: words.collect(),
+            }
+        })
+    }
+}
+
+/// Whether a server word is a URL (`http://` or `https://`), as mcp-compressor tells them.
+pub(crate) fn is_url(word: &str) -> bool {
+    word.starts_with("http://") || word.starts_with("https://")
+}
+
 /// What an mcp-compressor wrapper said about the servers it runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Wrapped {
@@ -57,15 +79,7 @@ pub(crate) fn unwrap(command: &str, args: &[String]) -> Option<Wrapped> {
     let split = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
     let (flags, server) = (&rest[..split], rest.get(split + 1..).unwrap_or_default());
     let mut out = Wrapped::default();
-    if let Some((first, server_args)) = server.split_first() {
-        let backend = if first.starts_with("http://") || first.starts_with("https://") {
-            Backend::Url(first.clone())
-        } else {
-            Backend::Command {
-                command: first.clone(),
-                args: server_args.to_vec(),
-            }
-        };
+    if let Some(backend) = Backend::of(server.to_vec()) {
         out.backends.push((None, backend));
     }
     let mut words = flags.iter();
@@ -114,16 +128,7 @@ pub(crate) fn unwrap(command: &str, args: &[String]) -> Option<Wrapped> {
 /// `NAME=COMMAND ARGS…` (one word, split as a shell would) as a named server.
 fn multi_server(spec: &str) -> Option<(Option<String>, Backend)> {
     let (name, line) = spec.split_once('=')?;
-    let mut words = shlex::split(line)?.into_iter();
-    let first = words.next()?;
-    let backend = if first.starts_with("http://") || first.starts_with("https://") {
-        Backend::Url(first)
-    } else {
-        Backend::Command {
-            command: first,
-            args: words.collect(),
-        }
-    };
+    let backend = Backend::of(shlex::split(line)?)?;
     (!name.trim().is_empty()).then(|| (Some(name.trim().to_owned()), backend))
 }
 

@@ -46,7 +46,7 @@ impl Inline {
         self.url
             .as_deref()
             .or_else(|| match self.command.as_slice() {
-                [one] if one.starts_with("http://") || one.starts_with("https://") => Some(one),
+                [one] if super::compressor::is_url(one) => Some(one),
                 _ => None,
             })
     }
