@@ -234,7 +234,7 @@ async fn start(
 /// Why the command line's only server is down after the readiness wait, when it is the whole
 /// configuration (no `--policy`, no `--mcp-json`).
 fn lone_server_down(source: &Source, server: &Server) -> Option<String> {
-    if source.policy.is_some() || !source.mcp_json.is_empty() || !source.inline.has_server() {
+    if !source.lone_server() {
         return None;
     }
     match server.upstreams() {

@@ -70,7 +70,7 @@ impl Source {
         }
         policy.add_inline(&self.inline)?;
         if self.policy.is_none() {
-            policy.shape_like_compressor(&self.inline, self.mcp_json.is_empty());
+            policy.shape_like_compressor(&self.inline, self.lone_server());
         }
         policy.resolve_env()?;
         if self.stdio {
@@ -89,7 +89,14 @@ impl Source {
         if self.policy.is_some() {
             return None;
         }
-        Policy::default().shape_like_compressor(&self.inline, self.mcp_json.is_empty())
+        Policy::default().shape_like_compressor(&self.inline, self.lone_server())
+    }
+
+    /// Whether the command line's one server (`-- COMMAND` or `--url`) is the whole
+    /// configuration: no `--policy`, no `--mcp-json`.
+    #[must_use]
+    pub fn lone_server(&self) -> bool {
+        self.policy.is_none() && self.mcp_json.is_empty() && self.inline.has_server()
     }
 
     /// The files a reload reads: the ones worth watching.
