@@ -47,7 +47,6 @@ mod tasks;
 
 pub use health::{InstanceState, UpstreamState};
 pub use pool::{UpstreamSummary, summary_lines};
-pub(crate) use pool::{guarded, lists::fetch_pages};
 pub use sessions::SUPPORTED_VERSIONS;
 
 use std::convert::Infallible;
@@ -107,16 +106,6 @@ struct Inner {
     /// The `[state]` store (`backend = "redis"`), made once: every stack's `limit` layer
     /// shares it.
     state: Option<crate::state::Store>,
-}
-
-/// The audit log `policy` asks for: `[audit]`, or stderr once clients are configured; none
-/// without either (the gateway's and the embedded stack's, [`crate::embed`]).
-pub(crate) fn audit_config(policy: &Policy) -> Option<crate::policy::audit::AuditPolicy> {
-    match (&policy.audit, policy.clients.is_empty()) {
-        (Some(config), _) => Some(config.clone()),
-        (None, false) => Some(crate::policy::audit::AuditPolicy::default()),
-        (None, true) => None,
-    }
 }
 
 /// The store `policy`'s `[state]` names, its URL read from the environment now.
@@ -186,7 +175,9 @@ impl Gateway {
     /// layers and the guard's journal share it.
     #[must_use]
     pub fn audit(&self) -> crate::audit::Audit {
-        self.inner.audit.get(audit_config(&self.policy()).as_ref())
+        self.inner
+            .audit
+            .get(crate::audit::config(&self.policy()).as_ref())
     }
 
     async fn handle(&self, req: McpRequest) -> Option<Message> {

@@ -36,7 +36,7 @@ pub(super) use instances::{FIRST_ID, Serving};
 
 use super::Gateway;
 use crate::authz::Kind;
-use crate::catalog::{Catalog, Contribution, Given, Held};
+use crate::catalog::{Catalog, Contribution, Given};
 use crate::context::McpRequest;
 use crate::jsonrpc::Message;
 use crate::mcp::method::{Listed, Method};
@@ -496,30 +496,6 @@ impl Pool {
     }
 }
 
-/// The catalog of upstreams `names` from their lists as given (`raw`), each through the guard
-/// ([`crate::pin::admit`]) with what it held for the same upstream name in `previous` (so a
-/// trusted-on-first-use definition stays trusted when the upstream restarts or moves).
-pub(crate) fn guarded<C: Into<Arc<Given>>>(
-    raw: Vec<C>,
-    names: &[String],
-    policy: &Policy,
-    version: u64,
-    previous: &Catalog,
-) -> Catalog {
-    let (sanitize, pin) = (&policy.sanitize, &policy.pin.rules);
-    let empty = Held::default();
-    let held_of = |name: &str| {
-        (previous.names().iter().position(|n| n == name))
-            .and_then(|p| previous.held().get(p))
-            .unwrap_or(&empty)
-    };
-    let guard = |i: usize, raw: &Contribution, _: &Held| {
-        let name = &names[i];
-        crate::pin::admit(name, raw, held_of(name), &sanitize.rules_for(name), pin)
-    };
-    Catalog::build_guarded(raw, names, &policy.separator, version, previous, guard)
-}
-
 impl Gateway {
     /// Starts every upstream of the policy in parallel and returns at once; use
     /// [`Gateway::wait_ready`] to wait for them.
@@ -670,6 +646,20 @@ impl Gateway {
         self.inner.sessions.broadcast(msg);
         self.inner.subscriptions.notify_listeners(msg, None);
     }
+}
+
+/// The catalog of upstreams `names` from their lists as given (`raw`), through the guard
+/// ([`crate::pin::guarded`]) with `policy`'s sanitizing and pins.
+pub(crate) fn guarded<C: Into<Arc<Given>>>(
+    raw: Vec<C>,
+    names: &[String],
+    policy: &Policy,
+    version: u64,
+    previous: &Catalog,
+) -> Catalog {
+    let sanitize = |name: &str| policy.sanitize.rules_for(name);
+    let (separator, rules) = (&policy.separator, &policy.pin.rules);
+    crate::pin::guarded(raw, names, separator, version, previous, sanitize, rules)
 }
 
 /// When the first "waiting for upstream" line is logged, and how often the next ones are.
