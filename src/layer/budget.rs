@@ -523,8 +523,7 @@ impl BudgetLayer {
                 });
             }
         }
-        let (reranker, dense) = (self.state.reranker.as_ref(), planned.dense.as_ref());
-        if call.name == names.search && rerank::applies(reranker, dense, &call.arguments) {
+        if call.name == names.search && self.state.reranks(&planned, &call.arguments) {
             return Some(Outcome::Rerank(call.arguments, planned));
         }
         let discovery = planned.discovery.as_ref()?;

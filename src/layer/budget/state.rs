@@ -208,6 +208,12 @@ impl State {
             .with_state(|s| super::native::declares(&s.client_capabilities))
     }
 
+    /// Whether a `search_tools` call with `arguments` on `planned` is to be reranked
+    /// ([`super::rerank::applies`]).
+    pub(super) fn reranks(&self, planned: &Planned, arguments: &Value) -> bool {
+        super::rerank::applies(self.reranker.as_ref(), planned.dense.as_ref(), arguments)
+    }
+
     /// Whether handshake results are rewritten (`host_search` instructions, the native
     /// capability).
     pub(super) fn rewrites_handshake(&self) -> bool {
