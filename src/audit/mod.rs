@@ -42,6 +42,17 @@ pub use time::rfc3339;
 
 use crate::policy::audit::AuditPolicy;
 
+/// The audit log `policy` asks for: `[audit]`, or stderr once clients are configured; none
+/// without either (the gateway's and the embedded stack's).
+#[must_use]
+pub fn config(policy: &crate::policy::Policy) -> Option<AuditPolicy> {
+    match (&policy.audit, policy.clients.is_empty()) {
+        (Some(config), _) => Some(config.clone()),
+        (None, false) => Some(AuditPolicy::default()),
+        (None, true) => None,
+    }
+}
+
 /// Lines waiting for the writer before new ones are dropped.
 pub const QUEUE: usize = 8192;
 

@@ -407,7 +407,10 @@ impl BudgetLayer {
             Outcome::Rerank(arguments, planned) => {
                 let state = self.state.clone();
                 Box::pin(async move {
-                    let result = rerank::search(state.clone(), planned, arguments).await;
+                    let (reranker, dense) = (state.reranker.clone(), planned.dense.clone());
+                    let (discovery, name) =
+                        (planned.discovery.as_ref(), &state.discover.names.search);
+                    let result = rerank::search(reranker, dense, discovery, name, &arguments).await;
                     // A small value (a few hits): cloned for the metric's view of it.
                     let outcome = MetaCall::Result(result.clone());
                     crate::telemetry::record::search_outcome(true, &outcome);
@@ -520,7 +523,7 @@ impl BudgetLayer {
                 });
             }
         }
-        if call.name == names.search && rerank::applies(&self.state, &planned, &call.arguments) {
+        if call.name == names.search && self.state.reranks(&planned, &call.arguments) {
             return Some(Outcome::Rerank(call.arguments, planned));
         }
         let discovery = planned.discovery.as_ref()?;

@@ -4,6 +4,7 @@
 pub mod bridge;
 pub mod method;
 pub mod modern;
+pub mod pages;
 pub mod params;
 pub mod view;
 
