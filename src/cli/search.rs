@@ -225,14 +225,8 @@ fn report(
 ) -> anyhow::Result<()> {
     let text =
         crate::files::read_text(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut rows = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if !line.trim().is_empty() {
-            let row = Labelled::parse(line, n + 1)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            rows.push(row);
-        }
-    }
+    let rows =
+        Labelled::parse_lines(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let top = eval::CUTOFFS[eval::CUTOFFS.len() - 1];
     let ranked: Vec<Vec<String>> = rows
         .iter()

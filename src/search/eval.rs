@@ -99,6 +99,18 @@ impl Labelled {
         })
     }
 
+    /// Every labelled line of `text` (blank lines skipped), in order.
+    ///
+    /// # Errors
+    /// The first line that does not parse, as [`Labelled::parse`] says it.
+    pub fn parse_lines(text: &str) -> Result<Vec<Self>, String> {
+        text.lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty())
+            .map(|(i, line)| Self::parse(line, i + 1))
+            .collect()
+    }
+
     /// The best 1-based rank in `ranked` of a gold id (or, `lenient`, of one of its
     /// alternatives), within the first [`CUTOFFS`]`.last()` results.
     #[must_use]

@@ -232,15 +232,9 @@ fn catalog(args: &Args) -> anyhow::Result<Vec<CatalogTool>> {
 fn queries(args: &Args, tools: &[CatalogTool]) -> anyhow::Result<Vec<Labelled>> {
     let path = &args.queries;
     let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if !line.trim().is_empty() {
-            let row = Labelled::parse(line, i + 1)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            rows.push(row);
-        }
-    }
+        crate::files::read_text(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let rows =
+        Labelled::parse_lines(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     if rows.is_empty() {
         bail!("{}: no labelled request", path.display());
     }
