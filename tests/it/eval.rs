@@ -234,3 +234,56 @@ fn bad_input_gets_a_clear_error() {
     );
     assert!(String::from_utf8_lossy(&run.stderr).contains("unknown exposure"));
 }
+
+#[test]
+fn a_policy_s_live_upstreams_are_listed_then_their_calls_go_to_the_simulated_server() {
+    use crate::harness::{Up, new_tag, policy};
+    let dir = tempfile::tempdir().unwrap();
+    let tag = new_tag("eval-live");
+    // The real time server lists its tools; the scripted model calls the first one listed.
+    let path = policy(dir.path(), &tag, "", &[Up::time("time")]);
+    let queries = dir.path().join("q.jsonl");
+    std::fs::write(
+        &queries,
+        "{\"id\": \"t\", \"query\": \"time in Tokyo\", \"gold\": [\"time/get_current_time\", \
+         \"time/convert_time\"]}\n",
+    )
+    .unwrap();
+    let llm = scripted(&["ok-then-fail", "100"]);
+    let out = dir.path().join("run");
+    let run = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["eval", "--policy"])
+        .arg(&path)
+        .args(["--queries"])
+        .arg(&queries)
+        .args([
+            "--llm",
+            &llm.url,
+            "--exposures",
+            "flat-2,progressive",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let episodes = lines(out.join("episodes.jsonl"));
+    assert_eq!(episodes.len(), 2, "{stderr}");
+    // flat-2 lists both time tools; the call of the first reached the simulated server.
+    assert!(
+        episodes[0]["called"].as_str().unwrap().starts_with("time/"),
+        "{stderr}"
+    );
+    assert_eq!(episodes[0]["strict"], true);
+    assert_eq!(episodes[0]["arguments_check"], "empty", "{}", episodes[0]);
+    // progressive lists the meta-tools: the scripted model calls search_tools with `{}` at
+    // each of its 4 turns, then the turns run out.
+    assert_eq!(episodes[1]["meta_steps"], 4, "{}", episodes[1]);
+    assert_eq!(episodes[1]["ending"], "turns");
+    assert_eq!(episodes[1]["searches"].as_array().unwrap().len(), 4);
+    assert!(
+        crate::harness::tagged_pids(&tag).is_empty(),
+        "the live upstream was stopped"
+    );
+}
