@@ -201,14 +201,7 @@ where
 /// The names of the meta-tools the policy serves (search, schema, invoke, and `run_code` when
 /// code mode is on).
 fn meta_tools(policy: &crate::policy::Policy) -> Vec<String> {
-    let names = &policy.discover.names;
-    let mut out = vec![
-        names.search.clone(),
-        names.schema.clone(),
-        names.invoke.clone(),
-    ];
-    out.extend(names.code.clone());
-    out
+    policy.discover.names.served().map(str::to_owned).collect()
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::state::{Planned, State};
-use crate::discover::Discovery;
+use crate::discover::{Discovery, MetaTool};
 use crate::policy::DiscoverPolicy;
 
 #[cfg(feature = "semantic")]
@@ -79,14 +79,13 @@ pub(super) fn applies(_state: &State, _planned: &Planned, _arguments: &Value) ->
 /// the model fails on the query).
 pub(super) async fn search(state: Arc<State>, planned: Arc<Planned>, arguments: Value) -> Value {
     let dense = dense_scores(&state, &planned, &arguments).await;
-    let name = &state.discover.names.search;
     let answer = planned
         .discovery
         .as_ref()
-        .and_then(|d| d.call_with(name, &arguments, dense.as_deref()));
+        .and_then(|d| d.call_with(MetaTool::Search, &arguments, dense.as_deref()));
     match answer {
         Some(crate::discover::MetaCall::Result(result)) => result,
-        // Cannot happen: `applies` saw a discovery index and the search tool's name.
+        // Cannot happen: `applies` saw a discovery index, and a search answers a result.
         _ => serde_json::json!({"content": [], "isError": true}),
     }
 }
