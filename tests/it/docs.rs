@@ -355,16 +355,12 @@ fn the_parsers_read_what_rustfmt_writes() {
 /// dropped, the listening port as the policy's, and log lines left out.
 fn quickstart_summary() -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+    let stderr = crate::harness::cli(["serve", "--policy", "policies/default.toml", "--stdio"])
         .current_dir(root)
-        .args(["serve", "--policy", "policies/default.toml", "--stdio"])
         .args(["--http", "127.0.0.1:0"])
         .env("MCP_BUDGET_LOG", "off")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("the gateway runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the gateway failed: {stderr}");
+        .ok()
+        .stderr;
     let mut summary = String::new();
     for line in stderr.lines().filter(|l| *l != "  serving MCP on stdio") {
         let line = match line.split_once("listening on http://127.0.0.1:") {
