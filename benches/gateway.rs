@@ -29,7 +29,8 @@ fn bench(c: &mut Criterion) {
         .build()
         .expect("a runtime starts");
     let gateway = runtime.block_on(async {
-        let gateway = Gateway::start(Policy::default(), CancellationToken::new());
+        let announce = stack::announce(&Policy::default());
+        let gateway = Gateway::start(Policy::default(), announce, CancellationToken::new());
         gateway.wait_ready(std::time::Duration::from_secs(1)).await;
         gateway
     });

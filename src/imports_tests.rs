@@ -11,13 +11,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
-/// Folders whose sibling files still import one another in a circle: none, once the line
-/// below is gone.
-#[rustfmt::skip]
-const TEMPORARY: &[&str] = &[
-    "gateway", "layer::budget", // TEMPORARY: untied on branch r52-rooms; the integrator removes this line
-];
-
 #[test]
 fn no_import_cycle_between_top_level_modules() {
     let graph = Graph::of(&read_tree(&src()));
@@ -28,17 +21,8 @@ fn no_import_cycle_between_top_level_modules() {
 #[test]
 fn no_import_cycle_between_sibling_files_of_a_folder() {
     let graph = Graph::of(&read_tree(&src()));
-    let report = graph.report(|folder| !folder.is_empty() && !TEMPORARY.contains(&folder));
+    let report = graph.report(|folder| !folder.is_empty());
     assert!(report.is_empty(), "{report}");
-    // The temporary list only shrinks: a folder on it that has no circle any more leaves it.
-    let untied: Vec<&&str> = TEMPORARY
-        .iter()
-        .filter(|folder| graph.cycles(folder).is_empty())
-        .collect();
-    assert!(
-        untied.is_empty(),
-        "no circle left in {untied:?}: remove from TEMPORARY"
-    );
 }
 
 #[test]

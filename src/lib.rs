@@ -72,6 +72,8 @@ pub mod discover;
 pub mod downstream;
 pub mod embed;
 pub mod error;
+#[doc(hidden)]
+pub mod eval;
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -134,6 +134,10 @@ enum Command {
     Render(cli::render::Args),
     /// Search saved tools/list results as `search_tools` would.
     Search(cli::search::Args),
+    /// Run labelled requests through each exposure (flat lists, levels, the plan, progressive
+    /// discovery, code mode) with a real LLM behind an OpenAI-compatible endpoint: tool-call
+    /// accuracy, argument validity, tokens and cost side by side (docs/eval.md).
+    Eval(cli::eval::Args),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout, e.g.
     /// `mcp-budget completions bash > ~/.local/share/bash-completion/completions/mcp-budget`.
     Completions {
@@ -189,6 +193,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => cli::inspect::run(&args, &mut std::io::stdout().lock()),
         Command::Render(args) => cli::render::run(&args, &mut std::io::stdout().lock()),
         Command::Search(args) => cli::search::run(&args, &mut std::io::stdout().lock()),
+        Command::Eval(args) => cli::eval::run(&args, &mut std::io::stdout().lock()),
         Command::Calibrate(args) => cli::calibrate::run(&args, &mut std::io::stdout().lock()),
         Command::Pin(args) => cli::pin::run(&args, &mut std::io::stdout().lock()),
         Command::Init(args) => cli::init::run(

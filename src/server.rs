@@ -257,7 +257,8 @@ impl Server {
                 shutdown.clone(),
             ));
         }
-        let gateway = Gateway::start(policy.clone(), shutdown.clone());
+        let announce = crate::stack::announce(&policy);
+        let gateway = Gateway::start(policy.clone(), announce, shutdown.clone());
         let upstreams = gateway.wait_ready(ready_timeout).await;
         let reloader = Reloader::new(gateway.clone());
         tokio::spawn(warn_unknown_rules(

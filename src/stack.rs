@@ -28,7 +28,8 @@
 //! ```no_run
 //! # async fn run(policy: mcp_budget::policy::Policy) {
 //! use mcp_budget::{gateway::Gateway, stack};
-//! let gateway = Gateway::start(policy, tokio_util::sync::CancellationToken::new());
+//! let announce = stack::announce(&policy);
+//! let gateway = Gateway::start(policy, announce, tokio_util::sync::CancellationToken::new());
 //! let service = stack::build(gateway);
 //! # let _ = service;
 //! # }
@@ -41,6 +42,7 @@ use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
 
 use crate::context::McpRequest;
+pub use crate::gateway::Announce;
 use crate::gateway::Gateway;
 use crate::jsonrpc::Message;
 use crate::layer::Inner;
@@ -56,6 +58,19 @@ fn lists_are_private(policy: &crate::policy::Policy) -> bool {
     let budget = &policy.budget;
     let per_session = policy.discover.promote_on_use || policy.discover.native_disclosure;
     (budget.enabled && per_session) || !policy.clients.is_empty()
+}
+
+/// Who announces list changes under `policy`: with the budget on, its layer announces the
+/// tools (hosts see its plan, in a canonical order); else the gateway. What
+/// [`Gateway::start`] and [`Gateway::reconcile`] take, so that the gateway never reads the
+/// budget layer's policy.
+#[must_use]
+pub fn announce(policy: &crate::policy::Policy) -> Announce {
+    if policy.budget.enabled {
+        Announce::ByLayer
+    } else {
+        Announce::ByGateway
+    }
 }
 
 /// The gateway's message service, as the downstream transports use it.

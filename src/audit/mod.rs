@@ -37,6 +37,19 @@ pub use line::{Entry, line, redacted};
 pub use time::rfc3339;
 pub use writer::{Audit, GATHER, QUEUE, QUEUE_BYTES, Shared, flush_all};
 
+use crate::policy::audit::AuditPolicy;
+
+/// The audit log `policy` asks for: `[audit]`, or stderr once clients are configured; none
+/// without either (the gateway's and the embedded stack's).
+#[must_use]
+pub fn config(policy: &crate::policy::Policy) -> Option<AuditPolicy> {
+    match (&policy.audit, policy.clients.is_empty()) {
+        (Some(config), _) => Some(config.clone()),
+        (None, false) => Some(AuditPolicy::default()),
+        (None, true) => None,
+    }
+}
+
 /// The time now as the audit lines take it: since the Unix epoch (one clock read for a call's
 /// two lines: the outcome's is this plus how long the call took).
 #[must_use]

@@ -8,6 +8,7 @@ use crate::tokens::Rendering;
 
 pub mod calibrate;
 pub mod check;
+pub mod eval;
 pub mod init;
 pub mod inspect;
 pub mod live;

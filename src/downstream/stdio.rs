@@ -791,10 +791,9 @@ mod tests {
     /// for an input that never ends).
     #[tokio::test]
     async fn serve_until_returns_when_stopped_with_the_input_still_open() {
-        let gateway = crate::gateway::Gateway::start(
-            crate::policy::Policy::default(),
-            CancellationToken::new(),
-        );
+        let policy = crate::policy::Policy::default();
+        let announce = crate::stack::announce(&policy);
+        let gateway = crate::gateway::Gateway::start(policy, announce, CancellationToken::new());
         let service = crate::stack::build(gateway.clone());
         let endpoint = Endpoint::new(service, Arc::new(gateway.clone()), gateway.catalog());
         let (mut client_in, gateway_in) = tokio::io::duplex(4096);
@@ -825,10 +824,10 @@ mod tests {
     /// A client writes `n` pings and reads nothing until its writes stall; then it reads.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_does_not_read_is_not_read_and_loses_no_answer() {
-        let gateway = crate::gateway::Gateway::start(
-            crate::policy::Policy::default(),
-            tokio_util::sync::CancellationToken::new(),
-        );
+        let policy = crate::policy::Policy::default();
+        let announce = crate::stack::announce(&policy);
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let gateway = crate::gateway::Gateway::start(policy, announce, shutdown);
         let service = crate::stack::build(gateway.clone());
         let endpoint = Endpoint::new(service, Arc::new(gateway.clone()), gateway.catalog());
         let (mut client_in, gateway_in) = tokio::io::duplex(4096);

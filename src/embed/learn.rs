@@ -69,12 +69,15 @@ impl Learner {
         let before = previous.upstreams().first().map(|given| given.lists());
         let fresh = self.contribution(before).await;
         let names = [String::new()];
-        let catalog = crate::gateway::guarded(
+        let policy = &self.policy;
+        let catalog = crate::pin::guarded(
             vec![fresh],
             &names,
-            &self.policy,
+            &policy.separator,
             previous.version() + 1,
             &previous,
+            |name| policy.sanitize.rules_for(name),
+            &policy.pin.rules,
         );
         tracing::debug!(
             upstream = INNER,
@@ -108,7 +111,7 @@ impl Learner {
 
     /// One whole list, every page.
     async fn fetch(&self, method: &Method, key: &str) -> Option<Vec<Value>> {
-        crate::gateway::fetch_pages(INNER, method, key, |params| {
+        crate::mcp::pages::fetch_pages(INNER, method, key, |params| {
             self.request(method.as_str(), params)
         })
         .await

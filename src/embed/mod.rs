@@ -280,8 +280,7 @@ impl EmbedLayer {
                 .map(crate::identity::client_of)
                 .collect(),
         );
-        let audit =
-            crate::audit::Shared::default().get(crate::gateway::audit_config(&policy).as_ref());
+        let audit = crate::audit::Shared::default().get(crate::audit::config(&policy).as_ref());
         // Until `announce_to`, sessions' messages have nowhere to go.
         let (notify, _) = mpsc::unbounded_channel();
         Self {

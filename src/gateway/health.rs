@@ -1,11 +1,9 @@
 //! What the admin listener reads of the gateway at each probe or scrape: every upstream's
-//! state now (not as it started), and how many client sessions are open.
+//! state now (not as it started), and how many client sessions are open. The types only: the
+//! pool fills them in (`Pool::states`).
 
 use std::time::SystemTime;
 
-use super::Gateway;
-use crate::mcp::Era;
-use crate::policy::share::Share;
 use crate::upstream::Status;
 
 /// One upstream as it is now.
@@ -85,46 +83,5 @@ impl UpstreamState {
             per_client: false,
             instances: Vec::new(),
         }
-    }
-}
-
-impl Gateway {
-    /// Every upstream as it is now, in policy order.
-    #[must_use]
-    pub fn upstream_states(&self) -> Vec<UpstreamState> {
-        let (upstreams, catalog) = self.inner.pool.current_with_catalog();
-        let held = self.instance_holds();
-        (upstreams.iter().zip(catalog.upstreams()))
-            .map(|(u, c)| UpstreamState {
-                name: u.name().to_owned(),
-                transport: u.spec().transport_name(),
-                status: u.status(),
-                era: match u.era() {
-                    None => "unknown",
-                    Some(Era::Legacy) => "2025",
-                    Some(Era::Modern) => "2026-07-28",
-                },
-                protocol_version: u.info().protocol_version,
-                counts: (c.counts().tools, c.counts().prompts, c.counts().resources),
-                in_flight: u.in_flight(),
-                listed: self.inner.pool.listed(u.index()),
-                required: u.spec().required,
-                per_client: matches!(u.spec().share, Share::PerClient(_)),
-                instances: self.inner.pool.instances().states_of(u.index(), &held),
-            })
-            .collect()
-    }
-
-    /// The policy keys the last reload changed that only a restart applies (empty when the
-    /// running settings are the file's), as named in the policy file.
-    #[must_use]
-    pub fn pending_restart(&self) -> Vec<&'static str> {
-        crate::lock::lock(&self.inner.pending_restart).clone()
-    }
-
-    /// Client sessions open now.
-    #[must_use]
-    pub fn sessions_active(&self) -> usize {
-        self.inner.sessions.active()
     }
 }

@@ -16,54 +16,74 @@
 //!
 //! # Rooms
 //!
-//! - `pool`: starting the upstreams, their events, list refreshes and the published catalog
-//!   (with the upstream ids of its positions); readiness, the startup summary, shutdown;
-//!   `pool::lists`: fetching an upstream's lists and comparing them; `pool::reconcile`: a
-//!   reloaded policy applied to the upstreams ([`Gateway::reconcile`]).
-//!   `pool::recheck`: every upstream listed again every `[pin] recheck_secs`.
-//!   `pool::instances`: the per-client instances of `share = "per_client"` upstreams (started
-//!   on a client's first request, reaped after `idle_secs`, capped by `max_instances`).
-//! - `route`: which upstream serves a request (names, URIs, completions), forwarding and
-//!   cancellation, clients' answers to server→client requests; `name_span`: the name splice
-//!   of the hot path.
-//! - `sessions`: the session registry, broadcasts, the handshake (`initialize`,
+//! [`Gateway`] is a thin service over rooms, each a type with its own methods in its own
+//! file; only this file reaches into the gateway's fields.
+//!
+//! - `pool` (`Pool`): starting the upstreams, their events, list refreshes and the published
+//!   catalog (with the upstream ids of its positions); the policy it runs, and who announces
+//!   list changes under it (an `Announce` the stack decides, `announce`); where a request
+//!   goes (`route`, `serving`: a per-client upstream's instance); readiness, the startup
+//!   summary, shutdown. `pool::lists`: fetching an upstream's lists and comparing them;
+//!   `pool::reconcile`: what a reload announces ([`Gateway::reconcile`]); `pool::recheck`:
+//!   every upstream listed again every `[pin] recheck_secs`; `pool::instances`: the per-client
+//!   instances of `share = "per_client"` upstreams (started on a client's first request, reaped
+//!   after `idle_secs`, capped by `max_instances`).
+//! - `route` (`Forwarder`): forwarding by name, URI or completion, cancellation, clients'
+//!   answers to server→client requests; `forward`: what forwarding shares with the bridge (the
+//!   request on its way, the requests in flight); `name_span`: the name splice of the hot
+//!   path.
+//! - `bridge` (`EraBridge`): calls between clients and upstreams of different eras;
+//!   `bridge::parked`: a modern client's call parked while a 2025-era upstream waits for its
+//!   answers.
+//! - `sessions` (`Sessions`): the session registry, broadcasts, the handshake (`initialize`,
 //!   `server/discover`: capabilities, instructions), log levels.
-//! - `bridge`: calls between clients and upstreams of different eras; `parked`: a modern
-//!   client's call parked while a 2025-era upstream waits for its answers.
-//! - `tasks`: which upstream made which task, for whom; `tasks/*` and `tasks/list`.
-//! - `subscriptions`: `resources/subscribe` bookkeeping and `subscriptions/listen` streams.
-//! - `pages`: the gateway's own paged lists and their cursors.
+//! - `tasks` (`Tasks`): which upstream made which task, for whom; `tasks/*` and `tasks/list`.
+//! - `subscriptions` (`Subscriptions`): `resources/subscribe` bookkeeping and
+//!   `subscriptions/listen` streams.
+//! - `pages`: the gateway's own paged lists and their cursors; `health`: what the admin
+//!   listener reads.
 
+mod announce;
 mod bridge;
+mod forward;
 mod health;
 mod name_span;
 mod pages;
-mod parked;
 mod pool;
 mod route;
 mod sessions;
 mod subscriptions;
 mod tasks;
 
+pub use announce::Announce;
 pub use health::{InstanceState, UpstreamState};
 pub use pool::{UpstreamSummary, summary_lines};
-pub(crate) use pool::{guarded, lists::fetch_pages};
 pub use sessions::SUPPORTED_VERSIONS;
 
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Catalog;
-use crate::context::McpRequest;
+use crate::context::{McpRequest, Session};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Kind, Message};
 use crate::mcp::method::{Method, Notification};
-use crate::policy::Policy;
+use crate::policy::{Policy, Reconcile};
+use crate::upstream::Event;
+use bridge::EraBridge;
+use forward::Inflight;
+use pool::{Heard, Pool};
+use route::Forwarder;
+use sessions::Sessions;
+use subscriptions::Subscriptions;
+use tasks::Tasks;
 
 /// The aggregating gateway: upstream pool, catalog and sessions.
 #[derive(Clone)]
@@ -79,44 +99,29 @@ impl std::fmt::Debug for Gateway {
     }
 }
 
-/// What the gateway holds, room by room.
+/// The gateway's rooms, and what it hands the layers.
 struct Inner {
-    /// The policy it runs: replaced as a whole by a reload ([`Gateway::reconcile`]).
-    policy: std::sync::Mutex<Arc<Policy>>,
-    /// Told each time a reload replaces the policy (the recheck task reads its period again).
-    reloaded: tokio::sync::Notify,
-    /// The upstreams and the catalog they make.
-    pool: pool::Pool,
+    /// The upstreams, the policy they run under and the catalog they make.
+    pool: Arc<Pool>,
+    /// Forwarding and cancellation.
+    forwarder: Arc<Forwarder>,
+    /// Client requests in flight upstream (forwarding's and the bridge's), for cancellation
+    /// and for stopping a removed upstream once none is.
+    inflight: Arc<Inflight>,
+    /// Calls between eras: the shim and the parked calls.
+    bridge: Arc<EraBridge>,
+    sessions: Arc<Sessions>,
+    subscriptions: Arc<Subscriptions>,
+    tasks: Arc<Tasks>,
     /// Messages for every session and listener, sent by layers (the budget layer's
-    /// `list_changed`).
+    /// `list_changed`) and by the pool.
     broadcasts: mpsc::UnboundedSender<Message>,
-    sessions: sessions::Sessions,
-    subscriptions: subscriptions::Subscriptions,
-    /// Client requests in flight upstream, for cancellation.
-    inflight: route::Inflight,
-    /// Calls of modern clients to 2025-era upstreams waiting for the client's retry.
-    parked: parked::ParkedCalls,
-    /// Server→client requests the gateway sent for a modern upstream.
-    shim: bridge::Shim,
-    tasks: tasks::Tasks,
     shutdown: CancellationToken,
     /// The audit log's writer, shared by every stack generation and the guard's journal.
     audit: crate::audit::Shared,
-    /// Policy keys the last reload changed that apply only at a restart.
-    pending_restart: std::sync::Mutex<Vec<&'static str>>,
     /// The `[state]` store (`backend = "redis"`), made once: every stack's `limit` layer
     /// shares it.
     state: Option<crate::state::Store>,
-}
-
-/// The audit log `policy` asks for: `[audit]`, or stderr once clients are configured; none
-/// without either (the gateway's and the embedded stack's, [`crate::embed`]).
-pub(crate) fn audit_config(policy: &Policy) -> Option<crate::policy::audit::AuditPolicy> {
-    match (&policy.audit, policy.clients.is_empty()) {
-        (Some(config), _) => Some(config.clone()),
-        (None, false) => Some(crate::policy::audit::AuditPolicy::default()),
-        (None, true) => None,
-    }
 }
 
 /// The store `policy`'s `[state]` names, its URL read from the environment now.
@@ -137,27 +142,71 @@ fn store(policy: &Policy, shutdown: &CancellationToken) -> Option<crate::state::
 }
 
 impl Gateway {
+    /// Starts every upstream of the policy in parallel and returns at once; use
+    /// [`Gateway::wait_ready`] to wait for them. `announce` says who announces list changes
+    /// under `policy` ([`crate::stack::announce`]).
+    #[must_use]
+    pub fn start(policy: Policy, announce: Announce, shutdown: CancellationToken) -> Self {
+        let state = store(&policy, &shutdown);
+        let replica = state.as_ref().map(|s| Arc::from(s.replica_id()));
+        let (broadcasts, broadcasts_rx) = mpsc::unbounded_channel();
+        let policy = Arc::new(policy);
+        let (pool, events) = Pool::start(policy, announce, &shutdown, replica, broadcasts.clone());
+        let gateway = Self::new(pool, broadcasts, shutdown, state);
+        let inner = &gateway.inner;
+        tokio::spawn(gateway.clone().watch_events(events, broadcasts_rx));
+        let g = gateway.clone();
+        tokio::spawn(
+            inner
+                .pool
+                .clone()
+                .reap_instances(move || g.instance_holds()),
+        );
+        tokio::spawn(inner.pool.clone().recheck());
+        if let Some(store) = gateway.state() {
+            if let Some(notes) = store.take_notes() {
+                let forwarder = inner.forwarder.clone();
+                tokio::spawn(forwarder.take_notes(notes, inner.shutdown.clone()));
+            }
+            let promotions = store.promotions();
+            let sessions = inner.sessions.clone();
+            tokio::spawn(sessions.announce_promotions(promotions, inner.shutdown.clone()));
+        }
+        gateway
+    }
+
+    /// The rooms over `pool`, and the guard's journal.
     fn new(
-        policy: Policy,
-        pool: pool::Pool,
+        pool: Arc<Pool>,
         broadcasts: mpsc::UnboundedSender<Message>,
         shutdown: CancellationToken,
         state: Option<crate::state::Store>,
     ) -> Self {
+        let inflight = Arc::new(Inflight::default());
+        let bridge = Arc::new(EraBridge::new(
+            pool.clone(),
+            inflight.clone(),
+            state.clone(),
+        ));
+        let tasks = Arc::new(Tasks::default());
+        let forwarder = Forwarder::new(
+            pool.clone(),
+            inflight.clone(),
+            bridge.clone(),
+            tasks.clone(),
+            state.clone(),
+        );
         let inner = Inner {
-            policy: std::sync::Mutex::new(Arc::new(policy)),
-            reloaded: tokio::sync::Notify::new(),
+            forwarder: Arc::new(forwarder),
+            inflight,
             pool,
+            bridge,
+            sessions: Arc::default(),
+            subscriptions: Arc::default(),
+            tasks,
             broadcasts,
-            sessions: sessions::Sessions::default(),
-            subscriptions: subscriptions::Subscriptions::default(),
-            inflight: route::Inflight::default(),
-            parked: parked::ParkedCalls::default(),
-            shim: bridge::Shim::new(state.as_ref().map(|s| s.replica_id().to_owned())),
-            tasks: tasks::Tasks::default(),
             shutdown,
             audit: crate::audit::Shared::default(),
-            pending_restart: std::sync::Mutex::default(),
             state,
         };
         let gateway = Self {
@@ -186,7 +235,100 @@ impl Gateway {
     /// layers and the guard's journal share it.
     #[must_use]
     pub fn audit(&self) -> crate::audit::Audit {
-        self.inner.audit.get(audit_config(&self.policy()).as_ref())
+        self.inner
+            .audit
+            .get(crate::audit::config(&self.policy()).as_ref())
+    }
+
+    /// Waits until every upstream is ready or down (at most `limit`) and its lists fetched.
+    pub async fn wait_ready(&self, limit: Duration) -> Vec<UpstreamSummary> {
+        self.inner.pool.wait_ready(limit).await
+    }
+
+    /// Stops every upstream (children get SIGTERM, then SIGKILL) and waits until they are gone.
+    pub async fn shutdown(&self) {
+        self.inner.pool.shutdown().await;
+    }
+
+    /// The policy the gateway runs (the one [`Gateway::reconcile`] applied last).
+    #[must_use]
+    pub fn policy(&self) -> Arc<Policy> {
+        self.inner.pool.policy()
+    }
+
+    /// The current catalog.
+    #[must_use]
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        self.inner.pool.snapshot()
+    }
+
+    /// The catalog as it is published: the current snapshot now, each new one when an
+    /// upstream's lists change.
+    #[must_use]
+    pub fn catalog(&self) -> watch::Receiver<Arc<Catalog>> {
+        self.inner.pool.subscribe()
+    }
+
+    /// Where a layer sends what every initialized session and every `subscriptions/listen`
+    /// stream should get, as the gateway's own `list_changed` go (the budget layer's
+    /// `notifications/tools/list_changed`).
+    #[must_use]
+    pub fn broadcasts(&self) -> mpsc::UnboundedSender<Message> {
+        self.inner.broadcasts.clone()
+    }
+
+    /// Runs `policy` from now on, with `announce` saying who announces list changes under it
+    /// ([`crate::stack::announce`]): upstreams are started, stopped (once their calls in
+    /// flight end; new calls to them are refused as to a name no upstream lists), restarted
+    /// or left untouched as [`Reconcile::between`] the current policy and `policy` says; the
+    /// catalog is rebuilt with the new names, sanitizing and pins; sessions and listeners get
+    /// `list_changed` for each list whose pass-through view changed (tools only when the
+    /// gateway announces them: with the budget on, the budget layer announces what hosts
+    /// see). Settings only a restart applies (`Reconcile::needs_restart`) are kept as they
+    /// were, and named by [`Gateway::pending_restart`] until the next reload.
+    ///
+    /// The layers above read their policy when the stack is built: rebuild it over this
+    /// gateway ([`crate::stack::build`]) to apply `[budget]`, `[discover]` and `[sanitize]`
+    /// there (as [`crate::reload::Reloader`] does).
+    pub fn reconcile(&self, policy: Policy, announce: Announce) -> Reconcile {
+        (self.inner.pool).reconcile(policy, announce, &self.inner.inflight)
+    }
+
+    /// The properties of tool `exposed` that a 2026-07-28 HTTP `tools/call` mirrors in
+    /// `Mcp-Param-*` headers (empty for most tools).
+    #[must_use]
+    pub fn param_marks(&self, exposed: &str) -> Vec<crate::mcp::params::Marked> {
+        self.inner.pool.borrow().param_marks(exposed).to_vec()
+    }
+
+    /// Every upstream as it is now, in policy order.
+    #[must_use]
+    pub fn upstream_states(&self) -> Vec<UpstreamState> {
+        self.inner.pool.states(self.instance_holds())
+    }
+
+    /// The policy keys the last reload changed that only a restart applies (empty when the
+    /// running settings are the file's), as named in the policy file.
+    #[must_use]
+    pub fn pending_restart(&self) -> Vec<&'static str> {
+        self.inner.pool.pending_restart()
+    }
+
+    /// Client sessions open now.
+    #[must_use]
+    pub fn sessions_active(&self) -> usize {
+        self.inner.sessions.active()
+    }
+
+    /// Registers a session for broadcasts (`list_changed`).
+    pub fn register_session(&self, session: &Arc<Session>) {
+        self.inner.sessions.register(session);
+    }
+
+    /// Forgets a session (and its resource subscriptions).
+    pub fn remove_session(&self, id: &str) {
+        self.inner.sessions.remove(id);
+        self.inner.subscriptions.remove_session(id);
     }
 
     async fn handle(&self, req: McpRequest) -> Option<Message> {
@@ -213,41 +355,59 @@ impl Gateway {
                 let McpRequest {
                     message, caller, ..
                 } = req;
-                self.handle_client_response(message, &caller).await
+                self.inner.forwarder.answer(message, &caller).await
             }
         }
     }
 
-    /// A client's request, dispatched on its method (`req`'s view parsed it).
+    /// A client's request, dispatched on its method (`req`'s view parsed it) to the room
+    /// that answers it.
     async fn handle_request(&self, req: &McpRequest) -> Result<Message, Error> {
         let (method, msg, caller) = (req.view.method(), &req.message, &req.caller);
+        let Inner {
+            pool,
+            forwarder,
+            sessions,
+            subscriptions,
+            tasks,
+            shutdown,
+            ..
+        } = &*self.inner;
         let ok = |v: Value| Ok(Message::response_value(Id::Null, &v));
+        let list = |key, items: fn(&Catalog) -> Vec<Value>| {
+            pages::list_page(msg, key, &items(&pool.snapshot())).and_then(ok)
+        };
+        let reach = || subscriptions::Reach {
+            pool,
+            sessions,
+            forwarder,
+        };
         match method {
-            Method::Initialize => ok(self.initialize(msg, caller)),
-            Method::Discover => ok(self.discover()),
+            Method::Initialize => ok(sessions.initialize(msg, caller, &pool.current())),
+            Method::Discover => ok(Sessions::discover(&pool.current())),
             Method::Ping => ok(json!({})),
             // With the budget on, its layer answers tools/list; this is the pass-through list.
-            Method::ToolsList => ok(self.list_page(msg, "tools", Catalog::listed_tools)?),
-            Method::PromptsList => ok(self.list_page(msg, "prompts", Catalog::listed_prompts)?),
-            Method::ResourcesList => {
-                ok(self.list_page(msg, "resources", Catalog::listed_resources)?)
-            }
-            Method::ResourcesTemplatesList => {
-                ok(self.list_page(msg, "resourceTemplates", Catalog::listed_templates)?)
-            }
-            Method::ToolsCall => self.call_named(req, "tool").await,
-            Method::PromptsGet => self.call_named(req, "prompt").await,
-            Method::ResourcesRead => self.call_by_uri(req).await,
-            Method::ResourcesSubscribe => self.subscribe(req, true).await,
-            Method::ResourcesUnsubscribe => self.subscribe(req, false).await,
-            Method::CompletionComplete => self.complete(req).await,
-            Method::SubscriptionsListen => self.listen(msg, caller).await,
+            Method::ToolsList => list("tools", Catalog::listed_tools),
+            Method::PromptsList => list("prompts", Catalog::listed_prompts),
+            Method::ResourcesList => list("resources", Catalog::listed_resources),
+            Method::ResourcesTemplatesList => list("resourceTemplates", Catalog::listed_templates),
+            Method::ToolsCall => forwarder.call_named(req, "tool").await,
+            Method::PromptsGet => forwarder.call_named(req, "prompt").await,
+            Method::ResourcesRead => forwarder.call_by_uri(req).await,
+            Method::ResourcesSubscribe => subscriptions.subscribe(req, true, reach()).await,
+            Method::ResourcesUnsubscribe => subscriptions.subscribe(req, false, reach()).await,
+            Method::CompletionComplete => forwarder.complete(req).await,
+            Method::SubscriptionsListen => subscriptions.listen(msg, caller, pool, shutdown).await,
             Method::TasksGet | Method::TasksResult | Method::TasksCancel | Method::TasksUpdate => {
-                self.route_task(req).await
+                forwarder.forward(tasks.route(req)?, req, msg.params.clone()).await
             }
-            Method::TasksList => self.list_tasks(req).await,
+            Method::TasksList => {
+                let page = |i, params| forwarder.forward(i, req, Some(params));
+                tasks.list(req, pool, page).await
+            }
             Method::LoggingSetLevel => {
-                self.set_log_level(msg, caller).await?;
+                let upstreams = || pool.legacy_of(caller.principal.name());
+                Sessions::set_log_level(msg, caller, upstreams).await?;
                 ok(json!({}))
             }
             // Notifications sent as requests, server→client methods, and the unknown.
@@ -281,20 +441,12 @@ impl Gateway {
             return;
         };
         match notification {
-            Notification::Cancelled => self.cancel(msg, caller),
+            Notification::Cancelled => self.inner.forwarder.cancel(msg, caller),
             Notification::Initialized => caller.session.update(|s| s.initialized = true),
             Notification::RootsListChanged => {
-                // Modern upstreams ask for roots within each call (MRTR): nothing to tell.
-                for u in self.inner.pool.legacy() {
-                    let _ = u.notify(msg.clone());
-                }
-                // The caller's own per-client instances: no other client's hears of its roots.
-                let instances = self
-                    .inner
-                    .pool
-                    .instances()
-                    .of_client(caller.principal.name());
-                for u in instances.iter().filter(|u| !u.is_modern()) {
+                // Modern upstreams ask for roots within each call (MRTR): nothing to tell. The
+                // caller's own per-client instances hear of it, no other client's.
+                for u in self.inner.pool.legacy_of(caller.principal.name()) {
                     let _ = u.notify(msg.clone());
                 }
             }
@@ -310,6 +462,96 @@ impl Gateway {
             | Notification::TasksStatus
             | Notification::ElicitationComplete => {}
         }
+    }
+
+    /// The event loop: upstream events to the pool (and what they say outside a call to the
+    /// sessions and listen streams it is for), and the broadcasts to everyone.
+    async fn watch_events(
+        self,
+        mut events: mpsc::UnboundedReceiver<Event>,
+        mut broadcasts: mpsc::UnboundedReceiver<Message>,
+    ) {
+        loop {
+            let event = tokio::select! {
+                e = events.recv() => e,
+                Some(msg) = broadcasts.recv() => {
+                    self.tell_everyone(&msg);
+                    continue;
+                }
+                () = self.inner.shutdown.cancelled() => None,
+            };
+            let Some(event) = event else { return };
+            if let Heard::Outside { client } = self.inner.pool.hear(&event) {
+                self.outside_a_call(&event, client.as_deref());
+            }
+        }
+    }
+
+    /// What an upstream said outside a call: a resource update to the sessions subscribed to
+    /// the resource and the listen streams that asked for it, a log line to the sessions that
+    /// want its level (`Sessions::log`); of a per-client instance (`client` names its client),
+    /// to that client's only.
+    fn outside_a_call(&self, event: &Event, client: Option<&str>) {
+        let (sessions, subscriptions) = (&self.inner.sessions, &self.inner.subscriptions);
+        match event {
+            Event::Broadcast(_, msg) => {
+                subscriptions.resource_updated(msg, sessions, client);
+                subscriptions.notify_listeners(msg, client);
+            }
+            Event::Log(_, msg) => sessions.log(msg, client),
+            Event::Ready(_) | Event::Down(_) | Event::ListChanged(..) => {}
+        }
+    }
+
+    /// Sends `msg` to every initialized session and every listen stream that asked for it.
+    fn tell_everyone(&self, msg: &Message) {
+        self.inner.sessions.broadcast(msg);
+        self.inner.subscriptions.notify_listeners(msg, None);
+    }
+
+    /// What holds a per-client instance besides the gateway's requests using it and its own
+    /// requests pending (given its id, the id of the upstream it is an instance of, and its
+    /// client): its parked calls, and whether a session of its client is subscribed to one of
+    /// its resources (a new instance would know nothing of the subscription, and the client
+    /// would silently get no more updates).
+    fn instance_holds(&self) -> impl Fn(usize, usize, &str) -> usize + use<> {
+        let subscribed = self.subscribed_instances();
+        let bridge = self.inner.bridge.clone();
+        move |id, base, client| {
+            let subscribed = subscribed.contains(&(base, client.to_owned()));
+            bridge.parked_on(id) + usize::from(subscribed)
+        }
+    }
+
+    /// The instances (as the id of the upstream each is an instance of, and its client) that
+    /// sessions' `resources/subscribe` hold: of each subscribed resource, the instance of each
+    /// subscribed session's client of the upstream the resource routes to.
+    fn subscribed_instances(&self) -> HashSet<(usize, String)> {
+        let (pool, sessions) = (&self.inner.pool, &self.inner.sessions);
+        let mut held = HashSet::new();
+        // Without a running instance nothing is held (`/status` asks at every read).
+        if pool.no_instances() {
+            return held;
+        }
+        for (uri, subscribed) in self.inner.subscriptions.subscribed() {
+            let Some(base) = pool.route_uri(&uri) else {
+                continue;
+            };
+            let clients = subscribed.iter().filter_map(|s| sessions.client_of(s));
+            held.extend(clients.map(|client| (base, client)));
+        }
+        held
+    }
+}
+
+/// The downstreams tell the gateway's session registry when a session starts and ends.
+impl crate::context::Sessions for Gateway {
+    fn opened(&self, session: &Arc<Session>) {
+        self.register_session(session);
+    }
+
+    fn ended(&self, id: &str) {
+        self.remove_session(id);
     }
 }
 

@@ -5,32 +5,23 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use super::Gateway;
-use crate::catalog::Catalog;
 use crate::error::Error;
 use crate::jsonrpc::Message;
 
 /// Items per page of the gateway's own lists.
 const PAGE_SIZE: usize = 500;
 
-impl Gateway {
-    /// One page of the catalog's `items`, under `key`, from the request's cursor on.
-    pub(super) fn list_page(
-        &self,
-        msg: &Message,
-        key: &str,
-        items: impl Fn(&Catalog) -> Vec<Value>,
-    ) -> Result<Value, Error> {
-        let params: Value = msg.params_as().unwrap_or(Value::Null);
-        let offset = match params.get("cursor").and_then(Value::as_str) {
-            None => 0,
-            Some(cursor) => decode_cursor(cursor).ok_or_else(|| {
-                let method = msg.method().unwrap_or_default();
-                Error::invalid_params(method, "unknown cursor; list again from the start")
-            })?,
-        };
-        Ok(page(key, &items(&self.snapshot()), offset))
-    }
+/// One page of `items` (a list of the catalog), under `key`, from the request's cursor on.
+pub(super) fn list_page(msg: &Message, key: &str, items: &[Value]) -> Result<Value, Error> {
+    let params: Value = msg.params_as().unwrap_or(Value::Null);
+    let offset = match params.get("cursor").and_then(Value::as_str) {
+        None => 0,
+        Some(cursor) => decode_cursor(cursor).ok_or_else(|| {
+            let method = msg.method().unwrap_or_default();
+            Error::invalid_params(method, "unknown cursor; list again from the start")
+        })?,
+    };
+    Ok(page(key, items, offset))
 }
 
 /// The page of `items` from `offset` on, under `key`, with the cursor of the next page if

@@ -1,6 +1,9 @@
-//! The upstream pool: starting every upstream, following what they do, fetching their lists
-//! and publishing the catalog built from them; readiness, the startup summary, reconciling
-//! with a reloaded policy, and shutdown.
+//! The upstream pool, a room of the gateway: starting every upstream, following what they do,
+//! fetching their lists and publishing the catalog built from them; the policy it runs (and
+//! who announces list changes, an [`Announce`] the stack decides); readiness, the startup
+//! summary, reconciling with a reloaded policy, the per-client instances, and shutdown. It
+//! answers where a request goes ([`Pool::route`], [`Pool::serving`]) and what is listed
+//! ([`Pool::snapshot`]).
 //!
 //! Each upstream runs its own supervised lifecycle (see [`crate::upstream`]); the pool hears
 //! its events on one channel. When an upstream becomes ready or says `list_changed`, its lists
@@ -19,30 +22,38 @@
 //! value swapped at once, so a name is never routed with one catalog and another id list.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 mod instances;
-pub(crate) mod lists;
+mod lists;
 mod recheck;
 mod reconcile;
 
 pub(super) use instances::{FIRST_ID, Serving};
 
-use super::Gateway;
+use super::announce::Announce;
+use super::forward::Inflight;
+use super::health::UpstreamState;
 use crate::authz::Kind;
-use crate::catalog::{Catalog, Contribution, Given, Held};
-use crate::context::McpRequest;
+use crate::catalog::{Catalog, Contribution, Given};
+use crate::context::{Caller, McpRequest};
+use crate::error::Error;
+use crate::identity::Via;
 use crate::jsonrpc::Message;
+use crate::lock::lock;
+use crate::mcp::Era;
 use crate::mcp::method::{Listed, Method};
-use crate::policy::{Policy, UpstreamSpec};
+use crate::policy::share::Share;
+use crate::policy::{Policy, Reconcile, UpstreamSpec};
 use crate::routing::{self, Reach};
 use crate::upstream::{Event, Status, Upstream};
+use instances::{Instances, credentials_of};
 use lists::{fetch_all, same_items};
 
 /// The upstreams, and the catalog of what they list.
@@ -57,7 +68,30 @@ pub(super) struct Pool {
     /// The replica tag of the ids of the server→client requests upstreams send (`[state]`).
     replica: Option<Arc<str>>,
     /// The per-client instances of `share = "per_client"` upstreams.
-    instances: instances::Instances,
+    instances: Instances,
+    /// The policy it runs and who announces list changes under it: replaced as a whole by a
+    /// reload ([`Pool::reconcile`]).
+    running: Mutex<(Arc<Policy>, Announce)>,
+    /// Told each time a reload replaces the policy (the recheck task reads its period again).
+    reloaded: Notify,
+    /// Policy keys the last reload changed that apply only at a restart.
+    pending_restart: Mutex<Vec<&'static str>>,
+    /// Where list changes are announced: every session and listen stream (the gateway's
+    /// broadcasts).
+    broadcasts: mpsc::UnboundedSender<Message>,
+    shutdown: CancellationToken,
+}
+
+/// What the pool made of an upstream's event: done with it, or something it said outside a
+/// call, for the sessions of `client` (`None`: of every client).
+pub(super) enum Heard {
+    /// Handled (a readiness, a `list_changed`), or for nobody any more.
+    Done,
+    /// A resource update or a log line outside a call.
+    Outside {
+        /// The client whose per-client instance said it; `None` for a shared upstream.
+        client: Option<String>,
+    },
 }
 
 /// One published state of the pool: every upstream ever started, which of them the catalog
@@ -139,11 +173,15 @@ pub struct UpstreamSummary {
 
 impl Pool {
     /// Starts every upstream of `policy` in parallel; their events arrive on the receiver.
+    /// `announce` says who announces list changes under `policy`; the pool's own
+    /// announcements go to `broadcasts`.
     pub(super) fn start(
-        policy: &Policy,
+        policy: Arc<Policy>,
+        announce: Announce,
         shutdown: &CancellationToken,
         replica: Option<Arc<str>>,
-    ) -> (Self, mpsc::UnboundedReceiver<Event>) {
+        broadcasts: mpsc::UnboundedSender<Message>,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<Event>) {
         let (events, events_rx) = mpsc::unbounded_channel();
         // The gateway routes sampling, elicitation and roots requests to its clients, so it
         // declares them upstream: servers vary their tool lists by these capabilities.
@@ -166,26 +204,47 @@ impl Pool {
             events,
             capabilities,
             replica,
-            instances: instances::Instances::default(),
+            instances: Instances::default(),
+            running: Mutex::new((policy, announce)),
+            reloaded: Notify::new(),
+            pending_restart: Mutex::default(),
+            broadcasts,
+            shutdown: shutdown.clone(),
         };
+        let policy = pool.policy();
         let all: Vec<Arc<Slot>> = (policy.upstreams.iter().enumerate())
-            .map(|(id, spec)| Slot::new(pool.start_one(id, spec, shutdown)))
+            .map(|(id, spec)| Slot::new(pool.launch(id, spec.clone())))
             .collect();
         let ids = (0..all.len()).collect();
         (pool.members).send_replace(Arc::new(Members { all, ids, catalog }));
-        (pool, events_rx)
+        (Arc::new(pool), events_rx)
     }
 
-    /// Starts upstream `spec` under `id`.
-    fn start_one(&self, id: usize, spec: &UpstreamSpec, shutdown: &CancellationToken) -> Upstream {
+    /// Starts upstream (or per-client instance) `spec` under `id`.
+    fn launch(&self, id: usize, spec: UpstreamSpec) -> Upstream {
         Upstream::start_tagged(
             id,
             self.replica.clone(),
-            spec.clone(),
+            spec,
             self.capabilities.clone(),
             self.events.clone(),
-            shutdown.child_token(),
+            self.shutdown.child_token(),
         )
+    }
+
+    /// The policy the pool runs (the one [`Pool::reconcile`] applied last).
+    pub(super) fn policy(&self) -> Arc<Policy> {
+        lock(&self.running).0.clone()
+    }
+
+    /// Who announces list changes under the policy the pool runs.
+    fn announcer(&self) -> Announce {
+        lock(&self.running).1
+    }
+
+    /// The policy keys the last reload changed that only a restart applies.
+    pub(super) fn pending_restart(&self) -> Vec<&'static str> {
+        lock(&self.pending_restart).clone()
     }
 
     /// The current catalog.
@@ -275,6 +334,14 @@ impl Pool {
             .collect()
     }
 
+    /// The 2025-era upstreams that serve `client` outside a call: the current shared ones,
+    /// and its own per-client instances (never another client's).
+    pub(super) fn legacy_of(&self, client: &str) -> Vec<Upstream> {
+        let own = self.instances.of_client(client);
+        let own = own.into_iter().filter(|u| !u.is_modern());
+        self.legacy().into_iter().chain(own).collect()
+    }
+
     /// Every upstream ever started, the removed ones (already stopped) included, and the
     /// running per-client instances.
     pub(super) fn all(&self) -> Vec<Upstream> {
@@ -290,21 +357,38 @@ impl Pool {
         self.members.borrow().all[id].clone()
     }
 
-    /// The current upstreams in policy order, with the catalog they make (the admin
-    /// listener's view, `super::health`).
-    pub(super) fn current_with_catalog(&self) -> (Vec<Upstream>, Arc<Catalog>) {
-        let members = self.members.borrow();
-        (
-            members.current().cloned().collect(),
-            members.catalog.clone(),
-        )
+    /// Every upstream as it is now, in policy order (the admin listener's view); `held`
+    /// counts what else holds a per-client instance, as for [`Instances::take_idle`].
+    pub(super) fn states(&self, held: impl Fn(usize, usize, &str) -> usize) -> Vec<UpstreamState> {
+        let (upstreams, catalog) = {
+            let members = self.members.borrow();
+            let upstreams: Vec<Upstream> = members.current().cloned().collect();
+            (upstreams, members.catalog.clone())
+        };
+        (upstreams.iter().zip(catalog.upstreams()))
+            .map(|(u, c)| UpstreamState {
+                name: u.name().to_owned(),
+                transport: u.spec().transport_name(),
+                status: u.status(),
+                era: match u.era() {
+                    None => "unknown",
+                    Some(Era::Legacy) => "2025",
+                    Some(Era::Modern) => "2026-07-28",
+                },
+                protocol_version: u.info().protocol_version,
+                counts: (c.counts().tools, c.counts().prompts, c.counts().resources),
+                in_flight: u.in_flight(),
+                listed: self.listed(u.index()),
+                required: u.spec().required,
+                per_client: matches!(u.spec().share, Share::PerClient(_)),
+                instances: self.instances.states_of(u.index(), &held),
+            })
+            .collect()
     }
 
-    async fn wait_ready(
-        &self,
-        limit: Duration,
-        shutdown: &CancellationToken,
-    ) -> Vec<UpstreamSummary> {
+    /// Waits until every upstream is ready or down (at most `limit`) and its lists fetched.
+    pub(super) async fn wait_ready(&self, limit: Duration) -> Vec<UpstreamSummary> {
+        let shutdown = &self.shutdown;
         let started = tokio::time::Instant::now();
         let slots: Vec<Arc<Slot>> = {
             let members = self.members.borrow();
@@ -417,9 +501,10 @@ impl Pool {
                     crate::catalog::repair_tool(upstream.name(), tool);
                 }
                 upstream.set_param_marks(crate::mcp::params::marked_tools(&tools));
-                // With the budget on, hosts see a canonical order: an upstream that only
-                // reordered its tools changed nothing they see, so nothing is announced.
-                let order_matters = !policy.budget.enabled;
+                // Announced by a layer (the budget's plan), hosts see a canonical order: an
+                // upstream that only reordered its tools changed nothing they see, so nothing
+                // is announced.
+                let order_matters = self.announcer().order_matters();
                 if !same_items(&tools, &fresh.tools, order_matters) {
                     changed.push(Listed::Tools);
                 }
@@ -496,148 +581,58 @@ impl Pool {
     }
 }
 
-/// The catalog of upstreams `names` from their lists as given (`raw`), each through the guard
-/// ([`crate::pin::admit`]) with what it held for the same upstream name in `previous` (so a
-/// trusted-on-first-use definition stays trusted when the upstream restarts or moves).
-pub(crate) fn guarded<C: Into<Arc<Given>>>(
-    raw: Vec<C>,
-    names: &[String],
-    policy: &Policy,
-    version: u64,
-    previous: &Catalog,
-) -> Catalog {
-    let (sanitize, pin) = (&policy.sanitize, &policy.pin.rules);
-    let empty = Held::default();
-    let held_of = |name: &str| {
-        (previous.names().iter().position(|n| n == name))
-            .and_then(|p| previous.held().get(p))
-            .unwrap_or(&empty)
-    };
-    let guard = |i: usize, raw: &Contribution, _: &Held| {
-        let name = &names[i];
-        crate::pin::admit(name, raw, held_of(name), &sanitize.rules_for(name), pin)
-    };
-    Catalog::build_guarded(raw, names, &policy.separator, version, previous, guard)
-}
-
-impl Gateway {
-    /// Starts every upstream of the policy in parallel and returns at once; use
-    /// [`Gateway::wait_ready`] to wait for them.
-    #[must_use]
-    pub fn start(policy: Policy, shutdown: CancellationToken) -> Self {
-        let state = super::store(&policy, &shutdown);
-        let replica = state.as_ref().map(|s| Arc::from(s.replica_id()));
-        let (pool, events) = Pool::start(&policy, &shutdown, replica);
-        let (broadcasts, broadcasts_rx) = mpsc::unbounded_channel();
-        let gateway = Self::new(policy, pool, broadcasts, shutdown, state);
-        tokio::spawn(gateway.clone().watch_events(events, broadcasts_rx));
-        tokio::spawn(gateway.clone().reap_instances());
-        tokio::spawn(gateway.clone().recheck());
-        if let Some(store) = gateway.state() {
-            if let Some(notes) = store.take_notes() {
-                tokio::spawn(gateway.clone().take_notes(notes));
-            }
-            tokio::spawn(gateway.clone().announce_promotions(store.promotions()));
-        }
-        gateway
-    }
-
-    /// Waits until every upstream is ready or down (at most `limit`) and its lists fetched.
-    pub async fn wait_ready(&self, limit: Duration) -> Vec<UpstreamSummary> {
-        self.inner
-            .pool
-            .wait_ready(limit, &self.inner.shutdown)
-            .await
-    }
-
+impl Pool {
     /// Stops every upstream (children get SIGTERM, then SIGKILL) and waits until they are gone.
-    pub async fn shutdown(&self) {
-        self.inner.shutdown.cancel();
-        let all = self.inner.pool.all();
+    pub(super) async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let all = self.all();
         let stops = all.iter().map(|u| u.stop(Duration::from_secs(5)));
         futures::future::join_all(stops).await;
     }
 
-    /// The policy the gateway runs (the one [`Gateway::reconcile`] applied last).
-    #[must_use]
-    pub fn policy(&self) -> Arc<Policy> {
-        crate::lock::lock(&self.inner.policy).clone()
-    }
-
-    /// The current catalog.
-    #[must_use]
-    pub fn snapshot(&self) -> Arc<Catalog> {
-        self.inner.pool.snapshot()
-    }
-
-    /// The catalog as it is published: the current snapshot now, each new one when an
-    /// upstream's lists change.
-    #[must_use]
-    pub fn catalog(&self) -> watch::Receiver<Arc<Catalog>> {
-        self.inner.pool.subscribe()
-    }
-
-    /// Where a layer sends what every initialized session and every `subscriptions/listen`
-    /// stream should get, as the gateway's own `list_changed` go (the budget layer's
-    /// `notifications/tools/list_changed`).
-    #[must_use]
-    pub fn broadcasts(&self) -> mpsc::UnboundedSender<Message> {
-        self.inner.broadcasts.clone()
-    }
-
-    /// The pool's event loop: upstream events, and the broadcasts layers send.
-    async fn watch_events(
-        self,
-        mut events: mpsc::UnboundedReceiver<Event>,
-        mut broadcasts: mpsc::UnboundedReceiver<Message>,
-    ) {
-        loop {
-            let event = tokio::select! {
-                e = events.recv() => e,
-                Some(msg) = broadcasts.recv() => {
-                    self.tell_everyone(&msg);
-                    continue;
+    /// Takes upstream `event`: a readiness or a `list_changed` refreshes the upstream's lists
+    /// (on a task of their own, so that upstreams are fetched in parallel, one at a time
+    /// each); what an upstream says outside a call is handed back, with the client it belongs
+    /// to. A per-client instance's readiness and `list_changed` change nothing (the catalog
+    /// comes from the catalog instance), and what it says outside a call belongs to its one
+    /// client; an instance already taken out (stopping after a reload or `idle_secs`) belongs
+    /// to nobody any more.
+    pub(super) fn hear(self: &Arc<Self>, event: &Event) -> Heard {
+        let id = match event {
+            Event::Ready(i) | Event::Down(i) | Event::ListChanged(i, _) => *i,
+            Event::Broadcast(i, _) | Event::Log(i, _) => *i,
+        };
+        let outside = matches!(event, Event::Broadcast(..) | Event::Log(..));
+        if id >= FIRST_ID {
+            if !outside {
+                return Heard::Done;
+            }
+            return match self.instances.client_of(id) {
+                Some(client) => Heard::Outside {
+                    client: Some(client),
+                },
+                None => {
+                    dropped(id);
+                    Heard::Done
                 }
-                () = self.inner.shutdown.cancelled() => None,
             };
-            let Some(event) = event else { return };
-            if self.instance_event(&event) {
-                continue;
-            }
-            match event {
-                // Refreshes run on tasks of their own, so that upstreams are fetched in
-                // parallel (one at a time per upstream).
-                Event::Ready(i) => {
-                    self.inner.pool.note_ready(i);
-                    self.spawn_refresh(i, None);
-                }
-                Event::ListChanged(i, kind) => self.spawn_refresh(i, Some(kind)),
-                // An upstream that goes down keeps its last lists (calls to it fail).
-                Event::Down(_) => {}
-                Event::Broadcast(..) | Event::Log(..) => self.outside_a_call(&event, None),
-            }
         }
-    }
-
-    /// What an upstream said outside a call: a resource update to the sessions subscribed to
-    /// the resource and the listen streams that asked for it, a log line to the sessions that
-    /// want its level ([`super::sessions::Sessions::log`]); of a per-client instance
-    /// (`client` names its client), to that client's only.
-    pub(super) fn outside_a_call(&self, event: &Event, client: Option<&str>) {
         match event {
-            Event::Broadcast(_, msg) => {
-                let subscriptions = &self.inner.subscriptions;
-                subscriptions.resource_updated(msg, &self.inner.sessions, client);
-                subscriptions.notify_listeners(msg, client);
+            Event::Ready(i) => {
+                self.note_ready(*i);
+                self.spawn_refresh(*i, None);
             }
-            Event::Log(_, msg) => self.inner.sessions.log(msg, client),
-            Event::Ready(_) | Event::Down(_) | Event::ListChanged(..) => {}
+            Event::ListChanged(i, kind) => self.spawn_refresh(*i, Some(*kind)),
+            // An upstream that goes down keeps its last lists (calls to it fail).
+            Event::Down(_) => {}
+            Event::Broadcast(..) | Event::Log(..) => return Heard::Outside { client: None },
         }
+        Heard::Done
     }
 
     /// Refreshes upstream `id`'s lists (all, or one kind) on a task of its own, then announces
     /// what changed.
-    fn spawn_refresh(&self, id: usize, only: Option<Listed>) {
+    fn spawn_refresh(self: &Arc<Self>, id: usize, only: Option<Listed>) {
         let this = self.clone();
         tokio::spawn(async move { this.refresh_and_announce(id, only).await });
     }
@@ -647,29 +642,314 @@ impl Gateway {
     /// `list_changed`, a readiness and a recheck tick ([`recheck`]) all go through.
     async fn refresh_and_announce(&self, id: usize, only: Option<Listed>) {
         let policy = self.policy();
-        let changed = self.inner.pool.refresh(id, only, &policy).await;
+        let changed = self.refresh(id, only, &policy).await;
         self.announce(&changed);
     }
 
-    /// Tells every session and listener that the lists of `kinds` changed.
+    /// Tells every session and listener that the lists of `kinds` changed (through the
+    /// gateway's broadcasts), those the gateway announces ([`Announce::by_gateway`]).
     fn announce(&self, kinds: &[Listed]) {
-        let budget = self.policy().budget.enabled;
-        for kind in kinds {
-            // With the budget on, hosts see its plan: the budget layer announces the tools
-            // itself, when the bytes it lists change.
-            if *kind == Listed::Tools && budget {
-                continue;
-            }
+        let announce = self.announcer();
+        for kind in kinds.iter().filter(|k| announce.by_gateway(**k)) {
             let msg = Message::notification(kind.changed().as_str(), None);
-            self.tell_everyone(&msg);
+            let _ = self.broadcasts.send(msg);
         }
     }
 
-    /// Sends `msg` to every initialized session and every listen stream that asked for it.
-    fn tell_everyone(&self, msg: &Message) {
-        self.inner.sessions.broadcast(msg);
-        self.inner.subscriptions.notify_listeners(msg, None);
+    /// The recheck task ([`recheck`]): until shutdown, every `[pin] recheck_secs` of the
+    /// current policy, every ready upstream listed again.
+    pub(super) async fn recheck(self: Arc<Self>) {
+        let period = || self.policy().pin.recheck;
+        recheck::run(period, &self.reloaded, &self.shutdown, || {
+            self.recheck_once()
+        })
+        .await;
     }
+
+    /// Lists every current, ready upstream again (all its lists, in parallel) and waits for
+    /// them all.
+    async fn recheck_once(&self) {
+        let ready: Vec<usize> = (self.current().iter())
+            .filter(|u| u.status() == Status::Ready)
+            .map(Upstream::index)
+            .collect();
+        tracing::debug!(
+            upstreams = ready.len(),
+            "Recheck: listing the upstreams again"
+        );
+        let refreshes = (ready.iter()).map(|&id| self.refresh_and_announce(id, None));
+        futures::future::join_all(refreshes).await;
+    }
+}
+
+impl Pool {
+    /// Where `caller`'s request to upstream `id` goes: a shared upstream serves it itself; a
+    /// per-client upstream's catalog instance hands it to the caller's instance, started now
+    /// (and waited for, at most the upstream's `timeout_secs`) if it has none. An instance id
+    /// (a parked call's retry) names that instance.
+    ///
+    /// # Errors
+    /// [`Error::ClientRequired`] for an anonymous caller of a per-client upstream,
+    /// [`Error::InstancesExhausted`] past its `max_instances`, [`Error::UpstreamUnavailable`]
+    /// for an instance that was stopped.
+    pub(super) async fn serving(&self, id: usize, caller: &Caller) -> Result<Serving<'_>, Error> {
+        let shared = Serving::shared(id);
+        if id >= FIRST_ID {
+            let gone = || Error::UpstreamUnavailable {
+                upstream: format!("per-client instance {id}"),
+                reason: "it was stopped (idle_secs, or a reload); call again".into(),
+            };
+            return self.get(id).map(shared).ok_or_else(gone);
+        }
+        let base = self.upstream(id);
+        if matches!(base.spec().share, Share::Global) {
+            return Ok(shared(base));
+        }
+        if caller.principal.via() == Via::Anonymous {
+            return Err(Error::ClientRequired {
+                upstream: base.name().to_owned(),
+            });
+        }
+        let client = caller.principal.name();
+        let policy = self.policy();
+        let credentials = credentials_of(&policy, client, base.name());
+        let start = |id, spec| self.launch(id, spec);
+        let serving = (self.instances).instance(&base, client, credentials, start)?;
+        let upstream = &serving.upstream;
+        if upstream.status() == Status::Starting {
+            upstream.wait_ready(upstream.spec().timeout).await;
+        }
+        Ok(serving)
+    }
+
+    /// Stops the per-client instances that have been idle for their `idle_secs`, every
+    /// [`instances::REAP_TICK`], until shutdown; `holds` says, at each tick, what else holds
+    /// an instance (given its id, the id of the upstream it is an instance of, and its
+    /// client): parked calls, subscriptions.
+    pub(super) async fn reap_instances<H>(self: Arc<Self>, holds: impl Fn() -> H)
+    where
+        H: Fn(usize, usize, &str) -> usize,
+    {
+        let mut tick = tokio::time::interval(instances::REAP_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = self.shutdown.cancelled() => return,
+            }
+            if self.instances.none() {
+                continue;
+            }
+            let idle = (self.instances).take_idle(tokio::time::Instant::now(), holds());
+            for upstream in idle {
+                tracing::info!(
+                    upstream = upstream.name(),
+                    "Per-client instance stopped (idle_secs)"
+                );
+                tokio::spawn(async move { upstream.stop(Duration::from_secs(5)).await });
+            }
+        }
+    }
+
+    /// Whether no per-client instance runs.
+    pub(super) fn no_instances(&self) -> bool {
+        self.instances.none()
+    }
+
+    /// `client`'s running instance of upstream `base`, if it has one.
+    pub(super) fn running_instance(&self, base: usize, client: &str) -> Option<Upstream> {
+        self.instances.running(base, client)
+    }
+
+    /// Runs `policy` from now on, with `announce` saying who announces list changes under
+    /// it: upstreams are started, stopped (once their calls in flight, by `inflight`, end;
+    /// new calls to them are refused as to a name no upstream lists), restarted or left
+    /// untouched as [`Reconcile::between`] the current policy and `policy` says; the catalog
+    /// is rebuilt with the new names, sanitizing and pins; sessions and listeners get
+    /// `list_changed` for each list whose pass-through view changed (tools only when the
+    /// gateway announced them before and does now). Settings only a restart applies
+    /// (`Reconcile::needs_restart`) are kept as they were, and named by
+    /// [`Pool::pending_restart`] until the next reload.
+    pub(super) fn reconcile(
+        &self,
+        mut policy: Policy,
+        announce: Announce,
+        inflight: &Arc<Inflight>,
+    ) -> Reconcile {
+        let (old, old_announce) = lock(&self.running).clone();
+        let plan = Reconcile::between(&old, &policy);
+        // The transports read `[downstream]` and `[sessions]` once, when they start: the
+        // sections stay as served, and what differs is pending until a restart.
+        policy.downstream = old.downstream.clone();
+        policy.sessions = old.sessions.clone();
+        (*lock(&self.pending_restart)).clone_from(&plan.needs_restart);
+        let before = self.snapshot();
+        let policy = Arc::new(policy);
+        *lock(&self.running) = (policy.clone(), announce);
+        self.reloaded.notify_one();
+        for upstream in self.rebuild(&plan, &policy) {
+            tokio::spawn(retire(upstream, inflight.clone()));
+        }
+        self.retire_instances(&policy, inflight);
+        let after = self.snapshot();
+        // Tools listed by a layer before: the reloader compares what it showed.
+        let by_layer = !old_announce.order_matters();
+        let changed = reconcile::changed_lists(&before, &after, by_layer);
+        self.announce(&changed);
+        plan
+    }
+
+    /// Reconciles the upstreams with `policy` as `plan` says: kept ones stay as they are
+    /// (same process or session, same id, same lists); started and restarted ones get new
+    /// ids (a restarted one keeps listing its last lists until its new instance lists its
+    /// own); the catalog is rebuilt in the new policy's order with its separator, sanitizing
+    /// and pins. Returns the upstreams it no longer lists (removed, or replaced by their
+    /// restart), for the caller to stop once their calls in flight end.
+    fn rebuild(&self, plan: &Reconcile, policy: &Policy) -> Vec<Upstream> {
+        let mut retired = Vec::new();
+        self.members.send_modify(|members| {
+            let old_names = members.names();
+            let old_raw = members.catalog.upstreams();
+            let mut all = members.all.clone();
+            let (mut ids, mut raw) = (Vec::new(), Vec::new());
+            for spec in &policy.upstreams {
+                let old = old_names.iter().position(|n| *n == spec.name);
+                let id = match old.filter(|_| plan.keep.contains(&spec.name)) {
+                    Some(i) => members.id(i),
+                    None => {
+                        all.push(Slot::new(self.launch(all.len(), spec.clone())));
+                        all.len() - 1
+                    }
+                };
+                ids.push(id);
+                raw.push(old.map(|i| old_raw[i].clone()).unwrap_or_default());
+            }
+            retired = (members.current())
+                .filter(|u| !ids.contains(&u.index()))
+                .cloned()
+                .collect();
+            let names: Vec<String> = policy.upstreams.iter().map(|u| u.name.clone()).collect();
+            let version = members.catalog.version() + 1;
+            let catalog = guarded(raw, &names, policy, version, &members.catalog);
+            self.replace(members, all, ids, catalog);
+        });
+        retired
+    }
+
+    /// After a reload: the instances of upstreams it removed or restarted, and those whose
+    /// client's credentials changed, stop once their calls in flight end (the next request
+    /// starts a new one).
+    fn retire_instances(&self, policy: &Policy, inflight: &Arc<Inflight>) {
+        let stale = self.instances.take(|base, client, instance| {
+            if !self.is_current(base) {
+                return true;
+            }
+            let base = self.upstream(base);
+            let credentials = credentials_of(policy, client, base.name());
+            crate::policy::share::instance_spec(base.spec(), credentials) != *instance.spec()
+        });
+        for upstream in stale {
+            tokio::spawn(retire(upstream, inflight.clone()));
+        }
+    }
+}
+
+/// Stops `upstream`, removed from the catalog, once the calls the gateway forwarded to it
+/// have ended (by `inflight`; at most its `timeout_secs`, as a call waits that long anyway).
+async fn retire(upstream: Upstream, inflight: Arc<Inflight>) {
+    let limit = tokio::time::Instant::now() + upstream.spec().timeout;
+    while inflight.to_upstream(upstream.index()) > 0 && tokio::time::Instant::now() < limit {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    upstream.stop(Duration::from_secs(5)).await;
+    tracing::info!(upstream = upstream.name(), "Upstream stopped (reload)");
+}
+
+/// Notes that what instance `id` said outside a call reached nobody: it stopped serving its
+/// client.
+fn dropped(id: usize) {
+    tracing::debug!(
+        instance = id,
+        "A stopping per-client instance's notification outside a call is dropped"
+    );
+}
+
+impl Pool {
+    /// The error for a `what` called `name` that no upstream lists: "unavailable" when the
+    /// name carries the namespace of an upstream that is not serving (it never started, or
+    /// crashed before listing), else "not found". Saying "unknown tool" would send the model
+    /// looking for another tool when the real answer is "try again later".
+    pub(super) fn not_listed(&self, what: &'static str, name: String, separator: &str) -> Error {
+        let current = self.current();
+        let upstreams = (current.iter()).map(|u| (u.name(), u.status()));
+        match unavailable_owner(&name, separator, upstreams) {
+            // A server that is down because it cannot be reached says so (URL, OS reason).
+            Some(Error::UpstreamUnavailable { upstream, reason }) => {
+                let down = (current.iter())
+                    .find(|u| u.name() == upstream && matches!(u.status(), Status::Down(_)));
+                match down {
+                    Some(u) => u.down_error(reason),
+                    None => Error::UpstreamUnavailable { upstream, reason },
+                }
+            }
+            Some(other) => other,
+            None => Error::NotFound { what, name },
+        }
+    }
+
+    /// The upstream of resource `uri`: the one that lists it, then the one with the longest
+    /// literal prefix of a template; then the only upstream with resources.
+    pub(super) fn route_uri(&self, uri: &str) -> Option<usize> {
+        if let Some((id, ())) = self.route(|catalog| catalog.resource(uri).map(|i| (i, ()))) {
+            return Some(id);
+        }
+        let current = self.current();
+        let mut with_resources = (current.iter())
+            .filter(|u| u.info().capabilities.get("resources").is_some())
+            .map(Upstream::index);
+        match (with_resources.next(), with_resources.next()) {
+            (Some(i), None) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+/// For a name no upstream lists: the error of the first upstream that is not serving and
+/// whose namespace (`<name><separator>`) the name carries.
+fn unavailable_owner<'a>(
+    name: &str,
+    separator: &str,
+    upstreams: impl Iterator<Item = (&'a str, Status)>,
+) -> Option<Error> {
+    upstreams
+        .filter(|(upstream, _)| {
+            (name.strip_prefix(upstream)).is_some_and(|rest| rest.starts_with(separator))
+        })
+        .find_map(|(upstream, status)| {
+            let reason = match status {
+                Status::Ready => return None,
+                Status::Down(reason) => reason,
+                Status::Starting => "still starting".into(),
+            };
+            Some(Error::UpstreamUnavailable {
+                upstream: upstream.to_owned(),
+                reason,
+            })
+        })
+}
+
+/// The catalog of upstreams `names` from their lists as given (`raw`), through the guard
+/// ([`crate::pin::guarded`]) with `policy`'s sanitizing and pins.
+fn guarded<C: Into<Arc<Given>>>(
+    raw: Vec<C>,
+    names: &[String],
+    policy: &Policy,
+    version: u64,
+    previous: &Catalog,
+) -> Catalog {
+    let sanitize = |name: &str| policy.sanitize.rules_for(name);
+    let (separator, rules) = (&policy.separator, &policy.pin.rules);
+    crate::pin::guarded(raw, names, separator, version, previous, sanitize, rules)
 }
 
 /// When the first "waiting for upstream" line is logged, and how often the next ones are.
@@ -734,6 +1014,27 @@ pub fn summary_lines(summaries: &[UpstreamSummary]) -> BTreeMap<String, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unlisted_name_blames_its_upstream_only_when_that_one_is_not_serving() {
+        let kind = |name: &str, upstreams: &[(&str, Status)]| {
+            unavailable_owner(name, "__", upstreams.iter().cloned())
+                .map(|e| e.to_error_object().kind())
+        };
+        let down = Status::Down("exited".into());
+        let unavailable = Some(Some(crate::error::kind::UPSTREAM_UNAVAILABLE.to_owned()));
+        assert_eq!(kind("a__t", &[("a", down.clone())]), unavailable);
+        assert_eq!(kind("a__t", &[("a", Status::Starting)]), unavailable);
+        assert_eq!(kind("a__t", &[("a", Status::Ready)]), None);
+        // The namespace is the name and the separator, not a prefix of the name.
+        assert_eq!(kind("ab__t", &[("a", down.clone())]), None);
+        assert_eq!(kind("a_t", &[("a", down.clone())]), None);
+        // The first owner that is not serving answers; a ready one does not hide it.
+        assert_eq!(
+            kind("a__b__t", &[("a", Status::Ready), ("a__b", down)]),
+            unavailable
+        );
+    }
 
     #[test]
     fn summary_lines_say_health_protocol_and_counts() {

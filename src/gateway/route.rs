@@ -1,79 +1,61 @@
-//! Routing: which upstream serves a request, and the request's way there and back.
+//! Routing, the forwarding room ([`Forwarder`]): which upstream serves a request, and the
+//! request's way there and back.
 //!
 //! Tools and prompts are found by their exposed (namespaced) name in the catalog, and sent
 //! with the upstream's own name restored; resources by URI (listed URIs, then template
 //! prefixes, then the only upstream with resources); completions by the prompt or resource
-//! they complete. [`Gateway::forward`] sends a request and keeps it cancellable; a client's
+//! they complete. [`Forwarder::forward`] sends a request and keeps it cancellable; a client's
 //! answer to a server→client request goes back to the upstream (or bridge) that asked.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::bridge::{EraBridge, SHIM_PREFIX};
+use super::forward::{Forward, Inflight, elsewhere, outcome_of};
 use super::name_span::NameSpan;
 use super::pool::Pool;
-use super::{Gateway, bridge};
+use super::tasks::Tasks;
 use crate::authz::Kind;
 use crate::context::{Caller, McpRequest};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Message, to_raw};
-use crate::lock::lock;
 use crate::mcp::method::{Method, Names};
 use crate::policy::ServerRequests;
-use crate::upstream::{Call, Status, Upstream, asked_replica};
+use crate::upstream::{Call, asked_replica};
 
-/// One client request on its way to one upstream.
-pub(super) struct Forward<'a> {
-    /// The upstream's index.
-    pub(super) upstream: usize,
-    /// The client's request.
-    pub(super) msg: &'a Message,
-    /// The params to send (names restored to the upstream's own).
-    pub(super) params: Option<Box<RawValue>>,
-    /// Who asked.
-    pub(super) caller: &'a Caller,
-    /// Whether the client's request is modern (its view says).
-    pub(super) modern: bool,
-    /// The request's id upstream.
-    pub(super) id: i64,
+/// Forwarding, a room of the gateway: where a call goes and its way there and back, kept
+/// cancellable while it runs ([`Inflight`]); the tasks its replies create are noted
+/// ([`Tasks::note`]); the calls between eras cross the [`EraBridge`]; and clients' answers to
+/// server→client requests go back to whoever asked.
+pub(super) struct Forwarder {
+    pool: Arc<Pool>,
+    inflight: Arc<Inflight>,
+    bridge: Arc<EraBridge>,
+    tasks: Arc<Tasks>,
+    /// The `[state]` store, to reach the other replicas.
+    state: Option<crate::state::Store>,
 }
 
-/// (session, client request id) → (upstream, upstream request id) of the requests in flight,
-/// for cancellation.
-#[derive(Debug, Default)]
-pub(super) struct Inflight(Mutex<HashMap<(String, Id), (usize, i64)>>);
-
-impl Inflight {
-    /// Notes that client request `msg` of `caller` is upstream `i`'s request `id` now.
-    pub(super) fn track(&self, caller: &Caller, msg: &Message, i: usize, id: i64) {
-        lock(&self.0).insert(key(caller, msg), (i, id));
+impl Forwarder {
+    /// Forwarding over `pool`, sharing `inflight` with `bridge`; noting tasks in `tasks`.
+    pub(super) fn new(
+        pool: Arc<Pool>,
+        inflight: Arc<Inflight>,
+        bridge: Arc<EraBridge>,
+        tasks: Arc<Tasks>,
+        state: Option<crate::state::Store>,
+    ) -> Self {
+        Self {
+            pool,
+            inflight,
+            bridge,
+            tasks,
+            state,
+        }
     }
 
-    /// Forgets client request `msg` of `caller`.
-    fn untrack(&self, caller: &Caller, msg: &Message) {
-        lock(&self.0).remove(&key(caller, msg));
-    }
-
-    /// How many client requests are in flight to upstream `i` (a removed upstream is stopped
-    /// once none is).
-    pub(super) fn to_upstream(&self, i: usize) -> usize {
-        lock(&self.0).values().filter(|(u, _)| *u == i).count()
-    }
-
-    /// Takes the upstream request that client request `id` of `session` is now.
-    fn take(&self, session: &str, id: Id) -> Option<(usize, i64)> {
-        lock(&self.0).remove(&(session.to_owned(), id))
-    }
-}
-
-fn key(caller: &Caller, msg: &Message) -> (String, Id) {
-    let id = msg.reply_id();
-    (caller.session.id.clone(), id)
-}
-
-impl Gateway {
     /// `tools/call` (`what` = `tool`) or `prompts/get` (`prompt`): to the upstream that lists
     /// the name, under its own name.
     pub(super) async fn call_named(
@@ -83,8 +65,8 @@ impl Gateway {
     ) -> Result<Message, Error> {
         let msg = &req.message;
         let not_listed = |name: String| {
-            let separator = self.inner.pool.borrow().separator().to_owned();
-            self.inner.pool.not_listed(what, name, &separator)
+            let separator = self.pool.borrow().separator().to_owned();
+            self.pool.not_listed(what, name, &separator)
         };
         // Routed as the layers routed it (reused when one did): the name is the view's, the
         // one `NameSpan` and the general path find too (the last `name`, as a `Value` reads
@@ -93,7 +75,7 @@ impl Gateway {
             Some(Names::Tool) => Kind::Tool,
             _ => Kind::Prompt,
         };
-        let pool = &self.inner.pool;
+        let pool = &self.pool;
         // Hot path: find `name` without building the params' DOM and splice the upstream's
         // name into the raw params; everything else goes out as the client sent it.
         if let Some(fast) = msg.params.as_deref().and_then(NameSpan::find) {
@@ -126,14 +108,10 @@ impl Gateway {
         let uri = params.get("uri").and_then(Value::as_str).ok_or_else(|| {
             Error::invalid_params(req.view.method().as_str(), "missing string \"uri\"")
         })?;
-        let i = self
-            .inner
-            .pool
-            .route_uri(uri)
-            .ok_or_else(|| Error::NotFound {
-                what: "resource",
-                name: uri.to_owned(),
-            })?;
+        let i = (self.pool).route_uri(uri).ok_or_else(|| Error::NotFound {
+            what: "resource",
+            name: uri.to_owned(),
+        })?;
         self.forward(i, req, msg.params.clone()).await
     }
 
@@ -148,7 +126,7 @@ impl Gateway {
         let reference = params.get("ref").cloned().unwrap_or(Value::Null);
         let i = match completing(&reference)? {
             Completing::Prompt(name) => {
-                let found = (self.inner.pool)
+                let found = (self.pool)
                     .route(|catalog| catalog.prompt(name).map(|(i, own)| (i, own.to_owned())));
                 let (i, original) = found.ok_or_else(|| Error::NotFound {
                     what: "prompt",
@@ -160,13 +138,10 @@ impl Gateway {
                 i
             }
             Completing::Resource(uri) => {
-                self.inner
-                    .pool
-                    .route_uri(uri)
-                    .ok_or_else(|| Error::NotFound {
-                        what: "resource",
-                        name: uri.to_owned(),
-                    })?
+                (self.pool).route_uri(uri).ok_or_else(|| Error::NotFound {
+                    what: "resource",
+                    name: uri.to_owned(),
+                })?
             }
         };
         self.forward(i, req, Some(to_raw(&Value::Object(params))))
@@ -188,14 +163,14 @@ impl Gateway {
         // A per-client upstream serves the caller through its own instance (tasks stay noted
         // under the upstream, `base`, and find the caller's instance again).
         let base = i;
-        let serving = self.serving(i, caller).await?;
+        let serving = self.pool.serving(i, caller).await?;
         let (i, upstream) = (serving.id, &serving.upstream);
         let id = upstream.next_request_id();
         // Only a request that asked for a task (2025-11-25) or went to a modern upstream can
         // create one.
         let may_create_task =
             upstream.is_modern() || (params.as_ref()).is_some_and(|p| p.get().contains("\"task\""));
-        self.inner.inflight.track(caller, msg, i, id);
+        self.inflight.track(caller, msg, i, id);
         let result = if upstream.is_modern() || modern {
             let forward = Forward {
                 upstream: i,
@@ -205,7 +180,7 @@ impl Gateway {
                 modern,
                 id,
             };
-            self.forward_across(forward).await
+            self.bridge.forward_across(forward).await
         } else {
             // A 2025-era upstream needs no client state, but one that serializes its requests
             // to clients gives a turn by what the caller declared (`server_requests`).
@@ -220,9 +195,9 @@ impl Gateway {
             }
             upstream.request(call).await
         };
-        self.inner.inflight.untrack(caller, msg);
+        self.inflight.untrack(caller, msg);
         if let (Ok(reply), true) = (&result, may_create_task) {
-            self.inner.tasks.note(base, reply, caller, modern);
+            self.tasks.note(base, reply, caller, modern);
         }
         result
     }
@@ -234,9 +209,9 @@ impl Gateway {
         let Some(id) = msg.params_id("requestId") else {
             return;
         };
-        if let Some((i, upstream_id)) = self.inner.inflight.take(&caller.session.id, id) {
+        if let Some((i, upstream_id)) = self.inflight.take(&caller.session.id, id) {
             let reason = params.get("reason").and_then(Value::as_str);
-            if let Some(upstream) = self.inner.pool.get(i) {
+            if let Some(upstream) = self.pool.get(i) {
                 upstream.cancel(upstream_id, reason);
             }
         }
@@ -249,14 +224,11 @@ impl Gateway {
     /// On a replica of a deployment (`[state]`), an answer to a request another replica sent
     /// (its id names the replica) is forwarded to that replica, which delivers it as its own;
     /// the answer is refused at once when that replica is gone.
-    pub(super) async fn handle_client_response(
-        &self,
-        msg: Message,
-        caller: &Caller,
-    ) -> Option<Message> {
+    pub(super) async fn answer(&self, msg: Message, caller: &Caller) -> Option<Message> {
         let session = caller.session.id.as_str();
         let gateway_id = answered_id(&msg);
-        let delivered = if let Some((owner, store)) = self.elsewhere(asked_replica(&gateway_id)) {
+        let owner = asked_replica(&gateway_id);
+        let delivered = if let Some((owner, store)) = elsewhere(self.state.as_ref(), owner) {
             forward_answer(store, owner, &gateway_id, &msg, session).await
         } else {
             self.deliver_answer(&gateway_id, msg, session)
@@ -269,17 +241,18 @@ impl Gateway {
     /// Takes the notes other replicas send here (`[state]`) until shutdown: answers are
     /// delivered, retries of parked calls resumed (each on a task of its own).
     pub(super) async fn take_notes(
-        self,
+        self: Arc<Self>,
         mut notes: tokio::sync::mpsc::UnboundedReceiver<crate::state::relay::Note>,
+        shutdown: tokio_util::sync::CancellationToken,
     ) {
         use crate::state::relay::Note;
         loop {
             tokio::select! {
-                () = self.inner.shutdown.cancelled() => return,
+                () = shutdown.cancelled() => return,
                 note = notes.recv() => match note {
                     Some(Note::Answer(answer)) => self.take_forwarded(&answer),
                     Some(Note::Resume(resume)) => {
-                        tokio::spawn(self.clone().resume_here(resume));
+                        tokio::spawn(self.bridge.clone().resume_here(resume));
                     }
                     Some(Note::Resumed(_)) | None => return,
                 },
@@ -302,10 +275,10 @@ impl Gateway {
 
     /// Delivers a client's answer to a request this replica sent.
     fn deliver_answer(&self, gateway_id: &str, msg: Message, session: &str) -> Result<(), Error> {
-        if gateway_id.starts_with(bridge::SHIM_PREFIX) {
-            self.inner.shim.answer(gateway_id, msg, session)
+        if gateway_id.starts_with(SHIM_PREFIX) {
+            self.bridge.shim_answer(gateway_id, msg, session)
         } else {
-            match asking_upstream(gateway_id).and_then(|i| self.inner.pool.get(i)) {
+            match asking_upstream(gateway_id).and_then(|i| self.pool.get(i)) {
                 Some(upstream) => upstream.answer_from(gateway_id, msg, session),
                 None => Err(Error::UnknownRequest {
                     id: gateway_id.to_owned(),
@@ -313,77 +286,6 @@ impl Gateway {
             }
         }
     }
-
-    /// The properties of tool `exposed` that a 2026-07-28 HTTP `tools/call` mirrors in
-    /// `Mcp-Param-*` headers (empty for most tools).
-    #[must_use]
-    pub fn param_marks(&self, exposed: &str) -> Vec<crate::mcp::params::Marked> {
-        self.inner.pool.borrow().param_marks(exposed).to_vec()
-    }
-}
-
-impl Pool {
-    /// The error for a `what` called `name` that no upstream lists: "unavailable" when the
-    /// name carries the namespace of an upstream that is not serving (it never started, or
-    /// crashed before listing), else "not found". Saying "unknown tool" would send the model
-    /// looking for another tool when the real answer is "try again later".
-    fn not_listed(&self, what: &'static str, name: String, separator: &str) -> Error {
-        let current = self.current();
-        let upstreams = (current.iter()).map(|u| (u.name(), u.status()));
-        match unavailable_owner(&name, separator, upstreams) {
-            // A server that is down because it cannot be reached says so (URL, OS reason).
-            Some(Error::UpstreamUnavailable { upstream, reason }) => {
-                let down = (current.iter())
-                    .find(|u| u.name() == upstream && matches!(u.status(), Status::Down(_)));
-                match down {
-                    Some(u) => u.down_error(reason),
-                    None => Error::UpstreamUnavailable { upstream, reason },
-                }
-            }
-            Some(other) => other,
-            None => Error::NotFound { what, name },
-        }
-    }
-
-    /// The upstream of resource `uri`: the one that lists it, then the one with the longest
-    /// literal prefix of a template; then the only upstream with resources.
-    pub(super) fn route_uri(&self, uri: &str) -> Option<usize> {
-        if let Some((id, ())) = self.route(|catalog| catalog.resource(uri).map(|i| (i, ()))) {
-            return Some(id);
-        }
-        let current = self.current();
-        let mut with_resources = (current.iter())
-            .filter(|u| u.info().capabilities.get("resources").is_some())
-            .map(Upstream::index);
-        match (with_resources.next(), with_resources.next()) {
-            (Some(i), None) => Some(i),
-            _ => None,
-        }
-    }
-}
-
-/// For a name no upstream lists: the error of the first upstream that is not serving and
-/// whose namespace (`<name><separator>`) the name carries.
-fn unavailable_owner<'a>(
-    name: &str,
-    separator: &str,
-    upstreams: impl Iterator<Item = (&'a str, Status)>,
-) -> Option<Error> {
-    upstreams
-        .filter(|(upstream, _)| {
-            (name.strip_prefix(upstream)).is_some_and(|rest| rest.starts_with(separator))
-        })
-        .find_map(|(upstream, status)| {
-            let reason = match status {
-                Status::Ready => return None,
-                Status::Down(reason) => reason,
-                Status::Starting => "still starting".into(),
-            };
-            Some(Error::UpstreamUnavailable {
-                upstream: upstream.to_owned(),
-                reason,
-            })
-        })
 }
 
 /// What a `completion/complete` completes, by its `ref`.
@@ -409,21 +311,6 @@ fn completing(reference: &Value) -> Result<Completing<'_>, Error> {
             Method::CompletionComplete.as_str(),
             "ref.type must be ref/prompt or ref/resource",
         )),
-    }
-}
-
-/// The upstream whose server→client request has gateway id `id` (`mcpb-<index>-…`).
-impl Gateway {
-    /// The replica `owner` names, with the store to reach it, when it is another replica of
-    /// this deployment (`[state]`): what it asked for or parked is forwarded there.
-    pub(super) fn elsewhere<'a>(
-        &'a self,
-        owner: Option<&'a str>,
-    ) -> Option<(&'a str, &'a crate::state::Store)> {
-        let store = self.inner.state.as_ref()?;
-        owner
-            .filter(|owner| *owner != store.replica_id())
-            .map(|owner| (owner, store))
     }
 }
 
@@ -470,19 +357,7 @@ async fn forward_answer(
     }
 }
 
-/// The `mcp_budget_state_answers_total` outcome of a note sent to another replica.
-pub(super) fn outcome_of(
-    sent: Result<&'static str, crate::state::relay::ForwardError>,
-) -> &'static str {
-    use crate::state::relay::ForwardError;
-    match sent {
-        Ok(outcome) => outcome,
-        Err(ForwardError::OwnerGone) => "owner_gone",
-        Err(ForwardError::NoReply) => "no_reply",
-        Err(ForwardError::Store(reason)) => reason,
-    }
-}
-
+/// The upstream whose server→client request has gateway id `id` (`mcpb-<index>-…`).
 fn asking_upstream(id: &str) -> Option<usize> {
     let rest = id.strip_prefix("mcpb-")?;
     rest.split('-').next()?.parse().ok()
@@ -521,27 +396,6 @@ mod tests {
         // Tools and prompts are separate name spaces.
         assert_eq!(named(&catalog, Kind::Prompt, "x__d"), None);
         assert_eq!(named(&catalog, Kind::Tool, "a__greet"), None);
-    }
-
-    #[test]
-    fn an_unlisted_name_blames_its_upstream_only_when_that_one_is_not_serving() {
-        let kind = |name: &str, upstreams: &[(&str, Status)]| {
-            unavailable_owner(name, "__", upstreams.iter().cloned())
-                .map(|e| e.to_error_object().kind())
-        };
-        let down = Status::Down("exited".into());
-        let unavailable = Some(Some(crate::error::kind::UPSTREAM_UNAVAILABLE.to_owned()));
-        assert_eq!(kind("a__t", &[("a", down.clone())]), unavailable);
-        assert_eq!(kind("a__t", &[("a", Status::Starting)]), unavailable);
-        assert_eq!(kind("a__t", &[("a", Status::Ready)]), None);
-        // The namespace is the name and the separator, not a prefix of the name.
-        assert_eq!(kind("ab__t", &[("a", down.clone())]), None);
-        assert_eq!(kind("a_t", &[("a", down.clone())]), None);
-        // The first owner that is not serving answers; a ready one does not hide it.
-        assert_eq!(
-            kind("a__b__t", &[("a", Status::Ready), ("a__b", down)]),
-            unavailable
-        );
     }
 
     #[test]

@@ -2,14 +2,14 @@
 //! belongs to, [`Session::client`]), what goes to every session (broadcasts, upstream-wide
 //! logs) or to one client's sessions (what its per-client instances say outside a call), and
 //! what a client learns at the handshake (`initialize` or `server/discover`: versions,
-//! capabilities, instructions), plus its log level.
+//! capabilities, instructions), plus its log level. [`Sessions`] is that room of the
+//! gateway.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::{Map, Value, json};
 
-use super::Gateway;
 use crate::context::{Caller, Session, SessionState};
 use crate::error::Error;
 use crate::jsonrpc::Message;
@@ -26,13 +26,15 @@ pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-2
 pub(super) struct Sessions(Mutex<HashMap<String, Weak<Session>>>);
 
 impl Sessions {
-    fn register(&self, session: &Arc<Session>) {
+    /// Registers a session for broadcasts (`list_changed`).
+    pub(super) fn register(&self, session: &Arc<Session>) {
         let mut sessions = lock(&self.0);
         sessions.retain(|_, s| s.strong_count() > 0);
         sessions.insert(session.id.clone(), Arc::downgrade(session));
     }
 
-    fn remove(&self, id: &str) {
+    /// Forgets session `id`.
+    pub(super) fn remove(&self, id: &str) {
         lock(&self.0).remove(id);
     }
 
@@ -86,54 +88,39 @@ impl Sessions {
     }
 }
 
-/// The downstreams tell the gateway's session registry when a session starts and ends.
-impl crate::context::Sessions for Gateway {
-    fn opened(&self, session: &Arc<Session>) {
-        self.register_session(session);
-    }
-
-    fn ended(&self, id: &str) {
-        self.remove_session(id);
-    }
-}
-
-impl Gateway {
+impl Sessions {
     /// Tells the sessions held here whose tools were promoted on another replica
     /// (`[discover] promote_on_use` with `[state]`) that their list changed, until shutdown:
     /// the replica holding a session's stream is the one whose word reaches its client.
     pub(super) async fn announce_promotions(
-        self,
+        self: Arc<Self>,
         mut promotions: tokio::sync::broadcast::Receiver<crate::state::relay::Promotion>,
+        shutdown: tokio_util::sync::CancellationToken,
     ) {
         use tokio::sync::broadcast::error::RecvError;
         let changed = Message::notification(Method::ToolsListChanged.as_str(), None);
         loop {
             let promotion = tokio::select! {
-                () = self.inner.shutdown.cancelled() => return,
+                () = shutdown.cancelled() => return,
                 promotion = promotions.recv() => promotion,
             };
             match promotion {
-                Ok(p) => self.inner.sessions.send(&changed, |s, _| s.id == p.sid),
+                Ok(p) => self.send(&changed, |s, _| s.id == p.sid),
                 Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => return,
             }
         }
     }
 
-    /// Registers a session for broadcasts (`list_changed`).
-    pub fn register_session(&self, session: &Arc<Session>) {
-        self.inner.sessions.register(session);
-    }
-
-    /// Forgets a session (and its resource subscriptions).
-    pub fn remove_session(&self, id: &str) {
-        self.inner.sessions.remove(id);
-        self.inner.subscriptions.remove_session(id);
-    }
-
     /// `initialize`: the session learns what the gateway offers, and waits for
-    /// `notifications/initialized` before it gets broadcasts.
-    pub(super) fn initialize(&self, msg: &Message, caller: &Caller) -> Value {
+    /// `notifications/initialized` before it gets broadcasts. What it offers comes from the
+    /// current `upstreams`.
+    pub(super) fn initialize(
+        &self,
+        msg: &Message,
+        caller: &Caller,
+        upstreams: &[Upstream],
+    ) -> Value {
         let params: Value = msg.params_as().unwrap_or(Value::Null);
         let version = negotiate(params.get("protocolVersion").and_then(Value::as_str));
         caller.session.update(|s| {
@@ -144,8 +131,7 @@ impl Gateway {
             // not even have this result, and broadcasts (`list_changed`) must not reach it.
             s.initialized = false;
         });
-        self.register_session(&caller.session);
-        let upstreams = &self.inner.pool.current();
+        self.register(&caller.session);
         let mut result = json!({
             "protocolVersion": version,
             "capabilities": capabilities(upstreams),
@@ -158,9 +144,8 @@ impl Gateway {
     }
 
     /// `server/discover`, the 2026-07-28 era's stateless handshake: what `initialize` would
-    /// say.
-    pub(super) fn discover(&self) -> Value {
-        let upstreams = &self.inner.pool.current();
+    /// say, from the current `upstreams`.
+    pub(super) fn discover(upstreams: &[Upstream]) -> Value {
         crate::mcp::modern::discover_result(
             &capabilities(upstreams),
             &server_info(),
@@ -169,9 +154,15 @@ impl Gateway {
     }
 
     /// `logging/setLevel` of a 2025-era client: the session's level, also asked of every
-    /// ready 2025-era upstream that logs. A level outside RFC 5424's eight is refused
-    /// (`-32602`), never stored nor forwarded.
-    pub(super) async fn set_log_level(&self, msg: &Message, caller: &Caller) -> Result<(), Error> {
+    /// ready 2025-era upstream that logs of `upstreams` (the caller's, [`Pool::legacy_of`]).
+    /// A level outside RFC 5424's eight is refused (`-32602`), never stored nor forwarded.
+    ///
+    /// [`Pool::legacy_of`]: super::pool::Pool::legacy_of
+    pub(super) async fn set_log_level(
+        msg: &Message,
+        caller: &Caller,
+        upstreams: impl FnOnce() -> Vec<Upstream>,
+    ) -> Result<(), Error> {
         let params: Value = msg.params_as().unwrap_or(Value::Null);
         if let Some(reason) = crate::mcp::log_level_problem(params.get("level")) {
             return Err(Error::InvalidParams {
@@ -189,10 +180,7 @@ impl Gateway {
         // The caller's own per-client instances too (the last level one of its sessions set
         // holds there; each session still gets only what it asked for, see
         // `Sessions::log`), never another client's.
-        let pool = &self.inner.pool;
-        let own = pool.instances().of_client(caller.principal.name());
-        let own = own.into_iter().filter(|u| !u.is_modern());
-        for u in pool.legacy().into_iter().chain(own) {
+        for u in upstreams() {
             if u.status() == Status::Ready && u.info().capabilities.get("logging").is_some() {
                 let call = Call::new(Method::LoggingSetLevel.as_str()).params(msg.params.clone());
                 let _ = u.request(call).await;

@@ -8,14 +8,15 @@
 //! `subscriptions/listen` stream instead, naming the `list_changed` kinds and resources it
 //! wants; each notification it asked for is sent on the stream, tagged with its subscription
 //! (of a per-client upstream, the resources are watched on the client's own instance).
+//! [`Subscriptions`] is that room of the gateway.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use serde_json::{Map, Value, json};
 
-use super::Gateway;
-use super::pool::Serving;
+use super::pool::{Pool, Serving};
+use super::route::Forwarder;
 use super::sessions::{Sessions, string_param};
 use crate::context::{Caller, McpRequest, Outbound};
 use crate::error::Error;
@@ -203,24 +204,39 @@ impl Listening {
     }
 }
 
-impl Gateway {
+/// The rooms a subscription reaches: the pool that routes its resource, the sessions that
+/// say whose a session is, and the forwarding a 2025 upstream's `resources/subscribe` takes.
+pub(super) struct Reach<'a> {
+    /// The upstreams.
+    pub(super) pool: &'a Pool,
+    /// The session registry.
+    pub(super) sessions: &'a Sessions,
+    /// Forwarding.
+    pub(super) forwarder: &'a Forwarder,
+}
+
+impl Subscriptions {
     /// `resources/subscribe` (`on`) / `unsubscribe` of a 2025-era client: forwarded to a 2025
     /// upstream; for a modern upstream (which has no such method) the resource joins or leaves
     /// the gateway's `subscriptions/listen` on it.
-    pub(super) async fn subscribe(&self, req: &McpRequest, on: bool) -> Result<Message, Error> {
+    pub(super) async fn subscribe(
+        &self,
+        req: &McpRequest,
+        on: bool,
+        reach: Reach<'_>,
+    ) -> Result<Message, Error> {
         let (msg, caller) = (&req.message, &req.caller);
         let uri = string_param(msg, "uri").unwrap_or_default();
         let session = caller.session.id.as_str();
-        let (pool, subscriptions) = (&self.inner.pool, &self.inner.subscriptions);
+        let (pool, subscriptions) = (reach.pool, self);
         let routed = pool.route_uri(&uri).map(|i| (i, pool.upstream(i)));
         let per_client =
             (routed.as_ref()).is_some_and(|(_, u)| matches!(u.spec().share, Share::PerClient(_)));
         // The upstream (or the caller's instance of it) stops sending updates only when no
         // session it sends them for wants them.
         let client = caller.principal.name();
-        let shares = |other: &str| {
-            !per_client || self.inner.sessions.client_of(other).as_deref() == Some(client)
-        };
+        let shares =
+            |other: &str| !per_client || reach.sessions.client_of(other).as_deref() == Some(client);
         let subscribed = lock(&subscriptions.subscribers).of(&uri);
         let others_left = others_left(&subscribed, session, shares);
         let done = Message::response_value(Id::Null, &json!({}));
@@ -230,15 +246,15 @@ impl Gateway {
                 // A per-client upstream's updates come from the caller's own instance (one
                 // that is not running watches nothing to stop).
                 let watching = match (on, per_client) {
-                    (false, true) => pool.instances().running(i, client),
-                    _ => Some(self.serving(i, caller).await?.upstream),
+                    (false, true) => pool.running_instance(i, client),
+                    _ => Some(pool.serving(i, caller).await?.upstream),
                 };
                 if let Some(upstream) = watching {
                     upstream.watch_resource(&uri, on);
                 }
                 done
             }
-            _ => self.call_by_uri(req).await?,
+            _ => reach.forwarder.call_by_uri(req).await?,
         };
         if reply.error.is_none() {
             lock(&subscriptions.subscribers).set(&uri, session, on);
@@ -248,8 +264,15 @@ impl Gateway {
 
     /// `subscriptions/listen` of a modern client: acknowledged at once, then the stream
     /// carries the `list_changed` (and `resources/updated`) notifications it asked for,
-    /// until the client closes it or the gateway shuts down.
-    pub(super) async fn listen(&self, msg: &Message, caller: &Caller) -> Result<Message, Error> {
+    /// until the client closes it or the gateway shuts down (`shutdown`). Its resources are
+    /// watched on `pool`'s upstreams.
+    pub(super) async fn listen(
+        &self,
+        msg: &Message,
+        caller: &Caller,
+        pool: &Pool,
+        shutdown: &tokio_util::sync::CancellationToken,
+    ) -> Result<Message, Error> {
         let params: Value = msg.params_as().unwrap_or_else(|_| json!({}));
         let asked = params
             .get("notifications")
@@ -257,7 +280,7 @@ impl Gateway {
             .unwrap_or_else(|| json!({}));
         let wants = Listening::asked(&asked);
         // Held while the stream is open: the caller's instances it watches do not idle out.
-        let _watching = self.watch_for_listener(&wants.resources, caller).await;
+        let _watching = watch_for_listener(pool, &wants.resources, caller).await;
         let subscription = serde_json::to_value(msg.reply_id()).unwrap_or(Value::Null);
         let ack = Message::notification(
             Method::SubscriptionsAcknowledged.as_str(),
@@ -267,7 +290,7 @@ impl Gateway {
             }))),
         );
         let _ = caller.outbound.send(ack);
-        let listeners = &self.inner.subscriptions.listeners;
+        let listeners = &self.listeners;
         lock(listeners).push(Listener {
             outbound: caller.outbound.clone(),
             subscription: subscription.clone(),
@@ -276,7 +299,7 @@ impl Gateway {
         });
         tokio::select! {
             () = caller.outbound.closed() => {}
-            () = self.inner.shutdown.cancelled() => {}
+            () = shutdown.cancelled() => {}
         }
         lock(listeners).retain(|l| !l.outbound.is_closed());
         Ok(Message::response_value(
@@ -284,42 +307,46 @@ impl Gateway {
             &json!({ "_meta": { SUBSCRIPTION_ID: subscription } }),
         ))
     }
+}
 
-    /// What a modern client's `subscriptions/listen` asks about resources, arranged upstream:
-    /// `resources/subscribe` on a 2025 upstream, the listen filter of a modern one; of a
-    /// per-client upstream, on the caller's own instance (started if need be), whose hold is
-    /// returned.
-    async fn watch_for_listener(&self, uris: &[String], caller: &Caller) -> Vec<Serving<'_>> {
-        let mut held = Vec::new();
-        for uri in uris {
-            let Some(i) = self.inner.pool.route_uri(uri) else {
-                continue;
-            };
-            let upstream = match self.serving(i, caller).await {
-                Ok(serving) => {
-                    let upstream = serving.upstream.clone();
-                    held.push(serving);
-                    upstream
-                }
-                Err(err) => {
-                    tracing::debug!(uri, error = %err, "A listener's resource is not watched");
-                    continue;
-                }
-            };
-            if upstream.is_modern() {
-                upstream.watch_resource(uri, true);
+/// What a modern client's `subscriptions/listen` asks about resources, arranged upstream:
+/// `resources/subscribe` on a 2025 upstream, the listen filter of a modern one; of a
+/// per-client upstream, on the caller's own instance (started if need be), whose hold is
+/// returned.
+async fn watch_for_listener<'a>(
+    pool: &'a Pool,
+    uris: &[String],
+    caller: &Caller,
+) -> Vec<Serving<'a>> {
+    let mut held = Vec::new();
+    for uri in uris {
+        let Some(i) = pool.route_uri(uri) else {
+            continue;
+        };
+        let upstream = match pool.serving(i, caller).await {
+            Ok(serving) => {
+                let upstream = serving.upstream.clone();
+                held.push(serving);
+                upstream
+            }
+            Err(err) => {
+                tracing::debug!(uri, error = %err, "A listener's resource is not watched");
                 continue;
             }
-            let params = to_raw(&json!({ "uri": uri }));
-            tokio::spawn(async move {
-                let call = Call::new(Method::ResourcesSubscribe.as_str()).params(Some(params));
-                if let Err(err) = upstream.request(call).await {
-                    tracing::debug!(error = %err, "resources/subscribe for a listener failed");
-                }
-            });
+        };
+        if upstream.is_modern() {
+            upstream.watch_resource(uri, true);
+            continue;
         }
-        held
+        let params = to_raw(&json!({ "uri": uri }));
+        tokio::spawn(async move {
+            let call = Call::new(Method::ResourcesSubscribe.as_str()).params(Some(params));
+            if let Err(err) = upstream.request(call).await {
+                tracing::debug!(error = %err, "resources/subscribe for a listener failed");
+            }
+        });
     }
+    held
 }
 
 #[cfg(test)]

@@ -5,14 +5,20 @@
 //! `tasks/result`, `tasks/cancel` and `tasks/update` go to that upstream, and only for that
 //! caller: another caller's task is as unknown as one that never was. `tasks/list` reads every
 //! upstream that lists tasks, one upstream page per gateway page, and shows the caller's own.
+//!
+//! [`Tasks`] is a room of the gateway: forwarding notes the tasks its replies create
+//! ([`Tasks::note`]); it decides where a task request goes ([`Tasks::route`]) and walks the
+//! upstreams for `tasks/list` ([`Tasks::list`]), sending through the forwarding it is given.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Mutex;
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::Gateway;
 use super::pages::{open_cursor, seal_cursor};
+use super::pool::Pool;
 use crate::context::{Caller, McpRequest};
 use crate::error::Error;
 use crate::jsonrpc::{Id, Kind, Message, to_raw};
@@ -69,9 +75,10 @@ impl Owners {
     }
 }
 
-impl Gateway {
-    /// `tasks/*` requests go to the upstream that created the task.
-    pub(super) async fn route_task(&self, req: &McpRequest) -> Result<Message, Error> {
+impl Tasks {
+    /// The upstream a `tasks/*` request goes to: the one that created the task, for this
+    /// caller only.
+    pub(super) fn route(&self, req: &McpRequest) -> Result<usize, Error> {
         let (msg, caller) = (&req.message, &req.caller);
         let params: Value = msg.params_as().unwrap_or(Value::Null);
         let task = params
@@ -82,20 +89,26 @@ impl Gateway {
             })?;
         // Another caller's task is as unknown as a task that never was.
         let owner = task_owner(caller, req.view.is_modern());
-        let i =
-            (lock(&self.inner.tasks.0).upstream_of(task, owner.as_deref())).ok_or_else(|| {
-                Error::NotFound {
-                    what: "task",
-                    name: task.to_owned(),
-                }
-            })?;
-        self.forward(i, req, msg.params.clone()).await
+        (lock(&self.0).upstream_of(task, owner.as_deref())).ok_or_else(|| Error::NotFound {
+            what: "task",
+            name: task.to_owned(),
+        })
     }
 
     /// `tasks/list`: the tasks of every upstream that lists them, one upstream page per page
     /// of the gateway's; the gateway's cursor names the upstream and its cursor. An upstream
-    /// that fails is skipped (logged), the others still list.
-    pub(super) async fn list_tasks(&self, req: &McpRequest) -> Result<Message, Error> {
+    /// that fails is skipped (logged), the others still list. The upstreams are `pool`'s,
+    /// each page asked through `forward`.
+    pub(super) async fn list<F, Fut>(
+        &self,
+        req: &McpRequest,
+        pool: &Pool,
+        forward: F,
+    ) -> Result<Message, Error>
+    where
+        F: Fn(usize, Box<RawValue>) -> Fut,
+        Fut: Future<Output = Result<Message, Error>>,
+    {
         let (msg, caller) = (&req.message, &req.caller);
         let params: Value = msg.params_as().unwrap_or(Value::Null);
         let (mut at, mut cursor) = match params.get("cursor").and_then(Value::as_str) {
@@ -105,7 +118,7 @@ impl Gateway {
                 Error::invalid_params(method, "unknown cursor; list again from the start")
             })?,
         };
-        let listing = task_listers(&self.inner.pool.current());
+        let listing = task_listers(&pool.current());
         let owner = task_owner(caller, req.view.is_modern());
         // Bounded: upstreams that keep answering empty pages with cursors must not spin.
         for _ in 0..MAX_EMPTY_TASK_PAGES {
@@ -120,8 +133,9 @@ impl Gateway {
             if let Some(c) = cursor.take() {
                 asked.insert("cursor".into(), Value::String(c));
             }
-            let (tasks, next) = self.task_page(i, req, Value::Object(asked)).await;
-            let tasks = lock(&self.inner.tasks.0).own(tasks, i, owner.as_deref());
+            let page = forward(i, to_raw(&Value::Object(asked))).await;
+            let (tasks, next) = task_page(page, || pool.upstream(i).name().to_owned());
+            let tasks = lock(&self.0).own(tasks, i, owner.as_deref());
             // Where the next page starts: this upstream's next page, or the next upstream.
             let (next_at, next_cursor) = match next {
                 Some(c) => (i, Some(c)),
@@ -140,35 +154,30 @@ impl Gateway {
         }
         Ok(Message::response_value(Id::Null, &json!({ "tasks": [] })))
     }
+}
 
-    /// One `tasks/list` page of upstream `i`: its tasks and its next cursor; none when it
-    /// failed (logged).
-    async fn task_page(
-        &self,
-        i: usize,
-        req: &McpRequest,
-        asked: Value,
-    ) -> (Vec<Value>, Option<String>) {
-        let page = self
-            .forward(i, req, Some(to_raw(&asked)))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|reply| match reply.kind() {
-                Kind::Response => reply.result_as::<Value>().map_err(|e| e.to_string()),
-                _ => Err(String::from_utf8_lossy(&reply.to_bytes()).into_owned()),
-            });
-        match page {
-            Ok(result) => {
-                let tasks = result.get("tasks").and_then(Value::as_array).cloned();
-                let next = (result.get("nextCursor").and_then(Value::as_str)).map(str::to_owned);
-                (tasks.unwrap_or_default(), next)
-            }
-            Err(err) => {
-                let name = self.inner.pool.upstream(i);
-                let name = name.name();
-                tracing::warn!(upstream = name, error = %err, "tasks/list failed; its tasks are left out");
-                (Vec::new(), None)
-            }
+/// One `tasks/list` page of an upstream (`name` names it for the log), as it `answered`: its
+/// tasks and its next cursor; none when it failed (logged).
+fn task_page(
+    answered: Result<Message, Error>,
+    name: impl FnOnce() -> String,
+) -> (Vec<Value>, Option<String>) {
+    let page = answered
+        .map_err(|e| e.to_string())
+        .and_then(|reply| match reply.kind() {
+            Kind::Response => reply.result_as::<Value>().map_err(|e| e.to_string()),
+            _ => Err(String::from_utf8_lossy(&reply.to_bytes()).into_owned()),
+        });
+    match page {
+        Ok(result) => {
+            let tasks = result.get("tasks").and_then(Value::as_array).cloned();
+            let next = (result.get("nextCursor").and_then(Value::as_str)).map(str::to_owned);
+            (tasks.unwrap_or_default(), next)
+        }
+        Err(err) => {
+            let name = name();
+            tracing::warn!(upstream = name, error = %err, "tasks/list failed; its tasks are left out");
+            (Vec::new(), None)
         }
     }
 }

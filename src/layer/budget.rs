@@ -407,7 +407,9 @@ impl BudgetLayer {
             Outcome::Rerank(arguments, planned) => {
                 let state = self.state.clone();
                 Box::pin(async move {
-                    let result = rerank::search(state.clone(), planned, arguments).await;
+                    let (reranker, dense) = (state.reranker.clone(), planned.dense.clone());
+                    let discovery = planned.discovery.as_ref();
+                    let result = rerank::search(reranker, dense, discovery, &arguments).await;
                     // A small value (a few hits): cloned for the metric's view of it.
                     let outcome = MetaCall::Result(result.clone());
                     crate::telemetry::record::search_outcome(true, &outcome);
@@ -517,7 +519,7 @@ impl BudgetLayer {
                     });
                 }
             }
-            MetaTool::Search if rerank::applies(&self.state, &planned, &call.arguments) => {
+            MetaTool::Search if self.state.reranks(&planned, &call.arguments) => {
                 return Some(Outcome::Rerank(call.arguments, planned));
             }
             MetaTool::Search => {}

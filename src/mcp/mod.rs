@@ -5,6 +5,7 @@ pub mod bridge;
 pub mod meta;
 pub mod method;
 pub mod modern;
+pub mod pages;
 pub mod params;
 pub mod view;
 

@@ -366,5 +366,33 @@ fn set_hash(tool: &mut Value, hash: String) {
     }
 }
 
+/// The catalog of upstreams `names` from their lists as given (`raw`), each through the guard
+/// ([`admit`], with each upstream's `sanitize` rules and the pin `rules`) with what it held for
+/// the same upstream name in `previous` (so a trusted-on-first-use definition stays trusted
+/// when the upstream restarts or moves), names joined with `separator`: the one door into a
+/// catalog, for the gateway's pool and the embedded stack's learner.
+#[must_use]
+pub fn guarded<C: Into<std::sync::Arc<crate::catalog::Given>>>(
+    raw: Vec<C>,
+    names: &[String],
+    separator: &str,
+    version: u64,
+    previous: &Catalog,
+    sanitize: impl Fn(&str) -> sanitize::Rules,
+    rules: &Rules,
+) -> Catalog {
+    let empty = Held::default();
+    let held_of = |name: &str| {
+        (previous.names().iter().position(|n| n == name))
+            .and_then(|p| previous.held().get(p))
+            .unwrap_or(&empty)
+    };
+    let guard = |i: usize, raw: &Contribution, _: &Held| {
+        let name = &names[i];
+        admit(name, raw, held_of(name), &sanitize(name), rules)
+    };
+    Catalog::build_guarded(raw, names, separator, version, previous, guard)
+}
+
 #[cfg(test)]
 mod tests;

@@ -96,7 +96,8 @@ impl Reloader {
         // quiet, so the catalog changes below are announced once, by the new one or here.
         let seen = current.budget.as_ref().map(BudgetLayer::fingerprint);
         current.retired.cancel();
-        let plan = self.gateway.reconcile(policy);
+        let announce = stack::announce(&policy);
+        let plan = self.gateway.reconcile(policy, announce);
         // The new budget layer takes the usage counts over (or the old one writes them).
         let (service, generation) = build(&self.gateway, current.budget.as_ref());
         let shown = generation.budget.as_ref().map(BudgetLayer::fingerprint);

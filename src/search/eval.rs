@@ -104,11 +104,17 @@ impl Labelled {
     #[must_use]
     pub fn best_rank(&self, ranked: &[String], lenient: bool) -> Option<usize> {
         let top = &ranked[..ranked.len().min(CUTOFFS[CUTOFFS.len() - 1])];
-        let accepted = |id: &String| {
-            self.gold.contains(id)
-                || (lenient && self.alternatives.values().flatten().any(|a| a == id))
-        };
-        top.iter().position(accepted).map(|i| i + 1)
+        top.iter()
+            .position(|id| self.accepts(id, lenient))
+            .map(|i| i + 1)
+    }
+
+    /// Whether `id` answers the query: one of its gold ids, or (`lenient`) one of their
+    /// alternatives.
+    #[must_use]
+    pub fn accepts(&self, id: &str, lenient: bool) -> bool {
+        self.gold.iter().any(|g| g == id)
+            || (lenient && self.alternatives.values().flatten().any(|a| a == id))
     }
 }
 

@@ -40,6 +40,7 @@ mod dropin;
 mod embed;
 mod env;
 mod eras;
+mod eval;
 mod fairness;
 mod faults;
 mod firsthour;

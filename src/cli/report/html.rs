@@ -20,7 +20,7 @@ const OVER: &str = "#e15759";
 const FITS: &str = "#59a14f";
 const WIDTH: u64 = 720;
 
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -87,7 +87,7 @@ pub(crate) fn page(r: &Value) -> String {
     )
 }
 
-const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:64em;color:#222}\
+pub(crate) const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:64em;color:#222}\
 h1{font-size:1.6em;margin-bottom:.2em}h1 small{font-size:.55em;color:#666;font-weight:normal}\
 .sub{color:#444;margin-top:0}.badge{background:#222;color:#fff;border-radius:3px;padding:1px 6px;\
 font-size:.85em;text-transform:uppercase}.advice{background:#f4f8e8;border-left:4px solid #59a14f;\

@@ -8,7 +8,7 @@
 //! completions and cancellations go there only, so the server→client requests of the
 //! instance (sampling, elicitation, roots) always belong to that one client. What it says
 //! outside a call (resource updates, logs) goes to that client's sessions only
-//! ([`Gateway::instance_event`]).
+//! (`Pool::hear`).
 //!
 //! Instances get ids of their own, from [`FIRST_ID`] up and never reused, so the ids the
 //! gateway keeps for later (calls to cancel, server→client requests, parked calls) name the
@@ -17,27 +17,23 @@
 //! subscribed to one of its resources, no listen stream watching it: [`idle_out`]), when a
 //! reload changes its upstream or the client's credentials, and at shutdown.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use super::Pool;
-use crate::context::Caller;
 use crate::error::Error;
-use crate::gateway::{Gateway, InstanceState};
-use crate::identity::Via;
+use crate::gateway::health::InstanceState;
 use crate::lock::lock;
-use crate::policy::Policy;
 use crate::policy::share::{Credentials, Share, instance_spec};
-use crate::upstream::{Event, Status, Upstream};
+use crate::policy::{Policy, UpstreamSpec};
+use crate::upstream::Upstream;
 
 /// How often idle instances are looked for: an instance stops within this long after its
 /// `idle_secs`.
-const REAP_TICK: Duration = Duration::from_secs(1);
+pub(super) const REAP_TICK: Duration = Duration::from_secs(1);
 
 /// The first id of a per-client instance: far above any policy position, so that an id says
 /// by itself whether it names an instance.
@@ -218,10 +214,10 @@ impl Instances {
     }
 }
 
-impl Pool {
+impl Instances {
     /// The instance `client`'s requests to upstream `base` (a catalog instance) go to, held
-    /// in use: its running one, or one started now with `credentials` on top of the
-    /// upstream's settings.
+    /// in use: its running one, or one `start`ed now (given its id and spec) with
+    /// `credentials` on top of the upstream's settings.
     ///
     /// # Errors
     /// [`Error::InstancesExhausted`] when the upstream runs its `max_instances` already.
@@ -230,15 +226,15 @@ impl Pool {
         base: &Upstream,
         client: &str,
         credentials: Option<&Credentials>,
-        shutdown: &CancellationToken,
-    ) -> Result<(usize, Upstream, InUse<'_>), Error> {
+        start: impl FnOnce(usize, UpstreamSpec) -> Upstream,
+    ) -> Result<Serving<'_>, Error> {
         let Share::PerClient(share) = base.spec().share else {
             return Err(Error::Internal(format!(
                 "{} is shared by every client",
                 base.name()
             )));
         };
-        let instances = &self.instances;
+        let instances = self;
         let mut live = lock(&instances.live);
         let found = (live.iter_mut()).find(|(_, i)| i.base == base.index() && i.client == client);
         let id = match found {
@@ -256,14 +252,7 @@ impl Pool {
                 }
                 let id = FIRST_ID + instances.next.fetch_add(1, Ordering::Relaxed);
                 let spec = instance_spec(base.spec(), credentials);
-                let upstream = Upstream::start_tagged(
-                    id,
-                    self.replica.clone(),
-                    spec,
-                    self.capabilities.clone(),
-                    self.events.clone(),
-                    shutdown.child_token(),
-                );
+                let upstream = start(id, spec);
                 tracing::info!(
                     upstream = base.name(),
                     client,
@@ -284,12 +273,11 @@ impl Pool {
         };
         let upstream = live[&id].upstream.clone();
         drop(live);
-        Ok((id, upstream, InUse { instances, id }))
-    }
-
-    /// The per-client instances.
-    pub(in crate::gateway) fn instances(&self) -> &Instances {
-        &self.instances
+        Ok(Serving {
+            id,
+            upstream,
+            _in_use: Some(InUse { instances, id }),
+        })
     }
 }
 
@@ -304,169 +292,24 @@ pub(in crate::gateway) struct Serving<'a> {
     _in_use: Option<InUse<'a>>,
 }
 
-impl Gateway {
-    /// Where `caller`'s request to upstream `id` goes: a shared upstream serves it itself; a
-    /// per-client upstream's catalog instance hands it to the caller's instance, started now
-    /// (and waited for, at most the upstream's `timeout_secs`) if it has none. An instance id
-    /// (a parked call's retry) names that instance.
-    ///
-    /// # Errors
-    /// [`Error::ClientRequired`] for an anonymous caller of a per-client upstream,
-    /// [`Error::InstancesExhausted`] past its `max_instances`, [`Error::UpstreamUnavailable`]
-    /// for an instance that was stopped.
-    pub(in crate::gateway) async fn serving(
-        &self,
-        id: usize,
-        caller: &Caller,
-    ) -> Result<Serving<'_>, Error> {
-        let pool = &self.inner.pool;
-        let shared = |upstream| Serving {
+impl Serving<'_> {
+    /// Upstream `id` serving a request itself (a shared upstream, or a named instance): no
+    /// hold.
+    pub(in crate::gateway) fn shared(id: usize) -> impl Fn(Upstream) -> Self {
+        move |upstream| Serving {
             id,
             upstream,
             _in_use: None,
-        };
-        if id >= FIRST_ID {
-            let gone = || Error::UpstreamUnavailable {
-                upstream: format!("per-client instance {id}"),
-                reason: "it was stopped (idle_secs, or a reload); call again".into(),
-            };
-            return pool.get(id).map(shared).ok_or_else(gone);
-        }
-        let base = pool.upstream(id);
-        if matches!(base.spec().share, Share::Global) {
-            return Ok(shared(base));
-        }
-        if caller.principal.via() == Via::Anonymous {
-            return Err(Error::ClientRequired {
-                upstream: base.name().to_owned(),
-            });
-        }
-        let client = caller.principal.name();
-        let policy = self.policy();
-        let credentials = credentials_of(&policy, client, base.name());
-        let (id, upstream, in_use) =
-            pool.instance(&base, client, credentials, &self.inner.shutdown)?;
-        if upstream.status() == Status::Starting {
-            upstream.wait_ready(upstream.spec().timeout).await;
-        }
-        Ok(Serving {
-            id,
-            upstream,
-            _in_use: Some(in_use),
-        })
-    }
-
-    /// Stops the per-client instances that have been idle for their `idle_secs`, every
-    /// [`REAP_TICK`], until shutdown.
-    pub(in crate::gateway) async fn reap_instances(self) {
-        let mut tick = tokio::time::interval(REAP_TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                () = self.inner.shutdown.cancelled() => return,
-            }
-            let instances = self.inner.pool.instances();
-            if instances.none() {
-                continue;
-            }
-            let idle = instances.take_idle(Instant::now(), self.instance_holds());
-            for upstream in idle {
-                tracing::info!(
-                    upstream = upstream.name(),
-                    "Per-client instance stopped (idle_secs)"
-                );
-                tokio::spawn(async move { upstream.stop(Duration::from_secs(5)).await });
-            }
         }
     }
-
-    /// What holds an instance besides the gateway's requests using it and its own requests
-    /// pending (given its id, the id of the upstream it is an instance of, and its client):
-    /// its parked calls, and whether a session of its client is subscribed to one of its
-    /// resources (a new instance would know nothing of the subscription, and the client would
-    /// silently get no more updates).
-    pub(in crate::gateway) fn instance_holds(&self) -> impl Fn(usize, usize, &str) -> usize {
-        let subscribed = self.subscribed_instances();
-        move |id, base, client| {
-            let subscribed = subscribed.contains(&(base, client.to_owned()));
-            self.inner.parked.of_upstream(id) + usize::from(subscribed)
-        }
-    }
-
-    /// The instances (as the id of the upstream each is an instance of, and its client) that
-    /// sessions' `resources/subscribe` hold: of each subscribed resource, the instance of each
-    /// subscribed session's client of the upstream the resource routes to.
-    fn subscribed_instances(&self) -> HashSet<(usize, String)> {
-        let (pool, sessions) = (&self.inner.pool, &self.inner.sessions);
-        let mut held = HashSet::new();
-        // Without a running instance nothing is held (`/status` asks at every read).
-        if pool.instances().none() {
-            return held;
-        }
-        for (uri, subscribed) in self.inner.subscriptions.subscribed() {
-            let Some(base) = pool.route_uri(&uri) else {
-                continue;
-            };
-            let clients = subscribed.iter().filter_map(|s| sessions.client_of(s));
-            held.extend(clients.map(|client| (base, client)));
-        }
-        held
-    }
-
-    /// After a reload: the instances of upstreams it removed or restarted, and those whose
-    /// client's credentials changed, stop once their calls in flight end (the next request
-    /// starts a new one).
-    pub(in crate::gateway) fn retire_instances(&self, policy: &Policy) {
-        let pool = &self.inner.pool;
-        let stale = pool.instances().take(|base, client, instance| {
-            if !pool.is_current(base) {
-                return true;
-            }
-            let base = pool.upstream(base);
-            let credentials = credentials_of(policy, client, base.name());
-            instance_spec(base.spec(), credentials) != *instance.spec()
-        });
-        for upstream in stale {
-            tokio::spawn(self.clone().retire(upstream));
-        }
-    }
-
-    /// Handles `event` if it is a per-client instance's, and says whether it was. What an
-    /// instance says outside a call belongs to its one client: a resource update goes to that
-    /// client's sessions subscribed to the resource, a log line to that client's sessions (at
-    /// the level each asked for), never to another client's. Its readiness and `list_changed`
-    /// change nothing: the catalog comes from the catalog instance. An instance already taken
-    /// out (stopping after a reload or `idle_secs`) belongs to nobody any more.
-    pub(in crate::gateway) fn instance_event(&self, event: &Event) -> bool {
-        let id = match event {
-            Event::Ready(i) | Event::Down(i) | Event::ListChanged(i, _) => *i,
-            Event::Broadcast(i, _) | Event::Log(i, _) => *i,
-        };
-        if id < FIRST_ID {
-            return false;
-        }
-        if let Event::Broadcast(..) | Event::Log(..) = event {
-            match self.inner.pool.instances().client_of(id) {
-                Some(client) => self.outside_a_call(event, Some(&client)),
-                None => dropped(id),
-            }
-        }
-        true
-    }
-}
-
-/// Notes that what instance `id` said outside a call reached nobody: it stopped serving its
-/// client.
-fn dropped(id: usize) {
-    tracing::debug!(
-        instance = id,
-        "A stopping per-client instance's notification outside a call is dropped"
-    );
 }
 
 /// `client`'s `[client.upstream.<upstream>]`, if it has one.
-fn credentials_of<'p>(policy: &'p Policy, client: &str, upstream: &str) -> Option<&'p Credentials> {
+pub(super) fn credentials_of<'p>(
+    policy: &'p Policy,
+    client: &str,
+    upstream: &str,
+) -> Option<&'p Credentials> {
     (policy.credentials.iter())
         .find(|((c, u), _)| c == client && u == upstream)
         .map(|(_, credentials)| credentials)

@@ -26,14 +26,12 @@ use std::collections::HashMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::state::State;
 use crate::canonical::schema_hash;
 use crate::catalog::CatalogTool;
 use crate::context::McpRequest;
 use crate::discover::one_line;
 use crate::error::Error;
 use crate::jsonrpc::{ErrorObject, Id, Message, to_raw};
-use crate::plan::ModeChoice;
 use crate::search::SearchIndex;
 
 /// Longest `summary`, in characters (the draft: "SHOULD keep this under 200 characters").
@@ -49,29 +47,6 @@ const QUERY_RESULTS: usize = 20;
 /// tools carry their server id: the `/` keeps it apart from every server id (those are
 /// `A-Z a-z 0-9 _ -`), and it reads as the gateway's `_meta` keys do.
 pub(super) const META_TAG: &str = "mcp-budget/meta";
-
-impl State {
-    /// Whether `req` is from a client served natively: the policy enables it and the client
-    /// declared it (a modern request in its own `_meta`, a 2025-era one at `initialize`).
-    /// Costs nothing while the policy leaves it off.
-    pub(super) fn is_native(&self, req: &McpRequest) -> bool {
-        if !self.discover.native_disclosure {
-            return false;
-        }
-        if let Some(meta) = req.view.request_meta() {
-            return declares(&meta.client_capabilities);
-        }
-        req.caller
-            .session
-            .with_state(|s| declares(&s.client_capabilities))
-    }
-
-    /// Whether handshake results are rewritten (`host_search` instructions, the native
-    /// capability).
-    pub(super) fn rewrites_handshake(&self) -> bool {
-        self.base.budget.mode == ModeChoice::HostSearch || self.discover.native_disclosure
-    }
-}
 
 /// Whether `capabilities` (a client's) declare progressive disclosure: `tools.progressiveDisclosure`
 /// `true` or an object.

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::state::{Planned, State};
 use crate::discover::{Discovery, MetaTool};
 use crate::policy::DiscoverPolicy;
 
@@ -44,10 +43,14 @@ pub(super) fn reranker_of(_discover: &DiscoverPolicy) -> Option<Arc<Reranker>> {
     None
 }
 
-/// The texts of `discovery`'s tools, their embedding started in the background.
+/// The texts of `discovery`'s tools, their embedding started in the background by
+/// `reranker`.
 #[cfg(feature = "semantic")]
-pub(super) fn prepare(state: &State, discovery: Option<&Discovery>) -> Option<Arc<Texts>> {
-    let reranker = state.reranker.as_ref()?;
+pub(super) fn prepare(
+    reranker: Option<&Arc<Reranker>>,
+    discovery: Option<&Discovery>,
+) -> Option<Arc<Texts>> {
+    let reranker = reranker?;
     let texts = Arc::new(Texts::of(discovery?.tools()));
     reranker.prepare(&texts);
     Some(texts)
@@ -55,15 +58,23 @@ pub(super) fn prepare(state: &State, discovery: Option<&Discovery>) -> Option<Ar
 
 /// Without the `semantic` feature: none.
 #[cfg(not(feature = "semantic"))]
-pub(super) fn prepare(_state: &State, _discovery: Option<&Discovery>) -> Option<Arc<Texts>> {
+pub(super) fn prepare(
+    _reranker: Option<&Arc<Reranker>>,
+    _discovery: Option<&Discovery>,
+) -> Option<Arc<Texts>> {
     None
 }
 
-/// Whether a `search_tools` call with `arguments` on `planned` is to be reranked: a model, a
-/// string query, and the vectors of the plan's tools ready.
+/// Whether a `search_tools` call with `arguments` on a plan whose tools' texts are `dense` is
+/// to be reranked: a model (`reranker`), a string query, and the vectors of the plan's tools
+/// ready.
 #[cfg(feature = "semantic")]
-pub(super) fn applies(state: &State, planned: &Planned, arguments: &Value) -> bool {
-    let (Some(reranker), Some(texts)) = (&state.reranker, &planned.dense) else {
+pub(super) fn applies(
+    reranker: Option<&Arc<Reranker>>,
+    dense: Option<&Arc<Texts>>,
+    arguments: &Value,
+) -> bool {
+    let (Some(reranker), Some(texts)) = (reranker, dense) else {
         return false;
     };
     arguments.get("query").is_some_and(Value::is_string) && reranker.ready(texts).is_some()
@@ -71,18 +82,25 @@ pub(super) fn applies(state: &State, planned: &Planned, arguments: &Value) -> bo
 
 /// Without the `semantic` feature: never.
 #[cfg(not(feature = "semantic"))]
-pub(super) fn applies(_state: &State, _planned: &Planned, _arguments: &Value) -> bool {
+pub(super) fn applies(
+    _reranker: Option<&Arc<Reranker>>,
+    _dense: Option<&Arc<Texts>>,
+    _arguments: &Value,
+) -> bool {
     false
 }
 
-/// The `search_tools` answer for `arguments`, fused with the query's cosines (lexical when
-/// the model fails on the query).
-pub(super) async fn search(state: Arc<State>, planned: Arc<Planned>, arguments: Value) -> Value {
-    let dense = dense_scores(&state, &planned, &arguments).await;
-    let answer = planned
-        .discovery
-        .as_ref()
-        .and_then(|d| d.call_with(MetaTool::Search, &arguments, dense.as_deref()));
+/// The `search_tools` answer of `discovery` for `arguments`, fused
+/// with the query's cosines by `reranker` over the plan's `dense` texts (lexical when the
+/// model fails on the query).
+pub(super) async fn search(
+    reranker: Option<Arc<Reranker>>,
+    dense: Option<Arc<Texts>>,
+    discovery: Option<&Discovery>,
+    arguments: &Value,
+) -> Value {
+    let dense = dense_scores(reranker, dense, arguments).await;
+    let answer = discovery.and_then(|d| d.call_with(MetaTool::Search, arguments, dense.as_deref()));
     match answer {
         Some(crate::discover::MetaCall::Result(result)) => result,
         // Cannot happen: `applies` saw a discovery index, and a search answers a result.
@@ -92,20 +110,23 @@ pub(super) async fn search(state: Arc<State>, planned: Arc<Planned>, arguments: 
 
 #[cfg(feature = "semantic")]
 async fn dense_scores(
-    state: &State,
-    planned: &Arc<Planned>,
+    reranker: Option<Arc<Reranker>>,
+    dense: Option<Arc<Texts>>,
     arguments: &Value,
 ) -> Option<Vec<f32>> {
-    let reranker = state.reranker.clone()?;
+    let reranker = reranker?;
     let query = arguments.get("query")?.as_str()?.to_owned();
-    let planned = planned.clone();
-    tokio::task::spawn_blocking(move || reranker.scores(&query, planned.dense.as_ref()?))
+    tokio::task::spawn_blocking(move || reranker.scores(&query, dense.as_ref()?))
         .await
         .ok()
         .flatten()
 }
 
 #[cfg(not(feature = "semantic"))]
-async fn dense_scores(_: &State, _: &Arc<Planned>, _: &Value) -> Option<Vec<f32>> {
+async fn dense_scores(
+    _: Option<Arc<Reranker>>,
+    _: Option<Arc<Texts>>,
+    _: &Value,
+) -> Option<Vec<f32>> {
     None
 }

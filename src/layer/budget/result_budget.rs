@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
-use super::{BoxFuture, State};
+use super::state::State;
+use crate::context::McpFuture as BoxFuture;
 use crate::jsonrpc::{Message, to_raw};
 
 impl State {

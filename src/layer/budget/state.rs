@@ -22,7 +22,7 @@ use super::usage;
 use crate::authz::{Scope, Target};
 use crate::catalog::{Catalog, CatalogTool};
 use crate::compress::Level;
-use crate::context::{Caller, Session};
+use crate::context::{Caller, McpRequest, Session};
 use crate::discover::Discovery;
 use crate::identity::{Principal, Via};
 use crate::jsonrpc::{Message, to_raw};
@@ -192,6 +192,35 @@ impl std::fmt::Debug for State {
     }
 }
 
+impl State {
+    /// Whether `req` is from a client served natively: the policy enables it and the client
+    /// declared it (a modern request in its own `_meta`, a 2025-era one at `initialize`).
+    /// Costs nothing while the policy leaves it off.
+    pub(super) fn is_native(&self, req: &McpRequest) -> bool {
+        if !self.discover.native_disclosure {
+            return false;
+        }
+        if let Some(meta) = req.view.request_meta() {
+            return super::native::declares(&meta.client_capabilities);
+        }
+        req.caller
+            .session
+            .with_state(|s| super::native::declares(&s.client_capabilities))
+    }
+
+    /// Whether a `search_tools` call with `arguments` on `planned` is to be reranked
+    /// ([`super::rerank::applies`]).
+    pub(super) fn reranks(&self, planned: &Planned, arguments: &Value) -> bool {
+        super::rerank::applies(self.reranker.as_ref(), planned.dense.as_ref(), arguments)
+    }
+
+    /// Whether handshake results are rewritten (`host_search` instructions, the native
+    /// capability).
+    pub(super) fn rewrites_handshake(&self) -> bool {
+        self.base.budget.mode == ModeChoice::HostSearch || self.discover.native_disclosure
+    }
+}
+
 pub(super) use crate::lock::lock;
 
 fn fingerprint_of(result: &RawValue) -> u64 {
@@ -358,7 +387,7 @@ impl State {
         let code = (self.discover.code_mode.as_ref())
             .map(|_| self.discovery(tools.to_vec(), separator, counts));
         log_planned(&plan, profile, tools.len(), catalog);
-        let dense = super::rerank::prepare(self, discovery.as_ref());
+        let dense = super::rerank::prepare(self.reranker.as_ref(), discovery.as_ref());
         Planned {
             version: catalog.version(),
             usage_generation: 0,

@@ -14,11 +14,11 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use super::Gateway;
-use super::bridge::undeclared;
-use super::route::Forward;
 use crate::context::{Caller, Outbound};
 use crate::error::Error;
+use crate::gateway::forward::{Forward, Inflight};
+use crate::gateway::pool::Pool;
+use crate::gateway::sessions::string_param;
 use crate::jsonrpc::{Id, Kind, Message};
 use crate::lock::lock;
 use crate::mcp::bridge;
@@ -26,20 +26,18 @@ use crate::mcp::method::Method;
 use crate::upstream::{Call, Upstream};
 
 /// Prefix of the `requestState` the gateway hands out for calls it parked.
-pub(super) const STATE_PREFIX: &str = "mcpb1.";
+pub(in crate::gateway) const STATE_PREFIX: &str = "mcpb1.";
 /// How long a parked call waits for the client's retry.
 const PARK_TTL: Duration = Duration::from_secs(300);
 
-/// Calls waiting for the client's retry, by the `requestState` handed out.
-#[derive(Default)]
-pub(super) struct ParkedCalls(Mutex<HashMap<String, Parked>>);
-
-impl ParkedCalls {
-    /// How many parked calls wait on upstream `id` (a per-client instance is not stopped
-    /// while one does).
-    pub(super) fn of_upstream(&self, id: usize) -> usize {
-        lock(&self.0).values().filter(|p| p.upstream == id).count()
-    }
+/// Calls waiting for the client's retry, by the `requestState` handed out; with the pool their
+/// upstreams are in and the requests in flight they are tracked among.
+pub(super) struct ParkedCalls {
+    calls: Arc<Mutex<HashMap<String, Parked>>>,
+    pool: Arc<Pool>,
+    inflight: Arc<Inflight>,
+    /// The replica the `requestState`s name (`[state]`; `None`: a lone gateway).
+    replica: Option<String>,
 }
 
 /// A call to a 2025-era upstream, waiting for a modern client to answer what the upstream
@@ -53,7 +51,26 @@ struct Parked {
     asked: Vec<String>,
 }
 
-impl Gateway {
+impl ParkedCalls {
+    /// No call parked yet, of upstreams of `pool`, tracked in `inflight`, on `replica`.
+    pub(super) fn new(pool: Arc<Pool>, inflight: Arc<Inflight>, replica: Option<String>) -> Self {
+        Self {
+            calls: Arc::default(),
+            pool,
+            inflight,
+            replica,
+        }
+    }
+
+    /// How many parked calls wait on upstream `id` (a per-client instance is not stopped
+    /// while one does).
+    pub(super) fn of_upstream(&self, id: usize) -> usize {
+        lock(&self.calls)
+            .values()
+            .filter(|p| p.upstream == id)
+            .count()
+    }
+
     /// Starts a modern client's call on a 2025-era upstream on a task of its own, so that it
     /// can wait (parked) while the client answers what the upstream asks in the middle.
     pub(super) async fn park_call(
@@ -69,7 +86,7 @@ impl Gateway {
             id: upstream_id,
             ..
         } = forward;
-        let upstream = self.inner.pool.upstream(i);
+        let upstream = self.pool.upstream(i);
         let (tx, rx) = Outbound::channel(caller.session.id.as_str());
         let method = method.to_owned();
         let call = tokio::spawn(async move {
@@ -97,19 +114,19 @@ impl Gateway {
         caller: &Caller,
         msg: &Message,
     ) -> Result<Message, Error> {
-        (self.inner.inflight).track(caller, msg, parked.upstream, parked.upstream_id);
+        (self.inflight).track(caller, msg, parked.upstream, parked.upstream_id);
         // Modern clients get log notifications only when the request asked for them.
         let request: Value = msg.params_as().unwrap_or(Value::Null);
         let relay = |m: Message| {
             if m.method() == Some(Method::LogMessage.as_str()) {
-                let level = super::sessions::string_param(&m, "level").unwrap_or_default();
+                let level = string_param(&m, "level").unwrap_or_default();
                 if !bridge::wants_log(&request, &level) {
                     return;
                 }
             }
             let _ = caller.outbound.send(m);
         };
-        let upstream = &self.inner.pool.upstream(parked.upstream);
+        let upstream = &self.pool.upstream(parked.upstream);
         let upstream_name = upstream.name().to_owned();
         let finished = |joined: Result<Result<Message, Error>, tokio::task::JoinError>| {
             joined.unwrap_or_else(|e| {
@@ -151,25 +168,20 @@ impl Gateway {
     fn park(&self, mut parked: Parked, asked: Vec<Message>) -> Message {
         let requests = asked_requests(asked);
         parked.asked = requests.iter().map(|(k, _, _)| k.clone()).collect();
-        let state = parked_state(
-            self.inner
-                .state
-                .as_ref()
-                .map(crate::state::Store::replica_id),
-        );
-        lock(&self.inner.parked.0).insert(state.clone(), parked);
+        let state = parked_state(self.replica.as_deref());
+        lock(&self.calls).insert(state.clone(), parked);
         // A client that never retries: the call is cancelled upstream after the TTL.
-        let gateway = Arc::downgrade(&self.inner);
+        let (calls, pool) = (Arc::downgrade(&self.calls), Arc::downgrade(&self.pool));
         let key = state.clone();
         tokio::spawn(async move {
             tokio::time::sleep(PARK_TTL).await;
-            let Some(inner) = gateway.upgrade() else {
+            let (Some(calls), Some(pool)) = (calls.upgrade(), pool.upgrade()) else {
                 return;
             };
-            let expired = lock(&inner.parked.0).remove(&key);
+            let expired = lock(&calls).remove(&key);
             if let Some(p) = expired {
                 // A per-client instance may be stopped once no parked call waits on it.
-                if let Some(upstream) = inner.pool.get(p.upstream) {
+                if let Some(upstream) = pool.get(p.upstream) {
                     tracing::debug!(upstream = upstream.name(), "Parked call expired");
                     upstream.cancel(p.upstream_id, Some("the client never retried"));
                 }
@@ -177,82 +189,6 @@ impl Gateway {
             }
         });
         Message::response_value(Id::Null, &bridge::input_required_result(&requests, &state))
-    }
-
-    /// A modern client's retry of a call another replica parked (`[state]`, its
-    /// `requestState` names `owner`): forwarded there, and that replica's outcome is the
-    /// answer; `wait` bounds the wait for it.
-    pub(super) async fn resume_at(
-        &self,
-        owner: &str,
-        msg: &Message,
-        caller: &Caller,
-        wait: Duration,
-    ) -> Result<Message, Error> {
-        use crate::state::relay::ForwardError;
-        let Some(store) = &self.inner.state else {
-            return Err(unknown_state(msg));
-        };
-        let request = msg.to_raw_value();
-        let capabilities = caller.session.state().client_capabilities;
-        let outcome = store.resume_at(owner, capabilities, request, wait).await;
-        let sent = outcome
-            .as_ref()
-            .map(|_| "resumed_elsewhere")
-            .map_err(|e| *e);
-        crate::telemetry::record::state_answer(super::route::outcome_of(sent));
-        match outcome {
-            Ok(reply) => Message::parse(reply.get().as_bytes()).map_err(|e| {
-                Error::Internal(format!("an unreadable outcome of a resumed call: {e}"))
-            }),
-            Err(ForwardError::OwnerGone) => Err(Error::invalid_params(
-                msg.method().unwrap_or_default(),
-                "the gateway replica that parked this call is gone, and the call with it; call again without requestState",
-            )),
-            Err(ForwardError::NoReply) => Err(Error::invalid_params(
-                msg.method().unwrap_or_default(),
-                "the gateway replica that parked this call did not answer the retry in time; call again without requestState",
-            )),
-            Err(ForwardError::Store(_)) => Err(Error::invalid_params(
-                msg.method().unwrap_or_default(),
-                "another gateway replica parked this call and the shared state store is unavailable; retry, or call again without requestState",
-            )),
-        }
-    }
-
-    /// A retry another replica forwarded here (`[state]`): resumed as if its client had sent
-    /// it here, and the outcome sent back.
-    pub(super) async fn resume_here(self, resume: crate::state::relay::Resume) {
-        let Some(store) = self.inner.state.clone() else {
-            return;
-        };
-        let msg = match Message::parse(resume.request.get().as_bytes()) {
-            Ok(msg) => msg,
-            Err(e) => {
-                tracing::debug!(error = %e, "Unreadable retry from another replica");
-                return;
-            }
-        };
-        let id = msg.id.clone().unwrap_or(Id::Null);
-        let params: Value = msg.params_as().unwrap_or(Value::Null);
-        let (responses, state) = bridge::retry_fields(&params);
-        let responses = responses.cloned().unwrap_or_default();
-        let state = state.unwrap_or_default().to_owned();
-        // The client's session lives on the other replica: its notifications stay here.
-        let (notify, _) = mpsc::unbounded_channel();
-        let session = crate::context::Session::new(format!("resumed-{}", resume.corr), notify);
-        session.update(|s| s.client_capabilities = resume.client_capabilities.clone());
-        let caller = Caller::new(Arc::new(session));
-        let reply = match self.resume(&state, responses, &msg, &caller).await {
-            Ok(mut reply) => {
-                reply.id = Some(id);
-                reply
-            }
-            Err(err) => Message::error(id, err.to_error_object()),
-        };
-        store
-            .reply_resumed(&resume.reply_to, resume.corr, reply.to_raw_value())
-            .await;
     }
 
     /// A modern client's retry of a parked call: the answers go to the upstream, and the call
@@ -264,11 +200,11 @@ impl Gateway {
         msg: &Message,
         caller: &Caller,
     ) -> Result<Message, Error> {
-        let parked = lock(&self.inner.parked.0).remove(state);
+        let parked = lock(&self.calls).remove(state);
         let Some(parked) = parked else {
             return Err(unknown_state(msg));
         };
-        let upstream = &self.inner.pool.upstream(parked.upstream);
+        let upstream = &self.pool.upstream(parked.upstream);
         for key in &parked.asked {
             let answer = answer_for(key, responses.get(key));
             if let Err(err) = upstream.answer_server_request(key, answer) {
@@ -280,7 +216,7 @@ impl Gateway {
 }
 
 /// The error for a retry whose `requestState` names no parked call.
-fn unknown_state(msg: &Message) -> Error {
+pub(super) fn unknown_state(msg: &Message) -> Error {
     Error::invalid_params(
         msg.method().unwrap_or_default(),
         "requestState is unknown or expired; call again without it",
@@ -303,6 +239,17 @@ pub(super) fn parked_by(state: &str) -> Option<&str> {
         .strip_prefix(STATE_PREFIX)?
         .split_once('.')
         .map(|(_, r)| r)
+}
+
+/// The error (`-32021` to a modern client) when server→client request `method` of `upstream`
+/// needs a capability that the client did not declare.
+pub(super) fn undeclared(upstream: &Upstream, method: &str, caller: &Caller) -> Option<Error> {
+    let cap = bridge::capability_for(method)?;
+    (!caller.session.has_capability(cap)).then(|| Error::ClientInput {
+        upstream: upstream.name().to_owned(),
+        reason: format!("{method}, and the client did not declare the {cap:?} capability"),
+        missing_capability: Some(cap.to_owned()),
+    })
 }
 
 /// A `roots/list` for a client without roots: answered "no roots" on the spot (servers

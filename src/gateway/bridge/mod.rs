@@ -3,26 +3,44 @@
 //! | client ↓ / upstream → | 2025-11-25 | 2026-07-28 |
 //! |---|---|---|
 //! | **2025-11-25** | as is | the upstream's `input_required` results are turned into real server→client requests ([`ask_client`]), and the call is retried with the answers; modern result fields are removed |
-//! | **2026-07-28** | the upstream's server→client requests park the call and become an `input_required` result (see [`super::parked`]); the client's retry (`requestState` of the gateway) resumes it | as is (the upstream's own `requestState` passes through) |
+//! | **2026-07-28** | the upstream's server→client requests park the call and become an `input_required` result (see [`parked`]); the client's retry (`requestState` of the gateway) resumes it | as is (the upstream's own `requestState` passes through) |
 //!
 //! The facts of each era (field names, the shape of `input_required`) live in
-//! [`crate::mcp::bridge`]; this room holds the translation's state and I/O.
+//! [`crate::mcp::bridge`]; this room, the [`EraBridge`], holds the translation's state and
+//! I/O: the shim's server→client requests (ids [`SHIM_PREFIX`]) and the parked calls
+//! ([`parked`], `requestState`s [`parked::STATE_PREFIX`]).
+
+mod parked;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
-use super::Gateway;
-use super::parked::STATE_PREFIX;
-use super::route::Forward;
 use crate::context::{Caller, SessionState};
 use crate::error::Error;
+use crate::gateway::forward::{Forward, Inflight, elsewhere, outcome_of};
+use crate::gateway::pool::Pool;
 use crate::jsonrpc::{Id, Message, to_raw};
 use crate::lock::lock;
 use crate::mcp::bridge;
 use crate::upstream::{Call, Upstream};
+use parked::{ParkedCalls, STATE_PREFIX, parked_by, undeclared, unknown_state};
+
+/// The calls between eras: a room of the gateway, over the pool, sharing the requests in
+/// flight with forwarding.
+pub(super) struct EraBridge {
+    pool: Arc<Pool>,
+    inflight: Arc<Inflight>,
+    /// Server→client requests the gateway sent for a modern upstream.
+    shim: Shim,
+    /// Calls of modern clients to 2025-era upstreams waiting for the client's retry.
+    parked: ParkedCalls,
+    /// The `[state]` store, to reach the replica that parked a call.
+    state: Option<crate::state::Store>,
+}
 
 /// Prefix of the ids of server→client requests the gateway itself sends (MRTR shim).
 pub(super) const SHIM_PREFIX: &str = "mcpb-shim-";
@@ -87,22 +105,40 @@ impl Shim {
     }
 }
 
-/// The error (`-32021` to a modern client) when server→client request `method` of `upstream`
-/// needs a capability that the client did not declare.
-pub(super) fn undeclared(upstream: &Upstream, method: &str, caller: &Caller) -> Option<Error> {
-    let cap = bridge::capability_for(method)?;
-    (!caller.session.has_capability(cap)).then(|| Error::ClientInput {
-        upstream: upstream.name().to_owned(),
-        reason: format!("{method}, and the client did not declare the {cap:?} capability"),
-        missing_capability: Some(cap.to_owned()),
-    })
-}
+impl EraBridge {
+    /// The bridge over `pool`, sharing `inflight` with forwarding; on a replica of a
+    /// deployment, `state` is the store its ids name.
+    pub(super) fn new(
+        pool: Arc<Pool>,
+        inflight: Arc<Inflight>,
+        state: Option<crate::state::Store>,
+    ) -> Self {
+        let replica = state.as_ref().map(|s| s.replica_id().to_owned());
+        Self {
+            parked: ParkedCalls::new(pool.clone(), inflight.clone(), replica.clone()),
+            pool,
+            inflight,
+            shim: Shim::new(replica),
+            state,
+        }
+    }
 
-impl Gateway {
+    /// A client's answer to a request of the shim, taken only from the session that was
+    /// asked, once.
+    pub(super) fn shim_answer(&self, id: &str, msg: Message, session: &str) -> Result<(), Error> {
+        self.shim.answer(id, msg, session)
+    }
+
+    /// How many parked calls wait on upstream `id` (a per-client instance is not stopped
+    /// while one does).
+    pub(super) fn parked_on(&self, id: usize) -> usize {
+        self.parked.of_upstream(id)
+    }
+
     /// Sends a request of a client to an upstream in the upstream's era, and brings the
     /// answer back in the client's.
     pub(super) async fn forward_across(&self, forward: Forward<'_>) -> Result<Message, Error> {
-        let upstream = &self.inner.pool.upstream(forward.upstream);
+        let upstream = &self.pool.upstream(forward.upstream);
         let (msg, caller) = (forward.msg, forward.caller);
         let method = msg.method().unwrap_or_default().to_owned();
         let client_modern = forward.modern;
@@ -113,16 +149,16 @@ impl Gateway {
                 .as_ref()
                 .map_or((None, None), |v| bridge::retry_fields(v));
             if let Some(state) = state.filter(|s| s.starts_with(STATE_PREFIX)) {
-                if let Some((owner, _)) = self.elsewhere(super::parked::parked_by(state)) {
+                if let Some((owner, _)) = elsewhere(self.state.as_ref(), parked_by(state)) {
                     // The parked call's own timeout, and a little for the round trips.
                     let wait = upstream.spec().timeout + RESUME_MARGIN;
                     return self.resume_at(owner, msg, caller, wait).await;
                 }
                 let responses = responses.cloned().unwrap_or_default();
-                return self.resume(state, responses, msg, caller).await;
+                return self.parked.resume(state, responses, msg, caller).await;
             }
             if !upstream.is_modern() {
-                return self.park_call(forward, &method).await;
+                return self.parked.park_call(forward, &method).await;
             }
         }
         let client = caller.session.state();
@@ -138,6 +174,82 @@ impl Gateway {
         self.answer_for_legacy(forward, reply, &client).await
     }
 
+    /// A modern client's retry of a call another replica parked (`[state]`, its
+    /// `requestState` names `owner`): forwarded there, and that replica's outcome is the
+    /// answer; `wait` bounds the wait for it.
+    async fn resume_at(
+        &self,
+        owner: &str,
+        msg: &Message,
+        caller: &Caller,
+        wait: Duration,
+    ) -> Result<Message, Error> {
+        use crate::state::relay::ForwardError;
+        let Some(store) = &self.state else {
+            return Err(unknown_state(msg));
+        };
+        let request = msg.to_raw_value();
+        let capabilities = caller.session.state().client_capabilities;
+        let outcome = store.resume_at(owner, capabilities, request, wait).await;
+        let sent = outcome
+            .as_ref()
+            .map(|_| "resumed_elsewhere")
+            .map_err(|e| *e);
+        crate::telemetry::record::state_answer(outcome_of(sent));
+        match outcome {
+            Ok(reply) => Message::parse(reply.get().as_bytes()).map_err(|e| {
+                Error::Internal(format!("an unreadable outcome of a resumed call: {e}"))
+            }),
+            Err(ForwardError::OwnerGone) => Err(Error::invalid_params(
+                msg.method().unwrap_or_default(),
+                "the gateway replica that parked this call is gone, and the call with it; call again without requestState",
+            )),
+            Err(ForwardError::NoReply) => Err(Error::invalid_params(
+                msg.method().unwrap_or_default(),
+                "the gateway replica that parked this call did not answer the retry in time; call again without requestState",
+            )),
+            Err(ForwardError::Store(_)) => Err(Error::invalid_params(
+                msg.method().unwrap_or_default(),
+                "another gateway replica parked this call and the shared state store is unavailable; retry, or call again without requestState",
+            )),
+        }
+    }
+
+    /// A retry another replica forwarded here (`[state]`): resumed as if its client had sent
+    /// it here, and the outcome sent back.
+    pub(super) async fn resume_here(self: Arc<Self>, resume: crate::state::relay::Resume) {
+        let Some(store) = self.state.clone() else {
+            return;
+        };
+        let msg = match Message::parse(resume.request.get().as_bytes()) {
+            Ok(msg) => msg,
+            Err(e) => {
+                tracing::debug!(error = %e, "Unreadable retry from another replica");
+                return;
+            }
+        };
+        let id = msg.id.clone().unwrap_or(Id::Null);
+        let params: Value = msg.params_as().unwrap_or(Value::Null);
+        let (responses, state) = bridge::retry_fields(&params);
+        let responses = responses.cloned().unwrap_or_default();
+        let state = state.unwrap_or_default().to_owned();
+        // The client's session lives on the other replica: its notifications stay here.
+        let (notify, _) = mpsc::unbounded_channel();
+        let session = crate::context::Session::new(format!("resumed-{}", resume.corr), notify);
+        session.update(|s| s.client_capabilities = resume.client_capabilities.clone());
+        let caller = Caller::new(Arc::new(session));
+        let reply = match self.parked.resume(&state, responses, &msg, &caller).await {
+            Ok(mut reply) => {
+                reply.id = Some(id);
+                reply
+            }
+            Err(err) => Message::error(id, err.to_error_object()),
+        };
+        store
+            .reply_resumed(&resume.reply_to, resume.corr, reply.to_raw_value())
+            .await;
+    }
+
     /// A modern upstream's reply, for a 2025-era client: `input_required` rounds are answered
     /// by asking the client with real requests, then retried; modern fields go.
     async fn answer_for_legacy(
@@ -147,7 +259,7 @@ impl Gateway {
         client: &SessionState,
     ) -> Result<Message, Error> {
         let (i, msg, caller) = (forward.upstream, forward.msg, forward.caller);
-        let upstream = &self.inner.pool.upstream(i);
+        let upstream = &self.pool.upstream(i);
         let method = msg.method().unwrap_or_default().to_owned();
         let original: Value = (forward.params.as_ref())
             .and_then(|p| serde_json::from_str(p.get()).ok())
@@ -167,7 +279,7 @@ impl Gateway {
             };
             let mut responses = Map::new();
             for (key, input_method, input_params) in asked.requests {
-                let shim = &self.inner.shim;
+                let shim = &self.shim;
                 let answer =
                     ask_client(shim, upstream, caller, &input_method, input_params).await?;
                 responses.insert(key, answer);
@@ -175,7 +287,7 @@ impl Gateway {
             let retry =
                 bridge::with_input_responses(&original, responses, asked.request_state.as_deref());
             let id = upstream.next_request_id();
-            self.inner.inflight.track(caller, msg, i, id);
+            self.inflight.track(caller, msg, i, id);
             let call = Call::new(&method)
                 .id(id)
                 .params(Some(to_raw(&retry)))

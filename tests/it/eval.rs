@@ -1,0 +1,233 @@
+//! `mcp-budget eval` end to end: the real 0.5B model (llama.cpp's server from the `xllamacpp`
+//! wheel, installed by scripts/eval-model.sh) on a handful of requests over two exposures —
+//! episodes complete, calls are parsed, tokens recorded (no accuracy threshold: that is the
+//! benchmark's business, docs/eval.md) — and bad input against a scripted endpoint.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::harness::{cli, peer_file, peers, root};
+
+/// A child that prints `listening URL` once it serves; killed when dropped.
+struct Listening {
+    child: Child,
+    url: String,
+}
+
+impl Listening {
+    fn start(mut command: Command, wait: Duration) -> Self {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the endpoint starts");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("listening ") {
+                    let _ = tx.send(url.to_owned());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(wait)
+            .expect("the endpoint says where it listens");
+        Self { child, url }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn fixture(path: &str) -> String {
+    root()
+        .join("tests/fixtures/eval")
+        .join(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn eval(url: &str, out: &PathBuf, extra: &[&str]) -> Output {
+    cli([
+        "eval",
+        "--tools",
+        &fixture("tools"),
+        "--queries",
+        &fixture("queries.jsonl"),
+    ])
+    .args(["--llm", url, "--model", "qwen2.5-coder-0.5b", "--out"])
+    .arg(out)
+    .args(extra)
+    .command()
+    .output()
+    .expect("mcp-budget runs")
+}
+
+fn lines(path: PathBuf) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+#[test]
+fn the_real_model_runs_two_exposures_with_calls_parsed_and_tokens_recorded() {
+    let model = peers().join("models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    let python = peers().join(".venv-llm/bin/python");
+    assert!(
+        model.exists() && python.exists(),
+        "the eval model is missing: run scripts/install-test-deps.sh (scripts/eval-model.sh)"
+    );
+    let mut server = Command::new(python);
+    server
+        .arg(root().join("scripts/eval/llm_server.py"))
+        .arg(&model)
+        .args(["--ctx", "8192"]);
+    let llm = Listening::start(server, Duration::from_secs(120));
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let run = eval(
+        &llm.url,
+        &dir,
+        &[
+            "--exposures",
+            "flat-6,progressive",
+            "--max-turns",
+            "2",
+            "--max-tokens",
+            "96",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    let episodes = lines(dir.join("episodes.jsonl"));
+    assert_eq!(episodes.len(), 6, "3 requests × 2 exposures:\n{stderr}");
+    for e in &episodes {
+        assert!(e["prompt_tokens"].as_u64().unwrap() > 0, "{e}");
+        assert!(e["turns"].as_u64().unwrap() >= 1, "{e}");
+        assert!(e["error"].is_null(), "{e}");
+    }
+    let calls: u64 = episodes
+        .iter()
+        .map(|e| e["native_calls"].as_u64().unwrap() + e["text_calls"].as_u64().unwrap())
+        .sum();
+    assert!(calls > 0, "no call parsed in any episode:\n{stderr}");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let names: Vec<&str> = summary
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["exposure"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["flat-6", "progressive"]);
+    for s in summary.as_array().unwrap() {
+        for key in [
+            "episodes",
+            "accuracy",
+            "lenient",
+            "arguments_valid",
+            "prompt_tokens_per_task",
+            "completion_tokens_per_task",
+            "cost_per_task",
+        ] {
+            assert!(s[key].is_number(), "{key} in {s}");
+        }
+        assert!(s["prompt_tokens_per_task"].as_f64().unwrap() > 0.0);
+    }
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert_eq!(page.matches("<circle class=exposure").count(), 2);
+    assert!(
+        stdout.contains("flat-6") && stdout.contains("progressive"),
+        "{stdout}"
+    );
+}
+
+fn scripted(args: &[&str]) -> Listening {
+    let mut command = Command::new("python3");
+    command.arg(peer_file("scripted_llm.py")).args(args);
+    Listening::start(command, Duration::from_secs(20))
+}
+
+#[test]
+fn an_endpoint_that_fails_midway_stops_the_run_and_keeps_what_ran() {
+    // The probe and two episodes answer; then every completion is a 500.
+    let llm = scripted(&["ok-then-fail", "3"]);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let run = eval(&llm.url, &dir, &["--exposures", "flat-6,plan"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success());
+    assert!(
+        stderr.contains("failed 3 times in a row") && stderr.contains("HTTP 500"),
+        "{stderr}"
+    );
+    let episodes = lines(dir.join("episodes.jsonl"));
+    assert_eq!(episodes.len(), 5, "two answered, three failed:\n{stderr}");
+    assert_eq!(
+        episodes.iter().filter(|e| e["error"].is_string()).count(),
+        3
+    );
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"flat-6\""), "{summary}");
+    assert!(dir.join("report.html").exists());
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let out = tempfile::tempdir().unwrap();
+    // Nobody listens there.
+    let port = crate::harness::free_port();
+    let run = eval(
+        &format!("http://127.0.0.1:{port}"),
+        &out.path().join("a"),
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success());
+    assert!(stderr.contains("the endpoint does not answer"), "{stderr}");
+    // An endpoint that answers HTML.
+    let garbage = scripted(&["garbage"]);
+    let run = eval(&garbage.url, &out.path().join("b"), &[]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("not JSON") && stderr.contains("Bad Gateway"),
+        "{stderr}"
+    );
+    // Requests naming tools no server has.
+    let queries = out.path().join("q.jsonl");
+    std::fs::write(
+        &queries,
+        "{\"query\": \"x\", \"gold\": [\"nosuch/tool\"]}\n",
+    )
+    .unwrap();
+    let stderr = cli(["eval", "--tools", &fixture("tools"), "--queries"])
+        .arg(&queries)
+        .args(["--llm", &garbage.url])
+        .fails()
+        .stderr;
+    assert!(
+        stderr.contains("nosuch/tool") && stderr.contains("--tools"),
+        "{stderr}"
+    );
+    // An unknown exposure.
+    let run = eval(
+        &garbage.url,
+        &out.path().join("c"),
+        &["--exposures", "flat-20,everything"],
+    );
+    assert!(String::from_utf8_lossy(&run.stderr).contains("unknown exposure"));
+}
