@@ -1,5 +1,6 @@
 //! Imports only run down: no cycle between the crate's top-level modules (the folders and
-//! files under `src/`).
+//! files under `src/`), nor between the sibling files and sub-folders of any folder (`a.rs` and
+//! `b/` of `src/x/`, with what `src/x/b/` holds counted as `b`).
 //!
 //! The graph is read from the source text, as `../shared/tools/rust_imports.py` reads it: every
 //! `use crate::…` tree, every `crate::x::…` path in code, and every `super::…` path, each
@@ -12,17 +13,15 @@ use std::path::{Path, PathBuf};
 
 #[test]
 fn no_import_cycle_between_top_level_modules() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = Graph::of(&read_tree(&src));
-    let found = graph.cycles();
-    let mut report = String::new();
-    for cycle in &found {
-        report.push_str(&format!(
-            "cycle: {}\n{}",
-            cycle.join(" "),
-            graph.edges_within(cycle)
-        ));
-    }
+    let graph = Graph::of(&read_tree(&src()));
+    let report = graph.report(|folder| folder.is_empty());
+    assert!(report.is_empty(), "{report}");
+}
+
+#[test]
+fn no_import_cycle_between_sibling_files_of_a_folder() {
+    let graph = Graph::of(&read_tree(&src()));
+    let report = graph.report(|folder| !folder.is_empty());
     assert!(report.is_empty(), "{report}");
 }
 
@@ -50,15 +49,49 @@ fn the_check_sees_a_cycle_and_ignores_test_code() {
         ("jsonrpc", ""),
     ]);
     let graph = Graph::of(&tree);
-    assert_eq!(graph.cycles(), [vec!["a".to_owned(), "b".to_owned()]]);
+    assert_eq!(graph.cycles(""), [vec!["a".to_owned(), "b".to_owned()]]);
     assert_eq!(
-        graph.edges_within(&["a".to_owned(), "b".to_owned()]),
+        graph.edges_within("", &["a".to_owned(), "b".to_owned()]),
         "    a -> b\n    b -> a\n"
     );
-    assert!(graph.top["b"].contains("c"), "{:?}", graph.top);
-    assert!(graph.top["c"].is_empty(), "{:?}", graph.top);
-    assert!(graph.top["d"].is_empty(), "{:?}", graph.top);
-    assert!(!graph.top["a"].contains("d"), "{:?}", graph.top);
+    let top = &graph.folders[""];
+    assert!(top["b"].contains("c"), "{top:?}");
+    assert!(top["c"].is_empty(), "{top:?}");
+    assert!(top["d"].is_empty(), "{top:?}");
+    assert!(!top["a"].contains("d"), "{top:?}");
+}
+
+#[test]
+fn the_check_sees_a_cycle_between_sibling_files() {
+    let tree: BTreeMap<String, String> = [
+        // `p::x` ⇄ `p::y` through `super::` and a `crate::` path from a file below `p::y`;
+        // `p::z` only uses its folder's `mod.rs` and a sibling (no circle); `q` uses `p::x`
+        // (an edge between top-level modules, not inside `p`).
+        ("p", "pub use x::X;\n"),
+        ("p::x", "use super::y::Y;\n"),
+        ("p::y", "mod deep;\n"),
+        ("p::y::deep", "fn f() { crate::p::x::go() }\n"),
+        ("p::z", "use super::X;\nuse super::x::go;\n"),
+        ("q", "use crate::p::x;\n"),
+    ]
+    .iter()
+    .map(|(m, text)| ((*m).to_owned(), (*text).to_owned()))
+    .collect();
+    let graph = Graph::of(&tree);
+    let xy = ["p::x".to_owned(), "p::y".to_owned()];
+    assert_eq!(graph.cycles("p"), [xy.to_vec()]);
+    assert_eq!(
+        graph.edges_within("p", &xy),
+        "    p::x -> p::y\n    p::y::deep -> p::x\n"
+    );
+    assert!(graph.cycles("").is_empty(), "{:?}", graph.folders[""]);
+    assert!(graph.cycles("p::y").is_empty());
+    assert!(graph.folders["p"]["p::z"].contains("p::x"));
+    assert!(graph.report(|f| f == "p").contains("cycle in p: p::x p::y"));
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
 /// Every module of the library under `src`, by path (`a::b` for `src/a/b.rs` and
@@ -93,11 +126,14 @@ fn read_tree(src: &Path) -> BTreeMap<String, String> {
     files
 }
 
-/// The import graph: per module the modules it uses, and the same between top-level modules.
+/// The import graph: per module the modules it uses, and per folder (`""` for `src/`, `a::b`
+/// for `src/a/b/`) the edges between its children (files and sub-folders, by full path): `m`
+/// using `w` is an edge in the deepest folder holding both, between the children of that folder
+/// that hold them.
 #[derive(Debug)]
 struct Graph {
     modules: BTreeMap<String, BTreeSet<String>>,
-    top: BTreeMap<String, BTreeSet<String>>,
+    folders: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
 }
 
 impl Graph {
@@ -114,7 +150,12 @@ impl Graph {
             .filter(|m| live(m))
             .collect();
         let mut modules = BTreeMap::new();
-        let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut folders: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+        for &m in &names {
+            // Every module is a node of its folder, even one that uses nothing.
+            let (folder, child) = split(m, m);
+            folders.entry(folder).or_default().entry(child).or_default();
+        }
         for (&m, text) in code.iter().filter(|(m, _)| live(m)) {
             let used: BTreeSet<String> = paths(m, text)
                 .iter()
@@ -123,25 +164,52 @@ impl Graph {
                     w != m && !w.starts_with(&format!("{m}::")) && !m.starts_with(&format!("{w}::"))
                 })
                 .collect();
-            let a = top_of(m);
-            let out = top.entry(a.to_owned()).or_default();
-            out.extend(used.iter().map(|w| top_of(w).to_owned()).filter(|b| b != a));
+            for w in &used {
+                let (folder, a) = split(m, w);
+                let (_, b) = split(w, m);
+                folders
+                    .entry(folder)
+                    .or_default()
+                    .entry(a)
+                    .or_default()
+                    .insert(b);
+            }
             modules.insert(m.to_owned(), used);
         }
-        Self { modules, top }
+        Self { modules, folders }
     }
 
-    /// The strongly connected groups of more than one top-level module, each sorted.
-    fn cycles(&self) -> Vec<Vec<String>> {
-        // Kosaraju: the modules reachable both ways from a module form its group.
+    /// One `cycle in <folder>: …` paragraph, with the module edges that close it, per circle
+    /// in the folders `pick` chooses.
+    fn report(&self, pick: impl Fn(&str) -> bool) -> String {
+        let mut report = String::new();
+        for folder in self.folders.keys().filter(|f| pick(f)) {
+            for cycle in self.cycles(folder) {
+                let name = if folder.is_empty() { "src" } else { folder };
+                report.push_str(&format!(
+                    "cycle in {name}: {}\n{}",
+                    cycle.join(" "),
+                    self.edges_within(folder, &cycle)
+                ));
+            }
+        }
+        report
+    }
+
+    /// The strongly connected groups of more than one child of `folder`, each sorted.
+    fn cycles(&self, folder: &str) -> Vec<Vec<String>> {
+        let Some(edges) = self.folders.get(folder) else {
+            return Vec::new();
+        };
+        // Kosaraju: the children reachable both ways from a child form its group.
         let reach = |from: &str, forward: bool| -> BTreeSet<String> {
             let mut seen = BTreeSet::from([from.to_owned()]);
             let mut todo = vec![from.to_owned()];
             while let Some(v) = todo.pop() {
                 let next: Vec<&String> = if forward {
-                    self.top.get(&v).into_iter().flatten().collect()
+                    edges.get(&v).into_iter().flatten().collect()
                 } else {
-                    self.top
+                    edges
                         .iter()
                         .filter(|(_, ws)| ws.contains(&v))
                         .map(|(u, _)| u)
@@ -156,7 +224,7 @@ impl Graph {
             seen
         };
         let mut groups = BTreeSet::new();
-        for v in self.top.keys() {
+        for v in edges.keys() {
             let group: Vec<String> = reach(v, true)
                 .intersection(&reach(v, false))
                 .cloned()
@@ -168,14 +236,18 @@ impl Graph {
         groups.into_iter().collect()
     }
 
-    /// The module edges between members of `cycle`, one `    a::x -> b::y` line each.
-    fn edges_within(&self, cycle: &[String]) -> String {
-        let inside = |m: &str| cycle.iter().any(|c| c == top_of(m));
+    /// The module edges between members of `cycle` (children of `folder`), one
+    /// `    a::x -> b::y` line each.
+    fn edges_within(&self, folder: &str, cycle: &[String]) -> String {
+        let child = |m: &str| child_of(folder, m);
         let mut out = String::new();
         for (m, used) in &self.modules {
             for w in used {
-                if inside(m) && inside(w) && top_of(m) != top_of(w) {
-                    out.push_str(&format!("    {m} -> {w}\n"));
+                match (child(m), child(w)) {
+                    (Some(a), Some(b)) if a != b && cycle.contains(&a) && cycle.contains(&b) => {
+                        out.push_str(&format!("    {m} -> {w}\n"));
+                    }
+                    _ => {}
                 }
             }
         }
@@ -183,8 +255,29 @@ impl Graph {
     }
 }
 
-fn top_of(module: &str) -> &str {
-    module.split("::").next().unwrap_or(module)
+/// The folder holding both `m` and `other` (their longest common module prefix that is a
+/// proper prefix of `m`), and the child of that folder that holds `m`.
+fn split(m: &str, other: &str) -> (String, String) {
+    let mine: Vec<&str> = m.split("::").collect();
+    let theirs: Vec<&str> = other.split("::").collect();
+    let mut common = mine.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
+    common = common.min(mine.len() - 1);
+    (mine[..common].join("::"), mine[..=common].join("::"))
+}
+
+/// The child of `folder` that holds `module` (`a::b` for `a::b::c` in `a`), if `folder` holds it.
+fn child_of(folder: &str, module: &str) -> Option<String> {
+    let rest = if folder.is_empty() {
+        module
+    } else {
+        module.strip_prefix(folder)?.strip_prefix("::")?
+    };
+    let first = rest.split("::").next()?;
+    Some(if folder.is_empty() {
+        first.to_owned()
+    } else {
+        format!("{folder}::{first}")
+    })
 }
 
 /// Modules declared `#[cfg(test)] mod x;` by their parent (the attribute may share the line,

@@ -29,7 +29,7 @@
 //! - [`embed`]: the layers over someone else's MCP service.
 //! - [`policy`]: the TOML policy file → a validated [`policy::Policy`]; in-process upstreams.
 //! - [`layer`]: the tower layers of mcp-budget's own stack (recover, trace, era, budget,
-//!   authorize, limit, guard), one module each; [`stack`] orders them over the
+//!   authorize, arguments, limit, guard), one module each; [`stack`] orders them over the
 //!   [`context::McpRequest`]s they take.
 //! - [`llm_api`]: cache-stable tool lists on the LLM-API side (Anthropic, `OpenAI`).
 //! - [`tokens`]: what a tool costs a host model, in tokens; [`profile`]: the model profiles
@@ -42,7 +42,7 @@
 //! Everything else is public only for the binary, the tests, the benches and the fuzz
 //! targets, and hidden from these docs (`#[doc(hidden)]`): internals that change without
 //! notice. They are, in the order their imports run (`ARCHITECTURE.md` has the map):
-//! `cli` (feature `cli`), `import`, `admin`, `downstream`, `reload`, `gateway`, `audit`,
+//! `cli` (feature `cli`), `admin`, `downstream`, `reload`, `import`, `gateway`, `audit`,
 //! `upstream`, `state`, `telemetry`, `net`, `routing`, `identity`, `semantic`, `listing`,
 //! `plan`, `discover`, `codemode`, `search`, `compress`, `authz`, `pin`, `sanitize`,
 //! `canonical`, `naming`, `seal`, `mcp`, `limits`, and `fuzzing` (the fuzz targets' entry

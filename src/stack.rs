@@ -7,9 +7,14 @@
 //! - `era` applies the 2026-07-28 rules to modern requests, around everything that answers;
 //! - `budget` (with `[budget] enabled`) answers `tools/list` from its plan and serves the
 //!   meta-tools; an `invoke_tool` goes on down as the `tools/call` it names;
+//! - `trace` again, inner (with the budget): the calls an `invoke_tool` or a `run_code`
+//!   script makes, spanned and counted under their real server and tool;
 //! - `authorize` checks each call against the caller's scope, below the budget so an
 //!   `invoke_tool` is checked as the call it becomes, above everything a denied call must not
 //!   reach;
+//! - `arguments` (with strict arguments) refuses a call whose arguments do not match the
+//!   tool's schema, below authorization (a denied call is denied first) and above the limits
+//!   (a refused call spends no quota);
 //! - `limit` (with `[limits]`) spends the caller's rate and concurrency allowance;
 //! - `guard` refuses quarantined tools and prompts and sanitizes every result;
 //! - the [`Gateway`] aggregates the upstreams at the bottom and publishes the catalog the
@@ -211,14 +216,7 @@ where
 /// The names of the meta-tools the policy serves (search, schema, invoke, and `run_code` when
 /// code mode is on).
 fn meta_tools(policy: &crate::policy::Policy) -> Vec<String> {
-    let names = &policy.discover.names;
-    let mut out = vec![
-        names.search.clone(),
-        names.schema.clone(),
-        names.invoke.clone(),
-    ];
-    out.extend(names.code.clone());
-    out
+    policy.discover.names.served().map(str::to_owned).collect()
 }
 
 #[cfg(test)]

@@ -86,11 +86,8 @@ impl Replica {
 
     /// [`Replica::start`] with `env` set too (a variable overrides the defaults here).
     async fn start_with(policy: &Path, port: u16, tag: &str, env: &[(&str, String)]) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-        cmd.arg("serve")
-            .arg("--policy")
-            .arg(policy)
-            .arg("--http")
+        let mut cmd = harness::cli(["serve", "--policy"]).arg(policy).tokio();
+        cmd.arg("--http")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--ready-timeout-secs")
             .arg("20")

@@ -12,9 +12,10 @@ use std::task::{Context, Poll};
 use mcp_budget::catalog::CatalogTool;
 use mcp_budget::fuzzing::{self as entry, StdioLine};
 use mcp_budget::jsonrpc::{DecodeError, Id, IdScanner, Kind, Message, RawNumber};
+use mcp_budget::mcp::meta::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION};
 use mcp_budget::mcp::modern::{
-    META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MirroredHeaders, check_envelope,
-    check_headers, decode_header_value, encode_header_value, request_meta, target_name,
+    MirroredHeaders, check_envelope, check_headers, decode_header_value, encode_header_value,
+    request_meta, target_name,
 };
 use mcp_budget::mcp::params::{check_param_headers, marked, param_headers};
 use mcp_budget::plan;

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 #[cfg(doc)]
 use super::Entry;
-use super::{Line, Members};
+use super::line::{Line, Members};
 
 /// Who made a call and what it calls: the members a call's two lines share.
 #[derive(Debug, Clone, Copy, Default)]
@@ -104,7 +104,7 @@ impl Call {
         );
         let mut line = Line(out);
         match reason {
-            None if super::is_plain(rule.as_bytes()) => {
+            None if super::line::is_plain(rule.as_bytes()) => {
                 // An allowed call, nearly every line: one constant, the rule, a quote.
                 line.0
                     .extend_from_slice(b",\"decision\":\"allow\",\"rule\":\"");

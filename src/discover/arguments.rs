@@ -6,6 +6,18 @@
 //! `anyOf`/`oneOf`/`allOf`, and local `$ref`s (`#/$defs/..`, `#/definitions/..`). Keywords it
 //! does not know (`pattern`, `format`, ...) are ignored rather than rejected: the upstream still
 //! validates, and a sloppy upstream schema must not block a call the upstream would accept.
+//!
+//! **Why a second validator beside [`crate::sanitize::arguments`]** (the `jsonschema` one of
+//! `[sanitize] arguments = "strict"`): the two answer different questions for different
+//! readers, and on a strict `invoke_tool` both run, this one first. This one helps a model
+//! retry: it runs on every `invoke_tool` whatever `[sanitize] arguments` says, is lenient (an
+//! unknown keyword or a sloppy schema never blocks), and reports every problem as a line that
+//! `recovery` turns into an `isError` result with the required fields and a call of the right
+//! shape. The strict one is a security boundary: it sees every `tools/call` below the budget
+//! and authorization layers (a direct call too, and an `invoke_tool` as the call it becomes),
+//! reads the schema as a contract (an undeclared top-level property is refused), knows every
+//! draft, and refuses with a JSON-RPC error. It cannot trust a check above it that is lenient
+//! by design, and this one cannot take the strict one's verdicts without losing its messages.
 
 use serde_json::{Map, Value};
 

@@ -15,7 +15,7 @@
 //! ```
 //! use mcp_budget::catalog::CatalogTool;
 //! use mcp_budget::discover::{
-//!     meta_tool_definitions, Discovery, MetaCall, MetaToolNames, SearchLimits,
+//!     meta_tool_definitions, Discovery, MetaCall, MetaTool, MetaToolNames, SearchLimits,
 //! };
 //! use serde_json::json;
 //!
@@ -31,7 +31,9 @@
 //! let discovery = Discovery::new(tools, "__", &MetaToolNames::default(), SearchLimits::default());
 //! let found = discovery.search_tools("weather in Paris tomorrow", None);
 //! assert_eq!(found["structuredContent"]["tools"][0]["name"], "weather__get_forecast");
-//! match discovery.call("invoke_tool", &json!({"name": "weather__get_forecast", "arguments": {"city": "Paris"}})) {
+//! let names = MetaToolNames::default();
+//! let invoke = names.which("invoke_tool").unwrap();
+//! match discovery.call(invoke, &json!({"name": "weather__get_forecast", "arguments": {"city": "Paris"}})) {
 //!     Some(MetaCall::Invoke { tool, arguments }) => {
 //!         assert_eq!((tool.server.as_str(), tool.name.as_str()), ("weather", "get_forecast"));
 //!         assert_eq!(arguments, json!({"city": "Paris"}));
@@ -89,6 +91,58 @@ impl MetaToolNames {
     pub fn count(&self) -> usize {
         3 + usize::from(self.code.is_some())
     }
+
+    /// The meta-tool a called tool's name names, through the configured names: the one place
+    /// a name becomes a [`MetaTool`] (the code-mode one only when code mode is on).
+    ///
+    /// ```
+    /// use mcp_budget::discover::{MetaTool, MetaToolNames};
+    ///
+    /// let names = MetaToolNames { invoke: "gw_invoke".into(), ..MetaToolNames::default() };
+    /// assert_eq!(names.which("gw_invoke"), Some(MetaTool::Invoke));
+    /// assert_eq!(names.which("invoke_tool"), None);
+    /// assert_eq!(names.which("run_code"), None);
+    /// ```
+    #[must_use]
+    pub fn which(&self, name: &str) -> Option<MetaTool> {
+        MetaTool::ALL
+            .into_iter()
+            .find(|&tool| self.name(tool) == Some(name))
+    }
+
+    /// The configured name of `tool`; `None` for [`MetaTool::Code`] when code mode is off.
+    #[must_use]
+    pub fn name(&self, tool: MetaTool) -> Option<&str> {
+        match tool {
+            MetaTool::Search => Some(&self.search),
+            MetaTool::Schema => Some(&self.schema),
+            MetaTool::Invoke => Some(&self.invoke),
+            MetaTool::Code => self.code.as_deref(),
+        }
+    }
+
+    /// The names served, in the order they are listed.
+    pub fn served(&self) -> impl Iterator<Item = &str> {
+        MetaTool::ALL.into_iter().filter_map(|tool| self.name(tool))
+    }
+}
+
+/// A meta-tool, whatever `[discover]` names it ([`MetaToolNames::which`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetaTool {
+    /// `search_tools`: search the deferred tools.
+    Search,
+    /// `get_tool_schema`: one tool's full definition.
+    Schema,
+    /// `invoke_tool`: call a deferred tool.
+    Invoke,
+    /// `run_code` (`[discover] code_mode`): run a script that calls tools.
+    Code,
+}
+
+impl MetaTool {
+    /// Every meta-tool, in the order they are listed.
+    pub const ALL: [Self; 4] = [Self::Search, Self::Schema, Self::Invoke, Self::Code];
 }
 
 impl Default for MetaToolNames {
@@ -332,9 +386,9 @@ impl Discovery {
     }
 
     /// Answers a call of meta-tool `tool` with `arguments` (the `params.arguments` of the
-    /// `tools/call`), or `None` when `tool` is not one of the meta-tools.
+    /// `tools/call`); `None` for [`MetaTool::Code`], which code mode runs, not discovery.
     #[must_use]
-    pub fn call(&self, tool: &str, arguments: &Value) -> Option<MetaCall<'_>> {
+    pub fn call(&self, tool: MetaTool, arguments: &Value) -> Option<MetaCall<'_>> {
         self.call_with(tool, arguments, None)
     }
 
@@ -343,64 +397,66 @@ impl Discovery {
     #[must_use]
     pub fn call_with(
         &self,
-        tool: &str,
+        tool: MetaTool,
         arguments: &Value,
         dense: Option<&[f32]>,
     ) -> Option<MetaCall<'_>> {
-        let arg = |key: &str| arguments.get(key);
-        let text = |key: &str| arg(key).and_then(Value::as_str);
-        if tool == self.names.search {
-            let Some(query) = text("query") else {
-                return Some(MetaCall::Result(error_result(format!(
+        let text = |key: &str| arguments.get(key).and_then(Value::as_str);
+        let needs_name = |tool: &str| {
+            error_result(format!(
+                "{tool} needs a \"name\" string: a tool name from {} results.",
+                self.names.search
+            ))
+        };
+        Some(match tool {
+            MetaTool::Search => MetaCall::Result(match text("query") {
+                Some(query) => {
+                    let limit = arguments.get("limit").and_then(Value::as_u64);
+                    self.search_tools_with(query, limit, dense)
+                }
+                None => error_result(format!(
                     "{} needs a \"query\" string: describe the task in plain words.",
                     self.names.search
-                ))));
-            };
-            let limit = arg("limit").and_then(Value::as_u64);
-            Some(MetaCall::Result(
-                self.search_tools_with(query, limit, dense),
-            ))
-        } else if tool == self.names.schema {
-            Some(MetaCall::Result(match text("name") {
-                Some(name) => self.get_tool_schema(name),
-                None => error_result(format!(
-                    "{} needs a \"name\" string: a tool name from {} results.",
-                    self.names.schema, self.names.search
                 )),
-            }))
-        } else if tool == self.names.invoke {
+            }),
+            MetaTool::Schema => MetaCall::Result(match text("name") {
+                Some(name) => self.get_tool_schema(name),
+                None => needs_name(&self.names.schema),
+            }),
             // `tool_name` is what generic `invoke(tool_name, tool_input)` wrappers send.
-            let Some(name) = text("name").or_else(|| text("tool_name")) else {
-                return Some(MetaCall::Result(error_result(format!(
-                    "{} needs a \"name\" string: a tool name from {} results.",
-                    self.names.invoke, self.names.search
-                ))));
+            MetaTool::Invoke => match text("name").or_else(|| text("tool_name")) {
+                Some(name) => self.invoke_call(name, arguments),
+                None => MetaCall::Result(needs_name(&self.names.invoke)),
+            },
+            MetaTool::Code => return None,
+        })
+    }
+
+    /// An `invoke_tool` call of `name` with the meta-tool's `arguments` (the real ones under
+    /// `arguments`, or misplaced next to `name`).
+    fn invoke_call(&self, name: &str, arguments: &Value) -> MetaCall<'_> {
+        if let Some(misplaced) = recovery::misplaced(arguments) {
+            let Some((i, tool)) = self.find(name) else {
+                return MetaCall::Result(self.unknown(name));
             };
-            if let Some(misplaced) = recovery::misplaced(arguments) {
-                let Some((i, tool)) = self.find(name) else {
-                    return Some(MetaCall::Result(self.unknown(name)));
-                };
-                let schema = tool.input_schema().cloned().unwrap_or_else(|| json!({}));
-                return Some(MetaCall::Result(recovery::answer(
-                    &self.exposed[i],
-                    &schema,
-                    &self.names.invoke,
-                    &recovery::Problem::Misplaced(misplaced),
-                )));
-            }
-            let arguments = arg("arguments").cloned().unwrap_or(Value::Null);
-            Some(match self.invoke_tool(name, &arguments) {
-                Ok(tool) => MetaCall::Invoke {
-                    tool,
-                    arguments: match arguments {
-                        Value::Null => Value::Object(Map::new()),
-                        other => other,
-                    },
+            let schema = tool.input_schema().cloned().unwrap_or_else(|| json!({}));
+            return MetaCall::Result(recovery::answer(
+                &self.exposed[i],
+                &schema,
+                &self.names.invoke,
+                &recovery::Problem::Misplaced(misplaced),
+            ));
+        }
+        let arguments = arguments.get("arguments").cloned().unwrap_or(Value::Null);
+        match self.invoke_tool(name, &arguments) {
+            Ok(tool) => MetaCall::Invoke {
+                tool,
+                arguments: match arguments {
+                    Value::Null => Value::Object(Map::new()),
+                    other => other,
                 },
-                Err(result) => MetaCall::Result(result),
-            })
-        } else {
-            None
+            },
+            Err(result) => MetaCall::Result(result),
         }
     }
 

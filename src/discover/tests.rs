@@ -219,7 +219,7 @@ fn invalid_arguments_carry_the_schema_and_a_call_of_the_right_shape() {
 #[test]
 fn empty_or_misplaced_arguments_say_which_fields_are_required() {
     let d = discovery();
-    let answer = |call: Value| match d.call("invoke_tool", &call) {
+    let answer = |call: Value| match d.call(MetaTool::Invoke, &call) {
         Some(MetaCall::Result(r)) => r,
         other => panic!("{other:?}"),
     };
@@ -268,7 +268,7 @@ fn empty_or_misplaced_arguments_say_which_fields_are_required() {
     );
     // `tool_name` names the tool; a tool that requires nothing still takes no arguments.
     match d.call(
-        "invoke_tool",
+        MetaTool::Invoke,
         &json!({"tool_name": "weather__get_forecast", "arguments": {}}),
     ) {
         Some(MetaCall::Invoke { tool, arguments }) => {
@@ -284,20 +284,23 @@ fn empty_or_misplaced_arguments_say_which_fields_are_required() {
 #[test]
 fn call_dispatches_by_meta_tool_name() {
     let d = discovery();
-    assert!(d.call("other_tool", &json!({})).is_none());
-    match d.call("invoke_tool", &json!({"name": "weather__get_forecast"})) {
+    let names = d.names();
+    assert_eq!(names.which("other_tool"), None);
+    assert_eq!(names.which("run_code"), None, "code mode is off");
+    assert!(d.call(MetaTool::Code, &json!({})).is_none());
+    match d.call(MetaTool::Invoke, &json!({"name": "weather__get_forecast"})) {
         Some(MetaCall::Invoke { tool, arguments }) => {
             assert_eq!(tool.id(), "weather/get_forecast");
             assert_eq!(arguments, json!({}));
         }
         other => panic!("{other:?}"),
     }
-    let Some(MetaCall::Result(r)) = d.call("search_tools", &json!({"limit": 2})) else {
+    let Some(MetaCall::Result(r)) = d.call(MetaTool::Search, &json!({"limit": 2})) else {
         panic!()
     };
     assert_eq!(r["isError"], true);
     let Some(MetaCall::Result(r)) =
-        d.call("search_tools", &json!({"query": "forecast", "limit": 1}))
+        d.call(MetaTool::Search, &json!({"query": "forecast", "limit": 1}))
     else {
         panic!()
     };
@@ -342,7 +345,7 @@ fn invoke_tool_and_get_tool_schema_answer_for_listed_tools_which_search_never_of
     .unwrap();
     let d = discovery().with_listed(vec![listed], "__");
     let args = json!({"name": "clock__now", "arguments": {"city": "Paris"}});
-    match d.call("invoke_tool", &args) {
+    match d.call(MetaTool::Invoke, &args) {
         Some(MetaCall::Invoke { tool, .. }) => assert_eq!(tool.name, "now"),
         other => panic!("{other:?}"),
     }

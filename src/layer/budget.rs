@@ -71,7 +71,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::catalog::Catalog;
 use crate::context::McpRequest;
-use crate::discover::MetaCall;
+use crate::discover::{MetaCall, MetaTool};
 use crate::jsonrpc::{Id, Kind, Message, to_raw};
 pub use crate::listing::ServerTokens;
 use crate::mcp::method::Method;
@@ -408,9 +408,8 @@ impl BudgetLayer {
                 let state = self.state.clone();
                 Box::pin(async move {
                     let (reranker, dense) = (state.reranker.clone(), planned.dense.clone());
-                    let (discovery, name) =
-                        (planned.discovery.as_ref(), &state.discover.names.search);
-                    let result = rerank::search(reranker, dense, discovery, name, &arguments).await;
+                    let discovery = planned.discovery.as_ref();
+                    let result = rerank::search(reranker, dense, discovery, &arguments).await;
                     // A small value (a few hits): cloned for the metric's view of it.
                     let outcome = MetaCall::Result(result.clone());
                     crate::telemetry::record::search_outcome(true, &outcome);
@@ -471,81 +470,101 @@ enum Outcome {
 }
 
 /// A `tools/call` of a meta-tool, as the request's view gives it.
-struct MetaRequest<'a> {
-    name: &'a str,
+struct MetaRequest {
     /// `null` when absent.
     arguments: Value,
     meta: Option<Value>,
 }
 
-impl BudgetLayer {
-    /// `Some` when the call is of a meta-tool: its answer, or the real call to forward.
-    fn meta_call(&self, req: &McpRequest) -> Option<Outcome> {
-        let names = &self.state.discover.names;
-        let is_meta = |name: &str| {
-            name == names.search
-                || name == names.schema
-                || name == names.invoke
-                || names.code.as_deref() == Some(name)
-        };
-        // Most calls are of real tools: their name alone says so, without building the
-        // arguments as a `Value`.
-        let name = req.view.typed_name()?;
-        if !is_meta(name) {
-            self.state.count_call(name, &req.caller.principal);
-            self.state.searches.invoked(&req.caller.session, name);
-            return None;
-        }
-        let call = MetaRequest {
-            name,
+impl MetaRequest {
+    fn of(req: &McpRequest) -> Self {
+        Self {
             arguments: req.view.arguments_value(&req.message),
             meta: req
                 .view
                 .meta(&req.message)
                 .and_then(|text| serde_json::from_str::<Option<Value>>(text).ok().flatten()),
+        }
+    }
+}
+
+impl BudgetLayer {
+    /// `Some` when the call is of a meta-tool: its answer, or the real call to forward.
+    fn meta_call(&self, req: &McpRequest) -> Option<Outcome> {
+        // Most calls are of real tools: their name alone says so, without building the
+        // arguments as a `Value`.
+        let name = req.view.typed_name()?;
+        let Some(tool) = self.state.discover.names.which(name) else {
+            self.state.count_call(name, &req.caller.principal);
+            self.state.searches.invoked(&req.caller.session, name);
+            return None;
         };
+        let call = MetaRequest::of(req);
         let native = self.state.is_native(req);
         let planned = self
             .state
             .planned_for(Audience::of(&req.caller.principal, native).as_ref());
-        if names.code.as_deref() == Some(call.name) {
-            return Some(Outcome::Run(call.arguments, planned));
-        }
-        if call.name == names.invoke || call.name == names.schema {
-            let catalog = self.state.catalog.borrow().clone();
-            let (arguments, meta) = (&call.arguments, call.meta.as_ref());
-            let invoke = call.name == names.invoke;
-            if let Some(params) = denied::as_direct_call(req, &catalog, arguments, meta, invoke) {
-                return Some(if invoke {
-                    Outcome::Forward(params)
-                } else {
-                    Outcome::Probe(params)
-                });
-            }
-        }
-        if call.name == names.search && self.state.reranks(&planned, &call.arguments) {
-            return Some(Outcome::Rerank(call.arguments, planned));
-        }
-        let discovery = planned.discovery.as_ref()?;
-        let outcome = discovery.call(call.name, &call.arguments)?;
-        crate::telemetry::record::search_outcome(call.name == names.search, &outcome);
-        if let (true, MetaCall::Result(found)) = (call.name == names.search, &outcome) {
-            self.state.searches.searched(&req.caller.session, found);
-        }
-        if self.state.discover.promote_on_use {
-            let inspected = matches!(&outcome, MetaCall::Result(r) if call.name == names.schema && r.get("isError").is_none());
-            let used = matches!(&outcome, MetaCall::Invoke { .. });
-            let name = call.arguments.get("name").and_then(Value::as_str);
-            let found = name.and_then(|n| discovery.find_deferred(n));
-            if let (true, Some((i, _))) = (inspected || used, found) {
-                if let Some(exposed) = discovery.exposed_name(i) {
-                    self.state
-                        .promote(&req.caller.session, req.view.is_modern(), exposed);
+        match tool {
+            MetaTool::Code => return Some(Outcome::Run(call.arguments, planned)),
+            MetaTool::Invoke | MetaTool::Schema => {
+                let catalog = self.state.catalog.borrow().clone();
+                let (arguments, meta) = (&call.arguments, call.meta.as_ref());
+                let invoke = tool == MetaTool::Invoke;
+                if let Some(params) = denied::as_direct_call(req, &catalog, arguments, meta, invoke)
+                {
+                    return Some(if invoke {
+                        Outcome::Forward(params)
+                    } else {
+                        Outcome::Probe(params)
+                    });
                 }
             }
+            MetaTool::Search if self.state.reranks(&planned, &call.arguments) => {
+                return Some(Outcome::Rerank(call.arguments, planned));
+            }
+            MetaTool::Search => {}
         }
+        let discovery = planned.discovery.as_ref()?;
+        let outcome = discovery.call(tool, &call.arguments)?;
+        let search = tool == MetaTool::Search;
+        crate::telemetry::record::search_outcome(search, &outcome);
+        if let (true, MetaCall::Result(found)) = (search, &outcome) {
+            self.state.searches.searched(&req.caller.session, found);
+        }
+        self.promote_on_use(req, discovery, tool, &call, &outcome);
+        Some(self.answer(req, call, outcome))
+    }
+
+    /// `[discover] promote_on_use`: a deferred tool whose schema was read, or that was
+    /// invoked, is listed for the session from now on.
+    fn promote_on_use(
+        &self,
+        req: &McpRequest,
+        discovery: &crate::discover::Discovery,
+        tool: MetaTool,
+        call: &MetaRequest,
+        outcome: &MetaCall<'_>,
+    ) {
+        if !self.state.discover.promote_on_use {
+            return;
+        }
+        let inspected = matches!(outcome, MetaCall::Result(r) if tool == MetaTool::Schema && r.get("isError").is_none());
+        let used = matches!(outcome, MetaCall::Invoke { .. });
+        let name = call.arguments.get("name").and_then(Value::as_str);
+        let found = name.and_then(|n| discovery.find_deferred(n));
+        if let (true, Some((i, _))) = (inspected || used, found) {
+            if let Some(exposed) = discovery.exposed_name(i) {
+                self.state
+                    .promote(&req.caller.session, req.view.is_modern(), exposed);
+            }
+        }
+    }
+
+    /// What the layer does with a meta-tool's `outcome`: answer it, or forward the real call
+    /// an `invoke_tool` names (counted under that tool).
+    fn answer(&self, req: &McpRequest, call: MetaRequest, outcome: MetaCall<'_>) -> Outcome {
         match outcome {
-            MetaCall::Result(result) => Some(Outcome::Answer(result)),
+            MetaCall::Result(result) => Outcome::Answer(result),
             MetaCall::Invoke { tool, arguments } => {
                 let exposed = tool.exposed_name(&self.state.separator).into_owned();
                 self.state.count_call(&exposed, &req.caller.principal);
@@ -556,7 +575,7 @@ impl BudgetLayer {
                 if let Some(meta) = call.meta {
                     params.insert("_meta".into(), meta);
                 }
-                Some(Outcome::Forward(to_raw(&Value::Object(params))))
+                Outcome::Forward(to_raw(&Value::Object(params)))
             }
         }
     }

@@ -30,7 +30,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::modern::{META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION};
+use super::meta::{
+    META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+};
 
 /// Prefix of the modern envelope keys in `_meta`.
 pub const ENVELOPE_PREFIX: &str = "io.modelcontextprotocol/";
@@ -177,9 +180,6 @@ pub fn retry_fields(params: &Value) -> (Option<&Map<String, Value>>, Option<&str
     )
 }
 
-/// `_meta` key by which a modern request opts in to log notifications, at a minimum level.
-pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-
 /// Whether a `notifications/message` of level `level` goes to a modern request whose params
 /// are `params`: only when it asked for logs (`_meta` log level) at that level or below.
 #[must_use]
@@ -237,7 +237,7 @@ pub fn parse_discover(result: &Value, version: &str) -> Option<(Value, Value, Op
     }
     let server_info = result
         .get("_meta")
-        .and_then(|m| m.get(super::modern::META_SERVER_INFO))
+        .and_then(|m| m.get(META_SERVER_INFO))
         .or_else(|| result.get("serverInfo"))
         .cloned()
         .unwrap_or(Value::Null);

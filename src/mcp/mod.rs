@@ -2,6 +2,7 @@
 //! and the translation between eras.
 
 pub mod bridge;
+pub mod meta;
 pub mod method;
 pub mod modern;
 pub mod pages;

@@ -21,22 +21,16 @@ use serde_json::{Map, Value, json};
 use crate::error::Protocol;
 use crate::jsonrpc::code::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
 use crate::jsonrpc::{ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND, Message, to_raw};
+use crate::mcp::meta::{
+    META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
+    META_PROTOCOL_VERSION_ESCAPED, META_SERVER_INFO,
+};
 use crate::mcp::method::Method;
 
 /// The stateless protocol revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
 /// Modern versions this gateway speaks.
 pub const MODERN_VERSIONS: &[&str] = &[MODERN_VERSION];
-/// `_meta` key of the request's protocol version.
-pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// [`META_PROTOCOL_VERSION`] as encoders that escape `/` write it.
-pub(crate) const META_PROTOCOL_VERSION_ESCAPED: &str = r"io.modelcontextprotocol\/protocolVersion";
-/// `_meta` key of the client's capabilities.
-pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// `_meta` key of the client's info.
-pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-/// `_meta` key of the server's info in a `server/discover` result.
-pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// How long a client may cache a list result (milliseconds).
 pub const LIST_TTL_MS: u64 = 60_000;
@@ -118,7 +112,7 @@ pub fn check_meta_envelope(meta: Option<&Value>) -> Result<(), ErrorObject> {
         return invalid(format!("{META_PROTOCOL_VERSION} must be a string"));
     }
     // The opt-in to logs, when there is one, names a level MCP knows.
-    let log_level = crate::mcp::bridge::META_LOG_LEVEL;
+    let log_level = META_LOG_LEVEL;
     if let Some(problem) = meta
         .get(log_level)
         .and_then(|l| super::log_level_problem(Some(l)))

@@ -126,8 +126,8 @@ impl RequestView {
         }
         // The cheap test of `modern::request_meta` first: most 2025-era traffic never parses
         // its `_meta`.
-        let names_version = params.contains(modern::META_PROTOCOL_VERSION)
-            || params.contains(modern::META_PROTOCOL_VERSION_ESCAPED);
+        let names_version = params.contains(super::meta::META_PROTOCOL_VERSION)
+            || params.contains(super::meta::META_PROTOCOL_VERSION_ESCAPED);
         if !names_version && !modern_by_transport {
             return;
         }

@@ -30,6 +30,7 @@ pub mod expand;
 pub(crate) mod http;
 pub(crate) mod in_process;
 pub mod limits;
+mod lines;
 mod parse;
 pub mod pin;
 mod problems;
@@ -61,8 +62,8 @@ pub use downstream::{
 pub use http::{HttpOptions, HttpTransport};
 pub use in_process::{InProcess, MessageService, Pipes};
 #[cfg(feature = "cli")]
-pub(crate) use parse::bare_key;
-pub(crate) use parse::path_key;
+pub(crate) use lines::bare_key;
+pub(crate) use lines::path_key;
 pub use pin::PinPolicy;
 use problems::{At, Problems};
 pub use sanitize::SanitizePolicy;

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::Problem;
-use super::parse::{self, Step};
+use super::lines::{self, Step};
 
 /// Every problem found so far, in the order found.
 #[derive(Debug, Default)]
@@ -74,7 +74,7 @@ impl Problems {
                 let steps: Vec<Step> = found.path.iter().map(Seg::step).collect();
                 let line = doc
                     .as_ref()
-                    .and_then(|doc| parse::line_in(text, doc, &steps));
+                    .and_then(|doc| lines::line_in(text, doc, &steps));
                 Problem {
                     path: display(&found.path),
                     line: line.or(found.line),

@@ -30,7 +30,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::problems::{At, Section};
-use super::{Policy, Problem, parse};
+use super::{Policy, Problem, lines};
 use crate::seal::Sealer;
 
 /// Default life of a sealed session id, counted from `initialize`.
@@ -217,7 +217,7 @@ impl Policy {
     ) -> Result<Option<Sealer>, SealKeyProblem> {
         let text = self.source.0.as_deref().unwrap_or("");
         let with_line = |mut p: Problem| {
-            p.line = parse::line_of(text, &p.path);
+            p.line = lines::line_of(text, &p.path);
             p
         };
         self.sessions.sealer_with(env).map_err(|e| match e {

@@ -40,7 +40,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::problems::{At, Section};
-use super::{Policy, Problem, parse};
+use super::{Policy, Problem, lines};
 
 /// Default `[state] key_prefix`.
 pub const DEFAULT_KEY_PREFIX: &str = "mcp-budget:";
@@ -293,7 +293,7 @@ impl Policy {
     ) -> Result<Option<String>, Problem> {
         let text = self.source.0.as_deref().unwrap_or("");
         self.state.url_with(env).map_err(|mut p| {
-            p.line = parse::line_of(text, &p.path);
+            p.line = lines::line_of(text, &p.path);
             p
         })
     }

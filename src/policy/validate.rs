@@ -121,7 +121,7 @@ fn upstreams(
     let mut own_sanitize = Vec::new();
     // Entries come in file order, so one pass over the text numbers them all (counting from
     // the start for each entry made `check` quadratic in the number of upstreams).
-    let mut lines = super::parse::Lines::new(text);
+    let mut lines = super::lines::Lines::new(text);
     for (i, spanned) in raw.into_iter().enumerate() {
         let line = lines.at(spanned.span().start);
         let mut up = spanned.into_inner();

@@ -18,7 +18,7 @@
 //! # Ok::<(), mcp_budget::policy::ConfigError>(())
 //! ```
 
-use super::{Policy, Problem, parse};
+use super::{Policy, Problem, lines};
 
 impl Policy {
     /// Problems that do not stop the gateway: what importing host configs reported
@@ -179,7 +179,7 @@ impl Policy {
             .source
             .0
             .as_deref()
-            .and_then(|t| parse::line_of(t, &path));
+            .and_then(|t| lines::line_of(t, &path));
         Problem {
             path,
             line,

@@ -10,6 +10,14 @@
 //! `additionalProperties` out, and that omission is exactly how undeclared parameters would
 //! slip through. Nested objects are checked as their schema says (standard semantics).
 //!
+//! **Why a second validator beside `discover::arguments`** (the lenient one of
+//! `invoke_tool`): on a strict `invoke_tool` both run, that one first. That one helps a model
+//! retry (every `invoke_tool`, lenient, every problem as a line of an `isError` result with a
+//! call of the right shape); this one is the boundary every `tools/call` crosses below the
+//! budget and authorization layers, direct or through a meta-tool, and reads the schema as a
+//! contract. It must not depend on a lenient check above it, and the lenient one must not
+//! answer with this one's single-property JSON-RPC error, which a model cannot retry from.
+//!
 //! ```
 //! use mcp_budget::sanitize::arguments::{Compiled, check};
 //! use serde_json::json;

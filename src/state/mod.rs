@@ -39,6 +39,8 @@ pub mod usage;
 
 #[cfg(feature = "redis")]
 mod conn;
+#[cfg(feature = "redis")]
+mod follow;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -526,7 +528,7 @@ impl Store {
     fn follow(&self, shutdown: CancellationToken) {
         #[cfg(feature = "redis")]
         if let Some(conn) = &self.inner.conn {
-            tokio::spawn(relay::follow(
+            tokio::spawn(follow::follow(
                 conn.clone(),
                 self.inner.settings.key_prefix.clone(),
                 self.inner.replica.clone(),

@@ -1,7 +1,7 @@
 //! What replicas tell each other through the store (issue 34 item 5): sessions ended by
 //! `DELETE`, and clients' answers to server→client requests that reached a replica other than
-//! the one whose upstream asked. The keys, channels and scripts here are pure; the
-//! subscription (feature `redis`) is `follow`.
+//! the one whose upstream asked. The keys, channels, scripts and notes here are pure; the
+//! subscription (feature `redis`) is in `state/follow.rs`.
 //!
 //! - **Revocations**: a `DELETE` adds the session's `sid` to a sorted set scored by its id's
 //!   `exp` (pruned of expired ids at every add, and expiring with its last id: bounded by what
@@ -187,110 +187,6 @@ pub enum ForwardError {
     Store(&'static str),
     /// A retry was forwarded, and no outcome came back in time.
     NoReply,
-}
-
-/// Follows the revocations and this replica's channel until `shutdown`, subscribing again
-/// after every loss (each time, the whole revocation set is read first, and what this replica
-/// knows and the set lacks, such as after the store restarted empty, is put back).
-#[cfg(feature = "redis")]
-pub(super) async fn follow(
-    conn: super::conn::Conn,
-    prefix: String,
-    replica: String,
-    to: super::Relayed,
-    shutdown: tokio_util::sync::CancellationToken,
-) {
-    use futures::StreamExt;
-    let (revocations, own) = (revoked_channel(&prefix), replica_channel(&prefix, &replica));
-    let promotions = promotions_channel(&prefix);
-    let client = conn.client();
-    loop {
-        let subscribed = async {
-            let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&[&revocations, &own, &promotions]).await?;
-            // Revocations published before the subscription: the set holds them.
-            let mut conn = client.get_multiplexed_async_connection().await?;
-            let all: Vec<(String, f64)> = redis::cmd("ZRANGE")
-                .arg(revoked_key(&prefix))
-                .arg(-i64::try_from(super::MAX_REVOCATIONS).unwrap_or(i64::MAX))
-                .arg(-1)
-                .arg("WITHSCORES")
-                .query_async(&mut conn)
-                .await?;
-            Ok::<_, redis::RedisError>((pubsub, all))
-        };
-        let bound = super::CONNECT_TIMEOUT;
-        match tokio::time::timeout(bound, subscribed).await {
-            Ok(Ok((pubsub, all))) => {
-                let mut stored = std::collections::HashSet::new();
-                for (sid, exp) in all {
-                    // Whole seconds (the scores are `exp` values).
-                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                    let exp = exp as u64;
-                    stored.insert(sid.clone());
-                    to.revocations.heard(Revocation { sid, exp });
-                }
-                put_back(&conn, &prefix, &to.revocations, &stored).await;
-                let mut messages = pubsub.into_on_message();
-                loop {
-                    tokio::select! {
-                        () = shutdown.cancelled() => return,
-                        msg = messages.next() => {
-                            let Some(msg) = msg else { break };
-                            let Ok(payload) = msg.get_payload::<String>() else { continue };
-                            if msg.get_channel_name() == revocations {
-                                if let Some(revoked) = Revocation::parse(&payload) {
-                                    to.revocations.heard(revoked);
-                                }
-                            } else if msg.get_channel_name() == promotions {
-                                if let Some(promotion) = Promotion::parse(&payload) {
-                                    let _ = to.promotions.send(promotion);
-                                }
-                            } else {
-                                match serde_json::from_str(&payload) {
-                                    Ok(Note::Resumed(outcome)) => to.resumed(outcome),
-                                    Ok(note) => {
-                                        let _ = to.notes.send(note);
-                                    }
-                                    Err(e) => tracing::debug!(error = %e, "Unreadable note from another replica"),
-                                }
-                            }
-                        }
-                    }
-                }
-                tracing::debug!("State store subscription lost; subscribing again");
-            }
-            Ok(Err(e)) => tracing::debug!(error = %e, "State store subscription failed"),
-            Err(_) => tracing::debug!("State store subscription timed out"),
-        }
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(super::PROBE_EVERY) => {}
-        }
-    }
-}
-
-/// Puts back in the store the revocations this replica knows and `stored` (the store's set)
-/// lacks; those it does not take are sent again by the heartbeat.
-#[cfg(feature = "redis")]
-async fn put_back(
-    conn: &super::conn::Conn,
-    prefix: &str,
-    revocations: &super::Revocations,
-    stored: &std::collections::HashSet<String>,
-) {
-    let missing = revocations.missing_from(stored);
-    if missing.is_empty() {
-        return;
-    }
-    let sent = tokio::time::timeout(super::CONNECT_TIMEOUT, conn.revoke(prefix, &missing)).await;
-    match sent {
-        Ok(Ok(added)) => tracing::info!(
-            revocations = added,
-            "Revocations the state store lacked (restarted empty?) were put back"
-        ),
-        _ => revocations.unsent(missing),
-    }
 }
 
 #[cfg(test)]

@@ -136,7 +136,7 @@ fn envelope(params: Option<&Value>, capabilities: &Value, log_level: Option<&str
     let mut enveloped =
         bridge::with_envelope(params, MODERN_VERSION, &super::client_info(), capabilities);
     if let (Some(level), Value::Object(obj)) = (log_level, &mut enveloped) {
-        bridge::set_meta(obj, bridge::META_LOG_LEVEL, json!(level));
+        bridge::set_meta(obj, crate::mcp::meta::META_LOG_LEVEL, json!(level));
     }
     enveloped
 }

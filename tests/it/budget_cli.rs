@@ -1,30 +1,22 @@
 //! `inspect` and `render` run as a user would: the built binary on the fixture toolsets.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
+
+use crate::harness::cli;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets")
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = cli(args).run();
+    (out.status.success(), out.stdout, out.stderr)
 }
 
 fn json_of(args: &[&str]) -> Value {
-    let (ok, stdout, stderr) = run(args);
-    assert!(ok, "{stderr}");
-    serde_json::from_str(&stdout).expect("valid JSON")
+    cli(args).ok().json()
 }
 
 const LEVELS: [&str; 5] = ["off", "low", "medium", "high", "extreme"];
@@ -451,7 +443,10 @@ fn bash_completions_offer_the_commands() {
          COMP_POINT=13; _mcp__budget mcp-budget ca mcp-budget; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
         file.display()
     );
-    let out = Command::new("bash").args(["-c", &probe]).output().unwrap();
+    let out = std::process::Command::new("bash")
+        .args(["-c", &probe])
+        .output()
+        .unwrap();
     let offered = String::from_utf8_lossy(&out.stdout);
     assert!(
         offered.lines().any(|l| l == "calibrate"),

@@ -11,13 +11,10 @@ use crate::harness::{Gateway, Mode, Up, child_matching, first_text};
 /// sees exactly the same bytes, so its prompt cache keeps hitting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_bytes_survive_an_upstream_restart() {
-    let mut gw = Gateway::start_with(
-        "restart-bytes",
-        Mode::Stdio,
-        "[budget]\nmode = \"full\"\n",
-        &[Up::everything("everything"), Up::time("time")],
-    )
-    .await;
+    let mut gw = Gateway::builder("restart-bytes", Mode::Stdio)
+        .policy("[budget]\nmode = \"full\"\n")
+        .start(&[Up::everything("everything"), Up::time("time")])
+        .await;
     gw.client().initialize().await;
     let before = gw.client().request("tools/list", json!({})).await;
     let tools = before["result"]["tools"].as_array().unwrap();

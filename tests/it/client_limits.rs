@@ -17,8 +17,10 @@ fn echo(text: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_over_its_rate_gets_32023_and_is_served_after_the_wait() {
     let limits = "\n[limits]\ncalls_per_sec = 0.5\nburst = 2\n";
-    let mut gw =
-        Gateway::start_with("limit-rate", Mode::Stdio, limits, &[Up::everything("e")]).await;
+    let mut gw = Gateway::builder("limit-rate", Mode::Stdio)
+        .policy(limits)
+        .start(&[Up::everything("e")])
+        .await;
     let c = gw.client();
     c.initialize().await;
     for i in 0..2 {
@@ -53,13 +55,10 @@ async fn a_client_over_its_rate_gets_32023_and_is_served_after_the_wait() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_its_calls_in_flight_a_client_is_refused_while_its_slow_call_finishes() {
     let limits = "\n[limits]\nin_flight = 1\nqueue = 0\n";
-    let mut gw = Gateway::start_with(
-        "limit-inflight",
-        Mode::Stdio,
-        limits,
-        &[Up::everything("e")],
-    )
-    .await;
+    let mut gw = Gateway::builder("limit-inflight", Mode::Stdio)
+        .policy(limits)
+        .start(&[Up::everything("e")])
+        .await;
     let c = gw.client();
     c.initialize().await;
     let slow = c

@@ -71,7 +71,10 @@ fn returned(call: &Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_chain_filter_catch_and_read_the_typed_api() {
     let ups = [Up::everything("e"), saved_github()];
-    let gw = Gateway::start_with("codemode-basic", Mode::Http, CODE_MODE, &ups).await;
+    let gw = Gateway::builder("codemode-basic", Mode::Http)
+        .policy(CODE_MODE)
+        .start(&ups)
+        .await;
     let calls = json!([
         run(r#"
             const sum = tools.call("e__get-sum", {a: 2, b: 3});
@@ -154,7 +157,10 @@ async fn scripts_chain_filter_catch_and_read_the_typed_api() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_escape_and_exhaustion_suite_is_contained() {
     let ups = [Up::everything("e")];
-    let gw = Gateway::start_with("codemode-escape", Mode::Http, CODE_MODE, &ups).await;
+    let gw = Gateway::builder("codemode-escape", Mode::Http)
+        .policy(CODE_MODE)
+        .start(&ups)
+        .await;
     let attempts = [
         ("for (;;) {}", "code_mode_max_steps"),
         (
@@ -242,7 +248,11 @@ path = {audit:?}
     );
     let ups = [Up::everything("e")];
     let env = [("ALICE_KEY", "k-alice-code")];
-    let gw = Gateway::start_with_env("codemode-denied", Mode::Http, &downstream, &ups, &env).await;
+    let gw = Gateway::builder("codemode-denied", Mode::Http)
+        .policy(&downstream)
+        .env(&env)
+        .start(&ups)
+        .await;
     let headers = json!({"authorization": "Bearer k-alice-code"});
     let calls = json!([
         {"name": "e__get-sum", "args": {"a": 1, "b": 2}},
@@ -318,7 +328,10 @@ async fn runs_are_counted_by_outcome_and_limit_with_their_time_and_calls() {
     let admin_port = crate::harness::free_port();
     let policy = format!("{CODE_MODE}{}", crate::telemetry::admin(admin_port));
     let ups = [Up::everything("e")];
-    let mut gw = Gateway::start_with("codemode-metrics", Mode::Stdio, &policy, &ups).await;
+    let mut gw = Gateway::builder("codemode-metrics", Mode::Stdio)
+        .policy(&policy)
+        .start(&ups)
+        .await;
     let client = gw.client();
     client.initialize().await;
     let scripts = [

@@ -21,7 +21,10 @@ fn text(reply: &Value) -> &str {
 }
 
 async fn told_apart(test: &str, budget: &str, ups: &[Up]) -> Vec<String> {
-    let mut gw = Gateway::start_with(test, Mode::Stdio, budget, ups).await;
+    let mut gw = Gateway::builder(test, Mode::Stdio)
+        .policy(budget)
+        .start(ups)
+        .await;
     let c = gw.client();
     c.initialize().await;
     let list = c.request("tools/list", serde_json::json!({})).await;

@@ -22,7 +22,7 @@ fn check(deploy: &Path) -> Output {
         .arg(python)
         .arg(root().join("tests/peers/scripts/check_manifests.py"))
         .arg(deploy)
-        .arg(env!("CARGO_BIN_EXE_mcp-budget"))
+        .arg(crate::harness::BIN)
         .output()
         .unwrap()
 }

@@ -355,16 +355,12 @@ fn the_parsers_read_what_rustfmt_writes() {
 /// dropped, the listening port as the policy's, and log lines left out.
 fn quickstart_summary() -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+    let stderr = crate::harness::cli(["serve", "--policy", "policies/default.toml", "--stdio"])
         .current_dir(root)
-        .args(["serve", "--policy", "policies/default.toml", "--stdio"])
         .args(["--http", "127.0.0.1:0"])
         .env("MCP_BUDGET_LOG", "off")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("the gateway runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the gateway failed: {stderr}");
+        .ok()
+        .stderr;
     let mut summary = String::new();
     for line in stderr.lines().filter(|l| *l != "  serving MCP on stdio") {
         let line = match line.split_once("listening on http://127.0.0.1:") {
@@ -404,5 +400,171 @@ fn docs_readme_quickstart_summary_is_fresh() {
         without_time(&readme[start..end]),
         without_time(&summary),
         "the README's quick-start summary is stale: run scripts/update-docs.sh and commit it"
+    );
+}
+
+/// The steps of `layered` in `src/stack.rs`, outermost first: per `.layer(…)` or
+/// `.option_layer(…)`, the layer its argument names (`TraceLayer::new` is `trace`, the
+/// budget's `budget.cloned()` is `budget`).
+fn stack_steps(stack: &str) -> Vec<String> {
+    let body = stack
+        .split_once("pub(crate) fn layered")
+        .expect("stack.rs has fn layered")
+        .1;
+    let body = body
+        .split_once(".service(inner)")
+        .expect("layered ends with .service(inner)")
+        .0;
+    // Comments say why a step sits where it does; they name no step.
+    let body: String = body
+        .lines()
+        .map(|l| l.split_once("//").map_or(l, |(code, _)| code))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut steps = Vec::new();
+    for (at, _) in body.match_indices("layer(") {
+        if !(body[..at].ends_with('.') || body[..at].ends_with(".option_")) {
+            continue;
+        }
+        // The argument, up to its closing parenthesis.
+        let rest = &body[at + "layer(".len()..];
+        let mut depth = 0usize;
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| {
+                match c {
+                    '(' => depth += 1,
+                    ')' if depth == 0 => return true,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                false
+            })
+            .map_or(rest.len(), |(i, _)| i);
+        let words: Vec<&str> = rest[..end]
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        // The first `XLayer` type the argument names, else its first identifier.
+        let name = words
+            .iter()
+            .find(|w| w.len() > 5 && w.ends_with("Layer") && w.starts_with(char::is_uppercase))
+            .map_or_else(
+                || words.first().copied().unwrap_or_default().to_owned(),
+                |t| snake(&t[..t.len() - "Layer".len()]),
+            );
+        steps.push(name);
+    }
+    steps
+}
+
+fn snake(camel: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// The layers a Markdown table lists, in its order: the first backticked word of each row of
+/// the first table after `heading` (rows without one, such as the gateway's, are not layers).
+fn table_layers(text: &str, heading: &str) -> Vec<String> {
+    let after = text
+        .split_once(heading)
+        .unwrap_or_else(|| panic!("no heading {heading:?}"))
+        .1;
+    after
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|row| row.strip_prefix("| `"))
+        .filter_map(|cell| cell.split_once('`').map(|(name, _)| name.to_owned()))
+        .collect()
+}
+
+/// Each step once, in first-seen order (the inner `trace` is the same module).
+fn distinct(steps: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in steps {
+        if !out.contains(s) {
+            out.push(s.clone());
+        }
+    }
+    out
+}
+
+#[test]
+fn docs_layers_are_listed_where_stack_rs_orders_them() {
+    let stack = source("src/stack.rs");
+    let steps = stack_steps(&stack);
+    let layers = distinct(&steps);
+    // Every layer module is a step (a module left out of the stack is not a layer).
+    for module in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/layer"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs") && !p.ends_with("mod.rs"))
+    {
+        let name = module.file_stem().unwrap().to_string_lossy().into_owned();
+        assert!(
+            layers.contains(&name),
+            "src/layer/{name}.rs is not in stack.rs's layered: {layers:?}"
+        );
+    }
+    let mut wrong = String::new();
+    let mut expect = |place: &str, listed: Vec<String>, wanted: &[String]| {
+        if listed != wanted {
+            let _ = writeln!(
+                wrong,
+                "{place} lists {listed:?}\n    stack.rs has {wanted:?}"
+            );
+        }
+    };
+    // The tables and the module doc list every step (the inner trace too), outermost first.
+    expect(
+        "README.md",
+        table_layers(&source("README.md"), "## Layers (outermost first"),
+        &steps,
+    );
+    expect(
+        "ARCHITECTURE.md",
+        table_layers(&source("ARCHITECTURE.md"), "## The layers"),
+        &steps,
+    );
+    let bullets: Vec<String> = stack
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .filter_map(|l| l.strip_prefix("//! - `"))
+        .filter_map(|l| l.split_once('`').map(|(name, _)| name.to_owned()))
+        .collect();
+    expect("src/stack.rs's doc", bullets, &steps);
+    // The crate doc names each layer module once, in the same order.
+    let lib = source("src/lib.rs");
+    let modules = lib
+        .split_once("the tower layers of mcp-budget's own stack (")
+        .expect("lib.rs lists the layers")
+        .1;
+    let modules: Vec<String> = modules
+        .split_once(')')
+        .unwrap()
+        .0
+        .split(',')
+        .map(|m| m.trim().trim_start_matches("//!").trim().to_owned())
+        .collect();
+    expect("src/lib.rs's doc", modules, &layers);
+    assert!(
+        wrong.is_empty(),
+        "a layer list has drifted from src/stack.rs:\n{wrong}"
+    );
+}
+
+#[test]
+fn the_layer_list_reader_reads_layered() {
+    let stack = "pub(crate) fn layered() {\n    ServiceBuilder::new()\n        .layer(RecoverLayer)\n        // a comment naming .layer(NotOne)\n        .option_layer(budget.cloned())\n        .option_layer(x.then(|| TraceLayer::inner_calls(c)))\n        .layer(\n            RateLimitLayer::new(a),\n        )\n        .service(inner);\n}\n";
+    assert_eq!(
+        stack_steps(stack),
+        ["recover", "budget", "trace", "rate_limit"]
     );
 }

@@ -10,7 +10,7 @@ use crate::harness::{
     Gateway, Mode, TagGuard, Up, assert_no_leftovers, new_tag, python_client, venv_bin,
 };
 
-const GATEWAY: &str = env!("CARGO_BIN_EXE_mcp-budget");
+use crate::harness::BIN as GATEWAY;
 
 /// An mcp-compressor host entry's arguments, for mcp-server-time.
 fn compressor_args(extra: &[&str]) -> Vec<String> {
@@ -87,15 +87,8 @@ async fn the_typescript_sdk_starts_the_same_entry() {
 
 /// Runs the gateway with `args`; its exit code and stderr.
 fn run(args: &[&str]) -> (Option<i32>, String) {
-    let out = std::process::Command::new(GATEWAY)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = crate::harness::cli(args).run();
+    (out.status.code(), out.stderr)
 }
 
 #[test]
@@ -140,14 +133,11 @@ api_key_env = "ALICE_KEY"
 allow = ["time/get_current_time"]
 model = "claude-haiku-4-5"
 "#;
-    let gw = Gateway::start_with_env(
-        "dropin-summary",
-        Mode::Stdio,
-        policy,
-        &[Up::time("time")],
-        &[("ALICE_KEY", "k-alice-summary")],
-    )
-    .await;
+    let gw = Gateway::builder("dropin-summary", Mode::Stdio)
+        .policy(policy)
+        .env(&[("ALICE_KEY", "k-alice-summary")])
+        .start(&[Up::time("time")])
+        .await;
     let log = gw.log();
     let line = (log.lines())
         .find(|l| l.contains("stdio client \"alice\": tools: 1 → 1 listed"))
@@ -263,8 +253,8 @@ async fn a_config_file_alone_is_served_on_stdio() {
 #[test]
 fn a_lone_server_that_cannot_start_exits_non_zero_with_its_message() {
     // Stdin stays open, as a host keeps it: the exit is the gateway's own decision.
-    let mut child = std::process::Command::new(GATEWAY)
-        .args(["-c", "medium", "--", "mcpb-no-such-command-4711"])
+    let mut child = crate::harness::cli(["-c", "medium", "--", "mcpb-no-such-command-4711"])
+        .command()
         .stdin(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -303,15 +293,11 @@ fn init_imports_compressor_url_and_multi_server_entries_as_their_servers() {
     }});
     std::fs::write(&from, servers.to_string()).unwrap();
     let out = dir.path().join("policy.toml");
-    let status = std::process::Command::new(GATEWAY)
-        .arg("init")
-        .arg("--from")
+    crate::harness::cli(["init", "--from"])
         .arg(&from)
         .arg("--out")
         .arg(&out)
-        .output()
-        .unwrap();
-    assert!(status.status.success(), "{status:?}");
+        .ok();
     let policy = std::fs::read_to_string(&out).unwrap();
     for line in [
         "name = \"time\"\ncommand = \"uvx\"\nargs = [\"mcp-server-time\"]",

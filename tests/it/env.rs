@@ -41,14 +41,10 @@ async fn stdio_child_gets_the_base_and_its_env_but_no_secrets() {
     let everything = Up::everything("clean").env("X", "y");
     // A secret the policy names by reference reaches this one child, and no other.
     let referred = Up::everything("referred").env("TOKEN", "${GITHUB_TOKEN}");
-    let mut gw = Gateway::start_with_env(
-        "env-clean",
-        Mode::Stdio,
-        "",
-        &[everything, referred],
-        &gateway_env(),
-    )
-    .await;
+    let mut gw = Gateway::builder("env-clean", Mode::Stdio)
+        .env(&gateway_env())
+        .start(&[everything, referred])
+        .await;
     gw.client().initialize().await;
     let env = child_env(&mut gw, "clean").await;
     let referred = child_env(&mut gw, "referred").await;
@@ -111,8 +107,10 @@ async fn stdio_child_gets_the_base_and_its_env_but_no_secrets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inherit_env_gives_the_child_the_whole_environment() {
     let everything = Up::everything("whole").inherit_env().env("X", "y");
-    let mut gw =
-        Gateway::start_with_env("env-whole", Mode::Stdio, "", &[everything], &gateway_env()).await;
+    let mut gw = Gateway::builder("env-whole", Mode::Stdio)
+        .env(&gateway_env())
+        .start(&[everything])
+        .await;
     gw.client().initialize().await;
     let env = child_env(&mut gw, "whole").await;
 
@@ -169,14 +167,10 @@ async fn stdio_args_take_env_references_when_the_child_starts() {
         &crate::harness::venv_bin("mcp-server-time"),
         &["--local-timezone", "${env:MCPB_TEST_TZ}"],
     );
-    let mut gw = Gateway::start_with_env(
-        "env-args",
-        Mode::Stdio,
-        "",
-        &[time],
-        &[("MCPB_TEST_TZ", "Pacific/Chatham")],
-    )
-    .await;
+    let mut gw = Gateway::builder("env-args", Mode::Stdio)
+        .env(&[("MCPB_TEST_TZ", "Pacific/Chatham")])
+        .start(&[time])
+        .await;
     gw.client().initialize().await;
     let list = gw.client().request("tools/list", json!({})).await;
     // The server names its local timezone in its parameters' descriptions; with the argument

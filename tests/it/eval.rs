@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{peer_file, peers, root};
+use crate::harness::{cli, peer_file, peers, root};
 
 /// A child that prints `listening URL` once it serves; killed when dropped.
 struct Listening {
@@ -59,19 +59,19 @@ fn fixture(path: &str) -> String {
 }
 
 fn eval(url: &str, out: &PathBuf, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args([
-            "eval",
-            "--tools",
-            &fixture("tools"),
-            "--queries",
-            &fixture("queries.jsonl"),
-        ])
-        .args(["--llm", url, "--model", "qwen2.5-coder-0.5b", "--out"])
-        .arg(out)
-        .args(extra)
-        .output()
-        .expect("mcp-budget runs")
+    cli([
+        "eval",
+        "--tools",
+        &fixture("tools"),
+        "--queries",
+        &fixture("queries.jsonl"),
+    ])
+    .args(["--llm", url, "--model", "qwen2.5-coder-0.5b", "--out"])
+    .arg(out)
+    .args(extra)
+    .command()
+    .output()
+    .expect("mcp-budget runs")
 }
 
 fn lines(path: PathBuf) -> Vec<Value> {
@@ -214,14 +214,11 @@ fn bad_input_gets_a_clear_error() {
         "{\"query\": \"x\", \"gold\": [\"nosuch/tool\"]}\n",
     )
     .unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["eval", "--tools", &fixture("tools"), "--queries"])
+    let stderr = cli(["eval", "--tools", &fixture("tools"), "--queries"])
         .arg(&queries)
         .args(["--llm", &garbage.url])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(!run.status.success());
+        .fails()
+        .stderr;
     assert!(
         stderr.contains("nosuch/tool") && stderr.contains("--tools"),
         "{stderr}"

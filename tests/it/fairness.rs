@@ -91,18 +91,15 @@ fn p50(xs: &mut [f64]) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_clients_flood_of_slow_calls_leaves_anothers_fast_calls_near_idle() {
-    let gw = Gateway::start_with_env(
-        "fairness",
-        Mode::Http,
-        POLICY,
-        &[Up::everything("e")],
-        &[
+    let gw = Gateway::builder("fairness", Mode::Http)
+        .policy(POLICY)
+        .env(&[
             ("FAIR_A_KEY", A),
             ("FAIR_B_KEY", B),
             ("MCP_BUDGET_LOG", "warn"),
-        ],
-    )
-    .await;
+        ])
+        .start(&[Up::everything("e")])
+        .await;
     let url = gw.url().to_owned();
     // Each client keeps its connections, as the SDKs' clients do.
     let (http_a, http_b) = (http_client(), http_client());

@@ -276,13 +276,10 @@ async fn garbage_lines_from_an_upstream_are_ignored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_garbage_batch_huge_and_unknown_get_errors_and_the_connection_lives() {
-    let mut gw = Gateway::start_with(
-        "garbage-down",
-        Mode::Stdio,
-        "max_message_bytes = 4096",
-        &[Up::fake("fake", "hang")],
-    )
-    .await;
+    let mut gw = Gateway::builder("garbage-down", Mode::Stdio)
+        .policy("max_message_bytes = 4096")
+        .start(&[Up::fake("fake", "hang")])
+        .await;
     let c = gw.client();
     c.initialize().await;
 

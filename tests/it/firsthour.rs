@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Gateway, Mode, Up, error_type};
+use crate::harness::{Gateway, Mode, Up, cli, error_type};
 
 const DENIED: &str = "mcp_budget.authorization.denied";
 const NOT_FOUND: &str = "mcp_budget.catalog.not_found";
@@ -25,8 +25,10 @@ async fn invoke_tool_calls_a_tool_the_plan_lists_directly() {
     // Progressive, with the clock kept out of search: it is listed next to the meta-tools.
     let budget = "[budget]\nmode = \"progressive\"\nlist_catalog = false\n\n\
                   [discover]\nnever_defer = [\"time/get_current_time\"]\n";
-    let mut gw =
-        Gateway::start_with("firsthour-listed", Mode::Stdio, budget, &[Up::time("time")]).await;
+    let mut gw = Gateway::builder("firsthour-listed", Mode::Stdio)
+        .policy(budget)
+        .start(&[Up::time("time")])
+        .await;
     let c = gw.client();
     c.initialize().await;
     let names = listed(&c.request("tools/list", json!({})).await);
@@ -85,14 +87,11 @@ async fn a_mistyped_tool_under_a_scope_is_unknown_and_a_hidden_one_stays_denied(
         [[client]]\nname = \"alice\"\napi_key_env = \"ALICE_KEY\"\n\
         allow = [\"time/*\", \"e/echo\"]\ndeny = [\"time/convert_time\"]\n";
     let ups = [Up::everything("e"), Up::time("time")];
-    let mut gw = Gateway::start_with_env(
-        "firsthour-mistyped",
-        Mode::Stdio,
-        downstream,
-        &ups,
-        &[("ALICE_KEY", "k-alice-firsthour")],
-    )
-    .await;
+    let mut gw = Gateway::builder("firsthour-mistyped", Mode::Stdio)
+        .policy(downstream)
+        .env(&[("ALICE_KEY", "k-alice-firsthour")])
+        .start(&ups)
+        .await;
     let c = gw.client();
     c.initialize().await;
     let call = |name: &str| json!({"name": name, "arguments": {}});
@@ -125,11 +124,7 @@ async fn a_mistyped_tool_under_a_scope_is_unknown_and_a_hidden_one_stays_denied(
 /// What bash offers for `words` (the last one being completed), with the script `mcp-budget
 /// completions bash` prints sourced and its function found as bash finds it (`complete -p`).
 fn bash_completes(words: &[&str]) -> String {
-    let script = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["completions", "bash"])
-        .output()
-        .unwrap();
-    assert!(script.status.success());
+    let script = cli(["completions", "bash"]).ok();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mcp-budget.bash");
     std::fs::write(&path, &script.stdout).unwrap();
@@ -239,14 +234,11 @@ async fn a_denied_call_counts_as_denied_not_as_the_upstreams_error() {
          allow = [\"time/*\"]\ndeny = [\"time/convert_time\"]\n",
         crate::telemetry::admin(admin_port)
     );
-    let mut gw = Gateway::start_with_env(
-        "firsthour-denied",
-        Mode::Stdio,
-        &downstream,
-        &[Up::time("time")],
-        &[("ALICE_KEY", "k-alice-firsthour")],
-    )
-    .await;
+    let mut gw = Gateway::builder("firsthour-denied", Mode::Stdio)
+        .policy(&downstream)
+        .env(&[("ALICE_KEY", "k-alice-firsthour")])
+        .start(&[Up::time("time")])
+        .await;
     let c = gw.client();
     c.initialize().await;
     let args =

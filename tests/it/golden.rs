@@ -73,7 +73,7 @@ fn a_progressive_tools_list_keeps_its_bytes() {
     let toolsets = root().join("tests/fixtures/toolsets");
     let out = Command::new("timeout")
         .arg(Duration::from_secs(60).as_secs().to_string())
-        .arg(env!("CARGO_BIN_EXE_mcp-budget"))
+        .arg(crate::harness::BIN)
         .args(["render", "--policy"])
         .arg(root().join("policies/progressive.toml"))
         .arg("--tools")

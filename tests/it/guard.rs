@@ -147,9 +147,9 @@ async fn rug_pull_is_quarantined_on_trust_on_first_use() {
 }
 
 fn run_cli(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(args)
+    crate::harness::cli(args)
         .env("MCP_BUDGET_LOG", "warn")
+        .command()
         .output()
         .expect("mcp-budget runs")
 }
@@ -198,7 +198,10 @@ async fn rug_pull_against_a_lock_fails_check_and_approving_restores_it() {
     );
     // Served with the lock: held back and refused.
     let ups = [poisoned("rug", &["rugpull", "0"])];
-    let mut gw = Gateway::start_with("guard-lock-serve", Mode::Stdio, &pin, &ups).await;
+    let mut gw = Gateway::builder("guard-lock-serve", Mode::Stdio)
+        .policy(&pin)
+        .start(&ups)
+        .await;
     let c = gw.client();
     c.initialize().await;
     assert!(listed(&c.request("tools/list", json!({})).await).is_empty());
@@ -219,7 +222,10 @@ async fn rug_pull_against_a_lock_fails_check_and_approving_restores_it() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
-    let mut gw = Gateway::start_with("guard-lock-approved", Mode::Stdio, &pin, &ups).await;
+    let mut gw = Gateway::builder("guard-lock-approved", Mode::Stdio)
+        .policy(&pin)
+        .start(&ups)
+        .await;
     let c = gw.client();
     c.initialize().await;
     assert_eq!(
@@ -362,7 +368,10 @@ async fn prompts_and_templates_against_a_lock_fail_check_and_an_old_lock_keeps_t
     assert!(!err.contains("summary"), "{err}");
     // Served with the lock: held back, refused; the unchanged prompt still served.
     let ups = [rugprompt("2")];
-    let mut gw = Gateway::start_with("guard-prompt-lock-serve", Mode::Stdio, &pin, &ups).await;
+    let mut gw = Gateway::builder("guard-prompt-lock-serve", Mode::Stdio)
+        .policy(&pin)
+        .start(&ups)
+        .await;
     let c = gw.client();
     c.initialize().await;
     assert_eq!(prompts(c).await, ["rp__summary"]);
@@ -402,7 +411,10 @@ async fn prompts_and_templates_against_a_lock_fail_check_and_an_old_lock_keeps_t
         err.contains("warning: the lock pins no prompts (2 served, not compared)"),
         "{err}"
     );
-    let mut gw = Gateway::start_with("guard-prompt-old-lock", Mode::Stdio, &pin, &ups).await;
+    let mut gw = Gateway::builder("guard-prompt-old-lock", Mode::Stdio)
+        .policy(&pin)
+        .start(&ups)
+        .await;
     let c = gw.client();
     c.initialize().await;
     assert_eq!(prompts(c).await, ["rp__greet", "rp__summary"]);

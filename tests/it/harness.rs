@@ -19,6 +19,180 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
+/// The gateway binary of this build. Tests run it through [`cli`] or [`Gateway`]; the path
+/// itself is for what starts it from a command line (a host's config, a client's `command`).
+pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-budget");
+
+/// `mcp-budget ARGS…`, to configure further (arguments, environment, directory) and run to its
+/// end: [`Cli::ok`] (exit 0), [`Cli::fails`] (a non-zero exit), [`Cli::code`] and
+/// [`Cli::run`] (any exit) each panic with the command line, the exit status, stdout and
+/// stderr when the binary ends otherwise. Stdin is empty. A server that keeps running is
+/// spawned from [`Cli::tokio`] (or [`Gateway`], which waits until it serves).
+pub fn cli<I, S>(args: I) -> Cli
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(args).stdin(Stdio::null());
+    Cli { cmd }
+}
+
+/// A command line of the gateway binary, not started yet ([`cli`]).
+#[derive(Debug)]
+pub struct Cli {
+    cmd: std::process::Command,
+}
+
+/// How a [`Cli`] run ended: its exit status and what it wrote.
+#[derive(Debug)]
+pub struct Ran {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    /// Stdout as one JSON value.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+impl Cli {
+    pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.cmd.args(args);
+        self
+    }
+
+    pub fn env(
+        mut self,
+        key: impl AsRef<std::ffi::OsStr>,
+        value: impl AsRef<std::ffi::OsStr>,
+    ) -> Self {
+        self.cmd.env(key, value);
+        self
+    }
+
+    pub fn env_remove(mut self, key: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.cmd.env_remove(key);
+        self
+    }
+
+    pub fn envs(mut self, vars: &[(&str, &str)]) -> Self {
+        self.cmd.envs(vars.iter().copied());
+        self
+    }
+
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cmd.current_dir(dir);
+        self
+    }
+
+    /// Runs it; it must exit 0.
+    pub fn ok(self) -> Ran {
+        self.expect("exit 0", |status| status.success())
+    }
+
+    /// Runs it; it must fail (a non-zero exit).
+    pub fn fails(self) -> Ran {
+        self.expect("a non-zero exit", |status| !status.success())
+    }
+
+    /// Runs it; it must exit with `code`.
+    pub fn code(self, code: i32) -> Ran {
+        self.expect(&format!("exit {code}"), |status| {
+            status.code() == Some(code)
+        })
+    }
+
+    /// Runs it, whatever its exit.
+    pub fn run(self) -> Ran {
+        self.expect("any exit", |_| true)
+    }
+
+    /// [`Cli::run`] without blocking the runtime (for a run that talks to a server of the test
+    /// itself).
+    pub async fn run_async(self) -> Ran {
+        self.expect_async("any exit", |_| true).await
+    }
+
+    /// [`Cli::ok`] without blocking the runtime.
+    pub async fn ok_async(self) -> Ran {
+        self.expect_async("exit 0", |status| status.success()).await
+    }
+
+    async fn expect_async(
+        self,
+        wanted: &str,
+        pass: impl Fn(std::process::ExitStatus) -> bool,
+    ) -> Ran {
+        let line = format!("{:?}", self.cmd);
+        let out = Command::from(self.cmd)
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("{line} did not start: {e}"));
+        Ran::checked(&line, &out, wanted, pass)
+    }
+
+    /// The command, to spawn a server (under tokio, killed on drop).
+    pub fn tokio(self) -> Command {
+        let mut cmd = Command::from(self.cmd);
+        cmd.kill_on_drop(true);
+        cmd
+    }
+
+    /// The command, to spawn as the test needs.
+    pub fn command(self) -> std::process::Command {
+        self.cmd
+    }
+
+    fn expect(mut self, wanted: &str, pass: impl Fn(std::process::ExitStatus) -> bool) -> Ran {
+        let line = format!("{:?}", self.cmd);
+        let out = self
+            .cmd
+            .output()
+            .unwrap_or_else(|e| panic!("{line} did not start: {e}"));
+        Ran::checked(&line, &out, wanted, pass)
+    }
+}
+
+impl Ran {
+    /// `out` of the command `line`; panics with all of it unless `pass` says its exit is the
+    /// one `wanted`.
+    fn checked(
+        line: &str,
+        out: &std::process::Output,
+        wanted: &str,
+        pass: impl Fn(std::process::ExitStatus) -> bool,
+    ) -> Self {
+        let ran = Self {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        assert!(
+            pass(ran.status),
+            "{line}\nexpected {wanted}, got {}\n--- stdout\n{}\n--- stderr\n{}",
+            ran.status,
+            ran.stdout,
+            ran.stderr
+        );
+        ran
+    }
+}
+
 /// Upper bound for any single wait in the tests.
 pub const WAIT: Duration = Duration::from_secs(30);
 
@@ -485,33 +659,66 @@ pub struct Gateway {
     _guard: TagGuard,
 }
 
-impl Gateway {
+/// How to start a [`Gateway`]: [`Gateway::builder`], then what differs from `serve --policy P
+/// --stdio` (or `--http 127.0.0.1:0`) over a policy of only upstreams.
+#[derive(Debug)]
+pub struct GatewayBuilder<'a> {
+    test: &'a str,
+    mode: Mode,
+    downstream: &'a str,
+    env: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> GatewayBuilder<'a> {
+    /// TOML written into the policy before the upstreams (`[downstream]`, `[budget]`, ...).
+    #[must_use]
+    pub fn policy(mut self, downstream: &'a str) -> Self {
+        self.downstream = downstream;
+        self
+    }
+
+    /// Variables added to the gateway's own environment (after the harness's own
+    /// `MCP_BUDGET_LOG`, which they may override).
+    #[must_use]
+    pub fn env(mut self, env: &[(&'a str, &'a str)]) -> Self {
+        self.env.extend_from_slice(env);
+        self
+    }
+
     /// Starts `mcp-budget serve` with these upstreams and waits for its startup summary.
+    pub async fn start(self, ups: &[Up]) -> Gateway {
+        Gateway::spawn(self, ups).await
+    }
+}
+
+impl Gateway {
+    /// The one way the tests start the gateway binary as a server and wait until it serves.
+    pub fn builder(test: &str, mode: Mode) -> GatewayBuilder<'_> {
+        GatewayBuilder {
+            test,
+            mode,
+            downstream: "",
+            env: Vec::new(),
+        }
+    }
+
+    /// `Gateway::builder(test, mode).start(ups)`: the common case.
     pub async fn start(test: &str, mode: Mode, ups: &[Up]) -> Self {
-        Self::start_with(test, mode, "", ups).await
+        Self::builder(test, mode).start(ups).await
     }
 
-    pub async fn start_with(test: &str, mode: Mode, downstream: &str, ups: &[Up]) -> Self {
-        Self::start_with_env(test, mode, downstream, ups, &[]).await
-    }
-
-    /// Starts the gateway with `env` added to its own environment (after the harness's own
-    /// `MCP_BUDGET_LOG`, which it may override).
-    pub async fn start_with_env(
-        test: &str,
-        mode: Mode,
-        downstream: &str,
-        ups: &[Up],
-        env: &[(&str, &str)],
-    ) -> Self {
+    async fn spawn(how: GatewayBuilder<'_>, ups: &[Up]) -> Self {
+        let GatewayBuilder {
+            test,
+            mode,
+            downstream,
+            env,
+        } = how;
         let dir = tempfile::tempdir().expect("temp dir");
         let tag = new_tag(test);
         let policy = policy(dir.path(), &tag, downstream, ups);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-        cmd.arg("serve")
-            .arg("--policy")
-            .arg(&policy)
-            .arg("--ready-timeout-secs")
+        let mut cmd = cli(["serve", "--policy"]).arg(&policy).tokio();
+        cmd.arg("--ready-timeout-secs")
             .arg("20")
             .env("MCPB_IT_TAG", &tag)
             .env(
@@ -1005,10 +1212,10 @@ pub async fn inspector(tag: &str, args: &[&str]) -> (bool, String, String) {
 /// The `tools/list` result `serve --stdio` answers on `policy` (one request, then stdin
 /// closed), as JSON text.
 pub async fn served_list(policy: &Path) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        // A free port for the policy's HTTP listener, if it has one.
-        .args(["serve", "--stdio", "--http", "127.0.0.1:0", "--policy"])
+    // A free port for the policy's HTTP listener, if it has one.
+    let mut child = cli(["serve", "--stdio", "--http", "127.0.0.1:0", "--policy"])
         .arg(policy)
+        .tokio()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -1032,25 +1239,22 @@ pub async fn run_check(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .arg("check")
+    let out = cli(["check"])
         .arg(policy)
         .args(args)
         .env("MCPB_IT_TAG", tag)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output();
-    let out = tokio::time::timeout(WAIT, out).await.unwrap().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .envs(env)
+        .run_async();
+    let out = tokio::time::timeout(WAIT, out)
+        .await
+        .expect("check ends in time");
+    (out.status.code(), out.stderr)
 }
 
 /// The gateway command line for a client that starts it over stdio.
 pub fn gateway_stdio_args(policy: &Path) -> Vec<String> {
     vec![
-        env!("CARGO_BIN_EXE_mcp-budget").to_owned(),
+        BIN.to_owned(),
         "serve".into(),
         "--policy".into(),
         policy.to_string_lossy().into_owned(),

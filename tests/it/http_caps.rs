@@ -132,7 +132,11 @@ async fn closed(tcp: &mut TcpStream) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_alive_clients_see_no_resets_after_refusals() {
-    let gw = Gateway::start_with_env("caps-keepalive", Mode::Http, &clients(""), &[], &KEYS).await;
+    let gw = Gateway::builder("caps-keepalive", Mode::Http)
+        .policy(&clients(""))
+        .env(&KEYS)
+        .start(&[])
+        .await;
     let to = addr_of(&gw);
     let init = initialize(1);
     let key = ("X-Api-Key", ALICE);
@@ -184,14 +188,11 @@ async fn kept_alive_clients_see_no_resets_after_refusals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_clients_sessions_never_lock_out_another() {
-    let gw = Gateway::start_with_env(
-        "caps-sessions",
-        Mode::Http,
-        &clients("max_sessions_per_client = 3"),
-        &[],
-        &KEYS,
-    )
-    .await;
+    let gw = Gateway::builder("caps-sessions", Mode::Http)
+        .policy(&clients("max_sessions_per_client = 3"))
+        .env(&KEYS)
+        .start(&[])
+        .await;
     let to = addr_of(&gw);
     let json = ("Content-Type", "application/json");
     let mut tcp = connect_from("127.0.0.1", to).await;
@@ -224,14 +225,11 @@ async fn one_clients_sessions_never_lock_out_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_and_one_clients_connections_never_lock_out_another() {
-    let gw = Gateway::start_with_env(
-        "caps-connections",
-        Mode::Http,
-        &clients("max_connections_per_client = 8"),
-        &[],
-        &KEYS,
-    )
-    .await;
+    let gw = Gateway::builder("caps-connections", Mode::Http)
+        .policy(&clients("max_connections_per_client = 8"))
+        .env(&KEYS)
+        .start(&[])
+        .await;
     let to = addr_of(&gw);
     let json = ("Content-Type", "application/json");
     // 40 idle unauthenticated connections from the clients' own address ...
@@ -290,7 +288,10 @@ async fn behind_a_trusted_proxy_the_forwarded_address_is_capped() {
         } else {
             "max_sessions_per_client = 2"
         };
-        let gw = Gateway::start_with("caps-proxy", Mode::Http, downstream, &[]).await;
+        let gw = Gateway::builder("caps-proxy", Mode::Http)
+            .policy(downstream)
+            .start(&[])
+            .await;
         let to = addr_of(&gw);
         let mut tcp = connect_from("127.0.0.1", to).await;
         // What a chain of proxies writes: the client, then an inner trusted proxy.
@@ -325,7 +326,10 @@ async fn behind_a_trusted_proxy_the_forwarded_address_is_capped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_haproxy_each_forwarded_client_has_its_own_session_cap() {
     let downstream = "max_sessions_per_client = 2\ntrusted_proxies = [\"127.0.0.1\"]";
-    let gw = Gateway::start_with("caps-haproxy", Mode::Http, downstream, &[]).await;
+    let gw = Gateway::builder("caps-haproxy", Mode::Http)
+        .policy(downstream)
+        .start(&[])
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let (mut proxy, port) = haproxy(&addr_of(&gw).to_string(), dir.path(), "").await;
     let url = format!("http://127.0.0.1:{port}/mcp");

@@ -59,13 +59,10 @@ impl Http {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_downstream_refuses_bad_input_and_keeps_the_session() {
-    let gw = Gateway::start_with(
-        "http-down",
-        Mode::Http,
-        "max_message_bytes = 4096",
-        &[Up::everything("everything")],
-    )
-    .await;
+    let gw = Gateway::builder("http-down", Mode::Http)
+        .policy("max_message_bytes = 4096")
+        .start(&[Up::everything("everything")])
+        .await;
     let mut http = Http {
         client: http_client(),
         url: gw.url().to_owned(),
@@ -218,7 +215,10 @@ async fn modern_discover_json_only(client: &reqwest::Client, url: &str) -> reqwe
 /// origin (`null` gets 403). Good requests are served between the refusals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_hygiene_content_type_accept_host_and_origin() {
-    let gw = Gateway::start_with("http-hygiene", Mode::Http, "strict_accept = true", &[]).await;
+    let gw = Gateway::builder("http-hygiene", Mode::Http)
+        .policy("strict_accept = true")
+        .start(&[])
+        .await;
     let url = gw.url().to_owned();
     let addr = url
         .trim_start_matches("http://")

@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
-use crate::harness::{TagGuard, WAIT, drain_stderr, free_port, new_tag};
+use crate::harness::{BIN as GATEWAY, TagGuard, WAIT, cli, drain_stderr, free_port, new_tag};
 
-const GATEWAY: &str = env!("CARGO_BIN_EXE_mcp-budget");
 const PASSWORD: &str = "s3cretPW";
 const QUERY_TOKEN: &str = "qtok0123";
 
@@ -83,10 +82,10 @@ async fn no_password_or_query_token_of_an_upstream_url_is_printed_anywhere() {
     );
     // The same URL once more on the command line: named by its host, not by the user.
     let mut child = serve_http(
-        Command::new(GATEWAY)
-            .args(["serve", "--http", "127.0.0.1:0", "--policy", &policy])
+        &mut cli(["serve", "--http", "127.0.0.1:0", "--policy", &policy])
             .args(["--ready-timeout-secs", "2", "--url", &url])
-            .env("MCP_BUDGET_LOG", "debug"),
+            .env("MCP_BUDGET_LOG", "debug")
+            .tokio(),
         &tag,
     );
     let (stderr, mut ready) = drain_stderr(&mut child, "gw", |line| {
@@ -288,18 +287,16 @@ async fn stdin_closed_while_starting(socket: bool) {
             tag
         ),
     );
-    let mut command = Command::new(GATEWAY);
-    command
-        .args([
-            "serve",
-            "--stdio",
-            "--policy",
-            &policy,
-            "--ready-timeout-secs",
-            "30",
-        ])
-        .env("MCPB_IT_TAG", &tag)
-        .env("NO_COLOR", "1");
+    let mut command = cli([
+        "serve",
+        "--stdio",
+        "--policy",
+        &policy,
+        "--ready-timeout-secs",
+        "30",
+    ])
+    .tokio();
+    command.env("MCPB_IT_TAG", &tag).env("NO_COLOR", "1");
     let (host_end, gateway_end) = std::os::unix::net::UnixStream::pair().unwrap();
     let mut host_end = Some(host_end);
     if socket {

@@ -108,14 +108,11 @@ async fn api_keys_give_each_client_its_scope_over_http_in_both_eras() {
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl");
     let ups = [Up::everything("e"), Up::time("time")];
-    let gw = Gateway::start_with_env(
-        "identity-http",
-        Mode::Http,
-        &clients(&audit, ""),
-        &ups,
-        &KEYS,
-    )
-    .await;
+    let gw = Gateway::builder("identity-http", Mode::Http)
+        .policy(&clients(&audit, ""))
+        .env(&KEYS)
+        .start(&ups)
+        .await;
     let calls = json!([
         {"name": CONVERT, "args": convert_args()},
         {"name": "e__echo", "args": {"message": "hello there"}},
@@ -226,14 +223,11 @@ async fn bad_credentials_get_401_with_the_metadata_and_sessions_stay_with_their_
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl");
     let ups = [Up::time("time")];
-    let gw = Gateway::start_with_env(
-        "identity-401",
-        Mode::Http,
-        &clients(&audit, ""),
-        &ups,
-        &KEYS,
-    )
-    .await;
+    let gw = Gateway::builder("identity-401", Mode::Http)
+        .policy(&clients(&audit, ""))
+        .env(&KEYS)
+        .start(&ups)
+        .await;
     let url = gw.url().to_owned();
     let http = http_client();
     let origin = url.trim_end_matches("/mcp");
@@ -385,7 +379,11 @@ jwks_url = "{jwks_url}"
 "#
     );
     let ups = [Up::time("time")];
-    let gw = Gateway::start_with_env("identity-jwt", Mode::Http, &downstream, &ups, &[]).await;
+    let gw = Gateway::builder("identity-jwt", Mode::Http)
+        .policy(&downstream)
+        .env(&[])
+        .start(&ups)
+        .await;
     let url = gw.url().to_owned();
     let calls = json!([{"name": CONVERT, "args": convert_args()}]);
     let r = py(&gw.tag, &["http", &url], "legacy", &key(&carol), &calls).await;
@@ -455,14 +453,11 @@ async fn over_stdio_direct_calls_invoke_tool_and_every_spelling_are_held_to_the_
     let budget =
         "[budget]\nmodel = \"claude-haiku-4-5\"\nmode = \"progressive\"\nlist_catalog = false\n";
     let ups = [Up::everything("e"), Up::time("time")];
-    let mut gw = Gateway::start_with_env(
-        "identity-stdio",
-        Mode::Stdio,
-        &clients(&audit, budget),
-        &ups,
-        &KEYS,
-    )
-    .await;
+    let mut gw = Gateway::builder("identity-stdio", Mode::Stdio)
+        .policy(&clients(&audit, budget))
+        .env(&KEYS)
+        .start(&ups)
+        .await;
     let c = gw.client();
     c.initialize().await;
     let listed = c.request("tools/list", json!({})).await;
@@ -650,8 +645,11 @@ async fn client_credentials_never_reach_an_upstream() {
         r#"allow = ["time/*", "e/echo", "rec/*"]"#,
     );
     let ups = [Up::http("rec", &upstream).key("protocol", "2025-11-25")];
-    let gw =
-        Gateway::start_with_env("identity-passthrough", Mode::Http, &downstream, &ups, &KEYS).await;
+    let gw = Gateway::builder("identity-passthrough", Mode::Http)
+        .policy(&downstream)
+        .env(&KEYS)
+        .start(&ups)
+        .await;
     let headers = json!({"authorization": format!("Bearer {ALICE}"), "x-api-key": ALICE});
     let r = py(
         &gw.tag,
@@ -683,14 +681,11 @@ async fn a_reload_that_takes_a_right_away_takes_effect_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl");
     let ups = [Up::time("time")];
-    let mut gw = Gateway::start_with_env(
-        "identity-reload",
-        Mode::Stdio,
-        &clients(&audit, ""),
-        &ups,
-        &KEYS,
-    )
-    .await;
+    let mut gw = Gateway::builder("identity-reload", Mode::Stdio)
+        .policy(&clients(&audit, ""))
+        .env(&KEYS)
+        .start(&ups)
+        .await;
     gw.client().initialize().await;
     let now = json!({"timezone": "UTC"});
     let r = gw
@@ -740,14 +735,11 @@ async fn search_and_schema_show_each_client_only_its_scope_over_http() {
     let budget =
         "[budget]\nmodel = \"claude-haiku-4-5\"\nmode = \"progressive\"\nlist_catalog = false\n";
     let ups = [Up::everything("e"), Up::time("time")];
-    let gw = Gateway::start_with_env(
-        "identity-search",
-        Mode::Http,
-        &clients(&audit, budget),
-        &ups,
-        &KEYS,
-    )
-    .await;
+    let gw = Gateway::builder("identity-search", Mode::Http)
+        .policy(&clients(&audit, budget))
+        .env(&KEYS)
+        .start(&ups)
+        .await;
     let search = |q: &str| json!({"name": "search_tools", "args": {"query": q, "limit": 20}});
     let schema = |n: &str| json!({"name": "get_tool_schema", "args": {"name": n}});
     let calls = json!([
@@ -840,14 +832,11 @@ async fn a_denied_tool_gets_the_direct_calls_answer_on_every_path_in_both_eras()
     let progressive = "[budget]\nmodel = \"claude-haiku-4-5\"\nmode = \"progressive\"\n\
                        list_catalog = false\n\n[discover]\ncode_mode = true\n";
     let ups = [Up::everything("e"), Up::time("time")];
-    let gw = Gateway::start_with_env(
-        "identity-denied-paths",
-        Mode::Http,
-        &clients(&audit, progressive),
-        &ups,
-        &KEYS,
-    )
-    .await;
+    let gw = Gateway::builder("identity-denied-paths", Mode::Http)
+        .policy(&clients(&audit, progressive))
+        .env(&KEYS)
+        .start(&ups)
+        .await;
     let script = format!(
         "try {{ tools.call({CONVERT:?}, {}); return {{denied: false}}; }} \
          catch (e) {{ return {{type: e.type, message: e.message}}; }}",

@@ -41,7 +41,7 @@ const UNKNOWN_REQUEST: &str = "mcp_budget.route.unknown_request";
 /// environment), so that [`assert_no_leftovers`] on `tag` finds them.
 ///
 /// The harness's `Up` has no `roots`: the table goes in through the text that
-/// `Gateway::start_with` puts after `[downstream]`, with no `Up` of its own.
+/// `GatewayBuilder::policy` puts after `[downstream]`, with no `Up` of its own.
 fn ask_upstream(tag: &str, roots: Option<&[&str]>) -> String {
     let q = |s: &str| serde_json::to_string(s).expect("strings serialize");
     let mut s = format!(
@@ -60,7 +60,10 @@ fn ask_upstream(tag: &str, roots: Option<&[&str]>) -> String {
 /// returned guard's tag.
 async fn ask_gateway(test: &str, roots: Option<&[&str]>) -> (Gateway, TagGuard) {
     let up_tag = new_tag(&format!("{test}-up"));
-    let gw = Gateway::start_with(test, Mode::Http, &ask_upstream(&up_tag, roots), &[]).await;
+    let gw = Gateway::builder(test, Mode::Http)
+        .policy(&ask_upstream(&up_tag, roots))
+        .start(&[])
+        .await;
     (gw, TagGuard(up_tag))
 }
 

@@ -132,7 +132,10 @@ fn rss_mib(pid: i32) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_slower_than_body_timeout_secs_gets_408_and_others_are_served() {
-    let gw = Gateway::start_with("limits-body", Mode::Http, "body_timeout_secs = 1", &[]).await;
+    let gw = Gateway::builder("limits-body", Mode::Http)
+        .policy("body_timeout_secs = 1")
+        .start(&[])
+        .await;
     let addr = addr_of(&gw);
     let client = client_from("127.0.0.1");
     let mut slow = connect_from("127.0.0.1", addr).await;
@@ -263,13 +266,10 @@ async fn raw_ping_kept(local: &str, to: SocketAddr) -> (String, TcpStream) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_caps_get_503_and_freed_places_are_used_again() {
-    let gw = Gateway::start_with(
-        "limits-conn",
-        Mode::Http,
-        "max_connections = 8\nmax_connections_per_client = 4",
-        &[],
-    )
-    .await;
+    let gw = Gateway::builder("limits-conn", Mode::Http)
+        .policy("max_connections = 8\nmax_connections_per_client = 4")
+        .start(&[])
+        .await;
     let addr = addr_of(&gw);
     // The gateway admits connections one by one in the order they were accepted, so a
     // connection opened after these is counted after them: no need to wait.
@@ -376,13 +376,10 @@ async fn a_connection_flood_from_one_address_does_not_shut_out_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_capped_in_all_and_per_client_address() {
-    let gw = Gateway::start_with(
-        "limits-sessions",
-        Mode::Http,
-        "max_sessions = 3\nmax_sessions_per_client = 2",
-        &[],
-    )
-    .await;
+    let gw = Gateway::builder("limits-sessions", Mode::Http)
+        .policy("max_sessions = 3\nmax_sessions_per_client = 2")
+        .start(&[])
+        .await;
     let url = gw.url();
     let (a, b, c) = (
         client_from("127.0.0.2"),
@@ -428,13 +425,10 @@ async fn sessions_are_capped_in_all_and_per_client_address() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sessions_expire_and_busy_ones_do_not() {
-    let gw = Gateway::start_with(
-        "limits-idle",
-        Mode::Http,
-        "session_idle_secs = 1",
-        &[Up::fake("fake", "hang").timeout(3)],
-    )
-    .await;
+    let gw = Gateway::builder("limits-idle", Mode::Http)
+        .policy("session_idle_secs = 1")
+        .start(&[Up::fake("fake", "hang").timeout(3)])
+        .await;
     let url = gw.url().to_owned();
     let client = client_from("127.0.0.1");
     let idle = open_session(&client, &url).await;
@@ -479,13 +473,10 @@ async fn idle_sessions_expire_and_busy_ones_do_not() {
 /// the session and other clients are served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_stream_the_client_does_not_read_is_closed_and_memory_stays_bounded() {
-    let gw = Gateway::start_with(
-        "limits-outbound",
-        Mode::Http,
-        "max_outbound_messages = 64",
-        &[Up::fake("fake", "flood")],
-    )
-    .await;
+    let gw = Gateway::builder("limits-outbound", Mode::Http)
+        .policy("max_outbound_messages = 64")
+        .start(&[Up::fake("fake", "flood")])
+        .await;
     let addr = addr_of(&gw);
     let client = client_from("127.0.0.1");
     let session = open_session(&client, gw.url()).await;
@@ -544,13 +535,10 @@ async fn a_post_stream_the_client_does_not_read_is_closed_and_memory_stays_bound
 /// the call is answered, and the session may open a new stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_get_stream_the_client_does_not_read_is_closed_and_the_session_may_open_another() {
-    let gw = Gateway::start_with(
-        "limits-get",
-        Mode::Http,
-        "max_outbound_messages = 64",
-        &[Up::fake("fake", "flood")],
-    )
-    .await;
+    let gw = Gateway::builder("limits-get", Mode::Http)
+        .policy("max_outbound_messages = 64")
+        .start(&[Up::fake("fake", "flood")])
+        .await;
     let addr = addr_of(&gw);
     let client = client_from("127.0.0.1");
     let init = client

@@ -316,8 +316,7 @@ async fn layer_rewrites_anthropic_bodies_and_keeps_the_rest_byte_for_byte() {
 }
 
 fn render(format: &str) -> Value {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["render", "--tools"])
+    crate::harness::cli(["render", "--tools"])
         .arg(fixtures().join("github.json"))
         .args([
             "--level",
@@ -329,14 +328,8 @@ fn render(format: &str) -> Value {
             "--format",
             format,
         ])
-        .output()
-        .expect("the binary runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
+        .ok()
+        .json()
 }
 
 #[test]

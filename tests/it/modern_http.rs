@@ -532,7 +532,10 @@ async fn modern_errors_from_the_stack_get_their_http_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_call_over_the_rate_is_429_with_retry_after() {
     let limits = "\n[limits]\ncalls_per_sec = 0.5\nburst = 1\n";
-    let gw = Gateway::start_with("modern-rate", Mode::Http, limits, &[Up::everything("e")]).await;
+    let gw = Gateway::builder("modern-rate", Mode::Http)
+        .policy(limits)
+        .start(&[Up::everything("e")])
+        .await;
     let m = Modern {
         client: http_client(),
         url: gw.url().to_owned(),

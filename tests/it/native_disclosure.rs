@@ -20,13 +20,10 @@ async fn start(test: &str) -> Gateway {
 }
 
 async fn start_with(test: &str, policy: &str) -> Gateway {
-    Gateway::start_with(
-        test,
-        Mode::Stdio,
-        policy,
-        &[Up::time("time"), Up::everything("everything")],
-    )
-    .await
+    Gateway::builder(test, Mode::Stdio)
+        .policy(policy)
+        .start(&[Up::time("time"), Up::everything("everything")])
+        .await
 }
 
 /// `initialize` (declaring progressive disclosure) and `notifications/initialized`.

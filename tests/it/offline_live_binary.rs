@@ -105,23 +105,13 @@ fn prepare(dir: &Path, policy: &Path, tag: &str, rng: &mut Lcg) -> (std::path::P
 }
 
 fn rendered_list(policy: &Path, tools: &Path) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .arg("render")
-        .arg("--policy")
+    let out = crate::harness::cli(["render", "--policy"])
         .arg(policy)
         .arg("--tools")
         .arg(tools)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .ok();
     // Parsed and written again, as the client side was (key order kept).
-    serde_json::from_slice::<Value>(&out.stdout)
-        .unwrap()
-        .to_string()
+    out.json().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-budget");
+use crate::harness::{BIN, cli};
 
 fn hosts(file: &str) -> PathBuf {
     Path::new("tests/fixtures/hosts").join(file)
@@ -28,33 +28,19 @@ fn init(file: &str, dir: &Path) -> (String, String) {
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
     ))
     .unwrap();
-    let run = Command::new(BIN)
+    let run = cli(["init", "--from"])
         .env("PATH", path)
-        .args(["init", "--from"])
         .arg(hosts(file))
         .arg("--out")
         .arg(&out)
         .env("ONBOARD_SECRET", "must-not-be-written")
-        .output()
-        .expect("init runs");
-    assert!(run.status.success(), "init {file}: {}", text(&run.stderr));
+        .ok();
     let policy = std::fs::read_to_string(&out).expect("policy written");
-    (policy, text(&run.stderr))
+    (policy, run.stderr)
 }
 
 fn check(policy: &Path) {
-    let run = Command::new(BIN)
-        .arg("check")
-        .arg(policy)
-        .output()
-        .expect("check runs");
-    assert!(
-        run.status.success(),
-        "check {}: {}{}",
-        policy.display(),
-        text(&run.stdout),
-        text(&run.stderr)
-    );
+    cli(["check"]).arg(policy).ok();
 }
 
 /// The first JSON object after `marker` in init's notes: the host entry.
@@ -182,25 +168,22 @@ fn init_refuses_to_overwrite_without_force() {
     let out = dir.path().join("policy.toml");
     std::fs::write(&out, "keep me").expect("written");
     let run = |force: bool| {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["init", "--from"])
+        cli(["init", "--from"])
             .arg(hosts("runnable/.mcp.json"))
             .arg("--out")
-            .arg(&out);
-        if force {
-            cmd.arg("--force");
-        }
-        cmd.output().expect("init runs")
+            .arg(&out)
+            .args(force.then_some("--force"))
     };
-    let refused = run(false);
-    assert!(!refused.status.success());
+    let refused = run(false).fails();
     assert!(
-        text(&refused.stderr).contains("exists: not overwritten (pass --force"),
+        refused
+            .stderr
+            .contains("exists: not overwritten (pass --force"),
         "{}",
-        text(&refused.stderr)
+        refused.stderr
     );
     assert_eq!(std::fs::read_to_string(&out).expect("read"), "keep me");
-    assert!(run(true).status.success());
+    run(true).ok();
     assert!(
         std::fs::read_to_string(&out)
             .expect("read")
@@ -360,14 +343,11 @@ fn the_html_report_renders_its_chart_in_headless_chromium() {
         "memory",
         "git",
     ];
-    let run = Command::new(BIN)
-        .args(["inspect", "--format", "html", "--out"])
+    cli(["inspect", "--format", "html", "--out"])
         .arg(&page)
         .arg("--tools")
         .args(sets.map(|s| format!("tests/fixtures/toolsets/{s}.json")))
-        .output()
-        .expect("inspect runs");
-    assert!(run.status.success(), "{}", text(&run.stderr));
+        .ok();
     let html = std::fs::read_to_string(&page).expect("report written");
     for fetch in ["<script", "<link", " src=", "url(", "@import"] {
         assert!(!html.contains(fetch), "{fetch} in the report");

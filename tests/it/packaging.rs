@@ -21,7 +21,7 @@ use crate::harness::{
     TagGuard, assert_no_leftovers, new_tag, node_bin, peer_file, report, root, venv_bin,
 };
 
-const GATEWAY: &str = env!("CARGO_BIN_EXE_mcp-budget");
+use crate::harness::BIN as GATEWAY;
 /// What the entry's `env` carries and the server must see (server-everything's `get-env`).
 const SECRET: (&str, &str) = ("MCPB_PACKAGING_SECRET", "token-5f1c0de");
 

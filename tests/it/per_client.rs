@@ -45,7 +45,11 @@ fn env(test: &str) -> Vec<(String, String)> {
 async fn start(test: &str, policy: &str, ups: &[Up]) -> Gateway {
     let env = env(test);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    Gateway::start_with_env(test, Mode::Http, policy, ups, &env).await
+    Gateway::builder(test, Mode::Http)
+        .policy(policy)
+        .env(&env)
+        .start(ups)
+        .await
 }
 
 /// Two clients, alice and bob, each with its own credentials for upstream `e` (its token from

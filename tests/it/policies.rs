@@ -4,6 +4,8 @@ use std::path::Path;
 
 use mcp_budget::policy::{Policy, Transport};
 
+use crate::harness::{Cli, cli};
+
 #[test]
 fn every_shipped_policy_validates() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
@@ -24,13 +26,7 @@ fn check_command_reports_problems_with_lines_and_fails() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "version = 1\n[[upstream]]\nname = \"x y\"\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .arg("check")
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = cli(["check"]).arg(&bad).fails().stderr;
     assert!(err.contains("line 3: upstream[0].name"), "{err}");
 
     let json = dir.path().join("claude.json");
@@ -39,17 +35,7 @@ fn check_command_reports_problems_with_lines_and_fails() {
         r#"{"mcpServers": {"time": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}, "web": {"url": "http://127.0.0.1:1/mcp"}}}"#,
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .arg("check")
-        .arg("--mcp-json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cli(["check", "--mcp-json"]).arg(&json).ok();
 }
 
 #[test]
@@ -106,21 +92,13 @@ fn imported_servers_keep_their_env_and_do_not_inherit() {
 }
 
 fn check(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
-    outcome(
-        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-            .arg("check")
-            .args(args),
-    )
+    outcome(cli(["check"]).args(args))
 }
 
 /// Runs `command`: (success, stdout, stderr).
-fn outcome(command: &mut std::process::Command) -> (bool, String, String) {
-    let out = command.output().expect("the binary runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+fn outcome(command: Cli) -> (bool, String, String) {
+    let out = command.run();
+    (out.status.success(), out.stdout, out.stderr)
 }
 
 #[test]
@@ -195,8 +173,7 @@ fn check_import(file: &str) -> (bool, String, String) {
         .join("tests/fixtures/hosts")
         .join(file);
     outcome(
-        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-            .args(["check", "--mcp-json"])
+        cli(["check", "--mcp-json"])
             .arg(path)
             .env("GITHUB_TOKEN", "ghp_test")
             .env("HOME", "/home/ada")
@@ -255,15 +232,12 @@ fn client_policies_check_and_serve_once_their_keys_are_set() {
     let (ok, _, err) = check(&[file.as_os_str()]);
     assert!(ok, "{err}");
     let serve = || {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-        cmd.args(["serve", "--policy"])
+        cli(["serve", "--policy"])
             .arg(&file)
             .env_remove("ALICE_KEY")
-            .stdin(std::process::Stdio::null());
-        cmd
     };
     // Without the key variable, serving refuses and names it.
-    let (ok, _, err) = outcome(&mut serve());
+    let (ok, _, err) = outcome(serve());
     assert!(!ok);
     assert!(err.contains("ALICE_KEY"), "{err}");
     // With it, the gateway serves stdio (until its input ends, at once here).
@@ -359,14 +333,36 @@ fn check_refuses_a_file_url_in_a_host_config() {
         r#"{"mcpServers": {"local": {"type": "http", "url": "file:///etc/passwd"}}}"#,
     )
     .unwrap();
-    let (ok, _, err) = outcome(
-        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-            .args(["check", "--mcp-json"])
-            .arg(&file),
-    );
+    let (ok, _, err) = outcome(cli(["check", "--mcp-json"]).arg(&file));
     assert!(!ok, "accepted: {err}");
     assert!(
         err.contains(r#"mcpServers.local: url: "file:///etc/passwd" is not an http(s) URL"#),
         "{err}"
+    );
+}
+
+/// The harness's door to the binary: a run that does not end as expected panics with the
+/// command line, the exit status, stdout and stderr.
+#[test]
+fn cli_says_what_ran_and_what_it_printed_when_the_exit_is_unexpected() {
+    let panic = std::panic::catch_unwind(|| cli(["check", "/nonexistent/policy.toml"]).ok())
+        .expect_err("check of a missing file fails");
+    let message = panic.downcast_ref::<String>().expect("a formatted message");
+    for part in [
+        "mcp-budget\" \"check\" \"/nonexistent/policy.toml\"",
+        "expected exit 0, got exit status: ",
+        "--- stdout\n",
+        "--- stderr\n",
+        "/nonexistent/policy.toml",
+    ] {
+        assert!(message.contains(part), "{part:?} not in:\n{message}");
+    }
+    let failed = cli(["check", "/nonexistent/policy.toml"]).fails();
+    assert!(!failed.stderr.is_empty());
+    assert_eq!(
+        cli(["check", "/nonexistent/policy.toml"])
+            .code(failed.status.code().unwrap())
+            .status,
+        failed.status
     );
 }

@@ -113,7 +113,10 @@ fn naming(i: u64, victim: &str) -> Vec<(&'static str, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spoofed_forwarding_headers_through_haproxy_neither_bypass_the_cap_nor_lock_out_a_victim() {
     let downstream = "max_sessions_per_client = 2\ntrusted_proxies = [\"127.0.0.1\"]";
-    let gw = Gateway::start_with("proxy-spoof", Mode::Http, downstream, &[]).await;
+    let gw = Gateway::builder("proxy-spoof", Mode::Http)
+        .policy(downstream)
+        .start(&[])
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let (mut proxy, port) = haproxy(&addr_of(&gw).to_string(), dir.path(), "").await;
     let url = format!("http://127.0.0.1:{port}/mcp");
@@ -205,7 +208,10 @@ async fn slow_bodies(n: usize, local: &str, to: std::net::SocketAddr) -> (Vec<Tc
 async fn slow_bodies_of_one_client_behind_haproxy_cannot_take_every_connection() {
     let downstream = "max_connections = 12\nmax_connections_per_client = 4\n\
                       trusted_proxies = [\"127.0.0.1\"]";
-    let gw = Gateway::start_with("proxy-slow-body", Mode::Http, downstream, &[]).await;
+    let gw = Gateway::builder("proxy-slow-body", Mode::Http)
+        .policy(downstream)
+        .start(&[])
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let (mut proxy, port) = haproxy(&addr_of(&gw).to_string(), dir.path(), "").await;
     let to = std::net::SocketAddr::from(([127, 0, 0, 1], port));

@@ -81,7 +81,7 @@ command = "{everything}"
         .arg(&python)
         .arg(peers.join(script))
         .args(args)
-        .arg(env!("CARGO_BIN_EXE_mcp-budget"))
+        .arg(crate::harness::BIN)
         .args(["serve", "--stdio", "--policy"])
         .arg(&policy)
         .envs(env.iter().copied())

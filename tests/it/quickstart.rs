@@ -29,7 +29,7 @@ async fn quickstart_stdio_runs_the_built_binary_without_cargo_and_binds_no_port(
         "args": ["--stdio"],
         "env": {
             "PATH": path_without_cargo(),
-            "MCP_BUDGET_BIN": env!("CARGO_BIN_EXE_mcp-budget"),
+            "MCP_BUDGET_BIN": crate::harness::BIN,
             "MCPB_IT_TAG": tag,
             "MCP_BUDGET_LOG": "warn",
         },

@@ -61,7 +61,10 @@ async fn a_silent_rug_pull_is_quarantined_within_recheck_secs() {
         "\n[pin]\nrecheck_secs = 1\n[audit]\npath = {audit:?}\n{}",
         admin(admin_port)
     );
-    let mut gw = Gateway::start_with("recheck-silent", Mode::Stdio, &extra, &[silent()]).await;
+    let mut gw = Gateway::builder("recheck-silent", Mode::Stdio)
+        .policy(&extra)
+        .start(&[silent()])
+        .await;
     let c = gw.client();
     c.initialize().await;
     let before = c.request("tools/list", json!({})).await["result"].clone();

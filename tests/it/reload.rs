@@ -107,7 +107,10 @@ impl Http {
 async fn a_valid_change_keeps_the_http_session_and_the_call_in_flight() {
     let budget = "[budget]\nenabled = true\nmodel = \"claude-sonnet-4-5\"\nthreshold_percent = 5\n";
     let ups = [slow("slow"), Up::time("time")];
-    let gw = Gateway::start_with("reload-valid", Mode::Http, budget, &ups).await;
+    let gw = Gateway::builder("reload-valid", Mode::Http)
+        .policy(budget)
+        .start(&ups)
+        .await;
     let mut http = Http {
         client: http_client(),
         url: gw.url().to_owned(),
@@ -315,7 +318,10 @@ async fn a_file_replaced_the_way_editors_save_is_reloaded() {
 async fn with_the_budget_on_hosts_hear_list_changed_only_when_their_list_changes() {
     let budget = "[budget]\nenabled = true\nmodel = \"claude-sonnet-4-5\"\nthreshold_percent = 5\n";
     let ups = [Up::time("time")];
-    let mut gw = Gateway::start_with("reload-announce", Mode::Stdio, budget, &ups).await;
+    let mut gw = Gateway::builder("reload-announce", Mode::Stdio)
+        .policy(budget)
+        .start(&ups)
+        .await;
     gw.client().initialize().await;
     listed(&mut gw).await;
     let told = |gw: &mut Gateway| {
@@ -364,15 +370,14 @@ async fn a_host_config_given_with_mcp_json_is_watched_too() {
         std::fs::write(&file, json!({"mcpServers": servers}).to_string()).unwrap();
     };
     write(json!({"time": time}));
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["serve", "--stdio", "--mcp-json"])
+    let mut child = crate::harness::cli(["serve", "--stdio", "--mcp-json"])
         .arg(&file)
         .env("MCPB_IT_TAG", &tag)
         .env("MCP_BUDGET_LOG", "info")
+        .tokio()
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("the gateway starts");
     let (log, mut ready) = drain_stderr(&mut child, "gw", |l| {
@@ -421,20 +426,12 @@ fn poisoned(name: &str, args: &[&str]) -> Up {
 }
 
 fn pin(policy: &Path, lock: &Path) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .arg("pin")
-        .arg("--policy")
+    crate::harness::cli(["pin", "--policy"])
         .arg(policy)
         .arg("--out")
         .arg(lock)
         .env("MCP_BUDGET_LOG", "warn")
-        .output()
-        .expect("mcp-budget runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -451,7 +448,10 @@ async fn a_tool_approved_in_the_rewritten_lock_leaves_quarantine_without_a_resta
     );
     pin(&honest, &lock);
     let ups = [poisoned("rug", &["rugpull", "0"])];
-    let mut gw = Gateway::start_with("reload-pin", Mode::Stdio, &pinned, &ups).await;
+    let mut gw = Gateway::builder("reload-pin", Mode::Stdio)
+        .policy(&pinned)
+        .start(&ups)
+        .await;
     gw.client().initialize().await;
     assert!(listed(&mut gw).await.is_empty());
 
@@ -496,7 +496,10 @@ async fn usage_counts_survive_a_reload_and_are_written_when_the_file_moves() {
         )
     };
     let ups = [Up::time("time")];
-    let mut gw = Gateway::start_with("reload-usage", Mode::Stdio, &budget(&first, ""), &ups).await;
+    let mut gw = Gateway::builder("reload-usage", Mode::Stdio)
+        .policy(&budget(&first, ""))
+        .start(&ups)
+        .await;
     gw.client().initialize().await;
     for _ in 0..2 {
         call(&mut gw).await;
@@ -535,7 +538,10 @@ async fn usage_counts_are_written_when_the_gateway_stops() {
         file.display().to_string()
     );
     let ups = [Up::time("time")];
-    let mut gw = Gateway::start_with("stop-usage", Mode::Stdio, &policy, &ups).await;
+    let mut gw = Gateway::builder("stop-usage", Mode::Stdio)
+        .policy(&policy)
+        .start(&ups)
+        .await;
     gw.client().initialize().await;
     for _ in 0..3 {
         call(&mut gw).await;

@@ -83,9 +83,11 @@ async fn exercise_over_http(url: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn rmcp_over_stdio() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-    cmd.args(["serve", "--stdio", "--policy"])
+    let mut cmd = crate::harness::cli(["serve", "--stdio", "--policy"])
         .arg(policy(dir.path()))
+        .tokio();
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let client = tokio::time::timeout(
         Duration::from_secs(60),
@@ -103,12 +105,11 @@ async fn rmcp_over_stdio() {
 #[tokio::test(flavor = "multi_thread")]
 async fn rmcp_over_http() {
     let dir = tempfile::tempdir().unwrap();
-    let mut gateway = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["serve", "--http", "127.0.0.1:0", "--policy"])
+    let mut gateway = crate::harness::cli(["serve", "--http", "127.0.0.1:0", "--policy"])
         .arg(policy(dir.path()))
+        .tokio()
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(gateway.stderr.take().unwrap()).lines();

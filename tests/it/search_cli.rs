@@ -1,28 +1,21 @@
 //! `mcp-budget search` end to end, on the fixture toolsets.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
+
+use crate::harness::cli;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/toolsets")
 }
 
 fn search(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .arg("search")
-        .arg("--tools")
+    cli(["search", "--tools"])
         .arg(fixtures())
         .args(args)
-        .output()
-        .expect("run mcp-budget");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
+        .ok()
+        .stdout
 }
 
 #[test]
@@ -95,12 +88,7 @@ fn baseline_ranker_flag_is_accepted() {
 
 #[test]
 fn query_or_queries_is_required() {
-    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["search", "--tools"])
-        .arg(fixtures())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+    cli(["search", "--tools"]).arg(fixtures()).fails();
 }
 
 /// `--report` scores labelled queries per source and lists the misses: a query whose gold tool
@@ -151,23 +139,17 @@ fn report_names_the_line_without_gold_and_needs_queries() {
         "{\"query\": \"a\", \"gold\": [\"x/y\"]}\n{\"query\": \"b\"}\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["search", "--report", "--queries"])
+    let stderr = cli(["search", "--report", "--queries"])
         .arg(&file)
         .arg("--tools")
         .arg(fixtures())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+        .fails()
+        .stderr;
     assert!(
         stderr.contains("bad.jsonl: line 2: no \"gold\""),
         "{stderr}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["search", "--report", "--query", "x", "--tools"])
+    cli(["search", "--report", "--query", "x", "--tools"])
         .arg(fixtures())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+        .fails();
 }

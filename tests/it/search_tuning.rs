@@ -28,7 +28,10 @@ async fn ranked_for(test: &str, discover: &str, query: &str) -> Vec<String> {
         usage.display().to_string()
     );
     let ups = [Up::stdio("memory", &node_bin("mcp-server-memory"), &[])];
-    let mut gw = Gateway::start_with(test, Mode::Stdio, &policy, &ups).await;
+    let mut gw = Gateway::builder(test, Mode::Stdio)
+        .policy(&policy)
+        .start(&ups)
+        .await;
     gw.client().initialize().await;
     let found = gw
         .client()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Gateway, Mode, Up, peer_file, root};
+use crate::harness::{Gateway, Mode, Up, cli, peer_file, root};
 
 const QUERY: &str = "What files and directories, along with their types, are present in the path ./test_project_root/tests?";
 
@@ -67,7 +67,10 @@ async fn a_paraphrase_the_lexical_ranker_misses_is_found_once_the_catalog_is_emb
         cache.path().display().to_string(),
     );
     let ups: Vec<Up> = servers.iter().map(|s| saved(s)).collect();
-    let mut gw = Gateway::start_with("semantic-e2e", Mode::Stdio, &policy, &ups).await;
+    let mut gw = Gateway::builder("semantic-e2e", Mode::Stdio)
+        .policy(&policy)
+        .start(&ups)
+        .await;
     gw.client().initialize().await;
     let listed = gw.client().request("tools/list", json!({})).await;
     assert_eq!(
@@ -114,9 +117,7 @@ fn inspect_with_a_model_reports_the_reranker_cost_and_warms_the_cache() {
     let cache = tempfile::tempdir().unwrap();
     let tools = root().join("tests/fixtures/toolsets/filesystem.json");
     let inspect = |format: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-            .arg("inspect")
-            .arg("--tools")
+        cli(["inspect", "--tools"])
             .arg(&tools)
             .arg("--embedding-model")
             .arg(&model)
@@ -124,14 +125,8 @@ fn inspect_with_a_model_reports_the_reranker_cost_and_warms_the_cache() {
             .arg(cache.path())
             .arg("--format")
             .arg(format)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+            .ok()
+            .stdout
     };
     let first: Value = serde_json::from_str(&inspect("json")).unwrap();
     let cost = &first["reranker"];

@@ -45,13 +45,11 @@ fn never_ready(dir: &Path) -> (Up, std::path::PathBuf) {
 
 /// Runs the binary with `args`, tagged, to its end (at most [`WAIT`]).
 async fn run(tag: &str, args: &[&str], policy: &Path) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-budget"));
-    cmd.args(args)
+    let mut cmd = crate::harness::cli(args)
         .arg("--policy")
         .arg(policy)
         .env("MCPB_IT_TAG", tag)
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+        .tokio();
     tokio::time::timeout(WAIT, cmd.output())
         .await
         .expect("the command ends in time")
@@ -244,13 +242,11 @@ async fn a_sigterm_while_upstreams_start_stops_the_gateway_and_its_children_at_o
     // The gateway waits for a server that never answers `initialize`.
     let (slow, marker) = never_ready(dir.path());
     let policy = policy(dir.path(), &tag, "", &[slow]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["serve", "--http", "127.0.0.1:0", "--policy"])
+    let mut child = crate::harness::cli(["serve", "--http", "127.0.0.1:0", "--policy"])
         .arg(&policy)
         .env("MCPB_IT_TAG", &tag)
-        .stdin(Stdio::null())
+        .tokio()
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -284,7 +280,10 @@ async fn a_sigterm_while_upstreams_start_stops_the_gateway_and_its_children_at_o
 async fn a_tool_rule_naming_no_tool_is_warned_once_at_serve_time() {
     let rules = "[budget.tools.\"time/get_curent_time\"]\npin = true\n\
                  [budget.tools.\"time/convert_time\"]\npin = true\n";
-    let gw = Gateway::start_with("unknown-rule", Mode::Http, rules, &[Up::time("time")]).await;
+    let gw = Gateway::builder("unknown-rule", Mode::Http)
+        .policy(rules)
+        .start(&[Up::time("time")])
+        .await;
     let needle = "budget.tools.\"time/get_curent_time\": `time/get_curent_time` matches none of \
                   the upstream's tools";
     assert!(log_shows(|| gw.log(), needle, WAIT).await, "{}", gw.log());

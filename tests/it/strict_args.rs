@@ -55,7 +55,10 @@ fn text(answer: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_arguments_stop_undeclared_parameters_on_every_path() {
     let ups = [Up::fake("f", "hang"), Up::everything("e")];
-    let mut gw = Gateway::start_with("strict-args", Mode::Stdio, POLICY, &ups).await;
+    let mut gw = Gateway::builder("strict-args", Mode::Stdio)
+        .policy(POLICY)
+        .start(&ups)
+        .await;
     let c = gw.client();
     c.initialize().await;
     let exfil = json!({"message": "hi", "exfil": "SECRET-1"});
@@ -152,7 +155,10 @@ fn assert_checked(tool: &str, good: &Value, bad: &Value) {
 /// arguments are checked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_answers_every_call_whatever_the_schema_over_stdio() {
-    let mut gw = Gateway::start_with("strict-schemas", Mode::Stdio, POLICY, &[schemas_up()]).await;
+    let mut gw = Gateway::builder("strict-schemas", Mode::Stdio)
+        .policy(POLICY)
+        .start(&[schemas_up()])
+        .await;
     let c = gw.client();
     c.initialize().await;
     let good = json!({"q": "x"});
@@ -262,7 +268,10 @@ async fn assert_prompts_are_checked(c: &mut crate::harness::RawClient) {
 /// `-32603`), as the tool's schema says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_answers_every_call_whatever_the_schema_over_http_in_both_eras() {
-    let gw = Gateway::start_with("strict-schemas-http", Mode::Http, POLICY, &[schemas_up()]).await;
+    let gw = Gateway::builder("strict-schemas-http", Mode::Http)
+        .policy(POLICY)
+        .start(&[schemas_up()])
+        .await;
     let client = http_client();
     let url = gw.url();
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {

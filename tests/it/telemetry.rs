@@ -59,7 +59,10 @@ async fn readyz_follows_a_required_upstream_down_and_back() {
     let optional = Up::http("spare", &format!("http://127.0.0.1:{}/mcp", free_port()))
         .raw_key("required", "false");
     let ups = [Up::http("web", &url), optional];
-    let gw = Gateway::start_with("telemetry-health", Mode::Stdio, &admin(admin_port), &ups).await;
+    let gw = Gateway::builder("telemetry-health", Mode::Stdio)
+        .policy(&admin(admin_port))
+        .start(&ups)
+        .await;
     assert_eq!(get(admin_port, "/healthz").await, (200, "ok\n".into()));
     let body = wait_status(admin_port, "/readyz", 503, WAIT).await;
     assert!(body.contains("web: down"), "{body}");
@@ -125,7 +128,10 @@ async fn metrics_pass_promtool_and_a_real_prometheus_scrapes_them() {
         admin(admin_port)
     );
     let ups = [Up::time("time")];
-    let mut gw = Gateway::start_with("telemetry-metrics", Mode::Stdio, &downstream, &ups).await;
+    let mut gw = Gateway::builder("telemetry-metrics", Mode::Stdio)
+        .policy(&downstream)
+        .start(&ups)
+        .await;
     let c = gw.client();
     c.initialize().await;
     let listed = c.request("tools/list", json!({})).await;
@@ -228,18 +234,11 @@ pub(crate) async fn promtool_check(dir: &Path, text: &str) {
 
 /// `mcp-budget inspect --policy POLICY --format json`.
 async fn inspect_json(policy: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["inspect", "--format", "json", "--policy"])
+    crate::harness::cli(["inspect", "--format", "json", "--policy"])
         .arg(policy)
-        .output()
+        .ok_async()
         .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+        .json()
 }
 
 /// A Prometheus server on loopback scraping the admin listener every second; killed on drop.
@@ -324,13 +323,10 @@ fn percent_encoded(text: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_have_one_line_per_tool_call() {
     let downstream = "\n[telemetry]\nlog_format = \"json\"\n";
-    let mut gw = Gateway::start_with(
-        "telemetry-log",
-        Mode::Stdio,
-        downstream,
-        &[Up::time("time")],
-    )
-    .await;
+    let mut gw = Gateway::builder("telemetry-log", Mode::Stdio)
+        .policy(downstream)
+        .start(&[Up::time("time")])
+        .await;
     let c = gw.client();
     c.initialize().await;
     for zone in ["Europe/Paris", "Asia/Tokyo"] {
@@ -417,14 +413,11 @@ async fn spans_reach_an_otlp_endpoint_with_parents_across_the_http_upstream() {
         ("OTEL_SERVICE_NAME", "gw-under-test"),
         ("OTEL_BSP_SCHEDULE_DELAY", "200"),
     ];
-    let mut gw = Gateway::start_with_env(
-        "telemetry-otlp",
-        Mode::Stdio,
-        "\n[budget]\nenabled = true\n",
-        &[Up::http("up", &url), Up::fake("st", "hang")],
-        &env,
-    )
-    .await;
+    let mut gw = Gateway::builder("telemetry-otlp", Mode::Stdio)
+        .policy("\n[budget]\nenabled = true\n")
+        .env(&env)
+        .start(&[Up::http("up", &url), Up::fake("st", "hang")])
+        .await;
     let c = gw.client();
     c.initialize().await;
     let listed = c.request("tools/list", json!({})).await;
@@ -546,7 +539,10 @@ async fn an_http_traceparent_header_parents_the_request_span() {
     .await;
     let endpoint = format!("http://127.0.0.1:{otlp_port}");
     let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
-    let gw = Gateway::start_with_env("telemetry-otlp-http", Mode::Http, "", &[], &env).await;
+    let gw = Gateway::builder("telemetry-otlp-http", Mode::Http)
+        .env(&env)
+        .start(&[])
+        .await;
     let trace = "0af7651916cd43dd8448eb211c80319c";
     let resp = http_client()
         .post(gw.url())
@@ -619,7 +615,10 @@ async fn spans_reach_an_https_otlp_endpoint_trusting_the_named_ca() {
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap()),
     ];
-    let mut gw = Gateway::start_with_env("telemetry-otlp-https", Mode::Stdio, "", &[], &env).await;
+    let mut gw = Gateway::builder("telemetry-otlp-https", Mode::Stdio)
+        .env(&env)
+        .start(&[])
+        .await;
     gw.client().initialize().await;
     gw.stop_and_check().await;
     let span = first_span(&mut receiver, "initialize").await;
@@ -661,7 +660,10 @@ async fn guard_events_reach_the_audit_log_once_and_the_metrics() {
         poisoned("rug", &["rugpull", "1"]),
         poisoned("rp", &["rugprompt", "1"]),
     ];
-    let mut gw = Gateway::start_with("telemetry-guard", Mode::Stdio, &downstream, &ups).await;
+    let mut gw = Gateway::builder("telemetry-guard", Mode::Stdio)
+        .policy(&downstream)
+        .start(&ups)
+        .await;
     let c = gw.client();
     c.initialize().await;
     let added = c.call_tool("evil__add", json!({"a": 1, "b": 2})).await;
@@ -812,7 +814,11 @@ async fn status_and_readyz_tell_a_store_episode_and_its_end() {
     );
     let url = format!("redis://127.0.0.1:{store_port}");
     let env = [("STATE_URL", url.as_str())];
-    let gw = Gateway::start_with_env("telemetry-state", Mode::Stdio, &policy, &[], &env).await;
+    let gw = Gateway::builder("telemetry-state", Mode::Stdio)
+        .policy(&policy)
+        .env(&env)
+        .start(&[])
+        .await;
     let down = state_when(admin_port, |s| s["up"] == false).await;
     assert_eq!(down["backend"], "redis", "{down}");
     assert_eq!(down["on_store_error"], "closed", "{down}");
@@ -834,8 +840,10 @@ async fn status_and_readyz_tell_a_store_episode_and_its_end() {
     gw.stop_and_check().await;
     drop(store);
 
-    let memory =
-        Gateway::start_with("telemetry-memory", Mode::Stdio, &admin(admin_port), &[]).await;
+    let memory = Gateway::builder("telemetry-memory", Mode::Stdio)
+        .policy(&admin(admin_port))
+        .start(&[])
+        .await;
     let state = state_when(admin_port, |s| s.is_object()).await;
     assert_eq!(state, json!({"backend": "memory"}));
     memory.stop_and_check().await;

@@ -75,7 +75,9 @@ async fn listed_templates(gw: &mut Gateway) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_removes_only_templates_announces_resources_list_changed() {
     let ups = [templates("tpl", &["--templates-only"]), Up::time("time")];
-    let mut gw = Gateway::start_with("templates-reload", Mode::Stdio, "", &ups).await;
+    let mut gw = Gateway::builder("templates-reload", Mode::Stdio)
+        .start(&ups)
+        .await;
     gw.client().initialize().await;
     assert_eq!(listed_templates(&mut gw).await, [json!("tpl://item/{id}")]);
     gw.client().drain(Duration::from_millis(500)).await;

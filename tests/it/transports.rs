@@ -136,7 +136,10 @@ async fn https_upstream_trusts_the_ca_that_ssl_cert_file_names() {
         .key("client_key_file", &cert(&certs, "client-key.pem"));
     let ca = cert(&certs, "ca.pem");
     let env = [("SSL_CERT_FILE", ca.as_str())];
-    let mut gw = Gateway::start_with_env("https-ssl-cert-file", Mode::Stdio, "", &[up], &env).await;
+    let mut gw = Gateway::builder("https-ssl-cert-file", Mode::Stdio)
+        .env(&env)
+        .start(&[up])
+        .await;
     let c = gw.client();
     c.initialize().await;
     let resp = c

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::harness::{
@@ -67,10 +67,10 @@ impl RawStdio {
         let dir = tempfile::tempdir().unwrap();
         let tag = new_tag(test);
         let policy = policy(dir.path(), &tag, "", ups);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-            .args(["serve", "--stdio", "--policy"])
+        let mut child = crate::harness::cli(["serve", "--stdio", "--policy"])
             .arg(&policy)
             .env("MCPB_IT_TAG", &tag)
+            .tokio()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(if std::env::var_os("IT_LOG").is_some() {
@@ -78,7 +78,6 @@ impl RawStdio {
             } else {
                 Stdio::null()
             })
-            .kill_on_drop(true)
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();

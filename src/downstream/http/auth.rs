@@ -4,6 +4,7 @@
 //! (RFC 6750, RFC 9728), which is also served here. Without `[[client]]`, nothing is read: every
 //! request is the anonymous principal.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -140,6 +141,27 @@ pub(super) async fn handle_metadata(
         doc.to_string(),
     )
         .into_response()
+}
+
+/// The client's address: from [`super::serve`]'s connection, or axum's `ConnectInfo`; behind
+/// one of `[downstream] trusted_proxies`, the address it forwarded for.
+pub(super) fn client_ip(
+    state: &AppState,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> Option<IpAddr> {
+    let addr = Peer::current().map(|p| p.addr).or_else(|| {
+        extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|c| c.0)
+    })?;
+    let (trusted, header) = (&state.config.trusted_proxies, state.config.forwarded_header);
+    Some(super::owner::client_addr(
+        addr.ip(),
+        headers,
+        trusted,
+        header,
+    ))
 }
 
 #[cfg(test)]

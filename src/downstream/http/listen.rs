@@ -250,6 +250,26 @@ impl Peer {
     }
 }
 
+/// What to do when a client stream is full: close the connection it is on.
+pub(super) struct Overflow {
+    pub(super) peer: Option<Arc<Peer>>,
+    pub(super) limit: NonZeroUsize,
+}
+
+impl Overflow {
+    pub(super) fn close(&self, session: &str, request: Option<&Id>) {
+        tracing::warn!(
+            session = %session,
+            request = ?request,
+            limit = self.limit.get(),
+            "The client is not reading its stream: closing it (downstream.max_outbound_messages)"
+        );
+        if let Some(peer) = &self.peer {
+            peer.close();
+        }
+    }
+}
+
 /// A trusted proxy's connection counted against the client whose request (the connection's
 /// how-manieth, [`Conn::carried`]) it carries ([`Peer::carry`]); dropped, it counts for
 /// nobody but the total until the next request.

@@ -3,7 +3,7 @@
 //! message through the stack, answering with JSON or an SSE stream.
 
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -19,8 +19,8 @@ use tower::util::Oneshot;
 
 use super::AppState;
 use super::checks::{self, PostEra, Shape};
-use super::listen::Peer;
-use super::reply::{self, Overflow, json_error, json_response, sse_event, sse_response};
+use super::listen::{Overflow, Peer};
+use super::reply::{self, json_error, json_response, sse_event, sse_response};
 use super::sealed;
 use super::sessions::{Entry, InUse, Link};
 use crate::context::{Caller, McpRequest, Nowhere, Outbound, RunToEnd, Session};
@@ -61,7 +61,7 @@ pub(super) async fn handle_post(
     let (session, in_use) = match era {
         PostEra::Initialize => {
             // Boxed: a future of its own keeps every other request's future small.
-            let client = client_ip(&state, &headers, &parts.extensions);
+            let client = super::auth::client_ip(&state, &headers, &parts.extensions);
             return Box::pin(initialize(&state, message, view, client, principal)).await;
         }
         PostEra::Modern => {
@@ -74,7 +74,7 @@ pub(super) async fn handle_post(
             match state.session_of(
                 &headers,
                 &principal,
-                client_ip(&state, &headers, &parts.extensions),
+                super::auth::client_ip(&state, &headers, &parts.extensions),
             ) {
                 Ok((session, in_use)) => (session, Some(in_use)),
                 Err(resp) => return *resp,
@@ -188,27 +188,6 @@ fn modern_session() -> Arc<Session> {
     let id = format!("modern-{}", uuid::Uuid::new_v4().simple());
     let nowhere = Outbound::direct(id.as_str(), Arc::new(Nowhere));
     Arc::new(Session::with_outbound(id, nowhere))
-}
-
-/// The client's address: from [`super::serve`]'s connection, or axum's `ConnectInfo`; behind
-/// one of `[downstream] trusted_proxies`, the address it forwarded for.
-pub(super) fn client_ip(
-    state: &AppState,
-    headers: &HeaderMap,
-    extensions: &axum::http::Extensions,
-) -> Option<IpAddr> {
-    let addr = Peer::current().map(|p| p.addr).or_else(|| {
-        extensions
-            .get::<axum::extract::ConnectInfo<SocketAddr>>()
-            .map(|c| c.0)
-    })?;
-    let (trusted, header) = (&state.config.trusted_proxies, state.config.forwarded_header);
-    Some(super::owner::client_addr(
-        addr.ip(),
-        headers,
-        trusted,
-        header,
-    ))
 }
 
 /// A notification or a client's answer: 202. A refused client answer (to no request waiting
@@ -407,7 +386,8 @@ async fn initialize(
 ) -> Response {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let link = Arc::new(Link::default());
-    let session = super::get::session(id.clone(), link.clone(), state.config.max_outbound_messages);
+    let session =
+        super::sessions::session(id.clone(), link.clone(), state.config.max_outbound_messages);
     let entry = Entry::new(session.clone(), link.clone(), principal.clone(), client);
     let refused = lock(&state.sessions)
         .admit(id.clone(), entry, state.caps())

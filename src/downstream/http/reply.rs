@@ -2,8 +2,6 @@
 //! what happens when a client does not read its stream.
 
 use std::convert::Infallible;
-use std::num::NonZeroUsize;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -12,7 +10,6 @@ use axum::response::{IntoResponse, Response};
 use tokio_stream::StreamExt;
 
 use super::SESSION_HEADER;
-use super::listen::Peer;
 use crate::error::{Error, Http, kind};
 use crate::jsonrpc::{DecodeError, ErrorObject, Id, Message};
 use crate::mcp::modern;
@@ -134,26 +131,6 @@ pub(super) fn body_timeout(limit: Duration) -> Response {
     resp.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     resp
-}
-
-/// What to do when a client stream is full: close the connection it is on.
-pub(super) struct Overflow {
-    pub(super) peer: Option<Arc<Peer>>,
-    pub(super) limit: NonZeroUsize,
-}
-
-impl Overflow {
-    pub(super) fn close(&self, session: &str, request: Option<&Id>) {
-        tracing::warn!(
-            session = %session,
-            request = ?request,
-            limit = self.limit.get(),
-            "The client is not reading its stream: closing it (downstream.max_outbound_messages)"
-        );
-        if let Some(peer) = &self.peer {
-            peer.close();
-        }
-    }
 }
 
 /// A POST whose `Accept` allows no answer the gateway gives: 406.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::discover::Discovery;
+use crate::discover::{Discovery, MetaTool};
 use crate::policy::DiscoverPolicy;
 
 #[cfg(feature = "semantic")]
@@ -90,21 +90,20 @@ pub(super) fn applies(
     false
 }
 
-/// The `search_tools` answer (the search tool `name` of `discovery`) for `arguments`, fused
+/// The `search_tools` answer of `discovery` for `arguments`, fused
 /// with the query's cosines by `reranker` over the plan's `dense` texts (lexical when the
 /// model fails on the query).
 pub(super) async fn search(
     reranker: Option<Arc<Reranker>>,
     dense: Option<Arc<Texts>>,
     discovery: Option<&Discovery>,
-    name: &str,
     arguments: &Value,
 ) -> Value {
     let dense = dense_scores(reranker, dense, arguments).await;
-    let answer = discovery.and_then(|d| d.call_with(name, arguments, dense.as_deref()));
+    let answer = discovery.and_then(|d| d.call_with(MetaTool::Search, arguments, dense.as_deref()));
     match answer {
         Some(crate::discover::MetaCall::Result(result)) => result,
-        // Cannot happen: `applies` saw a discovery index and the search tool's name.
+        // Cannot happen: `applies` saw a discovery index, and a search answers a result.
         _ => serde_json::json!({"content": [], "isError": true}),
     }
 }

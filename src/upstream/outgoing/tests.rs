@@ -4,7 +4,6 @@ use serde_json::{Value, json};
 use super::{Outgoing, Rewrite, declared_capabilities, progress_token, rewrite};
 use crate::jsonrpc::to_raw;
 use crate::mcp::Era;
-use crate::mcp::bridge;
 
 fn how(era: Option<Era>, progress: Option<(usize, i64)>) -> Rewrite<'static> {
     static GATEWAY: std::sync::LazyLock<Value> =
@@ -110,7 +109,7 @@ fn a_modern_upstream_gets_the_gateways_envelope() {
     assert_eq!(sent["name"], "echo");
     let meta = &sent["_meta"];
     assert_eq!(meta["progressToken"], "mcpb-0-5");
-    assert_eq!(meta[bridge::META_LOG_LEVEL], "debug");
+    assert_eq!(meta[crate::mcp::meta::META_LOG_LEVEL], "debug");
     assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], client);
     assert_eq!(
         meta["io.modelcontextprotocol/protocolVersion"],
