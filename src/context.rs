@@ -11,10 +11,11 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::catalog::Catalog;
-use crate::identity::Principal;
+pub use crate::identity::Principal;
 use crate::jsonrpc::Message;
-use crate::mcp::view::RequestView;
-use crate::routing::{self, Routed};
+pub use crate::mcp::view::RequestView;
+use crate::routing;
+pub use crate::routing::Routed;
 
 /// The future every message service of the stack returns (boxed where a layer rewrites).
 pub type McpFuture = std::pin::Pin<

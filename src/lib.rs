@@ -127,4 +127,6 @@ pub mod tokens;
 pub mod upstream;
 
 #[cfg(test)]
+mod boundary_tests;
+#[cfg(test)]
 mod imports_tests;

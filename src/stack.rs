@@ -22,7 +22,7 @@
 //!
 //! ```no_run
 //! # async fn run(policy: mcp_budget::policy::Policy) {
-//! use mcp_budget::{gateway::Gateway, stack};
+//! use mcp_budget::stack::{self, Gateway};
 //! let announce = stack::announce(&policy);
 //! let gateway = Gateway::start(policy, announce, tokio_util::sync::CancellationToken::new());
 //! let service = stack::build(gateway);
@@ -38,7 +38,9 @@ use tower::util::BoxCloneSyncService;
 
 use crate::context::McpRequest;
 pub use crate::gateway::Announce;
-use crate::gateway::Gateway;
+/// The gateway at the bottom of the stack: it aggregates the upstreams and publishes the
+/// catalog the layers read.
+pub use crate::gateway::Gateway;
 use crate::jsonrpc::Message;
 use crate::layer::Inner;
 use crate::layer::arguments::ArgumentsLayer;

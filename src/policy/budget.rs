@@ -30,7 +30,8 @@ use super::DiscoverPolicy;
 use super::problems::{At, Section};
 use crate::catalog::CatalogTool;
 use crate::compress::Level;
-use crate::plan::{Budget, LevelChoice, ModeChoice, Rules};
+use crate::plan::Rules;
+pub use crate::plan::{Budget, LevelChoice, ModeChoice};
 use crate::profile::{self, Profile, ProfileError, ProfileOverrides};
 use crate::tokens::Wording;
 

@@ -25,7 +25,8 @@ use serde::Deserialize;
 
 use super::problems::{At, Section};
 
-use crate::pin::{Action, Lock, Rules};
+pub use crate::pin::Rules;
+use crate::pin::{Action, Lock};
 
 /// `[pin]` as written.
 #[derive(Debug, Default, Deserialize)]

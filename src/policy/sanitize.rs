@@ -18,8 +18,9 @@ use serde::Deserialize;
 
 use super::problems::{At, Section};
 
+pub use crate::sanitize::Rules;
+use crate::sanitize::Steering;
 use crate::sanitize::arguments::Arguments;
-use crate::sanitize::{Rules, Steering};
 
 /// `[sanitize]` (and an upstream's `sanitize = { .. }`) as written.
 #[derive(Debug, Default, Deserialize)]
