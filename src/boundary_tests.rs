@@ -10,6 +10,9 @@
 //! - the `pub` fields of `pub struct`s, every line of a `pub enum`, and the method signatures
 //!   of a `pub trait`.
 //!
+//! - the same lines of every type a public module re-exports from a hidden one (its
+//!   definition and the inherent `impl` blocks in its own file).
+//!
 //! It skips comments, test code (`#[cfg(test)]` items and `*tests.rs` files), `pub(crate)`
 //! and `#[doc(hidden)]` items, and `#[doc(hidden)] pub mod` submodules. A type counts as
 //! hidden when the path it resolves to (through the file's `use` lines, `crate::`, `super::`
@@ -62,7 +65,12 @@ fn the_check_sees_a_hidden_type_and_ignores_what_is_not_public() {
             "inner",
             "pub struct Secret;\npub struct Other;\npub struct Deep;\n",
         ),
-        ("shown", "pub struct Fine;\n"),
+        (
+            "shown",
+            "pub struct Fine;\nimpl Fine {\n    pub fn peek(&self) -> crate::inner::Secret { todo!() }\n    \
+             pub(crate) fn quiet(&self) -> crate::inner::Secret { todo!() }\n}\n\
+             pub fn elsewhere(s: crate::inner::Secret) {}\n",
+        ),
     ]);
     let found: Vec<String> = tree.violations().iter().map(ToString::to_string).collect();
     assert_eq!(
@@ -72,6 +80,8 @@ fn the_check_sees_a_hidden_type_and_ignores_what_is_not_public() {
             "src/open.rs:12: pub a: Renamed, names crate::inner::Other",
             "src/open.rs:15: pub d: crate::inner::Deep, names crate::inner::Deep",
             "src/open.rs:18: One(Secret), names crate::inner::Secret",
+            // A re-exported type's methods are public, the rest of its module is not.
+            "src/shown.rs:3: pub fn peek(&self) -> crate::inner::Secret names crate::inner::Secret",
         ]
     );
 }
@@ -194,31 +204,88 @@ impl Tree {
 
     fn violations(&self) -> Vec<Violation> {
         let (unread, hidden) = self.hidden();
-        let reexported = self.reexported(&unread);
+        let reexported: BTreeSet<String> = self
+            .reexported(&unread)
+            .iter()
+            .map(|p| self.canonical(p))
+            .collect();
         let mut found = Vec::new();
         for (module, (file, lines)) in &self.modules {
-            if module.is_empty() || Self::is_hidden(module, &unread) {
-                continue;
+            if !module.is_empty() && !Self::is_hidden(module, &unread) {
+                let surface = surface(lines);
+                found.extend(self.check(module, file, lines, surface, &hidden, &reexported));
             }
-            let uses = self.uses(module, lines, false);
-            for (line, text) in surface(lines) {
-                for path in named_types(&text, module, &uses) {
-                    let defined_in = path.rsplit_once("::").map_or("", |(m, _)| m);
-                    let defined_in = defined_in.trim_start_matches("crate::");
-                    let public = reexported.contains(&path)
-                        || reexported.contains(&format!("{defined_in}::*"));
-                    if Self::is_hidden(defined_in, &hidden) && !public {
-                        found.push(Violation {
-                            file: file.clone(),
-                            line: line + 1,
-                            text: text.clone(),
-                            hidden: path,
-                        });
-                    }
+        }
+        // A re-exported type's own fields and methods are public too.
+        for path in &reexported {
+            let Some((module, name)) = path.trim_start_matches("crate::").rsplit_once("::") else {
+                continue;
+            };
+            if let (true, Some((file, lines))) =
+                (Self::is_hidden(module, &hidden), self.modules.get(module))
+            {
+                let surface = surface(&members_of(lines, name));
+                found.extend(self.check(module, file, lines, surface, &hidden, &reexported));
+            }
+        }
+        let mut seen = BTreeSet::new();
+        found.retain(|v| seen.insert(v.to_string()));
+        found
+    }
+
+    /// The violations among the `surface` lines of `module`.
+    fn check(
+        &self,
+        module: &str,
+        file: &str,
+        lines: &[String],
+        surface: Vec<(usize, String)>,
+        hidden: &BTreeSet<String>,
+        reexported: &BTreeSet<String>,
+    ) -> Vec<Violation> {
+        let uses = self.uses(module, lines, false);
+        let mut found = Vec::new();
+        for (line, text) in surface {
+            for path in named_types(&text, module, &uses) {
+                let path = self.canonical(&path);
+                let defined_in = path.rsplit_once("::").map_or("", |(m, _)| m);
+                let defined_in = defined_in.trim_start_matches("crate::");
+                let public =
+                    reexported.contains(&path) || reexported.contains(&format!("{defined_in}::*"));
+                if Self::is_hidden(defined_in, hidden) && !public {
+                    found.push(Violation {
+                        file: file.to_owned(),
+                        line: line + 1,
+                        text: text.clone(),
+                        hidden: path,
+                    });
                 }
             }
         }
         found
+    }
+
+    /// Where the type at `path` is defined, following `use` and `pub use` lines
+    /// (`crate::gateway::UpstreamSummary` is `crate::gateway::pool::UpstreamSummary`).
+    fn canonical(&self, path: &str) -> String {
+        let mut path = path.to_owned();
+        for _ in 0..8 {
+            let Some((module, name)) = path.rsplit_once("::") else {
+                break;
+            };
+            let module = module.trim_start_matches("crate").trim_start_matches("::");
+            let Some((_, lines)) = self.modules.get(module) else {
+                break;
+            };
+            if lines.iter().any(|l| defines(l, name)) {
+                break;
+            }
+            match self.uses(module, lines, false).get(name) {
+                Some(next) if next.starts_with("crate::") && *next != path => path.clone_from(next),
+                _ => break,
+            }
+        }
+        path
     }
 
     /// [`uses`], with a path that starts at a child module (`use child::Type;`) made absolute.
@@ -273,8 +340,66 @@ fn doc_hidden(lines: &[String], i: usize) -> bool {
         .iter()
         .rev()
         .map(|l| l.trim())
-        .take_while(|l| l.starts_with("#["))
+        .take_while(|l| l.starts_with("#[") || l.is_empty())
         .any(|l| l == "#[doc(hidden)]")
+}
+
+/// `text` with comments, string and character literals blanked (newlines kept), so that
+/// neither a doc line nor a `'{'` is read as code.
+fn blank(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let at = |k: usize| chars.get(i + k).copied().unwrap_or(' ');
+        let end = if at(0) == '/' && at(1) == '/' {
+            chars[i..]
+                .iter()
+                .position(|c| *c == '\n')
+                .map_or(chars.len(), |n| i + n)
+        } else if at(0) == '/' && at(1) == '*' {
+            (i + 2..chars.len())
+                .find(|&k| chars[k - 1] == '*' && chars[k] == '/')
+                .map_or(chars.len(), |k| k + 1)
+        } else if at(0) == 'r'
+            && (at(1) == '"' || (at(1) == '#' && at(2) == '"'))
+            && (i == 0 || !chars[i - 1].is_alphanumeric())
+        {
+            let hashes = chars[i + 1..].iter().take_while(|c| **c == '#').count();
+            let close: String = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            let from = i + 2 + hashes;
+            let rest: String = chars[from..].iter().collect();
+            rest.find(&close).map_or(chars.len(), |n| {
+                from + rest[..n].chars().count() + close.chars().count()
+            })
+        } else if at(0) == '"' {
+            let mut k = i + 1;
+            while k < chars.len() && chars[k] != '"' {
+                k += if chars[k] == '\\' { 2 } else { 1 };
+            }
+            k + 1
+        } else if at(0) == '\'' && at(1) == '\\' {
+            (i + 2..chars.len())
+                .find(|&k| chars[k] == '\'')
+                .map_or(chars.len(), |k| k + 1)
+        } else if at(0) == '\'' && at(2) == '\'' {
+            i + 3
+        } else {
+            out.push(at(0));
+            i += 1;
+            continue;
+        };
+        let end = end.min(chars.len());
+        out.extend(
+            chars[i..end]
+                .iter()
+                .map(|c| if *c == '\n' { '\n' } else { ' ' }),
+        );
+        i = end;
+    }
+    out
 }
 
 /// `text` without comments and without `#[cfg(test)]` items (each blanked to empty lines, so
@@ -284,13 +409,7 @@ fn clean(text: &str) -> String {
     let mut skip_depth: Option<i64> = None;
     let mut depth = 0i64;
     let mut pending_test = false;
-    for line in text.lines() {
-        let code = line.split(" //").next().unwrap_or_default();
-        let code = if code.trim_start().starts_with("//") {
-            ""
-        } else {
-            code
-        };
+    for code in blank(text).lines() {
         let opens = code.matches('{').count() as i64 - code.matches('}').count() as i64;
         if code.trim() == "#[cfg(test)]" {
             pending_test = true;
@@ -405,6 +524,78 @@ fn expand(tree: &str, out: &mut BTreeMap<String, String>) {
             _ => {}
         }
     }
+}
+
+/// Whether `line` defines the type `name` (a struct, enum, trait, union or type alias).
+fn defines(line: &str, name: &str) -> bool {
+    let rest = line.trim_start();
+    let rest = rest.strip_prefix("pub(crate) ").unwrap_or(rest);
+    let rest = rest.strip_prefix("pub ").unwrap_or(rest);
+    ["struct ", "enum ", "trait ", "union ", "type "]
+        .iter()
+        .any(|kind| {
+            rest.strip_prefix(kind)
+                .and_then(|r| r.strip_prefix(name))
+                .is_some_and(|r| !r.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+        })
+}
+
+/// `lines` with everything blanked but the definition of `name` and its inherent `impl`
+/// blocks (with their attributes).
+fn members_of(lines: &[String], name: &str) -> Vec<String> {
+    let mut out = vec![String::new(); lines.len()];
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim_start();
+        if lines[i].starts_with(char::is_whitespace)
+            || !(defines(line, name) || impl_of(line, name))
+        {
+            i += 1;
+            continue;
+        }
+        let mut first = i;
+        while first > 0 && lines[first - 1].trim_start().starts_with("#[") {
+            first -= 1;
+        }
+        let (mut depth, mut j) = (0i64, first);
+        while j < lines.len() {
+            let l = &lines[j];
+            out[j].clone_from(l);
+            depth += l.matches('{').count() as i64 - l.matches('}').count() as i64;
+            j += 1;
+            if j > i && depth <= 0 && (l.contains('}') || l.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+        i = j;
+    }
+    out
+}
+
+/// Whether `line` opens an inherent `impl` block of `name` (`impl<T> Name<T> {`).
+fn impl_of(line: &str, name: &str) -> bool {
+    let Some(mut rest) = line.strip_prefix("impl") else {
+        return false;
+    };
+    if rest.starts_with('<') {
+        let mut depth = 0;
+        for (k, c) in rest.char_indices() {
+            depth += match c {
+                '<' => 1,
+                '>' => -1,
+                _ => 0,
+            };
+            if depth == 0 {
+                rest = &rest[k + 1..];
+                break;
+            }
+        }
+    }
+    !line.contains(" for ")
+        && rest
+            .trim_start()
+            .strip_prefix(name)
+            .is_some_and(|r| !r.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
 }
 
 /// The lines of the documented surface: `(index of its first line, its text)`.

@@ -10,10 +10,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+/// The kind of item a request calls ([`Routed::kind`]).
+pub use crate::authz::Kind;
 use crate::catalog::Catalog;
 pub use crate::identity::Principal;
 use crate::jsonrpc::Message;
 pub use crate::mcp::view::RequestView;
+/// The protocol era of a request ([`RequestView::era`]) and its method ([`RequestView::method`]).
+pub use crate::mcp::{Era, method::Method};
 use crate::routing;
 pub use crate::routing::Routed;
 

@@ -140,7 +140,7 @@ pub struct Scope {
 impl Scope {
     /// A scope from its parts. Deny wins over allow; argument rules apply to allowed calls.
     #[must_use]
-    pub fn new(allow: Vec<Glob>, deny: Vec<Glob>, rules: Vec<ArgRule>) -> Self {
+    pub(crate) fn new(allow: Vec<Glob>, deny: Vec<Glob>, rules: Vec<ArgRule>) -> Self {
         let key = visibility_key(&allow, &deny).into();
         let by_parts = allow
             .iter()

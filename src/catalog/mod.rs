@@ -31,9 +31,6 @@ pub use guarded::{Held, Quarantined, Trusted};
 pub use item::Item;
 pub use saved::{load_file, load_saved};
 
-/// What sanitizing found in one item ([`Held::reports`]).
-pub use crate::sanitize::ItemReport;
-
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;

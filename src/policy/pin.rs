@@ -25,8 +25,8 @@ use serde::Deserialize;
 
 use super::problems::{At, Section};
 
-pub use crate::pin::Rules;
-use crate::pin::{Action, Lock};
+use crate::pin::Action;
+pub use crate::pin::{Lock, Rules};
 
 /// `[pin]` as written.
 #[derive(Debug, Default, Deserialize)]
