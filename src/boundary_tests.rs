@@ -243,7 +243,14 @@ impl Tree {
         hidden: &BTreeSet<String>,
         reexported: &BTreeSet<String>,
     ) -> Vec<Violation> {
-        let uses = self.uses(module, lines, false);
+        let mut uses = self.uses(module, lines, false);
+        // The types the module defines itself.
+        for line in lines.iter().filter(|l| !l.starts_with(char::is_whitespace)) {
+            if let Some(name) = defined_name(line) {
+                uses.entry(name.to_owned())
+                    .or_insert_with(|| format!("crate::{}", join(module, name)));
+            }
+        }
         let mut found = Vec::new();
         for (line, text) in surface {
             for path in named_types(&text, module, &uses) {
@@ -291,6 +298,16 @@ impl Tree {
     /// [`uses`], with a path that starts at a child module (`use child::Type;`) made absolute.
     fn uses(&self, module: &str, lines: &[String], reexports: bool) -> BTreeMap<String, String> {
         let mut out = uses(module, lines, reexports);
+        if !reexports {
+            // A child module is in scope without a `use` (`call::Call` in `audit`).
+            let prefix = join(module, "");
+            for child in self.modules.keys().filter_map(|m| m.strip_prefix(&prefix)) {
+                if !child.contains("::") && !child.is_empty() {
+                    out.entry(child.to_owned())
+                        .or_insert_with(|| format!("crate::{prefix}{child}"));
+                }
+            }
+        }
         for path in out.values_mut() {
             let first = path.split("::").next().unwrap_or_default();
             if first != "crate" && self.modules.contains_key(&join(module, first)) {
@@ -526,6 +543,20 @@ fn expand(tree: &str, out: &mut BTreeMap<String, String>) {
     }
 }
 
+/// The type `line` defines, if it defines one.
+fn defined_name(line: &str) -> Option<&str> {
+    let rest = line.trim_start();
+    let rest = rest.strip_prefix("pub(crate) ").unwrap_or(rest);
+    let rest = rest.strip_prefix("pub ").unwrap_or(rest);
+    let rest = ["struct ", "enum ", "trait ", "union ", "type "]
+        .iter()
+        .find_map(|kind| rest.strip_prefix(kind))?;
+    let end = rest
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|n| !n.is_empty())
+}
+
 /// Whether `line` defines the type `name` (a struct, enum, trait, union or type alias).
 fn defines(line: &str, name: &str) -> bool {
     let rest = line.trim_start();
@@ -649,7 +680,8 @@ fn surface(lines: &[String]) -> Vec<(usize, String)> {
                 text.truncate(end);
                 break;
             }
-            if !takes || inside == 'e' || i >= lines.len() || l.ends_with(',') || l.ends_with(';') {
+            let field_end = inside == 's' && l.ends_with(',');
+            if !takes || inside == 'e' || i >= lines.len() || field_end || l.ends_with(';') {
                 break;
             }
         }
@@ -724,7 +756,8 @@ fn named_types(text: &str, module: &str, uses: &BTreeMap<String, String>) -> Vec
     for word in text.split_whitespace() {
         let parts: Vec<&str> = word.split("::").filter(|p| !p.is_empty()).collect();
         let Some(last) = parts.last() else { continue };
-        if !last.starts_with(|c: char| c.is_ascii_uppercase()) || *last == "Self" {
+        let constant = last.len() > 1 && !last.contains(|c: char| c.is_ascii_lowercase());
+        if !last.starts_with(|c: char| c.is_ascii_uppercase()) || *last == "Self" || constant {
             continue;
         }
         let path = match parts[0] {

@@ -46,7 +46,7 @@ pub struct Routed {
     /// Whether the client sent a name or URI at all.
     pub given: bool,
     /// Where the catalog routes it.
-    pub reach: Reach,
+    pub(crate) reach: Reach,
 }
 
 /// Where the catalog routes a called name.

@@ -240,6 +240,7 @@ impl BudgetPolicy {
     /// The planner's [`Rules`] for `catalog`, in the order it will be planned: this section's
     /// budget, choices and per-tool rules, with the exposed names joined by `separator`, the
     /// meta-tools named by `discover`, and its `never_defer` tools pinned.
+    #[doc(hidden)]
     #[must_use]
     pub fn rules(
         &self,

@@ -23,8 +23,7 @@ use serde::Deserialize;
 
 use super::problems::{At, Section};
 /// The `[limits]` section as the limit layer applies it ([`crate::layer::limit`]).
-pub use crate::limits::Limits;
-use crate::limits::{ClientLimits, Rate};
+pub use crate::limits::{ClientLimits, Limits, Rate};
 
 /// Default `[limits] queue`.
 pub const DEFAULT_QUEUE: usize = 64;

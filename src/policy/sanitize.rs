@@ -18,9 +18,8 @@ use serde::Deserialize;
 
 use super::problems::{At, Section};
 
-pub use crate::sanitize::Rules;
-use crate::sanitize::Steering;
-use crate::sanitize::arguments::Arguments;
+pub use crate::sanitize::arguments::Arguments;
+pub use crate::sanitize::{Rules, Steering};
 
 /// `[sanitize]` (and an upstream's `sanitize = { .. }`) as written.
 #[derive(Debug, Default, Deserialize)]
