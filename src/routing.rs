@@ -46,7 +46,8 @@ pub struct Routed {
     /// Whether the client sent a name or URI at all.
     pub given: bool,
     /// Where the catalog routes it.
-    pub(crate) reach: Reach,
+    #[doc(hidden)]
+    pub reach: Reach,
 }
 
 /// Where the catalog routes a called name.

@@ -139,8 +139,9 @@ pub struct Scope {
 
 impl Scope {
     /// A scope from its parts. Deny wins over allow; argument rules apply to allowed calls.
+    #[doc(hidden)]
     #[must_use]
-    pub(crate) fn new(allow: Vec<Glob>, deny: Vec<Glob>, rules: Vec<ArgRule>) -> Self {
+    pub fn new(allow: Vec<Glob>, deny: Vec<Glob>, rules: Vec<ArgRule>) -> Self {
         let key = visibility_key(&allow, &deny).into();
         let by_parts = allow
             .iter()
@@ -202,8 +203,9 @@ impl Scope {
 
     /// List phase: whether the client may see `target` (in lists, search results, catalog
     /// lines, schemas). Argument rules do not hide a tool: some arguments may be allowed.
+    #[doc(hidden)]
     #[must_use]
-    pub(crate) fn may_see(&self, target: Target<'_>) -> bool {
+    pub fn may_see(&self, target: Target<'_>) -> bool {
         if self.plainly_allowed(target) {
             return true;
         }

@@ -148,7 +148,8 @@ impl Sealer {
     ///
     /// # Errors
     /// [`SealError::BadKey`] for no key at all, or a key that is not 32 bytes of base64.
-    pub(crate) fn from_text(text: &str) -> Result<Self, SealError> {
+    #[doc(hidden)]
+    pub fn from_text(text: &str) -> Result<Self, SealError> {
         let parts: Vec<&str> = text
             .split(|c: char| c == ',' || c.is_whitespace())
             .filter(|p| !p.is_empty())
@@ -213,7 +214,8 @@ impl Sealer {
     /// # Errors
     /// [`SealError::Malformed`], [`SealError::UnknownKey`], [`SealError::Forged`] or
     /// [`SealError::Expired`].
-    pub(crate) fn open(&self, token: &str, now: u64) -> Result<Claims, SealError> {
+    #[doc(hidden)]
+    pub fn open(&self, token: &str, now: u64) -> Result<Claims, SealError> {
         let body = token.strip_prefix(PREFIX).ok_or(SealError::Malformed)?;
         if token.len() > MAX_TOKEN_BYTES {
             return Err(SealError::Malformed);

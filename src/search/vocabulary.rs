@@ -25,7 +25,8 @@ impl Vocabulary {
     ///
     /// # Errors
     /// Text that is not such an object, an empty word, or more than [`MAX_VOCABULARY_ENTRIES`] words.
-    pub(crate) fn parse(text: &str) -> Result<Self, VocabularyError> {
+    #[doc(hidden)]
+    pub fn parse(text: &str) -> Result<Self, VocabularyError> {
         let value: Value =
             serde_json::from_str(text).map_err(|e| VocabularyError(format!("not JSON: {e}")))?;
         let Value::Object(map) = value else {
