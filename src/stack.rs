@@ -17,7 +17,7 @@
 //!
 //! Each step in [`build_succeeding`] says why it sits where it does.
 //!
-//! Every message comes with the [`RequestView`](crate::mcp::view::RequestView) its downstream
+//! Every message comes with the [`RequestView`](crate::context::RequestView) its downstream
 //! read once; the layers read that, not the params.
 //!
 //! ```no_run
