@@ -10,11 +10,16 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+/// The kind of item a request calls ([`Routed::kind`]).
+pub use crate::authz::Kind;
 use crate::catalog::Catalog;
-use crate::identity::Principal;
+pub use crate::identity::Principal;
 use crate::jsonrpc::Message;
-use crate::mcp::view::RequestView;
-use crate::routing::{self, Routed};
+pub use crate::mcp::view::RequestView;
+/// The protocol era of a request ([`RequestView::era`]) and its method ([`RequestView::method`]).
+pub use crate::mcp::{Era, method::Method};
+use crate::routing;
+pub use crate::routing::Routed;
 
 /// The future every message service of the stack returns (boxed where a layer rewrites).
 pub type McpFuture = std::pin::Pin<

@@ -39,6 +39,11 @@
 //! - [`catalog`] and [`jsonrpc`]: the catalog value and the lossless JSON-RPC envelope the
 //!   layers' signatures name.
 //!
+//! These modules' signatures and public fields name only public types: a type of a hidden
+//! module they need is re-exported beside them (say [`context::RequestView`],
+//! [`layer::Audit`], [`stack::Gateway`]), and `src/boundary_tests.rs` fails on one that is
+//! not.
+//!
 //! Everything else is public only for the binary, the tests, the benches and the fuzz
 //! targets, and hidden from these docs (`#[doc(hidden)]`): internals that change without
 //! notice. They are, in the order their imports run (`ARCHITECTURE.md` has the map):
@@ -126,5 +131,7 @@ pub mod tokens;
 #[doc(hidden)]
 pub mod upstream;
 
+#[cfg(test)]
+mod boundary_tests;
 #[cfg(test)]
 mod imports_tests;

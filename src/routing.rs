@@ -46,6 +46,7 @@ pub struct Routed {
     /// Whether the client sent a name or URI at all.
     pub given: bool,
     /// Where the catalog routes it.
+    #[doc(hidden)]
     pub reach: Reach,
 }
 

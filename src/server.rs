@@ -39,7 +39,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Catalog;
 use crate::downstream::{Endpoint, http, stdio};
-use crate::gateway::{Gateway, UpstreamSummary};
+use crate::gateway::Gateway;
+/// What [`Server::upstreams`] reports of each upstream, and its status.
+pub use crate::gateway::UpstreamSummary;
 use crate::identity::{Directory, Gate, Protected, jwks};
 use crate::layer::budget::{BudgetLayer, PlanSummary};
 use crate::net::get_document;
@@ -48,6 +50,7 @@ use crate::policy::{Policy, Problem};
 use crate::reload::Reloader;
 use crate::seal::Sealer;
 use crate::stack::McpService;
+pub use crate::upstream::Status;
 
 /// The gateway's HTTP listener (connection caps and header timeouts of `[downstream]`), for a
 /// router of one's own that mounts [`Server::router`] (`examples/embed_axum.rs`).
@@ -280,6 +283,7 @@ impl Server {
 
     /// Who may call: the directory every downstream checks. A reload stores its new
     /// directory in [`Gate::directory`].
+    #[doc(hidden)]
     #[must_use]
     pub fn gate(&self) -> &Gate {
         &self.gate
@@ -338,12 +342,14 @@ impl Server {
 
     /// What applies a reloaded policy to this server while it serves
     /// ([`crate::reload::watch`] does so on file changes and `SIGHUP`).
+    #[doc(hidden)]
     #[must_use]
     pub fn reloader(&self) -> Reloader {
         self.reloader.clone()
     }
 
     /// What the admin listener reads ([`crate::admin::router`]).
+    #[doc(hidden)]
     #[must_use]
     pub fn admin_source(&self) -> crate::admin::Source {
         let (reloader, each) = (self.reloader.clone(), self.reloader.clone());
@@ -362,7 +368,7 @@ impl Server {
     /// What the downstreams serve: the stack, the gateway's session registry and its
     /// published catalog (for a transport of one's own, or [`http::router`] mounted by hand).
     #[must_use]
-    pub fn endpoint(&self) -> Endpoint {
+    pub(crate) fn endpoint(&self) -> Endpoint {
         Endpoint::new(
             self.service(),
             Arc::new(self.gateway.clone()),

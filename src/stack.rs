@@ -22,12 +22,12 @@
 //!
 //! Each step in [`build_succeeding`] says why it sits where it does.
 //!
-//! Every message comes with the [`RequestView`](crate::mcp::view::RequestView) its downstream
+//! Every message comes with the [`RequestView`](crate::context::RequestView) its downstream
 //! read once; the layers read that, not the params.
 //!
 //! ```no_run
 //! # async fn run(policy: mcp_budget::policy::Policy) {
-//! use mcp_budget::{gateway::Gateway, stack};
+//! use mcp_budget::stack::{self, Gateway};
 //! let announce = stack::announce(&policy);
 //! let gateway = Gateway::start(policy, announce, tokio_util::sync::CancellationToken::new());
 //! let service = stack::build(gateway);
@@ -43,7 +43,9 @@ use tower::util::BoxCloneSyncService;
 
 use crate::context::McpRequest;
 pub use crate::gateway::Announce;
-use crate::gateway::Gateway;
+/// The gateway at the bottom of the stack: it aggregates the upstreams and publishes the
+/// catalog the layers read.
+pub use crate::gateway::Gateway;
 use crate::jsonrpc::Message;
 use crate::layer::Inner;
 use crate::layer::arguments::ArgumentsLayer;

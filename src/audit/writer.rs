@@ -140,24 +140,26 @@ impl Audit {
     }
 
     /// Logs a decision line.
+    #[doc(hidden)]
     pub fn decision(&self, mut entry: Entry<'_>) {
         entry.event = "decision";
         self.event(&entry);
     }
 
     /// Logs an outcome line.
+    #[doc(hidden)]
     pub fn outcome(&self, mut entry: Entry<'_>) {
         entry.event = "outcome";
         self.event(&entry);
     }
 
     /// Logs a line whose `event` the caller set (the guard's events, [`super::guard`]).
-    pub fn event(&self, entry: &Entry<'_>) {
+    pub(crate) fn event(&self, entry: &Entry<'_>) {
         self.record(|out| write_line(out, entry));
     }
 
     /// Logs `call`'s decision line, made `at` ([`super::now`]; see [`call::Call::write_decision`]).
-    pub fn call_decision(
+    pub(crate) fn call_decision(
         &self,
         call: &call::Call,
         at: std::time::Duration,
@@ -170,7 +172,7 @@ impl Audit {
 
     /// Logs `call`'s outcome line: the call ended `took` after it was decided `at` (one clock
     /// read for both lines' times; see [`call::Call::write_outcome`]).
-    pub fn call_outcome(
+    pub(crate) fn call_outcome(
         &self,
         call: &call::Call,
         at: std::time::Duration,

@@ -139,6 +139,7 @@ pub struct Scope {
 
 impl Scope {
     /// A scope from its parts. Deny wins over allow; argument rules apply to allowed calls.
+    #[doc(hidden)]
     #[must_use]
     pub fn new(allow: Vec<Glob>, deny: Vec<Glob>, rules: Vec<ArgRule>) -> Self {
         let key = visibility_key(&allow, &deny).into();
@@ -202,6 +203,7 @@ impl Scope {
 
     /// List phase: whether the client may see `target` (in lists, search results, catalog
     /// lines, schemas). Argument rules do not hide a tool: some arguments may be allowed.
+    #[doc(hidden)]
     #[must_use]
     pub fn may_see(&self, target: Target<'_>) -> bool {
         if self.plainly_allowed(target) {
@@ -212,6 +214,7 @@ impl Scope {
 
     /// Call phase: whether the client may call `target` with `arguments` (the call's
     /// `arguments` object, `None` when it has none).
+    #[doc(hidden)]
     #[must_use]
     pub fn check(&self, target: Target<'_>, arguments: Option<&Map<String, Value>>) -> Decision {
         self.check_with(target, || arguments)
@@ -220,7 +223,7 @@ impl Scope {
     /// [`Scope::check`] with the arguments given on demand: `arguments` is called only when
     /// an argument rule applies to `target` (most calls need no parse of their arguments).
     #[must_use]
-    pub fn check_with<'a>(
+    pub(crate) fn check_with<'a>(
         &self,
         target: Target<'_>,
         arguments: impl FnOnce() -> Option<&'a Map<String, Value>>,

@@ -470,7 +470,7 @@ impl Catalog {
     /// The properties of tool `exposed` that a 2026-07-28 HTTP `tools/call` mirrors in
     /// `Mcp-Param-*` headers (empty for most tools).
     #[must_use]
-    pub fn param_marks(&self, exposed: &str) -> &[Marked] {
+    pub(crate) fn param_marks(&self, exposed: &str) -> &[Marked] {
         self.param_marks.get(exposed).map_or(&[], Vec::as_slice)
     }
 

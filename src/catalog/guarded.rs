@@ -98,7 +98,7 @@ pub struct Held {
     pub trusted: BTreeMap<(Item, String), Trusted>,
     /// What sanitizing removed or flagged, per item (items with nothing to report are left
     /// out).
-    pub reports: Vec<ItemReport>,
+    pub(crate) reports: Vec<ItemReport>,
     /// Warnings that did not hold anything back (`on_change = "warn"`, flags).
     pub warnings: Vec<String>,
 }

@@ -24,7 +24,7 @@ impl Announce {
 
     /// Whether the gateway itself announces a change of the `kind` lists.
     #[must_use]
-    pub fn by_gateway(self, kind: Listed) -> bool {
+    pub(crate) fn by_gateway(self, kind: Listed) -> bool {
         kind != Listed::Tools || self == Self::ByGateway
     }
 }

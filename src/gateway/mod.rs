@@ -226,7 +226,7 @@ impl Gateway {
     /// The shared state store of `[state] backend = "redis"`, made when the gateway started
     /// (a reload that changes `[state]` applies at the next restart); `None` for `memory`.
     #[must_use]
-    pub fn state(&self) -> Option<crate::state::Store> {
+    pub(crate) fn state(&self) -> Option<crate::state::Store> {
         self.inner.state.clone()
     }
 
@@ -296,6 +296,7 @@ impl Gateway {
 
     /// The properties of tool `exposed` that a 2026-07-28 HTTP `tools/call` mirrors in
     /// `Mcp-Param-*` headers (empty for most tools).
+    #[doc(hidden)]
     #[must_use]
     pub fn param_marks(&self, exposed: &str) -> Vec<crate::mcp::params::Marked> {
         self.inner.pool.borrow().param_marks(exposed).to_vec()
@@ -303,7 +304,7 @@ impl Gateway {
 
     /// Every upstream as it is now, in policy order.
     #[must_use]
-    pub fn upstream_states(&self) -> Vec<UpstreamState> {
+    pub(crate) fn upstream_states(&self) -> Vec<UpstreamState> {
         self.inner.pool.states(self.instance_holds())
     }
 

@@ -155,13 +155,13 @@ impl Principal {
 
     /// The client behind it.
     #[must_use]
-    pub fn client(&self) -> &Client {
+    pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 
     /// How it authenticated.
     #[must_use]
-    pub fn via(&self) -> Via {
+    pub(crate) fn via(&self) -> Via {
         self.via
     }
 

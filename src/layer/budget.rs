@@ -138,7 +138,7 @@ impl BudgetLayer {
     /// # Panics
     /// Outside a Tokio runtime, when `previous` has counts to write.
     #[must_use]
-    pub fn sharing(
+    pub(crate) fn sharing(
         catalog: watch::Receiver<Arc<Catalog>>,
         policy: &Policy,
         previous: Option<&Self>,

@@ -67,7 +67,7 @@ impl LimitLayer {
     /// by every replica, instead of this layer's own buckets; `None` keeps them here.
     /// In-flight slots and queues stay this replica's either way.
     #[must_use]
-    pub fn sharing(
+    pub(crate) fn sharing(
         limits: Limits,
         catalog: watch::Receiver<Arc<Catalog>>,
         store: Option<Store>,

@@ -43,6 +43,8 @@ use std::task::{Context, Poll};
 
 use tower::Service;
 
+/// Where the authorize, arguments and guard layers record their decisions.
+pub use crate::audit::Audit;
 use crate::context::McpRequest;
 use crate::jsonrpc::Message;
 

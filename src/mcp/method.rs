@@ -245,6 +245,7 @@ impl Listed {
 /// own: what counts as a call for limits is not what is sanitized.
 impl Method {
     /// The list a `notifications/*/list_changed` says changed.
+    #[doc(hidden)]
     #[must_use]
     pub fn list_changed(&self) -> Option<Listed> {
         match self {
@@ -281,6 +282,7 @@ impl Method {
 
     /// What its params name, for the request to be routed; `None` for a method that names
     /// nothing an upstream serves.
+    #[doc(hidden)]
     #[must_use]
     pub fn names(&self) -> Option<Names> {
         match self {
@@ -299,6 +301,7 @@ impl Method {
     }
 
     /// What it lists, for a list of catalog items.
+    #[doc(hidden)]
     #[must_use]
     pub fn lists(&self) -> Option<Listed> {
         match self {

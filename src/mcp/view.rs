@@ -226,6 +226,7 @@ impl RequestView {
     }
 
     /// The modern fields of `_meta`, when it names a protocol version.
+    #[doc(hidden)]
     #[must_use]
     pub fn request_meta(&self) -> Option<&RequestMeta> {
         self.request_meta.as_ref()

@@ -448,6 +448,7 @@ impl Lock {
     }
 
     /// The entry of tool `tool` of server `server`.
+    #[doc(hidden)]
     #[must_use]
     pub fn get(&self, server: &str, tool: &str) -> Option<&Entry> {
         self.get_item(Item::Tool, server, tool)
@@ -456,17 +457,19 @@ impl Lock {
     /// The entry of the `kind` named `name` (a template: its `uriTemplate`) of server
     /// `server`.
     #[must_use]
-    pub fn get_item(&self, kind: Item, server: &str, name: &str) -> Option<&Entry> {
+    pub(crate) fn get_item(&self, kind: Item, server: &str, name: &str) -> Option<&Entry> {
         self.entries
             .get(&(kind, server.to_owned(), name.to_owned()))
     }
 
     /// Every entry, sorted by kind (tools, prompts, templates), then server, then name.
+    #[doc(hidden)]
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.entries.values()
     }
 
     /// How `live` differs from this lock in the kinds it pins, sorted by kind, server, name.
+    #[doc(hidden)]
     #[must_use]
     pub fn diff(&self, live: &Self) -> Vec<Difference> {
         let mut out = Vec::new();

@@ -30,7 +30,8 @@ use super::DiscoverPolicy;
 use super::problems::{At, Section};
 use crate::catalog::CatalogTool;
 use crate::compress::Level;
-use crate::plan::{Budget, LevelChoice, ModeChoice, Rules};
+use crate::plan::Rules;
+pub use crate::plan::{Budget, LevelChoice, ModeChoice};
 use crate::profile::{self, Profile, ProfileError, ProfileOverrides};
 use crate::tokens::Wording;
 
@@ -239,6 +240,7 @@ impl BudgetPolicy {
     /// The planner's [`Rules`] for `catalog`, in the order it will be planned: this section's
     /// budget, choices and per-tool rules, with the exposed names joined by `separator`, the
     /// meta-tools named by `discover`, and its `never_defer` tools pinned.
+    #[doc(hidden)]
     #[must_use]
     pub fn rules(
         &self,

@@ -10,7 +10,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::problems::{At, Section};
-use crate::authz::{ArgRule, Constraint, Glob, Scope};
+pub use crate::authz::Scope;
+use crate::authz::{ArgRule, Constraint, Glob};
 
 /// The name of the anonymous principal of a policy without clients.
 pub const ANONYMOUS: &str = "anonymous";

@@ -32,10 +32,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::problems::{At, Section};
-use crate::codemode::Limits;
-use crate::discover::{MetaToolNames, SearchLimits};
+pub use crate::codemode::Limits;
+pub use crate::discover::{MetaTool, MetaToolNames, SearchLimits};
 use crate::naming;
-use crate::search::Vocabulary;
+pub use crate::search::Vocabulary;
 
 /// The usage prior's default weight (`[discover] usage_prior`, and `mcp-budget search --usage`
 /// without `--usage-prior`), chosen with `scripts/eval-usage-prior.py` on the dev queries.

@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::problems::{At, Section};
-use crate::limits::{ClientLimits, Limits, Rate};
+/// The `[limits]` section as the limit layer applies it ([`crate::layer::limit`]).
+pub use crate::limits::{ClientLimits, Limits, Rate};
 
 /// Default `[limits] queue`.
 pub const DEFAULT_QUEUE: usize = 64;

@@ -25,7 +25,7 @@ use serde::Deserialize;
 
 use super::problems::{At, Section};
 
-use crate::pin::{Action, Lock, Rules};
+pub use crate::pin::{Action, Lock, Rules};
 
 /// `[pin]` as written.
 #[derive(Debug, Default, Deserialize)]

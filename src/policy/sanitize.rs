@@ -18,8 +18,8 @@ use serde::Deserialize;
 
 use super::problems::{At, Section};
 
-use crate::sanitize::arguments::Arguments;
-use crate::sanitize::{Rules, Steering};
+pub use crate::sanitize::arguments::Arguments;
+pub use crate::sanitize::{Rules, Steering};
 
 /// `[sanitize]` (and an upstream's `sanitize = { .. }`) as written.
 #[derive(Debug, Default, Deserialize)]

@@ -31,7 +31,7 @@ use serde::Deserialize;
 
 use super::problems::{At, Section};
 use super::{Policy, Problem, lines};
-use crate::seal::Sealer;
+pub use crate::seal::Sealer;
 
 /// Default life of a sealed session id, counted from `initialize`.
 pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(86_400);

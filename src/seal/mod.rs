@@ -148,6 +148,7 @@ impl Sealer {
     ///
     /// # Errors
     /// [`SealError::BadKey`] for no key at all, or a key that is not 32 bytes of base64.
+    #[doc(hidden)]
     pub fn from_text(text: &str) -> Result<Self, SealError> {
         let parts: Vec<&str> = text
             .split(|c: char| c == ',' || c.is_whitespace())
@@ -182,6 +183,7 @@ impl Sealer {
     ///
     /// # Errors
     /// [`SealError::TooLarge`] when the token would pass [`MAX_TOKEN_BYTES`].
+    #[doc(hidden)]
     pub fn seal(&self, claims: &Claims) -> Result<String, SealError> {
         let key = &self.keys[0];
         let plain = serde_json::to_vec(claims).map_err(|_| SealError::Malformed)?;
@@ -212,6 +214,7 @@ impl Sealer {
     /// # Errors
     /// [`SealError::Malformed`], [`SealError::UnknownKey`], [`SealError::Forged`] or
     /// [`SealError::Expired`].
+    #[doc(hidden)]
     pub fn open(&self, token: &str, now: u64) -> Result<Claims, SealError> {
         let body = token.strip_prefix(PREFIX).ok_or(SealError::Malformed)?;
         if token.len() > MAX_TOKEN_BYTES {

@@ -25,6 +25,7 @@ impl Vocabulary {
     ///
     /// # Errors
     /// Text that is not such an object, an empty word, or more than [`MAX_VOCABULARY_ENTRIES`] words.
+    #[doc(hidden)]
     pub fn parse(text: &str) -> Result<Self, VocabularyError> {
         let value: Value =
             serde_json::from_str(text).map_err(|e| VocabularyError(format!("not JSON: {e}")))?;

@@ -28,6 +28,8 @@ mod count;
 pub(crate) mod openai;
 mod render;
 
+/// How far a tool description is compressed: what [`Measured::total_at`] counts at.
+pub use crate::compress::Level;
 pub use bpe::{Bpe, Encoding, UnknownEncoding};
 pub use count::{Counter, Counting, Measured, ToolCounts, Wording};
 
