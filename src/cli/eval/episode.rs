@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::gateway::{Gateway, Host, Recorded, result_text};
+use super::gateway::{Host, Recorded, Rig, result_text};
 use super::llm::{Completion, Llm};
 use crate::discover::MetaToolNames;
 use crate::eval::calls::{ToolCall, Via, parse_message};
@@ -57,7 +57,7 @@ struct Gathered {
 /// Runs `row` through `gateway` with `llm`; `recall` is a side session for measuring the
 /// model's search queries; `n` names the session.
 pub async fn run(
-    gateway: &Gateway,
+    gateway: &Rig,
     recall: &mut Host,
     llm: &Llm,
     row: &Labelled,
@@ -134,7 +134,7 @@ fn take_completion(g: &mut Gathered, completion: &Completion) -> Vec<ToolCall> {
 
 /// Sends one call through the gateway and notes what it did; the text the model gets back.
 async fn step(
-    gateway: &Gateway,
+    gateway: &Rig,
     host: &mut Host,
     recall: &mut Host,
     row: &Labelled,
@@ -199,7 +199,7 @@ async fn step(
 }
 
 /// The exposed names of the tools that answer `row` (gold and alternatives).
-fn right_names(gateway: &Gateway, row: &Labelled) -> Vec<String> {
+fn right_names(gateway: &Rig, row: &Labelled) -> Vec<String> {
     row.gold
         .iter()
         .chain(row.alternatives.values().flatten())
@@ -213,7 +213,7 @@ fn finish(
     g: Gathered,
     tool_block_tokens: usize,
     tools_listed: usize,
-    gateway: &Gateway,
+    gateway: &Rig,
     started: Instant,
 ) -> Episode {
     let (strict, lenient) = g

@@ -36,9 +36,9 @@ pub type Recorder = Arc<Mutex<Vec<Recorded>>>;
 /// What the upstream answers every call of a known tool with.
 const NEUTRAL: &str = "Done. The tool ran successfully.";
 
-/// A started gateway over simulated upstreams.
+/// The rig an exposure runs on: a started gateway over simulated upstreams.
 #[derive(Debug)]
-pub struct Gateway {
+pub struct Rig {
     server: Server,
     shutdown: CancellationToken,
     /// Calls that reached an upstream, in order.
@@ -51,7 +51,7 @@ pub struct Gateway {
     schemas: HashMap<String, Value>,
 }
 
-impl Gateway {
+impl Rig {
     /// Starts `policy` (its own upstreams removed) over `tools`, one simulated upstream per
     /// server, in the order the tools come.
     ///

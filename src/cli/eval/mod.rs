@@ -30,7 +30,7 @@ use crate::search::eval::Labelled;
 use crate::tokens::{Counter, Counting, Encoding, Rendering};
 
 use episode::Setting;
-use gateway::Gateway;
+use gateway::Rig;
 use llm::Llm;
 
 /// `mcp-budget eval`'s arguments.
@@ -415,7 +415,7 @@ impl Plan<'_> {
             overhead_tokens: 0,
         });
         for part in self.parts(exposure) {
-            let gateway = Gateway::start(policy.clone(), &part.tools)
+            let gateway = Rig::start(policy.clone(), &part.tools)
                 .await
                 .map_err(anyhow::Error::msg)?;
             let setting = Setting {
@@ -438,7 +438,7 @@ impl Plan<'_> {
 
     async fn part(
         &self,
-        gateway: &Gateway,
+        gateway: &Rig,
         setting: &Setting<'_>,
         part: &Part,
         window: Option<usize>,
