@@ -150,7 +150,7 @@ pub struct Episode {
     pub called: Option<String>,
     /// Its arguments.
     pub arguments: Option<Value>,
-    /// `valid`, `empty` or `invalid` (none without a call).
+    /// `valid`, `empty` or `invalid` (none without a call, or for a name no server has).
     pub arguments_check: Option<String>,
     /// What was wrong with them.
     pub argument_problems: Vec<String>,
@@ -289,6 +289,7 @@ pub fn summarize(exposure: &str, episodes: &[&Episode], price: Price) -> Value {
         "lenient": round(share(lenient, n)),
         "lenient_ci95": interval(lenient),
         "called": with_call,
+        "called_unknown": count(&|e| e.called.is_some() && e.arguments_check.is_none()),
         "arguments_valid": round(share(valid, with_call)),
         "arguments_empty": round(share(empty, with_call)),
         "arguments_empty_or_invalid": round(share(with_call - valid, with_call)),
