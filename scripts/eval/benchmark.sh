@@ -7,7 +7,7 @@
 #   scripts/eval/benchmark.sh 1.5b ../shared/data/retrieval-dev.jsonl ../shared/data/toolsets 100
 #
 # Needs scripts/eval-model.sh (with `1.5b` for the 1.5B model) and a release build
-# (cargo build --release). Results in eval-bench/<model>/<exposure>/; the model server runs
+# (cargo build --release; MCP_BUDGET=path picks another binary). Results in eval-bench/<model>/<exposure>/; the model server runs
 # with one thread when the machine is shared (THREADS=1), two otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,7 +33,7 @@ for e in "${exposures[@]}"; do
   [ -f "$dir/summary.json" ] && continue
   mkdir -p "$dir"
   echo "benchmark: $e ($(date -u +%T))" >&2
-  /usr/bin/time -f "%e s wall" target/release/mcp-budget eval --tools "$tools" \
+  /usr/bin/time -f "%e s wall" "${MCP_BUDGET:-target/release/mcp-budget}" eval --tools "$tools" \
     --queries "$queries" --llm "$url" --model "qwen2.5-coder-$model" "${limit_args[@]}" \
     --seed 1 --exposures "$e" --out "$dir" > "$dir/table.txt" 2> "$dir/progress.log" || true
   cat "$dir/table.txt" >&2
