@@ -133,7 +133,7 @@ impl Exposure {
             Self::Progressive => (true, Some("progressive"), None, false),
             Self::Code => (true, Some("progressive"), None, true),
         };
-        let budget = table(policy, "budget");
+        let budget = section(policy, "budget");
         budget.insert("enabled".into(), Value::Boolean(enabled));
         if let Some(mode) = mode {
             budget.insert("mode".into(), Value::String(mode.into()));
@@ -142,13 +142,14 @@ impl Exposure {
             budget.insert("level".into(), Value::String(level.into()));
         }
         if code {
-            table(policy, "discover").insert("code_mode".into(), Value::Boolean(true));
+            section(policy, "discover").insert("code_mode".into(), Value::Boolean(true));
         }
     }
 }
 
-/// The sub-table `key` of `policy`, made when missing (replacing a non-table value).
-fn table<'t>(policy: &'t mut Table, key: &str) -> &'t mut Table {
+/// The section `key` of `policy` (a policy file's table), made when missing (replacing a
+/// non-table value).
+pub fn section<'t>(policy: &'t mut Table, key: &str) -> &'t mut Table {
     let slot = policy
         .entry(key.to_owned())
         .or_insert_with(|| Value::Table(Table::new()));

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::gateway::{Host, Recorded, Rig, result_text};
 use super::llm::{Completion, Llm};
-use crate::discover::MetaToolNames;
+use crate::discover::{MetaTool, MetaToolNames};
 use crate::eval::calls::{ToolCall, Via, parse_message};
 use crate::eval::score::{
     ArgumentCheck, Ending, Episode, Search, Trace, check_arguments, classify, judge,
@@ -71,7 +71,9 @@ pub async fn run(
     let tool_block = block_tokens(setting.counter, &functions);
     let tools_listed = functions.len();
     let mut g = Gathered::default();
-    g.trace.meta_listed = functions.iter().any(|f| is_meta(setting.meta, name_of(f)));
+    g.trace.meta_listed = functions
+        .iter()
+        .any(|f| setting.meta.which(name_of(f)).is_some());
     let system = match &host.instructions {
         Some(instructions) => format!("{SYSTEM}\n\n{instructions}"),
         None => SYSTEM.to_owned(),
@@ -147,11 +149,12 @@ async fn step(
     let text = result_text(&answer);
     let refused = answer.is_err() || answer.as_ref().is_ok_and(|r| r["isError"] == true);
     let meta = setting.meta;
+    let kind = meta.which(&call.name);
     if let Some(Recorded { id, arguments }) = gateway.take_calls().into_iter().next() {
-        g.trace.through_meta = is_meta(meta, &call.name);
+        g.trace.through_meta = kind.is_some();
         g.scored = Some((id, arguments));
         g.ending = Some(Ending::Called);
-    } else if !is_meta(meta, &call.name) {
+    } else if kind.is_none() {
         // A tool that is not listed or refused its arguments: scored as called all the same.
         let id = gateway
             .id_of
@@ -163,7 +166,7 @@ async fn step(
     } else {
         g.meta_steps += 1;
         let right = right_names(gateway, row);
-        if call.name == meta.search {
+        if kind == Some(MetaTool::Search) {
             let query = call
                 .arguments
                 .get("query")
@@ -184,7 +187,7 @@ async fn step(
                 hit_at_5: right.iter().any(|n| mentions(&result_text(&top5), n)),
                 shown_right,
             });
-        } else if call.name == meta.schema {
+        } else if kind == Some(MetaTool::Schema) {
             let asked = call
                 .arguments
                 .get("name")
@@ -283,13 +286,6 @@ pub fn functions(tools: &[Value]) -> Vec<Value> {
 
 fn name_of(function: &Value) -> &str {
     function["function"]["name"].as_str().unwrap_or_default()
-}
-
-fn is_meta(meta: &MetaToolNames, name: &str) -> bool {
-    [&meta.search, &meta.schema, &meta.invoke]
-        .iter()
-        .any(|m| *m == name)
-        || meta.code.as_deref() == Some(name)
 }
 
 /// The listed tools as our counter sees them, in the `openai` rendering.

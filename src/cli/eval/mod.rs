@@ -192,12 +192,7 @@ fn policy_table(args: &Args) -> anyhow::Result<toml::Table> {
 /// `plan`'s budget: the policy's; else the model's built-in profile; else a local model's,
 /// from its context window (o200k counts, the `openai` rendering, 20 tools at most).
 fn budget_for_model(table: &mut toml::Table, model: &str, window: Option<usize>) {
-    let budget = table
-        .entry("budget")
-        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-    let Some(budget) = budget.as_table_mut() else {
-        return;
-    };
+    let budget = exposure::section(table, "budget");
     if budget.contains_key("model") {
         return;
     }
