@@ -155,6 +155,7 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
         }
         None => None,
     };
+    let llm_api = llm_api_listener(&policy).await?;
     // SIGINT and SIGTERM stop the gateway from now on, while its upstreams start too: the
     // signals' default action would leave their process groups running.
     stop_on_signals(shutdown.clone())?;
@@ -203,6 +204,20 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
         let app = mcp_budget::admin::router(server.admin_source(), metrics, hosts);
         tokio::spawn(mcp_budget::admin::serve(listener, app, shutdown.clone()));
     }
+    if let Some((listener, app, upstream)) = llm_api {
+        if let Ok(addr) = listener.local_addr() {
+            let preselect = match policy.llm_api.preselect {
+                0 => "every tool listed".to_owned(),
+                k => format!("at most {k} tools preselected per request"),
+            };
+            eprintln!("  LLM API on http://{addr} (to {upstream}; {preselect})");
+        }
+        tokio::spawn(mcp_budget::llm_api::proxy::serve(
+            listener,
+            app,
+            shutdown.clone(),
+        ));
+    }
     let stdio = policy.downstream.stdio.then(|| {
         eprintln!("  serving MCP on stdio");
         let (input, output) = stdio_streams();
@@ -210,6 +225,24 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
     });
     server.serve(None, stdio).await;
     Ok(())
+}
+
+/// The `[llm_api]` listener, bound, and its app, when the policy asks for one.
+async fn llm_api_listener(
+    policy: &Policy,
+) -> anyhow::Result<Option<(tokio::net::TcpListener, axum::Router, String)>> {
+    let (Some(addr), Some(upstream)) = (policy.llm_api.listen, &policy.llm_api.upstream) else {
+        return Ok(None);
+    };
+    let forward = mcp_budget::llm_api::proxy::Forward::new(upstream)
+        .map_err(|e| anyhow::anyhow!("[llm_api] upstream: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} ([llm_api] listen): {e}"))?;
+    let options = mcp_budget::llm_api::proxy::options(policy);
+    let shown = forward.shown().to_owned();
+    let app = mcp_budget::llm_api::proxy::router(options, forward);
+    Ok(Some((listener, app, shown)))
 }
 
 /// Starts the server and waits for its upstreams. A host that closes stdin meanwhile wants the

@@ -130,6 +130,13 @@ impl CatalogTool {
         format!("{}/{}", self.server, self.name)
     }
 
+    /// The same tool under the exposed name `name` (a tool from outside a catalog whose name a
+    /// host already knows, as in an LLM API request).
+    pub(crate) fn with_exposed_name(mut self, name: &str) -> Self {
+        self.exposed = Some(name.to_owned());
+        self
+    }
+
     /// The name its [`Catalog`] gave it, if it came from one.
     pub(crate) fn catalog_name(&self) -> Option<&str> {
         self.exposed.as_deref()

@@ -174,6 +174,8 @@ where
                                     static_tools = outcome.static_tools,
                                     dynamic_tools = outcome.dynamic_tools,
                                     breakpoint = ?outcome.breakpoint,
+                                    preselected = outcome.preselected,
+                                    left_out = outcome.left_out,
                                     "Tools rewritten for the prompt cache"
                                 );
                                 set_length(&mut parts.headers, rewritten.len());
@@ -332,10 +334,12 @@ fn rewrite_bytes(
     classes: Option<&ToolClasses>,
 ) -> Option<(Vec<u8>, Rewrite)> {
     let fields: Fields<'_> = serde_json::from_slice(bytes).ok()?;
-    // What the rewrite reads: `tools`, and for Anthropic what decides the breakpoint.
-    let read: &[&str] = match api {
-        Api::Anthropic => &["tools", "model", "system", "messages", "cache_control"],
-        Api::OpenAi => &["tools"],
+    // What the rewrite reads: `tools`, for Anthropic what decides the breakpoint, and with
+    // preselection the conversation.
+    let read: &[&str] = match (api, options.preselect.is_some()) {
+        (Api::Anthropic, _) => &["tools", "model", "system", "messages", "cache_control"],
+        (Api::OpenAi, false) => &["tools"],
+        (Api::OpenAi, true) => &["tools", "messages", "input"],
     };
     let mut partial = Map::new();
     let mut old_tools = None;

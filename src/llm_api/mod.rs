@@ -46,6 +46,8 @@
 pub mod anthropic;
 pub mod layer;
 pub mod openai;
+pub mod preselect;
+pub mod proxy;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -159,6 +161,9 @@ pub struct RewriteOptions {
     /// default (5 minutes), unless a later breakpoint of the request asks for one hour (the API
     /// wants longer TTLs first, so the added one then asks for one hour too).
     pub ttl: Option<CacheTtl>,
+    /// Per-request preselection of the client-defined tools ([`preselect`]); `None` (the
+    /// default): every tool is listed.
+    pub preselect: Option<preselect::Preselect>,
 }
 
 impl RewriteOptions {
@@ -194,6 +199,13 @@ impl RewriteOptions {
     #[must_use]
     pub fn with_ttl(mut self, ttl: CacheTtl) -> Self {
         self.ttl = Some(ttl);
+        self
+    }
+
+    /// With `preselect` as [`RewriteOptions::preselect`].
+    #[must_use]
+    pub fn with_preselect(mut self, preselect: preselect::Preselect) -> Self {
+        self.preselect = Some(preselect);
         self
     }
 }
@@ -232,6 +244,11 @@ pub struct Rewrite {
     pub static_tokens: usize,
     /// What happened to the cache breakpoint of the static tools.
     pub breakpoint: Breakpoint,
+    /// With [`RewriteOptions::preselect`]: the client-defined tools listed after the static
+    /// ones for this request (counted in neither `static_tools` nor `dynamic_tools`).
+    pub preselected: usize,
+    /// With [`RewriteOptions::preselect`]: the client-defined tools left out of this request.
+    pub left_out: usize,
 }
 
 /// The cache breakpoint of the static tools after a rewrite.
@@ -283,10 +300,21 @@ pub(crate) fn take_ordered(
             compress(tool, level);
         }
     }
-    let (tools, static_len) = order(tools, &options.classes, slot, canonical);
+    let (tools, static_len) = order(tools, &options.classes, &slot, canonical);
+    let Some(chooser) = &options.preselect else {
+        let outcome = Rewrite {
+            static_tools: static_len,
+            dynamic_tools: tools.len() - static_len,
+            ..Rewrite::default()
+        };
+        return Some((tools, outcome));
+    };
+    let (tools, static_len, chosen) = preselect::apply(tools, static_len, body, chooser, slot);
     let outcome = Rewrite {
         static_tools: static_len,
-        dynamic_tools: tools.len() - static_len,
+        dynamic_tools: tools.len() - static_len - chosen.listed,
+        preselected: chosen.listed,
+        left_out: chosen.left_out,
         ..Rewrite::default()
     };
     Some((tools, outcome))
@@ -304,7 +332,7 @@ pub(crate) fn put_tools(body: &mut Value, tools: Vec<Value>) {
 pub(crate) fn order(
     tools: Vec<Value>,
     classes: &ToolClasses,
-    slot: impl Fn(&Value) -> Slot,
+    slot: &impl Fn(&Value) -> Slot,
     canonical: impl Fn(Value) -> Value,
 ) -> (Vec<Value>, usize) {
     let mut fixed = Vec::new();

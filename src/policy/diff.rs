@@ -62,6 +62,7 @@ impl Reconcile {
             upstreams,
             sessions,
             state,
+            llm_api,
             // Applied by a reload: the stack and the gateway's rooms are built from them.
             budget: _,
             discover: _,
@@ -100,6 +101,10 @@ impl Reconcile {
         // The store's connection and heartbeat are made once, when the gateway starts.
         if *state != new.state {
             plan.needs_restart.push("state");
+        }
+        // The LLM API listener is bound, and its rewrite options made, when `serve` starts.
+        if *llm_api != new.llm_api {
+            plan.needs_restart.push("llm_api");
         }
         plan
     }

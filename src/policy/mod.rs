@@ -31,6 +31,7 @@ pub(crate) mod http;
 pub(crate) mod in_process;
 pub mod limits;
 mod lines;
+pub mod llm_api;
 mod parse;
 pub mod pin;
 mod problems;
@@ -111,6 +112,8 @@ pub struct Policy {
     pub telemetry: TelemetryPolicy,
     /// `[admin]`.
     pub admin: AdminPolicy,
+    /// `[llm_api]`.
+    pub llm_api: llm_api::LlmApiPolicy,
     /// `[sessions]`.
     pub sessions: sessions::SessionsPolicy,
     /// `[state]`.
@@ -153,6 +156,7 @@ impl Default for Policy {
             limits: crate::limits::Limits::default(),
             telemetry: TelemetryPolicy::default(),
             admin: AdminPolicy::default(),
+            llm_api: llm_api::LlmApiPolicy::default(),
             sessions: sessions::SessionsPolicy::default(),
             state: state::StatePolicy::default(),
             credentials: share::ClientCredentials::new(),

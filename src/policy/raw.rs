@@ -52,6 +52,10 @@ pub struct RawPolicy {
     /// The admin listener: metrics and health.
     #[serde(default)]
     pub admin: super::telemetry::RawAdmin,
+    /// The LLM API listener: tools of Anthropic / `OpenAI` requests rewritten and preselected
+    /// (`[llm_api]`). Default: off.
+    #[serde(default)]
+    pub llm_api: super::llm_api::RawLlmApi,
     /// Sealed session ids: where the seal key is (`[sessions]`).
     #[serde(default)]
     pub sessions: super::sessions::RawSessions,

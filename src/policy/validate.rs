@@ -55,6 +55,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     let limits = limits(raw.limits, &clients, &upstreams, root.at("limits"));
     let telemetry = raw.telemetry.validate((), root.at("telemetry"));
     let admin = raw.admin.validate((), root.at("admin"));
+    let llm_api = raw.llm_api.validate((), root.at("llm_api"));
     let sessions = raw.sessions.validate((), root.at("sessions"));
     let state = raw.state.validate((), root.at("state"));
     // `[sanitize]` is reported last; upstreams' own tables build on it.
@@ -78,6 +79,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         limits,
         telemetry,
         admin,
+        llm_api,
         sessions,
         state,
         credentials,

@@ -14,9 +14,9 @@ use serde_json::Value;
 use crate::harness::{cli, peer_file, peers, root};
 
 /// A child that prints `listening URL` once it serves; killed when dropped.
-struct Listening {
+pub(crate) struct Listening {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Listening {
@@ -156,7 +156,7 @@ fn the_real_model_runs_two_exposures_with_calls_parsed_and_tokens_recorded() {
     );
 }
 
-fn scripted(args: &[&str]) -> Listening {
+pub(crate) fn scripted(args: &[&str]) -> Listening {
     let mut command = Command::new("python3");
     command.arg(peer_file("scripted_llm.py")).args(args);
     Listening::start(command, Duration::from_secs(20))

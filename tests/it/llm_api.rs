@@ -367,3 +367,155 @@ fn render_formats() {
         assert!(names.is_sorted());
     }
 }
+
+/// An MCP tool as the host's Anthropic tool (what a host sends for the gateway's tools).
+fn anthropic_tool(name: &str, description: &str) -> Value {
+    json!({"name": name, "description": description,
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}})
+}
+
+/// POSTs `body` to `url`: the echo endpoint's `{"path", "body"}` as the provider saw it.
+async fn post(url: &str, body: &Value) -> Value {
+    let answer = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-api-key", "sk-test")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the LLM API listener answers");
+    assert!(answer.status().is_success(), "{}", answer.status());
+    serde_json::from_str(&answer.text().await.unwrap()).expect("JSON")
+}
+
+fn names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| name_of(t).to_owned())
+        .collect()
+}
+
+/// `serve` with `[llm_api] preselect = 2` in front of a provider that echoes what it got: the
+/// static block (the meta-tools, with the breakpoint) stays the same across requests, then the
+/// two tools that fit each request, for Anthropic Messages and Chat Completions alike.
+#[tokio::test]
+async fn serve_preselects_each_requests_tools_after_the_static_block() {
+    use crate::harness::{Gateway, Mode, free_port};
+    let provider = crate::eval::scripted(&["echo"]);
+    let port = free_port();
+    let policy = format!(
+        "[llm_api]\nlisten = \"127.0.0.1:{port}\"\nupstream = \"{}\"\npreselect = 2\n",
+        provider.url
+    );
+    let gateway = Gateway::builder("llm_api_preselect", Mode::Http)
+        .policy(&policy)
+        .start(&[])
+        .await;
+    // A search meta-tool long enough for the static block to pass 1024 tokens.
+    let meta = [
+        anthropic_tool(
+            "search_tools",
+            &"Search the tools by what they do. ".repeat(200),
+        ),
+        anthropic_tool("invoke_tool", "Call a tool by name"),
+        anthropic_tool("get_tool_schema", "A tool's full definition"),
+    ];
+    let tools: Vec<Value> = [
+        (
+            "filesystem__read_file",
+            "Read the complete contents of a file",
+        ),
+        (
+            "filesystem__write_file",
+            "Create a new file or overwrite a file",
+        ),
+        ("git__git_commit", "Record changes to the repository"),
+        (
+            "time__get_current_time",
+            "Get the current time in a timezone",
+        ),
+        ("fetch__fetch", "Fetch a URL from the internet"),
+        (
+            "github__create_issue",
+            "Create a new issue in a GitHub repository",
+        ),
+    ]
+    .iter()
+    .map(|(n, d)| anthropic_tool(n, d))
+    .chain(meta)
+    .collect();
+    let url = format!("http://127.0.0.1:{port}");
+    let ask = |text: &str| {
+        json!({"model": "claude-sonnet-4-5", "max_tokens": 64, "tools": tools,
+            "messages": [{"role": "user", "content": text}]})
+    };
+    let seen = post(
+        &format!("{url}/v1/messages"),
+        &ask("What time is it in Tokyo now?"),
+    )
+    .await;
+    assert_eq!(seen["path"], "/v1/messages");
+    let first = &seen["body"];
+    let listed = names(first);
+    assert_eq!(
+        listed[..3],
+        ["get_tool_schema", "invoke_tool", "search_tools"]
+    );
+    assert_eq!(listed[3], "time__get_current_time", "{listed:?}");
+    assert!(listed.len() <= 5, "{listed:?}");
+    assert_eq!(first["tools"][2]["cache_control"]["type"], "ephemeral");
+    assert!(
+        first["tools"].as_array().unwrap()[3..]
+            .iter()
+            .all(|t| t.get("cache_control").is_none())
+    );
+    assert_eq!(
+        first["messages"][0]["content"],
+        "What time is it in Tokyo now?"
+    );
+    let second = post(
+        &format!("{url}/v1/messages"),
+        &ask("Write the notes to a file"),
+    )
+    .await;
+    let second = &second["body"];
+    assert_eq!(
+        second["tools"].as_array().unwrap()[..3],
+        first["tools"].as_array().unwrap()[..3],
+        "the static block is byte-identical across requests"
+    );
+    assert_eq!(names(second)[3], "filesystem__write_file");
+    // Chat Completions, in a tool loop: the tool called since the user's turn stays listed.
+    let chat = json!({"model": "gpt-4o", "tools": tools.iter().map(|t| json!({"type": "function",
+            "function": {"name": t["name"], "description": t["description"],
+            "parameters": t["input_schema"]}})).collect::<Vec<_>>(),
+        "messages": [
+            {"role": "user", "content": "Open an issue about the crash on GitHub"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function",
+                "function": {"name": "fetch__fetch", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "1", "content": "the crash log"}]});
+    let seen = post(&format!("{url}/v1/chat/completions"), &chat).await;
+    let listed: Vec<&str> = seen["body"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "get_tool_schema",
+            "invoke_tool",
+            "search_tools",
+            "fetch__fetch",
+            "github__create_issue"
+        ]
+    );
+    assert!(
+        gateway.log().contains("LLM API on http://"),
+        "{}",
+        gateway.log()
+    );
+}

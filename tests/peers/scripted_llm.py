@@ -3,6 +3,7 @@ model: tests/it/eval.rs runs the real one). Prints `listening http://127.0.0.1:P
 
     python3 scripted_llm.py ok-then-fail N   # N chat completions calling a tool, then HTTP 500
     python3 scripted_llm.py garbage          # HTTP 200 with an HTML page
+    python3 scripted_llm.py echo             # HTTP 200: {"path": ..., "body": the request body}
 """
 
 import http.server
@@ -22,6 +23,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         global served
         length = int(self.headers.get("content-length", 0))
         body = json.loads(self.rfile.read(length) or b"{}")
+        if MODE == "echo":
+            seen = {"path": self.path, "body": body}
+            return self.answer(200, json.dumps(seen).encode(), "application/json")
         if MODE == "garbage":
             return self.answer(200, b"<html><body>Bad Gateway</body></html>", "text/html")
         served += 1
