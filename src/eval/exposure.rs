@@ -1,13 +1,15 @@
 //! The exposures `eval` compares: what a host receives, each made by the real gateway from a
 //! policy. An exposure is a name (`flat-20`, `flat-50:high`, `full`, `plan`, `progressive`,
-//! `code`) and the `[budget]` / `[discover]` settings that make the gateway list it.
+//! `code`, `preselect-5`) and the `[budget]` / `[discover]` settings that make the gateway list
+//! it.
 //!
 //! ```
 //! use mcp_budget::eval::exposure::Exposure;
 //!
-//! let all = Exposure::parse_list("flat-20,flat-50:high,plan,progressive,code")?;
+//! let all = Exposure::parse_list("flat-20,flat-50:high,plan,progressive,code,preselect-5")?;
 //! assert_eq!(all[1].name(), "flat-50:high");
 //! assert_eq!(all[1].flat_size(), Some(50));
+//! assert_eq!(all[5].preselect_size(), Some(5));
 //! assert!(Exposure::parse_list("flat-0").is_err());
 //! # Ok::<(), String>(())
 //! ```
@@ -47,6 +49,14 @@ pub enum Exposure {
     Progressive,
     /// `code`: the meta-tools and `run_code`.
     Code,
+    /// `preselect-K`: per request, the request searched over the whole catalog
+    /// ([`crate::llm_api::preselect`], the lexical ranking of `search_tools`) and its best K
+    /// tools listed in full, nothing else (no meta-tools): what an LLM API gateway with
+    /// `[llm_api] preselect = K` lists for a host without the meta-tools.
+    Preselect {
+        /// Tools listed per request.
+        k: usize,
+    },
 }
 
 impl Exposure {
@@ -66,17 +76,21 @@ impl Exposure {
         };
         match base {
             "full" => Ok(Self::Full { level }),
-            "plan" | "progressive" | "code" if level.is_some() => Err(format!(
+            _ if level.is_some() && !base.starts_with("flat-") => Err(format!(
                 "{name:?}: a level applies to flat-N and full only ({base} plans its own)"
             )),
             "plan" => Ok(Self::Plan),
             "progressive" => Ok(Self::Progressive),
             "code" => Ok(Self::Code),
-            _ => match base.strip_prefix("flat-").map(str::parse::<usize>) {
-                Some(Ok(n)) if n > 0 => Ok(Self::Flat { n, level }),
+            _ => match (
+                base.strip_prefix("flat-").map(str::parse::<usize>),
+                base.strip_prefix("preselect-").map(str::parse::<usize>),
+            ) {
+                (Some(Ok(n)), _) if n > 0 => Ok(Self::Flat { n, level }),
+                (_, Some(Ok(k))) if k > 0 => Ok(Self::Preselect { k }),
                 _ => Err(format!(
                     "{name:?}: unknown exposure (flat-N, flat-N:LEVEL, full, full:LEVEL, plan, \
-                     progressive, code; N ≥ 1)"
+                     progressive, code, preselect-K; N, K ≥ 1)"
                 )),
             },
         }
@@ -119,13 +133,22 @@ impl Exposure {
         }
     }
 
+    /// K for a `preselect-K` exposure.
+    #[must_use]
+    pub fn preselect_size(&self) -> Option<usize> {
+        match self {
+            Self::Preselect { k } => Some(*k),
+            _ => None,
+        }
+    }
+
     /// Sets in `policy` (a policy file's table) the `[budget]` and `[discover]` keys that make
     /// the gateway list this exposure. `plan` keeps what the policy says.
     pub fn apply(&self, policy: &mut Table) {
         let (enabled, mode, level, code) = match self {
-            Self::Flat { level: None, .. } | Self::Full { level: None } => {
-                (false, None, None, false)
-            }
+            Self::Flat { level: None, .. }
+            | Self::Full { level: None }
+            | Self::Preselect { .. } => (false, None, None, false),
             Self::Flat { level: Some(l), .. } | Self::Full { level: Some(l) } => {
                 (true, Some("full"), Some(l.as_str()), false)
             }
@@ -170,6 +193,7 @@ impl fmt::Display for Exposure {
             Self::Plan => return f.write_str("plan"),
             Self::Progressive => return f.write_str("progressive"),
             Self::Code => return f.write_str("code"),
+            Self::Preselect { k } => return write!(f, "preselect-{k}"),
         };
         match level {
             Some(level) => write!(f, "{base}:{}", level.as_str()),
@@ -189,6 +213,9 @@ mod tests {
         }
         assert_eq!(Exposure::parse_list("levels").unwrap().len(), 4);
         assert_eq!(Exposure::parse("flat-20:off").unwrap().name(), "flat-20");
+        let preselect = Exposure::parse("preselect-5").unwrap();
+        assert_eq!(preselect, Exposure::Preselect { k: 5 });
+        assert_eq!(Exposure::parse(&preselect.name()).unwrap(), preselect);
     }
 
     #[test]
@@ -200,6 +227,9 @@ mod tests {
             "plan:high",
             "flat-20:huge",
             "everything",
+            "preselect-0",
+            "preselect-x",
+            "preselect-5:high",
         ] {
             let err = Exposure::parse(bad).unwrap_err();
             assert!(err.contains(bad), "{err}");
@@ -217,6 +247,9 @@ mod tests {
         let mut flat = Table::new();
         Exposure::parse("flat-20").unwrap().apply(&mut flat);
         assert_eq!(flat["budget"]["enabled"].as_bool(), Some(false));
+        let mut preselect = Table::new();
+        Exposure::Preselect { k: 5 }.apply(&mut preselect);
+        assert_eq!(preselect["budget"]["enabled"].as_bool(), Some(false));
         let mut plan = Table::new();
         Exposure::Plan.apply(&mut plan);
         assert!(plan.is_empty());

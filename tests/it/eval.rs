@@ -186,6 +186,53 @@ fn an_endpoint_that_fails_midway_stops_the_run_and_keeps_what_ran() {
     assert!(dir.join("report.html").exists());
 }
 
+/// `preselect-2`: per request the catalog searched and its best 2 tools listed, nothing else;
+/// the scripted model calls the first listed tool: `mcp-budget search`'s first.
+#[test]
+fn preselect_lists_each_requests_best_tools_only() {
+    let llm = scripted(&["ok-then-fail", "100"]);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let run = eval(&llm.url, &dir, &["--exposures", "preselect-2"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let episodes = lines(dir.join("episodes.jsonl"));
+    assert_eq!(episodes.len(), 3, "{stderr}");
+    for e in &episodes {
+        assert_eq!(e["exposure"], "preselect-2", "{e}");
+        assert_eq!(e["tools_listed"], 2, "{e}");
+    }
+    let called: Vec<&str> = episodes
+        .iter()
+        .map(|e| e["called"].as_str().unwrap_or_default())
+        .collect();
+    // The first listed is `mcp-budget search`'s first for the same request.
+    let searched = cli([
+        "search",
+        "--tools",
+        &fixture("tools"),
+        "--queries",
+        &fixture("queries.jsonl"),
+        "--top-k",
+        "1",
+    ])
+    .ok();
+    let first: Vec<String> = searched
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["results"][0]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(called, first, "{stderr}");
+    assert_eq!(called[1..], ["fetch/fetch", "git/git_status"], "{stderr}");
+    let summary = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(summary.contains("\"preselect-2\""), "{summary}");
+}
+
 #[test]
 fn bad_input_gets_a_clear_error() {
     let out = tempfile::tempdir().unwrap();

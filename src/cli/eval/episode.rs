@@ -34,6 +34,8 @@ pub struct Setting<'a> {
     pub max_turns: usize,
     /// Counts the tool block.
     pub counter: &'a Counter,
+    /// `preselect-K`: K, the tools listed per request, chosen from the listed ones.
+    pub preselect: Option<usize>,
 }
 
 /// What the episode gathered so far.
@@ -68,6 +70,9 @@ pub async fn run(
     gateway.take_calls();
     let mut host = gateway.host(&format!("eval-{n}")).await;
     let mut functions = functions(&host.list_tools().await);
+    if let Some(k) = setting.preselect {
+        functions = preselect(functions, &row.query, k);
+    }
     let tool_block = block_tokens(setting.counter, &functions);
     let tools_listed = functions.len();
     let mut g = Gathered::default();
@@ -281,6 +286,21 @@ pub fn functions(tools: &[Value]) -> Vec<Value> {
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
             json!({"type": "function", "function": function})
         })
+        .collect()
+}
+
+/// The `k` of `functions` (Chat Completions tools) that fit `query`, best first: the rule of
+/// [`crate::llm_api::preselect`] on a one-turn conversation.
+#[must_use]
+pub fn preselect(functions: Vec<Value>, query: &str, k: usize) -> Vec<Value> {
+    use crate::llm_api::preselect::{Conversation, choose, request_tool};
+    let (tools, mut functions): (Vec<_>, Vec<_>) = functions
+        .into_iter()
+        .filter_map(|f| Some((request_tool(&f)?, Some(f))))
+        .unzip();
+    choose(&tools, &Conversation::from_text(query), k)
+        .into_iter()
+        .filter_map(|i| functions[i].take())
         .collect()
 }
 

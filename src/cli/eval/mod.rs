@@ -61,7 +61,7 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub api_key_env: Option<String>,
     /// Comma-separated exposures: flat-N, flat-N:LEVEL, full, full:LEVEL, plan, progressive,
-    /// code (`levels` = flat-20 at each level).
+    /// code, preselect-K (`levels` = flat-20 at each level).
     #[arg(long, default_value = exposure::DEFAULT)]
     pub exposures: String,
     /// Run at most this many requests: a sample drawn (seeded) from each `source` in
@@ -419,6 +419,7 @@ impl Plan<'_> {
                 meta: &policy.discover.names,
                 max_turns: self.args.max_turns,
                 counter: &counter,
+                preselect: exposure.preselect_size(),
             };
             let stop = self
                 .part(&gateway, &setting, &part, window, sink, episodes)
@@ -443,8 +444,10 @@ impl Plan<'_> {
         let mut recall = gateway.host("eval-recall").await;
         let listed = episode::functions(&recall.list_tools().await);
         let tokens = episode::block_tokens(setting.counter, &listed);
+        // `preselect-K` lists K of these per request, not all of them.
         if let Some(window) = window
             && tokens > window
+            && setting.preselect.is_none()
         {
             return Ok(Some(Stop::Skipped(format!(
                 "its {} tools are ~{tokens} tokens, over the model's {window}-token context",
