@@ -30,6 +30,7 @@
 //! ```
 
 pub mod eval;
+mod exact;
 mod fields;
 mod fusion;
 mod fuzzy;
@@ -177,6 +178,8 @@ pub struct SearchIndex {
     prior: Vec<f32>,
     /// The largest entry `prior` may hold (the weight given to `set_usage`).
     prior_cap: f32,
+    /// Exact tool names, for the exact-name fallback ([`exact`]).
+    exact: exact::ExactNames,
 }
 
 impl SearchIndex {
@@ -209,6 +212,7 @@ impl SearchIndex {
             name_words: NameWords::default(),
             prior: Vec::new(),
             prior_cap: 0.0,
+            exact: exact::ExactNames::build(tools),
         };
         let mut cache = StemCache::default();
         for (doc, tool) in tools.iter().enumerate() {
@@ -328,7 +332,7 @@ impl SearchIndex {
             return Vec::new();
         }
         let hits = self.scored(query);
-        self.top(hits, limit)
+        self.exact_first(query, self.top(hits, limit), limit)
     }
 
     /// [`Self::search`] fused with dense scores: `dense[i]` is the cosine of the query's
@@ -355,7 +359,17 @@ impl SearchIndex {
         };
         let lexical = self.scored(query);
         let hits = fusion::fuse(&lexical, dense, fusion);
-        self.top(hits, limit)
+        self.exact_first(query, self.top(hits, limit), limit)
+    }
+
+    /// `hits` (the best `limit`, best first) with the tools `query` names exactly first
+    /// ([`exact`]), still at most `limit`.
+    fn exact_first(&self, query: &str, mut hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
+        if self.ranker == Ranker::Fielded {
+            exact::promote(&mut hits, &self.exact.named(query));
+            hits.truncate(limit);
+        }
+        hits
     }
 
     /// The best `limit` of `hits`, best first, ties in id order.

@@ -181,6 +181,23 @@ fn a_tool_name_typed_as_is_is_found_first() {
 }
 
 #[test]
+fn an_exact_name_ranks_its_tool_first_over_near_names() {
+    // Each lost to a near name on its words alone (a plural, a word order, one more word).
+    let (tools, index) = &*FIXTURES;
+    for (query, want) in [
+        ("getComment", "hackernews/getComment"),
+        (
+            "create_presentation_from_template",
+            "ppt/create_presentation_from_template",
+        ),
+        ("list them with tag_list please", "datagov/tag_list"),
+        ("get-user-profile", "leetcode/get-user-profile"),
+    ] {
+        assert_eq!(ids(tools, &index.search(query, 3))[0], want, "{query}");
+    }
+}
+
+#[test]
 fn current_means_now_not_a_date() {
     // "current" asks for the latest value; it is not an equivalent of "date", so a tool taking a
     // date must not win on it.
