@@ -204,19 +204,8 @@ async fn serve(source: Source, policy: Policy, ready_timeout: Duration) -> anyho
         let app = mcp_budget::admin::router(server.admin_source(), metrics, hosts);
         tokio::spawn(mcp_budget::admin::serve(listener, app, shutdown.clone()));
     }
-    if let Some((listener, app, upstream)) = llm_api {
-        if let Ok(addr) = listener.local_addr() {
-            let preselect = match policy.llm_api.preselect {
-                0 => "every tool listed".to_owned(),
-                k => format!("at most {k} tools preselected per request"),
-            };
-            eprintln!("  LLM API on http://{addr} (to {upstream}; {preselect})");
-        }
-        tokio::spawn(mcp_budget::llm_api::proxy::serve(
-            listener,
-            app,
-            shutdown.clone(),
-        ));
+    if let Some(llm_api) = llm_api {
+        spawn_llm_api(llm_api, policy.llm_api.preselect, &shutdown);
     }
     let stdio = policy.downstream.stdio.then(|| {
         eprintln!("  serving MCP on stdio");
@@ -243,6 +232,26 @@ async fn llm_api_listener(
     let shown = forward.shown().to_owned();
     let app = mcp_budget::llm_api::proxy::router(options, forward);
     Ok(Some((listener, app, shown)))
+}
+
+/// Serves the `[llm_api]` listener (`preselect`: its tools per request), saying where.
+fn spawn_llm_api(
+    (listener, app, upstream): (tokio::net::TcpListener, axum::Router, String),
+    preselect: usize,
+    shutdown: &CancellationToken,
+) {
+    if let Ok(addr) = listener.local_addr() {
+        let preselect = match preselect {
+            0 => "every tool listed".to_owned(),
+            k => format!("at most {k} tools preselected per request"),
+        };
+        eprintln!("  LLM API on http://{addr} (to {upstream}; {preselect})");
+    }
+    tokio::spawn(mcp_budget::llm_api::proxy::serve(
+        listener,
+        app,
+        shutdown.clone(),
+    ));
 }
 
 /// Starts the server and waits for its upstreams. A host that closes stdin meanwhile wants the

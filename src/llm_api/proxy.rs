@@ -131,7 +131,6 @@ fn failure(status: StatusCode, message: &str) -> Response<Body> {
 
 /// The listener's app: every request through [`LlmCacheLayer`] with `options`, then to
 /// `forward`.
-#[must_use]
 pub fn router(options: RewriteOptions, forward: Forward) -> Router {
     let forward = Arc::new(forward);
     let service = tower::service_fn(move |req: Request<Body>| {

@@ -36,6 +36,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("[state]", "RawState"),
     ("[telemetry]", "RawTelemetry"),
     ("[admin]", "RawAdmin"),
+    ("[llm_api]", "RawLlmApi"),
 ];
 
 /// The files the `Raw*` structs are in.
@@ -46,6 +47,7 @@ const FILES: &[&str] = &[
     "client.rs",
     "discover.rs",
     "limits.rs",
+    "llm_api.rs",
     "pin.rs",
     "sanitize.rs",
     "sessions.rs",
