@@ -24,7 +24,9 @@ mod handshake;
 pub mod http;
 mod in_process;
 mod incoming;
+mod life;
 mod listen;
+pub mod manifest;
 pub mod orphans;
 mod outgoing;
 mod pending;
@@ -36,6 +38,7 @@ mod turns;
 
 pub use call::Call;
 use handshake::{client_info, handshake};
+pub use life::{LifeView, Phase};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering};
@@ -102,6 +105,9 @@ pub enum Status {
     Ready,
     /// Not serving, with the reason.
     Down(String),
+    /// Not running by design: a lazy upstream (`start = "lazy"`) listed from its manifest or
+    /// stopped after `idle_stop_secs`; the next request that needs it starts it.
+    Stopped,
 }
 
 /// What `initialize` told us about the server.
@@ -190,6 +196,12 @@ struct Inner {
     info: Mutex<ServerInfo>,
     events: mpsc::UnboundedSender<Event>,
     shutdown: CancellationToken,
+    /// The current run's token (a child of `shutdown`): cancelled to stop a lazy server.
+    run: Mutex<CancellationToken>,
+    /// How it connects: kept for each run.
+    transport: Arc<supervise::Transport>,
+    /// When its server runs, and where it is in its life.
+    life: life::Life,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Tool name → properties its `tools/call` mirrors in `Mcp-Param-*` headers (2026-07-28
     /// HTTP; tools that mark some only).
@@ -231,6 +243,56 @@ impl Upstream {
         events: mpsc::UnboundedSender<Event>,
         shutdown: CancellationToken,
     ) -> Self {
+        let phase = if spec.start.is_lazy() {
+            Phase::Configured
+        } else {
+            Phase::Starting
+        };
+        let upstream = Self::new(index, replica, spec, capabilities, events, shutdown, phase);
+        upstream.spawn_run();
+        upstream
+    }
+
+    /// A lazy upstream listed from `manifest`, not started: the first request that needs it
+    /// starts it ([`Status::Stopped`] until then).
+    #[must_use]
+    pub fn deferred(
+        index: usize,
+        replica: Option<Arc<str>>,
+        spec: UpstreamSpec,
+        capabilities: Value,
+        events: mpsc::UnboundedSender<Event>,
+        shutdown: CancellationToken,
+        manifest: &manifest::Manifest,
+    ) -> Self {
+        let upstream = Self::new(
+            index,
+            replica,
+            spec,
+            capabilities,
+            events,
+            shutdown,
+            Phase::ManifestKnown,
+        );
+        upstream.inner.status.send_replace(Status::Stopped);
+        upstream.set_info(manifest.info());
+        if let Some(era) = manifest.era() {
+            upstream.set_era(era);
+        }
+        upstream.listed_from(manifest.saved_by);
+        upstream
+    }
+
+    /// The upstream, not running yet.
+    fn new(
+        index: usize,
+        replica: Option<Arc<str>>,
+        spec: UpstreamSpec,
+        capabilities: Value,
+        events: mpsc::UnboundedSender<Event>,
+        shutdown: CancellationToken,
+        phase: Phase,
+    ) -> Self {
         let (status, _) = watch::channel(Status::Starting);
         let era = match spec.protocol {
             UpstreamProtocol::Modern => Some(Era::Modern),
@@ -239,10 +301,18 @@ impl Upstream {
             _ if spec.http.transport == crate::policy::HttpTransport::Sse => Some(Era::Legacy),
             _ => None,
         };
-        let upstream = Self {
+        let transport = Arc::new(match &spec.transport {
+            Transport::Stdio { .. } => supervise::Transport::Stdio,
+            Transport::Http { url, headers } => {
+                supervise::Transport::Http(http::HttpLink::new(url, headers, &spec.http))
+            }
+            Transport::InProcess(server) => supervise::Transport::InProcess(server.clone()),
+        });
+        Self {
             inner: Arc::new(Inner {
                 index,
                 replica,
+                life: life::Life::new(spec.start, phase),
                 spec,
                 capabilities,
                 link: Mutex::new(None),
@@ -256,7 +326,9 @@ impl Upstream {
                 status,
                 info: Mutex::new(ServerInfo::default()),
                 events,
+                run: Mutex::new(shutdown.child_token()),
                 shutdown,
+                transport,
                 task: Mutex::new(None),
                 param_marks: Mutex::new(HashMap::new()),
                 filter_warnings: Mutex::new(Vec::new()),
@@ -264,18 +336,7 @@ impl Upstream {
                 watch_changed: tokio::sync::Notify::new(),
                 unreachable: Mutex::new(None),
             }),
-        };
-        let transport =
-            match &upstream.inner.spec.transport {
-                Transport::Stdio { .. } => supervise::Transport::Stdio,
-                Transport::Http { url, headers } => supervise::Transport::Http(
-                    http::HttpLink::new(url, headers, &upstream.inner.spec.http),
-                ),
-                Transport::InProcess(server) => supervise::Transport::InProcess(server.clone()),
-            };
-        let task = tokio::spawn(supervise::supervise(upstream.clone(), transport));
-        *lock(&upstream.inner.task) = Some(task);
-        upstream
+        }
     }
 
     /// Stops the upstream and waits (at most `limit`) until its child is gone.
@@ -356,8 +417,9 @@ impl Upstream {
         }
     }
 
-    pub(crate) fn shutdown_token(&self) -> &CancellationToken {
-        &self.inner.shutdown
+    /// The current run's token: cancelled at shutdown, or when a lazy server is stopped.
+    pub(crate) fn shutdown_token(&self) -> CancellationToken {
+        lock(&self.inner.run).clone()
     }
 
     pub(crate) fn set_link(&self, link: Option<Link>) {
@@ -368,8 +430,14 @@ impl Upstream {
         let event = match &status {
             Status::Ready => Some(Event::Ready(self.inner.index)),
             Status::Down(_) => Some(Event::Down(self.inner.index)),
-            Status::Starting => None,
+            Status::Starting | Status::Stopped => None,
         };
+        let phase = match &status {
+            Status::Ready => Phase::Started,
+            Status::Starting => Phase::Starting,
+            Status::Down(_) | Status::Stopped => Phase::Stopped,
+        };
+        self.inner.life.set_phase(phase);
         self.inner.status.send_replace(status);
         if let Some(event) = event {
             let _ = self.inner.events.send(event);
