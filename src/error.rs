@@ -462,9 +462,7 @@ impl Error {
             } => {
                 json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } })
             }
-            Self::UpstreamStartFailed { upstream, reason } => {
-                json!({ "upstream": upstream, "reason": reason })
-            }
+            Self::UpstreamStartFailed { upstream, reason } => upstream_reason(upstream, reason),
             Self::UpstreamTimeout { upstream, timeout }
             | Self::TurnTimeout { upstream, timeout } => {
                 json!({ "upstream": upstream, "timeout_ms": timeout.as_millis() })
@@ -526,6 +524,11 @@ impl Error {
         };
         Some(data)
     }
+}
+
+/// `error.data` naming an upstream and why.
+fn upstream_reason(upstream: &str, reason: &str) -> Value {
+    json!({ "upstream": upstream, "reason": reason })
 }
 
 impl Error {

@@ -254,32 +254,24 @@ impl Pool {
     /// Starts upstream `spec` under `id`; a lazy one with a manifest for its key under
     /// `policy` is not started but listed from it.
     fn launch(&self, id: usize, spec: UpstreamSpec, policy: &Policy) -> Launched {
-        let Some(manifest) = manifests::load(policy, &spec) else {
-            return Launched {
-                upstream: self.start_one(id, spec),
-                manifest: None,
-                listed: None,
-            };
-        };
-        let upstream = Upstream::deferred(
-            id,
-            self.replica.clone(),
-            spec,
-            self.capabilities.clone(),
-            self.events.clone(),
-            self.shutdown.child_token(),
-            &manifest,
-        );
-        let listed = manifests::contribution(&upstream, &manifest);
+        let manifest = manifests::load(policy, &spec);
+        let upstream = self.start_one(id, spec, manifest.as_ref());
+        let listed = (manifest.as_ref()).map(|m| manifests::contribution(&upstream, m));
         Launched {
             upstream,
-            manifest: Some(manifest),
-            listed: Some(listed),
+            manifest,
+            listed,
         }
     }
 
-    /// Starts upstream (or per-client instance) `spec` under `id`.
-    fn start_one(&self, id: usize, spec: UpstreamSpec) -> Upstream {
+    /// Starts upstream (or per-client instance) `spec` under `id` (a lazy one with a
+    /// `manifest` is listed from it, not started).
+    fn start_one(
+        &self,
+        id: usize,
+        spec: UpstreamSpec,
+        manifest: Option<&crate::upstream::manifest::Manifest>,
+    ) -> Upstream {
         Upstream::start_tagged(
             id,
             self.replica.clone(),
@@ -287,6 +279,7 @@ impl Pool {
             self.capabilities.clone(),
             self.events.clone(),
             self.shutdown.child_token(),
+            manifest,
         )
     }
 
@@ -783,7 +776,7 @@ impl Pool {
         let client = caller.principal.name();
         let policy = self.policy();
         let credentials = credentials_of(&policy, client, base.name());
-        let start = |id, spec| self.start_one(id, spec);
+        let start = |id, spec| self.start_one(id, spec, None);
         let serving = (self.instances).instance(&base, client, credentials, start)?;
         let upstream = &serving.upstream;
         if upstream.status() == Status::Starting {

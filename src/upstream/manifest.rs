@@ -235,7 +235,7 @@ pub fn save(dir: &Path, name: &str, manifest: &Manifest) {
     match write() {
         Ok(()) => tracing::debug!(upstream = name, file = %file.display(), "Manifest saved"),
         Err(e) => {
-            tracing::warn!(upstream = name, file = %file.display(), "Manifest not saved: {e}")
+            tracing::warn!(upstream = name, file = %file.display(), "Manifest not saved: {e}");
         }
     }
 }
@@ -278,8 +278,8 @@ mod tests {
         let mut m = Manifest::new(&spec, &info, Some(Era::Legacy), SavedBy::Pin).unwrap();
         m.tools = vec![json!({"name": "t", "inputSchema": {"type": "object"}})];
         save(dir.path(), "a", &m);
-        assert_eq!(load(dir.path(), &spec), Some(m.clone()));
         assert_eq!(load(dir.path(), &spec).unwrap().era(), Some(Era::Legacy));
+        assert_eq!(load(dir.path(), &spec), Some(m));
         let moved = UpstreamSpec::stdio("a", "node", &["two.js"]);
         assert_eq!(load(dir.path(), &moved), None);
         assert_eq!(

@@ -228,12 +228,14 @@ impl Upstream {
         events: mpsc::UnboundedSender<Event>,
         shutdown: CancellationToken,
     ) -> Self {
-        Self::start_tagged(index, None, spec, capabilities, events, shutdown)
+        Self::start_tagged(index, None, spec, capabilities, events, shutdown, None)
     }
 
     /// [`Upstream::start`] on a replica of a deployment (`[state]`): the ids of the
     /// server→client requests it sends carry `replica` (see [`asked_id`]), so that a replica
-    /// taking the answer forwards it here.
+    /// taking the answer forwards it here. A lazy upstream with a `manifest` is not started
+    /// but listed from it: the first request that needs it starts it ([`Status::Stopped`]
+    /// until then).
     #[must_use]
     pub fn start_tagged(
         index: usize,
@@ -242,57 +244,14 @@ impl Upstream {
         capabilities: Value,
         events: mpsc::UnboundedSender<Event>,
         shutdown: CancellationToken,
+        manifest: Option<&manifest::Manifest>,
     ) -> Self {
-        let phase = if spec.start.is_lazy() {
-            Phase::Configured
-        } else {
-            Phase::Starting
+        let manifest = manifest.filter(|_| spec.start.is_lazy());
+        let phase = match (manifest, spec.start.is_lazy()) {
+            (Some(_), _) => Phase::ManifestKnown,
+            (None, true) => Phase::Configured,
+            (None, false) => Phase::Starting,
         };
-        let upstream = Self::new(index, replica, spec, capabilities, events, shutdown, phase);
-        upstream.spawn_run();
-        upstream
-    }
-
-    /// A lazy upstream listed from `manifest`, not started: the first request that needs it
-    /// starts it ([`Status::Stopped`] until then).
-    #[must_use]
-    pub fn deferred(
-        index: usize,
-        replica: Option<Arc<str>>,
-        spec: UpstreamSpec,
-        capabilities: Value,
-        events: mpsc::UnboundedSender<Event>,
-        shutdown: CancellationToken,
-        manifest: &manifest::Manifest,
-    ) -> Self {
-        let upstream = Self::new(
-            index,
-            replica,
-            spec,
-            capabilities,
-            events,
-            shutdown,
-            Phase::ManifestKnown,
-        );
-        upstream.inner.status.send_replace(Status::Stopped);
-        upstream.set_info(manifest.info());
-        if let Some(era) = manifest.era() {
-            upstream.set_era(era);
-        }
-        upstream.listed_from(manifest.saved_by);
-        upstream
-    }
-
-    /// The upstream, not running yet.
-    fn new(
-        index: usize,
-        replica: Option<Arc<str>>,
-        spec: UpstreamSpec,
-        capabilities: Value,
-        events: mpsc::UnboundedSender<Event>,
-        shutdown: CancellationToken,
-        phase: Phase,
-    ) -> Self {
         let (status, _) = watch::channel(Status::Starting);
         let era = match spec.protocol {
             UpstreamProtocol::Modern => Some(Era::Modern),
@@ -308,7 +267,7 @@ impl Upstream {
             }
             Transport::InProcess(server) => supervise::Transport::InProcess(server.clone()),
         });
-        Self {
+        let upstream = Self {
             inner: Arc::new(Inner {
                 index,
                 replica,
@@ -336,7 +295,18 @@ impl Upstream {
                 watch_changed: tokio::sync::Notify::new(),
                 unreachable: Mutex::new(None),
             }),
+        };
+        let Some(manifest) = manifest else {
+            upstream.spawn_run();
+            return upstream;
+        };
+        upstream.inner.status.send_replace(Status::Stopped);
+        upstream.set_info(manifest.info());
+        if let Some(era) = manifest.era() {
+            upstream.set_era(era);
         }
+        upstream.listed_from(manifest.saved_by);
+        upstream
     }
 
     /// Stops the upstream and waits (at most `limit`) until its child is gone.
