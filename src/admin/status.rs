@@ -282,6 +282,33 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_lazy_upstream_not_running_is_ready_and_shows_its_state_and_manifest() {
+        let mut lazy = up("memory", Status::Stopped, true);
+        lazy.life.start = "lazy";
+        lazy.life.phase = crate::upstream::Phase::ManifestKnown;
+        lazy.life.manifest = Some(crate::upstream::manifest::SavedBy::Pin);
+        assert_eq!(readiness(std::slice::from_ref(&lazy)), Ok(()));
+        let doc = document(&[lazy], None, 0);
+        let entry = &doc["upstreams"][0];
+        assert_eq!(doc["ready"], true);
+        assert_eq!(
+            (
+                &entry["status"],
+                &entry["start"],
+                &entry["state"],
+                &entry["manifest"]
+            ),
+            (
+                &json!("stopped"),
+                &json!("lazy"),
+                &json!("manifest_known"),
+                &json!("pin")
+            )
+        );
+        assert_eq!(entry["first_use_ms"], Value::Null);
+    }
+
     fn up(name: &str, status: Status, required: bool) -> UpstreamState {
         let mut state = UpstreamState::new(name, status);
         state.required = required;

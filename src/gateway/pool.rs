@@ -1113,6 +1113,25 @@ mod tests {
     }
 
     #[test]
+    fn summary_lines_say_which_upstreams_are_lazy_and_where_their_lists_came_from() {
+        let lazy = |name: &str, by| UpstreamSummary {
+            name: name.into(),
+            transport: "stdio",
+            status: Status::Stopped,
+            protocol_version: "2025-11-25".into(),
+            counts: (2, 0, 0),
+            warnings: Vec::new(),
+            start: ("lazy", by),
+        };
+        let lines = summary_lines(&[lazy("a", Some("pin")), lazy("b", None)]);
+        assert_eq!(
+            lines["a"],
+            "stdio not running protocol 2025-11-25 — 2 tools, 0 prompts, 0 resources — lazy, listed from the manifest saved by pin"
+        );
+        assert!(lines["b"].ends_with("— lazy, no manifest: started once to be listed"));
+    }
+
+    #[test]
     fn summary_lines_say_health_protocol_and_counts() {
         let summary = |name: &str, status, version: &str| UpstreamSummary {
             name: name.into(),
