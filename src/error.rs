@@ -39,6 +39,17 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A lazy upstream (`start = "lazy"`) started for a request could not start: its process
+    /// exited, its handshake failed or took longer than its `timeout_secs`.
+    #[error(
+        "upstream {upstream:?} (start = \"lazy\") could not be started for this request: {reason}"
+    )]
+    UpstreamStartFailed {
+        /// Server id.
+        upstream: String,
+        /// Why.
+        reason: String,
+    },
     /// The upstream went silent on a request for longer than its timeout.
     #[error(
         "upstream {upstream:?} did not answer within {}s (no answer, progress or question for the client in that time; timeout_secs)",
@@ -374,6 +385,7 @@ impl Error {
     fn code_and_kind(&self) -> (i64, &'static str) {
         match self {
             Self::UpstreamUnavailable { .. } => (SERVER_ERROR, kind::UPSTREAM_UNAVAILABLE),
+            Self::UpstreamStartFailed { .. } => (SERVER_ERROR, kind::UPSTREAM_START_FAILED),
             Self::UpstreamTimeout { .. } => (SERVER_ERROR, kind::UPSTREAM_TIMEOUT),
             Self::TurnTimeout { .. } => (SERVER_ERROR, kind::UPSTREAM_TURN_TIMEOUT),
             Self::UpstreamProtocol { .. } => (SERVER_ERROR, kind::UPSTREAM_PROTOCOL),
@@ -450,6 +462,7 @@ impl Error {
             } => {
                 json!({ "upstream": upstream, "requiredCapabilities": { capability.as_str(): {} } })
             }
+            Self::UpstreamStartFailed { upstream, reason } => upstream_reason(upstream, reason),
             Self::UpstreamTimeout { upstream, timeout }
             | Self::TurnTimeout { upstream, timeout } => {
                 json!({ "upstream": upstream, "timeout_ms": timeout.as_millis() })
@@ -511,6 +524,11 @@ impl Error {
         };
         Some(data)
     }
+}
+
+/// `error.data` naming an upstream and why.
+fn upstream_reason(upstream: &str, reason: &str) -> Value {
+    json!({ "upstream": upstream, "reason": reason })
 }
 
 impl Error {

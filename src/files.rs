@@ -11,6 +11,21 @@ use std::path::Path;
 /// lockfile or usage file (a 10,000-server `mcp.json` is about 2 MiB).
 pub(crate) const MAX_CONFIG_BYTES: u64 = 64 << 20;
 
+/// The gateway's cache folder `leaf`: `$XDG_CACHE_HOME/mcp-budget/<leaf>`, else
+/// `$HOME/.cache/mcp-budget/<leaf>`, else none.
+#[must_use]
+pub(crate) fn cache_dir(leaf: &str) -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|home| std::path::PathBuf::from(home).join(".cache"))
+        })?;
+    Some(base.join("mcp-budget").join(leaf))
+}
+
 /// The bytes of the regular file at `path`, at most `limit` of them.
 ///
 /// # Errors

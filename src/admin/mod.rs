@@ -50,6 +50,7 @@ const CODE_CALLS_BUCKETS: &[f64] = &[0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0
 /// Each histogram with its buckets.
 const HISTOGRAMS: &[(&str, &[f64])] = &[
     (names::TOOL_CALL_DURATION, DURATION_BUCKETS),
+    (names::UPSTREAM_FIRST_USE, DURATION_BUCKETS),
     (names::SEARCH_RANK_INVOKED, RANK_BUCKETS),
     (names::CODE_RUN_DURATION, DURATION_BUCKETS),
     (names::CODE_RUN_TOOL_CALLS, CODE_CALLS_BUCKETS),

@@ -20,7 +20,7 @@ use crate::upstream::Status;
 pub fn readiness(upstreams: &[UpstreamState]) -> Result<(), Vec<String>> {
     let waiting: Vec<String> = upstreams
         .iter()
-        .filter(|u| u.required && !(u.status == Status::Ready && u.listed))
+        .filter(|u| u.required && !(serving(&u.status) && u.listed))
         .map(|u| match u.status {
             Status::Ready => format!("{}: listing", u.name),
             _ => format!("{}: {}", u.name, state(&u.status)),
@@ -33,11 +33,18 @@ pub fn readiness(upstreams: &[UpstreamState]) -> Result<(), Vec<String>> {
     }
 }
 
+/// Whether an upstream in `status` serves: ready, or a lazy one not running by design
+/// (listed from its manifest, started by the next request).
+fn serving(status: &Status) -> bool {
+    matches!(status, Status::Ready | Status::Stopped)
+}
+
 fn state(status: &Status) -> &'static str {
     match status {
         Status::Ready => "ready",
         Status::Starting => "starting",
         Status::Down(_) => "down",
+        Status::Stopped => "stopped",
     }
 }
 
@@ -94,6 +101,11 @@ fn upstream_entry(u: &UpstreamState) -> Value {
         "listed": u.listed,
         "share": if u.per_client { "per_client" } else { "global" },
         "instances": u.instances.iter().map(instance_entry).collect::<Vec<_>>(),
+        "start": u.life.start,
+        "state": u.life.phase.name(),
+        "manifest": u.life.manifest.map(crate::upstream::manifest::SavedBy::name),
+        "first_use_ms": u.life.first_use.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        "lazy_starts": u.life.starts,
     })
 }
 
@@ -128,9 +140,10 @@ fn profile_entry(p: &PlanSummary) -> Value {
 
 /// Whether every rendered upstream entry that is `required` is `ready`.
 fn ready(entries: &[Value]) -> bool {
-    entries
-        .iter()
-        .all(|u| u["required"] != true || (u["status"] == "ready" && u["listed"] != false))
+    entries.iter().all(|u| {
+        let serving = u["status"] == "ready" || u["status"] == "stopped";
+        u["required"] != true || (serving && u["listed"] != false)
+    })
 }
 
 /// Each profile's last rung, so the rung left behind reads 0.
@@ -159,6 +172,15 @@ pub fn set_gauges_of_profiles(
     for u in upstreams {
         let up = if u.status == Status::Ready { 1.0 } else { 0.0 };
         gauge!(names::UPSTREAM_UP, names::SERVER => u.name.clone()).set(up);
+        for phase in crate::upstream::Phase::ALL {
+            let labels = [
+                (names::SERVER, u.name.clone()),
+                (names::STATE, phase.name().to_owned()),
+                (names::START, u.life.start.to_owned()),
+            ];
+            let on = if phase == u.life.phase { 1.0 } else { 0.0 };
+            gauge!(names::UPSTREAM_STATE, &labels).set(on);
+        }
         gauge!(names::UPSTREAM_IN_FLIGHT, names::SERVER => u.name.clone()).set(u.in_flight as f64);
         gauge!(names::TOOLS, names::SERVER => u.name.clone()).set(u.counts.0 as f64);
         if u.per_client {
@@ -258,6 +280,33 @@ mod tests {
                  "in_flight": 2, "idle_since": null},
             ])
         );
+    }
+
+    #[test]
+    fn a_lazy_upstream_not_running_is_ready_and_shows_its_state_and_manifest() {
+        let mut lazy = up("memory", Status::Stopped, true);
+        lazy.life.start = "lazy";
+        lazy.life.phase = crate::upstream::Phase::ManifestKnown;
+        lazy.life.manifest = Some(crate::upstream::manifest::SavedBy::Pin);
+        assert_eq!(readiness(std::slice::from_ref(&lazy)), Ok(()));
+        let doc = document(&[lazy], None, 0);
+        let entry = &doc["upstreams"][0];
+        assert_eq!(doc["ready"], true);
+        assert_eq!(
+            (
+                &entry["status"],
+                &entry["start"],
+                &entry["state"],
+                &entry["manifest"]
+            ),
+            (
+                &json!("stopped"),
+                &json!("lazy"),
+                &json!("manifest_known"),
+                &json!("pin")
+            )
+        );
+        assert_eq!(entry["first_use_ms"], Value::Null);
     }
 
     fn up(name: &str, status: Status, required: bool) -> UpstreamState {

@@ -466,6 +466,7 @@ fn upstreams_json(upstreams: &[UpstreamSummary]) -> Value {
             let (status, reason) = match &u.status {
                 crate::upstream::Status::Ready => ("ready", None),
                 crate::upstream::Status::Starting => ("starting", None),
+                crate::upstream::Status::Stopped => ("stopped", None),
                 crate::upstream::Status::Down(reason) => ("down", Some(reason.as_str())),
             };
             json!({

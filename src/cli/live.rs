@@ -58,6 +58,10 @@ pub fn snapshot(policy: &Policy, args: &LiveArgs) -> anyhow::Result<Live> {
     // Only the upstreams: nothing is served.
     policy.downstream.http = None;
     policy.downstream.stdio = false;
+    // Every server runs: what is listed is what they list now, not a manifest.
+    for up in &mut policy.upstreams {
+        up.start = crate::policy::Start::Eager;
+    }
     policy
         .resolve_env()
         .context("resolving the upstreams' ${env:…}")?;
@@ -95,7 +99,7 @@ pub fn failures(upstreams: &[UpstreamSummary], timeout_secs: u64) -> Vec<String>
     upstreams
         .iter()
         .filter_map(|u| match &u.status {
-            Status::Ready => None,
+            Status::Ready | Status::Stopped => None,
             Status::Starting => Some(format!(
                 "  {}: not ready after {timeout_secs} s (--ready-timeout-secs)",
                 u.name

@@ -54,7 +54,11 @@ pub fn live_lock(policy: &Policy, ready_timeout: Duration) -> anyhow::Result<Loc
         ready_timeout_secs: ready_timeout.as_secs(),
         allow_failed: false,
     };
-    let live = super::live::snapshot(policy, &options)?;
+    // Each upstream's manifest is saved as its lists are fetched (what lazy upstreams are
+    // listed from).
+    let mut policy = policy.clone();
+    policy.save_manifests = true;
+    let live = super::live::snapshot(&policy, &options)?;
     let catalog = &live.catalog;
     let lists: Vec<_> = catalog
         .upstreams()

@@ -17,6 +17,11 @@
 
 /// An upstream is not running or cannot be reached (`-32000`).
 pub const UPSTREAM_UNAVAILABLE: &str = "mcp_budget.upstream.unavailable";
+/// A lazy upstream (`start = "lazy"`) that a request started could not start: its process
+/// exited, its handshake failed or took longer than its `timeout_secs`; every request waiting
+/// for that start gets it, `error.data` has `upstream` and `reason`, and the next request
+/// tries again (`-32000`).
+pub const UPSTREAM_START_FAILED: &str = "mcp_budget.upstream.start_failed";
 /// An upstream went silent on a request for longer than its `timeout_secs` (`-32000`).
 pub const UPSTREAM_TIMEOUT: &str = "mcp_budget.upstream.timeout";
 /// A call of an upstream with `server_requests = "serialize"` waited longer than its
@@ -200,6 +205,7 @@ pub mod discover {
 /// Every kind above, for tests and for tools that list them.
 pub const ALL: &[&str] = &[
     UPSTREAM_UNAVAILABLE,
+    UPSTREAM_START_FAILED,
     UPSTREAM_TIMEOUT,
     UPSTREAM_TURN_TIMEOUT,
     UPSTREAM_PROTOCOL,

@@ -33,6 +33,9 @@ pub struct UpstreamState {
     pub per_client: bool,
     /// Its running per-client instances, by client name (none for a shared upstream).
     pub instances: Vec<InstanceState>,
+    /// When its server runs (`start`), where it is in its life, where its manifest came from
+    /// and its first-use latency.
+    pub life: crate::upstream::LifeView,
 }
 
 /// One client's instance of a `share = "per_client"` upstream, as it is now.
@@ -82,6 +85,7 @@ impl UpstreamState {
             required: true,
             per_client: false,
             instances: Vec::new(),
+            life: crate::upstream::LifeView::eager(crate::upstream::Phase::Started),
         }
     }
 }

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 mod instances;
 mod lists;
+mod manifests;
 mod recheck;
 mod reconcile;
 
@@ -52,6 +53,7 @@ use crate::mcp::method::{Listed, Method};
 use crate::policy::share::Share;
 use crate::policy::{Policy, Reconcile, UpstreamSpec};
 use crate::routing::{self, Reach};
+use crate::upstream::manifest::SavedBy;
 use crate::upstream::{Event, Status, Upstream};
 use instances::{Instances, credentials_of};
 use lists::{fetch_all, same_items};
@@ -139,18 +141,29 @@ struct Slot {
     /// The `readies` count the last full refresh started at: equal to `readies` once the
     /// lists of its latest connection are in the catalog.
     listed_at: AtomicU64,
+    /// Its manifest as last read or saved (lazy upstreams; every one under `pin`).
+    manifest: Mutex<Option<crate::upstream::manifest::Manifest>>,
 }
 
 impl Slot {
-    fn new(upstream: Upstream) -> Arc<Self> {
+    fn new(launched: Launched) -> Arc<Self> {
         Arc::new(Self {
-            upstream,
+            upstream: launched.upstream,
             refreshing: tokio::sync::Mutex::new(()),
             refreshed: watch::channel(0).0,
             readies: AtomicU64::new(0),
             listed_at: AtomicU64::new(0),
+            manifest: Mutex::new(launched.manifest),
         })
     }
+}
+
+/// An upstream the pool started (or, lazy with a manifest, did not): the upstream, the
+/// manifest it was listed from and what that lists.
+struct Launched {
+    upstream: Upstream,
+    manifest: Option<crate::upstream::manifest::Manifest>,
+    listed: Option<Contribution>,
 }
 
 /// How one upstream looked when the gateway became ready, for the startup summary.
@@ -169,6 +182,9 @@ pub struct UpstreamSummary {
     /// What its `include_tools` got wrong: patterns that match none of its tools, with the
     /// names they may have meant ([`crate::policy::ToolFilter::unmatched`]).
     pub warnings: Vec<String>,
+    /// `eager` or `lazy`, and for a lazy one who saved the manifest it was listed from
+    /// (`None`: it started to be listed).
+    pub start: (&'static str, Option<&'static str>),
 }
 
 impl Pool {
@@ -212,16 +228,50 @@ impl Pool {
             shutdown: shutdown.clone(),
         };
         let policy = pool.policy();
+        let mut listed = Vec::new();
         let all: Vec<Arc<Slot>> = (policy.upstreams.iter().enumerate())
-            .map(|(id, spec)| Slot::new(pool.launch(id, spec.clone())))
+            .map(|(id, spec)| {
+                let launched = pool.launch(id, spec.clone(), &policy);
+                listed.push(launched.listed.clone().unwrap_or_default());
+                Slot::new(launched)
+            })
             .collect();
         let ids = (0..all.len()).collect();
+        // Lazy upstreams listed from their manifests are in the first catalog, through the
+        // guard as fetched lists are.
+        let catalog = if listed.iter().any(|c| *c != Contribution::default()) {
+            let catalog = guarded(listed, &names, &policy, 1, &catalog);
+            let catalog = Arc::new(catalog);
+            pool.catalog.send_replace(catalog.clone());
+            catalog
+        } else {
+            catalog
+        };
         (pool.members).send_replace(Arc::new(Members { all, ids, catalog }));
         (Arc::new(pool), events_rx)
     }
 
-    /// Starts upstream (or per-client instance) `spec` under `id`.
-    fn launch(&self, id: usize, spec: UpstreamSpec) -> Upstream {
+    /// Starts upstream `spec` under `id`; a lazy one with a manifest for its key under
+    /// `policy` is not started but listed from it.
+    fn launch(&self, id: usize, spec: UpstreamSpec, policy: &Policy) -> Launched {
+        let manifest = manifests::load(policy, &spec);
+        let upstream = self.start_one(id, spec, manifest.as_ref());
+        let listed = (manifest.as_ref()).map(|m| manifests::contribution(&upstream, m));
+        Launched {
+            upstream,
+            manifest,
+            listed,
+        }
+    }
+
+    /// Starts upstream (or per-client instance) `spec` under `id` (a lazy one with a
+    /// `manifest` is listed from it, not started).
+    fn start_one(
+        &self,
+        id: usize,
+        spec: UpstreamSpec,
+        manifest: Option<&crate::upstream::manifest::Manifest>,
+    ) -> Upstream {
         Upstream::start_tagged(
             id,
             self.replica.clone(),
@@ -229,6 +279,7 @@ impl Pool {
             self.capabilities.clone(),
             self.events.clone(),
             self.shutdown.child_token(),
+            manifest,
         )
     }
 
@@ -382,6 +433,7 @@ impl Pool {
                 required: u.spec().required,
                 per_client: matches!(u.spec().share, Share::PerClient(_)),
                 instances: self.instances.states_of(u.index(), &held),
+                life: u.life(),
             })
             .collect()
     }
@@ -426,6 +478,10 @@ impl Pool {
                 protocol_version: u.info().protocol_version,
                 counts: (c.counts().tools, c.counts().prompts, c.counts().resources),
                 warnings: u.filter_warnings(),
+                start: {
+                    let life = u.life();
+                    (life.start, life.manifest.map(SavedBy::name))
+                },
             })
             .collect()
     }
@@ -483,24 +539,11 @@ impl Pool {
         let wants =
             |kind: Listed| only.is_none_or(|k| k == kind) && caps.get(kind.capability()).is_some();
         let mut changed = Vec::new();
+        let mut fetched = manifests::Fetched::default();
         if wants(Listed::Tools) {
-            if let Some(mut tools) = fetch_all(upstream, &Method::ToolsList, "tools").await {
-                // `include_tools` / `exclude_tools`: the others never reach the catalog, so
-                // they are not listed, searched, or routed (a call is "not found").
-                let filter = &upstream.spec().tools;
-                let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-                let unmatched = filter.unmatched(&names);
-                for warning in &unmatched {
-                    tracing::warn!(upstream = upstream.name(), "{warning}");
-                }
-                upstream.set_filter_warnings(unmatched);
-                if !filter.is_all() {
-                    tools.retain(|t| t["name"].as_str().is_some_and(|n| filter.keeps(n)));
-                }
-                for tool in &mut tools {
-                    crate::catalog::repair_tool(upstream.name(), tool);
-                }
-                upstream.set_param_marks(crate::mcp::params::marked_tools(&tools));
+            if let Some(tools) = fetch_all(upstream, &Method::ToolsList, "tools").await {
+                fetched.tools = Some(tools.clone());
+                let tools = manifests::shape_tools(upstream, tools);
                 // Announced by a layer (the budget's plan), hosts see a canonical order: an
                 // upstream that only reordered its tools changed nothing they see, so nothing
                 // is announced.
@@ -513,37 +556,57 @@ impl Pool {
         }
         if wants(Listed::Prompts) {
             if let Some(prompts) = fetch_all(upstream, &Method::PromptsList, "prompts").await {
+                fetched.prompts = Some(prompts.clone());
                 if prompts != fresh.prompts {
                     changed.push(Listed::Prompts);
                     fresh.prompts = prompts;
                 }
             }
         }
-        if wants(Listed::Resources) {
-            let resources = fetch_all(upstream, &Method::ResourcesList, "resources").await;
-            let templates = fetch_all(
-                upstream,
-                &Method::ResourcesTemplatesList,
-                "resourceTemplates",
-            )
-            .await;
-            let mut any = false;
-            if let Some(r) = resources {
-                any |= r != fresh.resources;
-                fresh.resources = r;
-            }
-            if let Some(t) = templates {
-                any |= t != fresh.templates;
-                fresh.templates = t;
-            }
-            if any {
-                changed.push(Listed::Resources);
-            }
+        if wants(Listed::Resources)
+            && self
+                .fetch_resources(upstream, &mut fresh, &mut fetched)
+                .await
+        {
+            changed.push(Listed::Resources);
         }
         if !changed.is_empty() {
             self.publish(upstream.index(), &fresh, policy);
         }
+        let slot = self.slot(upstream.index());
+        if manifests::keep(upstream, &slot.manifest, only, fetched, policy) && only.is_none() {
+            upstream.stop_if_only_listed().await;
+        }
         changed
+    }
+
+    /// Fetches `upstream`'s resources and resource templates into `fresh` (and `fetched`);
+    /// whether either changed.
+    async fn fetch_resources(
+        &self,
+        upstream: &Upstream,
+        fresh: &mut Contribution,
+        fetched: &mut manifests::Fetched,
+    ) -> bool {
+        let resources = fetch_all(upstream, &Method::ResourcesList, "resources").await;
+        let templates = fetch_all(
+            upstream,
+            &Method::ResourcesTemplatesList,
+            "resourceTemplates",
+        )
+        .await;
+        let mut any = false;
+        if let Some(r) = resources {
+            any |= r != fresh.resources;
+            fetched.resources = Some(r.clone());
+            fresh.resources = r;
+        }
+        if let Some(t) = templates {
+            any |= t != fresh.templates;
+            fetched.templates = Some(t.clone());
+            fresh.templates = t;
+        }
+        any
     }
 
     /// Publishes a catalog with upstream `id`'s lists replaced by `fresh` (nothing, once a
@@ -713,7 +776,7 @@ impl Pool {
         let client = caller.principal.name();
         let policy = self.policy();
         let credentials = credentials_of(&policy, client, base.name());
-        let start = |id, spec| self.launch(id, spec);
+        let start = |id, spec| self.start_one(id, spec, None);
         let serving = (self.instances).instance(&base, client, credentials, start)?;
         let upstream = &serving.upstream;
         if upstream.status() == Status::Starting {
@@ -814,15 +877,22 @@ impl Pool {
             let (mut ids, mut raw) = (Vec::new(), Vec::new());
             for spec in &policy.upstreams {
                 let old = old_names.iter().position(|n| *n == spec.name);
+                let mut listed = None;
                 let id = match old.filter(|_| plan.keep.contains(&spec.name)) {
                     Some(i) => members.id(i),
                     None => {
-                        all.push(Slot::new(self.launch(all.len(), spec.clone())));
+                        let launched = self.launch(all.len(), spec.clone(), policy);
+                        listed = launched.listed.clone().map(|c| Arc::new(Given::new(&c)));
+                        all.push(Slot::new(launched));
                         all.len() - 1
                     }
                 };
                 ids.push(id);
-                raw.push(old.map(|i| old_raw[i].clone()).unwrap_or_default());
+                raw.push(
+                    listed
+                        .or_else(|| old.map(|i| old_raw[i].clone()))
+                        .unwrap_or_default(),
+                );
             }
             retired = (members.current())
                 .filter(|u| !ids.contains(&u.index()))
@@ -927,7 +997,7 @@ fn unavailable_owner<'a>(
         })
         .find_map(|(upstream, status)| {
             let reason = match status {
-                Status::Ready => return None,
+                Status::Ready | Status::Stopped => return None,
                 Status::Down(reason) => reason,
                 Status::Starting => "still starting".into(),
             };
@@ -990,11 +1060,17 @@ pub fn summary_lines(summaries: &[UpstreamSummary]) -> BTreeMap<String, String> 
                 Status::Ready => "ready".to_owned(),
                 Status::Starting => "starting".to_owned(),
                 Status::Down(reason) => format!("DOWN ({reason})"),
+                Status::Stopped => "not running".to_owned(),
+            };
+            let lazy = match s.start {
+                ("lazy", Some(by)) => format!(" — lazy, listed from the manifest saved by {by}"),
+                ("lazy", None) => " — lazy, no manifest: started once to be listed".to_owned(),
+                _ => String::new(),
             };
             (
                 s.name.clone(),
                 format!(
-                    "{} {} protocol {} — {} tools, {} prompts, {} resources",
+                    "{} {} protocol {} — {} tools, {} prompts, {} resources{lazy}",
                     s.transport,
                     status,
                     if s.protocol_version.is_empty() {
@@ -1037,6 +1113,25 @@ mod tests {
     }
 
     #[test]
+    fn summary_lines_say_which_upstreams_are_lazy_and_where_their_lists_came_from() {
+        let lazy = |name: &str, by| UpstreamSummary {
+            name: name.into(),
+            transport: "stdio",
+            status: Status::Stopped,
+            protocol_version: "2025-11-25".into(),
+            counts: (2, 0, 0),
+            warnings: Vec::new(),
+            start: ("lazy", by),
+        };
+        let lines = summary_lines(&[lazy("a", Some("pin")), lazy("b", None)]);
+        assert_eq!(
+            lines["a"],
+            "stdio not running protocol 2025-11-25 — 2 tools, 0 prompts, 0 resources — lazy, listed from the manifest saved by pin"
+        );
+        assert!(lines["b"].ends_with("— lazy, no manifest: started once to be listed"));
+    }
+
+    #[test]
     fn summary_lines_say_health_protocol_and_counts() {
         let summary = |name: &str, status, version: &str| UpstreamSummary {
             name: name.into(),
@@ -1045,6 +1140,7 @@ mod tests {
             protocol_version: version.into(),
             counts: (3, 1, 0),
             warnings: Vec::new(),
+            start: ("eager", None),
         };
         let lines = summary_lines(&[
             summary("b", Status::Down("exited".into()), ""),

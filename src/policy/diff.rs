@@ -76,6 +76,9 @@ impl Reconcile {
             telemetry: _,
             admin: _,
             credentials: _,
+            // Read when a manifest is loaded or saved.
+            manifest_dir: _,
+            save_manifests: _,
             source: _,
             import_warnings: _,
         } = old;

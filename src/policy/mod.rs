@@ -41,6 +41,7 @@ mod reference;
 pub mod sanitize;
 pub mod sessions;
 pub mod share;
+pub mod start;
 pub mod state;
 pub mod telemetry;
 pub mod upstream;
@@ -68,6 +69,7 @@ pub(crate) use lines::path_key;
 pub use pin::PinPolicy;
 use problems::{At, Problems};
 pub use sanitize::SanitizePolicy;
+pub use start::Start;
 pub use telemetry::{AdminPolicy, LogFormat, TelemetryPolicy};
 pub use upstream::{
     DEFAULT_SERVER_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, ServerRequests, ToolFilter, Transport,
@@ -90,6 +92,11 @@ pub struct Policy {
     pub downstream: Downstream,
     /// Separator between server id and tool name (default `__`).
     pub separator: String,
+    /// `[aggregate] manifest_dir` as given (see [`start::manifest_dir`] for the default).
+    pub manifest_dir: Option<std::path::PathBuf>,
+    /// Whether every upstream's manifest is saved when its lists are fetched (`pin`), not
+    /// only a lazy upstream's.
+    pub save_manifests: bool,
     /// The upstream servers, in policy order.
     pub upstreams: Vec<UpstreamSpec>,
     /// `[budget]`.
@@ -145,6 +152,8 @@ impl Default for Policy {
         Self {
             downstream: Downstream::default(),
             separator: "__".to_owned(),
+            manifest_dir: None,
+            save_manifests: false,
             upstreams: Vec::new(),
             budget: BudgetPolicy::default(),
             discover: DiscoverPolicy::default(),

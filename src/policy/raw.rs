@@ -82,6 +82,7 @@ impl RawPolicy {
         rebase(&mut self.discover.vocabulary_file);
         rebase(&mut self.discover.embedding_model);
         rebase(&mut self.discover.embedding_cache_dir);
+        rebase(&mut self.aggregate.manifest_dir);
         rebase(&mut self.sessions.seal_key_file);
         rebase(&mut self.state.ca_file);
         rebase(&mut self.state.client_cert_file);
@@ -180,6 +181,18 @@ pub struct RawDownstream {
 pub struct RawAggregate {
     /// Separator between server id and tool name. Default: `"__"`.
     pub separator: Option<String>,
+    /// When every upstream's server runs, unless its own `start` says otherwise: `"eager"`
+    /// (default: started with the gateway) or `"lazy"` (started by the first request that
+    /// needs it, listed meanwhile from its manifest).
+    pub start: Option<String>,
+    /// Seconds a lazy server may go without requests before it is stopped (the next request
+    /// starts it again); 0: never. Default: 300.
+    pub idle_stop_secs: Option<u64>,
+    /// Where each upstream's manifest (what it lists, its capabilities, keyed by what starts
+    /// it) is kept, relative to the policy file's folder; lazy upstreams are listed from it
+    /// without running, `pin` writes it. Default: `$XDG_CACHE_HOME/mcp-budget/manifests`, else
+    /// `~/.cache/mcp-budget/manifests`.
+    pub manifest_dir: Option<PathBuf>,
 }
 
 /// One `[[upstream]]`.
@@ -241,6 +254,13 @@ pub struct RawUpstream {
     pub share: Option<String>,
     /// Seconds a per-client instance may go without calls before it is stopped. Default: 600.
     pub idle_secs: Option<u64>,
+    /// When its server runs: `"eager"` (started with the gateway) or `"lazy"` (started by the
+    /// first request that needs it: a call, `resources/read`, `prompts/get`, a subscription,
+    /// a completion; listed meanwhile from its manifest). Default: `[aggregate] start`.
+    pub start: Option<String>,
+    /// Seconds a lazy server may go without requests before it is stopped; 0: never.
+    /// Default: `[aggregate] idle_stop_secs`.
+    pub idle_stop_secs: Option<u64>,
     /// Per-client instances of this upstream running at once. Default: 32.
     pub max_instances: Option<usize>,
     /// What a 2025-era server's requests to clients (sampling, elicitation, roots) get while

@@ -98,6 +98,8 @@ pub type ClientCredentials = BTreeMap<(String, String), Credentials>;
 #[must_use]
 pub fn instance_spec(base: &UpstreamSpec, credentials: Option<&Credentials>) -> UpstreamSpec {
     let mut spec = base.clone();
+    // An instance starts on its client's first call and stops after `idle_secs` already.
+    spec.start = super::Start::Eager;
     if let Some(own) = credentials {
         match &mut spec.transport {
             Transport::Stdio { env, .. } => env.extend(own.env.clone()),

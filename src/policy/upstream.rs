@@ -49,6 +49,8 @@ pub struct UpstreamSpec {
     pub server_request_timeout: Duration,
     /// Which of its tools are served (`include_tools`, `exclude_tools`; default all).
     pub tools: ToolFilter,
+    /// When its server runs (`start`, `idle_stop_secs`; default eager).
+    pub start: super::Start,
 }
 
 /// Which of an upstream's tools the gateway serves, by the server's own tool names
@@ -215,6 +217,7 @@ impl UpstreamSpec {
             server_requests: ServerRequests::RefuseAmbiguous,
             server_request_timeout: DEFAULT_SERVER_REQUEST_TIMEOUT,
             tools: ToolFilter::default(),
+            start: super::Start::Eager,
         }
     }
 
@@ -285,11 +288,12 @@ impl Section for RawUpstream {
     /// `None` when the entry names no single way to reach the server.
     type Valid = Option<UpstreamSpec>;
     /// The names of the upstreams before this one (names must be unique).
-    type Context<'c> = &'c mut HashSet<String>;
+    type Context<'c> = (&'c mut HashSet<String>, &'c super::start::StartDefaults);
 
-    fn validate(self, seen: &mut HashSet<String>, mut at: At<'_>) -> Option<UpstreamSpec> {
+    fn validate(self, (seen, defaults): Self::Context<'_>, mut at: At<'_>) -> Option<UpstreamSpec> {
         let up = self;
         check_unique_name(&up.name, seen, &mut at);
+        let start = super::start::start(up.start.as_deref(), up.idle_stop_secs, defaults, &mut at);
         let timeout = at.secs("timeout_secs", up.timeout_secs, DEFAULT_TIMEOUT);
         let protocol = at
             .parse(
@@ -360,6 +364,7 @@ impl Section for RawUpstream {
             server_requests,
             server_request_timeout,
             tools,
+            start,
         })
     }
 }

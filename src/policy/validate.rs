@@ -29,10 +29,11 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             "missing; put `version = 1` at the top of the file",
         ),
     }
-    let separator = raw.aggregate.validate((), root.at("aggregate"));
+    let (separator, start_defaults) = raw.aggregate.validate((), root.at("aggregate"));
     let downstream = raw.downstream.validate((), root.at("downstream"));
 
-    let (upstreams, own_sanitize) = upstreams(raw.upstream, text, root.at("upstream"));
+    let (upstreams, own_sanitize) =
+        upstreams(raw.upstream, text, &start_defaults, root.at("upstream"));
     let budget = raw.budget.validate((), root.at("budget"));
     let discover = raw.discover.validate((), root.at("discover"));
     let mut clients = Vec::new();
@@ -68,6 +69,8 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     Ok(Policy {
         downstream,
         separator,
+        manifest_dir: start_defaults.manifest_dir,
+        save_manifests: false,
         upstreams,
         budget,
         discover,
@@ -116,6 +119,7 @@ type OwnSanitize = Vec<(usize, String, RawSanitize)>;
 fn upstreams(
     raw: Vec<Spanned<RawUpstream>>,
     text: &str,
+    defaults: &super::start::StartDefaults,
     mut at: At<'_>,
 ) -> (Vec<UpstreamSpec>, OwnSanitize) {
     let mut seen = HashSet::new();
@@ -130,7 +134,7 @@ fn upstreams(
         if let Some(own) = up.sanitize.take() {
             own_sanitize.push((i, up.name.clone(), own));
         }
-        upstreams.extend(up.validate(&mut seen, at.index(i).on_line(line)));
+        upstreams.extend(up.validate((&mut seen, defaults), at.index(i).on_line(line)));
     }
     (upstreams, own_sanitize)
 }
@@ -183,11 +187,17 @@ fn cross_section(
 }
 
 impl Section for RawAggregate {
-    /// The separator.
-    type Valid = String;
+    /// The separator, and what every upstream starts with.
+    type Valid = (String, super::start::StartDefaults);
     type Context<'c> = ();
 
-    fn validate(self, (): (), mut at: At<'_>) -> String {
+    fn validate(self, (): (), mut at: At<'_>) -> Self::Valid {
+        let defaults = super::start::defaults(
+            self.start.as_deref(),
+            self.idle_stop_secs,
+            self.manifest_dir,
+            &mut at,
+        );
         let separator = self.separator.unwrap_or_else(|| "__".to_owned());
         if separator.is_empty()
             || !separator
@@ -199,7 +209,7 @@ impl Section for RawAggregate {
                 "must be non-empty and use only A-Z a-z 0-9 _ - (tool names must be valid for LLM APIs)",
             );
         }
-        separator
+        (separator, defaults)
     }
 }
 

@@ -39,15 +39,7 @@ pub fn text_key(text: &str) -> TextKey {
 /// none (no disk cache).
 #[must_use]
 pub fn default_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|home| PathBuf::from(home).join(".cache"))
-        })?;
-    Some(base.join("mcp-budget").join("embeddings"))
+    crate::files::cache_dir("embeddings")
 }
 
 /// The vectors of one model, by text key; read from and saved to one file.

@@ -24,6 +24,17 @@ pub const UPSTREAM_INSTANCES: &str = "mcp_budget_upstream_instances";
 pub const UPSTREAM_RESTARTS: &str = "mcp_budget_upstream_restarts_total";
 /// Times an HTTP upstream was connected again after it was ready, by `server` (counter).
 pub const UPSTREAM_RECONNECTS: &str = "mcp_budget_upstream_reconnects_total";
+/// 1 for the life phase an upstream is in (`configured`, `manifest_known`, `starting`,
+/// `started`, `invoked`, `stopped`), 0 for the others, by `server`, `state` and `start`
+/// (`eager` | `lazy`) (gauge, read at scrape).
+pub const UPSTREAM_STATE: &str = "mcp_budget_upstream_state";
+/// Time from the request that started a lazy upstream to its handshake: what the first call
+/// after a stop waits for, by `server` (histogram, seconds).
+pub const UPSTREAM_FIRST_USE: &str = "mcp_budget_upstream_first_use_seconds";
+/// Label: an upstream's life phase.
+pub const STATE: &str = "state";
+/// Label: an upstream's `start` (`eager` | `lazy`).
+pub const START: &str = "start";
 /// Tokens of the catalog's tools listed in full, by `server` and `profile` (gauge).
 pub const TOKENS_BEFORE: &str = "mcp_budget_tokens_before";
 /// Tokens of what hosts are listed under the plan, by `server` and `profile` (gauge).
@@ -201,6 +212,16 @@ pub const METRICS: &[(&str, MetricType, &str)] = &[
         UPSTREAM_RECONNECTS,
         MetricType::Counter,
         "Reconnections of an HTTP upstream.",
+    ),
+    (
+        UPSTREAM_STATE,
+        MetricType::Gauge,
+        "1 for the life phase the upstream is in (configured, manifest_known, starting, started, invoked, stopped), else 0.",
+    ),
+    (
+        UPSTREAM_FIRST_USE,
+        MetricType::Histogram,
+        "Seconds from the request that started a lazy upstream to its handshake.",
     ),
     (
         TOKENS_BEFORE,

@@ -157,6 +157,14 @@ pub fn upstream_retry(server: &str, stdio: bool) {
     }
 }
 
+/// Lazy upstream `server` was started by a request and took `took` to its handshake.
+pub fn upstream_first_use(server: &str, took: std::time::Duration) {
+    if enabled() {
+        metrics::histogram!(names::UPSTREAM_FIRST_USE, names::SERVER => server.to_owned())
+            .record(took.as_secs_f64());
+    }
+}
+
 /// `server`'s child was started again.
 pub fn upstream_restart(server: &str) {
     if enabled() {

@@ -138,6 +138,13 @@ impl Upstream {
             Wait::Forever => None,
             Wait::For(timeout) => Some(timeout),
         };
+        // Counted in the door (what a lazy upstream's idle stop waits for); a lazy upstream
+        // that does not run is started, and the request waits for it.
+        let for_client = call.outbound.is_some() || call.client.is_some();
+        let _door = (!call.before_ready).then(|| self.enter_door(for_client));
+        if !call.before_ready {
+            self.ensure_running().await?;
+        }
         let turn = self.turn_within(&call, timeout).await?;
         let link = self.link(!call.before_ready)?;
         let id = call.id.unwrap_or_else(|| self.next_request_id());

@@ -228,7 +228,7 @@ impl HttpLink {
     /// Reopened after it ends (the session may have been renewed meanwhile); a server without
     /// one (405) is left alone.
     async fn listen(&self, upstream: &Upstream) -> bool {
-        let stop = upstream.shutdown_token().clone();
+        let stop = upstream.shutdown_token();
         loop {
             let opened = tokio::time::Instant::now();
             let outcome = tokio::select! {

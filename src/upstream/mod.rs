@@ -24,7 +24,9 @@ mod handshake;
 pub mod http;
 mod in_process;
 mod incoming;
+mod life;
 mod listen;
+pub mod manifest;
 pub mod orphans;
 mod outgoing;
 mod pending;
@@ -36,6 +38,7 @@ mod turns;
 
 pub use call::Call;
 use handshake::{client_info, handshake};
+pub use life::{LifeView, Phase};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering};
@@ -102,6 +105,9 @@ pub enum Status {
     Ready,
     /// Not serving, with the reason.
     Down(String),
+    /// Not running by design: a lazy upstream (`start = "lazy"`) listed from its manifest or
+    /// stopped after `idle_stop_secs`; the next request that needs it starts it.
+    Stopped,
 }
 
 /// What `initialize` told us about the server.
@@ -190,6 +196,12 @@ struct Inner {
     info: Mutex<ServerInfo>,
     events: mpsc::UnboundedSender<Event>,
     shutdown: CancellationToken,
+    /// The current run's token (a child of `shutdown`): cancelled to stop a lazy server.
+    run: Mutex<CancellationToken>,
+    /// How it connects: kept for each run.
+    transport: Arc<supervise::Transport>,
+    /// When its server runs, and where it is in its life.
+    life: life::Life,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Tool name → properties its `tools/call` mirrors in `Mcp-Param-*` headers (2026-07-28
     /// HTTP; tools that mark some only).
@@ -216,12 +228,14 @@ impl Upstream {
         events: mpsc::UnboundedSender<Event>,
         shutdown: CancellationToken,
     ) -> Self {
-        Self::start_tagged(index, None, spec, capabilities, events, shutdown)
+        Self::start_tagged(index, None, spec, capabilities, events, shutdown, None)
     }
 
     /// [`Upstream::start`] on a replica of a deployment (`[state]`): the ids of the
     /// server→client requests it sends carry `replica` (see [`asked_id`]), so that a replica
-    /// taking the answer forwards it here.
+    /// taking the answer forwards it here. A lazy upstream with a `manifest` is not started
+    /// but listed from it: the first request that needs it starts it ([`Status::Stopped`]
+    /// until then).
     #[must_use]
     pub fn start_tagged(
         index: usize,
@@ -230,7 +244,14 @@ impl Upstream {
         capabilities: Value,
         events: mpsc::UnboundedSender<Event>,
         shutdown: CancellationToken,
+        manifest: Option<&manifest::Manifest>,
     ) -> Self {
+        let manifest = manifest.filter(|_| spec.start.is_lazy());
+        let phase = match (manifest, spec.start.is_lazy()) {
+            (Some(_), _) => Phase::ManifestKnown,
+            (None, true) => Phase::Configured,
+            (None, false) => Phase::Starting,
+        };
         let (status, _) = watch::channel(Status::Starting);
         let era = match spec.protocol {
             UpstreamProtocol::Modern => Some(Era::Modern),
@@ -239,10 +260,18 @@ impl Upstream {
             _ if spec.http.transport == crate::policy::HttpTransport::Sse => Some(Era::Legacy),
             _ => None,
         };
+        let transport = Arc::new(match &spec.transport {
+            Transport::Stdio { .. } => supervise::Transport::Stdio,
+            Transport::Http { url, headers } => {
+                supervise::Transport::Http(http::HttpLink::new(url, headers, &spec.http))
+            }
+            Transport::InProcess(server) => supervise::Transport::InProcess(server.clone()),
+        });
         let upstream = Self {
             inner: Arc::new(Inner {
                 index,
                 replica,
+                life: life::Life::new(spec.start, phase),
                 spec,
                 capabilities,
                 link: Mutex::new(None),
@@ -256,7 +285,9 @@ impl Upstream {
                 status,
                 info: Mutex::new(ServerInfo::default()),
                 events,
+                run: Mutex::new(shutdown.child_token()),
                 shutdown,
+                transport,
                 task: Mutex::new(None),
                 param_marks: Mutex::new(HashMap::new()),
                 filter_warnings: Mutex::new(Vec::new()),
@@ -265,16 +296,16 @@ impl Upstream {
                 unreachable: Mutex::new(None),
             }),
         };
-        let transport =
-            match &upstream.inner.spec.transport {
-                Transport::Stdio { .. } => supervise::Transport::Stdio,
-                Transport::Http { url, headers } => supervise::Transport::Http(
-                    http::HttpLink::new(url, headers, &upstream.inner.spec.http),
-                ),
-                Transport::InProcess(server) => supervise::Transport::InProcess(server.clone()),
-            };
-        let task = tokio::spawn(supervise::supervise(upstream.clone(), transport));
-        *lock(&upstream.inner.task) = Some(task);
+        let Some(manifest) = manifest else {
+            upstream.spawn_run();
+            return upstream;
+        };
+        upstream.inner.status.send_replace(Status::Stopped);
+        upstream.set_info(manifest.info());
+        if let Some(era) = manifest.era() {
+            upstream.set_era(era);
+        }
+        upstream.listed_from(manifest.saved_by);
         upstream
     }
 
@@ -356,8 +387,9 @@ impl Upstream {
         }
     }
 
-    pub(crate) fn shutdown_token(&self) -> &CancellationToken {
-        &self.inner.shutdown
+    /// The current run's token: cancelled at shutdown, or when a lazy server is stopped.
+    pub(crate) fn shutdown_token(&self) -> CancellationToken {
+        lock(&self.inner.run).clone()
     }
 
     pub(crate) fn set_link(&self, link: Option<Link>) {
@@ -368,8 +400,14 @@ impl Upstream {
         let event = match &status {
             Status::Ready => Some(Event::Ready(self.inner.index)),
             Status::Down(_) => Some(Event::Down(self.inner.index)),
-            Status::Starting => None,
+            Status::Starting | Status::Stopped => None,
         };
+        let phase = match &status {
+            Status::Ready => Phase::Started,
+            Status::Starting => Phase::Starting,
+            Status::Down(_) | Status::Stopped => Phase::Stopped,
+        };
+        self.inner.life.set_phase(phase);
         self.inner.status.send_replace(status);
         if let Some(event) = event {
             let _ = self.inner.events.send(event);

@@ -196,7 +196,7 @@ impl Connection {
 }
 
 /// Keeps the upstream connected until shutdown.
-pub(crate) async fn supervise(upstream: Upstream, transport: Transport) {
+pub(crate) async fn supervise(upstream: Upstream, transport: Arc<Transport>) {
     let mut life = Lifecycle::default();
     loop {
         let started = tokio::time::Instant::now();
@@ -219,13 +219,14 @@ pub(crate) async fn supervise(upstream: Upstream, transport: Transport) {
             tracing::warn!(upstream = upstream.name(), "Upstream connection lost");
         }
         tracing::warn!(upstream = upstream.name(), reason = %reason, retry_in_ms = retry_in.as_millis(), "Upstream is down");
+        let stop = upstream.shutdown_token();
         tokio::select! {
             () = tokio::time::sleep(retry_in) => {}
-            () = upstream.shutdown_token().cancelled() => return,
+            () = stop.cancelled() => return,
         }
         crate::telemetry::record::upstream_retry(
             upstream.name(),
-            matches!(transport, Transport::Stdio),
+            matches!(*transport, Transport::Stdio),
         );
     }
 }
@@ -236,7 +237,7 @@ async fn attempt(upstream: &Upstream, transport: &Transport, life: &mut Lifecycl
         Ok(opened) => opened,
         Err(reason) => return Step::Failed(reason),
     };
-    let stop = upstream.shutdown_token().clone();
+    let stop = upstream.shutdown_token();
     let step = tokio::select! {
         step = serve(upstream, &conn, life) => step,
         reason = ended(&mut end) => {

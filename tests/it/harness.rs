@@ -667,9 +667,18 @@ pub struct GatewayBuilder<'a> {
     mode: Mode,
     downstream: &'a str,
     env: Vec<(&'a str, &'a str)>,
+    tag: Option<&'a str>,
 }
 
 impl<'a> GatewayBuilder<'a> {
+    /// Runs under `tag` (from [`new_tag`]) instead of a new one: the policy written is the
+    /// same as [`policy`] writes with that tag (what a test pinned beforehand).
+    #[must_use]
+    pub fn tag(mut self, tag: &'a str) -> Self {
+        self.tag = Some(tag);
+        self
+    }
+
     /// TOML written into the policy before the upstreams (`[downstream]`, `[budget]`, ...).
     #[must_use]
     pub fn policy(mut self, downstream: &'a str) -> Self {
@@ -699,6 +708,7 @@ impl Gateway {
             mode,
             downstream: "",
             env: Vec::new(),
+            tag: None,
         }
     }
 
@@ -713,9 +723,10 @@ impl Gateway {
             mode,
             downstream,
             env,
+            tag,
         } = how;
         let dir = tempfile::tempdir().expect("temp dir");
-        let tag = new_tag(test);
+        let tag = tag.map_or_else(|| new_tag(test), str::to_owned);
         let policy = policy(dir.path(), &tag, downstream, ups);
         let mut cmd = cli(["serve", "--policy"]).arg(&policy).tokio();
         cmd.arg("--ready-timeout-secs")

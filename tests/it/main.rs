@@ -53,6 +53,7 @@ mod http_upstream;
 mod hygiene;
 mod identity;
 mod isolation;
+mod lazy;
 mod legacy_servers;
 mod limits;
 mod llm_api;

@@ -204,7 +204,7 @@ async fn read_stream(
 ) {
     let mut named = Some(named);
     let mut decoder = SseDecoder::default();
-    let stop = upstream.shutdown_token().clone();
+    let stop = upstream.shutdown_token();
     loop {
         let chunk = tokio::select! {
             chunk = body.chunk() => chunk,
