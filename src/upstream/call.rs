@@ -141,6 +141,7 @@ impl Upstream {
         // Counted in the door (what a lazy upstream's idle stop waits for); a lazy upstream
         // that does not run is started, and the request waits for it.
         let for_client = call.outbound.is_some() || call.client.is_some();
+        let method = call.method;
         let _door = (!call.before_ready).then(|| self.enter_door(for_client));
         if !call.before_ready {
             self.ensure_running().await?;
@@ -191,6 +192,9 @@ impl Upstream {
         let answer = self.wait_for(id, reply, timeout).await;
         if let Ok(reply) = &answer {
             crate::telemetry::span::answered(&stdio_span, Some(reply));
+            if reply.error.is_none() {
+                self.inner.life.subscribed(method);
+            }
         }
         answer
     }

@@ -95,6 +95,9 @@ struct State {
     manifest: Option<SavedBy>,
     /// A request of a client came for the current run (or the one it waits for).
     used: bool,
+    /// Resources of the current run subscribed to and not unsubscribed from: a subscribed
+    /// server is not stopped when idle (its updates would lapse with it).
+    subscriptions: usize,
 }
 
 /// What `/status` shows of an upstream's life.
@@ -139,6 +142,7 @@ impl Life {
                 starts: 0,
                 manifest: None,
                 used: false,
+                subscriptions: 0,
             }),
         }
     }
@@ -156,7 +160,18 @@ impl Life {
     fn end(&self) {
         let mut state = lock(&self.state);
         state.used = false;
+        state.subscriptions = 0;
         state.phase = Phase::Stopped;
+    }
+
+    /// Counts the subscription `method` (answered without error) made or ended.
+    pub(crate) fn subscribed(&self, method: &str) {
+        let mut state = lock(&self.state);
+        match method {
+            "resources/subscribe" => state.subscriptions += 1,
+            "resources/unsubscribe" => state.subscriptions = state.subscriptions.saturating_sub(1),
+            _ => {}
+        }
     }
 
     pub(crate) fn set_manifest(&self, by: SavedBy) {
@@ -260,16 +275,18 @@ impl Upstream {
         if !life.is_lazy() || self.status() == Status::Ready {
             return Ok(());
         }
-        let started = {
+        // `started`: this request started the run; `joined`: it waits for a start (its own
+        // or one in progress), so a server going down meanwhile is a failed start.
+        let (started, joined) = {
             let _gate = life.gate.lock().await;
             if self.inner.shutdown.is_cancelled() {
                 return Err(Error::ShuttingDown);
             }
             match self.status() {
                 Status::Ready => return Ok(()),
-                // A start in progress, or a running server that went down (it restarts as
-                // an eager one does).
-                Status::Starting | Status::Down(_) if self.running() => None,
+                Status::Starting if self.running() => (None, true),
+                // A running server that went down (it restarts as an eager one does).
+                Status::Down(_) if self.running() => (None, false),
                 _ => {
                     tracing::info!(
                         upstream = self.name(),
@@ -277,7 +294,7 @@ impl Upstream {
                     );
                     lock(&life.state).starts += 1;
                     self.spawn_run();
-                    Some(Instant::now())
+                    (Some(Instant::now()), true)
                 }
             }
         };
@@ -291,7 +308,7 @@ impl Upstream {
                 }
                 Ok(())
             }
-            Status::Down(reason) if started.is_none() && self.running() => {
+            Status::Down(reason) if !joined && self.running() => {
                 // It went down after a start someone else waited for: as an eager one.
                 Err(self.down_error(reason))
             }
@@ -327,14 +344,16 @@ impl Upstream {
     }
 
     /// Stops the server of a lazy upstream that nothing uses (no request in the door since
-    /// `idle` ago, none in flight) while `run` is its current run; `true` when it did.
+    /// `idle` ago, none in flight, no resource subscribed to) while `run` is its current run; `true` when it did.
     pub(crate) async fn stop_if_idle(&self, idle: Duration, run: &CancellationToken) -> bool {
         let life = &self.inner.life;
         let _gate = life.gate.lock().await;
         // Requests sent before it was ready (a modern server's `subscriptions/listen`) are
         // not in the door: they last as long as the connection.
-        let unused = life.active.load(Ordering::SeqCst) == 0
-            && lock(&life.state).last_used.elapsed() >= idle;
+        let unused = life.active.load(Ordering::SeqCst) == 0 && {
+            let state = lock(&life.state);
+            state.subscriptions == 0 && state.last_used.elapsed() >= idle
+        };
         // A server still starting is waited for (a request may be on its way).
         if !unused || run.is_cancelled() || self.status() == Status::Starting {
             return false;

@@ -172,6 +172,55 @@ async fn lazy_upstreams_are_listed_from_pinned_manifests_start_on_a_call_and_sto
     gw.stop_and_check().await;
 }
 
+/// A lazy server a client subscribed to a resource of is not stopped when idle (its updates
+/// would lapse with it); once unsubscribed, it is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscribed_lazy_server_is_not_stopped_when_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let tag = new_tag("lazy-subscribed");
+    let admin = free_port();
+    let extra = lazy_policy(dir.path(), 1, admin, "");
+    let ups = [Up::everything("every")];
+    pin(dir.path(), &tag, &extra, &ups);
+    let mut gw = Gateway::builder("lazy-subscribed", Mode::Stdio)
+        .policy(&extra)
+        .tag(&tag)
+        .start(&ups)
+        .await;
+    gw.client().initialize().await;
+    let list = gw.client().request("resources/list", json!({})).await;
+    let uri = list["result"]["resources"][0]["uri"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a resource: {list}"))
+        .to_owned();
+    let sub = gw
+        .client()
+        .request("resources/subscribe", json!({ "uri": uri }))
+        .await;
+    assert!(sub.get("result").is_some(), "{sub}");
+    assert_eq!(
+        count(&gw, "mcp-server-everything"),
+        1,
+        "subscribing started it"
+    );
+    // Four idle periods later it still runs.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        count(&gw, "mcp-server-everything"),
+        1,
+        "stopped while subscribed; log:\n{}",
+        gw.log()
+    );
+    let unsub = gw
+        .client()
+        .request("resources/unsubscribe", json!({ "uri": uri }))
+        .await;
+    assert!(unsub.get("result").is_some(), "{unsub}");
+    until_gone(&gw, "mcp-server-everything").await;
+    assert_eq!(status_of(admin, "every").await["state"], "stopped");
+    gw.stop_and_check().await;
+}
+
 /// The upstream of [`concurrent_first_calls_share_one_start_and_a_failed_start_answers_them_all`]:
 /// `named_server.py` behind a shell that fails while `marker` exists.
 fn flaky(marker: &Path) -> Up {
