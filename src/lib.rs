@@ -109,6 +109,7 @@ pub mod plan;
 pub mod policy;
 pub mod profile;
 mod redact;
+pub mod results;
 #[doc(hidden)]
 pub mod reload;
 #[doc(hidden)]
