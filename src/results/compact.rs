@@ -111,6 +111,12 @@ pub fn compact_text(
         return None;
     }
     let Some((value, minified)) = parse_json(text) else {
+        if let Some((preamble, rest)) = after_preamble(text) {
+            let (body, _) = compact_text(rest, format, count)?;
+            let whole = format!("{preamble}\n{body}");
+            let n = count(&whole);
+            return Some((whole, n));
+        }
         if format == ResultFormat::Toon {
             let table = super::toon::csv_table(text)?;
             let n = count(&table);
@@ -130,6 +136,20 @@ pub fn compact_text(
         }
     }
     Some(best)
+}
+
+/// A few lines of prose before one JSON document (`Contents of URL:` and the document, as
+/// `fetch` writes): the prose (kept as written) and the document.
+fn after_preamble(text: &str) -> Option<(&str, &str)> {
+    let mut at = 0;
+    for _ in 0..4 {
+        at += text[at..].find('\n')? + 1;
+        let rest = &text[at..];
+        if rest.trim_start().starts_with(['{', '[']) && parse_json(rest).is_some() {
+            return Some((&text[..at - 1], rest));
+        }
+    }
+    None
 }
 
 /// `text` parsed, and minified; `None` when it is not one JSON object or array.
@@ -250,7 +270,7 @@ mod tests {
         let big = "[\n  {\"id\": 1},\n  {\"id\": 2}\n]";
         let mut error = json!({"isError": true, "content": [{"type": "text", "text": big}]});
         assert_eq!(compact_result(&mut error, ResultFormat::Toon, &chars), None);
-        for text in ["plain words, nothing to do", "{\"a\": 1", "[1, 2] trailing"] {
+        for text in ["plain words, nothing to do", "{\"a\": 1", "[1, 2] trailing", "a\n[1,"] {
             let mut r = json!({"content": [{"type": "text", "text": text}]});
             let before = r.clone();
             assert_eq!(compact_result(&mut r, ResultFormat::Toon, &chars), None);
@@ -272,6 +292,13 @@ mod tests {
         assert_eq!(r["content"][1]["type"], "image");
         assert_eq!(r["structuredContent"]["rows"][1]["y"], 4);
         assert_eq!(c.after, chars("rows[2]{x,y}:\n  1,2\n  3,4"));
+    }
+
+    #[test]
+    fn prose_before_a_json_document_is_kept_and_the_document_compacted() {
+        let text = "Contents of http://x/r.json:\n[\n  {\"a\": 1},\n  {\"a\": 2}\n]";
+        let (out, _) = compact_text(text, ResultFormat::Toon, &chars).unwrap();
+        assert_eq!(out, "Contents of http://x/r.json:\n[2]{a}:\n  1\n  2");
     }
 
     proptest::proptest! {
