@@ -339,6 +339,10 @@ impl Policy {
         if inline.budget_percent.is_some() {
             self.budget.threshold_bp = parsed.budget.threshold_bp;
         }
+        // `--toonify` / `--shrinkfit`: the server's rule, before the policy's (it wins a tie).
+        for rule in parsed.budget.tools.into_iter().rev() {
+            self.budget.tools.insert(0, rule);
+        }
         for spec in parsed.upstreams {
             if self.upstreams.iter().any(|u| u.name == spec.name) {
                 return Err(invalid(
@@ -364,6 +368,34 @@ mod tests {
             command: words.iter().map(|w| (*w).to_owned()).collect(),
             ..Inline::default()
         }
+    }
+
+    #[test]
+    fn toonify_and_shrinkfit_are_the_servers_result_rule() {
+        let mut policy = Policy::default();
+        let inline = Inline {
+            toonify: true,
+            shrinkfit: Some(8001),
+            ..cmd(&["uvx", "mcp-server-time"])
+        };
+        policy.add_inline(&inline).unwrap();
+        let rule = policy.budget.rule("time", "get_current_time").unwrap();
+        assert_eq!(rule.result_format, crate::results::ResultFormat::Toon);
+        assert_eq!(rule.max_result_tokens, Some(2001));
+        let mut policy = Policy::default();
+        let shrink = Inline {
+            shrinkfit: Some(400),
+            ..cmd(&["uvx", "mcp-server-time"])
+        };
+        policy.add_inline(&shrink).unwrap();
+        let rule = policy.budget.rule("time", "x").unwrap();
+        assert_eq!(rule.result_format, crate::results::ResultFormat::Json);
+        let no_server = Inline {
+            toonify: true,
+            ..Inline::default()
+        };
+        let err = Policy::default().add_inline(&no_server).unwrap_err();
+        assert!(err.to_string().contains("--toonify"), "{err}");
     }
 
     #[test]
