@@ -109,9 +109,9 @@ pub mod plan;
 pub mod policy;
 pub mod profile;
 mod redact;
-pub mod results;
 #[doc(hidden)]
 pub mod reload;
+pub mod results;
 #[doc(hidden)]
 pub mod routing;
 #[doc(hidden)]

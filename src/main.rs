@@ -281,7 +281,9 @@ fn shrinkfit_chars(value: Option<&str>) -> Result<Option<usize>, String> {
         Some("") => Ok(Some(mcp_budget::import::inline::DEFAULT_SHRINKFIT_CHARS)),
         Some(v) => match v.parse::<usize>() {
             Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(format!("--shrinkfit={v}: expected a number of characters (at least 1)")),
+            _ => Err(format!(
+                "--shrinkfit={v}: expected a number of characters (at least 1)"
+            )),
         },
     }
 }

@@ -441,7 +441,10 @@ fn compressor_keys(id: &str, wrapped: &crate::import::compressor::Wrapped) -> St
     }
     if let Some(chars) = wrapped.shrinkfit {
         let tokens = crate::import::inline::shrinkfit_tokens(chars);
-        let _ = writeln!(rule, "max_result_tokens = {tokens}  # --shrinkfit={chars} characters");
+        let _ = writeln!(
+            rule,
+            "max_result_tokens = {tokens}  # --shrinkfit={chars} characters"
+        );
     }
     if !rule.is_empty() {
         let _ = write!(t, "\n[budget.tools.{}]\n{rule}", quote(&format!("{id}/*")));

@@ -121,7 +121,9 @@ pub(crate) fn unwrap(command: &str, args: &[String]) -> Option<Wrapped> {
             "--shrinkfit" => match value.as_deref().map(str::parse::<usize>) {
                 None => out.shrinkfit = Some(super::inline::DEFAULT_SHRINKFIT_CHARS),
                 Some(Ok(n)) if n > 0 => out.shrinkfit = Some(n),
-                Some(_) => out.dropped.push(format!("{flag}={}", value.unwrap_or_default())),
+                Some(_) => out
+                    .dropped
+                    .push(format!("{flag}={}", value.unwrap_or_default())),
             },
             // The frontend's name and transport are the gateway's own business.
             "-n" | "--server-name" | "--transport" | "--port" => {}

@@ -92,10 +92,12 @@ impl Inline {
                 );
             }
             if self.result_rule().is_some() {
-                return Err("--toonify and --shrinkfit apply to the server given after `--` \
+                return Err(
+                    "--toonify and --shrinkfit apply to the server given after `--` \
                             (or by --url): name one, or set [budget.tools.\"SERVER/*\"] \
                             result_format and max_result_tokens in the policy"
-                    .into());
+                        .into(),
+                );
             }
             return Ok(doc);
         }

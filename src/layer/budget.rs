@@ -306,9 +306,10 @@ fn result_store(
     }
     let limits = policy.budget.results;
     let kept = previous.and_then(|p| p.state.results.clone());
-    Some(kept.filter(|s| s.limits() == limits).unwrap_or_else(|| {
-        Arc::new(crate::results::ResultStore::new(limits))
-    }))
+    Some(
+        kept.filter(|s| s.limits() == limits)
+            .unwrap_or_else(|| Arc::new(crate::results::ResultStore::new(limits))),
+    )
 }
 
 /// The servers whose tools are dynamic (`volatile = true` upstreams): listed after the rest.

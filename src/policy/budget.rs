@@ -35,9 +35,9 @@ use super::problems::{At, Section};
 use crate::catalog::CatalogTool;
 use crate::compress::Level;
 use crate::plan::Rules;
-use crate::results::{ResultFormat, StoreLimits};
 pub use crate::plan::{Budget, LevelChoice, ModeChoice};
 use crate::profile::{self, Profile, ProfileError, ProfileOverrides};
+use crate::results::{ResultFormat, StoreLimits};
 use crate::tokens::Wording;
 
 /// Default share of the context window, in hundredths of a percent (2%).
@@ -423,14 +423,24 @@ impl RawBudget {
         let mut limits = StoreLimits::default();
         if self.result_ttl_secs == Some(0) {
             at.push_at("result_ttl_secs", "must be at least 1");
-        } else if let Some(secs) =
-            at.bounded("result_ttl_secs", self.result_ttl_secs, super::problems::MAX_SECS)
-        {
+        } else if let Some(secs) = at.bounded(
+            "result_ttl_secs",
+            self.result_ttl_secs,
+            super::problems::MAX_SECS,
+        ) {
             limits.ttl = std::time::Duration::from_secs(secs);
         }
         for (key, value, slot) in [
-            ("result_session_bytes", self.result_session_bytes, &mut limits.session_bytes),
-            ("result_store_bytes", self.result_store_bytes, &mut limits.store_bytes),
+            (
+                "result_session_bytes",
+                self.result_session_bytes,
+                &mut limits.session_bytes,
+            ),
+            (
+                "result_store_bytes",
+                self.result_store_bytes,
+                &mut limits.store_bytes,
+            ),
         ] {
             match value {
                 Some(0) => at.push_at(key, "must be at least 1"),
@@ -502,7 +512,11 @@ impl Section for RawToolRule {
             at.push_at("max_result_tokens", "must be at least 1");
         }
         let result_format = at
-            .parse("result_format", self.result_format.as_deref(), str::parse::<ResultFormat>)
+            .parse(
+                "result_format",
+                self.result_format.as_deref(),
+                str::parse::<ResultFormat>,
+            )
             .unwrap_or_default();
         if self.pin && min_level.is_some_and(|l| l > Level::Off) {
             at.push("a pinned tool is never compressed; drop pin or min_level");

@@ -488,7 +488,9 @@ impl RawDiscover {
             result_format: crate::results::ResultFormat::Off,
         };
         let format = self.code_mode_result_format.as_deref();
-        let result_format = at.parse("code_mode_result_format", format, str::parse).unwrap_or_default();
+        let result_format = at
+            .parse("code_mode_result_format", format, str::parse)
+            .unwrap_or_default();
         CodeMode {
             result_format,
             ..code

@@ -44,7 +44,9 @@ impl FromStr for ResultFormat {
             "off" => Ok(Self::Off),
             "json" => Ok(Self::Json),
             "toon" => Ok(Self::Toon),
-            other => Err(format!("unknown result_format {other:?}: expected off, json or toon")),
+            other => Err(format!(
+                "unknown result_format {other:?}: expected off, json or toon"
+            )),
         }
     }
 }
@@ -75,8 +77,7 @@ pub fn compact_result(
     format: ResultFormat,
     count: &dyn Fn(&str) -> usize,
 ) -> Option<Compaction> {
-    if format == ResultFormat::Off || result.get("isError").and_then(Value::as_bool) == Some(true)
-    {
+    if format == ResultFormat::Off || result.get("isError").and_then(Value::as_bool) == Some(true) {
         return None;
     }
     let blocks = result.get_mut("content")?.as_array_mut()?;
@@ -259,7 +260,10 @@ mod tests {
 
     #[test]
     fn numbers_or_keys_a_reencoding_would_change_keep_it_json() {
-        for text in ["[{\"a\": 1.50}, {\"a\": 2}]", "{\"k\": 1, \"k\": 2, \"x\": [1,2]}"] {
+        for text in [
+            "[{\"a\": 1.50}, {\"a\": 2}]",
+            "{\"k\": 1, \"k\": 2, \"x\": [1,2]}",
+        ] {
             let (out, _) = compact_text(text, ResultFormat::Toon, &chars).unwrap();
             assert!(out.starts_with(['{', '[']), "{out}");
         }
@@ -270,7 +274,12 @@ mod tests {
         let big = "[\n  {\"id\": 1},\n  {\"id\": 2}\n]";
         let mut error = json!({"isError": true, "content": [{"type": "text", "text": big}]});
         assert_eq!(compact_result(&mut error, ResultFormat::Toon, &chars), None);
-        for text in ["plain words, nothing to do", "{\"a\": 1", "[1, 2] trailing", "a\n[1,"] {
+        for text in [
+            "plain words, nothing to do",
+            "{\"a\": 1",
+            "[1, 2] trailing",
+            "a\n[1,",
+        ] {
             let mut r = json!({"content": [{"type": "text", "text": text}]});
             let before = r.clone();
             assert_eq!(compact_result(&mut r, ResultFormat::Toon, &chars), None);

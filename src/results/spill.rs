@@ -74,7 +74,12 @@ impl Spill {
     ) -> usize {
         let len = self.text.chars().count();
         let summary = self.json.as_ref().map_or_else(
-            || format!("text, {} lines, {len} characters", self.text.lines().count()),
+            || {
+                format!(
+                    "text, {} lines, {len} characters",
+                    self.text.lines().count()
+                )
+            },
             describe,
         );
         let draft = note(id, 0, len, self.total, self.total, &summary);
@@ -89,7 +94,12 @@ impl Spill {
         let mut content: Vec<Value> = object
             .get("content")
             .and_then(Value::as_array)
-            .map(|b| b.iter().filter(|b| b.get("text").is_none()).cloned().collect())
+            .map(|b| {
+                b.iter()
+                    .filter(|b| b.get("text").is_none())
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default();
         if !head.is_empty() {
             content.insert(0, json!({"type": "text", "text": head}));
@@ -187,10 +197,16 @@ impl Read {
     /// [`ReadError::Arguments`] when `id` is missing or a field has the wrong type.
     pub fn of(arguments: &Value) -> Result<(String, Self), ReadError> {
         let bad = |m: &str| ReadError::Arguments(m.to_owned());
-        let id = arguments.get("id").and_then(Value::as_str).ok_or_else(|| bad("id (a string) is required"))?;
+        let id = arguments
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("id (a string) is required"))?;
         let offset = match arguments.get("offset") {
             None | Some(Value::Null) => 0,
-            Some(v) => v.as_u64().and_then(|o| usize::try_from(o).ok()).ok_or_else(|| bad("offset must be a non-negative integer"))?,
+            Some(v) => v
+                .as_u64()
+                .and_then(|o| usize::try_from(o).ok())
+                .ok_or_else(|| bad("offset must be a non-negative integer"))?,
         };
         let text = |key: &str| match arguments.get(key) {
             None | Some(Value::Null) => Ok(None),
@@ -237,7 +253,10 @@ pub fn read_page(
         }
     }
     let footer = if end >= len {
-        format!("[characters {}–{end} of {len}: the end]", read.offset.min(len))
+        format!(
+            "[characters {}–{end} of {len}: the end]",
+            read.offset.min(len)
+        )
     } else {
         format!(
             "[characters {}–{end} of {len}; next page: {READ_RESULT} {next}]",
@@ -252,7 +271,11 @@ pub fn read_page(
 
 /// The text `read` selects of `stored`: all of it, the value at a pointer, the lines (or
 /// array items) containing a substring.
-fn select(stored: &Stored, read: &Read, count: &dyn Fn(&str) -> usize) -> Result<String, ReadError> {
+fn select(
+    stored: &Stored,
+    read: &Read,
+    count: &dyn Fn(&str) -> usize,
+) -> Result<String, ReadError> {
     let mut value = match (&read.pointer, &stored.json) {
         (None, _) => None,
         (Some(p), Some(json)) => Some(json.pointer(p).cloned().ok_or_else(|| {
@@ -266,7 +289,10 @@ fn select(stored: &Stored, read: &Read, count: &dyn Fn(&str) -> usize) -> Result
     };
     let needle = read.contains.as_deref().map(str::to_lowercase);
     if let Some(needle) = &needle {
-        let array = value.as_ref().or(stored.json.as_ref()).and_then(Value::as_array);
+        let array = value
+            .as_ref()
+            .or(stored.json.as_ref())
+            .and_then(Value::as_array);
         if let Some(items) = array {
             let hits = items
                 .iter()
@@ -288,7 +314,8 @@ fn select(stored: &Stored, read: &Read, count: &dyn Fn(&str) -> usize) -> Result
         Some(Value::String(s)) => s,
         Some(v) => {
             let pretty = v.to_string();
-            compact_text(&pretty, stored.format.max(ResultFormat::Json), count).map_or(pretty, |c| c.0)
+            compact_text(&pretty, stored.format.max(ResultFormat::Json), count)
+                .map_or(pretty, |c| c.0)
         }
     })
 }

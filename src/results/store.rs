@@ -96,7 +96,9 @@ pub struct ResultStore {
 
 impl std::fmt::Debug for ResultStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResultStore").field("limits", &self.limits).finish_non_exhaustive()
+        f.debug_struct("ResultStore")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
 }
 
@@ -145,7 +147,10 @@ impl ResultStore {
         let mut sessions = crate::lock::lock(&self.sessions);
         self.expire(&mut sessions, now);
         let entries = sessions.get(session)?;
-        entries.iter().find(|e| e.id == id).map(|e| e.stored.clone())
+        entries
+            .iter()
+            .find(|e| e.id == id)
+            .map(|e| e.stored.clone())
     }
 
     /// Bytes kept now (all sessions).
@@ -205,7 +210,10 @@ mod tests {
         let t0 = Instant::now();
         let id = store.put("a", kept("hello"), t0).unwrap();
         assert_eq!(store.get("a", &id, t0).unwrap().text, "hello");
-        assert!(store.get("b", &id, t0).is_none(), "another session's id reads nothing");
+        assert!(
+            store.get("b", &id, t0).is_none(),
+            "another session's id reads nothing"
+        );
         assert!(store.get("a", &id, t0 + Duration::from_secs(61)).is_none());
         assert_eq!(store.bytes(), 0);
     }
@@ -218,17 +226,27 @@ mod tests {
             store_bytes: 50,
         });
         let t = Instant::now();
-        assert_eq!(store.put("a", kept(&"x".repeat(40)), t), None, "larger than a session");
+        assert_eq!(
+            store.put("a", kept(&"x".repeat(40)), t),
+            None,
+            "larger than a session"
+        );
         let a1 = store.put("a", kept(&"1".repeat(19)), t).unwrap();
         let a2 = store.put("a", kept(&"2".repeat(19)), t).unwrap();
         assert!(store.get("a", &a1, t).is_none() && store.get("a", &a2, t).is_some());
-        let b1 = store.put("b", kept(&"3".repeat(19)), t + Duration::from_secs(1)).unwrap();
-        let b2 = store.put("b", kept(&"4".repeat(9)), t + Duration::from_secs(2)).unwrap();
+        let b1 = store
+            .put("b", kept(&"3".repeat(19)), t + Duration::from_secs(1))
+            .unwrap();
+        let b2 = store
+            .put("b", kept(&"4".repeat(9)), t + Duration::from_secs(2))
+            .unwrap();
         // 20 + 20 + 10 = 50: within; one more and a's (the oldest) goes.
         assert_eq!(store.bytes(), 50);
         let c1 = store.put("c", kept("5"), t + Duration::from_secs(3));
         assert!(store.get("a", &a2, t).is_none());
-        assert!(c1.is_some() && store.get("b", &b1, t).is_some() && store.get("b", &b2, t).is_some());
+        assert!(
+            c1.is_some() && store.get("b", &b1, t).is_some() && store.get("b", &b2, t).is_some()
+        );
         assert!(store.bytes() <= 50);
     }
 }

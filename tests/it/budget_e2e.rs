@@ -98,7 +98,10 @@ fn the_same_gateway_in_progressive_mode_defers_behind_meta_tools() {
 fn a_short_result_passes_whole_under_its_budget() {
     let budget = "mode = \"full\"\n[budget.tools.\"everything/echo\"]\nmax_result_tokens = 30";
     let r = report(budget, &echo("short"));
-    assert_eq!(r["calls"][0]["result"]["content"][0]["text"], "Echo: short", "{r}");
+    assert_eq!(
+        r["calls"][0]["result"]["content"][0]["text"], "Echo: short",
+        "{r}"
+    );
 }
 
 /// The read-back client's report for the gateway under `budget`: `tool` called with `args`
@@ -120,16 +123,31 @@ fn read_back(budget: &str, setup: &Value, tool: &str, args: &Value) -> Value {
 fn a_result_ten_times_over_its_budget_is_read_back_whole() {
     let budget = "mode = \"full\"\n[budget.tools.\"everything/echo\"]\nmax_result_tokens = 300";
     let message: String = (0..1200).map(|i| format!("word{i} ")).collect();
-    let r = read_back(budget, &json!([]), "everything__echo", &json!({"message": message}));
+    let r = read_back(
+        budget,
+        &json!([]),
+        "everything__echo",
+        &json!({"message": message}),
+    );
     let tools = r["tools"].as_array().unwrap_or_else(|| panic!("{r}"));
     assert_eq!(tools.last(), Some(&json!("read_result")), "{r}");
     let first = r["first"].as_array().unwrap();
     let note = first.last().and_then(Value::as_str).unwrap();
-    assert!(note.contains("The whole result is kept: call read_result"), "{note}");
+    assert!(
+        note.contains("The whole result is kept: call read_result"),
+        "{note}"
+    );
     assert!(note.starts_with("[… ") && note.contains(" of "), "{note}");
     let pages = r["pages"].as_array().unwrap();
-    assert!(pages.len() >= 8, "about ten budgets of text, a page a budget: {r}");
-    assert_eq!(r["whole"].as_str(), Some(format!("Echo: {message}").as_str()), "{r}");
+    assert!(
+        pages.len() >= 8,
+        "about ten budgets of text, a page a budget: {r}"
+    );
+    assert_eq!(
+        r["whole"].as_str(),
+        Some(format!("Echo: {message}").as_str()),
+        "{r}"
+    );
 }
 
 /// Issue 54: `result_format = "toon"` on the real memory server: its pretty-printed graph comes

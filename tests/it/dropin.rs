@@ -105,7 +105,10 @@ async fn toonify_with_compression_serves_json_results_as_toon() {
     // The server's pretty JSON (`{\n  "timezone": "UTC", …`), as TOON.
     let text = call_text(&report, 0);
     assert!(text.starts_with("timezone: UTC\ndatetime: \""), "{report}");
-    assert!(text.contains("\nday_of_week: ") && !text.contains('{'), "{text}");
+    assert!(
+        text.contains("\nday_of_week: ") && !text.contains('{'),
+        "{text}"
+    );
     assert_no_leftovers(&tag).await;
     drop(guard);
 }

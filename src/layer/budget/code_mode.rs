@@ -30,12 +30,12 @@ use tower::{Service, ServiceExt};
 
 use super::result_budget::ResultRule;
 use super::state::{Planned, State};
-use crate::results::ResultFormat;
 use crate::codemode::{self, Bridge, CallError, Failure, Limit, Ran};
 use crate::context::McpRequest;
 use crate::discover::Discovery;
 use crate::jsonrpc::{Message, to_raw};
 use crate::policy::CodeMode;
+use crate::results::ResultFormat;
 use crate::telemetry::{names, record};
 
 /// Extra native stack of a run's thread beyond the engine's limit (the engine checks its own

@@ -35,7 +35,10 @@ impl State {
     pub(super) fn result_rule(&self, exposed: &str, session: &str) -> Option<ResultRule> {
         let catalog = self.catalog.borrow();
         let (i, tool) = catalog.tool(exposed)?;
-        let (max, format) = self.base.budget.result_rule(catalog.names().get(i)?, tool)?;
+        let (max, format) = self
+            .base
+            .budget
+            .result_rule(catalog.names().get(i)?, tool)?;
         Some(ResultRule {
             exposed: exposed.to_owned(),
             max,
@@ -50,7 +53,12 @@ impl State {
         let count = |t: &str| self.base.counter.count_text(t);
         if let Some(c) = compact_result(result, rule.format, &count) {
             self.results_compacted.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(tool = rule.exposed, before = c.before, after = c.after, "Tool result compacted");
+            tracing::debug!(
+                tool = rule.exposed,
+                before = c.before,
+                after = c.after,
+                "Tool result compacted"
+            );
         }
         let Some(max) = rule.max else {
             return;
@@ -61,7 +69,13 @@ impl State {
             if let Some(id) = store.put(&rule.session, kept, Instant::now()) {
                 let shown = spill.head_into(result, &id, max, &count);
                 self.results_cut.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(tool = rule.exposed, id, shown, total, "Tool result over its budget kept for read_result");
+                tracing::info!(
+                    tool = rule.exposed,
+                    id,
+                    shown,
+                    total,
+                    "Tool result over its budget kept for read_result"
+                );
                 return;
             }
         }
@@ -93,7 +107,8 @@ impl State {
     /// the caller may still see the tool that returned it; an error result otherwise.
     pub(super) fn read_result(&self, req: &McpRequest) -> Value {
         let arguments = req.view.arguments_value(&req.message);
-        let error = |text: String| json!({"isError": true, "content": [{"type": "text", "text": text}]});
+        let error =
+            |text: String| json!({"isError": true, "content": [{"type": "text", "text": text}]});
         let (id, read) = match Read::of(&arguments) {
             Ok(parsed) => parsed,
             Err(e) => return error(e.to_string()),
@@ -106,8 +121,15 @@ impl State {
             return unknown();
         };
         if !self.may_read(req, &kept.tool) {
-            tracing::info!(tool = kept.tool, id, "read_result denied: the caller may not see the tool");
-            return error(format!("result {id:?} is of tool {}, which this client may not use", kept.tool));
+            tracing::info!(
+                tool = kept.tool,
+                id,
+                "read_result denied: the caller may not see the tool"
+            );
+            return error(format!(
+                "result {id:?} is of tool {}, which this client may not use",
+                kept.tool
+            ));
         }
         let count = |t: &str| self.base.counter.count_text(t);
         match read_page(&kept, &id, &read, &count) {
@@ -136,7 +158,10 @@ impl State {
         };
         let principal = &req.caller.principal;
         principal.via() == crate::identity::Via::Anonymous
-            || principal.client().scope().may_see(Target::tool(server, tool))
+            || principal
+                .client()
+                .scope()
+                .may_see(Target::tool(server, tool))
     }
 }
 

@@ -29,13 +29,20 @@ fn upstream() -> impl crate::layer::Inner {
     tower::service_fn(|req: McpRequest| async move {
         let id = req.message.id.clone().unwrap();
         let text = issues(200);
-        Ok(Some(Message::response_value(id, &json!({"content": [{"type": "text", "text": text}]}))))
+        Ok(Some(Message::response_value(
+            id,
+            &json!({"content": [{"type": "text", "text": text}]}),
+        )))
     })
 }
 
 fn tools() -> Vec<CatalogTool> {
     let tool = |name: &str| {
-        CatalogTool::new("gh", json!({"name": name, "inputSchema": {"type": "object"}})).unwrap()
+        CatalogTool::new(
+            "gh",
+            json!({"name": name, "inputSchema": {"type": "object"}}),
+        )
+        .unwrap()
     };
     vec![tool("list_issues"), tool("get_secret")]
 }
@@ -53,16 +60,27 @@ fn principal(name: &str, allow: &[&str]) -> Arc<Principal> {
     let dir = Directory::new(vec![
         Client::new(name, Scope::new(globs, vec![], vec![])).with_key(api_key::digest(&key)),
     ]);
-    Arc::new(dir.authenticate(Credential::ApiKey(&key)).expect("a client"))
+    Arc::new(
+        dir.authenticate(Credential::ApiKey(&key))
+            .expect("a client"),
+    )
 }
 
-fn call(session: &Arc<Session>, who: Option<&Arc<Principal>>, name: &str, args: &Value) -> McpRequest {
+fn call(
+    session: &Arc<Session>,
+    who: Option<&Arc<Principal>>,
+    name: &str,
+    args: &Value,
+) -> McpRequest {
     let params = json!({"name": name, "arguments": args});
     let mut caller = Caller::new(session.clone());
     if let Some(p) = who {
         caller = caller.with_principal(p.clone());
     }
-    McpRequest::new(Message::request(Id::Number(1), "tools/call", Some(to_raw(&params))), caller)
+    McpRequest::new(
+        Message::request(Id::Number(1), "tools/call", Some(to_raw(&params))),
+        caller,
+    )
 }
 
 fn session(id: &str) -> Arc<Session> {
@@ -86,12 +104,18 @@ fn next_of(note: &str) -> Option<Value> {
 
 #[tokio::test]
 async fn compaction_applies_to_the_tools_whose_rule_asks_for_it() {
-    let layer = fixed(tools(), &policy("[budget.tools.\"gh/list_issues\"]\nresult_format = \"toon\"\n"));
+    let layer = fixed(
+        tools(),
+        &policy("[budget.tools.\"gh/list_issues\"]\nresult_format = \"toon\"\n"),
+    );
     let mut svc = layer.layer(upstream());
     let s = session("s1");
     let reply = answer(&mut svc, call(&s, None, "gh__list_issues", &json!({}))).await;
     let text = &texts(&reply)[0];
-    assert!(text.starts_with("[200]{number,title,state}:\n  0,issue 0,open"), "{text}");
+    assert!(
+        text.starts_with("[200]{number,title,state}:\n  0,issue 0,open"),
+        "{text}"
+    );
     let plain = answer(&mut svc, call(&s, None, "gh__get_secret", &json!({}))).await;
     assert_eq!(texts(&plain)[0], issues(200));
     assert_eq!(layer.results_compacted(), 1);
@@ -102,14 +126,23 @@ async fn compaction_applies_to_the_tools_whose_rule_asks_for_it() {
 
 #[tokio::test]
 async fn a_result_over_its_budget_is_read_back_whole_by_its_session_only() {
-    let layer = fixed(tools(), &policy("[budget.tools.\"gh/*\"]\nmax_result_tokens = 200\n"));
+    let layer = fixed(
+        tools(),
+        &policy("[budget.tools.\"gh/*\"]\nmax_result_tokens = 200\n"),
+    );
     let mut svc = layer.layer(upstream());
     let list = answer(&mut svc, super::tests::request(2, "tools/list", &json!({}))).await;
-    assert_eq!(names(&list.result_as().unwrap()).last().map(String::as_str), Some("read_result"));
+    assert_eq!(
+        names(&list.result_as().unwrap()).last().map(String::as_str),
+        Some("read_result")
+    );
     let s = session("s1");
     let first = texts(&answer(&mut svc, call(&s, None, "gh__list_issues", &json!({}))).await);
     let (head, note) = (&first[0], &first[1]);
-    assert!(note.contains("array of 200 objects {number,title,state}"), "{note}");
+    assert!(
+        note.contains("array of 200 objects {number,title,state}"),
+        "{note}"
+    );
     let mut whole = head.clone();
     let mut next = next_of(note).expect("the note names the next page");
     let id = next["id"].as_str().unwrap().to_owned();
@@ -133,12 +166,21 @@ async fn a_result_over_its_budget_is_read_back_whole_by_its_session_only() {
 
 #[tokio::test]
 async fn a_client_that_may_not_see_the_tool_may_not_read_its_result() {
-    let layer = fixed(tools(), &policy("[budget.tools.\"gh/*\"]\nmax_result_tokens = 150\n"));
+    let layer = fixed(
+        tools(),
+        &policy("[budget.tools.\"gh/*\"]\nmax_result_tokens = 150\n"),
+    );
     let mut svc = layer.layer(upstream());
     let alice = principal("alice", &["gh/*"]);
     let mallory = principal("mallory", &["gh/get_secret"]);
     let s = session("shared");
-    let first = texts(&answer(&mut svc, call(&s, Some(&alice), "gh__list_issues", &json!({}))).await);
+    let first = texts(
+        &answer(
+            &mut svc,
+            call(&s, Some(&alice), "gh__list_issues", &json!({})),
+        )
+        .await,
+    );
     let next = next_of(first.last().unwrap()).unwrap();
     let read = texts(&answer(&mut svc, call(&s, Some(&alice), "read_result", &next)).await);
     assert!(read[0].contains("issue"), "{read:?}");

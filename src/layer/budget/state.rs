@@ -382,8 +382,9 @@ impl State {
         if self.results.is_some() && !native {
             // `read_result`, listed last whatever the mode: a result over its budget names it.
             let definition = crate::results::read_definition(crate::results::READ_RESULT);
-            let tokens = (definition.as_object())
-                .map_or(0, |d| profile.counter.count_tool(crate::results::READ_RESULT, d));
+            let tokens = (definition.as_object()).map_or(0, |d| {
+                profile.counter.count_tool(crate::results::READ_RESULT, d)
+            });
             listed.push(crate::canonical::into_canonical_tool(definition));
             result = to_raw(&json!({ "tools": listed }));
             plan.count_added(tokens, rules.mode != ModeChoice::HostSearch);

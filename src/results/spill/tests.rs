@@ -21,7 +21,11 @@ fn read_all(stored: &Stored, id: &str, read: &Read) -> String {
         if footer.ends_with("the end]") {
             return out;
         }
-        let next = footer.split(" read_result ").nth(1).unwrap().trim_end_matches(']');
+        let next = footer
+            .split(" read_result ")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches(']');
         let next: Value = serde_json::from_str(next).unwrap();
         read.offset = usize::try_from(next["offset"].as_u64().unwrap()).unwrap();
     }
@@ -43,7 +47,10 @@ fn a_result_ten_times_over_is_all_read_back_by_its_pages() {
     assert!(shown > 0 && shown <= max);
     let note = content[1]["text"].as_str().unwrap();
     assert!(note.contains("{\"id\":\"r7\",\"offset\":"), "{note}");
-    assert!(note.contains("items (array of 200 objects {id,title,état})"), "{note}");
+    assert!(
+        note.contains("items (array of 200 objects {id,title,état})"),
+        "{note}"
+    );
     assert!(chars(content[0]["text"].as_str().unwrap()) + chars(note) <= max + 2);
     let stored = Stored::new("gh__list", spill, max, ResultFormat::Off);
     assert_eq!(read_all(&stored, "r7", &Read::default()), text);

@@ -64,7 +64,10 @@ fn field(lines: &mut [Line], i: &mut usize, depth: usize) -> Option<(String, Val
         if !rest.is_empty() {
             return None;
         }
-        let names: Option<Vec<String>> = cells(fields)?.iter().map(|f| key_of(f).map(|k| k.0)).collect();
+        let names: Option<Vec<String>> = cells(fields)?
+            .iter()
+            .map(|f| key_of(f).map(|k| k.0))
+            .collect();
         let names = names?;
         let mut rows = Vec::with_capacity(n);
         for _ in 0..n {

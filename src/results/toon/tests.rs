@@ -25,7 +25,9 @@ fn tables_lists_and_nesting_round_trip() {
     });
     round_trip(&v);
     let text = encode(&v).unwrap();
-    assert!(text.contains("issues[2]{number,title,state,score}:\n  1,\"Cut: results, ask for less\",open,1.5"));
+    assert!(text.contains(
+        "issues[2]{number,title,state,score}:\n  1,\"Cut: results, ask for less\",open,1.5"
+    ));
     assert!(text.contains("topics[2]: mcp,llm"));
     round_trip(&json!([{"a": 1}, {"a": 2}]));
     round_trip(&json!([[1, 2], [3]]));

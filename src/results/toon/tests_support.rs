@@ -11,8 +11,15 @@ pub(crate) fn json_value() -> impl Strategy<Value = Value> {
         any::<i64>().prop_map(Value::from),
         (-1.0e9f64..1.0e9).prop_map(Value::from),
         "[ -~\\t\\n\\u{e9}\\u{4e2d}]{0,12}".prop_map(Value::String),
-        prop_oneof![Just("true"), Just("-"), Just("1e5"), Just(" a"), Just("a,b"), Just("k: v")]
-            .prop_map(|s| Value::String(s.to_owned())),
+        prop_oneof![
+            Just("true"),
+            Just("-"),
+            Just("1e5"),
+            Just(" a"),
+            Just("a,b"),
+            Just("k: v")
+        ]
+        .prop_map(|s| Value::String(s.to_owned())),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
@@ -27,7 +34,12 @@ pub(crate) fn json_value() -> impl Strategy<Value = Value> {
                             let row: serde_json::Map<String, Value> = xs
                                 .iter()
                                 .enumerate()
-                                .map(|(i, x)| (format!("f{i}"), json!(i64::from(*x) + i64::try_from(r % 7).unwrap_or(0))))
+                                .map(|(i, x)| {
+                                    (
+                                        format!("f{i}"),
+                                        json!(i64::from(*x) + i64::try_from(r % 7).unwrap_or(0)),
+                                    )
+                                })
                                 .collect();
                             Value::Object(row)
                         })
@@ -37,4 +49,3 @@ pub(crate) fn json_value() -> impl Strategy<Value = Value> {
         ]
     })
 }
-
