@@ -98,9 +98,9 @@ struct ServeArgs {
     /// (`[budget.tools."NAME/*"] result_format = "toon"`).
     #[arg(long)]
     toonify: bool,
-    /// mcp-compressor's `--shrinkfit[=MAX_CHARS]`: results over about MAX_CHARS characters
+    /// mcp-compressor's `--shrinkfit[=MAX_CHARS]`: results over about `MAX_CHARS` characters
     /// (default 16000) keep a head and a summary, the rest read with `read_result`
-    /// (`max_result_tokens` = MAX_CHARS / 4; compacted first).
+    /// (`max_result_tokens` = `MAX_CHARS` / 4; compacted first).
     #[arg(long, num_args = 0..=1, default_missing_value = "", require_equals = true, value_name = "MAX_CHARS")]
     shrinkfit: Option<String>,
     #[arg(long, hide = true)]
