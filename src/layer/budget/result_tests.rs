@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tower::Layer;
 
+use super::client_tests::session;
 use super::tests::{answer, fixed, names};
 use crate::authz::{Glob, Scope};
 use crate::catalog::CatalogTool;
@@ -81,11 +82,6 @@ fn call(
         Message::request(Id::Number(1), "tools/call", Some(to_raw(&params))),
         caller,
     )
-}
-
-fn session(id: &str) -> Arc<Session> {
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    Arc::new(Session::new(id, tx))
 }
 
 fn texts(reply: &Message) -> Vec<String> {
