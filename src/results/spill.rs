@@ -11,10 +11,10 @@
 //! let words = |t: &str| t.split_whitespace().count();
 //! let text: String = (0..40).map(|i| format!("line {i}\n")).collect();
 //! let mut result = json!({"content": [{"type": "text", "text": text}]});
-//! let spill = spill_result(&result, 30, &words).expect("over budget");
-//! spill.head_into(&mut result, "r1", 30, &words);
+//! let spill = spill_result(&result, 60, &words).expect("over budget");
+//! spill.head_into(&mut result, "r1", 60, &words);
 //! assert!(result["content"][0]["text"].as_str().unwrap().starts_with("line 0\nline 1\n"));
-//! let stored = Stored::new("files__read", spill, 30, ResultFormat::Off);
+//! let stored = Stored::new("files__read", spill, 60, ResultFormat::Off);
 //! let page = read_page(&stored, "r1", &Read { offset: 70, ..Read::default() }, &words).unwrap();
 //! assert!(page["content"][0]["text"].as_str().unwrap().starts_with("line 10\n"));
 //! ```
