@@ -111,6 +111,7 @@ pub mod profile;
 mod redact;
 #[doc(hidden)]
 pub mod reload;
+pub mod results;
 #[doc(hidden)]
 pub mod routing;
 #[doc(hidden)]

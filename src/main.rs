@@ -94,9 +94,14 @@ struct ServeArgs {
     cli_mode: bool,
     #[arg(long, hide = true, alias = "just-bash-mode")]
     just_bash: bool,
-    #[arg(long, hide = true)]
+    /// mcp-compressor's `--toonify`: the server's JSON results as TOON when smaller
+    /// (`[budget.tools."NAME/*"] result_format = "toon"`).
+    #[arg(long)]
     toonify: bool,
-    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]
+    /// mcp-compressor's `--shrinkfit[=MAX_CHARS]`: results over about `MAX_CHARS` characters
+    /// (default 16000) keep a head and a summary, the rest read with `read_result`
+    /// (`max_result_tokens` = `MAX_CHARS` / 4; compacted first).
+    #[arg(long, num_args = 0..=1, default_missing_value = "", require_equals = true, value_name = "MAX_CHARS")]
     shrinkfit: Option<String>,
     #[arg(long, hide = true)]
     code_mode: Option<String>,
@@ -244,15 +249,12 @@ fn refuse_without_equivalent(args: &ServeArgs) -> Result<(), String> {
     let no_equivalent = [
         (args.cli_mode, "--cli-mode"),
         (args.just_bash, "--just-bash"),
-        (args.toonify, "--toonify"),
-        (args.shrinkfit.is_some(), "--shrinkfit"),
         (args.output_dir.is_some(), "--output-dir"),
     ];
     if let Some((_, flag)) = no_equivalent.iter().find(|(set, _)| *set) {
         return Err(format!(
             "{flag} (mcp-compressor) has no equivalent in mcp-budget: drop it; \
-             --mode progressive gives search/schema/invoke meta-tools, and a policy's \
-             [budget.tools] max_result_tokens cuts long results"
+             --mode progressive gives search/schema/invoke meta-tools"
         ));
     }
     if args.code_mode.is_some() {
@@ -270,6 +272,20 @@ fn refuse_without_equivalent(args: &ServeArgs) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// `--shrinkfit[=MAX_CHARS]`: the characters, the default when bare.
+fn shrinkfit_chars(value: Option<&str>) -> Result<Option<usize>, String> {
+    match value {
+        None => Ok(None),
+        Some("") => Ok(Some(mcp_budget::import::inline::DEFAULT_SHRINKFIT_CHARS)),
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(format!(
+                "--shrinkfit={v}: expected a number of characters (at least 1)"
+            )),
+        },
+    }
 }
 
 /// Where `serve`'s policy comes from, with mcp-compressor's flags mapped (see
@@ -308,6 +324,8 @@ fn source_of(args: ServeArgs) -> Result<mcp_budget::reload::Source, String> {
         budget_percent: args.budget_percent,
         include_tools: args.include_tools,
         exclude_tools: args.exclude_tools,
+        toonify: args.toonify,
+        shrinkfit: shrinkfit_chars(args.shrinkfit.as_deref())?,
     };
     if args.policy.is_none() && args.mcp_json.is_empty() && !inline.has_server() {
         return Err("no server to serve: pass --policy FILE, --mcp-json FILE, or the server \

@@ -416,14 +416,38 @@ fn compressor_keys(id: &str, wrapped: &crate::import::compressor::Wrapped) -> St
             wrapped.dropped.join(" ")
         );
     }
+    let mut rule = String::new();
     if let Some(level) = &wrapped.level {
         let _ = write!(
-            t,
-            "\n# mcp-compressor -c {level}: this server's tools are compressed at least that much.\n\
-             [budget.tools.{}]\nmin_level = {}\n",
-            quote(&format!("{id}/*")),
+            rule,
+            "# mcp-compressor -c {level}: this server's tools are compressed at least that much.\n\
+             min_level = {}\n",
             quote(level)
         );
+    }
+    if wrapped.toonify || wrapped.shrinkfit.is_some() {
+        let format = if wrapped.toonify { "toon" } else { "json" };
+        let _ = writeln!(
+            rule,
+            "# mcp-compressor --toonify / --shrinkfit: results compacted losslessly{}.\n\
+             result_format = {}",
+            if wrapped.shrinkfit.is_some() {
+                ", over the budget a head and a summary (the rest read with read_result)"
+            } else {
+                ""
+            },
+            quote(format)
+        );
+    }
+    if let Some(chars) = wrapped.shrinkfit {
+        let tokens = crate::import::inline::shrinkfit_tokens(chars);
+        let _ = writeln!(
+            rule,
+            "max_result_tokens = {tokens}  # --shrinkfit={chars} characters"
+        );
+    }
+    if !rule.is_empty() {
+        let _ = write!(t, "\n[budget.tools.{}]\n{rule}", quote(&format!("{id}/*")));
     }
     t
 }

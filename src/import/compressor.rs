@@ -45,6 +45,10 @@ pub(crate) struct Wrapped {
     /// `--include-tools` / `--exclude-tools`, split at commas.
     pub(crate) include_tools: Vec<String>,
     pub(crate) exclude_tools: Vec<String>,
+    /// `--toonify`: results as TOON.
+    pub(crate) toonify: bool,
+    /// `--shrinkfit[=MAX_CHARS]`: the characters results are shrunk to fit.
+    pub(crate) shrinkfit: Option<usize>,
     /// Its flags with no equivalent, as written (reported, not applied).
     pub(crate) dropped: Vec<String>,
 }
@@ -113,6 +117,14 @@ pub(crate) fn unwrap(command: &str, args: &[String]) -> Option<Wrapped> {
                 )),
             },
             "--exclude-tools" => out.exclude_tools.extend(list(&value)),
+            "--toonify" if value.is_none() => out.toonify = true,
+            "--shrinkfit" => match value.as_deref().map(str::parse::<usize>) {
+                None => out.shrinkfit = Some(super::inline::DEFAULT_SHRINKFIT_CHARS),
+                Some(Ok(n)) if n > 0 => out.shrinkfit = Some(n),
+                Some(_) => out
+                    .dropped
+                    .push(format!("{flag}={}", value.unwrap_or_default())),
+            },
             // The frontend's name and transport are the gateway's own business.
             "-n" | "--server-name" | "--transport" | "--port" => {}
             "--transform-mode" if value.as_deref() == Some("compressed-tools") => {}
@@ -168,6 +180,8 @@ mod tests {
             "-n",
             "gh",
             "--toonify",
+            "--shrinkfit=8000",
+            "--cli-mode",
             "--",
             "npx",
             "-y",
@@ -186,7 +200,8 @@ mod tests {
         );
         assert_eq!(w.level.as_deref(), Some("extreme"));
         assert_eq!(w.include_tools, words(&["get_issue", "list_issues"]));
-        assert_eq!(w.dropped, words(&["--toonify"]));
+        assert_eq!((w.toonify, w.shrinkfit), (true, Some(8000)));
+        assert_eq!(w.dropped, words(&["--cli-mode"]));
         // Through uvx, with a version.
         let args = words(&[
             "mcp-compressor@0.38.2",

@@ -32,6 +32,23 @@ pub struct Inline {
     pub include_tools: Vec<String>,
     /// `--exclude-tools`: the server's tools not served (globs).
     pub exclude_tools: Vec<String>,
+    /// `--toonify` (mcp-compressor): the server's JSON results as TOON (`[budget.tools."NAME/*"]
+    /// result_format = "toon"`).
+    pub toonify: bool,
+    /// `--shrinkfit[=MAX_CHARS]` (mcp-compressor): the server's results shrunk to fit about
+    /// `MAX_CHARS` characters — compacted losslessly, then a head and a summary, the rest read
+    /// with `read_result` (`max_result_tokens` = `MAX_CHARS` / 4).
+    pub shrinkfit: Option<usize>,
+}
+
+/// `--shrinkfit` without a value: 16,000 characters (about 4,000 tokens, the size of a
+/// `run_code` result).
+pub const DEFAULT_SHRINKFIT_CHARS: usize = 16_000;
+
+/// Tokens of a `--shrinkfit` of `chars` characters: four characters a token, rounded up.
+#[must_use]
+pub fn shrinkfit_tokens(chars: usize) -> usize {
+    chars.div_ceil(4).max(1)
 }
 
 impl Inline {
@@ -65,7 +82,7 @@ impl Inline {
         if let Some(percent) = self.budget_percent {
             budget.insert("threshold_percent".into(), percent.into());
         }
-        doc.insert("budget".into(), budget.into());
+        doc.insert("budget".into(), budget.clone().into());
         if !self.has_server() {
             if !self.include_tools.is_empty() || !self.exclude_tools.is_empty() {
                 return Err(
@@ -74,11 +91,19 @@ impl Inline {
                         .into(),
                 );
             }
+            if self.result_rule().is_some() {
+                return Err(
+                    "--toonify and --shrinkfit apply to the server given after `--` \
+                            (or by --url): name one, or set [budget.tools.\"SERVER/*\"] \
+                            result_format and max_result_tokens in the policy"
+                        .into(),
+                );
+            }
             return Ok(doc);
         }
         let mut up = toml::Table::new();
         let name = self.name.clone().unwrap_or_else(|| self.default_name());
-        up.insert("name".into(), name.into());
+        up.insert("name".into(), name.clone().into());
         match (self.server_url(), self.command.split_first()) {
             (Some(url), _) => {
                 if self.url.is_some() && !self.command.is_empty() {
@@ -101,8 +126,29 @@ impl Inline {
         if !self.exclude_tools.is_empty() {
             up.insert("exclude_tools".into(), strings(&self.exclude_tools));
         }
+        if let Some(rule) = self.result_rule() {
+            let mut tools = toml::Table::new();
+            tools.insert(format!("{name}/*"), rule.into());
+            budget.insert("tools".into(), tools.into());
+            doc.insert("budget".into(), budget.into());
+        }
         doc.insert("upstream".into(), vec![toml::Value::from(up)].into());
         Ok(doc)
+    }
+
+    /// The `[budget.tools."NAME/*"]` rule `--toonify` and `--shrinkfit` make, if any.
+    fn result_rule(&self) -> Option<toml::Table> {
+        if !self.toonify && self.shrinkfit.is_none() {
+            return None;
+        }
+        let mut rule = toml::Table::new();
+        let format = if self.toonify { "toon" } else { "json" };
+        rule.insert("result_format".into(), format.into());
+        if let Some(chars) = self.shrinkfit {
+            let tokens = i64::try_from(shrinkfit_tokens(chars)).unwrap_or(i64::MAX);
+            rule.insert("max_result_tokens".into(), tokens.into());
+        }
+        Some(rule)
     }
 
     /// A server id from the command or URL: the package or program name without the usual
@@ -207,6 +253,8 @@ fn flag_of(path: &str) -> &'static str {
         p if p.ends_with(".url") => "--url",
         p if p.contains("include_tools") => "--include-tools",
         p if p.contains("exclude_tools") => "--exclude-tools",
+        p if p.contains("max_result_tokens") => "--shrinkfit",
+        p if p.contains("result_format") => "--toonify",
         _ => "-- COMMAND",
     }
 }
@@ -293,6 +341,10 @@ impl Policy {
         if inline.budget_percent.is_some() {
             self.budget.threshold_bp = parsed.budget.threshold_bp;
         }
+        // `--toonify` / `--shrinkfit`: the server's rule, before the policy's (it wins a tie).
+        for rule in parsed.budget.tools.into_iter().rev() {
+            self.budget.tools.insert(0, rule);
+        }
         for spec in parsed.upstreams {
             if self.upstreams.iter().any(|u| u.name == spec.name) {
                 return Err(invalid(
@@ -318,6 +370,34 @@ mod tests {
             command: words.iter().map(|w| (*w).to_owned()).collect(),
             ..Inline::default()
         }
+    }
+
+    #[test]
+    fn toonify_and_shrinkfit_are_the_servers_result_rule() {
+        let mut policy = Policy::default();
+        let inline = Inline {
+            toonify: true,
+            shrinkfit: Some(8001),
+            ..cmd(&["uvx", "mcp-server-time"])
+        };
+        policy.add_inline(&inline).unwrap();
+        let rule = policy.budget.rule("time", "get_current_time").unwrap();
+        assert_eq!(rule.result_format, crate::results::ResultFormat::Toon);
+        assert_eq!(rule.max_result_tokens, Some(2001));
+        let mut policy = Policy::default();
+        let shrink = Inline {
+            shrinkfit: Some(400),
+            ..cmd(&["uvx", "mcp-server-time"])
+        };
+        policy.add_inline(&shrink).unwrap();
+        let rule = policy.budget.rule("time", "x").unwrap();
+        assert_eq!(rule.result_format, crate::results::ResultFormat::Json);
+        let no_server = Inline {
+            toonify: true,
+            ..Inline::default()
+        };
+        let err = Policy::default().add_inline(&no_server).unwrap_err();
+        assert!(err.to_string().contains("--toonify"), "{err}");
     }
 
     #[test]

@@ -178,6 +178,8 @@ impl BudgetLayer {
                 searches: crate::telemetry::rank::Searches::default(),
                 policy_clients: policy.clients.clone(),
                 results_cut: std::sync::atomic::AtomicU64::new(0),
+                results_compacted: std::sync::atomic::AtomicU64::new(0),
+                results: result_store(policy, previous),
                 code_runs: code_mode::runs_gate(policy.discover.code_mode.as_ref()),
                 reranker: rerank::reranker_of(&policy.discover),
                 usage,
@@ -223,7 +225,15 @@ impl BudgetLayer {
         ));
     }
 
-    /// How many tool results were cut to their `max_result_tokens` so far.
+    /// How many tool results were compacted (`result_format`) so far.
+    #[must_use]
+    pub fn results_compacted(&self) -> u64 {
+        self.state
+            .results_compacted
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many tool results were over their `max_result_tokens` (kept or cut) so far.
     #[must_use]
     pub fn results_cut(&self) -> u64 {
         self.state
@@ -282,6 +292,24 @@ fn summary_of(planned: &state::Planned) -> PlanSummary {
         tokens_after: planned.plan.tokens_after,
         budget_tokens: planned.plan.budget.tokens,
     }
+}
+
+/// The store of results over their budget (`read_result`), when a rule sets
+/// `max_result_tokens`: the previous generation's when its bounds are the same (a reload keeps
+/// what sessions may still read).
+fn result_store(
+    policy: &Policy,
+    previous: Option<&BudgetLayer>,
+) -> Option<Arc<crate::results::ResultStore>> {
+    if !policy.budget.has_result_budgets() {
+        return None;
+    }
+    let limits = policy.budget.results;
+    let kept = previous.and_then(|p| p.state.results.clone());
+    Some(
+        kept.filter(|s| s.limits() == limits)
+            .unwrap_or_else(|| Arc::new(crate::results::ResultStore::new(limits))),
+    )
 }
 
 /// The servers whose tools are dynamic (`volatile = true` upstreams): listed after the rest.
@@ -370,6 +398,10 @@ impl<S: Inner> Around<S> for BudgetLayer {
                 })
             }
             Method::ToolsCall => {
+                if self.state.reads_results(&req) {
+                    let reply = Message::response_value(id, &self.state.read_result(&req));
+                    return Box::pin(async move { Ok(Some(reply)) });
+                }
                 let Some(rewritten) = self.meta_call(&req) else {
                     let limit = self.result_budget(&req);
                     return self.limited(limit, Box::pin(inner.call(req)));
@@ -433,25 +465,22 @@ impl BudgetLayer {
         }
     }
 
-    /// The result budget of tools/call `req`, and the tool's exposed name:
-    /// `Some` when the tool has a `max_result_tokens`.
-    fn result_budget(&self, req: &McpRequest) -> Option<(usize, String)> {
+    /// The result rule of tools/call `req`: `Some` when the tool has a `max_result_tokens`
+    /// or a `result_format`.
+    fn result_budget(&self, req: &McpRequest) -> Option<result_budget::ResultRule> {
         // Most policies set none: then nothing is looked up per call. The name is the
         // request view's (parsed once, downstream).
-        if !self.state.base.budget.has_result_budgets() {
+        if !self.state.base.budget.has_result_rules() {
             return None;
         }
         let name = req.view.typed_name()?;
-        let max = self.state.result_limit(name)?;
-        Some((max, name.to_owned()))
+        self.state.result_rule(name, &req.caller.session.id)
     }
 
-    /// `future`, with its result cut to the budget in `limit` when there is one.
-    fn limited(&self, limit: Option<(usize, String)>, future: BoxFuture) -> BoxFuture {
+    /// `future`, with its result shaped by `limit` when there is one.
+    fn limited(&self, limit: Option<result_budget::ResultRule>, future: BoxFuture) -> BoxFuture {
         match limit {
-            Some((max, exposed)) => {
-                result_budget::cut_on_return(self.state.clone(), exposed, max, future)
-            }
+            Some(rule) => result_budget::shape_on_return(self.state.clone(), rule, future),
             None => future,
         }
     }
@@ -589,5 +618,7 @@ mod code_mode_tests;
 mod native_tests;
 #[cfg(test)]
 mod planner_tests;
+#[cfg(test)]
+mod result_tests;
 #[cfg(test)]
 mod tests;

@@ -65,7 +65,7 @@ use crate::compress::{self, Level};
 use crate::tokens::Measured;
 
 mod measure;
-mod result;
+pub(crate) mod result;
 mod rules;
 mod usage;
 mod value;

@@ -107,7 +107,11 @@ pub fn cut_result(result: &mut Value, max: usize, count: &dyn Fn(&str) -> usize)
 /// The longest prefix of `text` (at a character boundary) of at most `max` tokens: a binary
 /// search over byte lengths, bounded by 32 bytes a token (no BPE token of the supported
 /// encodings is longer in practice), so a huge text costs a few counts of a short prefix.
-fn longest_prefix<'a>(text: &'a str, max: usize, count: &dyn Fn(&str) -> usize) -> &'a str {
+pub(crate) fn longest_prefix<'a>(
+    text: &'a str,
+    max: usize,
+    count: &dyn Fn(&str) -> usize,
+) -> &'a str {
     let floor = |mut at: usize| {
         while !text.is_char_boundary(at) {
             at -= 1;

@@ -18,8 +18,12 @@
 //! pin = true                     # always listed directly, description never compressed
 //! description = "Open an issue"  # replaces the upstream's description
 //! min_level = "medium"           # compressed at least this much
-//! max_result_tokens = 2000       # longer text results are cut, with a note (default: no limit)
+//! max_result_tokens = 2000       # longer results: a head, a summary, the rest by read_result
+//! result_format = "toon"         # or json | off: lossless compaction of text results
 //! ```
+//!
+//! Kept results (`read_result`) are bounded by `[budget] result_ttl_secs` (default 1800),
+//! `result_session_bytes` (default 8 MiB) and `result_store_bytes` (default 64 MiB).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,6 +37,7 @@ use crate::compress::Level;
 use crate::plan::Rules;
 pub use crate::plan::{Budget, LevelChoice, ModeChoice};
 use crate::profile::{self, Profile, ProfileError, ProfileOverrides};
+use crate::results::{ResultFormat, StoreLimits};
 use crate::tokens::Wording;
 
 /// Default share of the context window, in hundredths of a percent (2%).
@@ -90,6 +95,13 @@ pub struct RawBudget {
     /// Multiplier on BPE counts, 0.5 to 3. Default: the model's (1.25 for Claude 4.x up to 4.6, 1.7 for Opus 4.7 and later, else 1;
     /// `mcp-budget calibrate` measures it).
     pub calibration: Option<f64>,
+    /// Seconds a result over its `max_result_tokens` is kept for `read_result`. Default: 1800.
+    pub result_ttl_secs: Option<u64>,
+    /// Most bytes of kept results per session (the oldest go first). Default: 8388608 (8 MiB).
+    pub result_session_bytes: Option<usize>,
+    /// Most bytes of kept results in all sessions (the oldest go first). Default: 67108864
+    /// (64 MiB).
+    pub result_store_bytes: Option<usize>,
     /// Per-tool rules keyed by `"server/tool"` or `"server/*"`. Default: none.
     #[serde(default)]
     pub tools: BTreeMap<String, RawToolRule>,
@@ -106,9 +118,14 @@ pub struct RawToolRule {
     pub description: Option<String>,
     /// Compress this tool at least this much. Default: none.
     pub min_level: Option<String>,
-    /// Cut a text result over this many tokens, with a note of what was cut (`"server/*"`:
-    /// every tool of the server). Default: none (results pass whole).
+    /// A text result over this many tokens keeps its head and a structural summary; the whole
+    /// result is kept for the session and read with `read_result` (`"server/*"`: every tool of
+    /// the server). Default: none (results pass whole).
     pub max_result_tokens: Option<usize>,
+    /// Lossless compaction of text results: `off`, `json` (minified) or `toon` (JSON as TOON
+    /// and CSV as a TOON table when smaller, else minified JSON); used only when the counted
+    /// tokens drop. Default: `"off"`.
+    pub result_format: Option<String>,
 }
 
 /// A validated per-tool rule.
@@ -121,8 +138,10 @@ pub struct ToolRule {
     pub description: Option<String>,
     /// Least compression applied.
     pub min_level: Option<Level>,
-    /// Most tokens of a text result (longer ones are cut, with a note).
+    /// Most tokens of a text result (longer ones keep a head; the rest is read back).
     pub max_result_tokens: Option<usize>,
+    /// How text results are compacted.
+    pub result_format: ResultFormat,
 }
 
 /// `[budget]` validated.
@@ -153,6 +172,8 @@ pub struct BudgetPolicy {
     pub relearn_secs: u64,
     /// Per-tool rules: `(pattern, rule)`, patterns `server/tool` or `server/*`.
     pub tools: Vec<(String, ToolRule)>,
+    /// The bounds of the kept results `read_result` reads.
+    pub results: StoreLimits,
 }
 
 impl Default for BudgetPolicy {
@@ -171,6 +192,7 @@ impl Default for BudgetPolicy {
             usage_file: None,
             relearn_secs: DEFAULT_RELEARN_SECS,
             tools: Vec::new(),
+            results: StoreLimits::default(),
         }
     }
 }
@@ -213,13 +235,33 @@ impl BudgetPolicy {
         self.rule(server, tool)?.max_result_tokens
     }
 
-    /// Whether any rule sets `max_result_tokens` (most policies: none, and then no rule is
-    /// looked up per call).
+    /// Whether any rule sets `max_result_tokens` (then `read_result` is served).
     #[must_use]
     pub fn has_result_budgets(&self) -> bool {
         self.tools
             .iter()
             .any(|(_, r)| r.max_result_tokens.is_some())
+    }
+
+    /// Whether any rule budgets or compacts results (most policies: none, and then no rule is
+    /// looked up per call).
+    #[must_use]
+    pub fn has_result_rules(&self) -> bool {
+        self.tools
+            .iter()
+            .any(|(_, r)| r.max_result_tokens.is_some() || r.result_format != ResultFormat::Off)
+    }
+
+    /// The result rule of tool `tool` of server `server`: its budget and format, `None` when
+    /// it has neither.
+    #[must_use]
+    pub fn result_rule(&self, server: &str, tool: &str) -> Option<(Option<usize>, ResultFormat)> {
+        if !self.has_result_rules() {
+            return None;
+        }
+        let rule = self.rule(server, tool)?;
+        let some = rule.max_result_tokens.is_some() || rule.result_format != ResultFormat::Off;
+        some.then_some((rule.max_result_tokens, rule.result_format))
     }
 
     /// The token and tool-count budget (with `mode = "host_search"`, its larger share; the
@@ -323,6 +365,7 @@ impl Section for RawBudget {
             policy.host_search_bp = bp;
         }
         let overrides = self.overrides(&mut at);
+        policy.results = self.result_limits(&mut at);
         if let Some(level) = at.parse("level", self.level.as_deref(), str::parse) {
             policy.level = level;
         }
@@ -375,6 +418,45 @@ fn percent(at: &mut At<'_>, key: &str, value: Option<f64>, max: f64) -> Option<u
 }
 
 impl RawBudget {
+    /// `result_ttl_secs`, `result_session_bytes` and `result_store_bytes`.
+    fn result_limits(&self, at: &mut At<'_>) -> StoreLimits {
+        let mut limits = StoreLimits::default();
+        if self.result_ttl_secs == Some(0) {
+            at.push_at("result_ttl_secs", "must be at least 1");
+        } else if let Some(secs) = at.bounded(
+            "result_ttl_secs",
+            self.result_ttl_secs,
+            super::problems::MAX_SECS,
+        ) {
+            limits.ttl = std::time::Duration::from_secs(secs);
+        }
+        for (key, value, slot) in [
+            (
+                "result_session_bytes",
+                self.result_session_bytes,
+                &mut limits.session_bytes,
+            ),
+            (
+                "result_store_bytes",
+                self.result_store_bytes,
+                &mut limits.store_bytes,
+            ),
+        ] {
+            match value {
+                Some(0) => at.push_at(key, "must be at least 1"),
+                Some(v) => *slot = v,
+                None => {}
+            }
+        }
+        if limits.session_bytes > limits.store_bytes {
+            at.push_at(
+                "result_session_bytes",
+                "must be at most result_store_bytes (a session's share of the store)",
+            );
+        }
+        limits
+    }
+
     /// The keys that override the model's profile.
     fn overrides(&self, at: &mut At<'_>) -> ProfileOverrides {
         let mut overrides = ProfileOverrides {
@@ -429,6 +511,13 @@ impl Section for RawToolRule {
         if self.max_result_tokens == Some(0) {
             at.push_at("max_result_tokens", "must be at least 1");
         }
+        let result_format = at
+            .parse(
+                "result_format",
+                self.result_format.as_deref(),
+                str::parse::<ResultFormat>,
+            )
+            .unwrap_or_default();
         if self.pin && min_level.is_some_and(|l| l > Level::Off) {
             at.push("a pinned tool is never compressed; drop pin or min_level");
         }
@@ -437,6 +526,7 @@ impl Section for RawToolRule {
             description: self.description,
             min_level,
             max_result_tokens: self.max_result_tokens,
+            result_format,
         }
     }
 }

@@ -115,6 +115,9 @@ pub struct RawDiscover {
     pub code_mode_max_result_tokens: Option<u64>,
     /// Runs at once, gateway-wide; one more is answered with an error (1..=256). Default: 4.
     pub code_mode_max_runs: Option<u64>,
+    /// Lossless compaction of a run's result, as `[budget.tools] result_format`: `off`,
+    /// `json` or `toon`. Default: `"off"`.
+    pub code_mode_result_format: Option<String>,
     /// A sentence-transformers model directory (`config.json`, `tokenizer.json`,
     /// `model.safetensors`; e.g. all-MiniLM-L6-v2), relative to the policy file's folder:
     /// `search_tools` fuses the cosine of the query with each tool's text into its lexical
@@ -139,6 +142,8 @@ pub struct CodeMode {
     pub max_result_tokens: usize,
     /// Runs at once.
     pub max_runs: usize,
+    /// How a run's result is compacted.
+    pub result_format: crate::results::ResultFormat,
 }
 
 impl Default for CodeMode {
@@ -148,6 +153,7 @@ impl Default for CodeMode {
             limits: Limits::default(),
             max_result_tokens: 4000,
             max_runs: 4,
+            result_format: crate::results::ResultFormat::Off,
         }
     }
 }
@@ -465,7 +471,7 @@ impl RawDiscover {
                 (1, 1_000_000_000),
             )),
         };
-        CodeMode {
+        let code = CodeMode {
             limits,
             max_result_tokens: narrow(value(
                 "code_mode_max_result_tokens",
@@ -479,6 +485,15 @@ impl RawDiscover {
                 wide(defaults.max_runs),
                 (1, 256),
             )),
+            result_format: crate::results::ResultFormat::Off,
+        };
+        let format = self.code_mode_result_format.as_deref();
+        let result_format = at
+            .parse("code_mode_result_format", format, str::parse)
+            .unwrap_or_default();
+        CodeMode {
+            result_format,
+            ..code
         }
     }
 }

@@ -6,7 +6,9 @@
 //!   where a `progressive` plan defers most of the catalog, every real tool is listed, no
 //!   meta-tools, and the `initialize` instructions say what each upstream is and how its tools
 //!   are named.
-//! - `max_result_tokens`: a long `echo` result is cut with a note, a short one passes whole.
+//! - `max_result_tokens`: a long `echo` result keeps a head and a note, and `read_result`
+//!   reads it all back; a short one passes whole.
+//! - `result_format = "toon"`: the memory server's JSON graph comes back as TOON.
 //!
 //! Needs `scripts/install-test-deps.sh` (run by `scripts/test.sh`).
 
@@ -93,29 +95,82 @@ fn the_same_gateway_in_progressive_mode_defers_behind_meta_tools() {
 }
 
 #[test]
-fn a_long_result_is_cut_to_its_budget_with_a_note_and_a_short_one_passes() {
+fn a_short_result_passes_whole_under_its_budget() {
     let budget = "mode = \"full\"\n[budget.tools.\"everything/echo\"]\nmax_result_tokens = 30";
-    let long = "lorem ipsum dolor sit amet ".repeat(200);
-    let plan = json!({"calls": [
-        {"name": "everything__echo", "args": {"message": long}},
-        {"name": "everything__echo", "args": {"message": "short"}},
-    ]});
-    let r = report(budget, &plan);
-    let texts = |i: usize| -> Vec<String> {
-        r["calls"][i]["result"]["content"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{r}"))
-            .iter()
-            .filter_map(|b| b["text"].as_str().map(str::to_owned))
-            .collect()
-    };
-    let cut = texts(0);
-    assert_eq!(cut.len(), 2, "{cut:?}");
-    assert!(cut[0].starts_with("Echo: lorem ipsum"), "{cut:?}");
-    assert!(cut[0].len() < 200, "cut to about 30 tokens: {cut:?}");
-    assert!(
-        cut[1].starts_with("[… cut: ") && cut[1].ends_with(" tokens shown; ask for less]"),
-        "{cut:?}"
+    let r = report(budget, &echo("short"));
+    assert_eq!(
+        r["calls"][0]["result"]["content"][0]["text"], "Echo: short",
+        "{r}"
     );
-    assert_eq!(texts(1), ["Echo: short"]);
+}
+
+/// The read-back client's report for the gateway under `budget`: `tool` called with `args`
+/// (after the `setup` calls), then its whole result read with `read_result`.
+fn read_back(budget: &str, setup: &Value, tool: &str, args: &Value) -> Value {
+    let (setup, args) = (setup.to_string(), args.to_string());
+    let env = [
+        ("CALLS", setup.as_str()),
+        ("TOOL", tool),
+        ("ARGS", args.as_str()),
+        ("MCP_BUDGET_LOG", "warn"),
+    ];
+    python_stdio::run(&["read_result_client.py", "stdio"], budget, "", &env).json
+}
+
+/// Issue 54: a result ten times over its budget keeps a head and a note, and the whole of it
+/// comes back through `read_result`, page after page, from the real `everything` server.
+#[test]
+fn a_result_ten_times_over_its_budget_is_read_back_whole() {
+    let budget = "mode = \"full\"\n[budget.tools.\"everything/echo\"]\nmax_result_tokens = 300";
+    let message: String = (0..1200).map(|i| format!("word{i} ")).collect();
+    let r = read_back(
+        budget,
+        &json!([]),
+        "everything__echo",
+        &json!({"message": message}),
+    );
+    let tools = r["tools"].as_array().unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(tools.last(), Some(&json!("read_result")), "{r}");
+    let first = r["first"].as_array().unwrap();
+    let note = first.last().and_then(Value::as_str).unwrap();
+    assert!(
+        note.contains("The whole result is kept: call read_result"),
+        "{note}"
+    );
+    assert!(note.starts_with("[… ") && note.contains(" of "), "{note}");
+    let pages = r["pages"].as_array().unwrap();
+    assert!(
+        pages.len() >= 8,
+        "about ten budgets of text, a page a budget: {r}"
+    );
+    assert_eq!(
+        r["whole"].as_str(),
+        Some(format!("Echo: {message}").as_str()),
+        "{r}"
+    );
+}
+
+/// Issue 54: `result_format = "toon"` on the real memory server: its pretty-printed graph comes
+/// back in the smallest lossless rendering (here minified JSON: its list of objects with arrays
+/// counts more tokens as TOON), the same JSON.
+#[test]
+fn the_memory_servers_graph_comes_back_in_its_smallest_lossless_form() {
+    let memory = python_stdio::peers().join("node_modules/.bin/mcp-server-memory");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memory.jsonl");
+    let budget = format!(
+        "mode = \"full\"\n[budget.tools.\"memory/*\"]\nresult_format = \"toon\"\n\n\
+         [[upstream]]\nname = \"memory\"\ncommand = \"{}\"\nenv = {{ MEMORY_FILE_PATH = \"{}\" }}\n",
+        memory.display(),
+        file.display()
+    );
+    let entities: Vec<Value> = (0..12)
+        .map(|i| json!({"name": format!("person {i}"), "entityType": "person", "observations": [format!("born {}", 1900 + i)]}))
+        .collect();
+    let setup = json!([{"name": "memory__create_entities", "args": {"entities": entities}}]);
+    let r = read_back(&budget, &setup, "memory__read_graph", &json!({}));
+    let graph = r["first"][0].as_str().unwrap_or_else(|| panic!("{r}"));
+    let value: Value = serde_json::from_str(graph).unwrap_or_else(|e| panic!("{e}: {graph}"));
+    assert!(!graph.contains('\n'), "minified: {graph}");
+    assert_eq!(value["entities"][11]["observations"][0], "born 1911");
 }

@@ -85,6 +85,41 @@ async fn the_typescript_sdk_starts_the_same_entry() {
     drop(guard);
 }
 
+/// Issue 54: `mcp-budget --toonify -c medium -- COMMAND`, as an mcp-compressor user writes it:
+/// the meta-tools of `-c medium`, and the real time server's JSON result as TOON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toonify_with_compression_serves_json_results_as_toon() {
+    let tag = new_tag("dropin-toonify");
+    let guard = TagGuard(tag.clone());
+    let args = compressor_args(&["--toonify"]);
+    let mut target = vec!["stdio", GATEWAY];
+    target.extend(args.iter().map(String::as_str));
+    let plan = json!({"calls": [
+        {"name": "invoke_tool", "args": {"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}},
+    ]});
+    let report = python_client(&tag, "legacy", &target, &plan).await;
+    let tools: Vec<&str> = (report["tools"].as_array().unwrap().iter())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(tools, META, "{report}");
+    // The server's pretty JSON (`{\n  "timezone": "UTC", …`), as TOON.
+    let text = call_text(&report, 0);
+    assert!(text.starts_with("timezone: UTC\ndatetime: \""), "{report}");
+    assert!(
+        text.contains("\nday_of_week: ") && !text.contains('{'),
+        "{text}"
+    );
+    assert_no_leftovers(&tag).await;
+    drop(guard);
+}
+
+#[test]
+fn a_bad_shrinkfit_names_its_flag() {
+    let (code, stderr) = run(&["--shrinkfit=lots", "--", "true"]);
+    assert_eq!(code, Some(65), "{stderr}");
+    assert!(stderr.contains("--shrinkfit=lots"), "{stderr}");
+}
+
 /// Runs the gateway with `args`; its exit code and stderr.
 fn run(args: &[&str]) -> (Option<i32>, String) {
     let out = crate::harness::cli(args).run();
@@ -104,7 +139,6 @@ fn serve_with_nothing_to_serve_says_how_to_name_a_server() {
 fn mcp_compressor_flags_without_an_equivalent_are_refused_with_what_to_do() {
     for (flag, hint) in [
         ("--cli-mode", "--mode progressive"),
-        ("--toonify", "drop it"),
         ("--transform-mode=just-bash", "compressed-tools"),
     ] {
         let (code, stderr) = run(&[flag, "--", "true"]);

@@ -220,7 +220,7 @@ fn candidates_cover_each_host_and_os() {
 fn an_mcp_compressor_entry_is_imported_as_the_server_it_wraps_with_its_flags_mapped() {
     let got = init(
         r#"{"mcpServers": {"github": {"command": "mcp-compressor",
-            "args": ["-c", "high", "--exclude-tools", "delete_repo", "--toonify",
+            "args": ["-c", "high", "--exclude-tools", "delete_repo", "--toonify", "--shrinkfit", "--cli-mode",
                      "--", "npx", "-y", "@modelcontextprotocol/server-github"]}}}"#,
         "/home/ada/.config/Claude/claude_desktop_config.json",
     );
@@ -238,8 +238,11 @@ fn an_mcp_compressor_entry_is_imported_as_the_server_it_wraps_with_its_flags_map
     let rule = policy.budget.tools.iter().find(|(p, _)| p == "github/*");
     let rule = rule.unwrap_or_else(|| panic!("no min_level rule:\n{}", got.policy));
     assert_eq!(rule.1.min_level, Some(crate::compress::Level::High));
+    // --toonify and --shrinkfit (bare: 16,000 characters) are the server's result rule.
+    assert_eq!(rule.1.result_format, crate::results::ResultFormat::Toon);
+    assert_eq!(rule.1.max_result_tokens, Some(4000));
     assert!(
-        got.policy.contains("# Dropped (no equivalent): --toonify"),
+        got.policy.contains("# Dropped (no equivalent): --cli-mode"),
         "{}",
         got.policy
     );

@@ -59,7 +59,7 @@ fn allowed(principal: &Principal, tool: &CatalogTool) -> bool {
     principal.client().scope().check(target, None) == Decision::Allow
 }
 
-fn session(id: &str) -> Arc<Session> {
+pub(super) fn session(id: &str) -> Arc<Session> {
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     Arc::new(Session::new(id, tx))
 }

@@ -28,12 +28,14 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower::{Service, ServiceExt};
 
+use super::result_budget::ResultRule;
 use super::state::{Planned, State};
 use crate::codemode::{self, Bridge, CallError, Failure, Limit, Ran};
 use crate::context::McpRequest;
 use crate::discover::Discovery;
 use crate::jsonrpc::{Message, to_raw};
 use crate::policy::CodeMode;
+use crate::results::ResultFormat;
 use crate::telemetry::{names, record};
 
 /// Extra native stack of a run's thread beyond the engine's limit (the engine checks its own
@@ -211,10 +213,43 @@ where
             }
         }
     };
-    let outcome = outcome
-        .unwrap_or_else(|_| Err(Failure::Engine("the script thread ended".into())))
-        .and_then(|ran| within_tokens(&state, &config, ran));
-    ended(&run_id, outcome, started.elapsed().as_secs_f64(), calls)
+    let outcome =
+        outcome.unwrap_or_else(|_| Err(Failure::Engine("the script thread ended".into())));
+    let seconds = started.elapsed().as_secs_f64();
+    finish(&state, &config, &req, &run_id, outcome, (seconds, calls))
+}
+
+/// A finished run's result under the rules of tool results: over `code_mode_max_result_tokens`
+/// it is kept for `read_result` when the gateway keeps results (a rule sets
+/// `max_result_tokens`), else stopped; compacted by `code_mode_result_format`. The script's own
+/// tool calls got their results whole (it is a program: a compacted or partial result would
+/// break its parsing).
+fn finish(
+    state: &State,
+    config: &CodeMode,
+    req: &McpRequest,
+    run_id: &str,
+    outcome: Result<Ran, Failure>,
+    (seconds, calls): (f64, usize),
+) -> Value {
+    let keeps = state.results.is_some();
+    let outcome = if keeps {
+        outcome
+    } else {
+        outcome.and_then(|ran| within_tokens(state, config, ran))
+    };
+    let ok = outcome.is_ok();
+    let mut result = ended(run_id, outcome, seconds, calls);
+    if ok && (keeps || config.result_format != ResultFormat::Off) {
+        let rule = ResultRule {
+            exposed: state.code_tool_name().to_owned(),
+            max: keeps.then_some(config.max_result_tokens),
+            format: config.result_format,
+            session: req.caller.session.id.clone(),
+        };
+        state.shape(&mut result, &rule);
+    }
+    result
 }
 
 /// The `run_code` result of a run that ended after `seconds` and `calls` tool calls, counted

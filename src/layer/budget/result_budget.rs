@@ -1,56 +1,177 @@
-//! Result budgets in the budget layer: a `tools/call` of a tool with `max_result_tokens` has its
-//! result cut on the way back ([`crate::plan::cut_result`]), logged and counted.
+//! Result economy in the budget layer: a `tools/call` of a tool with a `result_format` has its
+//! text compacted on the way back ([`crate::results::compact_result`]); one with a
+//! `max_result_tokens` that is still over keeps a head and a summary, the whole result kept
+//! for the session ([`crate::results::ResultStore`]) and read with `read_result`
+//! ([`State::read_result`]). A result the store cannot keep (larger than a session may hold)
+//! is cut as before ([`crate::plan::cut_result`]). Each step is logged and counted.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::state::State;
-use crate::context::McpFuture as BoxFuture;
+use crate::authz::Target;
+use crate::context::{McpFuture as BoxFuture, McpRequest};
 use crate::jsonrpc::{Message, to_raw};
+use crate::results::{Read, ResultFormat, Stored, compact_result, read_page, spill_result};
+
+/// What a `tools/call` of one tool does to its result.
+#[derive(Debug, Clone)]
+pub(super) struct ResultRule {
+    /// The tool's exposed name.
+    pub(super) exposed: String,
+    /// `max_result_tokens`.
+    pub(super) max: Option<usize>,
+    /// `result_format`.
+    pub(super) format: ResultFormat,
+    /// The calling session (whose store keeps a spilled result).
+    pub(super) session: String,
+}
 
 impl State {
-    /// The result budget of the tool exposed as `exposed`, if it has one.
-    pub(super) fn result_limit(&self, exposed: &str) -> Option<usize> {
+    /// The result rule of the tool exposed as `exposed`, if it has one.
+    pub(super) fn result_rule(&self, exposed: &str, session: &str) -> Option<ResultRule> {
         let catalog = self.catalog.borrow();
         let (i, tool) = catalog.tool(exposed)?;
-        self.base
+        let (max, format) = self
+            .base
             .budget
-            .max_result_tokens(catalog.names().get(i)?, tool)
+            .result_rule(catalog.names().get(i)?, tool)?;
+        Some(ResultRule {
+            exposed: exposed.to_owned(),
+            max,
+            format,
+            session: session.to_owned(),
+        })
     }
 
-    /// Cuts the result in `message` to `max` tokens when it is over (a note says so).
-    fn cut(&self, message: &mut Message, exposed: &str, max: usize) {
-        let Ok(mut result) = message.result_as::<Value>() else {
+    /// Compacts the text result `result` under `rule`, then keeps it and shortens it to the
+    /// budget when it is still over (or cuts it, when it cannot be kept).
+    pub(super) fn shape(&self, result: &mut Value, rule: &ResultRule) {
+        let count = |t: &str| self.base.counter.count_text(t);
+        if let Some(c) = compact_result(result, rule.format, &count) {
+            self.results_compacted.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                tool = rule.exposed,
+                before = c.before,
+                after = c.after,
+                "Tool result compacted"
+            );
+        }
+        let Some(max) = rule.max else {
             return;
         };
-        let count = |t: &str| self.base.counter.count_text(t);
-        if let Some(cut) = crate::plan::cut_result(&mut result, max, &count) {
+        if let (Some(store), Some(spill)) = (&self.results, spill_result(result, max, &count)) {
+            let total = spill.total;
+            let kept = Stored::new(&rule.exposed, spill.clone(), max, rule.format);
+            if let Some(id) = store.put(&rule.session, kept, Instant::now()) {
+                let shown = spill.head_into(result, &id, max, &count);
+                self.results_cut.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    tool = rule.exposed,
+                    id,
+                    shown,
+                    total,
+                    "Tool result over its budget kept for read_result"
+                );
+                return;
+            }
+        }
+        if let Some(cut) = crate::plan::cut_result(result, max, &count) {
             self.results_cut.fetch_add(1, Ordering::Relaxed);
             tracing::info!(
-                tool = exposed,
+                tool = rule.exposed,
                 shown = cut.shown,
                 total = cut.total,
                 structured_dropped = cut.structured_dropped,
                 "Tool result cut to its token budget"
             );
+        }
+    }
+
+    /// Shapes the result in `message` (a `tools/call` reply) under `rule`.
+    fn shape_message(&self, message: &mut Message, rule: &ResultRule) {
+        let Ok(mut result) = message.result_as::<Value>() else {
+            return;
+        };
+        let before = result.clone();
+        self.shape(&mut result, rule);
+        if result != before {
             message.result = Some(to_raw(&result));
         }
     }
+
+    /// The answer to a `read_result` call `req`: a page of a result kept for its session, if
+    /// the caller may still see the tool that returned it; an error result otherwise.
+    pub(super) fn read_result(&self, req: &McpRequest) -> Value {
+        let arguments = req.view.arguments_value(&req.message);
+        let error =
+            |text: String| json!({"isError": true, "content": [{"type": "text", "text": text}]});
+        let (id, read) = match Read::of(&arguments) {
+            Ok(parsed) => parsed,
+            Err(e) => return error(e.to_string()),
+        };
+        let unknown = || error(crate::results::ReadError::Unknown(id.clone()).to_string());
+        let Some(store) = &self.results else {
+            return unknown();
+        };
+        let Some(kept) = store.get(&req.caller.session.id, &id, Instant::now()) else {
+            return unknown();
+        };
+        if !self.may_read(req, &kept.tool) {
+            tracing::info!(
+                tool = kept.tool,
+                id,
+                "read_result denied: the caller may not see the tool"
+            );
+            return error(format!(
+                "result {id:?} is of tool {}, which this client may not use",
+                kept.tool
+            ));
+        }
+        let count = |t: &str| self.base.counter.count_text(t);
+        match read_page(&kept, &id, &read, &count) {
+            Ok(page) => page,
+            Err(e) => error(e.to_string()),
+        }
+    }
+
+    /// The name `run_code` is served under.
+    pub(super) fn code_tool_name(&self) -> &str {
+        self.discover.names.code.as_deref().unwrap_or("run_code")
+    }
+
+    /// Whether the caller of `req` may see the tool exposed as `exposed` now (a `run_code`
+    /// result: its script's calls were each authorized as they ran).
+    fn may_read(&self, req: &McpRequest, exposed: &str) -> bool {
+        if self.discover.code_mode.is_some() && exposed == self.code_tool_name() {
+            return true;
+        }
+        let catalog = self.catalog.borrow();
+        let Some((i, tool)) = catalog.tool(exposed) else {
+            return false;
+        };
+        let Some(server) = catalog.names().get(i) else {
+            return false;
+        };
+        let principal = &req.caller.principal;
+        principal.via() == crate::identity::Via::Anonymous
+            || principal
+                .client()
+                .scope()
+                .may_see(Target::tool(server, tool))
+    }
 }
 
-/// `future` (a `tools/call` of `exposed` on its way down), with its result cut to `max` tokens.
-pub(super) fn cut_on_return(
-    state: Arc<State>,
-    exposed: String,
-    max: usize,
-    future: BoxFuture,
-) -> BoxFuture {
+/// `future` (a `tools/call` of a tool with a result rule, on its way down), with its result
+/// shaped by `rule` on the way back.
+pub(super) fn shape_on_return(state: Arc<State>, rule: ResultRule, future: BoxFuture) -> BoxFuture {
     Box::pin(async move {
         let mut reply = future.await?;
         if let Some(message) = reply.as_mut() {
-            state.cut(message, &exposed, max);
+            state.shape_message(message, &rule);
         }
         Ok(reply)
     })

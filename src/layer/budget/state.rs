@@ -171,8 +171,13 @@ pub(super) struct State {
     /// them, and how long a session's promotions are kept there (`[sessions]
     /// max_lifetime_secs`).
     pub(super) store: Option<(crate::state::Store, std::time::Duration)>,
-    /// Results cut to their `max_result_tokens` (for metrics).
+    /// Results over their `max_result_tokens`, kept or cut (for metrics).
     pub(super) results_cut: AtomicU64,
+    /// Results compacted by their `result_format`.
+    pub(super) results_compacted: AtomicU64,
+    /// Results over their budget, kept per session for `read_result` (when a rule sets
+    /// `max_result_tokens`).
+    pub(super) results: Option<Arc<crate::results::ResultStore>>,
     /// Each session's last search (for the rank of the tool it then invokes).
     pub(super) searches: crate::telemetry::rank::Searches,
     /// The policy's `[[client]]`s: each a profile of the token metrics and `/status`.
@@ -374,6 +379,16 @@ impl State {
                 .map_or(0, |d| profile.counter.count_tool(code, d));
             plan.count_added(tokens, rules.mode != ModeChoice::HostSearch);
         }
+        if self.results.is_some() && !native {
+            // `read_result`, listed last whatever the mode: a result over its budget names it.
+            let definition = crate::results::read_definition(crate::results::READ_RESULT);
+            let tokens = (definition.as_object()).map_or(0, |d| {
+                profile.counter.count_tool(crate::results::READ_RESULT, d)
+            });
+            listed.push(crate::canonical::into_canonical_tool(definition));
+            result = to_raw(&json!({ "tools": listed }));
+            plan.count_added(tokens, rules.mode != ModeChoice::HostSearch);
+        }
         let native = native.then(|| NativeCatalog::new(tools, separator, &listed, code_tool));
         let listed = if self.discover.promote_on_use {
             listed
@@ -430,6 +445,11 @@ impl State {
             Some(vocabulary) => discovery.with_vocabulary(vocabulary),
             None => discovery,
         }
+    }
+
+    /// Whether `req` (a `tools/call`) calls `read_result`, served while results are kept.
+    pub(super) fn reads_results(&self, req: &McpRequest) -> bool {
+        self.results.is_some() && req.view.typed_name() == Some(crate::results::READ_RESULT)
     }
 
     /// Counts a call of the tool exposed as `exposed` by `principal` (with a usage file;
