@@ -94,6 +94,19 @@ impl Serialize for Renamed<'_> {
         for (key, value) in self.tool {
             if key == "name" {
                 map.serialize_entry(key, self.name)?;
+            } else if key == "_meta" {
+                // The gateway's own always-load marker is for the host, never shown to a
+                // model: counted or not, a tool costs the same.
+                match value.as_object() {
+                    Some(meta) if meta.contains_key(crate::plan::ALWAYS_LOAD) => {
+                        let mut rest = meta.clone();
+                        rest.remove(crate::plan::ALWAYS_LOAD);
+                        if !rest.is_empty() {
+                            map.serialize_entry(key, &rest)?;
+                        }
+                    }
+                    _ => map.serialize_entry(key, value)?,
+                }
             } else {
                 map.serialize_entry(key, value)?;
             }

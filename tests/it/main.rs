@@ -47,6 +47,7 @@ mod firsthour;
 mod fuzz_props;
 mod golden;
 mod guard;
+mod host_cooperation;
 mod http_caps;
 mod http_downstream;
 mod http_upstream;
