@@ -63,6 +63,7 @@ impl Reconcile {
             sessions,
             state,
             // Applied by a reload: the stack and the gateway's rooms are built from them.
+            resolve_names: _,
             budget: _,
             discover: _,
             clients: _,

@@ -89,6 +89,9 @@ pub struct Policy {
     pub downstream: Downstream,
     /// Separator between server id and tool name (default `__`).
     pub separator: String,
+    /// What becomes of a `tools/call` of a name that resolves to a listed tool
+    /// (`[aggregate] resolve_names`).
+    pub resolve_names: crate::routing::resolve::ResolveNames,
     /// The upstream servers, in policy order.
     pub upstreams: Vec<UpstreamSpec>,
     /// `[budget]`.
@@ -142,6 +145,7 @@ impl Default for Policy {
         Self {
             downstream: Downstream::default(),
             separator: "__".to_owned(),
+            resolve_names: crate::routing::resolve::ResolveNames::Route,
             upstreams: Vec::new(),
             budget: BudgetPolicy::default(),
             discover: DiscoverPolicy::default(),

@@ -298,7 +298,7 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(
             found[0].message,
-            "unknown key `colour`; the keys here are: separator"
+            "unknown key `colour`; the keys here are: separator, resolve_names"
         );
     }
 

@@ -176,6 +176,13 @@ pub struct RawDownstream {
 pub struct RawAggregate {
     /// Separator between server id and tool name. Default: `"__"`.
     pub separator: Option<String>,
+    /// A `tools/call` of a name no upstream lists that resolves to one tool (another
+    /// separator, `github.get_issue`; another case; the bare name, `get_issue`): `route` calls
+    /// that tool, `strict` answers `mcp_budget.catalog.misnamed` naming it, `off` answers
+    /// `mcp_budget.catalog.not_found`. A name that resolves to several tools is answered
+    /// `mcp_budget.catalog.ambiguous_name` with them (not with `off`). Authorization applies to
+    /// the tool resolved. Default: `"route"`.
+    pub resolve_names: Option<String>,
 }
 
 /// One `[[upstream]]`.

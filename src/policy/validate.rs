@@ -1,6 +1,7 @@
 //! Raw policy → [`Policy`]: each section validates itself ([`Section`]) at its path; what is
 //! here is the order they go in and the rules that join sections.
 
+use crate::routing::resolve::ResolveNames;
 use std::collections::{BTreeMap, HashSet};
 
 use super::UpstreamSpec;
@@ -29,7 +30,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             "missing; put `version = 1` at the top of the file",
         ),
     }
-    let separator = raw.aggregate.validate((), root.at("aggregate"));
+    let (separator, resolve_names) = raw.aggregate.validate((), root.at("aggregate"));
     let downstream = raw.downstream.validate((), root.at("downstream"));
 
     let (upstreams, own_sanitize) = upstreams(raw.upstream, text, root.at("upstream"));
@@ -67,6 +68,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
     Ok(Policy {
         downstream,
         separator,
+        resolve_names,
         upstreams,
         budget,
         discover,
@@ -181,11 +183,11 @@ fn cross_section(
 }
 
 impl Section for RawAggregate {
-    /// The separator.
-    type Valid = String;
+    /// The separator, and what becomes of names that resolve.
+    type Valid = (String, ResolveNames);
     type Context<'c> = ();
 
-    fn validate(self, (): (), mut at: At<'_>) -> String {
+    fn validate(self, (): (), mut at: At<'_>) -> (String, ResolveNames) {
         let separator = self.separator.unwrap_or_else(|| "__".to_owned());
         if separator.is_empty()
             || !separator
@@ -197,7 +199,11 @@ impl Section for RawAggregate {
                 "must be non-empty and use only A-Z a-z 0-9 _ - (tool names must be valid for LLM APIs)",
             );
         }
-        separator
+        let resolve = self.resolve_names.as_deref();
+        let resolve = at
+            .parse("resolve_names", resolve, str::parse)
+            .unwrap_or_default();
+        (separator, resolve)
     }
 }
 

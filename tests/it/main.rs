@@ -58,6 +58,7 @@ mod legacy_servers;
 mod limits;
 mod llm_api;
 mod modern_http;
+mod name_resolution;
 mod native_disclosure;
 mod offline_live_binary;
 mod offline_live_library;
