@@ -162,8 +162,8 @@ pub struct Rules {
     /// The exposed names, meta-tool definitions and replaced descriptions.
     pub wording: Wording,
     /// Per catalog tool, in catalog order: how often the deployment called it (the hybrid rung
-    /// lists used tools first, most calls first). Empty when unknown; a tool past the end has
-    /// none.
+    /// lists a server's most-called tools first, and called tools first within a round across
+    /// servers). Empty when unknown; a tool past the end has none.
     pub usage: Vec<u64>,
     /// Whether the host defers tools itself (see [`HostDeferral`]).
     pub host_deferral: HostDeferral,
