@@ -6,7 +6,8 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::{Gateway, Mode, Up, error_type, first_text};
+use crate::harness::{Gateway, Mode, Up, error_type, first_text, free_port};
+use crate::telemetry::{admin, get};
 
 const CLIENT: &str = r#"stdio_client = "alice"
 
@@ -28,7 +29,26 @@ async fn gateway(test: &str, policy: &str) -> Gateway {
         .env(&[("ALICE_KEY", "k-alice-names")])
         .start(&ups)
         .await;
-    gw.client().initialize().await;
+    let c = gw.client();
+    c.initialize().await;
+    // On a loaded machine an upstream may still be starting when the gateway serves: wait
+    // until the tools these tests call are listed.
+    let want = ["e__echo", "time__get_current_time", "t2__convert_time"];
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let list = c.request("tools/list", json!({})).await;
+        let names: Vec<&str> = (list["result"]["tools"].as_array().into_iter().flatten())
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        if want.iter().all(|w| names.contains(w)) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never listed: {names:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
     gw
 }
 
@@ -38,7 +58,9 @@ fn call(name: &str, arguments: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn near_names_reach_their_tool_and_authorization_decides_on_it() {
-    let mut gw = gateway("names-route", CLIENT).await;
+    let admin_port = free_port();
+    let policy = format!("{CLIENT}{}", admin(admin_port));
+    let mut gw = gateway("names-route", &policy).await;
     let c = gw.client();
     let hello = json!({"message": "hello there"});
     for name in ["echo", "e.echo", "e/echo", "E__ECHO"] {
@@ -77,6 +99,20 @@ async fn near_names_reach_their_tool_and_authorization_decides_on_it() {
     // A tool the client may not see is never offered: `e/get-sum` is outside its scope.
     let r = c.request("tools/call", call("get-sum", &json!({}))).await;
     assert_eq!(error_type(&r), "mcp_budget.catalog.not_found", "{r}");
+    // Counted by rule: `echo` and `convert_time` and the denied `echo` bare, `e.echo` and
+    // `e/echo` by separator, `E__ECHO` by case.
+    let (_, metrics) = get(admin_port, "/metrics").await;
+    let count = |labels: &str| {
+        let line = format!("mcp_budget_tool_name_resolved_total{{{labels}}} ");
+        let found = metrics.lines().find_map(|l| l.strip_prefix(line.as_str()));
+        found
+            .unwrap_or_else(|| panic!("no {line} in\n{metrics}"))
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(count("rule=\"bare\",outcome=\"routed\""), "3");
+    assert_eq!(count("rule=\"separator\",outcome=\"routed\""), "2");
+    assert_eq!(count("rule=\"case\",outcome=\"routed\""), "1");
     gw.stop_and_check().await;
 }
 
