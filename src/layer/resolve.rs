@@ -28,7 +28,8 @@ use crate::error::Error;
 use crate::jsonrpc::{Kind, Message, to_raw};
 use crate::layer::{Around, Inner, Layered};
 use crate::mcp::method::Names;
-use crate::routing::resolve::{Resolution, ResolveNames, resolve};
+use crate::policy::ResolveNames;
+use crate::routing::resolve::{Resolution, resolve};
 
 /// Layer of [`Resolve`].
 #[derive(Debug, Clone)]

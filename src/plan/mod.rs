@@ -564,7 +564,7 @@ fn candidates(list_catalog: bool) -> Vec<(Level, Option<Level>)> {
 
 /// The `_meta` key that keeps a tool loaded in a host that defers tools itself (Claude Code's
 /// tool search): the tools the plan lists, and the meta-tools, carry it set to `true`.
-pub const ALWAYS_LOAD: &str = "anthropic/alwaysLoad";
+pub use crate::tokens::ALWAYS_LOAD;
 
 /// Sets `_meta[ALWAYS_LOAD] = true` in a tool definition, keeping every other `_meta` key (a
 /// `_meta` that is not an object, which MCP does not allow, is left as the upstream sent it).

@@ -20,6 +20,7 @@
 //! # Ok::<(), mcp_budget::policy::ConfigError>(())
 //! ```
 
+pub mod aggregate;
 pub mod audit;
 pub mod budget;
 pub mod client;
@@ -49,6 +50,7 @@ mod warnings;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
+pub use aggregate::{ResolveNames, UnknownResolveNames};
 pub use audit::AuditPolicy;
 pub use budget::BudgetPolicy;
 pub use diff::Reconcile;
@@ -91,7 +93,7 @@ pub struct Policy {
     pub separator: String,
     /// What becomes of a `tools/call` of a name that resolves to a listed tool
     /// (`[aggregate] resolve_names`).
-    pub resolve_names: crate::routing::resolve::ResolveNames,
+    pub resolve_names: ResolveNames,
     /// The upstream servers, in policy order.
     pub upstreams: Vec<UpstreamSpec>,
     /// `[budget]`.
@@ -145,7 +147,7 @@ impl Default for Policy {
         Self {
             downstream: Downstream::default(),
             separator: "__".to_owned(),
-            resolve_names: crate::routing::resolve::ResolveNames::Route,
+            resolve_names: ResolveNames::Route,
             upstreams: Vec::new(),
             budget: BudgetPolicy::default(),
             discover: DiscoverPolicy::default(),

@@ -1,7 +1,6 @@
 //! Raw policy → [`Policy`]: each section validates itself ([`Section`]) at its path; what is
 //! here is the order they go in and the rules that join sections.
 
-use crate::routing::resolve::ResolveNames;
 use std::collections::{BTreeMap, HashSet};
 
 use super::UpstreamSpec;
@@ -10,7 +9,7 @@ use super::limits::Names;
 use super::problems::{At, Problems, Section};
 use super::raw::{RawAggregate, RawPolicy, RawUpstream};
 use super::sanitize::{RawSanitize, SanitizePolicy};
-use super::{BudgetPolicy, DiscoverPolicy, Downstream, Policy, Problem};
+use super::{BudgetPolicy, DiscoverPolicy, Downstream, Policy, Problem, ResolveNames};
 use crate::sanitize::Rules;
 use serde_spanned::Spanned;
 

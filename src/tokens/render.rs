@@ -98,9 +98,9 @@ impl Serialize for Renamed<'_> {
                 // The gateway's own always-load marker is for the host, never shown to a
                 // model: counted or not, a tool costs the same.
                 match value.as_object() {
-                    Some(meta) if meta.contains_key(crate::plan::ALWAYS_LOAD) => {
+                    Some(meta) if meta.contains_key(ALWAYS_LOAD) => {
                         let mut rest = meta.clone();
-                        rest.remove(crate::plan::ALWAYS_LOAD);
+                        rest.remove(ALWAYS_LOAD);
                         if !rest.is_empty() {
                             map.serialize_entry(key, &rest)?;
                         }
@@ -114,6 +114,11 @@ impl Serialize for Renamed<'_> {
         map.end()
     }
 }
+
+/// The `_meta` key that keeps a tool loaded in a host that defers tools itself (Claude Code's
+/// tool search), set by the planner on the tools it lists ([`crate::plan::apply`]): for the
+/// host, never shown to a model, so no rendering counts it.
+pub const ALWAYS_LOAD: &str = "anthropic/alwaysLoad";
 
 /// The text of one tool (exposed as `name`) in `rendering`.
 #[must_use]
