@@ -122,6 +122,23 @@ pub enum Error {
         /// The name asked for.
         name: String,
     },
+    /// A tool name the catalog does not list but resolves to one tool, answered with that
+    /// tool's name (`[aggregate] resolve_names = "strict"`).
+    #[error("unknown tool {name:?}; did you mean {tool:?}? call it by that name")]
+    Misnamed {
+        /// The name asked for.
+        name: String,
+        /// The exposed name of the tool it resolves to.
+        tool: String,
+    },
+    /// A tool name the catalog does not list that resolves to several tools.
+    #[error("unknown tool {name:?}, which could be any of {candidates:?}; call one by its name")]
+    AmbiguousName {
+        /// The name asked for.
+        name: String,
+        /// The exposed names it could mean.
+        candidates: Vec<String>,
+    },
     /// A method the gateway does not serve.
     #[error("method {0:?} is not supported by this gateway")]
     MethodNotFound(String),
@@ -395,6 +412,8 @@ impl Error {
             Self::UpstreamRefused { .. } => (INVALID_REQUEST, kind::UPSTREAM_PROTOCOL),
             Self::Cancelled { .. } => (REQUEST_CANCELLED, kind::REQUEST_CANCELLED),
             Self::NotFound { .. } => (INVALID_PARAMS, kind::CATALOG_NOT_FOUND),
+            Self::Misnamed { .. } => (INVALID_PARAMS, kind::CATALOG_MISNAMED),
+            Self::AmbiguousName { .. } => (INVALID_PARAMS, kind::CATALOG_AMBIGUOUS_NAME),
             Self::NotAvailable { .. } => (RESOURCE_NOT_AVAILABLE, kind::CATALOG_NOT_FOUND),
             Self::MethodNotFound(_) => (METHOD_NOT_FOUND, kind::METHOD_NOT_FOUND),
             Self::InvalidArguments { .. } | Self::InvalidPromptArguments { .. } => {
@@ -485,6 +504,7 @@ impl Error {
                 json!({ "upstream": upstream, "max_instances": max })
             }
             Self::NotFound { what, name } => not_found(what, name),
+            Self::Misnamed { .. } | Self::AmbiguousName { .. } => return self.resolved_data(),
             Self::NotAvailable { names } => json!({ "unknownNames": names }),
             Self::InvalidArguments { tool, property, .. } => {
                 json!({ "tool": tool, "property": property })
@@ -532,6 +552,18 @@ fn upstream_reason(upstream: &str, reason: &str) -> Value {
 }
 
 impl Error {
+    /// `error.data` of [`Error::Misnamed`] and [`Error::AmbiguousName`]: the name sent and the
+    /// one tool, or the candidates, it resolves to.
+    fn resolved_data(&self) -> Option<Value> {
+        match self {
+            Self::Misnamed { name, tool } => Some(json!({ "name": name, "tool": tool })),
+            Self::AmbiguousName { name, candidates } => {
+                Some(json!({ "name": name, "candidates": candidates }))
+            }
+            _ => None,
+        }
+    }
+
     /// `error.data` of [`Error::Limited`]: when to retry, the limit, whose and where.
     fn limited_data(&self) -> Option<Value> {
         let Self::Limited {

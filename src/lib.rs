@@ -28,8 +28,8 @@
 //! - [`server`]: start, serve, stop: the library entry the binary wraps.
 //! - [`embed`]: the layers over someone else's MCP service.
 //! - [`policy`]: the TOML policy file → a validated [`policy::Policy`]; in-process upstreams.
-//! - [`layer`]: the tower layers of mcp-budget's own stack (recover, trace, era, budget,
-//!   authorize, arguments, limit, guard), one module each; [`stack`] orders them over the
+//! - [`layer`]: the tower layers of mcp-budget's own stack (recover, trace, era, resolve,
+//!   budget, authorize, arguments, limit, guard), one module each; [`stack`] orders them over the
 //!   [`context::McpRequest`]s they take.
 //! - [`llm_api`]: cache-stable tool lists on the LLM-API side (Anthropic, `OpenAI`).
 //! - [`tokens`]: what a tool costs a host model, in tokens; [`profile`]: the model profiles

@@ -196,5 +196,7 @@ pub fn resource(catalog: &Catalog, uri: &str) -> Reach {
     }
 }
 
+pub mod resolve;
+
 #[cfg(test)]
 mod tests;

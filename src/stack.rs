@@ -5,6 +5,8 @@
 //!   wraps everything;
 //! - `trace` opens the span the rest logs into;
 //! - `era` applies the 2026-07-28 rules to modern requests, around everything that answers;
+//! - `resolve` turns a `tools/call` of a near name (`get_issue` for `github__get_issue`) into a
+//!   call of the tool it means, above everything that reads the name;
 //! - `budget` (with `[budget] enabled`) answers `tools/list` from its plan and serves the
 //!   meta-tools; an `invoke_tool` goes on down as the `tools/call` it names;
 //! - `trace` again, inner (with the budget): the calls an `invoke_tool` or a `run_code`
@@ -174,6 +176,13 @@ where
         // that answers, the budget's lists included. Lists are private (not for shared
         // caches) when they depend on the caller: promoted tools, native disclosure, clients.
         .layer(EraLayer::new(lists_are_private(policy)))
+        // A tools/call of a name no upstream lists but one tool's near name becomes a call of
+        // that tool here, above everything that reads the name: the budget counts it and cuts
+        // its result, authorization decides on the tool it reaches (never on the spelling).
+        .layer(crate::layer::resolve::ResolveLayer::new(
+            catalog.clone(),
+            policy.resolve_names,
+        ))
         // The budget answers tools/list from its plan and serves the meta-tools; an
         // invoke_tool goes on down as an ordinary tools/call, so it sits above everything
         // that must see real calls (authorization, isolation: later layers go below it).

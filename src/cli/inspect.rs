@@ -215,13 +215,15 @@ fn report(p: &Prepared, m: &Measured, plan: &Plan) -> Value {
     report["plan"]["advice"] = super::report::advice(&why).map_or(Value::Null, Value::from);
     report["levels"] = levels(m, plan, catalog_empty);
     report["discovery"] = discovery(p, plan);
-    for (server, cost) in report["servers"]
+    for ((server, cost), share) in report["servers"]
         .as_array_mut()
         .into_iter()
         .flatten()
         .zip(server_costs(&servers, m, plan))
+        .zip(shares(&servers, &p.rules, plan))
     {
         server["plan"] = cost;
+        server["share"] = share;
     }
     report
 }
@@ -306,6 +308,38 @@ fn server_costs(servers: &[(String, Vec<usize>)], m: &Measured, plan: &Plan) -> 
             json!({"listed_tokens": listed, "compression_saved_tokens": compressed,
                    "deferred_tokens": deferred,
                    "listed_tools": idx.iter().filter(|&&i| plan.levels[i].is_some()).count()})
+        })
+        .collect()
+}
+
+/// Per server: its max-min fair share of the listed slots ([`crate::plan::fair_shares`]), what
+/// it got, and why (`whole`: fewer tools than its share; `pinned`: more pins than its share;
+/// `fair`: rounds across servers gave it its share, the rest behind search; `budget`: the
+/// tokens ran out before its share).
+fn shares(servers: &[(String, Vec<usize>)], rules: &Rules, plan: &Plan) -> Vec<Value> {
+    let sizes: Vec<usize> = servers.iter().map(|(_, idx)| idx.len()).collect();
+    let fair = crate::plan::fair_shares(&sizes, plan.exposed_count());
+    servers
+        .iter()
+        .zip(fair)
+        .map(|((_, idx), share)| {
+            let listed = idx.iter().filter(|&&i| plan.levels[i].is_some()).count();
+            let pinned = (idx.iter())
+                .filter(|&&i| rules.pins.get(i).copied().unwrap_or(false))
+                .count();
+            #[allow(clippy::cast_precision_loss)] // tool counts are far below 2^52
+            let (listed_f, pinned_f) = (listed as f64, pinned as f64);
+            let why = if listed == idx.len() {
+                "whole"
+            } else if pinned > 0 && pinned_f >= share {
+                "pinned"
+            } else if listed_f + 1.0 > share {
+                "fair"
+            } else {
+                "budget"
+            };
+            json!({"fair_share": (share * 10.0).round() / 10.0, "listed_tools": listed,
+                   "pinned_tools": pinned, "why": why})
         })
         .collect()
 }
@@ -600,6 +634,7 @@ fn reasons(s: &mut String, r: &Value) {
         })
         .collect();
     let _ = writeln!(s, "every tool at: {}", levels.join(" | "));
+    share_line(s, r);
     let d = &r["discovery"];
     if !d.is_null() {
         let _ = writeln!(
@@ -611,6 +646,34 @@ fn reasons(s: &mut String, r: &Value) {
             d["round_trip_tokens"]
         );
     }
+}
+
+/// Each server's listed tools against its fair share of the listed slots, when some are
+/// deferred: `share: github 7/26 (fair 7.5: fair), time 2/2 (whole)`.
+fn share_line(s: &mut String, r: &Value) {
+    if r["plan"]["deferred_tools"] == 0 {
+        return;
+    }
+    let cells: Vec<String> = (r["servers"].as_array().into_iter().flatten())
+        .map(|server| {
+            let share = &server["share"];
+            format!(
+                "{} {}/{} (fair {}: {})",
+                server["server"].as_str().unwrap_or(""),
+                share["listed_tools"],
+                server["tools"],
+                share["fair_share"],
+                share["why"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "share of the {} listed slots (rounds across servers; whole = fewer tools than its share, \
+         budget = the tokens ran out first): {}",
+        r["plan"]["exposed_tools"],
+        cells.join(", ")
+    );
 }
 
 /// The tokens at every level per server (with the total) and per tool.

@@ -46,6 +46,13 @@ pub const UPSTREAM_CLIENT_REQUIRED: &str = "mcp_budget.upstream.client_required"
 /// `tools/describe`, as the draft SEP asks, with `unknownNames`, for names the client may not
 /// see).
 pub const CATALOG_NOT_FOUND: &str = "mcp_budget.catalog.not_found";
+/// A `tools/call` of a name no upstream lists that resolves to one tool by a near-name rule
+/// (another separator or case, or its bare name), with `[aggregate] resolve_names = "strict"`:
+/// `error.data` has `name` and `tool`, the one name to call (`-32602`).
+pub const CATALOG_MISNAMED: &str = "mcp_budget.catalog.misnamed";
+/// A `tools/call` of a name no upstream lists that resolves to two or more tools the client
+/// may see: `error.data` has `name` and `candidates`, their names (`-32602`).
+pub const CATALOG_AMBIGUOUS_NAME: &str = "mcp_budget.catalog.ambiguous_name";
 /// A method the gateway does not serve, or one 2026-07-28 removed (`-32601`; HTTP 404 for a
 /// 2026-07-28 request).
 pub const METHOD_NOT_FOUND: &str = "mcp_budget.method.not_found";
@@ -213,6 +220,8 @@ pub const ALL: &[&str] = &[
     UPSTREAM_INSTANCES_EXHAUSTED,
     UPSTREAM_CLIENT_REQUIRED,
     CATALOG_NOT_FOUND,
+    CATALOG_MISNAMED,
+    CATALOG_AMBIGUOUS_NAME,
     METHOD_NOT_FOUND,
     REQUEST_PARSE,
     REQUEST_INVALID,

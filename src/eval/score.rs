@@ -158,6 +158,12 @@ pub struct Episode {
     pub strict: bool,
     /// Called a gold tool or an alternative.
     pub lenient: bool,
+    /// The scored call named its tool otherwise than listed (`get_issue` for
+    /// `github__get_issue`), and the gateway's policy (`[aggregate] resolve_names = "route"`)
+    /// routed it to that tool: it is scored as the tool reached. Under `"strict"` such a call
+    /// is refused and scored as the name it sent (no tool).
+    #[serde(default)]
+    pub resolved: bool,
     /// Calls the model made, native and written as text.
     pub native_calls: usize,
     /// Calls written as text.
@@ -290,6 +296,7 @@ pub fn summarize(exposure: &str, episodes: &[&Episode], price: Price) -> Value {
         "lenient_ci95": interval(lenient),
         "called": with_call,
         "called_unknown": count(&|e| e.called.is_some() && e.arguments_check.is_none()),
+        "called_resolved": count(&|e| e.resolved),
         "arguments_valid": round(share(valid, with_call)),
         "arguments_empty": round(share(empty, with_call)),
         "arguments_empty_or_invalid": round(share(with_call - valid, with_call)),
@@ -348,6 +355,7 @@ mod tests {
             argument_problems: vec![],
             strict,
             lenient: strict,
+            resolved: false,
             native_calls: 0,
             text_calls: usize::from(check.is_some()),
             meta_steps: 0,

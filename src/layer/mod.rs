@@ -55,6 +55,7 @@ pub mod era;
 pub mod guard;
 pub mod limit;
 pub mod recover;
+pub mod resolve;
 pub mod trace;
 
 /// What a layer does around one call of its inner service `S`: a request `Req` in (an MCP

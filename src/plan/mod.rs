@@ -17,12 +17,14 @@
 //!
 //! # The value model
 //!
-//! The hybrid rung lists a prefix of one fixed order: pinned tools, then tools the deployment
-//! uses (most calls first, [`Rules::usage`]), then the rest server by server, smallest server
-//! first (whole small servers before splitting big ones), read-only and common operations
-//! first within a server (`readOnlyHint`, get/list/search/read verbs), destructive ones last,
-//! cheaper before dearer. The prefix stops at the first tool that does not fit (it never skips
-//! one to squeeze in a later one), so more budget never lists fewer tools.
+//! The hybrid rung lists a prefix of one fixed order: pinned tools, then rounds across servers
+//! (every server's best tool, then every server's second best, …), so that any prefix is a
+//! max-min fair share of the listed slots over the servers' tool counts ([`fair_shares`]); a
+//! server's "best" are the tools the deployment calls most ([`Rules::usage`]) when known, else
+//! read-only and common operations first (`readOnlyHint`, get/list/search/read verbs),
+//! destructive ones last, cheaper before dearer. The prefix stops at the first tool that does
+//! not fit (it never skips one to squeeze in a later one), so more budget never lists fewer
+//! tools.
 //!
 //! How the listed tools and the catalog lines are compressed is chosen among candidates
 //! (listed level × line level): the candidate that lists the most tools wins; among equals,
@@ -76,8 +78,11 @@ pub(crate) use value::order as value_order;
 
 pub use measure::{Ranked, measure, measure_ranked};
 pub use result::{Cut, cut_note, cut_result};
-pub use rules::{Budget, LevelChoice, ModeChoice, Rules, UnknownMode};
+pub use rules::{
+    Budget, HostDeferral, LevelChoice, ModeChoice, Rules, UnknownHostDeferral, UnknownMode,
+};
 pub use usage::{UsageCounts, UsageFileError, parse_usage, render_usage, usage_of};
+pub use value::fair_shares;
 
 /// Number of discovery meta-tools listed in progressive modes (one more with code mode:
 /// [`MetaToolNames::count`](crate::discover::MetaToolNames::count)).
@@ -557,50 +562,76 @@ fn candidates(list_catalog: bool) -> Vec<(Level, Option<Level>)> {
     out
 }
 
+/// The `_meta` key that keeps a tool loaded in a host that defers tools itself (Claude Code's
+/// tool search): the tools the plan lists, and the meta-tools, carry it set to `true`.
+pub use crate::tokens::ALWAYS_LOAD;
+
+/// Sets `_meta[ALWAYS_LOAD] = true` in a tool definition, keeping every other `_meta` key (a
+/// `_meta` that is not an object, which MCP does not allow, is left as the upstream sent it).
+pub fn mark_always_load(def: &mut serde_json::Map<String, Value>) {
+    let meta = def
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if let Value::Object(meta) = meta {
+        meta.insert(ALWAYS_LOAD.into(), Value::Bool(true));
+    }
+}
+
 /// The `tools` array a host receives under `plan`: listed tools in catalog order with their
-/// exposed names and compressed definitions (worded by `rules`), then the meta-tools when the
-/// plan lists them, the deferred tools' catalog lines appended to the search tool's
-/// description when the plan lists them.
+/// exposed names and compressed definitions (worded by `rules`), marked [`ALWAYS_LOAD`] (but
+/// with `mode = "host_search"`, where the host loads every tool on demand), then the meta-tools
+/// (marked) when the plan lists them, the deferred tools' catalog lines appended to the search
+/// tool's description when the plan lists them. With a host that defers itself
+/// ([`HostDeferral::Cooperate`], [`HostDeferral::Host`]) the deferred tools are listed too, in
+/// full and unmarked, for the host's own search; the meta-tools only with `Cooperate`.
 #[must_use]
 pub fn apply(plan: &Plan, catalog: &[CatalogTool], rules: &Rules) -> Vec<Value> {
     let wording = &rules.wording;
+    let facts = Facts::of(catalog, rules);
+    let mark = rules.mode != ModeChoice::HostSearch;
+    let host_defers = rules.host_deferral != HostDeferral::Off;
     let mut out = Vec::with_capacity(plan.tools_after);
     let mut lines = String::new();
     for (i, (tool, level)) in catalog.iter().zip(&plan.levels).enumerate() {
-        if level.is_none() && plan.catalog_level.is_none() {
-            // Deferred and not listed: nothing of it is shown.
-            continue;
-        }
         let description = wording.description(i);
         let name = tool.exposed_name(&wording.separator).into_owned();
-        match (level, plan.catalog_level) {
-            (Some(level), _) => {
-                let mut def = compress::compress_with(&tool.definition, *level, description);
-                def.insert("name".into(), Value::String(name));
-                // Same values, same bytes: provider prompt caches depend on it.
-                out.push(crate::canonical::canonical_tool(&Value::Object(def)));
+        let listed = match (level, host_defers) {
+            (Some(level), _) => Some((*level, mark)),
+            (None, true) => Some((facts.effective(i, Level::Off), false)),
+            (None, false) => None,
+        };
+        if let Some((level, marked)) = listed {
+            let mut def = compress::compress_with(&tool.definition, level, description);
+            def.insert("name".into(), Value::String(name));
+            if marked {
+                mark_always_load(&mut def);
             }
-            (None, Some(c)) => {
-                lines.push_str("\n- ");
-                lines.push_str(&compress::catalog_line_memo(
-                    &tool.server,
-                    &name,
-                    &tool.definition,
-                    c,
-                    description,
-                    &mut compress::Memo::default(),
-                ));
-            }
-            (None, None) => {}
+            // Same values, same bytes: provider prompt caches depend on it.
+            out.push(crate::canonical::canonical_tool(&Value::Object(def)));
+        } else if let Some(c) = plan.catalog_level {
+            lines.push_str("\n- ");
+            lines.push_str(&compress::catalog_line_memo(
+                &tool.server,
+                &name,
+                &tool.definition,
+                c,
+                description,
+                &mut compress::Memo::default(),
+            ));
         }
     }
-    if plan.meta_tools {
+    if plan.meta_tools && rules.host_deferral != HostDeferral::Host {
         let mut defs = wording.meta.clone();
         if !lines.is_empty() {
             if let Some(Value::String(d)) = defs.first_mut().and_then(|s| s.get_mut("description"))
             {
                 d.push_str(crate::tokens::LISTING_HEADER_TEXT);
                 d.push_str(&lines);
+            }
+        }
+        for def in &mut defs {
+            if let Some(def) = def.as_object_mut() {
+                mark_always_load(def);
             }
         }
         out.extend(defs);

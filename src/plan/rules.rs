@@ -92,6 +92,54 @@ impl FromStr for ModeChoice {
     }
 }
 
+/// Whether the host defers tools itself (Claude Code's tool search keeps a tool loaded when it
+/// carries `_meta["anthropic/alwaysLoad"] = true` and defers the others), and so what the
+/// gateway lists (`[budget] host_deferral`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostDeferral {
+    /// The gateway defers: the plan's tools are listed (marked always-load, as are the
+    /// meta-tools, so that a host that defers anyway keeps them), the rest behind the
+    /// meta-tools.
+    #[default]
+    Off,
+    /// The host defers, the gateway helps: every tool is listed, the plan's marked always-load,
+    /// the rest left to the host's search; the gateway's meta-tools are listed too (marked), so
+    /// the model may search either way.
+    Cooperate,
+    /// The host defers alone: as `cooperate`, without the gateway's meta-tools.
+    Host,
+}
+
+impl HostDeferral {
+    /// `off`, `cooperate` or `host`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Cooperate => "cooperate",
+            Self::Host => "host",
+        }
+    }
+}
+
+/// A `host_deferral` that is not `off`, `cooperate` or `host`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown host_deferral {0:?}; expected off, cooperate or host")]
+pub struct UnknownHostDeferral(pub String);
+
+impl FromStr for HostDeferral {
+    type Err = UnknownHostDeferral;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "off" => Ok(Self::Off),
+            "cooperate" => Ok(Self::Cooperate),
+            "host" => Ok(Self::Host),
+            other => Err(UnknownHostDeferral(other.to_owned())),
+        }
+    }
+}
+
 /// What the planner is asked for one catalog: the budget, the level and mode choices, the
 /// per-tool rules, and the wording of the list. A plain value, built once per catalog (from a
 /// policy by `BudgetPolicy::rules`).
@@ -114,14 +162,16 @@ pub struct Rules {
     /// The exposed names, meta-tool definitions and replaced descriptions.
     pub wording: Wording,
     /// Per catalog tool, in catalog order: how often the deployment called it (the hybrid rung
-    /// lists used tools first, most calls first). Empty when unknown; a tool past the end has
-    /// none.
+    /// lists a server's most-called tools first, and called tools first within a round across
+    /// servers). Empty when unknown; a tool past the end has none.
     pub usage: Vec<u64>,
+    /// Whether the host defers tools itself (see [`HostDeferral`]).
+    pub host_deferral: HostDeferral,
 }
 
 impl Rules {
     /// Rules for `budget` with the defaults: `auto` level and mode, catalog lines listed, no
-    /// per-tool rules, separator `__` and the default meta-tools.
+    /// per-tool rules, separator `__`, the default meta-tools, no host deferral.
     #[must_use]
     pub fn new(budget: Budget) -> Self {
         Self {
@@ -133,6 +183,7 @@ impl Rules {
             min_levels: Vec::new(),
             wording: Wording::new("__", meta_tool_definitions(&MetaToolNames::default())),
             usage: Vec::new(),
+            host_deferral: HostDeferral::Off,
         }
     }
 }

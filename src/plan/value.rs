@@ -5,25 +5,24 @@
 //! most. Most useful first:
 //!
 //! 1. **pinned** tools (`pin = true`, `never_defer`): the operator said so;
-//! 2. **used** tools, most calls first (`Rules::usage`): what a deployment really calls beats
-//!    any guess from names;
-//! 3. a **fair share first**: [`FAIR_ROUNDS`] rounds across servers — every server's best
-//!    tool, then every server's second best — so that no server the user installed is left
-//!    with nothing listed while another is listed whole (four servers, one of them GitHub's 26
-//!    tools, used to list 15 demo tools and "0 of 26" GitHub ones). Within a round, cheaper
-//!    tools first (the prefix stops at the first tool that does not fit, so a dear one late
-//!    in a round costs the fewest others);
-//! 4. then the rest **server by server, smallest server first** (fewest tools, then fewest
-//!    tokens). A server listed whole shows the model its whole surface: it never has to
-//!    wonder whether a sibling exists behind search. Small servers cost few slots of the tool
-//!    cap; the big ones are split anyway, and split servers are what search and catalog lines
-//!    handle best (many similar names, one vocabulary);
-//! 5. a server's own order (what "best" means, in a round and after): **read-only and common
-//!    operations** first (`readOnlyHint: true`, or a name whose first verb is
-//!    get/list/search/read/find/…), then the others, **destructive** ones last
-//!    (`destructiveHint: true`, or delete/remove/…): reads are the most frequent calls and the
-//!    safest to offer without a search step;
-//! 6. then **cheaper** tools first (tokens listed uncompressed), then the tool id.
+//! 2. then **rounds across servers** (water-filling): every server's best tool, then every
+//!    server's second best, and so on, a server leaving the rounds when it has nothing left.
+//!    Any prefix of this order is a max-min fair share of its length over the servers' tool
+//!    counts: a server with fewer tools than its share is listed whole and the slots it does
+//!    not need go to the others equally. So whatever the tool cap and the token budget leave
+//!    room for, no server gets more than one tool more than another that still has tools to
+//!    list, pins aside (a desktop host's `everything` 13 tools, GitHub's 26 and `time` 2 under Sonnet's 20
+//!    tools used to list 13 + 2 of 26 + 2: "smallest server first" after two rounds). Pinned
+//!    tools take their server's first rounds. Within a round, **called** tools first (most
+//!    calls first, [`Rules::usage`]), then **cheaper** ones (the prefix stops at the first tool
+//!    that does not fit, so a dear one late in a round costs the fewest others);
+//! 3. a server's own order (what "best" means): **most calls first** when the deployment's
+//!    usage is known (`[budget] usage_file`): what a deployment really calls beats any guess
+//!    from names; else the prior: **read-only and common operations** first (`readOnlyHint:
+//!    true`, or a name whose first verb is get/list/search/read/find/…), then the others,
+//!    **destructive** ones last (`destructiveHint: true`, or delete/remove/…): reads are the
+//!    most frequent calls and the safest to offer without a search step;
+//! 4. then **cheaper** tools first (tokens listed uncompressed), then the tool name.
 //!
 //! A description's "generality" is not scored: no lexical measure of it held up (length
 //! rewards verbosity, word lists reward the test set), and cost order already favours simple
@@ -39,12 +38,6 @@ use serde_json::Value;
 use super::Rules;
 use crate::catalog::CatalogTool;
 use crate::tokens::Measured;
-
-/// Rounds across servers (each server's best tools) before the rest goes smallest server
-/// first. Measured on the labelled set's servers, four at a time (`examples/direct_hits.rs`):
-/// 2 keeps the direct-hit rate of "smallest server first" or better on Sonnet, Haiku and GPT-5
-/// while no server is left with nothing listed (1 and 3 each lose on one model).
-const FAIR_ROUNDS: usize = 2;
 
 /// Name verbs of operations that only read.
 const READ_VERBS: &[&str] = &[
@@ -162,67 +155,88 @@ pub(crate) fn order(
     let pinned = |i: usize| rules.pins.get(i).copied().unwrap_or(false);
     let used = |i: usize| rules.usage.get(i).copied().unwrap_or(0);
     let off = |i: usize| measured.tools[i].direct[0];
-    // Server size: (tools, uncompressed tokens).
-    let mut sizes: HashMap<&str, (usize, usize)> = HashMap::new();
-    for (i, tool) in catalog.iter().enumerate() {
-        let s = sizes.entry(tool.server.as_str()).or_default();
-        s.0 += 1;
-        s.1 += off(i);
-    }
-    // Servers by name, as numbers: sorting then compares integers, not server names (many
-    // servers of one size tie on the size).
-    let mut names: Vec<&str> = sizes.keys().copied().collect();
+    // Servers by name, as numbers: sorting then compares integers, not server names.
+    let mut names: Vec<&str> = catalog.iter().map(|t| t.server.as_str()).collect();
     names.sort_unstable();
+    names.dedup();
     let server_rank: HashMap<&str, usize> =
         names.iter().enumerate().map(|(r, &n)| (n, r)).collect();
     // Per tool once, so that sorting compares plain numbers (a warm `tools/list` plans every
-    // time): smallest server first, reads first, cheaper first, then the name (never the
-    // arrival order).
-    let keys: Vec<((usize, usize), usize, Operation, usize)> = catalog
+    // time): a server's own order is most calls first, reads first, cheaper first, then the
+    // name (never the arrival order).
+    let keys: Vec<(usize, Reverse<u64>, Operation, usize)> = catalog
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let server = t.server.as_str();
-            (sizes[server], server_rank[server], Operation::of(t), off(i))
+            (
+                server_rank[t.server.as_str()],
+                Reverse(used(i)),
+                Operation::of(t),
+                off(i),
+            )
         })
         .collect();
-    let rank = |i: usize| (keys[i], catalog[i].name.as_str());
-    let mut pins: Vec<usize> = (0..catalog.len()).filter(|&i| pinned(i)).collect();
-    pins.sort_by(|&a, &b| rank(a).cmp(&rank(b)));
+    let own = |i: usize| (keys[i], catalog[i].name.as_str());
+    let mut all: Vec<usize> = (0..catalog.len()).collect();
+    all.sort_by(|&a, &b| own(a).cmp(&own(b)));
+    // Pinned tools first, each server's in its own order.
+    let mut out: Vec<usize> = all.iter().copied().filter(|&i| pinned(i)).collect();
     if only_pinned {
-        return pins;
+        return out;
     }
-    let mut used_tools: Vec<usize> = (0..catalog.len())
-        .filter(|&i| !pinned(i) && used(i) > 0)
-        .collect();
-    used_tools.sort_by(|&a, &b| (Reverse(used(a)), rank(a)).cmp(&(Reverse(used(b)), rank(b))));
-    let mut rest: Vec<usize> = (0..catalog.len())
-        .filter(|&i| !pinned(i) && used(i) == 0)
-        .collect();
-    // Server by server first: a tool's place in its server's own order is the round it is
-    // listed in.
-    rest.sort_by(|&a, &b| rank(a).cmp(&rank(b)));
+    // Water-filling: a tool's round is its place in its server's order, pinned tools counted
+    // first (they take their server's first rounds); every prefix of the rounds is a max-min
+    // fair share of its length.
     let mut round = vec![0usize; catalog.len()];
     let mut placed: HashMap<&str, usize> = HashMap::new();
-    for &i in &rest {
+    for &i in out.iter().chain(all.iter().filter(|&&i| !pinned(i))) {
         let next = placed.entry(catalog[i].server.as_str()).or_default();
         round[i] = *next;
         *next += 1;
     }
-    // The first rounds across servers (cheaper first within a round), then the rest as a
-    // server's whole surface, smallest server first.
+    let mut rest: Vec<usize> = all.into_iter().filter(|&i| !pinned(i)).collect();
+    // Within a round: called tools first (most calls first), then cheaper first (the prefix
+    // stops at the first tool that does not fit), then the server and the name.
     let fair = |i: usize| {
-        let first = if round[i] < FAIR_ROUNDS {
-            (round[i], keys[i].3, keys[i].0, keys[i].1)
-        } else {
-            (FAIR_ROUNDS, 0, keys[i].0, keys[i].1)
-        };
-        (first, keys[i].2, keys[i].3, catalog[i].name.as_str())
+        (
+            round[i],
+            keys[i].1,
+            keys[i].3,
+            keys[i].0,
+            catalog[i].name.as_str(),
+        )
     };
     rest.sort_by(|&a, &b| fair(a).cmp(&fair(b)));
-    pins.extend(used_tools);
-    pins.extend(rest);
-    pins
+    out.extend(rest);
+    out
+}
+
+/// Each server's max-min fair share of `slots` listed tools, by water-filling over the servers'
+/// tool counts (`sizes`, one per server): a server with fewer tools than an equal split gets
+/// them all, the slots it leaves go to the others equally. What the rounds of [the value
+/// model](self) give any prefix, to within one tool per server; `inspect` prints it beside what
+/// each server got.
+///
+/// ```
+/// use mcp_budget::plan::fair_shares;
+///
+/// // `time` 2 tools, `everything` 13, GitHub 26, 17 slots (Sonnet's cap less 3 meta-tools).
+/// assert_eq!(fair_shares(&[2, 13, 26], 17), [2.0, 7.5, 7.5]);
+/// assert_eq!(fair_shares(&[2, 3], 10), [2.0, 3.0]);
+/// ```
+#[must_use]
+#[allow(clippy::cast_precision_loss)] // tool counts are far below 2^52
+pub fn fair_shares(sizes: &[usize], slots: usize) -> Vec<f64> {
+    let mut by_size: Vec<usize> = (0..sizes.len()).collect();
+    by_size.sort_by_key(|&s| sizes[s]);
+    let mut shares = vec![0.0; sizes.len()];
+    let mut left = slots.min(sizes.iter().sum()) as f64;
+    for (k, &s) in by_size.iter().enumerate() {
+        let equal = left / (sizes.len() - k) as f64;
+        shares[s] = equal.min(sizes[s] as f64);
+        left -= shares[s];
+    }
+    shares
 }
 
 #[cfg(test)]
@@ -259,7 +273,7 @@ mod tests {
     }
 
     #[test]
-    fn order_is_pins_then_usage_then_rounds_across_servers_reads_first() {
+    fn order_is_pins_then_rounds_across_servers_used_then_reads_first() {
         let catalog = vec![
             tool("big", "delete_a", &json!({})),
             tool("big", "get_b", &json!({})),
@@ -283,7 +297,9 @@ mod tests {
         };
         assert_eq!(
             names(order(&catalog, &measured, &rules, false)),
-            ["make_c", "make_f", "list_e", "get_b", "write_d", "delete_a"]
+            // `big` has a pin (its round 0): `small` opens; then the used tool, ahead of
+            // `small`'s second in round 1; then `big` alone, reads before destroys.
+            ["make_c", "list_e", "make_f", "write_d", "get_b", "delete_a"]
         );
         assert_eq!(names(order(&catalog, &measured, &rules, true)), ["make_c"]);
     }

@@ -8,6 +8,7 @@
 //! mode = "auto"                  # or full | progressive | host_search
 //! list_catalog = true            # deferred tools' lines in search_tools' description when they fit
 //! host_search_threshold_percent = 10  # mode = "host_search": 1 to 50; default 10
+//! host_deferral = "off"          # or cooperate | host: the host defers tools itself
 //! usage_file = "usage.json"      # call counts per tool, read at start (opt-in; default none)
 //! relearn_secs = 86400           # counts re-plan the list at most this often; default 86400
 //! # Profile overrides (required for a model without a built-in profile):
@@ -35,7 +36,7 @@ use super::problems::{At, Section};
 use crate::catalog::CatalogTool;
 use crate::compress::Level;
 use crate::plan::Rules;
-pub use crate::plan::{Budget, LevelChoice, ModeChoice};
+pub use crate::plan::{Budget, HostDeferral, LevelChoice, ModeChoice};
 use crate::profile::{self, Profile, ProfileError, ProfileOverrides};
 use crate::results::{ResultFormat, StoreLimits};
 use crate::tokens::Wording;
@@ -74,8 +75,16 @@ pub struct RawBudget {
     /// With `mode = "host_search"`: share of the context window the listed tools may use, 1 to
     /// 50 (percent). Default: 10.
     pub host_search_threshold_percent: Option<f64>,
+    /// Whether the host defers tools itself: `off` (the gateway defers: the plan's tools
+    /// listed, the rest behind the meta-tools), `cooperate` (every tool listed, the plan's
+    /// marked `_meta["anthropic/alwaysLoad"] = true`, the rest left to the host's search, the
+    /// meta-tools kept) or `host` (as `cooperate`, without the meta-tools). The plan's tools and
+    /// the meta-tools carry the marker in every case. Not with `mode = "host_search"`.
+    /// Default: `"off"`.
+    pub host_deferral: Option<String>,
     /// File of call counts per `"server/tool"` (a JSON object), read at start, counted into
-    /// and rewritten by the gateway; used tools are listed first by the hybrid rung.
+    /// and rewritten by the gateway; the hybrid rung lists a server's most-called tools
+    /// first.
     /// Default: none (no counting).
     pub usage_file: Option<PathBuf>,
     /// Counts change the plan at most once per this many seconds, so the listed bytes stay
@@ -166,6 +175,8 @@ pub struct BudgetPolicy {
     pub list_catalog: bool,
     /// With `mode = "host_search"`: share of the context window, in hundredths of a percent.
     pub host_search_bp: u32,
+    /// Whether the host defers tools itself.
+    pub host_deferral: HostDeferral,
     /// The usage file, if counting is on.
     pub usage_file: Option<PathBuf>,
     /// Seconds between relearns of the usage counts (at least 1).
@@ -189,6 +200,7 @@ impl Default for BudgetPolicy {
             mode: ModeChoice::Auto,
             list_catalog: true,
             host_search_bp: DEFAULT_HOST_SEARCH_BP,
+            host_deferral: HostDeferral::Off,
             usage_file: None,
             relearn_secs: DEFAULT_RELEARN_SECS,
             tools: Vec::new(),
@@ -290,19 +302,27 @@ impl BudgetPolicy {
         separator: &str,
         discover: &DiscoverPolicy,
     ) -> Rules {
+        let host_defers = self.host_deferral != HostDeferral::Off;
         let mut rules = Rules {
             budget: self.budget(),
             level: self.level,
             mode: self.mode,
-            list_catalog: self.list_catalog,
+            // The host lists the deferred tools itself: their lines would say it twice.
+            list_catalog: self.list_catalog && !host_defers,
             pins: Vec::new(),
             min_levels: Vec::new(),
             wording: Wording {
                 separator: separator.to_owned(),
-                meta: crate::discover::meta_tool_definitions(&discover.names),
+                // Without the gateway's meta-tools, their slots and tokens go to tools.
+                meta: if self.host_deferral == HostDeferral::Host {
+                    Vec::new()
+                } else {
+                    crate::discover::meta_tool_definitions(&discover.names)
+                },
                 descriptions: Vec::new(),
             },
             usage: Vec::new(),
+            host_deferral: self.host_deferral,
         };
         // No per-tool rules: the per-tool vectors stay empty (nothing pinned, nothing replaced).
         if self.tools.is_empty() && discover.never_defer.is_empty() {
@@ -373,6 +393,14 @@ impl Section for RawBudget {
             policy.mode = mode;
         }
         policy.list_catalog = self.list_catalog.unwrap_or(true);
+        let deferral = self.host_deferral.as_deref();
+        if let Some(d) = at.parse("host_deferral", deferral, str::parse) {
+            policy.host_deferral = d;
+            if d != HostDeferral::Off && policy.mode == ModeChoice::HostSearch {
+                let why = "the host searches every tool with mode = \"host_search\"; use one";
+                at.push_at("host_deferral", why);
+            }
+        }
         policy.usage_file = self.usage_file;
         match self.relearn_secs {
             Some(0) => at.push_at("relearn_secs", "must be at least 1"),
@@ -608,6 +636,39 @@ mod tests {
         assert_eq!(
             paths,
             ["budget.threshold_percent", "budget.level", "budget.model"]
+        );
+    }
+
+    #[test]
+    fn host_deferral_is_read_and_shapes_the_rules() {
+        let policy = |extra: &str| {
+            Policy::from_toml_str(&format!("version = 1\n[budget]\n{extra}"), "t.toml")
+        };
+        let p = policy("host_deferral = \"host\"\n").unwrap();
+        assert_eq!(p.budget.host_deferral, super::HostDeferral::Host);
+        let rules = p.budget.rules(&[], "__", &p.discover);
+        // No meta-tools, no catalog lines: the host lists and searches the rest itself.
+        assert!(rules.wording.meta.is_empty() && !rules.list_catalog);
+        let p = policy("host_deferral = \"cooperate\"\n").unwrap();
+        let rules = p.budget.rules(&[], "__", &p.discover);
+        assert_eq!(rules.wording.meta.len(), 3);
+        assert_eq!(
+            Policy::default().budget.host_deferral,
+            super::HostDeferral::Off
+        );
+        let Err(ConfigError::Invalid { problems, .. }) =
+            policy("mode = \"host_search\"\nhost_deferral = \"host\"\n")
+        else {
+            panic!("host_search with host_deferral")
+        };
+        assert_eq!(problems[0].path, "budget.host_deferral");
+        let Err(ConfigError::Invalid { problems, .. }) = policy("host_deferral = \"maybe\"\n")
+        else {
+            panic!("an unknown value")
+        };
+        assert!(
+            problems[0].message.contains("off, cooperate or host"),
+            "{problems:?}"
         );
     }
 

@@ -64,6 +64,7 @@ impl Reconcile {
             state,
             llm_api,
             // Applied by a reload: the stack and the gateway's rooms are built from them.
+            resolve_names: _,
             budget: _,
             discover: _,
             clients: _,

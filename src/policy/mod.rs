@@ -20,6 +20,7 @@
 //! # Ok::<(), mcp_budget::policy::ConfigError>(())
 //! ```
 
+pub mod aggregate;
 pub mod audit;
 pub mod budget;
 pub mod client;
@@ -51,6 +52,7 @@ mod warnings;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
+pub use aggregate::{ResolveNames, UnknownResolveNames};
 pub use audit::AuditPolicy;
 pub use budget::BudgetPolicy;
 pub use diff::Reconcile;
@@ -97,6 +99,9 @@ pub struct Policy {
     /// Whether every upstream's manifest is saved when its lists are fetched (`pin`), not
     /// only a lazy upstream's.
     pub save_manifests: bool,
+    /// What becomes of a `tools/call` of a name that resolves to a listed tool
+    /// (`[aggregate] resolve_names`).
+    pub resolve_names: ResolveNames,
     /// The upstream servers, in policy order.
     pub upstreams: Vec<UpstreamSpec>,
     /// `[budget]`.
@@ -154,6 +159,7 @@ impl Default for Policy {
             separator: "__".to_owned(),
             manifest_dir: None,
             save_manifests: false,
+            resolve_names: ResolveNames::Route,
             upstreams: Vec::new(),
             budget: BudgetPolicy::default(),
             discover: DiscoverPolicy::default(),

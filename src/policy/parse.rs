@@ -298,7 +298,7 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(
             found[0].message,
-            "unknown key `colour`; the keys here are: separator, start, idle_stop_secs, manifest_dir"
+            "unknown key `colour`; the keys here are: separator, start, idle_stop_secs, manifest_dir, resolve_names"
         );
     }
 

@@ -193,6 +193,13 @@ pub struct RawAggregate {
     /// without running, `pin` writes it. Default: `$XDG_CACHE_HOME/mcp-budget/manifests`, else
     /// `~/.cache/mcp-budget/manifests`.
     pub manifest_dir: Option<PathBuf>,
+    /// A `tools/call` of a name no upstream lists that resolves to one tool (another
+    /// separator, `github.get_issue`; another case; the bare name, `get_issue`): `route` calls
+    /// that tool, `strict` answers `mcp_budget.catalog.misnamed` naming it, `off` answers
+    /// `mcp_budget.catalog.not_found`. A name that resolves to several tools is answered
+    /// `mcp_budget.catalog.ambiguous_name` with them (not with `off`). Authorization applies to
+    /// the tool resolved. Default: `"route"`.
+    pub resolve_names: Option<String>,
 }
 
 /// One `[[upstream]]`.

@@ -9,7 +9,7 @@ use super::limits::Names;
 use super::problems::{At, Problems, Section};
 use super::raw::{RawAggregate, RawPolicy, RawUpstream};
 use super::sanitize::{RawSanitize, SanitizePolicy};
-use super::{BudgetPolicy, DiscoverPolicy, Downstream, Policy, Problem};
+use super::{BudgetPolicy, DiscoverPolicy, Downstream, Policy, Problem, ResolveNames};
 use crate::sanitize::Rules;
 use serde_spanned::Spanned;
 
@@ -29,7 +29,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             "missing; put `version = 1` at the top of the file",
         ),
     }
-    let (separator, start_defaults) = raw.aggregate.validate((), root.at("aggregate"));
+    let (separator, start_defaults, resolve_names) = raw.aggregate.validate((), root.at("aggregate"));
     let downstream = raw.downstream.validate((), root.at("downstream"));
 
     let (upstreams, own_sanitize) =
@@ -71,6 +71,7 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
         separator,
         manifest_dir: start_defaults.manifest_dir,
         save_manifests: false,
+        resolve_names,
         upstreams,
         budget,
         discover,
@@ -187,8 +188,9 @@ fn cross_section(
 }
 
 impl Section for RawAggregate {
-    /// The separator, and what every upstream starts with.
-    type Valid = (String, super::start::StartDefaults);
+    /// The separator, what every upstream starts with, and what becomes of names that
+    /// resolve.
+    type Valid = (String, super::start::StartDefaults, ResolveNames);
     type Context<'c> = ();
 
     fn validate(self, (): (), mut at: At<'_>) -> Self::Valid {
@@ -209,7 +211,11 @@ impl Section for RawAggregate {
                 "must be non-empty and use only A-Z a-z 0-9 _ - (tool names must be valid for LLM APIs)",
             );
         }
-        (separator, defaults)
+        let resolve = self.resolve_names.as_deref();
+        let resolve = at
+            .parse("resolve_names", resolve, str::parse)
+            .unwrap_or_default();
+        (separator, defaults, resolve)
     }
 }
 

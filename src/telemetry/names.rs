@@ -67,6 +67,12 @@ pub const LIST_CHANGED: &str = "mcp_budget_list_changed_total";
 pub const STATIC_PREFIX_CHANGES: &str = "mcp_budget_static_prefix_changes_total";
 /// Requests refused by authorization, by `client` and `reason` (counter).
 pub const AUTHORIZATION_DENIED: &str = "mcp_budget_authorization_denied_total";
+/// `tools/call`s of a name no upstream lists that resolved to one tool by a near-name rule
+/// (`[aggregate] resolve_names`), by `rule` (`separator` | `case` | `bare`) and `outcome`
+/// (`routed` | `refused`: answered with the right name, strict) (counter).
+pub const TOOL_NAME_RESOLVED: &str = "mcp_budget_tool_name_resolved_total";
+/// Label: the near-name rule that resolved a tool name.
+pub const RULE: &str = "rule";
 /// Requests refused by a limit, by `client` and `limit` (counter).
 pub const LIMITED: &str = "mcp_budget_limited_total";
 /// Calls whose rate was decided without the shared state store (`[state] backend = "redis"`
@@ -287,6 +293,11 @@ pub const METRICS: &[(&str, MetricType, &str)] = &[
         AUTHORIZATION_DENIED,
         MetricType::Counter,
         "Requests denied, by client and reason.",
+    ),
+    (
+        TOOL_NAME_RESOLVED,
+        MetricType::Counter,
+        "Tool names resolved by a near-name rule, by rule and outcome.",
     ),
     (
         LIMITED,

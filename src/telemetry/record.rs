@@ -116,6 +116,14 @@ pub fn denied(client: &str, reason: &'static str) {
     }
 }
 
+/// A tool name resolved by `rule` to one tool, then `outcome` (`routed` or `refused`).
+pub fn name_resolved(rule: &'static str, outcome: &'static str) {
+    if enabled() {
+        metrics::counter!(names::TOOL_NAME_RESOLVED, names::RULE => rule, names::OUTCOME => outcome)
+            .increment(1);
+    }
+}
+
 /// A request of `client` refused by `limit` (a fixed word, say `rate`).
 pub fn limited(client: &str, limit: &'static str) {
     if enabled() {

@@ -35,7 +35,7 @@ pub use count::{Counter, Counting, Measured, ToolCounts, Wording};
 
 /// The heading that introduces catalog lines in the search meta-tool's description.
 pub const LISTING_HEADER_TEXT: &str = count::LISTING_HEADER;
-pub use render::{Rendering, UnknownRendering, render_tool};
+pub use render::{ALWAYS_LOAD, Rendering, UnknownRendering, render_tool};
 
 /// Counts tokens of a text.
 pub trait Tokenizer: Send + Sync + std::fmt::Debug {

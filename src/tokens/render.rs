@@ -94,6 +94,19 @@ impl Serialize for Renamed<'_> {
         for (key, value) in self.tool {
             if key == "name" {
                 map.serialize_entry(key, self.name)?;
+            } else if key == "_meta" {
+                // The gateway's own always-load marker is for the host, never shown to a
+                // model: counted or not, a tool costs the same.
+                match value.as_object() {
+                    Some(meta) if meta.contains_key(ALWAYS_LOAD) => {
+                        let mut rest = meta.clone();
+                        rest.remove(ALWAYS_LOAD);
+                        if !rest.is_empty() {
+                            map.serialize_entry(key, &rest)?;
+                        }
+                    }
+                    _ => map.serialize_entry(key, value)?,
+                }
             } else {
                 map.serialize_entry(key, value)?;
             }
@@ -101,6 +114,11 @@ impl Serialize for Renamed<'_> {
         map.end()
     }
 }
+
+/// The `_meta` key that keeps a tool loaded in a host that defers tools itself (Claude Code's
+/// tool search), set by the planner on the tools it lists ([`crate::plan::apply`]): for the
+/// host, never shown to a model, so no rendering counts it.
+pub const ALWAYS_LOAD: &str = "anthropic/alwaysLoad";
 
 /// The text of one tool (exposed as `name`) in `rendering`.
 #[must_use]

@@ -217,9 +217,9 @@ fn three_servers_over_the_cap_list_the_most_useful_tools() {
     );
     assert_eq!(plan["exposed_tools"], 17);
     assert_eq!(plan["listed_tools"], 20);
-    // The level the 17 were listed at, not null: `medium` since the deferred lines drop
-    // filler qualifiers and end Chinese sentences at `。` (`high` before).
-    assert_eq!(plan["level"], "medium");
+    // The level the 17 were listed at, not null: `off` since the rounds across servers list
+    // cheap tools of every server (`medium` with the smallest server whole).
+    assert_eq!(plan["level"], "off");
     assert!(plan["exposed_tokens"].as_u64().unwrap() <= 4000);
     let mut listed = std::collections::BTreeMap::<String, usize>::new();
     for tool in r["tools"].as_array().unwrap() {
@@ -233,9 +233,9 @@ fn three_servers_over_the_cap_list_the_most_useful_tools() {
         *listed.entry(server).or_default() += usize::from(tool["plan"] != "deferred");
     }
     let expected = [
-        ("12306-mcp", 8),
-        ("hackernews", 7),
-        ("word-document-server", 2),
+        ("12306-mcp", 5),
+        ("hackernews", 6),
+        ("word-document-server", 6),
     ];
     let expected: std::collections::BTreeMap<String, usize> = expected
         .iter()
@@ -243,7 +243,7 @@ fn three_servers_over_the_cap_list_the_most_useful_tools() {
         .collect();
     assert_eq!(
         listed, expected,
-        "every server its share, the smallest whole"
+        "every server its fair share of 17 (5.7 each)"
     );
     // `render` gives the host the same: 17 tools, then the meta-tools with the others' lines.
     let mut args = vec!["render", "--tools"];
@@ -256,9 +256,57 @@ fn three_servers_over_the_cap_list_the_most_useful_tools() {
     let lines = tools[17]["description"].as_str().unwrap();
     assert_eq!(
         lines.matches("\n- word-document-server__").count(),
-        22,
+        18,
         "{lines}"
     );
+}
+
+/// Issue 55's desktop host (`everything` 13 tools, GitHub's reference server 26, `time` 2) on
+/// Sonnet 4.5 (4,000 tokens, 20 tools): every server gets its max-min fair share of the 17
+/// slots, and `inspect` says so (GitHub used to get 2 of 26).
+#[test]
+fn inspect_shows_each_servers_fair_share_and_why() {
+    let desktop = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/desktop");
+    let desktop = desktop.to_str().unwrap();
+    let r = json_of(&[
+        "inspect",
+        "--tools",
+        desktop,
+        "--model",
+        "claude-sonnet-4-5",
+        "--format",
+        "json",
+    ]);
+    let share = |server: &str| {
+        let s = r["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["server"] == server);
+        s.unwrap()["share"].clone()
+    };
+    let github = share("github");
+    assert_eq!(github["fair_share"], 7.5, "{github}");
+    assert!(
+        github["listed_tools"].as_f64().unwrap() >= 0.6 * 7.5,
+        "{github}"
+    );
+    assert_eq!(github["why"], "fair");
+    assert_eq!(share("time")["why"], "whole");
+    let (ok, table, stderr) = run(&[
+        "inspect",
+        "--tools",
+        desktop,
+        "--model",
+        "claude-sonnet-4-5",
+    ]);
+    assert!(ok, "{stderr}");
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("share of the 17 listed slots"));
+    let line = line.unwrap_or_else(|| panic!("{table}"));
+    assert!(line.contains("github 7/26 (fair 7.5: fair)"), "{line}");
+    assert!(line.contains("time 2/2 (fair 2.0: whole)"), "{line}");
 }
 
 #[test]

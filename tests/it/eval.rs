@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::harness::{cli, peer_file, peers, root};
 
@@ -281,38 +281,8 @@ fn bad_input_gets_a_clear_error() {
 
 #[test]
 fn a_policy_s_live_upstreams_are_listed_then_their_calls_go_to_the_simulated_server() {
-    use crate::harness::{Up, new_tag, policy};
-    let dir = tempfile::tempdir().unwrap();
-    let tag = new_tag("eval-live");
     // The real time server lists its tools; the scripted model calls the first one listed.
-    let path = policy(dir.path(), &tag, "", &[Up::time("time")]);
-    let queries = dir.path().join("q.jsonl");
-    std::fs::write(
-        &queries,
-        "{\"id\": \"t\", \"query\": \"time in Tokyo\", \"gold\": [\"time/get_current_time\", \
-         \"time/convert_time\"]}\n",
-    )
-    .unwrap();
-    let llm = scripted(&["ok-then-fail", "100"]);
-    let out = dir.path().join("run");
-    let run = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
-        .args(["eval", "--policy"])
-        .arg(&path)
-        .args(["--queries"])
-        .arg(&queries)
-        .args([
-            "--llm",
-            &llm.url,
-            "--exposures",
-            "flat-2,progressive",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
-    let episodes = lines(out.join("episodes.jsonl"));
+    let (episodes, stderr, tag) = eval_on_time("", "flat-2,progressive", "ok-then-fail");
     assert_eq!(episodes.len(), 2, "{stderr}");
     // flat-2 lists both time tools; the call of the first reached the simulated server.
     assert!(
@@ -329,5 +299,69 @@ fn a_policy_s_live_upstreams_are_listed_then_their_calls_go_to_the_simulated_ser
     assert!(
         crate::harness::tagged_pids(&tag).is_empty(),
         "the live upstream was stopped"
+    );
+}
+
+/// `eval` of one "time in Tokyo" query over the live time server (policy `extra` lines after
+/// `[downstream]`), through `exposures`, against `scripted_llm.py MODE 100`: its episodes, its
+/// stderr and the run's tag.
+fn eval_on_time(extra: &str, exposures: &str, mode: &str) -> (Vec<Value>, String, String) {
+    use crate::harness::{Up, new_tag, policy};
+    let dir = tempfile::tempdir().unwrap();
+    let tag = new_tag("eval-live");
+    let path = policy(dir.path(), &tag, extra, &[Up::time("time")]);
+    let queries = dir.path().join("q.jsonl");
+    std::fs::write(
+        &queries,
+        "{\"id\": \"t\", \"query\": \"time in Tokyo\", \"gold\": [\"time/get_current_time\", \
+         \"time/convert_time\"]}\n",
+    )
+    .unwrap();
+    let llm = scripted(&[mode, "100"]);
+    let out = dir.path().join("run");
+    let run = Command::new(env!("CARGO_BIN_EXE_mcp-budget"))
+        .args(["eval", "--policy"])
+        .arg(&path)
+        .args(["--queries"])
+        .arg(&queries)
+        .args(["--llm", &llm.url, "--exposures", exposures, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "{stderr}");
+    (lines(out.join("episodes.jsonl")), stderr, tag)
+}
+
+/// Issue 55: a call of a tool's bare name (the scripted model drops the server prefix, as
+/// Qwen2.5-Coder-0.5B does in 20–27 % of requests) is scored as the tool the gateway routes it
+/// to — right under the default `resolve_names = "route"`, wrong under `"strict"`, where the
+/// gateway refuses it.
+#[test]
+fn a_bare_name_counts_as_right_only_where_the_policy_routes_it() {
+    let run = |extra: &str| {
+        let (episodes, stderr, _) = eval_on_time(extra, "flat-2", "bare");
+        assert_eq!(episodes.len(), 1, "{stderr}");
+        episodes[0].clone()
+    };
+    let routed = run("");
+    assert!(
+        routed["called"].as_str().unwrap().starts_with("time/"),
+        "{routed}"
+    );
+    assert_eq!(
+        (routed["strict"].clone(), routed["resolved"].clone()),
+        (json!(true), json!(true)),
+        "{routed}"
+    );
+    let strict = run("[aggregate]\nresolve_names = \"strict\"\n");
+    assert_eq!(
+        (strict["strict"].clone(), strict["resolved"].clone()),
+        (json!(false), json!(false)),
+        "{strict}"
+    );
+    assert!(
+        !strict["called"].as_str().unwrap().contains('/'),
+        "{strict}"
     );
 }

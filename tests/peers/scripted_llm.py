@@ -4,6 +4,8 @@ model: tests/it/eval.rs runs the real one). Prints `listening http://127.0.0.1:P
     python3 scripted_llm.py ok-then-fail N   # N chat completions calling a tool, then HTTP 500
     python3 scripted_llm.py garbage          # HTTP 200 with an HTML page
     python3 scripted_llm.py echo             # HTTP 200: {"path": ..., "body": the request body}
+    python3 scripted_llm.py bare N           # as ok-then-fail, calling the tool by its bare
+                                             # name (`get_current_time` for `time__get_current_time`)
 """
 
 import http.server
@@ -33,6 +35,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(500, b'{"error": "scripted failure"}', "application/json")
         tools = body.get("tools") or []
         name = tools[0]["function"]["name"] if tools else None
+        if name and MODE == "bare":
+            name = name.split("__", 1)[-1]
         message = {"role": "assistant", "content": "OK"}
         if name:
             message["content"] = "```json\n" + json.dumps({"name": name, "arguments": {}}) + "\n```"

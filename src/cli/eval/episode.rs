@@ -53,6 +53,8 @@ struct Gathered {
     last_text: Option<String>,
     error: Option<String>,
     scored: Option<(String, Value)>,
+    /// The scored call's name was resolved by the gateway to another tool name.
+    resolved: bool,
     ending: Option<Ending>,
 }
 
@@ -157,6 +159,9 @@ async fn step(
     let kind = meta.which(&call.name);
     if let Some(Recorded { id, arguments }) = gateway.take_calls().into_iter().next() {
         g.trace.through_meta = kind.is_some();
+        // A direct call the gateway routed under another name than it sent: a near name the
+        // policy resolves (`[aggregate] resolve_names`), scored as the tool it reached.
+        g.resolved = kind.is_none() && gateway.exposed_of.get(&id) != Some(&call.name);
         g.scored = Some((id, arguments));
         g.ending = Some(Ending::Called);
     } else if kind.is_none() {
@@ -253,6 +258,7 @@ fn finish(
         },
         strict,
         lenient,
+        resolved: g.resolved,
         native_calls: g.native,
         text_calls: g.text,
         meta_steps: g.meta_steps,
