@@ -29,7 +29,8 @@ pub(super) fn validate(raw: RawPolicy, text: &str) -> Result<Policy, Vec<Problem
             "missing; put `version = 1` at the top of the file",
         ),
     }
-    let (separator, start_defaults, resolve_names) = raw.aggregate.validate((), root.at("aggregate"));
+    let (separator, start_defaults, resolve_names) =
+        raw.aggregate.validate((), root.at("aggregate"));
     let downstream = raw.downstream.validate((), root.at("downstream"));
 
     let (upstreams, own_sanitize) =
