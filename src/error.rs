@@ -486,23 +486,9 @@ impl Error {
             | Self::TurnTimeout { upstream, timeout } => {
                 json!({ "upstream": upstream, "timeout_ms": timeout.as_millis() })
             }
-            Self::ClientTimeout {
-                upstream,
-                method,
-                timeout,
-            } => {
-                json!({ "upstream": upstream, "method": method, "timeout_ms": timeout.as_millis() })
-            }
-            Self::UpstreamUnreachable {
-                upstream,
-                url,
-                reason,
-            } => {
-                json!({ "upstream": upstream, "url": url, "reason": reason })
-            }
-            Self::InstancesExhausted { upstream, max } => {
-                json!({ "upstream": upstream, "max_instances": max })
-            }
+            Self::ClientTimeout { .. }
+            | Self::UpstreamUnreachable { .. }
+            | Self::InstancesExhausted { .. } => return self.upstream_detail(),
             Self::NotFound { what, name } => not_found(what, name),
             Self::Misnamed { .. } | Self::AmbiguousName { .. } => return self.resolved_data(),
             Self::NotAvailable { names } => json!({ "unknownNames": names }),
@@ -543,6 +529,28 @@ impl Error {
             | Self::Internal(_) => return None,
         };
         Some(data)
+    }
+
+    /// `error.data` of the errors that name an upstream and more than why.
+    fn upstream_detail(&self) -> Option<Value> {
+        Some(match self {
+            Self::ClientTimeout {
+                upstream,
+                method,
+                timeout,
+            } => {
+                json!({ "upstream": upstream, "method": method, "timeout_ms": timeout.as_millis() })
+            }
+            Self::UpstreamUnreachable {
+                upstream,
+                url,
+                reason,
+            } => json!({ "upstream": upstream, "url": url, "reason": reason }),
+            Self::InstancesExhausted { upstream, max } => {
+                json!({ "upstream": upstream, "max_instances": max })
+            }
+            _ => return None,
+        })
     }
 }
 
