@@ -34,6 +34,10 @@ pub(crate) fn is_url(word: &str) -> bool {
     word.starts_with("http://") || word.starts_with("https://")
 }
 
+/// `--shrinkfit` without a value: 16,000 characters (about 4,000 tokens, the size of a
+/// `run_code` result).
+pub const DEFAULT_SHRINKFIT_CHARS: usize = 16_000;
+
 /// What an mcp-compressor wrapper said about the servers it runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Wrapped {
@@ -119,7 +123,7 @@ pub(crate) fn unwrap(command: &str, args: &[String]) -> Option<Wrapped> {
             "--exclude-tools" => out.exclude_tools.extend(list(&value)),
             "--toonify" if value.is_none() => out.toonify = true,
             "--shrinkfit" => match value.as_deref().map(str::parse::<usize>) {
-                None => out.shrinkfit = Some(super::inline::DEFAULT_SHRINKFIT_CHARS),
+                None => out.shrinkfit = Some(DEFAULT_SHRINKFIT_CHARS),
                 Some(Ok(n)) if n > 0 => out.shrinkfit = Some(n),
                 Some(_) => out
                     .dropped

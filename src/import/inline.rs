@@ -41,9 +41,7 @@ pub struct Inline {
     pub shrinkfit: Option<usize>,
 }
 
-/// `--shrinkfit` without a value: 16,000 characters (about 4,000 tokens, the size of a
-/// `run_code` result).
-pub const DEFAULT_SHRINKFIT_CHARS: usize = 16_000;
+pub use super::compressor::DEFAULT_SHRINKFIT_CHARS;
 
 /// Tokens of a `--shrinkfit` of `chars` characters: four characters a token, rounded up.
 #[must_use]

@@ -16,5 +16,7 @@ pub mod store;
 pub mod toon;
 
 pub use compact::{Compaction, ResultFormat, compact_result, compact_text};
-pub use spill::{READ_RESULT, Read, ReadError, Spill, read_definition, read_page, spill_result};
-pub use store::{ResultStore, StoreLimits, Stored};
+pub use spill::{
+    READ_RESULT, Read, ReadError, Spill, Stored, read_definition, read_page, spill_result,
+};
+pub use store::{ResultStore, StoreLimits};

@@ -24,7 +24,6 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use super::compact::{ResultFormat, compact_text};
-use super::store::Stored;
 
 /// The default name of the meta-tool that reads kept results.
 pub const READ_RESULT: &str = "read_result";
@@ -341,3 +340,41 @@ pub fn read_definition(name: &str) -> Value {
 
 #[cfg(test)]
 mod tests;
+
+/// One kept result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    /// The exposed name of the tool that returned it (a reader must be allowed to call it).
+    pub tool: String,
+    /// Its text (the compacted rendering, when one was used).
+    pub text: String,
+    /// Its JSON (for pointers and item filters).
+    pub json: Option<Value>,
+    /// Tokens a page may hold: the tool's `max_result_tokens`.
+    pub budget: usize,
+    /// How pointer selections are rendered.
+    pub format: ResultFormat,
+    bytes: usize,
+}
+
+impl Stored {
+    /// `spill` of tool `tool`, read `budget` tokens a page.
+    #[must_use]
+    pub fn new(tool: &str, spill: Spill, budget: usize, format: ResultFormat) -> Self {
+        let json_bytes = spill.json.as_ref().map_or(0, |j| j.to_string().len());
+        Self {
+            tool: tool.to_owned(),
+            bytes: spill.text.len() + json_bytes + tool.len(),
+            text: spill.text,
+            json: spill.json,
+            budget: budget.max(1),
+            format,
+        }
+    }
+
+    /// The bytes it counts against the limits.
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}

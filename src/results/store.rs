@@ -9,10 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use super::compact::ResultFormat;
-use super::spill::Spill;
+use super::spill::Stored;
 
 /// Default `result_ttl_secs`: 30 minutes.
 pub const DEFAULT_TTL_SECS: u64 = 1_800;
@@ -39,44 +36,6 @@ impl Default for StoreLimits {
             session_bytes: DEFAULT_SESSION_BYTES,
             store_bytes: DEFAULT_STORE_BYTES,
         }
-    }
-}
-
-/// One kept result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Stored {
-    /// The exposed name of the tool that returned it (a reader must be allowed to call it).
-    pub tool: String,
-    /// Its text (the compacted rendering, when one was used).
-    pub text: String,
-    /// Its JSON (for pointers and item filters).
-    pub json: Option<Value>,
-    /// Tokens a page may hold: the tool's `max_result_tokens`.
-    pub budget: usize,
-    /// How pointer selections are rendered.
-    pub format: ResultFormat,
-    bytes: usize,
-}
-
-impl Stored {
-    /// `spill` of tool `tool`, read `budget` tokens a page.
-    #[must_use]
-    pub fn new(tool: &str, spill: Spill, budget: usize, format: ResultFormat) -> Self {
-        let json_bytes = spill.json.as_ref().map_or(0, |j| j.to_string().len());
-        Self {
-            tool: tool.to_owned(),
-            bytes: spill.text.len() + json_bytes + tool.len(),
-            text: spill.text,
-            json: spill.json,
-            budget: budget.max(1),
-            format,
-        }
-    }
-
-    /// The bytes it counts against the limits.
-    #[must_use]
-    pub fn bytes(&self) -> usize {
-        self.bytes
     }
 }
 
@@ -121,7 +80,7 @@ impl ResultStore {
     /// Keeps `stored` for `session` at `now`; its id, or `None` when it is larger than a
     /// session may keep.
     pub fn put(&self, session: &str, stored: Stored, now: Instant) -> Option<String> {
-        let bytes = stored.bytes;
+        let bytes = stored.bytes();
         if bytes > self.limits.session_bytes || bytes > self.limits.store_bytes {
             return None;
         }
@@ -129,9 +88,9 @@ impl ResultStore {
         let mut sessions = crate::lock::lock(&self.sessions);
         self.expire(&mut sessions, now);
         let entries = sessions.entry(session.to_owned()).or_default();
-        let mut held: usize = entries.iter().map(|e| e.stored.bytes).sum();
+        let mut held: usize = entries.iter().map(|e| e.stored.bytes()).sum();
         while held + bytes > self.limits.session_bytes && !entries.is_empty() {
-            held -= entries.remove(0).stored.bytes;
+            held -= entries.remove(0).stored.bytes();
         }
         entries.push(Entry {
             id: id.clone(),
@@ -157,7 +116,7 @@ impl ResultStore {
     #[must_use]
     pub fn bytes(&self) -> usize {
         let sessions = crate::lock::lock(&self.sessions);
-        sessions.values().flatten().map(|e| e.stored.bytes).sum()
+        sessions.values().flatten().map(|e| e.stored.bytes()).sum()
     }
 
     /// Drops what is older than the TTL at `now`, and sessions left empty.
@@ -171,7 +130,7 @@ impl ResultStore {
 
     /// Drops the oldest results, whatever their session, until the store is within its bytes.
     fn shrink(&self, sessions: &mut HashMap<String, Vec<Entry>>) {
-        let mut total: usize = sessions.values().flatten().map(|e| e.stored.bytes).sum();
+        let mut total: usize = sessions.values().flatten().map(|e| e.stored.bytes()).sum();
         while total > self.limits.store_bytes {
             let oldest = sessions
                 .iter()
@@ -179,7 +138,7 @@ impl ResultStore {
                 .min();
             let Some((_, session)) = oldest else { break };
             if let Some(entries) = sessions.get_mut(&session) {
-                total -= entries.remove(0).stored.bytes;
+                total -= entries.remove(0).stored.bytes();
                 if entries.is_empty() {
                     sessions.remove(&session);
                 }
@@ -191,6 +150,7 @@ impl ResultStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::{ResultFormat, Spill};
 
     fn kept(text: &str) -> Stored {
         let spill = Spill {
