@@ -213,8 +213,8 @@ pub(crate) fn order(
 
 /// Each server's max-min fair share of `slots` listed tools, by water-filling over the servers'
 /// tool counts (`sizes`, one per server): a server with fewer tools than an equal split gets
-/// them all, the slots it leaves go to the others equally. What the rounds of [the value
-/// model](self) give any prefix, to within one tool per server; `inspect` prints it beside what
+/// them all, the slots it leaves go to the others equally. What the rounds of the value
+/// model (this module) give any prefix, to within one tool per server; `inspect` prints it beside what
 /// each server got.
 ///
 /// ```
