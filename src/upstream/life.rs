@@ -165,11 +165,14 @@ impl Life {
     }
 
     /// Counts the subscription `method` (answered without error) made or ended.
+    /// (Any other method takes no lock: this runs on every answer.)
     pub(crate) fn subscribed(&self, method: &str) {
-        let mut state = lock(&self.state);
         match method {
-            "resources/subscribe" => state.subscriptions += 1,
-            "resources/unsubscribe" => state.subscriptions = state.subscriptions.saturating_sub(1),
+            "resources/subscribe" => lock(&self.state).subscriptions += 1,
+            "resources/unsubscribe" => {
+                let mut state = lock(&self.state);
+                state.subscriptions = state.subscriptions.saturating_sub(1);
+            }
             _ => {}
         }
     }
