@@ -34,8 +34,11 @@ pub struct Profile {
     pub overhead_tokens: usize,
     /// Multiplier on BPE counts, in thousandths (1000 = the BPE count as is).
     pub calibration_permille: usize,
-    /// Counts are estimates (the model's tokenizer is not public).
+    /// Counts are estimates (the model's tokenizer is not public, or not the one counted).
     pub estimate: bool,
+    /// Tools an LLM API gateway lists per request when its `[llm_api] preselect` is not set
+    /// (the request's best `preselect`, [`crate::llm_api::preselect`]); 0: every tool.
+    pub preselect: usize,
 }
 
 impl From<&Profile> for Counting {
@@ -109,6 +112,8 @@ struct Builtin {
     overhead_tokens: usize,
     calibration_permille: usize,
     estimate: bool,
+    /// A local model family: the cap and the preselection follow the size in the name.
+    local: bool,
 }
 
 const fn claude(prefix: &'static str, max_tools: usize) -> Builtin {
@@ -121,6 +126,7 @@ const fn claude(prefix: &'static str, max_tools: usize) -> Builtin {
         overhead_tokens: ANTHROPIC_OVERHEAD_AUTO,
         calibration_permille: CLAUDE_CALIBRATION,
         estimate: true,
+        local: false,
     }
 }
 
@@ -142,6 +148,7 @@ const fn openai(prefix: &'static str, context_window: usize, max_tools: usize) -
         overhead_tokens: 0,
         calibration_permille: 1000,
         estimate: false,
+        local: false,
     }
 }
 
@@ -162,6 +169,34 @@ const fn gemini(prefix: &'static str, max_tools: usize) -> Builtin {
         overhead_tokens: 0,
         calibration_permille: 1000,
         estimate: true,
+        local: false,
+    }
+}
+
+/// A local model family as llama.cpp, Ollama, LM Studio or vLLM serve it behind an
+/// `OpenAI`-compatible API: the chat template writes the tools as JSON into the system prompt
+/// (the `raw` rendering: JSON, not `OpenAI`'s `TypeScript`), counted with `encoding` × `calibration_permille` plus the
+/// template's fixed tool instructions (`overhead_tokens`); `context_window` is what local
+/// runtimes are commonly run with (at most 32k; set `[budget] context_window` to your
+/// runtime's `-c` / `num_ctx`). The tool cap and the per-request preselection follow the size
+/// in the model's name ([`local_size_defaults`]).
+const fn local(
+    prefix: &'static str,
+    context_window: usize,
+    encoding: Encoding,
+    overhead_tokens: usize,
+    calibration_permille: usize,
+) -> Builtin {
+    Builtin {
+        prefix,
+        context_window,
+        encoding,
+        rendering: Rendering::Raw,
+        max_tools: LOCAL_UNKNOWN_SIZE.0,
+        overhead_tokens,
+        calibration_permille,
+        estimate: true,
+        local: true,
     }
 }
 
@@ -186,7 +221,61 @@ const BUILTINS: &[Builtin] = &[
     openai_cl100k("gpt-3-5-turbo", 16_385, 12),
     gemini("gemini-2-5-pro", 20),
     gemini("gemini-2-5-flash", 12),
+    local("qwen2-5", 32_768, Encoding::O200kBase, QWEN_OVERHEAD, QWEN_CALIBRATION),
+    local("qwen3", 32_768, Encoding::O200kBase, QWEN_OVERHEAD, QWEN_CALIBRATION),
+    local("llama-3", 8_192, Encoding::Cl100kBase, 0, 1000),
+    local("llama-3-1", 32_768, Encoding::Cl100kBase, 0, 1000),
+    local("llama-3-2", 32_768, Encoding::Cl100kBase, 0, 1000),
+    local("llama-3-3", 32_768, Encoding::Cl100kBase, 0, 1000),
+    local("gemma-2", 8_192, Encoding::O200kBase, 0, 1000),
+    local("gemma-3", 32_768, Encoding::O200kBase, 0, 1000),
+    local("mistral", 32_768, Encoding::Cl100kBase, 0, 1000),
+    local("ministral", 32_768, Encoding::Cl100kBase, 0, 1000),
 ];
+
+/// Qwen2.5 and Qwen3's chat template writes each tool as `json.dumps` of the `OpenAI` function
+/// (`", "` and `": "` separators) inside `<tools>`, after fixed instructions: measured with
+/// Qwen2.5-Coder's own tokenizer over the 75 saved servers of the dev set
+/// (`scripts/eval/calibrate-local.py`, `docs/budget.md` "Local models").
+const QWEN_CALIBRATION: usize = 1000;
+/// The fixed tool instructions of Qwen's chat template, in its tokens.
+const QWEN_OVERHEAD: usize = 0;
+
+/// A local model of unknown size: (tool cap, per-request preselection).
+const LOCAL_UNKNOWN_SIZE: (usize, usize) = (12, 5);
+
+/// The tool cap and per-request preselection of a local model of `billions` parameters.
+///
+/// Small models collapse as the list grows: Qwen2.5-Coder-0.5B picks the right tool 0.37 of the
+/// time among 20 full definitions, 0.00–0.03 among 50 or 100, and 0.5B and 1.5B do best with
+/// the request's top 5 listed (`docs/eval.md`); the larger classes are priors (the
+/// 10–20-tool advice of the hosted models' vendors, scaled down), not measured here.
+#[must_use]
+pub fn local_size_defaults(billions: Option<f64>) -> (usize, usize) {
+    match billions {
+        None => LOCAL_UNKNOWN_SIZE,
+        Some(b) if b <= 4.0 => (8, 5),
+        Some(b) if b <= 9.0 => (12, 5),
+        Some(b) if b <= 40.0 => (16, 10),
+        Some(_) => (20, 10),
+    }
+}
+
+/// The parameter count a local model's name gives, in billions: `qwen2.5-coder-0.5b` (0.5),
+/// `llama3.2:3b` (3), `Qwen3-30B-A3B` (30: the total, not the active experts), `gemma-3-1b-it`
+/// (1); the first word of the name that is a number and `b`.
+fn size_in_name(model: &str) -> Option<f64> {
+    model
+        .to_ascii_lowercase()
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '.'))
+        .find_map(|word| {
+            let number = word.strip_suffix('b')?;
+            let plain = !number.is_empty()
+                && number.bytes().all(|c| c.is_ascii_digit() || c == b'.')
+                && number.bytes().next().is_some_and(|c| c.is_ascii_digit());
+            plain.then(|| number.parse().ok()).flatten()
+        })
+}
 
 /// The built-in profile families (model names match them by prefix; `.` and `-` are the same,
 /// dates and suffixes after a `-` are ignored, `claude-` may be left out).
@@ -196,20 +285,30 @@ pub fn builtin_names() -> Vec<&'static str> {
 }
 
 fn normalize(model: &str) -> String {
+    let model = model.trim();
+    // `Qwen/Qwen2.5-7B-Instruct`, `hf.co/org/model`: the name after the last `/`.
+    let model = model.rsplit('/').next().unwrap_or(model);
     let norm: String = model
-        .trim()
         .to_ascii_lowercase()
         .chars()
-        .map(|c| if c == '.' || c == '_' { '-' } else { c })
+        .map(|c| if matches!(c, '.' | '_' | ':' | ' ') { '-' } else { c })
         .collect();
+    let norm = norm.strip_prefix("meta-").unwrap_or(&norm).to_owned();
     if ["haiku", "sonnet", "opus"]
         .iter()
         .any(|f| norm.starts_with(f))
     {
-        format!("claude-{norm}")
-    } else {
-        norm
+        return format!("claude-{norm}");
     }
+    // Ollama's `llama3.2`, `gemma3` are HF's `llama-3.2`, `gemma-3`.
+    for family in ["llama", "gemma"] {
+        if let Some(rest) = norm.strip_prefix(family)
+            && rest.starts_with(|c: char| c.is_ascii_digit())
+        {
+            return format!("{family}-{rest}");
+        }
+    }
+    norm
 }
 
 /// The built-in profile for `model`, if any (longest matching family wins).
@@ -225,15 +324,23 @@ pub fn builtin(model: &str) -> Option<Profile> {
                     .is_some_and(|rest| rest.starts_with('-'))
         })
         .max_by_key(|b| b.prefix.len())
-        .map(|b| Profile {
-            name: b.prefix.to_owned(),
-            context_window: b.context_window,
-            encoding: b.encoding,
-            rendering: b.rendering,
-            max_tools: b.max_tools,
-            overhead_tokens: b.overhead_tokens,
-            calibration_permille: b.calibration_permille,
-            estimate: b.estimate,
+        .map(|b| {
+            let (max_tools, preselect) = if b.local {
+                local_size_defaults(size_in_name(model))
+            } else {
+                (b.max_tools, 0)
+            };
+            Profile {
+                name: b.prefix.to_owned(),
+                context_window: b.context_window,
+                encoding: b.encoding,
+                rendering: b.rendering,
+                max_tools,
+                overhead_tokens: b.overhead_tokens,
+                calibration_permille: b.calibration_permille,
+                estimate: b.estimate,
+                preselect,
+            }
         })
 }
 
@@ -274,6 +381,7 @@ pub fn resolve(model: &str, overrides: &ProfileOverrides) -> Result<Profile, Pro
                 overhead_tokens: 0,
                 calibration_permille: 1000,
                 estimate: true,
+                preselect: 0,
             }
         }
     };
@@ -288,6 +396,7 @@ pub fn resolve(model: &str, overrides: &ProfileOverrides) -> Result<Profile, Pro
             .calibration_permille
             .unwrap_or(base.calibration_permille),
         estimate: base.estimate || overrides.calibration_permille.is_some(),
+        preselect: base.preselect,
     })
 }
 
@@ -319,6 +428,44 @@ mod tests {
         assert_eq!(name("gpt-5.1").as_deref(), Some("gpt-5"));
         assert_eq!(name("gemini-2.5-pro").as_deref(), Some("gemini-2-5-pro"));
         assert_eq!(name("gpt-40"), None);
+    }
+
+    #[test]
+    fn local_families_match_names_as_runtimes_write_them() {
+        let profile = |m: &str| {
+            builtin(m).map(|p| (p.name, p.context_window, p.max_tools, p.preselect))
+        };
+        let qwen = |cap, k| Some(("qwen2-5".to_owned(), 32_768, cap, k));
+        // llama.cpp (file or alias), Ollama, Hugging Face, LM Studio spellings.
+        assert_eq!(profile("qwen2.5-coder-0.5b-instruct-q4_k_m"), qwen(8, 5));
+        assert_eq!(profile("qwen2.5-coder:1.5b"), qwen(8, 5));
+        assert_eq!(profile("Qwen/Qwen2.5-7B-Instruct"), qwen(12, 5));
+        assert_eq!(profile("qwen2.5:72b"), qwen(20, 10));
+        assert_eq!(profile("qwen2.5-coder"), qwen(12, 5));
+        assert_eq!(profile("qwen3:30b-a3b").map(|p| (p.0, p.2)), Some(("qwen3".into(), 16)));
+        let name = |m: &str| builtin(m).map(|p| p.name);
+        assert_eq!(name("llama3.2:3b").as_deref(), Some("llama-3-2"));
+        assert_eq!(name("meta-llama/Llama-3.1-8B-Instruct").as_deref(), Some("llama-3-1"));
+        assert_eq!(name("Meta-Llama-3-8B-Instruct").as_deref(), Some("llama-3"));
+        assert_eq!(name("gemma3:4b").as_deref(), Some("gemma-3"));
+        assert_eq!(name("google/gemma-2-9b-it").as_deref(), Some("gemma-2"));
+        assert_eq!(name("mistral:7b").as_deref(), Some("mistral"));
+        assert_eq!(name("Mistral-7B-Instruct-v0.3").as_deref(), Some("mistral"));
+        assert_eq!(name("qwen25"), None);
+        assert_eq!(builtin("llama3:8b").map(|p| p.context_window), Some(8_192));
+        // Hosted models keep every tool per request unless the policy asks.
+        assert_eq!(builtin("gpt-4o").map(|p| p.preselect), Some(0));
+    }
+
+    #[test]
+    fn sizes_are_read_from_the_name() {
+        assert_eq!(size_in_name("qwen2.5-coder-0.5b-instruct"), Some(0.5));
+        assert_eq!(size_in_name("Qwen2.5-7B"), Some(7.0));
+        assert_eq!(size_in_name("qwen3:30b-a3b"), Some(30.0));
+        assert_eq!(size_in_name("llama3.2:3b"), Some(3.0));
+        assert_eq!(size_in_name("mixtral-8x7b"), None);
+        assert_eq!(size_in_name("qwen2.5-coder"), None);
+        assert_eq!(size_in_name("gemma-3n-e4b"), None);
     }
 
     #[test]

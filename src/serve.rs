@@ -237,13 +237,16 @@ async fn llm_api_listener(
 /// Serves the `[llm_api]` listener (`preselect`: its tools per request), saying where.
 fn spawn_llm_api(
     (listener, app, upstream): (tokio::net::TcpListener, axum::Router, String),
-    preselect: usize,
+    preselect: Option<usize>,
     shutdown: &CancellationToken,
 ) {
     if let Ok(addr) = listener.local_addr() {
         let preselect = match preselect {
-            0 => "every tool listed".to_owned(),
-            k => format!("at most {k} tools preselected per request"),
+            Some(0) => "every tool listed".to_owned(),
+            Some(k) => format!("at most {k} tools preselected per request"),
+            None => "tools preselected per request as the request's model's profile says \
+                     (local models; every tool for the others)"
+                .to_owned(),
         };
         eprintln!("  LLM API on http://{addr} (to {upstream}; {preselect})");
     }

@@ -301,7 +301,8 @@ pub(crate) fn take_ordered(
         }
     }
     let (tools, static_len) = order(tools, &options.classes, &slot, canonical);
-    let Some(chooser) = &options.preselect else {
+    let k = options.preselect.as_ref().map_or(0, |p| p.k_for(body));
+    let Some(chooser) = options.preselect.as_ref().filter(|_| k > 0) else {
         let outcome = Rewrite {
             static_tools: static_len,
             dynamic_tools: tools.len() - static_len,
@@ -309,7 +310,7 @@ pub(crate) fn take_ordered(
         };
         return Some((tools, outcome));
     };
-    let (tools, static_len, chosen) = preselect::apply(tools, static_len, body, chooser, slot);
+    let (tools, static_len, chosen) = preselect::apply(tools, static_len, body, chooser, k, slot);
     let outcome = Rewrite {
         static_tools: static_len,
         dynamic_tools: tools.len() - static_len - chosen.listed,

@@ -73,6 +73,10 @@ pub struct Preselect {
     /// Tools always listed, in the static block (a name the classes call "dynamic" is kept):
     /// the gateway's meta-tools, through which the rest stay reachable.
     pub keep: ToolClasses,
+    /// `k` comes from the request's `model`: its built-in profile's
+    /// [`preselect`](crate::profile::Profile::preselect) (0, every tool, for a model with
+    /// none).
+    pub by_model: bool,
 }
 
 impl Preselect {
@@ -82,7 +86,40 @@ impl Preselect {
         Self {
             k,
             keep: ToolClasses::all_static(),
+            by_model: false,
         }
+    }
+
+    /// As many tools per request as the request's model's profile says, none kept.
+    ///
+    /// ```
+    /// use mcp_budget::llm_api::preselect::Preselect;
+    /// use serde_json::json;
+    ///
+    /// let p = Preselect::by_model();
+    /// assert_eq!(p.k_for(&json!({"model": "qwen2.5-coder:1.5b"})), 5);
+    /// assert_eq!(p.k_for(&json!({"model": "claude-sonnet-4-5"})), 0);
+    /// assert_eq!(Preselect::new(3).k_for(&json!({"model": "qwen2.5:7b"})), 3);
+    /// ```
+    #[must_use]
+    pub fn by_model() -> Self {
+        Self {
+            by_model: true,
+            ..Self::new(0)
+        }
+    }
+
+    /// The most tools preselected for the request `body`: [`Self::k`], or with
+    /// [`Self::by_model`] its `model`'s profile's (0 without one: no preselection).
+    #[must_use]
+    pub fn k_for(&self, body: &Value) -> usize {
+        if !self.by_model {
+            return self.k;
+        }
+        body.get("model")
+            .and_then(Value::as_str)
+            .and_then(crate::profile::builtin)
+            .map_or(0, |p| p.preselect)
     }
 
     /// With `keep` as [`Preselect::keep`].
@@ -302,6 +339,7 @@ pub(crate) fn apply(
     static_len: usize,
     body: &Value,
     preselect: &Preselect,
+    k: usize,
     slot: impl Fn(&Value) -> Slot,
 ) -> (Vec<Value>, usize, Chosen) {
     let mut fixed = Vec::new();
@@ -326,7 +364,7 @@ pub(crate) fn apply(
         }
     }
     let conversation = Conversation::of(body);
-    let order = choose(&catalog, &conversation, preselect.k);
+    let order = choose(&catalog, &conversation, k);
     let chosen = Chosen {
         listed: order.len(),
         left_out: candidates.len() - order.len(),
@@ -420,7 +458,7 @@ mod tests {
         ];
         let body = json!({"messages": [{"role": "user", "content": "what time is it now"}]});
         let p = Preselect::new(1).keeping(ToolClasses::dynamic_names(["search_tools"]));
-        let (out, static_len, chosen) = apply(tools, 4, &body, &p, slot);
+        let (out, static_len, chosen) = apply(tools, 4, &body, &p, p.k, slot);
         let names: Vec<&str> = out.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["web_search", "search_tools", "time__now", "note"]);
         assert_eq!(static_len, 2);

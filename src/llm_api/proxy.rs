@@ -146,15 +146,17 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
     crate::downstream::http::serve_with(listener, app, shutdown, config).await;
 }
 
-/// The rewrite options of `policy`'s `[llm_api]`: with `preselect`, the gateway's meta-tools
-/// (`[discover]` names) are kept in the static block.
+/// The rewrite options of `policy`'s `[llm_api]`: `preselect` as set, or (unset) as each
+/// request's model's profile says; the gateway's meta-tools (`[discover]` names) are kept in
+/// the static block.
 #[must_use]
 pub fn options(policy: &crate::policy::Policy) -> RewriteOptions {
     let options = RewriteOptions::default();
-    let k = policy.llm_api.preselect;
-    if k == 0 {
-        return options;
-    }
+    let preselect = match policy.llm_api.preselect {
+        Some(0) => return options,
+        Some(k) => super::preselect::Preselect::new(k),
+        None => super::preselect::Preselect::by_model(),
+    };
     let names = &policy.discover.names;
     let mut keep = vec![
         names.search.clone(),
@@ -162,7 +164,5 @@ pub fn options(policy: &crate::policy::Policy) -> RewriteOptions {
         names.invoke.clone(),
     ];
     keep.extend(names.code.clone());
-    options.with_preselect(
-        super::preselect::Preselect::new(k).keeping(super::ToolClasses::dynamic_names(keep)),
-    )
+    options.with_preselect(preselect.keeping(super::ToolClasses::dynamic_names(keep)))
 }

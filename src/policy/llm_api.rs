@@ -7,7 +7,7 @@
 //! [llm_api]
 //! listen = "127.0.0.1:8788"             # where hosts send LLM API requests; default: off
 //! upstream = "https://api.anthropic.com" # the provider (base URL; the request path is appended)
-//! preselect = 5                          # client tools listed per request; 0 (default): all
+//! preselect = 5                          # client tools listed per request; 0: all; default: by model
 //! ```
 
 use std::net::SocketAddr;
@@ -31,8 +31,10 @@ pub struct RawLlmApi {
     pub upstream: Option<String>,
     /// Per request, at most this many of its client-defined tools are listed in full, chosen
     /// from the conversation, after the static block (provider tools and the gateway's
-    /// meta-tools, cache breakpoint); the others are left out of that request. 0 to 128.
-    /// Default: 0 (every tool listed).
+    /// meta-tools, cache breakpoint); the others are left out of that request. 0 to 128; 0
+    /// lists every tool. Default: the request's `model` decides — its built-in profile's
+    /// preselection (5 or 10 for local model families such as Qwen, Llama, Gemma, Mistral,
+    /// by the size in the name; none for hosted models and models with no profile).
     pub preselect: Option<usize>,
 }
 
@@ -44,8 +46,9 @@ pub struct LlmApiPolicy {
     pub listen: Option<SocketAddr>,
     /// The provider's base URL.
     pub upstream: Option<String>,
-    /// Client-defined tools listed per request; 0: all.
-    pub preselect: usize,
+    /// Client-defined tools listed per request; `Some(0)`: all; `None`: the request model's
+    /// profile decides ([`crate::profile::Profile::preselect`]).
+    pub preselect: Option<usize>,
 }
 
 impl Section for RawLlmApi {
@@ -75,8 +78,8 @@ impl Section for RawLlmApi {
                 "is required with listen (the provider's base URL)",
             );
         }
-        let preselect = self.preselect.unwrap_or(0);
-        if preselect > MAX_PRESELECT {
+        let preselect = self.preselect;
+        if let Some(preselect) = preselect.filter(|k| *k > MAX_PRESELECT) {
             at.push_at(
                 "preselect",
                 format!("{preselect} is over {MAX_PRESELECT} (0 lists every tool)"),
@@ -110,6 +113,6 @@ mod tests {
         assert!(all.contains("llm_api.preselect"), "{all}");
         let ok = "version = 1\n[llm_api]\nlisten = \"127.0.0.1:0\"\nupstream = \"http://127.0.0.1:9\"\npreselect = 5\n";
         let policy = Policy::from_toml_str(ok, "t.toml").unwrap();
-        assert_eq!(policy.llm_api.preselect, 5);
+        assert_eq!(policy.llm_api.preselect, Some(5));
     }
 }

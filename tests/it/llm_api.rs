@@ -519,3 +519,54 @@ async fn serve_preselects_each_requests_tools_after_the_static_block() {
         gateway.log()
     );
 }
+
+/// `serve` with `[llm_api]` and no `preselect`: each request's `model` decides. A small local
+/// model (Qwen2.5-Coder 1.5B, as Ollama names it) gets its profile's 5 best tools per request;
+/// a hosted model (gpt-4o) and a model with no profile get every tool, as before.
+#[tokio::test]
+async fn serve_preselects_by_the_requests_model_when_the_policy_does_not_say() {
+    use crate::harness::{Gateway, Mode, free_port};
+    let provider = crate::eval::scripted(&["echo"]);
+    let port = free_port();
+    let policy = format!(
+        "[llm_api]\nlisten = \"127.0.0.1:{port}\"\nupstream = \"{}\"\n",
+        provider.url
+    );
+    let gateway = Gateway::builder("llm_api_preselect_by_model", Mode::Http)
+        .policy(&policy)
+        .start(&[])
+        .await;
+    let tools: Vec<Value> = (0..12)
+        .map(|i| format!("server__tool_{i}"))
+        .chain(["time__get_current_time".to_owned()])
+        .map(|n| {
+            json!({"type": "function", "function": {"name": n,
+                "description": format!("{n}: does its own thing"),
+                "parameters": {"type": "object", "properties": {}}}})
+        })
+        .collect();
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let listed = |model: &str| {
+        let body = json!({"model": model, "tools": tools,
+            "messages": [{"role": "user", "content": "What time is it in Tokyo now?"}]});
+        async move {
+            let seen = post(&url, &body).await;
+            seen["body"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| name_of(t).to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    let small = listed("qwen2.5-coder:1.5b").await;
+    assert!(small.len() <= 5, "{small:?}");
+    assert_eq!(small[0], "time__get_current_time", "{small:?}");
+    assert_eq!(listed("gpt-4o").await.len(), 13);
+    assert_eq!(listed("my-own-model").await.len(), 13);
+    assert!(
+        gateway.log().contains("as the request's model's profile says"),
+        "{}",
+        gateway.log()
+    );
+}
