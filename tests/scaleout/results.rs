@@ -1,8 +1,8 @@
 //! Kept results shared through `[state]` (issue 54 item 2): a result over its
 //! `max_result_tokens` spilled on one replica is read whole through another (the relay does not
 //! carry a session's `read_result` to the replica that kept it: without the shared store the
-//! other replica answers that no such result is kept); only while the caller may still see the
-//! tool, on the replica that serves the read; with the store down, the replica that kept it
+//! other replica answers that no such result is kept), and still once that replica is gone;
+//! only while the caller may still see the tool, on the replica that serves the read; with the store down, the replica that kept it
 //! still reads it and another answers `mcp_budget.state.unavailable` at once. And the store's
 //! bounded put (`state::results::PUT`) on a real `redis-server`: a session's bytes stay within
 //! `result_session_bytes` (oldest out first), even with two replicas putting at once, and a
@@ -148,11 +148,9 @@ async fn a_result_spilled_on_one_replica_is_read_whole_through_another() {
     let spilled = call(&url(0), "key-a", &session, "e__echo", &echo).await;
     let id = kept_id(&spilled);
     assert!(texts(&spilled)[0].starts_with("Echo: word0 "), "{spilled}");
+    let whole = format!("Echo: {message}");
     let through_b = read_whole(&url(1), "key-a", &session, &id).await;
-    assert_eq!(
-        through_b.as_deref(),
-        Ok(format!("Echo: {message}").as_str())
-    );
+    assert_eq!(through_b.as_deref(), Ok(whole.as_str()));
     let through_a = read_whole(&url(0), "key-a", &session, &id).await;
     assert_eq!(
         through_a, through_b,
@@ -174,14 +172,21 @@ async fn a_result_spilled_on_one_replica_is_read_whole_through_another() {
         "the scope of the replica serving the read: {denied}"
     );
 
-    // The store goes: a spill on A is still read on A; B answers at once that the store is down.
-    redis.kill().await;
+    // A is gone (the relay could not reach it now): its result is still read through B.
     let spilled = call(&url(0), "key-a", &session, "e__echo", &echo).await;
     let id = kept_id(&spilled);
-    let here = read_whole(&url(0), "key-a", &session, &id).await;
-    assert_eq!(here.as_deref(), Ok(format!("Echo: {message}").as_str()));
+    a.stop().await;
+    let after_a = read_whole(&url(1), "key-a", &session, &id).await;
+    assert_eq!(after_a.as_deref(), Ok(whole.as_str()), "A gone");
+
+    // The store goes: a spill on B is still read on B; C answers at once that the store is down.
+    redis.kill().await;
+    let spilled = call(&url(1), "key-a", &session, "e__echo", &echo).await;
+    let id = kept_id(&spilled);
+    let here = read_whole(&url(1), "key-a", &session, &id).await;
+    assert_eq!(here.as_deref(), Ok(whole.as_str()));
     let asked = std::time::Instant::now();
-    let there = read_whole(&url(1), "key-a", &session, &id)
+    let there = read_whole(&url(2), "key-a", &session, &id)
         .await
         .unwrap_err();
     assert_eq!(
@@ -194,7 +199,7 @@ async fn a_result_spilled_on_one_replica_is_read_whole_through_another() {
         "no hang: {:?}",
         asked.elapsed()
     );
-    for gateway in [a, b, c] {
+    for gateway in [b, c] {
         gateway.stop().await;
     }
     harness::assert_no_leftovers(&tag).await;
