@@ -756,13 +756,18 @@ async fn post_mcp_as(
 
 /// A 2025-era session opened through `url` (sealed, so every replica serves it).
 async fn open_session(url: &str) -> String {
+    open_session_as(url, None).await
+}
+
+/// [`open_session`] as the client with API key `key`.
+async fn open_session_as(url: &str, key: Option<&str>) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "limits", "version": "0"}}});
-    let (_, id) = post_mcp(url, None, &init).await.unwrap();
+    let (_, id) = post_mcp_as(url, key, None, &init).await.unwrap();
     let id = id.expect("a session id");
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let _ = post_mcp(url, Some(&id), &initialized).await;
+    let _ = post_mcp_as(url, key, Some(&id), &initialized).await;
     id
 }
 

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::harness::{self, Up, free_port};
-use super::{Replica, TURN, post_mcp_as};
+use super::{Replica, TURN, open_session_as, post_mcp_as};
 
 /// A replica's policy in its own folder of `dir`: `server-everything`, sealed ids, `echo`'s
 /// results over 150 tokens kept, the clients `alice` (allowed `alice_allow`) and `bob` (every
@@ -110,18 +110,6 @@ async fn read_whole(url: &str, key: &str, session: &str, id: &str) -> Result<Str
     panic!("no end");
 }
 
-/// Opens a session as `key` through `url` (sealed: every replica serves it).
-async fn session_as(url: &str, key: &str) -> String {
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "results", "version": "0"}}});
-    let (_, id) = post_mcp_as(url, Some(key), None, &init).await.unwrap();
-    let id = id.expect("a session id");
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let _ = post_mcp_as(url, Some(key), Some(&id), &initialized).await;
-    id
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_spilled_on_one_replica_is_read_whole_through_another() {
     let _turn = TURN.lock().await;
@@ -140,7 +128,7 @@ async fn a_result_spilled_on_one_replica_is_read_whole_through_another() {
         Replica::start_with(&narrow, ports[2], &tag, &env),
     );
     let url = |i: usize| format!("http://127.0.0.1:{}/mcp", ports[i]);
-    let session = session_as(&url(0), "key-a").await;
+    let session = open_session_as(&url(0), Some("key-a")).await;
     let message: String = (0..800).map(|i| format!("word{i} ")).collect();
     let echo = json!({"message": message});
 
@@ -158,7 +146,7 @@ async fn a_result_spilled_on_one_replica_is_read_whole_through_another() {
     );
 
     // Another session (bob's, on B) does not read it; C, where alice may not use echo, refuses.
-    let bobs = session_as(&url(1), "key-b").await;
+    let bobs = open_session_as(&url(1), Some("key-b")).await;
     let other = read_whole(&url(1), "key-b", &bobs, &id).await.unwrap_err();
     assert!(
         texts(&other)[0].contains("no result"),
