@@ -3,7 +3,9 @@
 //! `max_result_tokens` that is still over keeps a head and a summary, the whole result kept
 //! for the session ([`crate::results::ResultStore`]) and read with `read_result`
 //! ([`State::read_result`]). A result the store cannot keep (larger than a session may hold)
-//! is cut as before ([`crate::plan::cut_result`]). Each step is logged and counted.
+//! is cut as before ([`crate::plan::cut_result`]). Each step is logged and counted. With a
+//! `[state]` store a kept result goes there too before the answer, and `read_result` looks
+//! there when the result is not on this replica ([`crate::state::results`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
