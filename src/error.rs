@@ -229,6 +229,18 @@ pub enum Error {
         /// The asking replica is gone (else the store failed).
         gone: bool,
     },
+    /// A `read_result` of a result not kept on this replica, when the `[state]` store that
+    /// replicas share kept results in does not answer (it may be kept on another replica).
+    #[error(
+        "result {id:?} is not kept on this replica and the shared state store did not answer \
+         ({reason}); try again shortly, or call the tool again"
+    )]
+    ResultUnavailable {
+        /// The result's id.
+        id: String,
+        /// Why the store did not answer (`timeout`, `store_error`, ...).
+        reason: String,
+    },
     /// A server→client request of a shared upstream that no client may be asked: no client
     /// has a request in flight to it, or several do and the request names none of them.
     #[error("{method} from upstream {upstream:?} cannot be answered: {reason}")]
@@ -440,6 +452,7 @@ impl Error {
                 (INVALID_REQUEST, kind::ROUTE_ASKER_GONE)
             }
             Self::AnswerNotForwarded { .. } => (INVALID_REQUEST, kind::STATE_UNAVAILABLE),
+            Self::ResultUnavailable { .. } => (SERVER_ERROR, kind::STATE_UNAVAILABLE),
             Self::Unroutable {
                 ambiguous: true, ..
             } => (METHOD_NOT_FOUND, kind::ROUTE_AMBIGUOUS),
@@ -505,6 +518,7 @@ impl Error {
             Self::UnknownRequest { id } | Self::AnswerNotForwarded { id, .. } => {
                 json!({ "id": id })
             }
+            Self::ResultUnavailable { id, reason } => json!({ "id": id, "reason": reason }),
             Self::Denied {
                 tool,
                 reason,

@@ -13,6 +13,9 @@
 //! baseline, does), and when the store is killed mid-run every call is still answered; when it
 //! flaps or answers near `timeout_ms`, the client still gets about its rate (`flap`).
 //!
+//! Kept results (issue 54): a result spilled on one replica is read through another
+//! (`results`).
+//!
 //! Needs `scripts/install-test-deps.sh`: the peers, `haproxy` and `redis-server` (Debian
 //! packages).
 #![allow(clippy::unwrap_used, clippy::print_stderr, clippy::doc_markdown)] // test helpers; the load figures are printed; HAProxy is a name
@@ -31,6 +34,8 @@ mod faults;
 mod flap;
 #[path = "scaleout/relay.rs"]
 mod relay;
+#[path = "scaleout/results.rs"]
+mod results;
 #[path = "scaleout/usage.rs"]
 mod usage;
 
@@ -701,6 +706,16 @@ async fn post_mcp(
     session: Option<&str>,
     body: &Value,
 ) -> Result<(Value, Option<String>), String> {
+    post_mcp_as(url, None, session, body).await
+}
+
+/// [`post_mcp`] as the client with API key `key`.
+async fn post_mcp_as(
+    url: &str,
+    key: Option<&str>,
+    session: Option<&str>,
+    body: &Value,
+) -> Result<(Value, Option<String>), String> {
     let mut request = harness::http_client()
         .post(url)
         .header("accept", "application/json, text/event-stream")
@@ -709,6 +724,9 @@ async fn post_mcp(
         .body(body.to_string());
     if let Some(id) = session {
         request = request.header("mcp-session-id", id);
+    }
+    if let Some(key) = key {
+        request = request.header("x-api-key", key);
     }
     let resp = request
         .send()
@@ -738,13 +756,18 @@ async fn post_mcp(
 
 /// A 2025-era session opened through `url` (sealed, so every replica serves it).
 async fn open_session(url: &str) -> String {
+    open_session_as(url, None).await
+}
+
+/// [`open_session`] as the client with API key `key`.
+async fn open_session_as(url: &str, key: Option<&str>) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "limits", "version": "0"}}});
-    let (_, id) = post_mcp(url, None, &init).await.unwrap();
+    let (_, id) = post_mcp_as(url, key, None, &init).await.unwrap();
     let id = id.expect("a session id");
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let _ = post_mcp(url, Some(&id), &initialized).await;
+    let _ = post_mcp_as(url, key, Some(&id), &initialized).await;
     id
 }
 

@@ -194,7 +194,9 @@ pub const LIMIT_IN_FLIGHT: &str = "mcp_budget.limit.in_flight";
 /// unavailable and `on_store_error = "closed"` refuses calls until it is back: `-32023` with
 /// `data.retryAfterMs` (HTTP 429 with `Retry-After` for a 2026-07-28 request). Also a client's
 /// answer to a server→client request another replica sent, when the store does not answer to
-/// forward it (`-32600`; HTTP 400).
+/// forward it (`-32600`; HTTP 400). Also a `read_result` of a result not kept on the replica
+/// that serves it, when the store that replicas share kept results in does not answer
+/// (`-32000`, `data.id` and `data.reason`).
 pub const STATE_UNAVAILABLE: &str = "mcp_budget.state.unavailable";
 
 /// The `structuredContent.type` of `invoke_tool`'s recovery results: not error objects but

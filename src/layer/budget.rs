@@ -179,7 +179,10 @@ impl BudgetLayer {
                 policy_clients: policy.clients.clone(),
                 results_cut: std::sync::atomic::AtomicU64::new(0),
                 results_compacted: std::sync::atomic::AtomicU64::new(0),
-                results: result_store(policy, previous),
+                results: result_store(policy, previous, store),
+                shared_results: store
+                    .filter(|_| policy.budget.has_result_budgets())
+                    .cloned(),
                 code_runs: code_mode::runs_gate(policy.discover.code_mode.as_ref()),
                 reranker: rerank::reranker_of(&policy.discover),
                 usage,
@@ -296,19 +299,29 @@ fn summary_of(planned: &state::Planned) -> PlanSummary {
 
 /// The store of results over their budget (`read_result`), when a rule sets
 /// `max_result_tokens`: the previous generation's when its bounds are the same (a reload keeps
-/// what sessions may still read).
+/// what sessions may still read). With a `[state]` store its ids carry this replica's tag (the
+/// first 6 characters of its id), so that replicas sharing results never give one session's
+/// results the same id.
 fn result_store(
     policy: &Policy,
     previous: Option<&BudgetLayer>,
+    shared: Option<&crate::state::Store>,
 ) -> Option<Arc<crate::results::ResultStore>> {
     if !policy.budget.has_result_budgets() {
         return None;
     }
     let limits = policy.budget.results;
+    let tag = shared.map(|s| s.replica_id().chars().take(6).collect::<String>());
     let kept = previous.and_then(|p| p.state.results.clone());
     Some(
-        kept.filter(|s| s.limits() == limits)
-            .unwrap_or_else(|| Arc::new(crate::results::ResultStore::new(limits))),
+        kept.filter(|s| s.limits() == limits && s.tag() == tag.as_deref())
+            .unwrap_or_else(|| {
+                let store = crate::results::ResultStore::new(limits);
+                Arc::new(match &tag {
+                    Some(tag) => store.tagged(tag),
+                    None => store,
+                })
+            }),
     )
 }
 
@@ -399,8 +412,13 @@ impl<S: Inner> Around<S> for BudgetLayer {
             }
             Method::ToolsCall => {
                 if self.state.reads_results(&req) {
-                    let reply = Message::response_value(id, &self.state.read_result(&req));
-                    return Box::pin(async move { Ok(Some(reply)) });
+                    let state = self.state.clone();
+                    return Box::pin(async move {
+                        Ok(Some(match state.read_result(&req).await {
+                            Ok(page) => Message::response_value(id, &page),
+                            Err(e) => Message::error(id, e.to_error_object()),
+                        }))
+                    });
                 }
                 let Some(rewritten) = self.meta_call(&req) else {
                     let limit = self.result_budget(&req);

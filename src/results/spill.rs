@@ -377,4 +377,42 @@ impl Stored {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+
+    /// Its text as the replicas share it (`[state]`, [`crate::state::results`]): a JSON
+    /// object, the JSON left out when it is the text parsed (read back by parsing again).
+    #[must_use]
+    pub fn to_shared(&self) -> String {
+        let parsed = || serde_json::from_str::<Value>(self.text.trim()).ok();
+        let from_text = self.json.is_some() && parsed() == self.json;
+        json!({
+            "tool": self.tool,
+            "text": self.text,
+            "json": if from_text { &Value::Null } else { self.json.as_ref().unwrap_or(&Value::Null) },
+            "json_from_text": from_text,
+            "budget": self.budget,
+            "format": self.format.to_string(),
+        })
+        .to_string()
+    }
+
+    /// A result [`Stored::to_shared`] wrote, or `None` when `shared` is not one.
+    #[must_use]
+    pub fn from_shared(shared: &str) -> Option<Self> {
+        let doc: Value = serde_json::from_str(shared).ok()?;
+        let text = doc.get("text")?.as_str()?.to_owned();
+        let json = if doc.get("json_from_text")?.as_bool()? {
+            Some(serde_json::from_str(text.trim()).ok()?)
+        } else {
+            doc.get("json").filter(|j| !j.is_null()).cloned()
+        };
+        let spill = Spill {
+            text,
+            json,
+            total: 0,
+        };
+        let tool = doc.get("tool")?.as_str()?;
+        let budget = usize::try_from(doc.get("budget")?.as_u64()?).ok()?;
+        let format = doc.get("format")?.as_str()?.parse().ok()?;
+        Some(Self::new(tool, spill, budget, format))
+    }
 }

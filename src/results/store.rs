@@ -2,7 +2,9 @@
 //! `result_session_bytes`, `result_store_bytes`). A result is kept for its session only and
 //! read back by the id its note gives; an expired one is gone, and when a session or the store
 //! is over its bytes, the oldest results go first. A result larger than a session may keep is
-//! not kept (the caller cuts it instead, as without a store).
+//! not kept (the caller cuts it instead, as without a store). With `[state]` the budget layer
+//! puts each kept result in the shared store too ([`crate::state::results`]), and a result read
+//! from there is adopted here ([`ResultStore::adopt`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,6 +53,9 @@ pub struct ResultStore {
     limits: StoreLimits,
     sessions: std::sync::Mutex<HashMap<String, Vec<Entry>>>,
     next: AtomicU64,
+    /// The ids' suffix (`r1-TAG`): this replica's, when replicas share results (`[state]`),
+    /// so that two replicas never give one session's results the same id.
+    tag: Option<String>,
 }
 
 impl std::fmt::Debug for ResultStore {
@@ -71,10 +76,23 @@ impl ResultStore {
         }
     }
 
+    /// The store with its ids ending in `-TAG` (a replica's tag, when replicas share results).
+    #[must_use]
+    pub fn tagged(mut self, tag: &str) -> Self {
+        self.tag = Some(tag.to_owned());
+        self
+    }
+
     /// Its limits.
     #[must_use]
     pub fn limits(&self) -> StoreLimits {
         self.limits
+    }
+
+    /// Its ids' tag.
+    #[must_use]
+    pub fn tag(&self) -> Option<&str> {
+        self.tag.as_deref()
     }
 
     /// Keeps `stored` for `session` at `now`; its id, or `None` when it is larger than a
@@ -84,21 +102,42 @@ impl ResultStore {
         if bytes > self.limits.session_bytes || bytes > self.limits.store_bytes {
             return None;
         }
-        let id = format!("r{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
+        let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = match &self.tag {
+            Some(tag) => format!("r{n}-{tag}"),
+            None => format!("r{n}"),
+        };
+        self.keep(session, &id, Arc::new(stored), now);
+        Some(id)
+    }
+
+    /// Keeps `stored` under the `id` another replica gave it, as kept at `at` (a result read
+    /// from the shared store: read again here without asking the store again). Nothing when
+    /// it is larger than a session may keep.
+    pub fn adopt(&self, session: &str, id: &str, stored: Arc<Stored>, at: Instant) {
+        let bytes = stored.bytes();
+        if bytes <= self.limits.session_bytes && bytes <= self.limits.store_bytes {
+            self.keep(session, id, stored, at);
+        }
+    }
+
+    /// Keeps `stored` (within a session's bytes) as `id` at `now`, the oldest going first.
+    fn keep(&self, session: &str, id: &str, stored: Arc<Stored>, now: Instant) {
+        let bytes = stored.bytes();
         let mut sessions = crate::lock::lock(&self.sessions);
         self.expire(&mut sessions, now);
         let entries = sessions.entry(session.to_owned()).or_default();
+        entries.retain(|e| e.id != id);
         let mut held: usize = entries.iter().map(|e| e.stored.bytes()).sum();
         while held + bytes > self.limits.session_bytes && !entries.is_empty() {
             held -= entries.remove(0).stored.bytes();
         }
         entries.push(Entry {
-            id: id.clone(),
+            id: id.to_owned(),
             at: now,
-            stored: Arc::new(stored),
+            stored,
         });
         self.shrink(&mut sessions);
-        Some(id)
     }
 
     /// The result `id` kept for `session`, if it is still there at `now`.
@@ -208,5 +247,26 @@ mod tests {
             c1.is_some() && store.get("b", &b1, t).is_some() && store.get("b", &b2, t).is_some()
         );
         assert!(store.bytes() <= 50);
+    }
+
+    #[test]
+    fn a_tagged_store_names_its_ids_after_the_replica_and_adopts_anothers() {
+        let store = ResultStore::new(StoreLimits {
+            ttl: Duration::from_secs(60),
+            ..StoreLimits::default()
+        })
+        .tagged("ab12cd");
+        let t0 = Instant::now();
+        assert_eq!(store.put("a", kept("x"), t0).as_deref(), Some("r1-ab12cd"));
+        // Read from the shared store, kept 50 s ago on another replica: 10 s left here.
+        let then = t0.checked_sub(Duration::from_secs(50)).unwrap();
+        store.adopt("a", "r1-ef34ab", Arc::new(kept("theirs")), then);
+        assert_eq!(store.get("a", "r1-ef34ab", t0).unwrap().text, "theirs");
+        assert!(
+            store
+                .get("a", "r1-ef34ab", t0 + Duration::from_secs(11))
+                .is_none()
+        );
+        assert_eq!(store.get("a", "r1-ab12cd", t0).unwrap().text, "x");
     }
 }

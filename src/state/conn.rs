@@ -6,7 +6,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
 
 use super::gcra::{self, Check};
-use super::{relay, usage};
+use super::{relay, results, usage};
 use crate::plan::UsageCounts;
 use crate::policy::state::RedisState;
 
@@ -22,6 +22,8 @@ pub(crate) struct Conn {
     revoke: Script,
     forward: Script,
     promote: Script,
+    keep_result: Script,
+    kept_result: Script,
 }
 
 impl std::fmt::Debug for Conn {
@@ -83,6 +85,8 @@ impl Conn {
             revoke: Script::new(relay::REVOKE),
             forward: Script::new(relay::FORWARD),
             promote: Script::new(relay::PROMOTE),
+            keep_result: Script::new(results::PUT),
+            kept_result: Script::new(results::GET),
         })
     }
 
@@ -235,6 +239,44 @@ impl Conn {
             .await
     }
 
+    /// Runs the script that keeps result `id` (`stored`, its text) for session `sid`, for
+    /// `ttl_ms` within `cap` bytes: whether it was kept (not: larger than `cap`).
+    pub(crate) async fn keep_result(
+        &self,
+        prefix: &str,
+        (sid, id): (&str, &str),
+        stored: &str,
+        ttl_ms: u64,
+        cap: usize,
+    ) -> redis::RedisResult<bool> {
+        let mut invocation = self.keep_result.prepare_invoke();
+        for key in results::keys(prefix, sid) {
+            invocation.key(key);
+        }
+        invocation.arg(id).arg(stored).arg(ttl_ms).arg(cap);
+        let mut manager = self.manager.clone();
+        invocation.invoke_async(&mut manager).await
+    }
+
+    /// Runs the script that reads result `id` of session `sid` kept less than `ttl_ms` ago:
+    /// its text and age (ms), if it is kept.
+    pub(crate) async fn kept_result(
+        &self,
+        prefix: &str,
+        (sid, id): (&str, &str),
+        ttl_ms: u64,
+    ) -> redis::RedisResult<Option<(String, u64)>> {
+        let [hash, at, _] = results::keys(prefix, sid);
+        let mut manager = self.manager.clone();
+        self.kept_result
+            .key(hash)
+            .key(at)
+            .arg(id)
+            .arg(ttl_ms)
+            .invoke_async(&mut manager)
+            .await
+    }
+
     /// Loads the rate script (`SCRIPT LOAD`), so that calls' `EVALSHA` find it; after a store
     /// restart or `SCRIPT FLUSH`, a call meeting `NOSCRIPT` loads it again itself.
     pub(crate) async fn load(&self) -> redis::RedisResult<()> {
@@ -261,6 +303,8 @@ impl Conn {
             &self.revoke,
             &self.forward,
             &self.promote,
+            &self.keep_result,
+            &self.kept_result,
         ] {
             script.prepare_invoke().load_async(&mut manager).await?;
         }

@@ -1,7 +1,7 @@
 //! State that replicas share (`[state]`, issue 34), in Redis or Valkey: the `[limits]` rates,
 //! so that every replica spends the same buckets; the usage counts every replica plans with
 //! ([`usage`]); sessions ended by `DELETE` and clients' answers for the replica whose upstream
-//! asked ([`relay`]).
+//! asked ([`relay`]); the results kept for `read_result` ([`results`]).
 //!
 //! With `backend = "redis"` the `limit` layer asks the [`Store`] instead of its own ledger:
 //! one round trip per call (`EVALSHA` of [`gcra::SCRIPT`], every key of the call at once, on
@@ -35,6 +35,7 @@ pub mod gcra;
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 mod local;
 pub mod relay;
+pub mod results;
 pub mod usage;
 
 #[cfg(feature = "redis")]
@@ -350,6 +351,77 @@ impl Store {
         {
             let _ = sid;
             Err(names::STORE_UNCONFIGURED)
+        }
+    }
+
+    /// Keeps result `id` of session `sid` (`stored`, its text) for every replica, for `ttl`
+    /// within `cap` bytes a session ([`results::PUT`]). Not asked during an episode; else
+    /// bounded by `timeout_ms` or the connect timeout, whichever is longer (a result may be
+    /// megabytes).
+    ///
+    /// # Errors
+    /// Why the store did not take it (a [`names`] reason). `Ok(false)`: `stored` is larger than
+    /// `cap`.
+    pub async fn keep_result(
+        &self,
+        (sid, id): (&str, &str),
+        stored: &str,
+        ttl: Duration,
+        cap: usize,
+    ) -> Result<bool, &'static str> {
+        self.while_up()?;
+        #[cfg(feature = "redis")]
+        {
+            let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+            self.ask(self.background_wait(), |conn, prefix| {
+                conn.keep_result(prefix, (sid, id), stored, ttl_ms, cap)
+            })
+            .await
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = (sid, id, stored, ttl, cap);
+            Err(names::STORE_UNCONFIGURED)
+        }
+    }
+
+    /// Result `id` of session `sid` kept by any replica less than `ttl` ago: its text and its
+    /// age, if it is kept ([`results::GET`]). Not asked during an episode; else bounded as
+    /// [`Store::keep_result`] is.
+    ///
+    /// # Errors
+    /// Why the store did not answer (a [`names`] reason).
+    pub async fn kept_result(
+        &self,
+        sid: &str,
+        id: &str,
+        ttl: Duration,
+    ) -> Result<Option<(String, Duration)>, &'static str> {
+        self.while_up()?;
+        #[cfg(feature = "redis")]
+        {
+            let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+            let kept = self
+                .ask(self.background_wait(), |conn, prefix| {
+                    conn.kept_result(prefix, (sid, id), ttl_ms)
+                })
+                .await?;
+            Ok(kept.map(|(text, age_ms)| (text, Duration::from_millis(age_ms))))
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = (sid, id, ttl);
+            Err(names::STORE_UNCONFIGURED)
+        }
+    }
+
+    /// `Ok` while the store answers; during an episode, why it does not (a [`names`] reason),
+    /// at once: what a call would wait for is known not to come.
+    fn while_up(&self) -> Result<(), &'static str> {
+        if self.is_up() {
+            Ok(())
+        } else {
+            Err(*crate::lock::lock(&self.inner.reason))
         }
     }
 

@@ -216,7 +216,7 @@ where
     let outcome =
         outcome.unwrap_or_else(|_| Err(Failure::Engine("the script thread ended".into())));
     let seconds = started.elapsed().as_secs_f64();
-    finish(&state, &config, &req, &run_id, outcome, (seconds, calls))
+    finish(&state, &config, &req, &run_id, outcome, (seconds, calls)).await
 }
 
 /// A finished run's result under the rules of tool results: over `code_mode_max_result_tokens`
@@ -224,7 +224,7 @@ where
 /// `max_result_tokens`), else stopped; compacted by `code_mode_result_format`. The script's own
 /// tool calls got their results whole (it is a program: a compacted or partial result would
 /// break its parsing).
-fn finish(
+async fn finish(
     state: &State,
     config: &CodeMode,
     req: &McpRequest,
@@ -247,7 +247,7 @@ fn finish(
             format: config.result_format,
             session: req.caller.session.id.clone(),
         };
-        state.shape(&mut result, &rule);
+        state.shape(&mut result, &rule).await;
     }
     result
 }

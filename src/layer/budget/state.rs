@@ -178,6 +178,9 @@ pub(super) struct State {
     /// Results over their budget, kept per session for `read_result` (when a rule sets
     /// `max_result_tokens`).
     pub(super) results: Option<Arc<crate::results::ResultStore>>,
+    /// The `[state]` store, where kept results go too so that every replica reads them (when
+    /// results are kept).
+    pub(super) shared_results: Option<crate::state::Store>,
     /// Each session's last search (for the rank of the tool it then invokes).
     pub(super) searches: crate::telemetry::rank::Searches,
     /// The policy's `[[client]]`s: each a profile of the token metrics and `/status`.

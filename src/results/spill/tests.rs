@@ -113,3 +113,52 @@ fn fitting_results_are_not_spilled() {
     assert_eq!(spill_result(&r, 100, &chars), None);
     assert_eq!(spill_result(&json!({"content": []}), 0, &chars), None);
 }
+
+#[test]
+fn a_stored_result_reads_back_whole_from_its_shared_text() {
+    let text = r#"{"items": [{"t": "alpha"}, {"t": "beta"}]}"#;
+    let parsed = Spill {
+        text: text.to_owned(),
+        json: serde_json::from_str(text).ok(),
+        total: 99,
+    };
+    let structured = Spill {
+        text: "two items".to_owned(),
+        json: Some(json!({"items": [1, 2]})),
+        total: 99,
+    };
+    let plain = Spill {
+        text: "just text\n".repeat(3),
+        json: None,
+        total: 99,
+    };
+    for (spill, format) in [
+        (parsed, ResultFormat::Toon),
+        (structured, ResultFormat::Json),
+        (plain, ResultFormat::Off),
+    ] {
+        let stored = Stored::new("files__read", spill, 40, format);
+        let shared = stored.to_shared();
+        assert_eq!(
+            Stored::from_shared(&shared).as_ref(),
+            Some(&stored),
+            "{shared}"
+        );
+    }
+    let parsed = Stored::new(
+        "t",
+        Spill {
+            text: text.to_owned(),
+            json: serde_json::from_str(text).ok(),
+            total: 1,
+        },
+        1,
+        ResultFormat::Off,
+    );
+    assert!(
+        !parsed.to_shared().contains(r#""json":{"#),
+        "JSON parsed from the text is not written twice"
+    );
+    assert_eq!(Stored::from_shared("{}"), None);
+    assert_eq!(Stored::from_shared("not json"), None);
+}
