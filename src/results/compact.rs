@@ -33,7 +33,8 @@ pub enum ResultFormat {
     Off,
     /// JSON minified.
     Json,
-    /// JSON minified or as TOON, CSV as a TOON table: whichever counts fewest tokens.
+    /// JSON minified or as TOON, CSV as a TOON table, YAML data as TOON: whichever counts
+    /// fewest tokens.
     Toon,
 }
 

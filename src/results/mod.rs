@@ -1,9 +1,9 @@
 //! Result economy: what a tool result costs the model, made smaller without losing anything.
 //!
 //! - [`compact`]: lossless renderings of a result's text (`[budget.tools."server/tool"]
-//!   result_format`): JSON minified, JSON as TOON ([`toon`]), CSV as a TOON table, YAML ([`yaml`]) as TOON — used only
-//!   when the counted tokens drop, never for text that is not well-formed, never for an
-//!   `isError` result.
+//!   result_format`): JSON minified, JSON as TOON ([`toon`]), CSV as a TOON table, YAML data
+//!   ([`yaml`]) as TOON — used only when the counted tokens drop, never for text that is not
+//!   well-formed, never for an `isError` result.
 //! - [`spill`]: a result over its `max_result_tokens` keeps a head and a structural summary;
 //!   the whole of it goes to the session's [`store`], and the `read_result` meta-tool pages
 //!   through it (by offset, JSON pointer or substring).
