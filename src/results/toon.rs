@@ -252,12 +252,21 @@ fn quoted(s: &str) -> Option<String> {
 
 /// A CSV text (RFC 4180: a header row, then rows of as many cells; quoted cells may hold
 /// commas, quotes and line breaks) as one TOON table of strings, or `None` when it is not
-/// such a text (fewer than two columns or one row, ragged rows, a stray quote).
+/// such a text (fewer than two columns or one row, a column name twice — an object holds a key
+/// once —, ragged rows, a stray quote). A column name holding a `.` is quoted, never a path.
 #[must_use]
 pub fn csv_table(text: &str) -> Option<String> {
     let rows = csv_rows(text)?;
     let (header, body) = rows.split_first()?;
-    if header.len() < 2 || body.is_empty() || body.iter().any(|r| r.len() != header.len()) {
+    let repeated = header
+        .iter()
+        .enumerate()
+        .any(|(i, h)| header[..i].contains(h));
+    if header.len() < 2
+        || repeated
+        || body.is_empty()
+        || body.iter().any(|r| r.len() != header.len())
+    {
         return None;
     }
     let mut out = String::new();

@@ -67,6 +67,17 @@ fn csv_becomes_one_table_of_strings() {
     assert_eq!(csv_table("just one line"), None);
     assert_eq!(csv_table("a,b\n1,2,3\n"), None);
     assert_eq!(csv_table("a,b\n\"1,2\n"), None);
+    assert_eq!(
+        csv_table("a,a\n1,2\n"),
+        None,
+        "a column twice would lose a cell"
+    );
+    let dotted = csv_table("user.login,id\nada,1\n").unwrap();
+    assert_eq!(dotted, "[1]{\"user.login\",id}:\n  ada,\"1\"");
+    assert_eq!(
+        decode(&dotted),
+        Some(json!([{"user.login": "ada", "id": "1"}]))
+    );
 }
 
 #[test]
