@@ -22,6 +22,25 @@ def server(cmd, *args, env=None):
 ONLY = set(filter(None, os.environ.get("ONLY", "").split(",")))
 
 
+def pod_list_yaml():
+    """Eight pods as `kubectl get pods -o yaml` prints a v1 List (keys sorted, sequences not
+    indented under their key, timestamps quoted), with the fields of the Kubernetes API's Pod
+    reference this corpus keeps: metadata, the node, the status phase, IP and start."""
+    lines = ["apiVersion: v1", "items:"]
+    for i in range(8):
+        app, phase = ("shop", "web")[i % 2], ("Running", "Running", "Pending", "Running")[i % 4]
+        started = f'"2026-12-07T09:{10 + 3 * i:02d}:0{i}Z"'
+        lines += [
+            "- apiVersion: v1", "  kind: Pod", "  metadata:", f"    creationTimestamp: {started}",
+            "    labels:", f"      app: {app}", f"      tier: {('frontend', 'backend')[i % 2]}",
+            f"    name: {app}-7d4b9c{i}-x{i * 7 % 10}k{i}q", "    namespace: default", "  spec:",
+            f"    nodeName: node-{i % 3 + 1}", "  status:", f"    phase: {phase}",
+            f"    podIP: 10.244.{i % 3 + 1}.{12 + i}", f"    startTime: {started}",
+        ]
+    lines += ["kind: List", "metadata:", '  resourceVersion: ""']
+    return "\n".join(lines) + "\n"
+
+
 async def capture(name, params, calls):
     if ONLY and name not in ONLY:
         return
@@ -106,17 +125,20 @@ async def main():
         ("get-resource-links", {"count": 5}, None),
         ("echo", {"message": "hello from the corpus"}, None),
     ])
-    # fetch: a local HTTP server with a JSON document and a page.
+    # fetch: a local HTTP server with a JSON document, a page and a YAML document.
     site = os.path.join(work, "site")
     os.makedirs(site)
     with open(os.path.join(site, "releases.json"), "w") as f:
         json.dump([{"tag": f"v0.{i}.0", "date": f"2026-{(i % 12) + 1:02d}-15", "downloads": 1000 + 37 * i, "prerelease": i % 4 == 0} for i in range(1, 26)], f, indent=2)
     shutil.copy(os.path.join(REPO, "README.md"), os.path.join(site, "README.md"))
+    with open(os.path.join(site, "pods.yaml"), "w") as f:
+        f.write(pod_list_yaml())
     httpd = serve_dir(site)
     port = httpd.server_address[1]
     await capture("fetch", server(os.environ["FETCH_BIN"], "--ignore-robots-txt", "--allow-private-ips"), [
         ("fetch", {"url": f"http://127.0.0.1:{port}/releases.json", "raw": True, "max_length": 20000}, "fetch_json"),
         ("fetch", {"url": f"http://127.0.0.1:{port}/README.md", "raw": True, "max_length": 6000}, "fetch_text"),
+        ("fetch", {"url": f"http://127.0.0.1:{port}/pods.yaml", "raw": True, "max_length": 20000}, "fetch_yaml"),
     ])
     httpd.shutdown()
     shutil.rmtree(work)

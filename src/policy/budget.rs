@@ -131,9 +131,9 @@ pub struct RawToolRule {
     /// result is kept for the session and read with `read_result` (`"server/*"`: every tool of
     /// the server). Default: none (results pass whole).
     pub max_result_tokens: Option<usize>,
-    /// Lossless compaction of text results: `off`, `json` (minified) or `toon` (JSON as TOON
-    /// and CSV as a TOON table when smaller, else minified JSON); used only when the counted
-    /// tokens drop. Default: `"off"`.
+    /// Lossless compaction of text results: `off`, `json` (minified) or `toon` (JSON as TOON,
+    /// CSV as a TOON table and YAML data as TOON when smaller, else minified JSON); used only
+    /// when the counted tokens drop. Default: `"off"`.
     pub result_format: Option<String>,
 }
 

@@ -3,8 +3,8 @@
 //! Each text block is rendered anew only when the rendering is lossless and counts fewer
 //! tokens: with `json`, JSON text loses its whitespace (outside strings; every other byte
 //! kept); with `toon`, JSON becomes TOON when that is smaller still (numbers and keys checked
-//! against the original text, so `1.50`, `1e3` or a duplicated key keep it JSON), and CSV a
-//! TOON table. A `structuredContent` mirrored as text is compacted like any text (the
+//! against the original text, so `1.50`, `1e3` or a duplicated key keep it JSON), CSV a
+//! TOON table, and YAML data ([`super::yaml`]: only what is unmistakably YAML) TOON. A `structuredContent` mirrored as text is compacted like any text (the
 //! structured copy is left for programs). `isError` results and text that does not parse are
 //! left alone.
 //!
@@ -33,7 +33,8 @@ pub enum ResultFormat {
     Off,
     /// JSON minified.
     Json,
-    /// JSON minified or as TOON, CSV as a TOON table: whichever counts fewest tokens.
+    /// JSON minified or as TOON, CSV as a TOON table, YAML data as TOON: whichever counts
+    /// fewest tokens.
     Toon,
 }
 
@@ -112,16 +113,17 @@ pub fn compact_text(
         return None;
     }
     let Some((value, minified)) = parse_json(text) else {
-        if let Some((preamble, rest)) = after_preamble(text) {
+        if let Some((preamble, rest)) = after_preamble(text, format) {
             let (body, _) = compact_text(rest, format, count)?;
             let whole = format!("{preamble}\n{body}");
             let n = count(&whole);
             return Some((whole, n));
         }
         if format == ResultFormat::Toon {
-            let table = super::toon::csv_table(text)?;
-            let n = count(&table);
-            return Some((table, n));
+            let toon = super::toon::csv_table(text)
+                .or_else(|| super::yaml::parse(text).and_then(|v| super::toon::encode(&v)))?;
+            let n = count(&toon);
+            return Some((toon, n));
         }
         return None;
     };
@@ -139,14 +141,16 @@ pub fn compact_text(
     Some(best)
 }
 
-/// A few lines of prose before one JSON document (`Contents of URL:` and the document, as
-/// `fetch` writes): the prose (kept as written) and the document.
-fn after_preamble(text: &str) -> Option<(&str, &str)> {
+/// A few lines of prose before one JSON document, or (with `toon`) a YAML one
+/// (`Contents of URL:` and the document, as `fetch` writes): the prose (kept as written) and
+/// the document.
+fn after_preamble(text: &str, format: ResultFormat) -> Option<(&str, &str)> {
     let mut at = 0;
     for _ in 0..4 {
         at += text[at..].find('\n')? + 1;
         let rest = &text[at..];
-        if rest.trim_start().starts_with(['{', '[']) && parse_json(rest).is_some() {
+        let json = rest.trim_start().starts_with(['{', '[']) && parse_json(rest).is_some();
+        if json || format == ResultFormat::Toon && super::yaml::parse(rest).is_some() {
             return Some((&text[..at - 1], rest));
         }
     }
@@ -301,6 +305,29 @@ mod tests {
         assert_eq!(r["content"][1]["type"], "image");
         assert_eq!(r["structuredContent"]["rows"][1]["y"], 4);
         assert_eq!(c.after, chars("rows[2]{x,y}:\n  1,2\n  3,4"));
+    }
+
+    #[test]
+    fn yaml_becomes_toon_when_smaller_and_prose_or_markdown_stay_as_written() {
+        let yaml = "Contents of http://x/pods.yaml:\nitems:\n  - name: web-1\n    status:\n      phase: Running\n  - name: web-2\n    status:\n      phase: Pending\nkind: PodList\n";
+        let (out, _) = compact_text(yaml, ResultFormat::Toon, &chars).unwrap();
+        assert_eq!(
+            out,
+            "Contents of http://x/pods.yaml:\nitems[2]{name,status.phase}:\n  web-1,Running\n  web-2,Pending\nkind: PodList"
+        );
+        assert_eq!(compact_text(yaml, ResultFormat::Json, &chars), None);
+        for text in [
+            "Summary: all good.\nDetails: nothing to report.",
+            "# Release notes\n\n- fixed: a bug\n- added: a flag\n",
+            "Content type text/plain cannot be simplified, but here is the raw content:\nContents of http://x/a.txt:\nJust words: more words.",
+        ] {
+            let mut r = json!({"content": [{"type": "text", "text": text}]});
+            assert_eq!(
+                compact_result(&mut r, ResultFormat::Toon, &chars),
+                None,
+                "{text}"
+            );
+        }
     }
 
     #[test]

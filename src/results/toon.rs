@@ -3,13 +3,19 @@
 //! (`tags[3]: a,b,c`), arrays of objects with the same primitive fields as one table
 //! (`items[2]{id,name}:` and a row per object), other arrays as `- ` list items.
 //!
+//! A table's objects may nest objects of the same shape: their fields become dotted columns
+//! (`items[2]{id,owner.login,owner.id}:`), which a decoder with the spec's path expansion
+//! (§13.4, `expandPaths = "safe"`) nests back — into the same object, in the same key order.
+//! Every segment of a dotted column is an identifier (`[A-Za-z_][A-Za-z0-9_]*`); a literal key
+//! holding a `.` is always quoted (`"a.b": 1`), so it never reads as a path.
+//!
 //! Written here rather than taken from a crate: the maintained Rust crates (`toon-format`,
 //! `rtoon`, `serde_toon_format`) each pull in their own option types and error enums for a
 //! page of code, and what matters here is a guarantee none states: that the text decodes to
 //! exactly the JSON given. [`encode`] refuses (returns `None`) whatever it cannot write
 //! losslessly — a string with a control character TOON has no escape for, a number in
 //! exponent form, an empty root — and the tests decode every output back (a decoder of the
-//! same subset, `tests` below) and compare, over generated values too.
+//! same subset, with path expansion, `tests` below) and compare, over generated values too.
 //!
 //! ```
 //! use mcp_budget::results::toon::encode;
@@ -17,6 +23,8 @@
 //!
 //! let v = json!({"users": [{"id": 1, "name": "Ada"}, {"id": 2, "name": "Linus"}], "total": 2});
 //! assert_eq!(encode(&v).unwrap(), "users[2]{id,name}:\n  1,Ada\n  2,Linus\ntotal: 2");
+//! let v = json!([{"id": 1, "owner": {"login": "ada"}}, {"id": 2, "owner": {"login": "lin"}}]);
+//! assert_eq!(encode(&v).unwrap(), "[2]{id,owner.login}:\n  1,ada\n  2,lin");
 //! ```
 
 use std::fmt::Write as _;
@@ -64,14 +72,17 @@ fn field_lines(key: &str, items: &[Value], depth: usize, out: &mut Vec<String>) 
         out.push(format!("{pad}{key}[{n}]:{sep}{cells}"));
         return Some(());
     }
-    if let Some(fields) = table_fields(items) {
-        let header: Vec<String> = fields.iter().map(|f| key_text(f)).collect();
+    if let Some(columns) = table_columns(items) {
+        let header: Vec<String> = columns.iter().map(|path| column_text(path)).collect();
         out.push(format!("{pad}{key}[{n}]{{{}}}:", header.join(",")));
         let row_pad = "  ".repeat(depth + 1);
         for item in items {
-            let cells: Option<Vec<String>> = fields
+            let cells: Option<Vec<String>> = columns
                 .iter()
-                .map(|f| item.get(f.as_str()).and_then(primitive_text))
+                .map(|path| {
+                    let cell = path.iter().try_fold(item, |v, k| v.get(*k))?;
+                    primitive_text(cell)
+                })
                 .collect();
             out.push(format!("{row_pad}{}", cells?.join(",")));
         }
@@ -106,24 +117,63 @@ fn list_item(item: &Value, depth: usize, out: &mut Vec<String>) -> Option<()> {
     Some(())
 }
 
-/// The fields of a table: every item an object with the same keys in the same order, every
-/// value a primitive, at least one key.
-fn table_fields(items: &[Value]) -> Option<Vec<String>> {
-    let first = items.first()?.as_object()?;
-    if first.is_empty() {
+/// The columns of a table: every item an object whose fields, with those of the objects it
+/// nests, are primitives at the same paths in the same order (at least one). A path of more
+/// than one key (a nested object's field) has identifiers only, and no nested object is empty.
+fn table_columns(items: &[Value]) -> Option<Vec<Vec<&str>>> {
+    let mut columns = Vec::new();
+    leaf_paths(items.first()?.as_object()?, &mut Vec::new(), &mut columns)?;
+    if columns.is_empty() {
         return None;
     }
-    let keys: Vec<&String> = first.keys().collect();
-    for item in items {
-        let map = item.as_object()?;
-        if map.len() != keys.len()
-            || !map.keys().zip(&keys).all(|(a, b)| a == *b)
-            || !map.values().all(is_primitive)
-        {
+    for item in &items[1..] {
+        let mut paths = Vec::with_capacity(columns.len());
+        leaf_paths(item.as_object()?, &mut Vec::new(), &mut paths)?;
+        if paths != columns {
             return None;
         }
     }
-    Some(keys.into_iter().cloned().collect())
+    Some(columns)
+}
+
+/// The paths to `map`'s primitives (after `prefix`); `None` when it holds an array, an empty
+/// object, or a nested key that is not an identifier.
+fn leaf_paths<'a>(
+    map: &'a Map<String, Value>,
+    prefix: &mut Vec<&'a str>,
+    out: &mut Vec<Vec<&'a str>>,
+) -> Option<()> {
+    for (key, value) in map {
+        if !prefix.is_empty() && !is_identifier(key) {
+            return None;
+        }
+        prefix.push(key);
+        match value {
+            Value::Array(_) => return None,
+            Value::Object(inner) if inner.is_empty() || !is_identifier(key) => return None,
+            Value::Object(inner) => leaf_paths(inner, prefix, out)?,
+            _ => out.push(prefix.clone()),
+        }
+        prefix.pop();
+    }
+    Some(())
+}
+
+/// A column's name: a field's key, or a nested field's identifiers joined by `.`.
+fn column_text(path: &[&str]) -> String {
+    match path {
+        [key] => key_text(key),
+        _ => path.join("."),
+    }
+}
+
+/// Whether `key` is a path segment (`[A-Za-z_][A-Za-z0-9_]*`): written bare, and foldable.
+pub(crate) fn is_identifier(key: &str) -> bool {
+    let mut chars = key.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn is_primitive(value: &Value) -> bool {
@@ -144,14 +194,10 @@ fn primitive_text(value: &Value) -> Option<String> {
     }
 }
 
-/// A key: bare when it is an identifier (`[A-Za-z_][A-Za-z0-9_.]*`), else quoted.
+/// A key: bare when it is an identifier, else quoted — a key holding a `.` too, so that it
+/// never reads as a folded path.
 fn key_text(key: &str) -> String {
-    let mut chars = key.chars();
-    let bare = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
-    if bare {
+    if is_identifier(key) {
         key.to_owned()
     } else {
         quoted(key).unwrap_or_else(|| format!("{key:?}"))
@@ -206,12 +252,21 @@ fn quoted(s: &str) -> Option<String> {
 
 /// A CSV text (RFC 4180: a header row, then rows of as many cells; quoted cells may hold
 /// commas, quotes and line breaks) as one TOON table of strings, or `None` when it is not
-/// such a text (fewer than two columns or one row, ragged rows, a stray quote).
+/// such a text (fewer than two columns or one row, a column name twice — an object holds a key
+/// once —, ragged rows, a stray quote). A column name holding a `.` is quoted, never a path.
 #[must_use]
 pub fn csv_table(text: &str) -> Option<String> {
     let rows = csv_rows(text)?;
     let (header, body) = rows.split_first()?;
-    if header.len() < 2 || body.is_empty() || body.iter().any(|r| r.len() != header.len()) {
+    let repeated = header
+        .iter()
+        .enumerate()
+        .any(|(i, h)| header[..i].contains(h));
+    if header.len() < 2
+        || repeated
+        || body.is_empty()
+        || body.iter().any(|r| r.len() != header.len())
+    {
         return None;
     }
     let mut out = String::new();

@@ -1,5 +1,8 @@
 //! A decoder of the TOON subset [`super::encode`] writes, for the round-trip tests: every
-//! encoded value must decode back to itself.
+//! encoded value must decode back to itself. Strict, with the spec's path expansion (§13.4,
+//! `expandPaths = "safe"`): an unquoted key of identifiers joined by `.` nests its value
+//! (`owner.login: ada` is `{"owner": {"login": "ada"}}`, merged with the other `owner.` keys
+//! in the order met); a quoted key is literal; a conflict is an error.
 
 use serde_json::{Map, Value};
 
@@ -25,7 +28,7 @@ pub(crate) fn decode(text: &str) -> Option<Value> {
     let mut i = 0;
     let value = if lines.first()?.text.starts_with('[') {
         let (key, value) = field(&mut lines, &mut i, 0)?;
-        (key.is_empty()).then_some(value)?
+        (key.0.is_empty()).then_some(value)?
     } else {
         Value::Object(object(&mut lines, &mut i, 0)?)
     };
@@ -36,9 +39,33 @@ fn object(lines: &mut [Line], i: &mut usize, depth: usize) -> Option<Map<String,
     let mut map = Map::new();
     while *i < lines.len() && lines[*i].depth == depth && !is_item(&lines[*i].text) {
         let (key, value) = field(lines, i, depth)?;
-        map.insert(key, value);
+        insert(&mut map, key, value)?;
     }
     Some(map)
+}
+
+/// A key as written: its text, and whether it was quoted (then never a path).
+type Key = (String, bool);
+
+/// Inserts `value` at `key`: a path when it is unquoted and of identifiers joined by `.`
+/// (objects on the way merged), else literally; `None` on a conflict or a key given twice.
+fn insert(map: &mut Map<String, Value>, (key, quoted): Key, value: Value) -> Option<()> {
+    let segments: Vec<&str> = key.split('.').collect();
+    let path = !quoted && segments.len() > 1 && segments.iter().all(|s| super::is_identifier(s));
+    if !path {
+        return map.insert(key, value).is_none().then_some(());
+    }
+    let (last, parents) = segments.split_last()?;
+    let mut node = map;
+    for segment in parents {
+        node = node
+            .entry((*segment).to_owned())
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()?;
+    }
+    node.insert((*last).to_owned(), value)
+        .is_none()
+        .then_some(())
 }
 
 fn is_item(text: &str) -> bool {
@@ -46,10 +73,11 @@ fn is_item(text: &str) -> bool {
 }
 
 /// One field at line `*i` (its key, possibly empty for an array header) and what it holds.
-fn field(lines: &mut [Line], i: &mut usize, depth: usize) -> Option<(String, Value)> {
+fn field(lines: &mut [Line], i: &mut usize, depth: usize) -> Option<(Key, Value)> {
     let text = lines[*i].text.clone();
     *i += 1;
-    let (key, rest) = key_of(&text)?;
+    let (name, quoted, rest) = key_of(&text)?;
+    let key = (name, quoted);
     if let Some(value) = rest.strip_prefix(": ") {
         return Some((key, primitive(value)?));
     }
@@ -64,9 +92,9 @@ fn field(lines: &mut [Line], i: &mut usize, depth: usize) -> Option<(String, Val
         if !rest.is_empty() {
             return None;
         }
-        let names: Option<Vec<String>> = cells(fields)?
+        let names: Option<Vec<Key>> = cells(fields)?
             .iter()
-            .map(|f| key_of(f).map(|k| k.0))
+            .map(|f| key_of(f).map(|(name, quoted, _)| (name, quoted)))
             .collect();
         let names = names?;
         let mut rows = Vec::with_capacity(n);
@@ -79,7 +107,7 @@ fn field(lines: &mut [Line], i: &mut usize, depth: usize) -> Option<(String, Val
             }
             let mut row = Map::new();
             for (name, v) in names.iter().zip(values) {
-                row.insert(name.clone(), primitive(&v)?);
+                insert(&mut row, name.clone(), primitive(&v)?)?;
             }
             rows.push(Value::Object(row));
         }
@@ -114,9 +142,9 @@ fn item(lines: &mut [Line], i: &mut usize, depth: usize) -> Option<Value> {
             depth: depth + 1,
             text: content,
         };
-        return field(lines, i, depth + 1).and_then(|(k, v)| k.is_empty().then_some(v));
+        return field(lines, i, depth + 1).and_then(|(k, v)| k.0.is_empty().then_some(v));
     }
-    let is_field = key_of(&content).is_some_and(|(_, rest)| rest.starts_with([':', '[']));
+    let is_field = key_of(&content).is_some_and(|(_, _, rest)| rest.starts_with([':', '[']));
     if !is_field {
         *i += 1;
         return primitive(&content);
@@ -128,15 +156,15 @@ fn item(lines: &mut [Line], i: &mut usize, depth: usize) -> Option<Value> {
     Some(Value::Object(object(lines, i, depth + 1)?))
 }
 
-/// A key at the start of `text` and what follows it (`:`, `: v`, `[`…); an empty key when
-/// `text` starts with `[`.
-fn key_of(text: &str) -> Option<(String, &str)> {
+/// A key at the start of `text`, whether it was quoted, and what follows it (`:`, `: v`,
+/// `[`…); an empty key when `text` starts with `[`.
+fn key_of(text: &str) -> Option<(String, bool, &str)> {
     if let Some(body) = text.strip_prefix('"') {
         let end = closing_quote(body)?;
-        return Some((unescape(&body[..end])?, &body[end + 1..]));
+        return Some((unescape(&body[..end])?, true, &body[end + 1..]));
     }
     let end = text.find([':', '[']).unwrap_or(text.len());
-    Some((text[..end].to_owned(), &text[end..]))
+    Some((text[..end].to_owned(), false, &text[end..]))
 }
 
 /// Where the quote closing a quoted text (after its opening quote) is.
