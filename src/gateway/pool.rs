@@ -620,7 +620,14 @@ impl Pool {
             let mut raw = members.catalog.upstreams().to_vec();
             raw[i] = Arc::new(Given::new(fresh));
             let version = members.catalog.version() + 1;
-            let catalog = guarded(raw, &members.names(), policy, version, &members.catalog);
+            // Only this upstream's lists changed: the others are not guarded again.
+            let names = members.names();
+            let sanitize = |name: &str| policy.sanitize.rules_for(name);
+            let (separator, rules) = (&policy.separator, &policy.pin.rules);
+            let previous = &members.catalog;
+            let catalog = crate::pin::guarded_changed(
+                raw, &names, separator, version, previous, sanitize, rules,
+            );
             self.replace(members, members.all.clone(), members.ids.clone(), catalog);
             true
         });

@@ -381,17 +381,44 @@ pub fn guarded<C: Into<std::sync::Arc<crate::catalog::Given>>>(
     sanitize: impl Fn(&str) -> sanitize::Rules,
     rules: &Rules,
 ) -> Catalog {
-    let empty = Held::default();
-    let held_of = |name: &str| {
-        (previous.names().iter().position(|n| n == name))
-            .and_then(|p| previous.held().get(p))
-            .unwrap_or(&empty)
-    };
-    let guard = |i: usize, raw: &Contribution, _: &Held| {
-        let name = &names[i];
-        admit(name, raw, held_of(name), &sanitize(name), rules)
-    };
+    let guard = guard_by_name(names, previous, sanitize, rules);
     Catalog::build_guarded(raw, names, separator, version, previous, guard)
+}
+
+/// [`guarded`] when `previous` came through the same door with the same `sanitize` and
+/// `rules` (an upstream's lists changed, not the policy): only the upstreams whose lists as
+/// given differ from `previous`'s are guarded again ([`Catalog::rebuild_guarded`]); the
+/// catalog is the one [`guarded`] builds.
+#[must_use]
+pub fn guarded_changed<C: Into<std::sync::Arc<crate::catalog::Given>>>(
+    raw: Vec<C>,
+    names: &[String],
+    separator: &str,
+    version: u64,
+    previous: &Catalog,
+    sanitize: impl Fn(&str) -> sanitize::Rules,
+    rules: &Rules,
+) -> Catalog {
+    let guard = guard_by_name(names, previous, sanitize, rules);
+    Catalog::rebuild_guarded(raw, names, separator, version, previous, guard)
+}
+
+/// The guard of [`guarded`]: [`admit`] upstream `names[i]`'s lists with what `previous` held
+/// under the same name.
+fn guard_by_name<'a>(
+    names: &'a [String],
+    previous: &'a Catalog,
+    sanitize: impl Fn(&str) -> sanitize::Rules + 'a,
+    rules: &'a Rules,
+) -> impl Fn(usize, &Contribution, &Held) -> (Contribution, Held) + 'a {
+    move |i: usize, raw: &Contribution, _: &Held| {
+        let name = &names[i];
+        let empty = Held::default();
+        let held = (previous.names().iter().position(|n| n == name))
+            .and_then(|p| previous.held().get(p))
+            .unwrap_or(&empty);
+        admit(name, raw, held, &sanitize(name), rules)
+    }
 }
 
 #[cfg(test)]
