@@ -217,35 +217,35 @@ impl Catalog {
         at.build(per_upstream, guard, |_| None)
     }
 
-    /// [`Catalog::build_guarded`] when `previous` was built through the same `guard` (same
-    /// rules: one upstream's lists changed, not the policy): an upstream whose lists as given
-    /// are those `previous` holds under the same id is not guarded again, and what the guard
-    /// made of them last time is taken from `previous` (the guard, given its own state back
-    /// for the same lists, returns the same: trusted definitions stay trusted, held ones
-    /// stay held, reported ones were logged already). Names, collisions across upstreams,
-    /// routes, quarantine routes and the version are worked out over every upstream as by
-    /// [`Catalog::build_guarded`]: the catalog is the same, the guard runs once per changed
-    /// upstream instead of once per upstream.
+    /// The next catalog after this one when only upstreams' lists changed (same upstreams,
+    /// same separator, and the same `guard` as built this one: the same rules), with
+    /// `per_upstream[i]` upstream `i`'s lists as given now: [`Catalog::build_guarded`], except
+    /// that an upstream whose lists are the ones this catalog holds for it (same text) is not
+    /// guarded again, and what the guard made of them is taken from this catalog (the guard,
+    /// given its own state back for the same lists, returns the same: trusted definitions stay
+    /// trusted, held ones stay held, what it reported was logged already). Names, collisions
+    /// across upstreams, routes, quarantine routes and the version are worked out over every
+    /// upstream: the catalog is the one [`Catalog::build_guarded`] builds, for one run of the
+    /// guard per changed upstream instead of one per upstream.
     ///
     /// # Panics
-    /// When `per_upstream` and `names` differ in length.
+    /// When `per_upstream` and this catalog's upstreams differ in length.
     #[must_use]
     pub fn rebuild_guarded<C: Into<Arc<Given>>>(
+        &self,
         per_upstream: Vec<C>,
-        names: &[String],
-        separator: &str,
         version: u64,
-        previous: &Self,
         guard: impl Fn(usize, &Contribution, &Held) -> (Contribution, Held),
     ) -> Self {
         let per_upstream: Vec<Arc<Given>> = per_upstream.into_iter().map(Into::into).collect();
+        let (names, separator) = (self.names.as_slice(), self.separator.as_str());
+        let unchanged = |i: usize| self.admitted(&names[i], per_upstream.get(i)?);
         let at = Door {
             names,
             separator,
             version,
-            previous,
+            previous: self,
         };
-        let unchanged = |i: usize| previous.admitted(&names[i], &per_upstream[i]);
         at.build(per_upstream.clone(), guard, unchanged)
     }
 

@@ -621,13 +621,9 @@ impl Pool {
             raw[i] = Arc::new(Given::new(fresh));
             let version = members.catalog.version() + 1;
             // Only this upstream's lists changed: the others are not guarded again.
-            let names = members.names();
             let sanitize = |name: &str| policy.sanitize.rules_for(name);
-            let (separator, rules) = (&policy.separator, &policy.pin.rules);
-            let previous = &members.catalog;
-            let catalog = crate::pin::guarded_changed(
-                raw, &names, separator, version, previous, sanitize, rules,
-            );
+            let (previous, rules) = (&members.catalog, &policy.pin.rules);
+            let catalog = crate::pin::guarded_changed(raw, version, previous, sanitize, rules);
             self.replace(members, members.all.clone(), members.ids.clone(), catalog);
             true
         });

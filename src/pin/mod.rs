@@ -385,22 +385,20 @@ pub fn guarded<C: Into<std::sync::Arc<crate::catalog::Given>>>(
     Catalog::build_guarded(raw, names, separator, version, previous, guard)
 }
 
-/// [`guarded`] when `previous` came through the same door with the same `sanitize` and
-/// `rules` (an upstream's lists changed, not the policy): only the upstreams whose lists as
-/// given differ from `previous`'s are guarded again ([`Catalog::rebuild_guarded`]); the
-/// catalog is the one [`guarded`] builds.
+/// The catalog after `previous` (built by [`guarded`] or this, with the same `sanitize` and
+/// `rules`) when only upstreams' lists changed, `raw[i]` being `previous`'s upstream `i`'s lists
+/// as given now: what [`guarded`] builds, guarding again only the upstreams whose lists differ
+/// from `previous`'s ([`Catalog::rebuild_guarded`]).
 #[must_use]
 pub fn guarded_changed<C: Into<std::sync::Arc<crate::catalog::Given>>>(
     raw: Vec<C>,
-    names: &[String],
-    separator: &str,
     version: u64,
     previous: &Catalog,
     sanitize: impl Fn(&str) -> sanitize::Rules,
     rules: &Rules,
 ) -> Catalog {
-    let guard = guard_by_name(names, previous, sanitize, rules);
-    Catalog::rebuild_guarded(raw, names, separator, version, previous, guard)
+    let guard = guard_by_name(previous.names(), previous, sanitize, rules);
+    previous.rebuild_guarded(raw, version, guard)
 }
 
 /// The guard of [`guarded`]: [`admit`] upstream `names[i]`'s lists with what `previous` held

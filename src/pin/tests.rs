@@ -513,7 +513,7 @@ fn publishing_one_upstream_guards_only_it_and_builds_the_same_catalog() {
             &rules,
         );
         assert_eq!(guards.take().len(), 10, "change {n}: guarded afresh");
-        let only = guarded_changed(given, &ids, "__", version, &previous, sanitize, &rules);
+        let only = guarded_changed(given, version, &previous, sanitize, &rules);
         assert_eq!(
             guards.take(),
             [ids[i].clone()],
