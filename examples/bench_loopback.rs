@@ -6,8 +6,12 @@
 //! bench_loopback latency    [--calls 2000] [--rounds 5]   tools/call p50/p99: direct vs through,
 //!                                                         stdio and HTTP, interleaved rounds
 //! bench_loopback throughput [--clients 32] [--secs 5]     tools/call/s over the HTTP downstream
+//!                           [--peer python|node]          (to a Python / Node stdio server)
 //! bench_loopback startup    [--runs 3]                    time to ready with 4 upstreams that
 //!                                                         start in 100/200/300/400 ms
+//! bench_loopback startup    --upstreams 10 [--tools 100] [--gateways A,B]
+//!                                                         10 x 100 tools: wall clock and gateway
+//!                                                         CPU to ready (binaries alternating)
 //! bench_loopback profile    [--calls 1000] [--stdio]      N sequential calls through one gateway
 //!                                                         (HTTP, or stdio), for a profiler
 //! bench_loopback memory     [--upstreams 10] [--tools 100] [--sessions 2000] [--idle S]
@@ -19,8 +23,9 @@
 //! ```
 //!
 //! `latency` measures, besides direct and through the gateway: the floors of a hop that does
-//! nothing, `socat - EXEC:"bench_echo --stdio"` and `haproxy` in TCP mode (each skipped with a
-//! line when not on `PATH`); a gateway pair with an API key and an audit file (`key+audit`);
+//! nothing, `socat - EXEC:"bench_echo --stdio"` and `haproxy` in TCP mode, and the floor of a
+//! hop that ends each HTTP transaction, `haproxy` in HTTP mode with keep-alive both sides (each
+//! skipped with a line when not on `PATH`); a gateway pair with an API key and an audit file (`key+audit`);
 //! mcp-compressor when installed (`BENCH_COMPRESSOR`, default
 //! `/tmp/mcp-compressor-venv/bin/mcp-compressor`). Then per transport what each target adds
 //! over direct, and `ratio mcp-budget / relay`: (gateway − direct) / (relay − direct), p50 and
@@ -425,6 +430,12 @@ fn arg(args: &[String], flag: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The text after `flag` in `args`, if any.
+fn value(args: &[String], flag: &str) -> Option<String> {
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).cloned()
+}
+
 /// `name` on `PATH`, if there.
 fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -451,15 +462,27 @@ fn spawn_stdio(mut cmd: Command) -> Proc {
 
 /// `haproxy` in TCP mode in front of `backend` (`http://HOST:PORT/mcp`): the child and its URL.
 fn haproxy(dir: &Path, bin: &Path, backend: &str) -> (Proc, String) {
+    haproxy_in(dir, bin, backend, "tcp")
+}
+
+/// `haproxy` in `mode` (`tcp`: copies bytes; `http`: ends each HTTP transaction and starts
+/// another, with keep-alive to the client and connections to `backend` reused, as a
+/// terminating gateway must) in front of `backend`: the child and its URL.
+fn haproxy_in(dir: &Path, bin: &Path, backend: &str, mode: &str) -> (Proc, String) {
     let server = backend
         .trim_start_matches("http://")
         .trim_end_matches("/mcp");
     let port = free_port();
-    let cfg = dir.join("haproxy.cfg");
+    let cfg = dir.join(format!("haproxy-{mode}.cfg"));
+    let http = if mode == "http" {
+        "    option http-keep-alive\n    http-reuse always\n    timeout http-keep-alive 300s\n"
+    } else {
+        ""
+    };
     std::fs::write(
         &cfg,
         format!(
-            "global\n    maxconn 1024\ndefaults\n    mode tcp\n    timeout connect 5s\n    \
+            "global\n    maxconn 1024\ndefaults\n    mode {mode}\n{http}    timeout connect 5s\n    \
              timeout client 300s\n    timeout server 300s\nfrontend bench\n    bind 127.0.0.1:{port}\n    \
              default_backend echo\nbackend echo\n    server echo {server}\n"
         ),
@@ -547,6 +570,10 @@ fn other_targets(t: &mut Targets, dir: &Path, echo_url: &str) {
             let (proc, url) = haproxy(dir, &bin, echo_url);
             t.http("http relay (haproxy)", &url, Call::echo("echo"), None);
             t.procs.push(proc);
+            // The floor of a gateway that terminates HTTP: HAProxy ending each transaction.
+            let (proc, url) = haproxy_in(dir, &bin, echo_url, "http");
+            t.http("http relay (haproxy http)", &url, Call::echo("echo"), None);
+            t.procs.push(proc);
         }
         None => println!("skipped: no haproxy"),
     }
@@ -566,24 +593,31 @@ fn other_targets(t: &mut Targets, dir: &Path, echo_url: &str) {
     let mut cmd = Command::new(&bin);
     cmd.args(["-n", "echo", "--"]).arg(echo()).arg("--stdio");
     t.stdio("stdio via compressor", spawn_stdio(cmd), call.clone());
-    let mut cmd = Command::new(&bin);
+    let server = [echo().display().to_string(), "--stdio".into()];
+    let (proc, url) = compressor_http(&bin, "echo", &server);
+    t.http("http via compressor", &url, call, None);
+    t.procs.push(proc);
+}
+
+/// mcp-compressor (`bin`) over streamable HTTP in front of stdio server `server` (command and
+/// arguments) named `name`: the child and its URL.
+fn compressor_http(bin: &Path, name: &str, server: &[String]) -> (Proc, String) {
+    let mut cmd = Command::new(bin);
     cmd.args([
         "--transport",
         "streamable-http",
         "--port",
         "0",
         "-n",
-        "echo",
+        name,
         "--",
     ])
-    .arg(echo())
-    .arg("--stdio")
+    .args(server)
     .stdin(Stdio::null())
     .stdout(Stdio::null());
     // It prints a banner on stderr, then `Streamable HTTP MCP server listening on URL`.
     let (proc, url, _) = start(cmd, "listening on ");
-    t.http("http via compressor", &url, call, None);
-    t.procs.push(proc);
+    (proc, url)
 }
 
 /// The policy of the key + audit gateways: an API-key client (`BENCH_KEY`, also the stdio
@@ -761,47 +795,58 @@ fn report_added(t: &Targets, stats: &[(f64, f64)]) {
             }
         }
         let Some(r) = t.at(relay) else { continue };
-        let added = |i: usize, q: usize| {
-            let pick = |s: (f64, f64)| if q == 0 { s.0 } else { s.1 };
-            pick(stats[i]) - pick(stats[d])
-        };
-        let mut lines: [Vec<String>; 2] = [Vec::new(), Vec::new()];
-        for (q, qname) in [(0, "p50"), (1, "p99")] {
-            let floor = added(r, q);
-            let ratios = |names: &[(&str, &str)]| -> Vec<String> {
-                names
-                    .iter()
-                    .filter_map(|(suffix, what)| {
-                        let i = t.at(&format!("{transport} via {suffix}"))?;
-                        Some(if floor > 0.0 {
-                            format!("{:.2} ({what})", added(i, q) / floor)
-                        } else {
-                            format!("n/a ({what}: the relay added nothing)")
-                        })
+        print_ratios(t, stats, (d, r), transport);
+        // HTTP: also against the floor of a terminating gateway (HAProxy in HTTP mode).
+        if let Some(r) = t.at(&format!("{transport} relay (haproxy http)")) {
+            print_ratios(t, stats, (d, r), &format!("{transport}, haproxy http mode"));
+        }
+    }
+}
+
+/// `ratio mcp-budget / relay (what)` and `ratio mcp-compressor / relay (what)`, p50 and p99:
+/// each target's added latency over direct (`d`) as a multiple of the relay's (`r`).
+fn print_ratios(t: &Targets, stats: &[(f64, f64)], (d, r): (usize, usize), what: &str) {
+    let transport = what.split(',').next().unwrap_or(what);
+    let added = |i: usize, q: usize| {
+        let pick = |s: (f64, f64)| if q == 0 { s.0 } else { s.1 };
+        pick(stats[i]) - pick(stats[d])
+    };
+    let mut lines: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    for (q, qname) in [(0, "p50"), (1, "p99")] {
+        let floor = added(r, q);
+        let ratios = |names: &[(&str, &str)]| -> Vec<String> {
+            names
+                .iter()
+                .filter_map(|(suffix, label)| {
+                    let i = t.at(&format!("{transport} via {suffix}"))?;
+                    Some(if floor > 0.0 {
+                        format!("{:.2} ({label})", added(i, q) / floor)
+                    } else {
+                        format!("n/a ({label}: the relay added nothing)")
                     })
-                    .collect()
-            };
-            let ours = ratios(&[
-                ("gateway", "default"),
-                ("gateway (key+audit)", "key+audit"),
-                ("base", "base default"),
-                ("base (key+audit)", "base key+audit"),
-            ]);
-            lines[0].push(format!(
-                "ratio mcp-budget / relay ({transport}): {qname} {}",
-                ours.join(", ")
+                })
+                .collect()
+        };
+        let ours = ratios(&[
+            ("gateway", "default"),
+            ("gateway (key+audit)", "key+audit"),
+            ("base", "base default"),
+            ("base (key+audit)", "base key+audit"),
+        ]);
+        lines[0].push(format!(
+            "ratio mcp-budget / relay ({what}): {qname} {}",
+            ours.join(", ")
+        ));
+        let theirs = ratios(&[("compressor", "default")]);
+        if !theirs.is_empty() {
+            lines[1].push(format!(
+                "ratio mcp-compressor / relay ({what}): {qname} {}",
+                theirs.join(", ")
             ));
-            let theirs = ratios(&[("compressor", "default")]);
-            if !theirs.is_empty() {
-                lines[1].push(format!(
-                    "ratio mcp-compressor / relay ({transport}): {qname} {}",
-                    theirs.join(", ")
-                ));
-            }
         }
-        for line in lines.iter().flatten() {
-            println!("{line}");
-        }
+    }
+    for line in lines.iter().flatten() {
+        println!("{line}");
     }
 }
 
@@ -1080,6 +1125,9 @@ fn memory_sessions(dir: &Path, sessions: u64) {
 fn throughput(args: &[String], dir: &Path) {
     let clients = arg(args, "--clients", 32);
     let secs = arg(args, "--secs", 5);
+    if let Some(peer) = value(args, "--peer") {
+        return throughput_peer(&peer, dir, clients, secs);
+    }
     let mut echo_http = Command::new(echo());
     echo_http
         .args(["--http", "127.0.0.1:0"])
@@ -1096,7 +1144,7 @@ fn throughput(args: &[String], dir: &Path) {
     );
     // (label, url, tool, the serving process whose peak memory is reported)
     let mut targets = vec![
-        ("http direct", echo_url, "echo", echo_http.0.id()),
+        ("http direct", echo_url.clone(), "echo", echo_http.0.id()),
         ("http via gateway", gw_url, "echo__echo", gw_http.0.id()),
     ];
     // `BENCH_GATEWAY_BASE=path`: a second gateway binary, measured after the first.
@@ -1109,40 +1157,151 @@ fn throughput(args: &[String], dir: &Path) {
         targets.push(("http via base", url, "echo__echo", gw.0.id()));
         base_procs.push(gw);
     }
+    // The floors: HAProxy copying bytes (TCP mode) and ending each HTTP transaction (HTTP mode,
+    // keep-alive both sides), as in `latency`.
+    if let Some(bin) = on_path("haproxy") {
+        for (label, mode) in [
+            ("http relay (haproxy)", "tcp"),
+            ("http relay (haproxy http)", "http"),
+        ] {
+            let (proc, url) = haproxy_in(dir, &bin, &echo_url, mode);
+            targets.push((label, url, "echo", proc.0.id()));
+            base_procs.push(proc);
+        }
+    }
+    let mut rates: Vec<(&str, f64)> = Vec::new();
     println!("tools/call throughput over HTTP, {clients} keep-alive clients, {secs} s each");
     for (name, url, tool, pid) in &targets {
-        let call = Call::echo(tool);
-        let done = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let threads: Vec<_> = (0..clients)
-            .map(|_| {
-                let (done, stop, url, call) =
-                    (done.clone(), stop.clone(), url.clone(), call.clone());
-                std::thread::spawn(move || {
-                    let mut c = HttpClient::new(&url, call);
-                    let mut id = 1;
-                    while !stop.load(Ordering::Relaxed) {
-                        c.call(id);
-                        id += 1;
-                        done.fetch_add(1, Ordering::Relaxed);
-                    }
-                })
-            })
-            .collect();
-        // Let every client connect and warm up, then count.
-        std::thread::sleep(Duration::from_millis(500));
-        let (n0, t0) = (done.load(Ordering::Relaxed), Instant::now());
-        std::thread::sleep(Duration::from_secs(secs));
-        let (n1, t1) = (done.load(Ordering::Relaxed), t0.elapsed());
-        stop.store(true, Ordering::Relaxed);
-        for t in threads {
-            t.join().expect("client thread");
-        }
-        #[allow(clippy::cast_precision_loss)]
-        let rate = (n1 - n0) as f64 / t1.as_secs_f64();
+        let rate = load(url, &Call::echo(tool), clients, secs);
         println!(
             "{name:<20} {rate:>10.0} calls/s   peak RSS {}",
             peak_rss(*pid)
+        );
+        rates.push((name, rate));
+    }
+    let rate = |label: &str| rates.iter().find(|(n, _)| *n == label).map(|(_, r)| *r);
+    for relay in ["http relay (haproxy)", "http relay (haproxy http)"] {
+        let Some(floor) = rate(relay).filter(|r| *r > 0.0) else {
+            continue;
+        };
+        let ours: Vec<String> = [("http via gateway", "default"), ("http via base", "base")]
+            .iter()
+            .filter_map(|(label, what)| Some(format!("{:.2} ({what})", rate(label)? / floor)))
+            .collect();
+        println!("throughput mcp-budget / {relay}: {}", ours.join(", "));
+    }
+}
+
+/// Calls per second that `clients` keep-alive clients calling `call` at `url` get, counted
+/// over `secs` after half a second of warm-up.
+fn load(url: &str, call: &Call, clients: u64, secs: u64) -> f64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            let (done, stop, url, call) =
+                (done.clone(), stop.clone(), url.to_owned(), call.clone());
+            std::thread::spawn(move || {
+                let mut c = HttpClient::new(&url, call);
+                let mut id = 1;
+                while !stop.load(Ordering::Relaxed) {
+                    c.call(id);
+                    id += 1;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    // Let every client connect and warm up, then count.
+    std::thread::sleep(Duration::from_millis(500));
+    let (n0, t0) = (done.load(Ordering::Relaxed), Instant::now());
+    std::thread::sleep(Duration::from_secs(secs));
+    let (n1, t1) = (done.load(Ordering::Relaxed), t0.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().expect("client thread");
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let rate = (n1 - n0) as f64 / t1.as_secs_f64();
+    rate
+}
+
+/// `throughput --peer python|node`: the HTTP downstream in front of a realistic stdio server
+/// (`tests/peers/saved_server.py` with the GitHub toolset, or server-everything), through
+/// mcp-budget and through mcp-compressor (when installed), `clients` keep-alive clients.
+fn throughput_peer(peer: &str, dir: &Path, clients: u64, secs: u64) {
+    let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers");
+    let (server, tool, args): (Vec<String>, &str, &str) = match peer {
+        "python" => (
+            vec![
+                "python3".into(),
+                peers.join("saved_server.py").display().to_string(),
+                (peers.join("../fixtures/toolsets/github.json"))
+                    .display()
+                    .to_string(),
+            ],
+            "issue_read",
+            r#"{"method":"get","owner":"octo","repo":"hello","issue_number":7}"#,
+        ),
+        _ => (
+            vec![
+                "node".into(),
+                (peers.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+                    .display()
+                    .to_string(),
+                "stdio".into(),
+            ],
+            "echo",
+            r#"{"message":"hello"}"#,
+        ),
+    };
+    let policy = write_policy(
+        dir,
+        &format!("peer-{peer}.toml"),
+        &format!(
+            "[[upstream]]\nname = \"p\"\ncommand = {:?}\nargs = {:?}\n",
+            server[0],
+            &server[1..]
+        ),
+    );
+    let (gw, url, _) = start(
+        gateway(&policy, &["--http", "127.0.0.1:0"], false),
+        "listening on ",
+    );
+    println!(
+        "tools/call throughput over HTTP to a {peer} stdio server, {clients} keep-alive clients, \
+         {secs} s each"
+    );
+    let ours = load(
+        &url,
+        &Call::with(&format!("p__{tool}"), args),
+        clients,
+        secs,
+    );
+    println!(
+        "http via gateway     {ours:>10.0} calls/s   peak RSS {}",
+        peak_rss(gw.0.id())
+    );
+    drop(gw);
+    let bin = compressor();
+    if !bin.is_file() {
+        println!("skipped: no mcp-compressor at {}", bin.display());
+        return;
+    }
+    let (proc, url) = compressor_http(&bin, "p", &server);
+    let call = Call::with(
+        "p_invoke_tool",
+        &format!(r#"{{"tool_name":"{tool}","tool_input":{args}}}"#),
+    );
+    let theirs = load(&url, &call, clients, secs);
+    println!(
+        "http via compressor  {theirs:>10.0} calls/s   peak RSS {}",
+        peak_rss(proc.0.id())
+    );
+    if theirs > 0.0 {
+        println!(
+            "throughput mcp-budget / mcp-compressor ({peer}): {:.2}",
+            ours / theirs
         );
     }
 }
@@ -1160,6 +1319,9 @@ fn peak_rss(pid: u32) -> String {
 
 fn startup(args: &[String], dir: &Path) {
     let runs = arg(args, "--runs", 3);
+    if args.iter().any(|a| a == "--upstreams") {
+        return startup_many(args, dir, runs);
+    }
     let delays = [100, 200, 300, 400];
     let upstreams: String = delays
         .iter()
@@ -1187,6 +1349,72 @@ fn startup(args: &[String], dir: &Path) {
         println!("run {run}: ready after {wall} ms wall clock; summary: {summary}");
         drop(gw);
     }
+}
+
+/// `startup --upstreams N [--tools T] [--gateways A,B]`: N stdio upstreams of T tools each
+/// (the largest saved toolsets, as `memory`), upstream i ready after 30 x i ms (each one's
+/// lists publish a catalog of their own); per run the wall clock to ready and the CPU time the
+/// gateway process spent until then (user + system: what publishing costs, less noisy than
+/// the wall clock on a shared machine). With `--gateways`, runs alternate between the gateway
+/// binaries given (before/after comparisons in one interleaved run).
+fn startup_many(args: &[String], dir: &Path, runs: u64) {
+    let n = usize::try_from(arg(args, "--upstreams", 10)).unwrap_or(10);
+    let per = arg(args, "--tools", 100);
+    let sets = toolsets(n);
+    let policy: String = (sets.iter().enumerate())
+        .map(|(i, (path, _))| {
+            format!(
+                "[[upstream]]\nname = \"t{i}\"\ncommand = {:?}\nargs = [\"--stdio\", \"--tools-from\", {:?}, \"--tools\", \"{per}\", \"--delay-ms\", \"{}\"]\n",
+                echo().display().to_string(),
+                path.display().to_string(),
+                30 * i
+            )
+        })
+        .collect();
+    let policy = write_policy(dir, "many.toml", &policy);
+    let gateways: Vec<PathBuf> = value(args, "--gateways").map_or_else(
+        || vec![gateway_bin()],
+        |list| list.split(',').map(PathBuf::from).collect(),
+    );
+    println!(
+        "startup with {} stdio upstreams x {per} tools, ready after 0, 30, ... ms",
+        sets.len()
+    );
+    let mut cpu: Vec<Vec<u64>> = vec![Vec::new(); gateways.len()];
+    for run in 1..=runs {
+        for (g, bin) in gateways.iter().enumerate() {
+            let t = Instant::now();
+            let cmd = gateway_at(bin, &policy, &["--http", "127.0.0.1:0"], false);
+            let (gw, _, _) = start(cmd, "listening on ");
+            let wall = t.elapsed().as_millis();
+            let ms = cpu_ms(gw.0.id());
+            cpu[g].push(ms);
+            println!(
+                "run {run} {}: ready after {wall} ms wall clock, gateway CPU {ms} ms",
+                bin.display()
+            );
+            drop(gw);
+        }
+    }
+    for (g, bin) in gateways.iter().enumerate() {
+        cpu[g].sort_unstable();
+        let median = cpu[g].get(cpu[g].len() / 2).copied().unwrap_or(0);
+        println!("median gateway CPU to ready {}: {median} ms", bin.display());
+    }
+}
+
+/// User + system CPU time of process `pid` so far, in ms (0 when unreadable).
+fn cpu_ms(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (in parentheses): utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<u64> = (rest.split_whitespace())
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // Clock ticks of 10 ms (USER_HZ is 100 on Linux).
+    fields.iter().sum::<u64>() * 10
 }
 
 /// N calls through one gateway started under `BENCH_WRAP`, then a clean stop (profilers write

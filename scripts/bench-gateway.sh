@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Loopback benchmarks of the gateway (release build, 127.0.0.1 only, bounded, stops what it starts):
 #   latency    tools/call p50/p90/p99, direct vs through the gateway, stdio and HTTP, interleaved;
-#              also the relay floors (socat, HAProxy in TCP mode), a gateway with an API key and
-#              an audit file, and mcp-compressor when installed; added latency over direct and
-#              the ratio (gateway - direct) / (relay - direct)
+#              also the relay floors (socat, HAProxy in TCP mode and in HTTP mode with keep-alive
+#              both sides), a gateway with an API key and an audit file, and mcp-compressor when
+#              installed; added latency over direct and the ratio (gateway - direct) / (relay -
+#              direct). PEERS=python|node|all adds the realistic peers (scripts/bench-peers.py):
+#              a Python client against a Python server (GitHub toolset) and server-everything,
+#              direct / socat / mcp-budget / mcp-compressor side by side
 #   memory     gateway RSS with 10 stdio upstreams x 100 tools and the first tools/list's time;
 #              bytes per idle HTTP session (2000, then 4000 open)
-#   throughput tools/call/s over the HTTP downstream, 32 keep-alive clients
-#   startup    time to ready with 4 stdio upstreams that start in 100/200/300/400 ms
+#   throughput tools/call/s over the HTTP downstream, 32 keep-alive clients; HAProxy in TCP and
+#              in HTTP mode as floors
+#   startup    time to ready with 4 stdio upstreams that start in 100/200/300/400 ms;
+#              UPSTREAMS=10 TOOLS=100: that many upstreams of the largest saved toolsets, wall
+#              clock and gateway CPU to ready (GATEWAYS=a,b alternates gateway binaries)
 #   callgrind  instructions per tools/call in the gateway process, HTTP and stdio (valgrind):
 #              (a run with 1100 calls - a run with 100 calls) / 1000
 #   callgrind-policies  the same for the default, key, key + audit, key + limits and
@@ -20,7 +26,8 @@
 # examples/bench_loopback.rs. Then the in-process criterion bench (benches/gateway.rs).
 # Usage: scripts/bench-gateway.sh [latency|throughput|startup|memory|criterion ...]   (default:
 # latency throughput startup criterion)
-# Env: CALLS (2000) ROUNDS (5) CLIENTS (32) SECS (5) RUNS (3); BENCH_JSON_ONLY=1 makes the HTTP
+# Env: CALLS (2000) ROUNDS (5) CLIENTS (32) SECS (5) RUNS (3); PEERS (rust: see latency and
+# throughput; python, node or all add the realistic peers); BENCH_JSON_ONLY=1 makes the HTTP
 # clients send `Accept: application/json` only (no SSE answers from the gateway);
 # BENCH_INSTALL=1 lets `latency` apt-get install socat and haproxy when missing;
 # CALLGRIND_CALLS ("100 1100": the two call counts) and CALLGRIND_TRANSPORTS ("http stdio");
@@ -65,10 +72,42 @@ for w in "${what[@]}"; do
       if [ "${BENCH_INSTALL:-0}" = 1 ] && ! { command -v socat && command -v haproxy; } >/dev/null; then
         apt-get install -y socat haproxy >/dev/null
       fi
-      run latency --calls "${CALLS:-2000}" --rounds "${ROUNDS:-5}" ;;
+      # PEERS: rust (default: bench_loopback and bench_echo), python (a Python client and a
+      # Python server serving the GitHub toolset), node (a Python client and server-everything),
+      # or all; several may be given ("rust python").
+      peers=${PEERS:-rust}
+      [ "$peers" = all ] && peers="rust python node"
+      pairs=()
+      for p in $peers; do
+        case "$p" in
+          rust) run latency --calls "${CALLS:-2000}" --rounds "${ROUNDS:-5}" ;;
+          python|node) pairs+=("$p") ;;
+          *) echo "unknown PEERS entry: $p (rust, python, node, all)" >&2; exit 2 ;;
+        esac
+      done
+      if [ ${#pairs[@]} -gt 0 ]; then
+        [ "$peers" != "${pairs[*]}" ] && echo
+        GATEWAY="$CARGO_TARGET_DIR/release/mcp-budget" python3 scripts/bench-peers.py "${pairs[@]}"
+      fi ;;
     memory) run memory --idle "${IDLE:-0}" ${PAGEOUT:+--pageout} ;;
-    throughput) run throughput --clients "${CLIENTS:-32}" --secs "${SECS:-5}" ;;
-    startup) run startup --runs "${RUNS:-3}" ;;
+    throughput)
+      peers=${PEERS:-rust}
+      [ "$peers" = all ] && peers="rust python node"
+      for p in $peers; do
+        case "$p" in
+          rust) run throughput --clients "${CLIENTS:-32}" --secs "${SECS:-5}" ;;
+          python|node) run throughput --clients "${CLIENTS:-32}" --secs "${SECS:-5}" --peer "$p" ;;
+          *) echo "unknown PEERS entry: $p (rust, python, node, all)" >&2; exit 2 ;;
+        esac
+      done ;;
+    startup)
+      if [ -n "${UPSTREAMS:-}" ]; then
+        # UPSTREAMS=10 [TOOLS=100] [GATEWAYS=a,b]: that many upstreams, gateway CPU to ready.
+        run startup --runs "${RUNS:-3}" --upstreams "$UPSTREAMS" --tools "${TOOLS:-100}" \
+          ${GATEWAYS:+--gateways "$GATEWAYS"}
+      else
+        run startup --runs "${RUNS:-3}"
+      fi ;;
     callgrind) callgrind "" ;;
     callgrind-ceiling)
       # Cheap enough for CI: stdio, default and API-key policies, 50 and 550 calls.

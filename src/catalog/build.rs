@@ -208,45 +208,78 @@ impl Catalog {
         guard: impl Fn(usize, &Contribution, &Held) -> (Contribution, Held),
     ) -> Self {
         let per_upstream: Vec<Arc<Given>> = per_upstream.into_iter().map(Into::into).collect();
-        let empty = Held::default();
-        // Each list is read back from its text for the guard, one upstream at a time.
-        let (admitted, held): (Vec<Arc<Contribution>>, Vec<Held>) = per_upstream
-            .iter()
-            .enumerate()
-            .map(|(i, raw)| {
-                let lists = raw.lists();
-                let (admitted, held) = guard(i, &lists, previous.held.get(i).unwrap_or(&empty));
-                (Arc::new(admitted), held)
-            })
-            .unzip();
-        // The admitted tools move into the catalog's tools: the lists as given are kept
-        // (`raw`), and one more copy of every definition would be the biggest thing in memory.
-        let keep = Keep::ToolsOnly { previous };
-        let mut catalog = Self::build_from(admitted, names, separator, version, keep);
-        for (i, h) in held.iter().enumerate() {
-            // Templates are not called by name: a held one is only left out of its list. A
-            // held name that a served tool (prompt) now has, after a collision, stays the
-            // served one's: the guard refuses only what routing would not serve.
-            for (n, q) in h.quarantined.iter().enumerate() {
-                let name = exposed_name(&q.server, &q.name, separator);
-                let served = match q.kind {
-                    Item::Tool => catalog.tool(&name).is_some(),
-                    Item::Prompt => catalog.prompt(&name).is_some(),
-                    Item::Template => continue,
-                };
-                if served {
-                    continue;
-                }
-                let routes = match q.kind {
-                    Item::Tool => &mut catalog.quarantine_routes,
-                    _ => &mut catalog.prompt_quarantine_routes,
-                };
-                routes.insert(name, (i, n));
-            }
+        let at = Door {
+            names,
+            separator,
+            version,
+            previous,
+        };
+        at.build(per_upstream, guard, |_| None)
+    }
+
+    /// The next catalog after this one when only upstreams' lists changed (same upstreams,
+    /// same separator, and the same `guard` as built this one: the same rules), with
+    /// `per_upstream[i]` upstream `i`'s lists as given now: [`Catalog::build_guarded`], except
+    /// that an upstream whose lists are the ones this catalog holds for it (same text) is not
+    /// guarded again, and what the guard made of them is taken from this catalog (the guard,
+    /// given its own state back for the same lists, returns the same: trusted definitions stay
+    /// trusted, held ones stay held, what it reported was logged already). Names, collisions
+    /// across upstreams, routes, quarantine routes and the version are worked out over every
+    /// upstream: the catalog is the one [`Catalog::build_guarded`] builds, for one run of the
+    /// guard per changed upstream instead of one per upstream.
+    ///
+    /// # Panics
+    /// When `per_upstream` and this catalog's upstreams differ in length.
+    #[must_use]
+    pub fn rebuild_guarded<C: Into<Arc<Given>>>(
+        &self,
+        per_upstream: Vec<C>,
+        version: u64,
+        guard: impl Fn(usize, &Contribution, &Held) -> (Contribution, Held),
+    ) -> Self {
+        let per_upstream: Vec<Arc<Given>> = per_upstream.into_iter().map(Into::into).collect();
+        let (names, separator) = (self.names.as_slice(), self.separator.as_str());
+        let unchanged = |i: usize| self.admitted(&names[i], per_upstream.get(i)?);
+        let at = Door {
+            names,
+            separator,
+            version,
+            previous: self,
+        };
+        at.build(per_upstream.clone(), guard, unchanged)
+    }
+
+    /// What the guard made of upstream `name`'s lists in this catalog, when they were
+    /// `given` (the same text) and this catalog was built through a guard: its lists as they
+    /// entered the catalog (its tools read back from the catalog's tools) and its guard
+    /// state. `None` when the lists differ or cannot be told exactly.
+    fn admitted(&self, name: &str, given: &Arc<Given>) -> Option<(Contribution, Held)> {
+        let j = self.names.iter().position(|n| n == name)?;
+        let (before, held) = (self.raw.get(j)?, self.held.get(j)?);
+        if !(Arc::ptr_eq(before, given) || **before == **given) {
+            return None;
         }
-        catalog.raw = per_upstream;
-        catalog.held = held;
-        catalog
+        let (c, exposed) = (self.per_upstream.get(j)?, self.exposed.get(j)?);
+        let at = &exposed.catalog_tools;
+        // A named tool that became no catalog tool is not in the lists any more: guard again.
+        if at.len() != c.tools.len()
+            || (exposed.tools.iter().zip(at)).any(|(name, at)| name.is_some() != at.is_some())
+        {
+            return None;
+        }
+        let tools = (c.tools.iter().zip(at))
+            .map(|(tool, at)| match at {
+                Some(k) => Value::Object((*self.tools[*k].definition).clone()),
+                None => tool.clone(),
+            })
+            .collect();
+        let lists = Contribution {
+            tools,
+            prompts: c.prompts.clone(),
+            resources: c.resources.clone(),
+            templates: c.templates.clone(),
+        };
+        Some((lists, held.clone()))
     }
 
     /// The catalog of `tools` alone (servers in order of first appearance): for embedders and
@@ -533,6 +566,69 @@ impl Catalog {
             }
         }
         out
+    }
+}
+
+/// What a guarded catalog is built with, besides the lists and the guard.
+struct Door<'a> {
+    names: &'a [String],
+    separator: &'a str,
+    version: u64,
+    /// The catalog the new one replaces.
+    previous: &'a Catalog,
+}
+
+impl Door<'_> {
+    /// The catalog of `per_upstream` (the lists as given), each through `guard` unless
+    /// `unchanged(i)` has what the guard made of upstream `i`'s lists already.
+    fn build(
+        &self,
+        per_upstream: Vec<Arc<Given>>,
+        guard: impl Fn(usize, &Contribution, &Held) -> (Contribution, Held),
+        unchanged: impl Fn(usize) -> Option<(Contribution, Held)>,
+    ) -> Catalog {
+        let empty = Held::default();
+        let previous = self.previous;
+        // Each list is read back from its text for the guard, one upstream at a time.
+        let (admitted, held): (Vec<Arc<Contribution>>, Vec<Held>) = (per_upstream.iter())
+            .enumerate()
+            .map(|(i, raw)| {
+                let (admitted, held) = unchanged(i).unwrap_or_else(|| {
+                    let lists = raw.lists();
+                    guard(i, &lists, previous.held.get(i).unwrap_or(&empty))
+                });
+                (Arc::new(admitted), held)
+            })
+            .unzip();
+        // The admitted tools move into the catalog's tools: the lists as given are kept
+        // (`raw`), and one more copy of every definition would be the biggest thing in memory.
+        let keep = Keep::ToolsOnly { previous };
+        let (names, separator) = (self.names, self.separator);
+        let mut catalog = Catalog::build_from(admitted, names, separator, self.version, keep);
+        for (i, h) in held.iter().enumerate() {
+            // Templates are not called by name: a held one is only left out of its list. A
+            // held name that a served tool (prompt) now has, after a collision, stays the
+            // served one's: the guard refuses only what routing would not serve.
+            for (n, q) in h.quarantined.iter().enumerate() {
+                let name = exposed_name(&q.server, &q.name, separator);
+                let served = match q.kind {
+                    Item::Tool => catalog.tool(&name).is_some(),
+                    Item::Prompt => catalog.prompt(&name).is_some(),
+                    Item::Template => continue,
+                };
+                if served {
+                    continue;
+                }
+                let routes = match q.kind {
+                    Item::Tool => &mut catalog.quarantine_routes,
+                    _ => &mut catalog.prompt_quarantine_routes,
+                };
+                routes.insert(name, (i, n));
+            }
+        }
+        catalog.raw = per_upstream;
+        catalog.held = held;
+        catalog
     }
 }
 

@@ -620,7 +620,10 @@ impl Pool {
             let mut raw = members.catalog.upstreams().to_vec();
             raw[i] = Arc::new(Given::new(fresh));
             let version = members.catalog.version() + 1;
-            let catalog = guarded(raw, &members.names(), policy, version, &members.catalog);
+            // Only this upstream's lists changed: the others are not guarded again.
+            let sanitize = |name: &str| policy.sanitize.rules_for(name);
+            let (previous, rules) = (&members.catalog, &policy.pin.rules);
+            let catalog = crate::pin::guarded_changed(raw, version, previous, sanitize, rules);
             self.replace(members, members.all.clone(), members.ids.clone(), catalog);
             true
         });

@@ -381,17 +381,42 @@ pub fn guarded<C: Into<std::sync::Arc<crate::catalog::Given>>>(
     sanitize: impl Fn(&str) -> sanitize::Rules,
     rules: &Rules,
 ) -> Catalog {
-    let empty = Held::default();
-    let held_of = |name: &str| {
-        (previous.names().iter().position(|n| n == name))
-            .and_then(|p| previous.held().get(p))
-            .unwrap_or(&empty)
-    };
-    let guard = |i: usize, raw: &Contribution, _: &Held| {
-        let name = &names[i];
-        admit(name, raw, held_of(name), &sanitize(name), rules)
-    };
+    let guard = guard_by_name(names, previous, sanitize, rules);
     Catalog::build_guarded(raw, names, separator, version, previous, guard)
+}
+
+/// The catalog after `previous` (built by [`guarded`] or this, with the same `sanitize` and
+/// `rules`) when only upstreams' lists changed, `raw[i]` being `previous`'s upstream `i`'s lists
+/// as given now: what [`guarded`] builds, guarding again only the upstreams whose lists differ
+/// from `previous`'s ([`Catalog::rebuild_guarded`]).
+#[must_use]
+pub fn guarded_changed<C: Into<std::sync::Arc<crate::catalog::Given>>>(
+    raw: Vec<C>,
+    version: u64,
+    previous: &Catalog,
+    sanitize: impl Fn(&str) -> sanitize::Rules,
+    rules: &Rules,
+) -> Catalog {
+    let guard = guard_by_name(previous.names(), previous, sanitize, rules);
+    previous.rebuild_guarded(raw, version, guard)
+}
+
+/// The guard of [`guarded`]: [`admit`] upstream `names[i]`'s lists with what `previous` held
+/// under the same name.
+fn guard_by_name<'a>(
+    names: &'a [String],
+    previous: &'a Catalog,
+    sanitize: impl Fn(&str) -> sanitize::Rules + 'a,
+    rules: &'a Rules,
+) -> impl Fn(usize, &Contribution, &Held) -> (Contribution, Held) + 'a {
+    move |i: usize, raw: &Contribution, _: &Held| {
+        let name = &names[i];
+        let empty = Held::default();
+        let held = (previous.names().iter().position(|n| n == name))
+            .and_then(|p| previous.held().get(p))
+            .unwrap_or(&empty);
+        admit(name, raw, held, &sanitize(name), rules)
+    }
 }
 
 #[cfg(test)]
