@@ -221,8 +221,20 @@ const BUILTINS: &[Builtin] = &[
     openai_cl100k("gpt-3-5-turbo", 16_385, 12),
     gemini("gemini-2-5-pro", 20),
     gemini("gemini-2-5-flash", 12),
-    local("qwen2-5", 32_768, Encoding::O200kBase, QWEN_OVERHEAD, QWEN_CALIBRATION),
-    local("qwen3", 32_768, Encoding::O200kBase, QWEN_OVERHEAD, QWEN_CALIBRATION),
+    local(
+        "qwen2-5",
+        32_768,
+        Encoding::O200kBase,
+        QWEN_OVERHEAD,
+        QWEN_CALIBRATION,
+    ),
+    local(
+        "qwen3",
+        32_768,
+        Encoding::O200kBase,
+        QWEN_OVERHEAD,
+        QWEN_CALIBRATION,
+    ),
     local("llama-3", 8_192, Encoding::Cl100kBase, 0, 1000),
     local("llama-3-1", 32_768, Encoding::Cl100kBase, 0, 1000),
     local("llama-3-2", 32_768, Encoding::Cl100kBase, 0, 1000),
@@ -294,7 +306,13 @@ fn normalize(model: &str) -> String {
     let norm: String = model
         .to_ascii_lowercase()
         .chars()
-        .map(|c| if matches!(c, '.' | '_' | ':' | ' ') { '-' } else { c })
+        .map(|c| {
+            if matches!(c, '.' | '_' | ':' | ' ') {
+                '-'
+            } else {
+                c
+            }
+        })
         .collect();
     let norm = norm.strip_prefix("meta-").unwrap_or(&norm).to_owned();
     if ["haiku", "sonnet", "opus"]
@@ -435,9 +453,8 @@ mod tests {
 
     #[test]
     fn local_families_match_names_as_runtimes_write_them() {
-        let profile = |m: &str| {
-            builtin(m).map(|p| (p.name, p.context_window, p.max_tools, p.preselect))
-        };
+        let profile =
+            |m: &str| builtin(m).map(|p| (p.name, p.context_window, p.max_tools, p.preselect));
         let qwen = |cap, k| Some(("qwen2-5".to_owned(), 32_768, cap, k));
         // llama.cpp (file or alias), Ollama, Hugging Face, LM Studio spellings.
         assert_eq!(profile("qwen2.5-coder-0.5b-instruct-q4_k_m"), qwen(8, 5));
@@ -445,10 +462,16 @@ mod tests {
         assert_eq!(profile("Qwen/Qwen2.5-7B-Instruct"), qwen(12, 5));
         assert_eq!(profile("qwen2.5:72b"), qwen(20, 10));
         assert_eq!(profile("qwen2.5-coder"), qwen(12, 5));
-        assert_eq!(profile("qwen3:30b-a3b").map(|p| (p.0, p.2)), Some(("qwen3".into(), 16)));
+        assert_eq!(
+            profile("qwen3:30b-a3b").map(|p| (p.0, p.2)),
+            Some(("qwen3".into(), 16))
+        );
         let name = |m: &str| builtin(m).map(|p| p.name);
         assert_eq!(name("llama3.2:3b").as_deref(), Some("llama-3-2"));
-        assert_eq!(name("meta-llama/Llama-3.1-8B-Instruct").as_deref(), Some("llama-3-1"));
+        assert_eq!(
+            name("meta-llama/Llama-3.1-8B-Instruct").as_deref(),
+            Some("llama-3-1")
+        );
         assert_eq!(name("Meta-Llama-3-8B-Instruct").as_deref(), Some("llama-3"));
         assert_eq!(name("gemma3:4b").as_deref(), Some("gemma-3"));
         assert_eq!(name("google/gemma-2-9b-it").as_deref(), Some("gemma-2"));

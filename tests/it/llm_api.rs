@@ -565,7 +565,9 @@ async fn serve_preselects_by_the_requests_model_when_the_policy_does_not_say() {
     assert_eq!(listed("gpt-4o").await.len(), 13);
     assert_eq!(listed("my-own-model").await.len(), 13);
     assert!(
-        gateway.log().contains("as the request's model's profile says"),
+        gateway
+            .log()
+            .contains("as the request's model's profile says"),
         "{}",
         gateway.log()
     );
