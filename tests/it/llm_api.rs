@@ -546,24 +546,11 @@ async fn serve_preselects_by_the_requests_model_when_the_policy_does_not_say() {
         })
         .collect();
     let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
-    let listed = |model: &str| {
-        let body = json!({"model": model, "tools": tools,
-            "messages": [{"role": "user", "content": "What time is it in Tokyo now?"}]});
-        async move {
-            let seen = post(&url, &body).await;
-            seen["body"]["tools"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| name_of(t).to_owned())
-                .collect::<Vec<_>>()
-        }
-    };
-    let small = listed("qwen2.5-coder:1.5b").await;
+    let small = listed_for(&url, &tools, "qwen2.5-coder:1.5b").await;
     assert!(small.len() <= 5, "{small:?}");
     assert_eq!(small[0], "time__get_current_time", "{small:?}");
-    assert_eq!(listed("gpt-4o").await.len(), 13);
-    assert_eq!(listed("my-own-model").await.len(), 13);
+    assert_eq!(listed_for(&url, &tools, "gpt-4o").await.len(), 13);
+    assert_eq!(listed_for(&url, &tools, "my-own-model").await.len(), 13);
     assert!(
         gateway
             .log()
@@ -571,4 +558,17 @@ async fn serve_preselects_by_the_requests_model_when_the_policy_does_not_say() {
         "{}",
         gateway.log()
     );
+}
+
+/// The tool names the provider saw for a Chat Completions request of `model` with `tools`.
+async fn listed_for(url: &str, tools: &[Value], model: &str) -> Vec<String> {
+    let body = json!({"model": model, "tools": tools,
+        "messages": [{"role": "user", "content": "What time is it in Tokyo now?"}]});
+    let seen = post(url, &body).await;
+    seen["body"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| name_of(t).to_owned())
+        .collect()
 }
