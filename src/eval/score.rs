@@ -271,9 +271,28 @@ pub fn summarize(exposure: &str, episodes: &[&Episode], price: Price) -> Value {
     let with_call = count(&|e| e.arguments_check.is_some());
     let valid = count(&|e| e.arguments_check.as_deref() == Some("valid"));
     let empty = count(&|e| e.arguments_check.as_deref() == Some("empty"));
-    let prompt: u64 = episodes.iter().map(|e| e.prompt_tokens).sum();
-    let completion: u64 = episodes.iter().map(|e| e.completion_tokens).sum();
-    let cached: Option<u64> = episodes.iter().map(|e| e.cached_tokens).sum();
+    // Token figures are per episode the endpoint answered: an errored one has no counts, and
+    // counting it as 0 tokens would make a list that timed out look cheap.
+    let answered: Vec<&Episode> = (episodes.iter().copied())
+        .filter(|e| e.ending != Ending::Error)
+        .collect();
+    let per_answered = |total: f64| {
+        if answered.is_empty() {
+            0.0
+        } else {
+            total / answered.len() as f64
+        }
+    };
+    let prompt: u64 = answered.iter().map(|e| e.prompt_tokens).sum();
+    let completion: u64 = answered.iter().map(|e| e.completion_tokens).sum();
+    let (cached, cached_of) = answered
+        .iter()
+        .filter_map(|e| Some((e.cached_tokens?, e.prompt_tokens)))
+        .fold(None, |sum: Option<(u64, u64)>, (c, p)| {
+            let (c0, p0) = sum.unwrap_or_default();
+            Some((c0 + c, p0 + p))
+        })
+        .map_or((None, 0), |(c, p)| (Some(c), p));
     let searches: Vec<&Search> = episodes.iter().flat_map(|e| &e.searches).collect();
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
     for failure in episodes.iter().filter_map(|e| e.failure) {
@@ -308,12 +327,12 @@ pub fn summarize(exposure: &str, episodes: &[&Episode], price: Price) -> Value {
         "search_recall_at_5": (!searches.is_empty())
             .then(|| round(share(searches.iter().filter(|s| s.hit_at_5).count(), searches.len()))),
         "failures": failures,
-        "prompt_tokens_per_task": round(per_task(prompt as f64)),
-        "completion_tokens_per_task": round(per_task(completion as f64)),
-        "cached_share": cached.map(|c| round(if prompt == 0 { 0.0 } else { c as f64 / prompt as f64 })),
+        "prompt_tokens_per_task": round(per_answered(prompt as f64)),
+        "completion_tokens_per_task": round(per_answered(completion as f64)),
+        "cached_share": cached.map(|c| round(if cached_of == 0 { 0.0 } else { c as f64 / cached_of as f64 })),
         "tool_block_tokens": episodes.iter().map(|e| e.tool_block_tokens).max().unwrap_or(0),
         "tools_listed": episodes.iter().map(|e| e.tools_listed).max().unwrap_or(0),
-        "cost_per_task": (per_task(cost) * 1e6).round() / 1e6,
+        "cost_per_task": (per_answered(cost) * 1e6).round() / 1e6,
         "wall_seconds": round(episodes.iter().map(|e| e.wall_ms).sum::<u64>() as f64 / 1e3),
         "errors": count(&|e| e.ending == Ending::Error),
     })
@@ -487,6 +506,26 @@ mod tests {
         // (8000 × 1 + 40 × 2) / 1e6 / 4 tasks
         assert_eq!(s["cost_per_task"], 0.00202);
         assert!(s["search_recall_at_5"].is_null());
+    }
+
+    #[test]
+    fn errored_episodes_do_not_dilute_the_token_figures() {
+        let mut failed = episode(false, None, 0);
+        failed.ending = Ending::Error;
+        failed.completion_tokens = 0;
+        failed.cached_tokens = None;
+        let mut uncounted = episode(true, Some("valid"), 4000);
+        uncounted.cached_tokens = None;
+        let episodes = [episode(true, Some("valid"), 2000), failed, uncounted];
+        let refs: Vec<&Episode> = episodes.iter().collect();
+        let s = summarize("flat-100", &refs, Price::default());
+        assert_eq!(s["episodes"], 3);
+        assert_eq!(s["errors"], 1);
+        // Over the two answered episodes, not the three.
+        assert_eq!(s["prompt_tokens_per_task"], 3000.0);
+        assert_eq!(s["completion_tokens_per_task"], 10.0);
+        // Over the episode that reported cached tokens (1000 of its 2000).
+        assert_eq!(s["cached_share"], 0.5);
     }
 
     #[test]
