@@ -189,19 +189,23 @@ fn policy_table(args: &Args) -> anyhow::Result<toml::Table> {
     Ok(table)
 }
 
-/// `plan`'s budget: the policy's; else the model's built-in profile; else a local model's,
-/// from its context window (o200k counts, the `openai` rendering, 20 tools at most).
+/// `plan`'s budget: the policy's; else the model's built-in profile (with the context window
+/// the endpoint reports, when it does: a local runtime runs with its own); else a local
+/// model's, from its context window (o200k counts, the `openai` rendering, 20 tools at most).
 fn budget_for_model(table: &mut toml::Table, model: &str, window: Option<usize>) {
     let budget = exposure::section(table, "budget");
     if budget.contains_key("model") {
         return;
     }
-    if crate::profile::builtin(model).is_some() {
-        budget.insert("model".into(), model.into());
+    let known = crate::profile::builtin(model).is_some();
+    budget.insert("model".into(), model.into());
+    if known {
+        if let Some(window) = window.and_then(|w| i64::try_from(w).ok()) {
+            budget.entry("context_window").or_insert(window.into());
+        }
         return;
     }
     let window = i64::try_from(window.unwrap_or(32_768)).unwrap_or(i64::MAX);
-    budget.insert("model".into(), model.into());
     budget.entry("context_window").or_insert(window.into());
     budget.entry("tokenizer").or_insert("o200k_base".into());
     budget.entry("rendering").or_insert("openai".into());
@@ -556,12 +560,18 @@ mod tests {
     #[test]
     fn a_local_model_gets_a_budget_of_its_window() {
         let mut table: toml::Table = toml::from_str("version = 1").unwrap();
-        budget_for_model(&mut table, "qwen2.5-coder-0.5b", Some(8192));
+        budget_for_model(&mut table, "my-local-model", Some(8192));
         assert_eq!(table["budget"]["context_window"].as_integer(), Some(8192));
         assert_eq!(table["budget"]["max_tools"].as_integer(), Some(20));
+        Policy::from_toml_str(&toml::to_string(&table).unwrap(), "t").unwrap();
+        // A local family with a profile keeps it, with the window the server runs with.
+        let mut qwen: toml::Table = toml::from_str("version = 1").unwrap();
+        budget_for_model(&mut qwen, "qwen2.5-coder-0.5b", Some(8192));
+        assert_eq!(qwen["budget"]["context_window"].as_integer(), Some(8192));
+        assert!(qwen["budget"].get("max_tools").is_none());
+        Policy::from_toml_str(&toml::to_string(&qwen).unwrap(), "t").unwrap();
         let mut known = toml::Table::new();
         budget_for_model(&mut known, "gpt-4o", None);
         assert_eq!(known["budget"].as_table().unwrap().len(), 1);
-        Policy::from_toml_str(&toml::to_string(&table).unwrap(), "t").unwrap();
     }
 }
