@@ -335,11 +335,11 @@ fn rewrite_bytes(
 ) -> Option<(Vec<u8>, Rewrite)> {
     let fields: Fields<'_> = serde_json::from_slice(bytes).ok()?;
     // What the rewrite reads: `tools`, for Anthropic what decides the breakpoint, and with
-    // preselection the conversation.
+    // preselection the conversation and the model (whose profile may decide how many).
     let read: &[&str] = match (api, options.preselect.is_some()) {
         (Api::Anthropic, _) => &["tools", "model", "system", "messages", "cache_control"],
         (Api::OpenAi, false) => &["tools"],
-        (Api::OpenAi, true) => &["tools", "messages", "input"],
+        (Api::OpenAi, true) => &["tools", "model", "messages", "input"],
     };
     let mut partial = Map::new();
     let mut old_tools = None;
