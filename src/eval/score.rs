@@ -285,14 +285,12 @@ pub fn summarize(exposure: &str, episodes: &[&Episode], price: Price) -> Value {
     };
     let prompt: u64 = answered.iter().map(|e| e.prompt_tokens).sum();
     let completion: u64 = answered.iter().map(|e| e.completion_tokens).sum();
-    let (cached, cached_of) = answered
-        .iter()
+    // (cached, prompt) of the episodes that report cached tokens.
+    let reported: Vec<(u64, u64)> = (answered.iter())
         .filter_map(|e| Some((e.cached_tokens?, e.prompt_tokens)))
-        .fold(None, |sum: Option<(u64, u64)>, (c, p)| {
-            let (c0, p0) = sum.unwrap_or_default();
-            Some((c0 + c, p0 + p))
-        })
-        .map_or((None, 0), |(c, p)| (Some(c), p));
+        .collect();
+    let cached = (!reported.is_empty()).then(|| reported.iter().map(|r| r.0).sum::<u64>());
+    let cached_of: u64 = reported.iter().map(|r| r.1).sum();
     let searches: Vec<&Search> = episodes.iter().flat_map(|e| &e.searches).collect();
     let mut failures: BTreeMap<String, usize> = BTreeMap::new();
     for failure in episodes.iter().filter_map(|e| e.failure) {
